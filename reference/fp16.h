@@ -1,0 +1,93 @@
+// Round an exact value to IEEE binary16 once, to nearest-even (SPEC.md section 1). Header-only
+// and usable from CUDA device code: the CPU and GPU references share this one function.
+#pragma once
+
+#include <cstdint>
+
+#include "reference/formats.h"  // NVFP4_HD
+
+namespace nvfp4 {
+
+using u128 = unsigned __int128;
+using i128 = __int128;
+
+NVFP4_HD inline int bit_width_u128(u128 v) {
+  int w = 0;
+  const uint64_t hi = static_cast<uint64_t>(v >> 64);
+  if (hi) {
+    w = 64;
+    v = hi;
+  }
+  uint64_t x = static_cast<uint64_t>(v);
+  while (x) {
+    ++w;
+    x >>= 1;
+  }
+  return w;
+}
+
+// The binary16 nearest to (-1)^negative * mag * 2^exp2, ties to even, subnormals kept,
+// magnitudes >= 65520 to Inf. A zero magnitude gives +0 (an exact zero sum is +0).
+NVFP4_HD inline uint16_t fp16_round(bool negative, u128 mag, int exp2) {
+  if (mag == 0) return 0;
+  const uint16_t sign = negative ? 0x8000u : 0u;
+  const int width = bit_width_u128(mag);
+  // Value = mag * 2^exp2 lies in [2^(top), 2^(top+1)) with top = width - 1 + exp2.
+  const int top = width - 1 + exp2;
+  if (top > 15) return sign | 0x7C00u;
+  // Units of the result's last place: 2^-24 in the subnormal range, else 2^(top-10).
+  const int unit = top < -14 ? -24 : top - 10;
+  const int shift = unit - exp2;  // drop this many low bits of mag
+  u128 q;
+  if (shift <= 0) {
+    q = mag << (-shift);  // exact; fits since top <= 15
+  } else if (shift >= 128) {
+    // Only the subnormal range gets here; the value is below 2^(104 - shift), so at most
+    // one unit of 2^-24, and above half of it only when shift == 128 and mag > 2^127.
+    q = (shift == 128 && mag > (static_cast<u128>(1) << 127)) ? 1 : 0;
+  } else {
+    q = mag >> shift;
+    const u128 rem = mag - (q << shift);
+    const u128 half = static_cast<u128>(1) << (shift - 1);
+    if (rem > half || (rem == half && (q & 1))) ++q;
+  }
+  // q is the significand in units of 2^unit; a carry may move it to the next binade.
+  if (unit == -24) {
+    // q <= 1024: q == 1024 is exactly the smallest normal, whose bits are 0x0400 too.
+    return sign | static_cast<uint16_t>(q);
+  }
+  int e = top + 15;  // biased exponent, >= 1 here
+  if (q == 2048) {
+    q = 1024;
+    ++e;
+  }
+  if (e >= 31) return sign | 0x7C00u;
+  return sign | static_cast<uint16_t>((e << 10) | static_cast<int>(q - 1024));
+}
+
+// Exact decoding of binary16 bits: the value is (-1)^neg * sig * 2^exp (sig < 2048).
+struct Fp16Parts {
+  bool negative, inf, nan;
+  int sig, exp;
+};
+
+NVFP4_HD inline Fp16Parts fp16_parts(uint16_t h) {
+  Fp16Parts p{};
+  p.negative = (h & 0x8000u) != 0;
+  const int e = (h >> 10) & 0x1F;
+  const int f = h & 0x3FF;
+  p.inf = e == 31 && f == 0;
+  p.nan = e == 31 && f != 0;
+  if (e == 0) {
+    p.sig = f;
+    p.exp = -24;
+  } else {
+    p.sig = f | 0x400;
+    p.exp = e - 25;
+  }
+  return p;
+}
+
+NVFP4_HD inline bool fp16_is_nan(uint16_t h) { return (h & 0x7C00u) == 0x7C00u && (h & 0x3FFu); }
+
+}  // namespace nvfp4

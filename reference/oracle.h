@@ -1,0 +1,52 @@
+// The oracle of SPEC.md section 3: which FP16 outputs are acceptable for an exactly known result,
+// under a named tolerance policy.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "reference/exact_gemm.h"
+
+namespace nvfp4 {
+
+struct Policy {
+  enum class Kind { fp32, exact, fp16_accum, allclose, ulp };
+  Kind kind = Kind::fp32;
+  double rtol = 0, atol = 0;  // allclose
+  int64_t ulps = 0;           // ulp:N
+  bool saturates = false;     // kernel clamps to +-65504 where Inf would be expected/accepted
+
+  // "fp32", "exact", "fp16-accum", "allclose:RTOL:ATOL", "ulp:N"; throws std::invalid_argument.
+  static Policy parse(const std::string& text);
+  // The policy SPEC.md section 5's flags call for (NVFP4_FLAG_EXACT -> exact, FP16_ACCUMULATE ->
+  // fp16-accum, else fp32; SATURATES sets saturates).
+  static Policy for_flags(uint32_t flags);
+  std::string name() const;
+};
+
+struct ElementVerdict {
+  bool ok = true;
+  bool exact_regime = false;  // only the bit-exact RN16(alpha*r) was acceptable
+  double expected = 0;        // RN16(alpha*r) as a double (NaN when the element must be NaN)
+  uint16_t expected_bits = 0;
+  double bound = 0;           // allowed |c - alpha*r| (0 in the exact regime)
+  double error = 0;           // |c - alpha*r| (Inf when a NaN/Inf mismatches)
+  double error_ulps = 0;      // error in FP16 ulps at the expected value
+  double error_over_bound = 0;
+};
+
+ElementVerdict judge_element(const ExactElement& e, float alpha, uint16_t actual, const Policy& policy);
+
+struct OracleSummary {
+  int64_t elements = 0, failing = 0, exact_regime = 0;
+  bool any_failure() const { return failing > 0; }
+  int64_t first_b = -1, first_i = -1, first_j = -1;  // first failing element in C order
+  ElementVerdict first;                               // its verdict
+  uint16_t first_actual = 0;
+  double max_error_ulps = 0, max_error_over_bound = 0;
+};
+
+// Judges every element of c (FP16 bits in C order, p.c_elems() of them) against ref.
+OracleSummary judge(const Problem& p, const ExactResult& ref, const uint16_t* c, const Policy& policy);
+
+}  // namespace nvfp4

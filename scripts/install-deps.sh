@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs the Debian packages nvfp4check builds and tests with. Idempotent; run as root
+# (or with sudo) on a fresh Debian 12 machine. CUDA's nvcc is expected on the machine already.
+set -euo pipefail
+packages=(
+  cmake ninja-build g++ clang-14 libclang-rt-14-dev libomp-14-dev
+  googletest libgtest-dev libgmock-dev librapidcheck-dev libbenchmark-dev
+  libcli11-dev nlohmann-json3-dev libfmt-dev libpng-dev zip unzip
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  sudo_cmd=""
+  [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
+  echo "install-deps: installing ${missing[*]}"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}"
+else
+  echo "install-deps: all ${#packages[@]} packages present"
+fi
+if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then
+  echo "install-deps: nvcc is at /usr/local/cuda/bin (not on PATH); the build finds it there"
+fi
