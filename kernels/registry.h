@@ -1,0 +1,57 @@
+// Every kernel the suite can check, built in or loaded from a plugin, behind the ABI of
+// nvfp4_kernel_abi.h. The suite never calls a kernel except through Kernel::run.
+#pragma once
+
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "kernels/nvfp4_kernel_abi.h"
+
+namespace nvfp4 {
+
+// One kernel: its info and how to call it (the providing library's nvfp4_kernel_run + index).
+struct Kernel {
+  const nvfp4_kernel_info* info = nullptr;
+  int index = 0;
+  int (*run_fn)(int index, const nvfp4_problem* problem) = nullptr;
+  std::string origin;  // "builtin" or the plugin's path
+
+  std::string name() const { return info->name; }
+  int run(const nvfp4_problem& p) const { return run_fn(index, &p); }
+  bool is_cuda() const { return info->memory == NVFP4_MEMORY_CUDA; }
+  bool supports_op(uint32_t op) const { return (info->ops >> op) & 1u; }
+  bool supports_layout(uint32_t layout) const { return (info->sf_layouts >> layout) & 1u; }
+};
+
+// A plugin that cannot be used: missing symbol, wrong ABI version, duplicate or invalid name.
+class PluginError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+class Registry {
+ public:
+  // The built-in kernels (host always; CUDA ones when built with CUDA).
+  static Registry with_builtins();
+
+  // dlopen()s a shared library exporting the three ABI symbols and adds its kernels.
+  void load_plugin(const std::string& path);  // throws PluginError
+  // Adds a provider given by its three entry points (built-ins, tests).
+  void add_provider(int (*count)(void), const nvfp4_kernel_info* (*get)(int),
+                    int (*run)(int, const nvfp4_problem*), const std::string& origin);
+
+  const std::vector<Kernel>& kernels() const { return kernels_; }
+  const Kernel* find(const std::string& name) const;
+
+ private:
+  std::vector<Kernel> kernels_;
+  std::vector<std::shared_ptr<void>> libraries_;  // dlopen handles, closed with the registry
+};
+
+// Whether this kernel can run on this machine; when not, *why says why (no CUDA device,
+// compute capability below min_sm, built without CUDA).
+bool kernel_runnable(const Kernel& k, std::string* why);
+
+}  // namespace nvfp4
