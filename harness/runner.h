@@ -1,0 +1,47 @@
+// The checks one case goes through against one kernel: guarded and poisoned buffers, NaN in
+// padding, two runs, unchanged inputs, stale state, streams, CUDA errors, the oracle.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/registry.h"
+#include "reference/oracle.h"
+#include "reference/problem.h"
+
+namespace nvfp4 {
+
+struct RunOptions {
+  std::string case_dir = "nvfp4check-cases";  // where a case is saved before it runs
+  bool save_case = true;
+  bool check_determinism = true;  // second run with a different poison must match bit for bit
+  bool check_stale = true;        // change inputs in place, run again, judge again
+  double timeout_s = 30;          // watchdog per kernel call
+  bool use_policy_override = false;
+  Policy policy_override;         // instead of Policy::for_flags(info.flags)
+};
+
+// The named checks, as they appear in reports.
+//   "oracle", "nan-padding", "unwritten-output", "guard", "inputs-modified", "determinism",
+//   "stale-state", "unsupported-touched-output", "refused-supported", "kernel-error",
+//   "cuda-error", "timeout"
+struct CheckResult {
+  enum class Verdict { pass, fail, unsupported, skipped } verdict = Verdict::pass;
+  std::string check;        // the failing check, empty when passing
+  std::string message;      // one paragraph a person can act on
+  std::string case_file;    // path of the saved case, when saved
+  OracleSummary summary;    // of the failing (or last) run
+  std::vector<uint16_t> c;  // the kernel's output of the failing (or last) run
+  ExactResult reference;    // the exact result the output was judged against
+};
+
+// Runs every check of one case. A shape outside the kernel's declared constraints is instead
+// checked to come back NVFP4_UNSUPPORTED with C untouched (verdict unsupported or fail).
+CheckResult check_case(const Kernel& kernel, const Problem& p, const RunOptions& options);
+
+// Runs the kernel once on p, as the runner does (fresh buffers, layout conversion), returning its
+// output or throwing std::runtime_error naming the error. For properties that compare outputs.
+std::vector<uint16_t> run_kernel_once(const Kernel& kernel, const Problem& p, double timeout_s = 30);
+
+}  // namespace nvfp4
