@@ -1,6 +1,7 @@
 // Case files (SPEC.md section 4): one problem with its data as `key = value` text.
 #pragma once
 
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 
@@ -14,14 +15,26 @@ class CaseError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Largest total size of the tensors a case needs (a, b, sfa and sfb in both layouts, c); a
+// larger shape is rejected by the parser, so no file can make the suite allocate without bound.
+constexpr int64_t kMaxCaseBytes = int64_t(1) << 30;
+
 // Parses a case. Unknown keys, duplicate keys, bad numbers, odd k, n != 1 for gemv, missing
 // fields and data of the wrong length are errors. A case with `seed` and no data parses with
 // empty data vectors (the harness generates them); explicit data wins over a seed.
 Problem parse_case(const std::string& text, const std::string& filename);
 Problem read_case_file(const std::string& path);  // throws CaseError also when unreadable
 
-// Canonical text of a case (explicit data; expect and note when present). parse(write(p)) == p.
+// Canonical text of a case: keys in the order op m n k l sf_layout scale_semantics alpha seed
+// generator note a b sfa sfb expect, data as one hex line per tensor, alpha in the fewest digits
+// that read back to the same float. parse(write(p)) == p (with p.note sanitized). Throws
+// std::invalid_argument for a problem no case file can hold (bad shape, wrong data lengths,
+// neither data nor seed, non-finite alpha).
 std::string write_case(const Problem& p);
 void write_case_file(const Problem& p, const std::string& path);  // throws std::runtime_error
+
+// The note as write_case writes it: '#' and control characters become spaces (they would end
+// the value), edge spaces are trimmed (the parser trims values).
+std::string sanitize_note(const std::string& note);
 
 }  // namespace nvfp4
