@@ -24,13 +24,24 @@ struct Policy {
   std::string name() const;
 };
 
+// Rule 2 of SPEC.md section 3 for FP32 accumulation: S < 2^24 * g and |alpha| a power of two
+// (-2^e counts: negation is exact), and, beyond the SPEC's words, g*|alpha| and S*|alpha| inside
+// FP32's normal range so that no partial sum can underflow or overflow. False for NaN elements.
+bool exact_regime(const ExactElement& e, float alpha);
+
+// What the policy tests, per element. `error` and `bound` are in the policy's own terms:
+// fp32 / fp16-accum / exact: error = |c - alpha*r|, bound = the allowed error (rule 3), or in the
+//   exact regime the half FP16 ulp at alpha*r (only RN16 itself is accepted there);
+// allclose: error = |c - RN16(alpha*r)|, bound = ATOL + RTOL*|RN16(alpha*r)|;
+// ulp:N: error_ulps = the number of FP16 steps between c and RN16(alpha*r), bound = N ulps.
+// An accepted Inf (overflow) has error 0; a NaN where none belongs, or the reverse, error Inf.
 struct ElementVerdict {
   bool ok = true;
   bool exact_regime = false;  // only the bit-exact RN16(alpha*r) was acceptable
   double expected = 0;        // RN16(alpha*r) as a double (NaN when the element must be NaN)
   uint16_t expected_bits = 0;
-  double bound = 0;           // allowed |c - alpha*r| (0 in the exact regime)
-  double error = 0;           // |c - alpha*r| (Inf when a NaN/Inf mismatches)
+  double bound = 0;           // see above
+  double error = 0;           // see above (Inf when a NaN/Inf mismatches)
   double error_ulps = 0;      // error in FP16 ulps at the expected value
   double error_over_bound = 0;
 };
