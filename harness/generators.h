@@ -2,6 +2,7 @@
 // fuzzers. Every distribution is reachable by name, so a case file can say `generator = NAME`.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <random>
 #include <string>
@@ -36,6 +37,7 @@ struct DataSpec {
 struct ShapeLimits {
   int64_t max_m = 300, max_n = 64, max_k = 1024, max_l = 9;
   int64_t max_outputs = 1 << 16, max_products = int64_t(1) << 24;  // keep cases cheap
+  int64_t max_elements = int64_t(1) << 20;  // E2M1 elements of A, and of B (l*m*k, l*n*k)
 };
 
 struct Shape {
@@ -58,7 +60,61 @@ void fill_data(Rng& rng, const DataSpec& spec, Problem& p);
 Problem generate_problem(Rng& rng, Op op, const nvfp4_kernel_info& info, const DataSpec& spec,
                          const ShapeLimits& limits);
 
-// Expands a case that names a seed (and optionally a generator) into explicit data.
+// Expands a case that names a seed (and optionally a generator) into explicit data: the tensors
+// the case does not give explicitly are drawn from Rng(seed) with the named DataSpec (default
+// uniform/narrow/one). alpha is drawn only when the generator names pow2 or arbitrary; otherwise
+// the case's alpha stays. Throws std::invalid_argument when there is neither data nor a seed, or
+// the generator name is unknown.
 void expand_seeded_case(Problem& p);
+
+// ---------------------------------------------------------------------------------------------
+// Everything above is a pure function of uniformly drawn raw numbers, reachable directly here.
+// The seeded path draws them from an Rng (RngDraws); the property tests draw them with
+// RapidCheck, which shrinks each one toward 0. A raw 0 always means the plainest choice (the
+// smallest shape, E2M1 code 0, scale 1.0, alpha 1), so a shrunk failing case is small and plain.
+class Draws {
+ public:
+  virtual ~Draws() = default;
+  virtual uint64_t below(uint64_t bound) = 0;                 // uniform in [0, bound), bound >= 1
+  virtual std::vector<uint8_t> bytes(std::size_t count) = 0;  // count uniform bytes
+};
+
+// Draws from an Rng with our own arithmetic (not std::uniform_int_distribution, whose algorithm
+// differs between standard libraries), so a seed means the same case everywhere.
+class RngDraws final : public Draws {
+ public:
+  explicit RngDraws(Rng& rng) : rng_(rng) {}
+  uint64_t below(uint64_t bound) override;
+  std::vector<uint8_t> bytes(std::size_t count) override;
+
+ private:
+  Rng& rng_;
+};
+
+// The edge values dimensions m and n are drawn from (besides uniform ones).
+const std::vector<int64_t>& tile_edge_dims();
+// Whether a shape lies on a tile edge: m or n one of tile_edge_dims() other than 1, or k % 64 != 0.
+bool on_tile_edge(const Shape& s);
+
+Shape draw_shape(Draws& d, Op op, const nvfp4_kernel_info& info, const ShapeLimits& limits);
+Shape draw_unsupported_shape(Draws& d, Op op, const nvfp4_kernel_info& info,
+                             const ShapeLimits& limits);
+// A spec weighted toward the exact regime (narrow scales, alpha 1) with every distribution
+// reachable; raw 0 gives uniform/narrow/one.
+DataSpec draw_spec(Draws& d);
+// Fills a, b, sfa, sfb (linear) and alpha of p from spec. Draw order: raw bytes of A (one per
+// element), of B, of SFA, of SFB (one per scale), then a sign choice, a NaN position, alpha.
+void draw_data(Draws& d, const DataSpec& spec, Problem& p);
+
+// The per-distribution maps from one raw uniform byte, the building blocks of draw_data.
+// x is the element's index within its row, tensor_b selects B (alternating signs differ between
+// A and B so that products alternate too); negative selects the sign of one_sign.
+uint8_t e2m1_code_from_raw(ValueDist dist, uint8_t raw, int64_t x, bool tensor_b, bool negative);
+uint8_t scale_from_raw(ScaleDist dist, uint8_t raw);  // nan_block: like narrow, NaN added apart
+float alpha_from_raw(AlphaDist dist, uint32_t raw);
+
+// The E4M3 byte with twice the value of `byte` (same sign bit), or -1 when 2x is not
+// representable or byte is NaN. Zero doubles to itself.
+int e4m3_doubled(uint8_t byte);
 
 }  // namespace nvfp4

@@ -1,0 +1,451 @@
+// Seeded generators of shapes and data. Every generator is a pure function of raw uniform draws
+// (see Draws in generators.h): the Rng path and RapidCheck share the distributions, and a raw 0
+// always gives the plainest choice so that shrinking ends in small, readable cases.
+#include "harness/generators.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <numeric>
+#include <stdexcept>
+
+namespace nvfp4 {
+namespace {
+
+const char* const kValueNames[] = {"uniform", "edge", "sparse", "one_sign", "alternating"};
+const char* const kScaleNames[] = {"narrow",   "full",      "subnormal", "near_max",
+                                   "sign_bit", "nan_block", "zero"};
+const char* const kAlphaNames[] = {"one", "pow2", "arbitrary"};
+
+template <typename Enum, size_t N>
+Enum parse_enum(const char* const (&names)[N], const std::string& word, const char* what) {
+  for (size_t i = 0; i < N; ++i) {
+    if (word == names[i]) return static_cast<Enum>(i);
+  }
+  std::string known;
+  for (size_t i = 0; i < N; ++i) known += (i ? ", " : "") + std::string(names[i]);
+  throw std::invalid_argument("unknown " + std::string(what) + " distribution '" + word +
+                              "' (known: " + known + ")");
+}
+
+// Multiples a dimension must respect: k is always even on top of the kernel's k_multiple.
+int64_t dim_multiple(uint32_t declared) { return declared > 1 ? declared : 1; }
+int64_t k_multiple_of(const nvfp4_kernel_info& info) {
+  return std::lcm<int64_t>(2, dim_multiple(info.k_multiple));
+}
+
+// v rounded up to a multiple of `multiple`, but not above max (then rounded down), and never
+// below one multiple: a kernel whose multiple exceeds the limit still gets a supported shape.
+int64_t fit_multiple(int64_t v, int64_t multiple, int64_t max) {
+  int64_t r = (v + multiple - 1) / multiple * multiple;
+  if (r > max) r = max / multiple * multiple;
+  return std::max(r, multiple);
+}
+
+// One of m or n. Always two draws (category, then a uniform value) so that RapidCheck's picks
+// stay aligned when a shrink changes the category. Category 0 is the edge value 1.
+int64_t draw_dim(Draws& d, int64_t max, int64_t multiple) {
+  std::vector<int64_t> edges;
+  for (int64_t e : tile_edge_dims()) {
+    if (e <= max) edges.push_back(e);
+  }
+  const uint64_t kUniformSlots = 6;  // about a quarter of the draws anywhere in [1, max]
+  const uint64_t category = d.below(edges.size() + kUniformSlots);
+  const int64_t uniform = 1 + static_cast<int64_t>(d.below(static_cast<uint64_t>(max)));
+  const int64_t v = category < edges.size() ? edges[category] : uniform;
+  return fit_multiple(v, multiple, std::max(max, multiple));
+}
+
+// k: even, weighted toward k = 2, a partial last 16-element block, 16-multiples that are not
+// 64-multiples (a partial 4-block scale tile), multiples of 64 and their neighbours.
+int64_t draw_k(Draws& d, int64_t max_k, int64_t multiple) {
+  const uint64_t category = d.below(8);
+  const int64_t r = static_cast<int64_t>(d.below(uint64_t(1) << 30));
+  const int64_t max16 = std::max<int64_t>(1, max_k / 16), max64 = std::max<int64_t>(1, max_k / 64);
+  int64_t k = 2;
+  switch (category) {
+    case 0: k = 2; break;
+    case 1: k = 4 + 2 * (r % 14); break;                             // 4..30
+    case 2: k = 16 * (r % max16) + 2 * (1 + (r / max16) % 7); break;  // k % 16 != 0
+    case 3: k = 16 * (2 * (r % ((max16 + 1) / 2)) + 1); break;        // odd multiple of 16
+    case 4: k = 64 * (1 + r % max64); break;
+    case 5: k = 64 * (1 + r % max64) + ((r / max64) % 2 ? 2 : -2); break;
+    default: k = 2 * (1 + r % std::max<int64_t>(1, max_k / 2)); break;
+  }
+  k = std::clamp<int64_t>(k, 2, std::max<int64_t>(2, max_k));
+  return fit_multiple(k, multiple, std::max(max_k, multiple));
+}
+
+// Halves the largest dimension (keeping multiples) until the shape fits the cost limits.
+void fit_limits(Shape& s, const nvfp4_kernel_info& info, const ShapeLimits& lim) {
+  const int64_t mm = dim_multiple(info.m_multiple), km = k_multiple_of(info);
+  const int64_t nm = s.op == Op::gemv ? 1 : dim_multiple(info.n_multiple);
+  auto over = [&] {
+    return s.l * s.m * s.n > lim.max_outputs || s.l * s.m * s.n * s.k > lim.max_products ||
+           s.l * s.m * s.k > lim.max_elements || s.l * s.n * s.k > lim.max_elements;
+  };
+  while (over()) {
+    if (s.l > 1) {
+      s.l = (s.l + 1) / 2;
+      continue;
+    }
+    // Shrink whichever of m, n, k is largest relative to its minimum.
+    const double rm = double(s.m) / mm, rn = double(s.n) / nm, rk = double(s.k) / km;
+    if (rm >= rn && rm >= rk && s.m > mm) {
+      s.m = fit_multiple(s.m / 2, mm, s.m);
+    } else if (rn >= rk && s.n > nm) {
+      s.n = fit_multiple(s.n / 2, nm, s.n);
+    } else if (s.k > km) {
+      s.k = fit_multiple(s.k / 2, km, s.k);
+    } else if (s.m > mm) {
+      s.m = fit_multiple(s.m / 2, mm, s.m);
+    } else {
+      break;  // every dimension at its minimum: the kernel's multiples exceed the limits
+    }
+  }
+}
+
+// Narrow window: exponent fields 7 and 6 (scales in [0.5, 2)) from the low 4 raw bits; raw 0
+// is 0x38 = 1.0. Tuned with the oracle (generators_test measures it): two binades keep every
+// output of k <= 1024 in the exact regime (S < 2^24 g); four binades dropped that to about 82%.
+uint8_t narrow_scale(uint8_t raw) {
+  const uint8_t mantissa = raw & 7u, exponent = (raw & 8u) ? 6 : 7;
+  return static_cast<uint8_t>(exponent << 3 | mantissa);
+}
+
+int64_t e2m1_elements(int64_t rows, int64_t k, int64_t l) { return l * rows * k; }
+
+void pack_codes(const std::vector<uint8_t>& raw, ValueDist dist, int64_t k, bool tensor_b,
+                bool negative, std::vector<uint8_t>& out) {
+  out.assign(raw.size() / 2, 0);
+  for (size_t e = 0; e < raw.size(); ++e) {
+    const int64_t x = static_cast<int64_t>(e) % k;
+    const uint8_t code = e2m1_code_from_raw(dist, raw[e], x, tensor_b, negative);
+    out[e / 2] |= static_cast<uint8_t>((e % 2) ? code << 4 : code);
+  }
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// DataSpec
+
+std::string DataSpec::name() const {
+  return std::string(kValueNames[static_cast<int>(values)]) + "/" +
+         kScaleNames[static_cast<int>(scales)] + "/" + kAlphaNames[static_cast<int>(alpha)];
+}
+
+DataSpec DataSpec::parse(const std::string& name) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  while (true) {
+    const size_t slash = name.find('/', start);
+    parts.push_back(name.substr(start, slash == std::string::npos ? std::string::npos : slash - start));
+    if (slash == std::string::npos) break;
+    start = slash + 1;
+  }
+  if (parts.size() != 3) {
+    throw std::invalid_argument("generator '" + name +
+                                "' must be VALUES/SCALES/ALPHA, e.g. uniform/narrow/one");
+  }
+  DataSpec s;
+  s.values = parse_enum<ValueDist>(kValueNames, parts[0], "value");
+  s.scales = parse_enum<ScaleDist>(kScaleNames, parts[1], "scale");
+  s.alpha = parse_enum<AlphaDist>(kAlphaNames, parts[2], "alpha");
+  return s;
+}
+
+const std::vector<DataSpec>& DataSpec::all() {
+  static const std::vector<DataSpec> every = [] {
+    std::vector<DataSpec> v;
+    for (int a = 0; a < 5; ++a) {
+      for (int b = 0; b < 7; ++b) {
+        for (int c = 0; c < 3; ++c) {
+          v.push_back({static_cast<ValueDist>(a), static_cast<ScaleDist>(b), static_cast<AlphaDist>(c)});
+        }
+      }
+    }
+    return v;
+  }();
+  return every;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Raw draws
+
+uint64_t RngDraws::below(uint64_t bound) {
+  if (bound <= 1) return 0;
+  // Rejection sampling: accept x below the largest multiple of bound, so x % bound is uniform.
+  const uint64_t limit = std::numeric_limits<uint64_t>::max() - std::numeric_limits<uint64_t>::max() % bound;
+  uint64_t x = rng_();
+  while (x >= limit) x = rng_();
+  return x % bound;
+}
+
+std::vector<uint8_t> RngDraws::bytes(std::size_t count) {
+  std::vector<uint8_t> out(count);
+  for (size_t i = 0; i < count; i += 8) {
+    uint64_t x = rng_();
+    for (size_t j = i; j < std::min(count, i + 8); ++j, x >>= 8) out[j] = static_cast<uint8_t>(x);
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Per-distribution maps
+
+uint8_t e2m1_code_from_raw(ValueDist dist, uint8_t raw, int64_t x, bool tensor_b, bool negative) {
+  switch (dist) {
+    case ValueDist::uniform:
+      return raw & 15u;
+    case ValueDist::edge: {
+      // Three in four from +-0, +-0.5, +-6 (codes 0/8, 1/9, 7/15); the rest from the others.
+      static const uint8_t kEdge[16] = {0, 1, 7, 8, 9, 15, 0, 1, 7, 8, 9, 15, 2, 11, 5, 14};
+      return kEdge[raw & 15u];
+    }
+    case ValueDist::sparse:
+      // One element in eight drawn from all 16 codes, the rest zero.
+      return raw >= 224 ? static_cast<uint8_t>((raw - 224) & 15u) : 0;
+    case ValueDist::one_sign: {
+      const uint8_t magnitude = raw & 7u;
+      return magnitude && negative ? static_cast<uint8_t>(magnitude | 8u) : magnitude;
+    }
+    case ValueDist::alternating: {
+      // A alternates every element, B every two: products then alternate in pairs, so sums
+      // cancel (same signs in A and B would make every product positive).
+      const uint8_t magnitude = raw & 7u;
+      const bool minus = tensor_b ? ((x >> 1) & 1) : (x & 1);
+      return magnitude && minus ? static_cast<uint8_t>(magnitude | 8u) : magnitude;
+    }
+  }
+  return 0;
+}
+
+uint8_t scale_from_raw(ScaleDist dist, uint8_t raw) {
+  switch (dist) {
+    case ScaleDist::narrow:
+    case ScaleDist::nan_block:
+      return narrow_scale(raw);
+    case ScaleDist::full:
+      return static_cast<uint8_t>((0x38 + raw) % 0x7F);  // every positive non-NaN byte 0x00..0x7E
+    case ScaleDist::subnormal:
+      return static_cast<uint8_t>(1 + raw % 7);  // 0x01..0x07: m * 2^-9, zero excluded
+    case ScaleDist::near_max:
+      return static_cast<uint8_t>(0x7E - raw % 15);  // 0x70..0x7E: 128..448
+    case ScaleDist::sign_bit:
+      // Half the scales carry the sign bit (raw 0 does: the point of this distribution).
+      return static_cast<uint8_t>(narrow_scale(raw) | ((raw & 16u) ? 0u : 0x80u));
+    case ScaleDist::zero:
+      return (raw & 1u) ? 0x80 : 0x00;  // +0 and -0
+  }
+  return 0x38;
+}
+
+float alpha_from_raw(AlphaDist dist, uint32_t raw) {
+  switch (dist) {
+    case AlphaDist::one:
+      return 1.0f;
+    case AlphaDist::pow2: {
+      // +-2^e, e in [-6, 6]; raw 0 gives e = 0.
+      const int e = static_cast<int>((raw % 13 + 6) % 13) - 6;
+      return ((raw >> 8) & 1u) ? -std::ldexp(1.0f, e) : std::ldexp(1.0f, e);
+    }
+    case AlphaDist::arbitrary: {
+      // +-(1 + f) * 2^e with a uniform 23-bit fraction f and e in [-16, 16]; raw 0 gives 1.
+      const float significand = 1.0f + static_cast<float>(raw & 0x7FFFFFu) * 0x1p-23f;
+      const int e = static_cast<int>(((raw >> 23) % 33 + 16) % 33) - 16;
+      const float a = std::ldexp(significand, e);
+      return (raw >> 31) ? -a : a;
+    }
+  }
+  return 1.0f;
+}
+
+int e4m3_doubled(uint8_t byte) {
+  const uint8_t sign = byte & 0x80u, mag = byte & 0x7Fu;
+  if (mag == 0x7F) return -1;  // NaN
+  if (mag == 0) return byte;
+  const int e = mag >> 3, m = mag & 7;
+  if (e == 0) {
+    // m * 2^-9 doubled: 2m < 8 stays subnormal; otherwise (8 + (2m - 8)) * 2^(1 - 10), e = 1.
+    return sign | (2 * m < 8 ? 2 * m : (1 << 3 | (2 * m - 8)));
+  }
+  if (e == 15 || (e == 14 && m == 7)) return -1;  // 2x > 448, or would be the NaN pattern
+  return sign | ((e + 1) << 3 | m);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Shapes
+
+const std::vector<int64_t>& tile_edge_dims() {
+  static const std::vector<int64_t> edges = {1,  2,  3,   15,  16,  17,  31,  32,  33,
+                                             63, 64, 65,  127, 128, 129, 255, 256, 257};
+  return edges;
+}
+
+bool on_tile_edge(const Shape& s) {
+  const auto& e = tile_edge_dims();
+  auto edge = [&](int64_t v) { return v != 1 && std::find(e.begin(), e.end(), v) != e.end(); };
+  return edge(s.m) || (s.op == Op::gemm && edge(s.n)) || s.k % 64 != 0;
+}
+
+Shape draw_shape(Draws& d, Op op, const nvfp4_kernel_info& info, const ShapeLimits& limits) {
+  Shape s;
+  s.op = op;
+  s.m = draw_dim(d, std::max<int64_t>(1, limits.max_m), dim_multiple(info.m_multiple));
+  const int64_t n = draw_dim(d, std::max<int64_t>(1, limits.max_n), dim_multiple(info.n_multiple));
+  s.n = op == Op::gemv ? 1 : n;
+  s.k = draw_k(d, std::max<int64_t>(2, limits.max_k), k_multiple_of(info));
+  // Batches 1-9, one in three a single batch; raw 0 gives 1.
+  const int64_t l = static_cast<int64_t>(d.below(12));
+  s.l = std::clamp<int64_t>(l < 4 ? 1 : l - 2, 1, std::max<int64_t>(1, limits.max_l));
+  fit_limits(s, info, limits);
+  return s;
+}
+
+Shape draw_unsupported_shape(Draws& d, Op op, const nvfp4_kernel_info& info,
+                             const ShapeLimits& limits) {
+  Shape s = draw_shape(d, op, info, limits);
+  // Which declared multiples can be broken: n only for GEMM (GEMV's n is 1 by definition), k
+  // only when the multiple is more than the evenness every k has anyway.
+  std::vector<char> dims;
+  if (dim_multiple(info.m_multiple) > 1) dims.push_back('m');
+  if (op == Op::gemm && dim_multiple(info.n_multiple) > 1) dims.push_back('n');
+  if (info.k_multiple > 2 || (info.k_multiple > 1 && info.k_multiple % 2 == 1)) dims.push_back('k');
+  const uint64_t which = d.below(std::max<size_t>(1, dims.size()));
+  const uint64_t quotient = d.below(4), offset_raw = d.below(uint64_t(1) << 30);
+  if (dims.empty()) {
+    s.m = 0;  // nothing the kernel declares can be violated
+    return s;
+  }
+  auto break_multiple = [&](int64_t multiple) {
+    // q * multiple + r with r in [1, multiple - 1]: never a multiple, never zero.
+    return static_cast<int64_t>(quotient) * multiple + 1 + static_cast<int64_t>(offset_raw % (multiple - 1));
+  };
+  switch (dims[which]) {
+    case 'm': s.m = break_multiple(info.m_multiple); break;
+    case 'n': s.n = break_multiple(info.n_multiple); break;
+    default: {
+      // Even k that is not a multiple: 2 * (q * multiple + r) works for odd multiples; for even
+      // ones keep the offset even and below the multiple.
+      const int64_t km = info.k_multiple;
+      int64_t k = static_cast<int64_t>(quotient) * std::lcm<int64_t>(2, km);
+      if (km % 2 == 0) {
+        k += 2 + 2 * static_cast<int64_t>(offset_raw % ((km - 2) / 2));
+      } else {
+        k += 2 * (1 + static_cast<int64_t>(offset_raw % (km - 1)));
+      }
+      s.k = k;
+      break;
+    }
+  }
+  return s;
+}
+
+Shape generate_shape(Rng& rng, Op op, const nvfp4_kernel_info& info, const ShapeLimits& limits) {
+  RngDraws d(rng);
+  return draw_shape(d, op, info, limits);
+}
+
+Shape generate_unsupported_shape(Rng& rng, Op op, const nvfp4_kernel_info& info,
+                                 const ShapeLimits& limits) {
+  RngDraws d(rng);
+  return draw_unsupported_shape(d, op, info, limits);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Data
+
+DataSpec draw_spec(Draws& d) {
+  DataSpec s;
+  s.values = static_cast<ValueDist>(d.below(5));
+  // Scales: narrow 9 in 16 (the exact regime, where every bug shows), the others 1 in 16 each,
+  // full twice.
+  const uint64_t sc = d.below(16);
+  static const ScaleDist kScaleAfterNarrow[7] = {ScaleDist::full,     ScaleDist::subnormal,
+                                                 ScaleDist::near_max, ScaleDist::sign_bit,
+                                                 ScaleDist::nan_block, ScaleDist::zero,
+                                                 ScaleDist::full};
+  s.scales = sc < 9 ? ScaleDist::narrow : kScaleAfterNarrow[sc - 9];
+  // alpha: 1 five in eight, a power of two two in eight, arbitrary one in eight.
+  const uint64_t al = d.below(8);
+  s.alpha = al < 5 ? AlphaDist::one : al < 7 ? AlphaDist::pow2 : AlphaDist::arbitrary;
+  return s;
+}
+
+void draw_data(Draws& d, const DataSpec& spec, Problem& p) {
+  const std::vector<uint8_t> raw_a = d.bytes(static_cast<size_t>(e2m1_elements(p.m, p.k, p.l)));
+  const std::vector<uint8_t> raw_b = d.bytes(static_cast<size_t>(e2m1_elements(p.n, p.k, p.l)));
+  const std::vector<uint8_t> raw_sfa = d.bytes(static_cast<size_t>(p.sfa_bytes()));
+  const std::vector<uint8_t> raw_sfb = d.bytes(static_cast<size_t>(p.sfb_bytes()));
+  const uint64_t signs = d.below(4);  // one_sign: bit 0 negates A, bit 1 negates B
+  const uint64_t nan_at = d.below(static_cast<uint64_t>(p.sfa_bytes() + p.sfb_bytes()));
+  const uint32_t alpha_raw = static_cast<uint32_t>(d.below(uint64_t(1) << 32));
+
+  pack_codes(raw_a, spec.values, p.k, false, signs & 1u, p.a);
+  pack_codes(raw_b, spec.values, p.k, true, signs & 2u, p.b);
+  p.sfa.resize(raw_sfa.size());
+  p.sfb.resize(raw_sfb.size());
+  for (size_t i = 0; i < raw_sfa.size(); ++i) p.sfa[i] = scale_from_raw(spec.scales, raw_sfa[i]);
+  for (size_t i = 0; i < raw_sfb.size(); ++i) p.sfb[i] = scale_from_raw(spec.scales, raw_sfb[i]);
+  if (spec.scales == ScaleDist::nan_block) {
+    // Every scale of the linear layout is used by some output (n, m >= 1), so any position is a
+    // used block. Both NaN encodings occur (0x7F and 0xFF), chosen by the position's parity.
+    const int64_t at = static_cast<int64_t>(nan_at);
+    uint8_t& cell = at < p.sfa_bytes() ? p.sfa[at] : p.sfb[at - p.sfa_bytes()];
+    cell = (at & 1) ? 0xFF : 0x7F;
+  }
+  p.alpha = alpha_from_raw(spec.alpha, alpha_raw);
+}
+
+void fill_data(Rng& rng, const DataSpec& spec, Problem& p) {
+  RngDraws d(rng);
+  draw_data(d, spec, p);
+}
+
+Problem generate_problem(Rng& rng, Op op, const nvfp4_kernel_info& info, const DataSpec& spec,
+                         const ShapeLimits& limits) {
+  RngDraws d(rng);
+  const Shape s = draw_shape(d, op, info, limits);
+  Problem p;
+  p.op = s.op;
+  p.m = s.m;
+  p.n = s.n;
+  p.k = s.k;
+  p.l = s.l;
+  const bool linear = (info.sf_layouts >> NVFP4_SF_LINEAR) & 1u;
+  const bool permuted = (info.sf_layouts >> NVFP4_SF_PERMUTED) & 1u;
+  const uint64_t layout_draw = d.below(2);
+  p.sf_layout = linear && permuted ? (layout_draw ? SfLayout::linear : SfLayout::permuted)
+                : linear           ? SfLayout::linear
+                                   : SfLayout::permuted;
+  p.semantics = (info.flags & NVFP4_FLAG_SIGNED_SCALES) ? ScaleSemantics::e4m3 : ScaleSemantics::ue4m3;
+  draw_data(d, spec, p);
+  if (info.flags & NVFP4_FLAG_UNIT_ALPHA) p.alpha = 1.0f;  // the kernel declares alpha = 1 only
+  return p;
+}
+
+void expand_seeded_case(Problem& p) {
+  if (p.has_data()) return;  // explicit data always wins
+  if (!p.seed) {
+    throw std::invalid_argument("the case gives neither explicit data (a, b, sfa, sfb) nor a seed");
+  }
+  const std::string shape = shape_error(p);
+  if (!shape.empty()) throw std::invalid_argument(shape);
+  const DataSpec spec = p.generator.empty() ? DataSpec{} : DataSpec::parse(p.generator);
+  Rng rng(*p.seed);
+  Problem drawn = p;
+  fill_data(rng, spec, drawn);
+  // Keep each tensor the case gives with the right length; draw the others.
+  auto keep_or_take = [](std::vector<uint8_t>& mine, std::vector<uint8_t>& drawn_bytes, int64_t want) {
+    if (static_cast<int64_t>(mine.size()) != want) mine = std::move(drawn_bytes);
+  };
+  keep_or_take(p.a, drawn.a, p.a_bytes());
+  keep_or_take(p.b, drawn.b, p.b_bytes());
+  keep_or_take(p.sfa, drawn.sfa, p.sfa_bytes());
+  keep_or_take(p.sfb, drawn.sfb, p.sfb_bytes());
+  if (spec.alpha != AlphaDist::one) p.alpha = drawn.alpha;
+}
+
+}  // namespace nvfp4

@@ -1,0 +1,478 @@
+// The generators: deterministic from the seed, shapes inside (or, on request, outside) the
+// declared constraints and weighted to tile edges, every distribution what its name promises,
+// raw 0 the plainest case, and most narrow-scale outputs in the oracle's exact regime.
+#include "harness/generators.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "reference/case_file.h"
+#include "reference/exact_gemm.h"
+#include "reference/formats.h"
+#include "reference/oracle.h"
+
+namespace nvfp4 {
+namespace {
+
+constexpr uint64_t kSeed = 20261130;  // fixed: these tests check distributions, not luck
+
+nvfp4_kernel_info make_info(uint32_t m_mult, uint32_t n_mult, uint32_t k_mult, uint32_t flags = 0) {
+  nvfp4_kernel_info info{};
+  info.abi_version = NVFP4_ABI_VERSION;
+  info.name = "test_info";
+  info.memory = NVFP4_MEMORY_HOST;
+  info.ops = (1u << NVFP4_OP_GEMV) | (1u << NVFP4_OP_GEMM);
+  info.sf_layouts = (1u << NVFP4_SF_LINEAR) | (1u << NVFP4_SF_PERMUTED);
+  info.m_multiple = m_mult;
+  info.n_multiple = n_mult;
+  info.k_multiple = k_mult;
+  info.flags = flags;
+  return info;
+}
+
+// Value of an E4M3 byte as a double (NaN for NaN), with the ue4m3 or e4m3 sign rule.
+double scale_value(uint8_t byte, ScaleSemantics sem) {
+  const ScaleValue v = e4m3_decode(byte, sem);
+  return v.nan ? std::nan("") : v.sign * std::ldexp(static_cast<double>(v.sig), v.exp);
+}
+
+std::vector<uint8_t> codes_of(const std::vector<uint8_t>& packed) {
+  std::vector<uint8_t> codes;
+  for (uint8_t byte : packed) {
+    codes.push_back(byte & 15u);
+    codes.push_back(byte >> 4);
+  }
+  return codes;
+}
+
+// Draws that are always 0: the plainest case.
+class ZeroDraws final : public Draws {
+ public:
+  uint64_t below(uint64_t) override { return 0; }
+  std::vector<uint8_t> bytes(std::size_t count) override { return std::vector<uint8_t>(count, 0); }
+};
+
+TEST(DataSpec, EveryCombinationHasANameThatParsesBack) {
+  EXPECT_EQ(DataSpec::all().size(), 5u * 7u * 3u);
+  std::set<std::string> names;
+  for (const DataSpec& s : DataSpec::all()) {
+    const DataSpec back = DataSpec::parse(s.name());
+    EXPECT_EQ(back.name(), s.name());
+    names.insert(s.name());
+  }
+  EXPECT_EQ(names.size(), DataSpec::all().size());
+  EXPECT_EQ(DataSpec{}.name(), "uniform/narrow/one");
+}
+
+TEST(DataSpec, BadNamesAreRejectedWithTheKnownNames) {
+  for (const char* bad : {"", "uniform", "uniform/narrow", "uniform/narrow/one/x", "unifrom/narrow/one",
+                          "uniform/wide/one", "uniform/narrow/two"}) {
+    try {
+      DataSpec::parse(bad);
+      ADD_FAILURE() << "accepted '" << bad << "'";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("'"), std::string::npos) << e.what();
+    }
+  }
+  try {
+    DataSpec::parse("uniform/wide/one");
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("narrow"), std::string::npos) << "lists the known names: " << e.what();
+  }
+}
+
+TEST(Generators, SameSeedSameProblemOtherSeedOtherProblem) {
+  const nvfp4_kernel_info info = make_info(1, 1, 1);
+  for (const DataSpec& spec : DataSpec::all()) {
+    Rng r1(kSeed), r2(kSeed), r3(kSeed + 1);
+    const Problem p1 = generate_problem(r1, Op::gemm, info, spec, ShapeLimits{});
+    const Problem p2 = generate_problem(r2, Op::gemm, info, spec, ShapeLimits{});
+    const Problem p3 = generate_problem(r3, Op::gemm, info, spec, ShapeLimits{});
+    EXPECT_EQ(write_case(p1), write_case(p2)) << spec.name();
+    EXPECT_NE(write_case(p1), write_case(p3)) << spec.name();
+  }
+}
+
+TEST(Generators, RngDrawsAreUniformAndInRange) {
+  Rng rng(kSeed);
+  RngDraws d(rng);
+  std::vector<int> counts(7, 0);
+  for (int i = 0; i < 70000; ++i) counts[d.below(7)]++;
+  for (int c : counts) EXPECT_NEAR(c, 10000, 500);
+  EXPECT_EQ(d.below(1), 0u);
+  std::vector<int> byte_counts(256, 0);
+  for (uint8_t b : d.bytes(256 * 400 + 3)) byte_counts[b]++;
+  for (int c : byte_counts) EXPECT_NEAR(c, 400, 100);
+}
+
+TEST(Generators, ShapesRespectDeclaredMultiplesAndLimits) {
+  const ShapeLimits limits;
+  const nvfp4_kernel_info infos[] = {make_info(1, 1, 1), make_info(128, 8, 64), make_info(16, 1, 32),
+                                     make_info(1, 4, 3), make_info(512, 512, 2048)};
+  Rng rng(kSeed);
+  for (const nvfp4_kernel_info& info : infos) {
+    for (Op op : {Op::gemv, Op::gemm}) {
+      for (int i = 0; i < 2000; ++i) {
+        const Shape s = generate_shape(rng, op, info, limits);
+        SCOPED_TRACE(testing::Message() << "m=" << s.m << " n=" << s.n << " k=" << s.k << " l=" << s.l
+                                        << " multiples " << info.m_multiple << "/" << info.n_multiple
+                                        << "/" << info.k_multiple);
+        ASSERT_GE(s.m, 1);
+        ASSERT_GE(s.n, 1);
+        ASSERT_GE(s.k, 2);
+        ASSERT_GE(s.l, 1);
+        ASSERT_LE(s.l, 9);
+        ASSERT_EQ(s.k % 2, 0);
+        ASSERT_EQ(s.m % info.m_multiple, 0);
+        ASSERT_EQ(s.k % info.k_multiple, 0);
+        if (op == Op::gemv) {
+          ASSERT_EQ(s.n, 1);
+        } else {
+          ASSERT_EQ(s.n % info.n_multiple, 0);
+        }
+        // The cost limits hold whenever the multiples allow it at all.
+        if (info.m_multiple <= limits.max_m && info.k_multiple <= limits.max_k) {
+          ASSERT_LE(s.l * s.m * s.n, limits.max_outputs);
+          ASSERT_LE(s.l * s.m * s.n * s.k, limits.max_products);
+          ASSERT_LE(s.l * s.m * s.k, limits.max_elements);
+        }
+      }
+    }
+  }
+}
+
+TEST(Generators, ShapesAreWeightedTowardTileEdges) {
+  const nvfp4_kernel_info info = make_info(1, 1, 1);
+  Rng rng(kSeed);
+  std::map<std::string, int> seen;
+  std::set<int64_t> batches, ms;
+  const int kDraws = 4000;
+  for (int i = 0; i < kDraws; ++i) {
+    const Shape s = generate_shape(rng, Op::gemm, info, ShapeLimits{});
+    batches.insert(s.l);
+    ms.insert(s.m);
+    seen["k=2"] += s.k == 2;
+    seen["k%16!=0"] += s.k % 16 != 0;
+    seen["k%16==0,k%64!=0"] += s.k % 16 == 0 && s.k % 64 != 0;
+    seen["k%64==0"] += s.k % 64 == 0;
+    seen["m on an edge"] += on_tile_edge(Shape{Op::gemv, s.m, 1, 64, 1});
+    seen["m=1"] += s.m == 1;
+    seen["l=1"] += s.l == 1;
+  }
+  for (const auto& [what, count] : seen) {
+    std::printf("%-18s %5.1f%%\n", what.c_str(), 100.0 * count / kDraws);
+    EXPECT_GE(count, kDraws / 25) << what << " is too rare";
+  }
+  EXPECT_GE(seen["m on an edge"], kDraws / 2) << "edges dominate";
+  EXPECT_EQ(batches.size(), 9u) << "every batch count 1-9 occurs";
+  for (int64_t e : {1, 2, 3, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129, 255, 256, 257}) {
+    EXPECT_TRUE(ms.count(e)) << "m = " << e << " never drawn";
+  }
+  EXPECT_GT(ms.size(), 60u) << "plus uniform values";
+}
+
+TEST(Generators, UnsupportedShapesBreakADeclaredMultiple) {
+  Rng rng(kSeed);
+  for (const nvfp4_kernel_info& info : {make_info(128, 8, 64), make_info(1, 1, 32), make_info(16, 1, 1),
+                                        make_info(1, 4, 3), make_info(1, 1, 4)}) {
+    for (Op op : {Op::gemv, Op::gemm}) {
+      for (int i = 0; i < 500; ++i) {
+        const Shape s = generate_unsupported_shape(rng, op, info, ShapeLimits{});
+        if (op == Op::gemv && info.m_multiple == 1 && info.k_multiple <= 2) {
+          ASSERT_EQ(s.m, 0) << "nothing to violate";
+          continue;
+        }
+        ASSERT_GE(s.m, 1);
+        ASSERT_GE(s.k, 2);
+        ASSERT_EQ(s.k % 2, 0) << "still a valid NVFP4 shape";
+        if (op == Op::gemv) {
+          ASSERT_EQ(s.n, 1);
+        }
+        const bool breaks = s.m % info.m_multiple != 0 || s.n % info.n_multiple != 0 ||
+                            s.k % info.k_multiple != 0;
+        ASSERT_TRUE(breaks) << "m=" << s.m << " n=" << s.n << " k=" << s.k;
+      }
+    }
+  }
+  Rng rng2(kSeed);
+  EXPECT_EQ(generate_unsupported_shape(rng2, Op::gemm, make_info(1, 1, 2), ShapeLimits{}).m, 0);
+}
+
+TEST(Generators, RawZeroIsThePlainestCase) {
+  ZeroDraws zero;
+  const nvfp4_kernel_info info = make_info(1, 1, 1);
+  const Shape s = draw_shape(zero, Op::gemm, info, ShapeLimits{});
+  EXPECT_EQ(s.m, 1);
+  EXPECT_EQ(s.n, 1);
+  EXPECT_EQ(s.k, 2);
+  EXPECT_EQ(s.l, 1);
+  const DataSpec spec = draw_spec(zero);
+  EXPECT_EQ(spec.name(), "uniform/narrow/one");
+  for (const DataSpec& each : DataSpec::all()) {
+    // Signs (one_sign, alternating) apply to nonzero magnitudes only: raw 0 is code 0 everywhere.
+    Problem p;
+    p.m = 3;
+    p.n = 2;
+    p.k = 34;
+    p.l = 2;
+    draw_data(zero, each, p);
+    for (uint8_t byte : p.a) ASSERT_EQ(byte, 0) << each.name();
+    for (uint8_t byte : p.b) ASSERT_EQ(byte, 0) << each.name();
+    EXPECT_EQ(p.alpha, 1.0f) << each.name();
+    if (each.scales == ScaleDist::narrow || each.scales == ScaleDist::full) {
+      for (uint8_t byte : p.sfa) ASSERT_EQ(byte, 0x38) << each.name() << ": scale 1.0";
+    }
+  }
+}
+
+TEST(Generators, ValueDistributionsKeepTheirPromises) {
+  Rng rng(kSeed);
+  Problem p;
+  p.m = 64;
+  p.n = 64;
+  p.k = 256;
+  p.l = 2;
+  auto fill = [&](ValueDist v) {
+    DataSpec spec;
+    spec.values = v;
+    fill_data(rng, spec, p);
+  };
+
+  fill(ValueDist::uniform);
+  std::vector<int> counts(16, 0);
+  for (uint8_t c : codes_of(p.a)) counts[c]++;
+  const double expect = p.l * p.m * p.k / 16.0;
+  for (int c = 0; c < 16; ++c) EXPECT_NEAR(counts[c], expect, expect * 0.1) << "code " << c;
+
+  fill(ValueDist::edge);
+  int edges = 0, all = 0;
+  for (uint8_t c : codes_of(p.b)) {
+    edges += c == 0 || c == 8 || c == 1 || c == 9 || c == 7 || c == 15;
+    ++all;
+  }
+  EXPECT_GT(edges, all * 7 / 10);
+
+  fill(ValueDist::sparse);
+  int zeros = 0;
+  all = 0;
+  for (uint8_t c : codes_of(p.a)) {
+    zeros += (c & 7) == 0;
+    ++all;
+  }
+  EXPECT_GT(zeros, all * 8 / 10);
+  EXPECT_LT(zeros, all * 97 / 100);
+
+  for (int trial = 0; trial < 8; ++trial) {
+    fill(ValueDist::one_sign);
+    for (const auto* t : {&p.a, &p.b}) {
+      std::set<int> signs;
+      for (uint8_t c : codes_of(*t)) {
+        if (c & 7) signs.insert(c >> 3);
+      }
+      EXPECT_EQ(signs.size(), 1u) << "one sign per tensor";
+    }
+  }
+
+  fill(ValueDist::alternating);
+  const std::vector<uint8_t> a = codes_of(p.a), b = codes_of(p.b);
+  int64_t positive_products = 0, negative_products = 0;
+  for (size_t e = 0; e < a.size(); ++e) {
+    const int64_t x = static_cast<int64_t>(e) % p.k;
+    if (a[e] & 7) {
+      EXPECT_EQ(a[e] >> 3, x & 1) << "A alternates every element";
+    }
+    if (b[e] & 7) {
+      EXPECT_EQ(b[e] >> 3, (x >> 1) & 1) << "B every two";
+    }
+    const int prod = e2m1_twice(a[e]) * e2m1_twice(b[e]);
+    positive_products += prod > 0;
+    negative_products += prod < 0;
+  }
+  EXPECT_NEAR(double(positive_products), double(negative_products), 0.05 * (positive_products + negative_products))
+      << "products cancel";
+}
+
+TEST(Generators, ScaleDistributionsKeepTheirPromises) {
+  Rng rng(kSeed);
+  Problem p;
+  p.m = 40;
+  p.n = 40;
+  p.k = 512;
+  p.l = 2;
+  for (int s = 0; s < 7; ++s) {
+    const ScaleDist dist = static_cast<ScaleDist>(s);
+    DataSpec spec;
+    spec.scales = dist;
+    fill_data(rng, spec, p);
+    SCOPED_TRACE(spec.name());
+    std::vector<uint8_t> all = p.sfa;
+    all.insert(all.end(), p.sfb.begin(), p.sfb.end());
+    std::set<uint8_t> distinct(all.begin(), all.end());
+    int nan = 0, sign = 0;
+    for (uint8_t byte : all) {
+      nan += (byte & 0x7F) == 0x7F;
+      sign += byte >> 7;
+      const double v = scale_value(byte, ScaleSemantics::ue4m3);
+      switch (dist) {
+        case ScaleDist::narrow:
+        case ScaleDist::sign_bit:
+          if (!std::isnan(v)) {
+            ASSERT_GE(v, 0.5);
+            ASSERT_LT(v, 2.0);
+          }
+          break;
+        case ScaleDist::nan_block:
+          if (!std::isnan(v)) {
+            ASSERT_TRUE(v >= 0.5 && v < 2.0);
+          }
+          break;
+        case ScaleDist::subnormal: ASSERT_TRUE(byte >= 1 && byte <= 7); break;
+        case ScaleDist::near_max: ASSERT_TRUE(v >= 128 && v <= 448); break;
+        case ScaleDist::zero: ASSERT_EQ(v, 0.0); break;
+        case ScaleDist::full: ASSERT_FALSE(std::isnan(v)); break;
+      }
+    }
+    EXPECT_EQ(nan, dist == ScaleDist::nan_block ? 1 : 0) << "exactly one NaN in nan_block";
+    if (dist == ScaleDist::sign_bit) {
+      EXPECT_NEAR(sign, all.size() / 2.0, all.size() * 0.1);
+    } else if (dist != ScaleDist::zero && dist != ScaleDist::nan_block) {
+      EXPECT_EQ(sign, 0);
+    }
+    const size_t want_distinct[7] = {16, 127, 7, 15, 32, 17, 2};  // in ScaleDist order
+    EXPECT_EQ(distinct.size(), want_distinct[s]) << "every byte the distribution allows occurs";
+  }
+}
+
+TEST(Generators, AlphaDistributionsKeepTheirPromises) {
+  Rng rng(kSeed);
+  RngDraws d(rng);
+  int non_pow2 = 0, negative = 0;
+  for (int i = 0; i < 2000; ++i) {
+    const uint32_t raw = static_cast<uint32_t>(d.below(uint64_t(1) << 32));
+    EXPECT_EQ(alpha_from_raw(AlphaDist::one, raw), 1.0f);
+    const float p2 = alpha_from_raw(AlphaDist::pow2, raw);
+    int e = 0;
+    EXPECT_EQ(std::fabs(std::frexp(p2, &e)), 0.5f) << p2;
+    EXPECT_TRUE(e - 1 >= -6 && e - 1 <= 6) << p2;
+    const float a = alpha_from_raw(AlphaDist::arbitrary, raw);
+    EXPECT_TRUE(std::isfinite(a) && a != 0.0f);
+    non_pow2 += std::fabs(std::frexp(a, &e)) != 0.5f;
+    negative += a < 0;
+  }
+  EXPECT_GT(non_pow2, 1900);
+  EXPECT_NEAR(negative, 1000, 150);
+}
+
+TEST(Generators, ScaleDoublingIsExactOrRefused) {
+  for (int byte = 0; byte < 256; ++byte) {
+    const int doubled = e4m3_doubled(static_cast<uint8_t>(byte));
+    for (ScaleSemantics sem : {ScaleSemantics::ue4m3, ScaleSemantics::e4m3}) {
+      const double v = scale_value(static_cast<uint8_t>(byte), sem);
+      if (doubled < 0) {
+        EXPECT_TRUE(std::isnan(v) || std::fabs(2 * v) > 448) << "byte 0x" << std::hex << byte;
+      } else {
+        EXPECT_EQ(scale_value(static_cast<uint8_t>(doubled), sem), 2 * v) << "byte 0x" << std::hex << byte;
+        EXPECT_EQ(doubled & 0x80, byte & 0x80) << "sign bit kept";
+      }
+    }
+  }
+}
+
+// Most outputs of narrow-scale cases must land in the oracle's exact regime: that is where every
+// bug shows bit for bit. Measured over the default limits the run command uses.
+TEST(Generators, NarrowScalesKeepMostOutputsInTheExactRegime) {
+  const nvfp4_kernel_info info = make_info(1, 1, 1);
+  const Policy policy = Policy::for_flags(0);
+  for (ValueDist v : {ValueDist::uniform, ValueDist::edge, ValueDist::sparse, ValueDist::one_sign,
+                      ValueDist::alternating}) {
+    for (AlphaDist a : {AlphaDist::one, AlphaDist::pow2}) {
+      DataSpec spec{v, ScaleDist::narrow, a};
+      Rng rng(kSeed);
+      int64_t elements = 0, exact = 0, cases_all_exact = 0;
+      const int kCases = 30;
+      for (int i = 0; i < kCases; ++i) {
+        const Problem p = generate_problem(rng, Op::gemm, info, spec, ShapeLimits{});
+        const ExactResult ref = exact_gemm(p);
+        const OracleSummary sum = judge(p, ref, ref.c.data(), policy);
+        ASSERT_FALSE(sum.any_failure()) << "the reference's own output passes";
+        elements += sum.elements;
+        exact += sum.exact_regime;
+        cases_all_exact += sum.exact_regime == sum.elements;
+      }
+      const double share = double(exact) / double(elements);
+      std::printf("%-28s exact-regime outputs %5.1f%%, cases wholly exact %d/%d\n", spec.name().c_str(),
+                  100 * share, int(cases_all_exact), kCases);
+      EXPECT_GE(share, 0.9) << spec.name();
+    }
+  }
+}
+
+TEST(Generators, EveryGeneratedCaseIsAValidCaseFile) {
+  Rng rng(kSeed);
+  for (const DataSpec& spec : DataSpec::all()) {
+    for (Op op : {Op::gemv, Op::gemm}) {
+      const Problem p = generate_problem(rng, op, make_info(1, 1, 1, NVFP4_FLAG_SIGNED_SCALES), spec,
+                                         ShapeLimits{});
+      ASSERT_EQ(problem_error(p), "") << spec.name();
+      EXPECT_EQ(p.semantics, ScaleSemantics::e4m3);
+      const Problem back = parse_case(write_case(p), "generated.case");
+      EXPECT_EQ(back.a, p.a);
+      EXPECT_EQ(back.sfb, p.sfb);
+      EXPECT_EQ(std::memcmp(&back.alpha, &p.alpha, sizeof(float)), 0);
+    }
+  }
+  Rng rng2(kSeed);
+  const Problem unit =
+      generate_problem(rng2, Op::gemm, make_info(1, 1, 1, NVFP4_FLAG_UNIT_ALPHA),
+                       DataSpec{ValueDist::uniform, ScaleDist::narrow, AlphaDist::arbitrary}, ShapeLimits{});
+  EXPECT_EQ(unit.alpha, 1.0f) << "UNIT_ALPHA kernels get alpha = 1";
+}
+
+TEST(Generators, SeededCasesExpandLikeFillData) {
+  Problem p;
+  p.op = Op::gemm;
+  p.m = 5;
+  p.n = 3;
+  p.k = 40;
+  p.l = 2;
+  p.seed = 77;
+  p.generator = "edge/near_max/pow2";
+  Problem q = p;
+  expand_seeded_case(q);
+  ASSERT_TRUE(q.has_data());
+  Problem r = p;
+  Rng rng(77);
+  fill_data(rng, DataSpec::parse(p.generator), r);
+  EXPECT_EQ(q.a, r.a);
+  EXPECT_EQ(q.b, r.b);
+  EXPECT_EQ(q.sfa, r.sfa);
+  EXPECT_EQ(q.sfb, r.sfb);
+  EXPECT_EQ(q.alpha, r.alpha) << "pow2 draws alpha";
+
+  // A tensor given explicitly is kept; alpha stays when the generator says "one".
+  Problem explicit_a = p;
+  explicit_a.generator = "";
+  explicit_a.alpha = 0.75f;
+  explicit_a.a.assign(static_cast<size_t>(p.a_bytes()), 0x21);
+  expand_seeded_case(explicit_a);
+  EXPECT_EQ(explicit_a.a, std::vector<uint8_t>(static_cast<size_t>(p.a_bytes()), 0x21));
+  EXPECT_EQ(explicit_a.alpha, 0.75f);
+  EXPECT_TRUE(explicit_a.has_data());
+
+  Problem no_seed = p;
+  no_seed.seed.reset();
+  EXPECT_THROW(expand_seeded_case(no_seed), std::invalid_argument);
+  Problem bad_gen = p;
+  bad_gen.generator = "edge/near_max";
+  EXPECT_THROW(expand_seeded_case(bad_gen), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace nvfp4
