@@ -55,9 +55,13 @@ void decode_row(const uint8_t* packed, const uint8_t* scales, int64_t k, ScaleSe
                 DecodedRow& row) {
   const int64_t kb = (k + kBlock - 1) / kBlock;
   const int64_t blocks = chunk_count(kb) * kLanes;
-  row.values.assign(static_cast<size_t>(blocks * kBlock), 0);
-  row.sig.assign(static_cast<size_t>(blocks), 0);
-  row.exp.assign(static_cast<size_t>(blocks), -9);
+  // Rows of one problem all have the same size: after the first, only the padding (the tail
+  // of a partial last block, the blocks beyond kb) needs zeroing; every other cell is written.
+  if (row.values.size() != static_cast<size_t>(blocks * kBlock)) {
+    row.values.assign(static_cast<size_t>(blocks * kBlock), 0);
+    row.sig.assign(static_cast<size_t>(blocks), 0);
+    row.exp.assign(static_cast<size_t>(blocks), -9);
+  }
   row.nan = false;
   for (int64_t s = 0; s < kb; ++s) {
     const ScaleValue sv = e4m3_decode(scales[s], semantics);
@@ -72,7 +76,9 @@ void decode_row(const uint8_t* packed, const uint8_t* scales, int64_t k, ScaleSe
       out[(2 * q) * kLanes] = kByteTable.lo[neg][bytes[q]];
       out[(2 * q + 1) * kLanes] = kByteTable.hi[neg][bytes[q]];
     }
+    for (int64_t x = 2 * nbytes; x < kBlock; ++x) out[x * kLanes] = 0;
   }
+  // Blocks beyond kb keep the zeros (values) and sig 0 they were created with: never written.
 }
 
 // Bounds that make the int64 chunk sums safe: |a*b| <= 12*12 = 144 (doubled values), so a block's
