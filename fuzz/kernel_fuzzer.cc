@@ -1,0 +1,210 @@
+// Fuzz target `kernel`: bytes -> a problem (fuzz_problem.h: shape within caps, layout, semantics,
+// alpha and every code and scale byte) -> a kernel -> every check of the runner, judged by the
+// oracle. On a failure it saves the case file (SPEC.md section 4) and aborts with the diagnosis.
+// Text inputs are read as case files, so saved cases and hand-written seeds work as inputs too.
+//
+// Environment:
+//   NVFP4_FUZZ_KERNEL    kernel name, or several separated by commas (default: every runnable
+//                        built-in kernel, or every kernel of NVFP4_FUZZ_PLUGIN when one is given)
+//   NVFP4_FUZZ_PLUGIN    shared library(ies) exporting the kernel ABI, separated by ':'
+//   NVFP4_FUZZ_MEMORY    host | cuda: limit the default choice to host or CUDA kernels
+//   NVFP4_FUZZ_CASE_DIR  where case files go (default ./fuzz-cases)
+//   NVFP4_FUZZ_SAVE      failures (default) | always (save each case before it runs, so even a
+//                        kernel that kills the process leaves it) | only (save, do not run: turns
+//                        crash inputs into case files)
+//   CTEST_RESOURCE_GROUP_0_GPUS  set by `ctest --resource-spec-file`: "id:N,slots:S" makes
+//                        this process use GPU N (CUDA_VISIBLE_DEVICES), before CUDA starts.
+// Exit status 77 (ctest's SKIP_RETURN_CODE here) when no chosen kernel can run on this machine,
+// 2 for a bad setting. Under ASan, CUDA needs ASAN_OPTIONS=protect_shadow_gap=0 (the driver
+// maps memory where ASan reserves its shadow gap); this binary makes that its default.
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <filesystem>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "fuzz/fuzz_problem.h"
+#include "harness/generators.h"
+#include "harness/runner.h"
+#include "kernels/registry.h"
+#include "reference/case_file.h"
+
+extern "C" __attribute__((used)) const char* __asan_default_options() {
+  return "protect_shadow_gap=0";
+}
+
+namespace {
+
+enum class SaveMode { failures, always, only };
+
+struct FuzzSetup {
+  nvfp4::Registry registry;
+  std::vector<const nvfp4::Kernel*> kernels;
+  std::string case_dir = "fuzz-cases";
+  SaveMode save = SaveMode::failures;
+};
+
+FuzzSetup* g_setup = nullptr;
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> parts;
+  std::stringstream in(s);
+  std::string part;
+  while (std::getline(in, part, sep)) {
+    if (!part.empty()) parts.push_back(part);
+  }
+  return parts;
+}
+
+[[noreturn]] void setup_error(const std::string& what, int status = 2) {
+  std::fprintf(stderr, "kernel fuzzer: %s\n", what.c_str());
+  std::exit(status);
+}
+
+constexpr int kSkipped = 77;  // nothing chosen can run here (no GPU): a skip, not a failure
+
+// ctest's resource allocation (scripts/ctest-resource-spec.sh writes the spec): the GPU id it
+// gives is a CUDA device ordinal (with CUDA_DEVICE_ORDER=PCI_BUS_ID, nvidia-smi's index).
+void use_ctest_gpu() {
+  const char* spec = std::getenv("CTEST_RESOURCE_GROUP_0_GPUS");
+  if (!spec) return;
+  const char* id = std::strstr(spec, "id:");
+  if (!id) return;
+  const std::string device(id + 3, std::strcspn(id + 3, ","));
+  setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID", 0);
+  setenv("CUDA_VISIBLE_DEVICES", device.c_str(), 1);
+  std::fprintf(stderr, "kernel fuzzer: ctest gave GPU %s\n", device.c_str());
+}
+
+std::string describe(const nvfp4::Problem& p) {
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "%s m=%lld n=%lld k=%lld l=%lld sf_layout=%s semantics=%s alpha=%a",
+                nvfp4::to_string(p.op), static_cast<long long>(p.m), static_cast<long long>(p.n),
+                static_cast<long long>(p.k), static_cast<long long>(p.l), nvfp4::to_string(p.sf_layout),
+                nvfp4::to_string(p.semantics), static_cast<double>(p.alpha));
+  return buf;
+}
+
+// Writes p to the case directory, named by kernel and content; returns the path.
+std::string save_case(const nvfp4::Problem& p, const std::string& kernel) {
+  std::filesystem::create_directories(g_setup->case_dir);
+  const std::string text = nvfp4::write_case(p);
+  const std::string path = g_setup->case_dir + "/" + kernel + "-" +
+                           nvfp4::content_hash_hex(reinterpret_cast<const uint8_t*>(text.data()), text.size()) +
+                           ".case";
+  nvfp4::write_case_file(p, path);
+  return path;
+}
+
+[[noreturn]] void report_failure(const nvfp4::Kernel& kernel, nvfp4::Problem p, const std::string& check,
+                                 const std::string& message) {
+  p.note = "kernel fuzzer: " + kernel.name() + " failed check '" + check + "'";
+  std::string path;
+  try {
+    path = save_case(p, kernel.name());
+  } catch (const std::exception& e) {
+    path = std::string("(not saved: ") + e.what() + ")";
+  }
+  std::fprintf(stderr,
+               "\n==== kernel fuzzer: FAILURE ====\nkernel:  %s (%s)\ncheck:   %s\nproblem: %s\n%s\n"
+               "case file: %s\nreplay:  nvfp4check replay %s --kernel %s%s%s\n",
+               kernel.name().c_str(), kernel.origin.c_str(), check.c_str(), describe(p).c_str(),
+               message.c_str(), path.c_str(), path.c_str(), kernel.name().c_str(),
+               kernel.origin == "builtin" ? "" : " --plugin ",
+               kernel.origin == "builtin" ? "" : kernel.origin.c_str());
+  std::abort();
+}
+
+void fuzz_one_kernel(const nvfp4::Kernel& kernel, const uint8_t* data, size_t size) {
+  std::optional<nvfp4::Problem> p;
+  try {
+    p = nvfp4::load_case_or_fuzz_input(data, size, "fuzz-input", kernel.info);
+    if (p && !p->has_data()) nvfp4::expand_seeded_case(*p);  // a case file naming a seed
+  } catch (const nvfp4::CaseError&) {
+    return;  // text that is not a case: nothing to run
+  } catch (const std::invalid_argument&) {
+    return;  // a case naming an unknown generator
+  }
+  if (!p) return;  // over the size caps
+  if (g_setup->save != SaveMode::failures) {
+    const std::string path = save_case(*p, kernel.name());
+    std::fprintf(stderr, "kernel fuzzer: saved %s\n", path.c_str());
+    if (g_setup->save == SaveMode::only) return;
+  }
+  nvfp4::RunOptions options;
+  options.save_case = false;  // libFuzzer keeps the input; a failure is saved below
+  options.case_dir = g_setup->case_dir;
+  nvfp4::CheckResult r;
+  try {
+    r = nvfp4::check_case(kernel, *p, options);
+  } catch (const std::exception& e) {
+    report_failure(kernel, *p, "exception", std::string("check_case threw: ") + e.what());
+  }
+  if (r.verdict == nvfp4::CheckResult::Verdict::fail) report_failure(kernel, *p, r.check, r.message);
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
+  use_ctest_gpu();
+  g_setup = new FuzzSetup{nvfp4::Registry::with_builtins(), {}, "fuzz-cases", SaveMode::failures};
+  const char* plugins = std::getenv("NVFP4_FUZZ_PLUGIN");
+  const size_t builtin_count = g_setup->registry.kernels().size();
+  if (plugins) {
+    for (const std::string& path : split(plugins, ':')) {
+      try {
+        g_setup->registry.load_plugin(path);
+      } catch (const std::exception& e) {
+        setup_error("cannot load plugin " + path + ": " + e.what());
+      }
+    }
+  }
+  if (const char* dir = std::getenv("NVFP4_FUZZ_CASE_DIR")) g_setup->case_dir = dir;
+  if (const char* save = std::getenv("NVFP4_FUZZ_SAVE")) {
+    const std::string s = save;
+    if (s == "failures") g_setup->save = SaveMode::failures;
+    else if (s == "always") g_setup->save = SaveMode::always;
+    else if (s == "only") g_setup->save = SaveMode::only;
+    else setup_error("NVFP4_FUZZ_SAVE must be failures, always or only, not '" + s + "'");
+  }
+  const auto& all = g_setup->registry.kernels();
+  std::string why;
+  if (const char* names = std::getenv("NVFP4_FUZZ_KERNEL")) {
+    for (const std::string& name : split(names, ',')) {
+      const nvfp4::Kernel* k = g_setup->registry.find(name);
+      if (!k) setup_error("no kernel named '" + name + "' (see `nvfp4check list`)");
+      if (g_setup->save != SaveMode::only && !nvfp4::kernel_runnable(*k, &why)) {
+        setup_error("kernel " + name + " cannot run here: " + why, kSkipped);
+      }
+      g_setup->kernels.push_back(k);
+    }
+  } else {
+    // Default: every runnable kernel of the plugins, or of the built-ins when there is none.
+    const size_t first = plugins ? builtin_count : 0;
+    const char* memory_env = std::getenv("NVFP4_FUZZ_MEMORY");
+    const std::string memory = memory_env ? memory_env : "";
+    if (!memory.empty() && memory != "host" && memory != "cuda") {
+      setup_error("NVFP4_FUZZ_MEMORY must be host or cuda, not '" + memory + "'");
+    }
+    for (size_t i = first; i < all.size(); ++i) {
+      if ((memory == "host" && all[i].is_cuda()) || (memory == "cuda" && !all[i].is_cuda())) continue;
+      if (nvfp4::kernel_runnable(all[i], &why)) g_setup->kernels.push_back(&all[i]);
+      else std::fprintf(stderr, "kernel fuzzer: skipping %s: %s\n", all[i].name().c_str(), why.c_str());
+    }
+  }
+  if (g_setup->kernels.empty()) setup_error("no kernel to fuzz can run on this machine", kSkipped);
+  for (const nvfp4::Kernel* k : g_setup->kernels) {
+    std::fprintf(stderr, "kernel fuzzer: checking %s (%s)\n", k->name().c_str(), k->origin.c_str());
+  }
+  return 0;
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  for (const nvfp4::Kernel* k : g_setup->kernels) fuzz_one_kernel(*k, data, size);
+  return 0;
+}
