@@ -1,0 +1,13 @@
+// The list of built-in kernels, one line each (see kernels/builtin.h for how to add one).
+// Included by kernels/builtin.cc only, with NVFP4_BUILTIN_HOST / NVFP4_BUILTIN_CUDA defined;
+// CUDA entries vanish in a build without CUDA. No include guard on purpose: it is an X-macro list.
+
+// Host kernels (OpenMP, FP32 accumulation): run everywhere, the CI baseline.
+NVFP4_BUILTIN_HOST(host_gemv_fp32)
+NVFP4_BUILTIN_HOST(host_gemm_fp32)
+NVFP4_BUILTIN_HOST(host_gemm_fp32_e4m3)
+
+// CUDA kernels.
+NVFP4_BUILTIN_CUDA(gemv_naive)
+NVFP4_BUILTIN_CUDA(gemm_naive)
+NVFP4_BUILTIN_CUDA(cublaslt_nvfp4)

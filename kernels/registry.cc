@@ -1,0 +1,208 @@
+// The registry: built-in kernels and plugins, each checked against the ABI when added, and
+// whether a kernel can run on this machine.
+#include "kernels/registry.h"
+
+#include <dlfcn.h>
+
+#include <set>
+#include <sstream>
+
+#include "kernels/builtin.h"
+
+#if defined(NVFP4_HAVE_CUDA)
+#include <cuda_runtime_api.h>
+#endif
+
+namespace nvfp4 {
+namespace {
+
+bool valid_name(const char* name) {
+  if (name == nullptr || *name == '\0') return false;
+  for (const char* c = name; *c; ++c) {
+    const bool ok = (*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '_';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+constexpr uint32_t kKnownOps = (1u << NVFP4_OP_GEMV) | (1u << NVFP4_OP_GEMM);
+constexpr uint32_t kKnownLayouts = (1u << NVFP4_SF_LINEAR) | (1u << NVFP4_SF_PERMUTED);
+constexpr uint32_t kKnownFlags = NVFP4_FLAG_SIGNED_SCALES | NVFP4_FLAG_NONDETERMINISTIC |
+                                 NVFP4_FLAG_FP16_ACCUMULATE | NVFP4_FLAG_SATURATES |
+                                 NVFP4_FLAG_EXACT | NVFP4_FLAG_UNIT_ALPHA;
+// More kernels than any library plausibly holds: a larger count is garbage, not a catalogue.
+constexpr int kMaxKernelsPerProvider = 4096;
+
+// Empty when info is a usable ABI v1 description, else why not. The name is checked apart.
+std::string info_error(const nvfp4_kernel_info& info) {
+  std::ostringstream why;
+  if (info.abi_version != NVFP4_ABI_VERSION) {
+    why << "declares ABI version " << info.abi_version << ", but this nvfp4check implements version "
+        << NVFP4_ABI_VERSION << " (rebuild the plugin against this nvfp4_kernel_abi.h)";
+  } else if (info.memory != NVFP4_MEMORY_HOST && info.memory != NVFP4_MEMORY_CUDA) {
+    why << "declares memory " << info.memory << ", which is neither NVFP4_MEMORY_HOST (1) nor NVFP4_MEMORY_CUDA (2)";
+  } else if (info.ops == 0 || (info.ops & ~kKnownOps)) {
+    why << "declares ops 0x" << std::hex << info.ops
+        << ": it must be a nonempty set of (1u << NVFP4_OP_GEMV) and (1u << NVFP4_OP_GEMM)";
+  } else if (info.sf_layouts == 0 || (info.sf_layouts & ~kKnownLayouts)) {
+    why << "declares sf_layouts 0x" << std::hex << info.sf_layouts
+        << ": it must be a nonempty set of (1u << NVFP4_SF_LINEAR) and (1u << NVFP4_SF_PERMUTED)";
+  } else if (info.m_multiple == 0 || info.n_multiple == 0 || info.k_multiple == 0) {
+    why << "declares a shape multiple of 0 (m " << info.m_multiple << ", n " << info.n_multiple << ", k "
+        << info.k_multiple << "); 1 means no constraint";
+  } else if (info.flags & ~kKnownFlags) {
+    why << "declares unknown flag bits 0x" << std::hex << (info.flags & ~kKnownFlags)
+        << " that ABI version 1 does not define";
+  }
+  return why.str();
+}
+
+}  // namespace
+
+Registry Registry::with_builtins() {
+  Registry r;
+  r.add_provider(kern::builtin_kernel_count, kern::builtin_kernel_get, kern::builtin_kernel_run, "builtin");
+  return r;
+}
+
+void Registry::add_provider(int (*count)(void), const nvfp4_kernel_info* (*get)(int),
+                            int (*run)(int, const nvfp4_problem*), const std::string& origin) {
+  const std::string who = origin == "builtin" ? std::string("built-in kernels") : "plugin '" + origin + "'";
+  if (count == nullptr || get == nullptr || run == nullptr)
+    throw PluginError(who + ": a null entry point was given (count, get and run are all required)");
+  const int n = count();
+  if (n < 0 || n > kMaxKernelsPerProvider) {
+    throw PluginError(who + ": nvfp4_kernel_count() returned " + std::to_string(n) + ", expected 0.." +
+                      std::to_string(kMaxKernelsPerProvider));
+  }
+  // Validate every kernel before adding any, so a bad plugin leaves the registry unchanged.
+  std::set<std::string> names;
+  for (const Kernel& k : kernels_) names.insert(k.name());
+  std::vector<Kernel> added;
+  for (int i = 0; i < n; ++i) {
+    const nvfp4_kernel_info* info = get(i);
+    const std::string at = who + ", kernel index " + std::to_string(i);
+    if (info == nullptr) throw PluginError(at + ": nvfp4_kernel_get(" + std::to_string(i) + ") returned NULL");
+    if (!valid_name(info->name)) {
+      throw PluginError(at + ": invalid name " +
+                        (info->name ? "'" + std::string(info->name) + "'" : std::string("NULL")) +
+                        " (a kernel name is nonempty and uses only [a-z0-9_])");
+    }
+    const std::string name = info->name;
+    const std::string why = info_error(*info);
+    if (!why.empty()) throw PluginError(at + " ('" + name + "'): " + why);
+    if (!names.insert(name).second) {
+      std::string first = "this provider";
+      for (const Kernel& k : kernels_)
+        if (k.name() == name) first = k.origin == "builtin" ? "a built-in kernel" : "plugin '" + k.origin + "'";
+      throw PluginError(at + ": duplicate kernel name '" + name + "', already provided by " + first);
+    }
+    Kernel k;
+    k.info = info;
+    k.index = i;
+    k.run_fn = run;
+    k.origin = origin;
+    added.push_back(k);
+  }
+  kernels_.insert(kernels_.end(), added.begin(), added.end());
+}
+
+void Registry::load_plugin(const std::string& path) {
+  dlerror();  // clear any stale error so the message below is this call's
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) {
+    const char* err = dlerror();
+    throw PluginError("cannot load plugin '" + path + "': " + (err ? err : "unknown dlopen error"));
+  }
+  std::shared_ptr<void> library(handle, [](void* h) { dlclose(h); });
+  auto symbol = [&](const char* name) {
+    dlerror();
+    void* s = dlsym(handle, name);
+    if (s == nullptr) {
+      throw PluginError("plugin '" + path + "' does not export " + name +
+                        " (a plugin exports nvfp4_kernel_count, nvfp4_kernel_get and nvfp4_kernel_run "
+                        "with C linkage: wrap them in extern \"C\" when compiling as C++)");
+    }
+    return s;
+  };
+  auto count = reinterpret_cast<int (*)(void)>(symbol("nvfp4_kernel_count"));
+  auto get = reinterpret_cast<const nvfp4_kernel_info* (*)(int)>(symbol("nvfp4_kernel_get"));
+  auto run = reinterpret_cast<int (*)(int, const nvfp4_problem*)>(symbol("nvfp4_kernel_run"));
+  add_provider(count, get, run, path);
+  libraries_.push_back(std::move(library));
+}
+
+const Kernel* Registry::find(const std::string& name) const {
+  for (const Kernel& k : kernels_)
+    if (k.name() == name) return &k;
+  return nullptr;
+}
+
+namespace {
+
+// The CUDA device as seen once per process: the first answer is kept, because asking again
+// costs time and the answer cannot change while the process runs.
+struct DeviceQuery {
+  bool usable = false;
+  int compute_capability = 0;  // major * 10 + minor of the current device
+  std::string why_not;
+};
+
+const DeviceQuery& device_query() {
+  static const DeviceQuery query = [] {
+    DeviceQuery q;
+#if defined(NVFP4_HAVE_CUDA)
+    int count = 0;
+    const cudaError_t err = cudaGetDeviceCount(&count);
+    if (err != cudaSuccess) {
+      cudaGetLastError();  // not sticky, but leave no error behind for the next CUDA call
+      q.why_not = std::string("no usable CUDA device (cudaGetDeviceCount: ") + cudaGetErrorName(err) + ": " +
+                  cudaGetErrorString(err) + ")";
+      return q;
+    }
+    if (count == 0) {
+      q.why_not = "no CUDA device on this machine";
+      return q;
+    }
+    int device = 0, major = 0, minor = 0;
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess) {
+      cudaGetLastError();
+      q.why_not = "cannot query the compute capability of the CUDA device";
+      return q;
+    }
+    q.usable = true;
+    q.compute_capability = major * 10 + minor;
+#else
+    q.why_not = "this nvfp4check was built without CUDA (NVFP4_CUDA=OFF)";
+#endif
+    return q;
+  }();
+  return query;
+}
+
+}  // namespace
+
+bool kernel_runnable(const Kernel& k, std::string* why) {
+  std::string reason;
+  if (k.info->memory == NVFP4_MEMORY_HOST) return true;
+  if (k.info->memory != NVFP4_MEMORY_CUDA) {
+    reason = "unknown memory kind " + std::to_string(k.info->memory);
+  } else {
+    const DeviceQuery& q = device_query();
+    if (!q.usable) {
+      reason = q.why_not;
+    } else if (static_cast<uint32_t>(q.compute_capability) < k.info->min_sm) {
+      reason = "needs compute capability " + std::to_string(k.info->min_sm / 10) + "." +
+               std::to_string(k.info->min_sm % 10) + ", this device has " +
+               std::to_string(q.compute_capability / 10) + "." + std::to_string(q.compute_capability % 10);
+    } else {
+      return true;
+    }
+  }
+  if (why) *why = reason;
+  return false;
+}
+
+}  // namespace nvfp4
