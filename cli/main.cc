@@ -1,0 +1,38 @@
+// nvfp4check: proves NVFP4 block-scaled GEMV/GEMM kernels correct or finds a small failing input.
+// Exit codes (SPEC.md section 6): 0 all good, 1 a kernel failed a check, 2 bad usage or bad input.
+#include <CLI/CLI.hpp>
+#include <fmt/core.h>
+
+#include <cstdio>
+#include <exception>
+#include <new>
+
+#include "cli/commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"nvfp4check: proves NVFP4 block-scaled GEMV/GEMM kernels correct, or finds a small failing input",
+               "nvfp4check"};
+  app.require_subcommand(1);
+  int exit_code = 0;
+  nvfp4::cli::add_reference_command(app, exit_code);
+  nvfp4::cli::add_show_command(app, exit_code);
+  nvfp4::cli::add_list_command(app, exit_code);
+  nvfp4::cli::add_run_command(app, exit_code);
+  nvfp4::cli::add_replay_command(app, exit_code);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // CLI11 prints help (exit 0) or the error with a hint; its own codes (105, 106, ...) are
+    // replaced by SPEC's 2 so scripts need to know only three.
+    const int cli11_code = app.exit(e);
+    return cli11_code == 0 ? 0 : 2;
+  } catch (const std::bad_alloc&) {
+    fmt::print(stderr, "nvfp4check: out of memory\n");
+    return 2;
+  } catch (const std::exception& e) {
+    // The commands catch what they expect; anything else still gets a message, never an abort.
+    fmt::print(stderr, "nvfp4check: error: {}\n", e.what());
+    return 2;
+  }
+  return exit_code;
+}
