@@ -1,6 +1,7 @@
 // Decoder of the fuzzers' binary problem encoding (the format is described in fuzz_problem.h).
 #include "fuzz/fuzz_problem.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <numeric>
@@ -194,6 +195,21 @@ std::optional<Problem> load_case_or_fuzz_input(const uint8_t* data, size_t size,
   Problem p;
   if (!decode_fuzz_input(data, size, options, &p)) return std::nullopt;
   p.note = "decoded from kernel-fuzzer input " + name;
+  return p;
+}
+
+std::optional<Problem> decode_fuzz_case(const std::string& bytes, const nvfp4_kernel_info* kernel,
+                                        std::string* why) {
+  FuzzDecodeOptions options;
+  options.kernel = kernel;
+  Problem p;
+  if (!decode_fuzz_input(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), options, &p)) {
+    if (why) {
+      *why = "a kernel-fuzzer input whose problem is over the fuzzer's size caps (more than " +
+             std::to_string(options.caps.max_products) + " products)";
+    }
+    return std::nullopt;
+  }
   return p;
 }
 

@@ -45,6 +45,18 @@ struct FuzzCaps {
   int64_t max_products = int64_t(1) << 21;
 };
 
+// The smaller caps of the `reference` fuzzer, whose brute force is O(l*m*n*k) in 128-bit
+// arithmetic; m up to 260 still crosses two 128-row tile edges of the permuted layout.
+inline FuzzCaps reference_fuzzer_caps() {
+  FuzzCaps c;
+  c.max_m = 260;
+  c.max_n = 40;
+  c.max_k = 200;
+  c.max_l = 3;
+  c.max_products = int64_t(1) << 16;
+  return c;
+}
+
 struct FuzzDecodeOptions {
   FuzzCaps caps;
   // When set, the problem is fitted to this kernel: a supported op and layout, shape rounded up
@@ -57,6 +69,12 @@ struct FuzzDecodeOptions {
 bool decode_fuzz_input(const uint8_t* data, size_t size, Problem* out);
 bool decode_fuzz_input(const uint8_t* data, size_t size, const FuzzDecodeOptions& options,
                        Problem* out);
+
+// The same as a harness/case_input.h BinaryCaseDecoder, so `nvfp4check replay` reads kernel-fuzzer
+// inputs with one line: nvfp4::set_binary_case_decoder(nvfp4::decode_fuzz_case);
+// `kernel` may be null (no fitting); nullopt with *why set when the bytes are over the caps.
+std::optional<Problem> decode_fuzz_case(const std::string& bytes, const nvfp4_kernel_info* kernel,
+                                        std::string* why);
 
 // Bytes that decode (with default options and no kernel) to exactly p, for problems within the
 // default caps, raw scales, and alpha representable by the encoding. Used to write seeds.

@@ -257,14 +257,9 @@ void check_exact_gemm(const nvfp4::Problem& p) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  // Small problems only: the brute force is O(l*m*n*k) with 128-bit arithmetic, and layout and
-  // rounding bugs show at small sizes; m up to 260 still crosses two 128-row tile edges.
+  // Small problems only (see reference_fuzzer_caps): layout and rounding bugs show at small sizes.
   nvfp4::FuzzDecodeOptions options;
-  options.caps.max_m = 260;
-  options.caps.max_n = 40;
-  options.caps.max_k = 200;
-  options.caps.max_l = 3;
-  options.caps.max_products = int64_t(1) << 16;
+  options.caps = nvfp4::reference_fuzzer_caps();
   nvfp4::Problem p;
   if (!nvfp4::decode_fuzz_input(data, size, options, &p)) return 0;
   check_decoders(p, data, size);
