@@ -53,7 +53,9 @@ TEST(Registry, CublasLtNeedsBlackwell) {
   EXPECT_TRUE(k->supports_layout(NVFP4_SF_PERMUTED));
   EXPECT_FALSE(k->supports_layout(NVFP4_SF_LINEAR));
   std::string why;
-  if (!kernel_runnable(*k, &why)) EXPECT_FALSE(why.empty());
+  if (!kernel_runnable(*k, &why)) {
+    EXPECT_FALSE(why.empty());
+  }
 }
 
 TEST(Registry, BuiltinRunRefusesIndicesItNeverHandsOut) {
