@@ -15,6 +15,7 @@
 #include "kernels/host/fp16_from_float.h"
 #include "kernels/problem_fits.h"
 #include "kernels/registry.h"
+#include "kernels/tests/small_problems.h"
 #include "reference/fp16.h"  // the reference's exact rounding: an independent oracle for the tests
 
 #if defined(NVFP4_HAVE_CUDA) && __has_include(<cuda_fp16.h>)
@@ -163,17 +164,9 @@ TEST(BlockScaledDecode, PermutedOffsetsMatchTheSpecFormulaAndArePerBatchBijectiv
 
 // ---- The host kernels on small problems ------------------------------------------------------
 
-struct TestProblem {
-  uint32_t op = NVFP4_OP_GEMM;
-  int64_t m = 3, n = 5, k = 34, l = 2;
-  float alpha = 1.0f;
-  std::vector<uint8_t> a, b, sfa, sfb;  // sfa/sfb LINEAR
-  int64_t kb() const { return (k + 15) / 16; }
-};
-
 // The answer computed independently: exact integer sum in units of 2^-20 (SPEC section 1), then
 // the reference's RN16 (valid for alpha a power of two and no NaN scale).
-std::vector<uint16_t> exact_answer(const TestProblem& t, bool signed_scales) {
+std::vector<uint16_t> exact_answer(const SmallProblem& t, bool signed_scales) {
   static const int kTwice[8] = {0, 1, 2, 3, 4, 6, 8, 12};  // E2M1 magnitudes, doubled
   auto e2m1 = [](uint8_t c) { return (c & 8) ? -kTwice[c & 7] : kTwice[c & 7]; };
   auto scale_units = [&](uint8_t s) {  // scale in units of 2^-9
@@ -204,36 +197,8 @@ std::vector<uint16_t> exact_answer(const TestProblem& t, bool signed_scales) {
   return c;
 }
 
-// Linear -> permuted, padding filled with NaN scale bytes so a kernel that reads it shows NaN.
-std::vector<uint8_t> to_permuted(const std::vector<uint8_t>& linear, int64_t rows, int64_t kb, int64_t l) {
-  const int64_t rt = (rows + 127) / 128, kt = (kb + 3) / 4;
-  std::vector<uint8_t> out(l * rt * kt * 512, 0x7F);
-  for (int64_t b = 0; b < l; ++b)
-    for (int64_t i = 0; i < rows; ++i)
-      for (int64_t s = 0; s < kb; ++s)
-        out[kern::scale_offset(NVFP4_SF_PERMUTED, rows, kb, b, i, s)] = linear[(b * rows + i) * kb + s];
-  return out;
-}
-
-// Random data whose sums stay in SPEC's exact regime: scales 0.5, 1, 2 (and their negatives).
-TestProblem random_problem(std::mt19937_64& rng, uint32_t op, int64_t m, int64_t n, int64_t k, int64_t l) {
-  TestProblem t;
-  t.op = op;
-  t.m = m, t.n = n, t.k = k, t.l = l;
-  const uint8_t scales[6] = {0x30, 0x38, 0x40, 0xB0, 0xB8, 0xC0};
-  t.a.resize(l * m * k / 2);
-  t.b.resize(l * n * k / 2);
-  for (auto& v : t.a) v = static_cast<uint8_t>(rng());
-  for (auto& v : t.b) v = static_cast<uint8_t>(rng());
-  t.sfa.resize(l * m * t.kb());
-  t.sfb.resize(l * n * t.kb());
-  for (auto& v : t.sfa) v = scales[rng() % 6];
-  for (auto& v : t.sfb) v = scales[rng() % 6];
-  return t;
-}
-
 // Runs a kernel on t in the given layout; C starts as a NaN poison so unwritten outputs show.
-std::vector<uint16_t> run(const Kernel& k, const TestProblem& t, uint32_t layout, int* status = nullptr) {
+std::vector<uint16_t> run(const Kernel& k, const SmallProblem& t, uint32_t layout, int* status = nullptr) {
   std::vector<uint8_t> sfa = t.sfa, sfb = t.sfb;
   if (layout == NVFP4_SF_PERMUTED) {
     sfa = to_permuted(t.sfa, t.m, t.kb(), t.l);
@@ -253,13 +218,6 @@ std::vector<uint16_t> run(const Kernel& k, const TestProblem& t, uint32_t layout
   return c;
 }
 
-const Kernel& kernel(const char* name) {
-  static const Registry r = Registry::with_builtins();
-  const Kernel* k = r.find(name);
-  if (k == nullptr) throw std::runtime_error(std::string("no kernel ") + name);
-  return *k;
-}
-
 TEST(HostKernels, ExactRegimeMatchesIndependentAnswerInBothLayouts) {
   const uint64_t seed = 20261130;
   std::cout << "seed " << seed << "\n";
@@ -268,12 +226,12 @@ TEST(HostKernels, ExactRegimeMatchesIndependentAnswerInBothLayouts) {
   for (const auto& s : shapes) {
     for (const char* name : {"host_gemm_fp32", "host_gemm_fp32_e4m3"}) {
       const bool signed_scales = std::string(name).find("e4m3") != std::string::npos;
-      TestProblem t = random_problem(rng, NVFP4_OP_GEMM, s[0], s[1], s[2], s[3]);
+      SmallProblem t = random_problem(rng, NVFP4_OP_GEMM, s[0], s[1], s[2], s[3]);
       for (float alpha : {1.0f, 0.25f, -2.0f}) {
         t.alpha = alpha;
         const std::vector<uint16_t> expect = exact_answer(t, signed_scales);
         for (uint32_t layout : {NVFP4_SF_LINEAR, NVFP4_SF_PERMUTED}) {
-          const std::vector<uint16_t> got = run(kernel(name), t, layout);
+          const std::vector<uint16_t> got = run(builtin(name), t, layout);
           for (size_t e = 0; e < got.size(); ++e) {
             // +0 and -0 are equal (SPEC section 3).
             if ((got[e] | expect[e]) == 0x8000) continue;
@@ -288,21 +246,21 @@ TEST(HostKernels, ExactRegimeMatchesIndependentAnswerInBothLayouts) {
 
 TEST(HostKernels, GemvKernelAgreesWithGemmKernelOnGemv) {
   std::mt19937_64 rng(7);
-  const TestProblem t = random_problem(rng, NVFP4_OP_GEMV, 45, 1, 98, 3);
+  const SmallProblem t = random_problem(rng, NVFP4_OP_GEMV, 45, 1, 98, 3);
   for (uint32_t layout : {NVFP4_SF_LINEAR, NVFP4_SF_PERMUTED})
-    EXPECT_EQ(run(kernel("host_gemv_fp32"), t, layout), run(kernel("host_gemm_fp32"), t, layout));
+    EXPECT_EQ(run(builtin("host_gemv_fp32"), t, layout), run(builtin("host_gemm_fp32"), t, layout));
 }
 
 TEST(HostKernels, SignBitOfScaleIgnoredByUe4m3HonouredByE4m3) {
   std::mt19937_64 rng(11);
-  TestProblem t = random_problem(rng, NVFP4_OP_GEMM, 4, 4, 32, 1);
+  SmallProblem t = random_problem(rng, NVFP4_OP_GEMM, 4, 4, 32, 1);
   for (auto& s : t.sfa) s = 0x38;
   for (auto& s : t.sfb) s = 0x38;
-  TestProblem neg = t;
+  SmallProblem neg = t;
   for (auto& s : neg.sfa) s = 0xB8;  // -1.0 under e4m3
-  EXPECT_EQ(run(kernel("host_gemm_fp32"), t, NVFP4_SF_LINEAR), run(kernel("host_gemm_fp32"), neg, NVFP4_SF_LINEAR));
-  const auto pos = run(kernel("host_gemm_fp32_e4m3"), t, NVFP4_SF_LINEAR);
-  const auto flipped = run(kernel("host_gemm_fp32_e4m3"), neg, NVFP4_SF_LINEAR);
+  EXPECT_EQ(run(builtin("host_gemm_fp32"), t, NVFP4_SF_LINEAR), run(builtin("host_gemm_fp32"), neg, NVFP4_SF_LINEAR));
+  const auto pos = run(builtin("host_gemm_fp32_e4m3"), t, NVFP4_SF_LINEAR);
+  const auto flipped = run(builtin("host_gemm_fp32_e4m3"), neg, NVFP4_SF_LINEAR);
   for (size_t e = 0; e < pos.size(); ++e)
     if (pos[e] & 0x7FFF) {
       EXPECT_EQ(flipped[e], pos[e] ^ 0x8000) << e;
@@ -310,7 +268,7 @@ TEST(HostKernels, SignBitOfScaleIgnoredByUe4m3HonouredByE4m3) {
 }
 
 TEST(HostKernels, NaNScaleOfAUsedBlockGivesNaNEvenWhenItsDataIsZero) {
-  TestProblem t;
+  SmallProblem t;
   t.m = 2, t.n = 2, t.k = 32, t.l = 1;
   t.a.assign(t.m * t.k / 2, 0x22);  // all 1.0
   t.b.assign(t.n * t.k / 2, 0x22);
@@ -319,7 +277,7 @@ TEST(HostKernels, NaNScaleOfAUsedBlockGivesNaNEvenWhenItsDataIsZero) {
   std::fill(t.a.begin(), t.a.begin() + 8, 0);  // row 0, block 0: all zeros
   t.sfa[0] = 0x7F;                              // ... with a NaN scale
   for (uint32_t layout : {NVFP4_SF_LINEAR, NVFP4_SF_PERMUTED}) {
-    const auto c = run(kernel("host_gemm_fp32"), t, layout);
+    const auto c = run(builtin("host_gemm_fp32"), t, layout);
     EXPECT_TRUE(is_nan16(c[0]) && is_nan16(c[1])) << "row 0 uses the NaN scale";
     EXPECT_EQ(c[2], 0x5000) << "row 1: 32 * 1 * 1 = 32";
     EXPECT_EQ(c[3], 0x5000);
@@ -327,13 +285,13 @@ TEST(HostKernels, NaNScaleOfAUsedBlockGivesNaNEvenWhenItsDataIsZero) {
 }
 
 TEST(HostKernels, OverflowGivesInfinityOfTheRightSign) {
-  TestProblem t;
+  SmallProblem t;
   t.m = 1, t.n = 2, t.k = 16, t.l = 1;
   t.a.assign(8, 0x77);  // 6.0
   t.b = {0x77, 0x77, 0x77, 0x77, 0x77, 0x77, 0x77, 0x77, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF};
   t.sfa.assign(1, 0x7E);  // 448
   t.sfb.assign(2, 0x7E);
-  const auto c = run(kernel("host_gemm_fp32"), t, NVFP4_SF_LINEAR);
+  const auto c = run(builtin("host_gemm_fp32"), t, NVFP4_SF_LINEAR);
   EXPECT_EQ(c[0], 0x7C00);
   EXPECT_EQ(c[1], 0xFC00);
 }
@@ -341,7 +299,7 @@ TEST(HostKernels, OverflowGivesInfinityOfTheRightSign) {
 // Every way a problem can lie outside a host kernel's info: NVFP4_UNSUPPORTED and C untouched.
 TEST(HostKernels, RefuseProblemsOutsideTheirInfoTouchingNothing) {
   std::mt19937_64 rng(3);
-  const TestProblem base = random_problem(rng, NVFP4_OP_GEMM, 3, 5, 34, 2);
+  const SmallProblem base = random_problem(rng, NVFP4_OP_GEMM, 3, 5, 34, 2);
   std::vector<uint8_t> sfa = base.sfa, sfb = base.sfb;
   std::vector<uint16_t> c(base.l * base.m * base.n, 0x1234);
   auto make = [&] {
@@ -376,7 +334,7 @@ TEST(HostKernels, RefuseProblemsOutsideTheirInfoTouchingNothing) {
       {"null sfb", [](nvfp4_problem& p) { p.sfb = nullptr; }},
   };
   for (const char* name : {"host_gemm_fp32", "host_gemm_fp32_e4m3", "host_gemv_fp32"}) {
-    const Kernel& k = kernel(name);
+    const Kernel& k = builtin(name);
     EXPECT_EQ(k.run_fn(k.index, nullptr), NVFP4_UNSUPPORTED) << name << ": null problem";
     nvfp4_problem no_c = make();
     no_c.c = nullptr;
@@ -390,9 +348,9 @@ TEST(HostKernels, RefuseProblemsOutsideTheirInfoTouchingNothing) {
   }
   // host_gemv_fp32 declares GEMV only: a GEMM problem (n = 5) is outside it.
   nvfp4_problem gemm = make();
-  EXPECT_EQ(kernel("host_gemv_fp32").run(gemm), NVFP4_UNSUPPORTED);
+  EXPECT_EQ(builtin("host_gemv_fp32").run(gemm), NVFP4_UNSUPPORTED);
   // ... and the valid problem is accepted by the GEMM kernels.
-  EXPECT_EQ(kernel("host_gemm_fp32").run(gemm), NVFP4_OK);
+  EXPECT_EQ(builtin("host_gemm_fp32").run(gemm), NVFP4_OK);
 }
 
 TEST(ProblemFits, HonoursMultiplesLayoutsAndUnitAlpha) {
