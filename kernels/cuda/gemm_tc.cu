@@ -1,0 +1,382 @@
+// gemm_tc: NVFP4 GEMM on FP16 tensor cores (mma.sync m16n8k16, FP32 accumulators), for Hopper,
+// which has no FP4 tensor cores: operands are decoded in software into shared memory.
+//
+// Exactness (SPEC section 1): a*sa has at most 6 significant bits and is a multiple of 2^-10, so
+// (a*2^-14)*sa is a multiple of 2^-24 below 0.17 and exact in FP16 (subnormals included). Both
+// tiles are stored that way, each product on the tensor core is then exact, the accumulation is
+// FP32, and the epilogue multiplies by 2^28 (exact) and then by alpha, one FP16 rounding last.
+// NaN scales propagate through the products (NaN * 0 is NaN); padding scale cells (blocks past
+// k) are replaced by 0 before they can be used.
+//
+// Tiling: 128 x 128 output tile per block of 256 threads (8 warps, 64 x 32 each), k in steps of
+// 64 (4 scale blocks). Raw E2M1 bytes and scale words are staged by cp.async three steps deep;
+// each step is decoded into one of two FP16 tile buffers (XOR-swizzled for ldmatrix) while the
+// tensor cores work on the other. Within each group of 8 elements both tiles use the same pair
+// order (element t, t+4), which leaves the dot products unchanged. Tails in m, n and k are
+// handled in the kernel (zero-filled staging, predicated stores). When the tile grid would leave
+// SMs idle, k is split and a second kernel adds the FP32 partials in a fixed order.
+//
+// The vector path needs k % 32 == 0 and 16-byte aligned A and B (and 4-byte aligned scale words);
+// other problems stage through plain byte loads, same kernel otherwise.
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <mutex>
+
+#include "kernels/block_scaled_decode.h"
+#include "kernels/builtin.h"
+#include "kernels/cuda/fast_decode.cuh"
+#include "kernels/problem_fits.h"
+
+namespace nvfp4::kern {
+namespace {
+
+using namespace fast;
+
+constexpr int kThreads = 256;
+constexpr int kTileM = 128, kTileN = 128, kTileK = 64;
+constexpr int kRawStages = 3;
+constexpr int kRawRowBytes = kTileK / 2;  // 32 bytes of E2M1 per row and step
+constexpr int kRawBytes = (kTileM + kTileN) * (kRawRowBytes + 4);  // values + one scale word per row
+constexpr int kHalfTileBytes = (kTileM + kTileN) * kTileK * 2;
+constexpr size_t kSmemBytes = size_t{kRawStages} * kRawBytes + 2 * size_t{kHalfTileBytes};
+
+// FP16 tile element (row, chunk of 8 halves) with the chunk XOR-swizzled by row % 8, so that
+// ldmatrix's 8 rows of one chunk and the decoder's 16-byte stores hit 8 different bank groups.
+__device__ __forceinline__ int swizzled(int row, int chunk) { return row * kTileK + ((chunk ^ (row & 7)) * 8); }
+
+struct TileCoords {
+  int64_t b, m0, n0, step_begin, step_end;
+};
+
+// Stage raw rows of one k-step: row r < 128 of A (rows m0 + r) and of B (rows n0 + r), 32
+// bytes each, plus each row's scale word (blocks 4t .. 4t+3).
+template <bool kVector>
+__device__ __forceinline__ void stage_raw(const nvfp4_problem& p, const TileCoords& t, int64_t step,
+                                          unsigned char* raw) {
+  const int tid = threadIdx.x;
+  const int64_t k = p.k, kb = (k + 15) / 16, row_bytes = k / 2;
+  unsigned char* values = raw;                                          // [256 rows][32 bytes]
+  uint32_t* scales = reinterpret_cast<uint32_t*>(raw + (kTileM + kTileN) * kRawRowBytes);  // [256]
+  // Values: 512 chunks of 16 bytes, two per thread (A rows first, then B rows).
+#pragma unroll
+  for (int rep = 0; rep < 2; ++rep) {
+    const int chunk = tid + rep * kThreads;
+    const int row = chunk / 2, half = chunk % 2;
+    const bool is_a = row < kTileM;
+    const int64_t r = is_a ? t.m0 + row : t.n0 + (row - kTileM);
+    const int64_t rows = is_a ? p.m : p.n;
+    const uint8_t* base = is_a ? p.a : p.b;
+    const int64_t byte0 = step * kRawRowBytes + half * 16;  // first byte of the chunk in the row
+    unsigned char* dst = values + row * kRawRowBytes + half * 16;
+    if (kVector) {
+      const bool valid = r < rows && byte0 < row_bytes;  // k % 32 == 0: chunks are all in or all out
+      cp_async_16(dst, valid ? base + (t.b * rows + r) * row_bytes + byte0 : base, valid ? 16 : 0);
+    } else {
+      uint32_t w[4] = {0, 0, 0, 0};
+      if (r < rows) {
+        const uint8_t* src = base + (t.b * rows + r) * row_bytes;
+        for (int y = 0; y < 16; ++y)
+          if (byte0 + y < row_bytes) w[y / 4] |= uint32_t{src[byte0 + y]} << (8 * (y % 4));
+      }
+      *reinterpret_cast<uint4*>(dst) = make_uint4(w[0], w[1], w[2], w[3]);
+    }
+  }
+  // Scale words: one per row, threads 0..127 for A, 128..255 for B.
+  {
+    const int row = tid;
+    const bool is_a = row < kTileM;
+    const int64_t r = is_a ? t.m0 + row : t.n0 + (row - kTileM);
+    const int64_t rows = is_a ? p.m : p.n;
+    const uint8_t* base = is_a ? p.sfa : p.sfb;
+    const int64_t s0 = step * 4;
+    const bool valid = r < rows;
+    if (kVector) {
+      // Word-aligned in both layouts (checked on the host): permuted blocks 4t..4t+3 of a row are
+      // contiguous; linear needs kb % 4 == 0, else the byte path below is taken.
+      const int64_t off = valid ? scale_offset(p.sf_layout, rows, kb, t.b, r, s0) : 0;
+      cp_async_4(scales + row, base + off, valid ? 4 : 0);
+    } else {
+      uint32_t w = 0;
+      if (valid)
+        for (int j = 0; j < 4; ++j)
+          if (s0 + j < kb) w |= uint32_t{base[scale_offset(p.sf_layout, rows, kb, t.b, r, s0 + j)]} << (8 * j);
+      scales[row] = w;
+    }
+  }
+}
+
+// Decode one staged step into FP16 tiles: thread -> (row, half of the step) of A, then of B.
+__device__ __forceinline__ void decode_step(const unsigned char* raw, __half* tiles, int64_t step, int64_t kb) {
+  const int tid = threadIdx.x;
+  const uint32_t* scales = reinterpret_cast<const uint32_t*>(raw + (kTileM + kTileN) * kRawRowBytes);
+#pragma unroll
+  for (int rep = 0; rep < 2; ++rep) {
+    const int idx = tid + rep * kThreads;
+    const int row = idx / 2, half = idx % 2;  // row < 128: A, else B (tiles are contiguous too)
+    const uint4 v = *reinterpret_cast<const uint4*>(raw + row * kRawRowBytes + half * 16);
+    uint32_t sw = (scales[row] >> (16 * half)) & 0xFFFFu;  // this half's two scale bytes
+    // Blocks past kb are padding (NaN in the permuted layout): they must not reach a product.
+    const int64_t s0 = step * 4 + 2 * half;
+    if (s0 >= kb) sw = 0;
+    else if (s0 + 1 >= kb) sw &= 0x00FFu;
+    const __half2 s2 = ue4m3x2_to_half2(sw);
+    const __half2 sa0 = __low2half2(s2), sa1 = __high2half2(s2);
+    __half* tile_row_base = tiles;  // A rows 0..127 then B rows 0..127: row index continues
+    const uint32_t words[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int wi = 0; wi < 4; ++wi) {
+      const __half2 s = wi < 2 ? sa0 : sa1;  // words 0,1: block 2*half; words 2,3: the next
+      uint4 out;
+      out.x = bits_from_half2(__hmul2(half2_from_bits(pair_scaled_bits<0>(words[wi])), s));
+      out.y = bits_from_half2(__hmul2(half2_from_bits(pair_scaled_bits<1>(words[wi])), s));
+      out.z = bits_from_half2(__hmul2(half2_from_bits(pair_scaled_bits<2>(words[wi])), s));
+      out.w = bits_from_half2(__hmul2(half2_from_bits(pair_scaled_bits<3>(words[wi])), s));
+      *reinterpret_cast<uint4*>(tile_row_base + swizzled(row, 4 * half + wi)) = out;
+    }
+  }
+}
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const __half* addr) {
+  const uint32_t a = static_cast<uint32_t>(__cvta_generic_to_shared(addr));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
+}
+
+__device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Tensor-core work of one step: warp (wm, wn) computes rows 64wm.., columns 32wn.. of the tile.
+__device__ __forceinline__ void mma_step(const __half* tiles, float (&acc)[4][4][4]) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int wm = warp / 4, wn = warp % 4;
+  const __half* a_tile = tiles;
+  const __half* b_tile = tiles + kTileM * kTileK;
+#pragma unroll
+  for (int kk = 0; kk < kTileK / 16; ++kk) {
+    uint32_t af[4][4], bf[2][4];
+#pragma unroll
+    for (int mi = 0; mi < 4; ++mi) {
+      const int row = 64 * wm + 16 * mi + (lane % 16);
+      ldmatrix_x4(af[mi], a_tile + swizzled(row, 2 * kk + lane / 16));
+    }
+#pragma unroll
+    for (int nj = 0; nj < 2; ++nj) {
+      const int row = 32 * wn + 16 * nj + (lane % 8) + (lane / 16) * 8;
+      ldmatrix_x4(bf[nj], b_tile + swizzled(row, 2 * kk + (lane / 8) % 2));
+    }
+#pragma unroll
+    for (int mi = 0; mi < 4; ++mi)
+#pragma unroll
+      for (int ni = 0; ni < 4; ++ni) mma_16816(acc[mi][ni], af[mi], bf[ni / 2][2 * (ni % 2)], bf[ni / 2][2 * (ni % 2) + 1]);
+  }
+}
+
+// One block = one 128x128 tile of one batch over steps [step_begin, step_end). partials == null:
+// write C; else write the FP32 sums (still in units of 2^-28) to partials[split][b][i][j].
+template <bool kVector>
+__global__ void __launch_bounds__(kThreads, 1)
+    gemm_tc_kernel(nvfp4_problem p, int splits, float* partials) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  // Addressed by arithmetic rather than pointer arrays, which would live in local memory.
+  auto tiles = [&](int64_t s) { return reinterpret_cast<__half*>(smem + (s % 2) * kHalfTileBytes); };
+  auto raw = [&](int64_t s) { return smem + 2 * kHalfTileBytes + (s % kRawStages) * kRawBytes; };
+
+  const int64_t m = p.m, n = p.n, k = p.k, kb = (k + 15) / 16;
+  const int64_t steps = (k + kTileK - 1) / kTileK;
+  const int64_t tiles_n = (n + kTileN - 1) / kTileN, tiles_m = (m + kTileM - 1) / kTileM;
+  // blockIdx.x: n tile (fastest, so neighbouring blocks share the A tile in L2), then m tile,
+  // then batch; blockIdx.y: k split.
+  int64_t id = blockIdx.x;
+  TileCoords t;
+  t.n0 = (id % tiles_n) * kTileN;
+  id /= tiles_n;
+  t.m0 = (id % tiles_m) * kTileM;
+  t.b = id / tiles_m;
+  const int split = blockIdx.y;
+  t.step_begin = steps * split / splits;
+  t.step_end = steps * (split + 1) / splits;
+  const int64_t count = t.step_end - t.step_begin;
+
+  float acc[4][4][4];
+#pragma unroll
+  for (int a = 0; a < 4; ++a)
+#pragma unroll
+    for (int b = 0; b < 4; ++b)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) acc[a][b][c] = 0.0f;
+
+  if (count > 0) {
+    stage_raw<kVector>(p, t, t.step_begin, raw(0));
+    cp_async_commit();
+    if (count > 1) stage_raw<kVector>(p, t, t.step_begin + 1, raw(1));
+    cp_async_commit();
+    cp_async_wait<1>();
+    __syncthreads();
+    decode_step(raw(0), tiles(0), t.step_begin, kb);
+    for (int64_t s = 0; s < count; ++s) {
+      // Raw stage (s+2)%3 was last read by the decode of step s-1, before the previous barrier.
+      if (s + 2 < count) stage_raw<kVector>(p, t, t.step_begin + s + 2, raw(s + 2));
+      cp_async_commit();
+      cp_async_wait<1>();  // step s+1 has landed (this thread's part)
+      // One barrier: tiles[s%2] is decoded, step s+1's raw bytes are visible, and every warp is
+      // done with the mma of step s-1, so tiles[(s+1)%2] may be overwritten.
+      __syncthreads();
+      if (s + 1 < count) decode_step(raw(s + 1), tiles(s + 1), t.step_begin + s + 1, kb);
+      mma_step(tiles(s), acc);
+    }
+    cp_async_wait<0>();
+  }
+
+  // Epilogue. Fragment (mi, ni): c0,c1 at row g, columns 2q, 2q+1; c2,c3 at row g+8.
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int wm = warp / 4, wn = warp % 4, g = lane / 4, q = lane % 4;
+  const float unit = 268435456.0f;  // 2^28: the tiles hold values times 2^-14 each
+#pragma unroll
+  for (int mi = 0; mi < 4; ++mi)
+#pragma unroll
+    for (int ni = 0; ni < 4; ++ni)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int64_t i = t.m0 + 64 * wm + 16 * mi + g + 8 * h;
+        const int64_t j = t.n0 + 32 * wn + 8 * ni + 2 * q;
+        if (i >= m) continue;
+        const float v0 = acc[mi][ni][2 * h], v1 = acc[mi][ni][2 * h + 1];
+        if (partials == nullptr) {
+          uint16_t* c = p.c + (t.b * m + i) * n + j;
+          if (j < n) c[0] = __half_as_ushort(__float2half_rn(p.alpha * (v0 * unit)));
+          if (j + 1 < n) c[1] = __half_as_ushort(__float2half_rn(p.alpha * (v1 * unit)));
+        } else {
+          float* w = partials + ((static_cast<int64_t>(split) * p.l + t.b) * m + i) * n + j;
+          if (j < n) w[0] = v0;
+          if (j + 1 < n) w[1] = v1;
+        }
+      }
+}
+
+// Split-k epilogue: C = RN16(alpha * (sum over splits, in split order) * 2^28).
+__global__ void gemm_tc_reduce_kernel(const float* partials, int splits, int64_t count, float alpha, uint16_t* c) {
+  for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < count;
+       e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    float sum = partials[e];
+    for (int s = 1; s < splits; ++s) sum += partials[s * count + e];
+    c[e] = __half_as_ushort(__float2half_rn(alpha * (sum * 268435456.0f)));
+  }
+}
+
+int run_gemm_tc(const nvfp4_problem* p);
+
+}  // namespace
+
+NVFP4_DEFINE_BUILTIN(gemm_tc) = {
+    {NVFP4_ABI_VERSION, "gemm_tc", NVFP4_MEMORY_CUDA, 1u << NVFP4_OP_GEMM,
+     (1u << NVFP4_SF_LINEAR) | (1u << NVFP4_SF_PERMUTED), 90, 1, 1, 1, 0},
+    run_gemm_tc};
+
+namespace {
+
+bool aligned(const void* ptr, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(ptr) % bytes == 0; }
+
+int cuda_failed(const char* what, cudaError_t err) {
+  if (err == cudaSuccess) err = cudaGetLastError();
+  if (err == cudaSuccess) return NVFP4_OK;
+  std::fprintf(stderr, "gemm_tc: %s failed: %s: %s\n", what, cudaGetErrorName(err), cudaGetErrorString(err));
+  return NVFP4_ERROR;
+}
+
+struct DeviceState {
+  int sms = 0;                       // 0: not initialised yet
+  int blocks_per_sm = 1;
+  cudaMemPool_t pool = nullptr;      // split-k partials: stream-ordered, kept between calls
+};
+
+// Split k when the tile grid leaves SMs idle: pick the split count with the best fill of the
+// resident block slots, lightly penalising each extra split (its partials cost bandwidth).
+int choose_splits(int64_t tiles, int64_t steps, int64_t slots) {
+  if (tiles >= slots) return 1;
+  int best = 1;
+  double best_score = 0.0;
+  for (int s = 1; s <= 16 && steps / s >= 8; ++s) {
+    const int64_t blocks = tiles * s;
+    const int64_t waves = (blocks + slots - 1) / slots;
+    const double score = static_cast<double>(blocks) / static_cast<double>(waves * slots) / (1.0 + 0.05 * (s - 1));
+    if (score > best_score + 1e-9) best_score = score, best = s;
+  }
+  return best;
+}
+
+int run_gemm_tc(const nvfp4_problem* p) {
+  if (!problem_fits(builtin_gemm_tc.info, p)) return NVFP4_UNSUPPORTED;
+  const cudaStream_t stream = static_cast<cudaStream_t>(p->stream);
+  int device = 0;
+  cudaError_t err = cudaGetDevice(&device);
+  if (err != cudaSuccess || device < 0 || device >= 64) return cuda_failed("cudaGetDevice", err);
+  static std::mutex state_mutex;
+  static DeviceState states[64];
+  DeviceState state;
+  {
+    std::lock_guard<std::mutex> lock(state_mutex);
+    DeviceState& s = states[device];
+    if (s.sms == 0) {
+      if ((err = cudaDeviceGetAttribute(&s.sms, cudaDevAttrMultiProcessorCount, device)) != cudaSuccess)
+        return cuda_failed("cudaDeviceGetAttribute", err);
+      for (auto fn : {gemm_tc_kernel<true>, gemm_tc_kernel<false>})
+        if ((err = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        static_cast<int>(kSmemBytes))) != cudaSuccess)
+          return cuda_failed("cudaFuncSetAttribute", err);
+      if ((err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&s.blocks_per_sm, gemm_tc_kernel<true>, kThreads,
+                                                               kSmemBytes)) != cudaSuccess)
+        return cuda_failed("cudaOccupancyMaxActiveBlocksPerMultiprocessor", err);
+      s.blocks_per_sm = std::max(1, s.blocks_per_sm);
+      cudaMemPoolProps props = {};
+      props.allocType = cudaMemAllocationTypePinned;
+      props.location.type = cudaMemLocationTypeDevice;
+      props.location.id = device;
+      if ((err = cudaMemPoolCreate(&s.pool, &props)) != cudaSuccess) return cuda_failed("cudaMemPoolCreate", err);
+      uint64_t keep = UINT64_MAX;  // never hand memory back: later calls allocate without the driver
+      cudaMemPoolSetAttribute(s.pool, cudaMemPoolAttrReleaseThreshold, &keep);
+    }
+    state = s;
+  }
+
+  const int64_t m = p->m, n = p->n, k = p->k, kb = (k + 15) / 16;
+  const int64_t tiles = p->l * ((m + kTileM - 1) / kTileM) * ((n + kTileN - 1) / kTileN);
+  const int64_t steps = (k + kTileK - 1) / kTileK;
+  if (tiles > 0x7FFFFFFF) return NVFP4_UNSUPPORTED;  // grid.x limit (far beyond any real problem)
+  const int splits = choose_splits(tiles, steps, static_cast<int64_t>(state.sms) * state.blocks_per_sm);
+  const bool scale_words = p->sf_layout == NVFP4_SF_PERMUTED || kb % 4 == 0;
+  const bool vector = k % 32 == 0 && aligned(p->a, 16) && aligned(p->b, 16) && scale_words &&
+                      aligned(p->sfa, 4) && aligned(p->sfb, 4);
+
+  float* partials = nullptr;
+  const int64_t outputs = p->l * m * n;
+  if (splits > 1) {
+    err = cudaMallocFromPoolAsync(reinterpret_cast<void**>(&partials), sizeof(float) * outputs * splits,
+                                  state.pool, stream);
+    if (err != cudaSuccess) return cuda_failed("cudaMallocFromPoolAsync", err);
+  }
+  const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(splits));
+  if (vector)
+    gemm_tc_kernel<true><<<grid, kThreads, kSmemBytes, stream>>>(*p, splits, partials);
+  else
+    gemm_tc_kernel<false><<<grid, kThreads, kSmemBytes, stream>>>(*p, splits, partials);
+  if (cuda_failed("gemm_tc_kernel launch", cudaSuccess) != NVFP4_OK) return NVFP4_ERROR;
+  if (splits > 1) {
+    const int64_t blocks = std::min<int64_t>((outputs + 255) / 256, int64_t{state.sms} * 8);
+    gemm_tc_reduce_kernel<<<static_cast<unsigned>(blocks), 256, 0, stream>>>(partials, splits, outputs, p->alpha, p->c);
+    if (cuda_failed("gemm_tc_reduce_kernel launch", cudaSuccess) != NVFP4_OK) return NVFP4_ERROR;
+    if ((err = cudaFreeAsync(partials, stream)) != cudaSuccess) return cuda_failed("cudaFreeAsync", err);
+  }
+  return NVFP4_OK;
+}
+
+}  // namespace
+}  // namespace nvfp4::kern
