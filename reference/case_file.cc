@@ -299,9 +299,10 @@ class CaseParser {
     if (end == v.c_str() || *end != '\0') {
       fail(e.line, "alpha: " + quoted(v) + " is not a number (trailing characters)");
     }
-    if (!std::isfinite(f)) {  // strtof overflows to Inf; underflow is a correct rounding
-      fail(e.line, "alpha: " + quoted(v) + " is out of FP32 range");
-    }
+    if (!std::isfinite(f)) fail(e.line, "alpha: " + quoted(v) + " is out of FP32 range");
+    // A non-zero literal that rounds to 0 is almost surely a typo; one that rounds to an FP32
+    // subnormal is kept (that rounding is exact to the nearest, as strtof promises).
+    if (f == 0.0f && errno == ERANGE) fail(e.line, "alpha: " + quoted(v) + " underflows to 0 in FP32");
     return f;
   }
 

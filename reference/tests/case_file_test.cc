@@ -204,6 +204,8 @@ TEST(CaseFile, AlphaRoundsOnceToTheNearestFloat) {
   EXPECT_EQ(alpha("-2.5e-3"), -2.5e-3f);
   EXPECT_EQ(alpha("0x1p-149"), std::ldexp(1.0f, -149));
   EXPECT_TRUE(same_bits(alpha("-0"), -0.0f));
+  EXPECT_EQ(alpha("0"), 0.0f);
+  EXPECT_EQ(alpha("1e-45"), std::ldexp(1.0f, -149));  // rounds to the smallest subnormal
   // Halfway between 1 and the next float: ties to even (1), which a round via double also gives;
   // just above halfway must round up, which a double rounding would miss.
   EXPECT_EQ(alpha("1.000000059604644775390625"), 1.0f);
@@ -288,6 +290,7 @@ std::vector<BadCase> bad_cases() {
       {"AlphaNan", v + "alpha = nan\n", 10, "not a finite"},
       {"AlphaOverflow", v + "alpha = 1e39\n", 10, "out of FP32 range"},
       {"AlphaHexOverflow", v + "alpha = 0x1p128\n", 10, "out of FP32 range"},
+      {"AlphaUnderflow", v + "alpha = 1e-50\n", 10, "underflows to 0"},
       {"AlphaEmpty", v + "alpha =\n", 10, "alpha: missing value"},
       {"AlphaDots", v + "alpha = 1..0\n", 10, "alpha"},
       {"NotUtf8", replace_line(3, "n = 1 # caf\xE9"), 3, "not valid UTF-8 (byte 0xE9)"},
