@@ -14,7 +14,7 @@
 //                        crash inputs into case files)
 //   CTEST_RESOURCE_GROUP_0_GPUS  set by `ctest --resource-spec-file`: "id:N,slots:S" makes
 //                        this process use GPU N (CUDA_VISIBLE_DEVICES), before CUDA starts.
-// Exit status 77 (ctest's SKIP_RETURN_CODE here) when no chosen kernel can run on this machine,
+// Exit status 4 (ctest's SKIP_RETURN_CODE here) when no chosen kernel can run on this machine,
 // 2 for a bad setting. Under ASan, CUDA needs ASAN_OPTIONS=protect_shadow_gap=0 (the driver
 // maps memory where ASan reserves its shadow gap); this binary makes that its default.
 #include <cstdint>
@@ -66,7 +66,9 @@ std::vector<std::string> split(const std::string& s, char sep) {
   std::exit(status);
 }
 
-constexpr int kSkipped = 77;  // nothing chosen can run here (no GPU): a skip, not a failure
+// Nothing chosen can run here (no GPU): a skip, not a failure. Not 77: libFuzzer exits 77 on a
+// crash (-error_exitcode), which must never read as a skip.
+constexpr int kSkipped = 4;
 
 // ctest's resource allocation (scripts/ctest-resource-spec.sh writes the spec): the GPU id it
 // gives is a CUDA device ordinal (with CUDA_DEVICE_ORDER=PCI_BUS_ID, nvidia-smi's index).
