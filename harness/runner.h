@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -20,12 +21,26 @@ struct RunOptions {
   double timeout_s = 30;          // watchdog per kernel call
   bool use_policy_override = false;
   Policy policy_override;         // instead of Policy::for_flags(info.flags)
+  // A passing case's file is removed again unless this is set (failures always keep theirs).
+  bool keep_passing_cases = false;
+  // The stale-state check refills the inputs with fresh data of the same distribution: the
+  // generator spec the case came from (DataSpec::name(), "" = shuffle the case's own bytes) and
+  // the seed of that refill.
+  std::string data_spec;
+  uint64_t stale_seed = 0;
+  // Called before each stage of a check ("reference", "run 1", "run 2", "stale", ...), e.g. as a
+  // heartbeat for a watchdog in another process. May be empty.
+  std::function<void(const std::string& stage)> on_stage;
+  // Called with the path of each case file once it is on disk, before the kernel runs on it.
+  std::function<void(const std::string& path)> on_case_saved;
 };
 
 // The named checks, as they appear in reports.
 //   "oracle", "nan-padding", "unwritten-output", "guard", "inputs-modified", "determinism",
 //   "stale-state", "unsupported-touched-output", "refused-supported", "kernel-error",
-//   "cuda-error", "timeout"
+//   "cuda-error", "timeout", and also "ignored-unsupported" (computed a shape it declares
+//   unsupported), "stream" (C changed after the runner's stream was done: work on another stream),
+//   "crash" (the worker process died; set by the process runner, never by check_case).
 struct CheckResult {
   enum class Verdict { pass, fail, unsupported, skipped } verdict = Verdict::pass;
   std::string check;        // the failing check, empty when passing
@@ -34,7 +49,14 @@ struct CheckResult {
   OracleSummary summary;    // of the failing (or last) run
   std::vector<uint16_t> c;  // the kernel's output of the failing (or last) run
   ExactResult reference;    // the exact result the output was judged against
+  Problem problem;          // the data that output was judged against (the stale run's, if it failed)
+  Policy policy;            // the policy it was judged with
+  bool context_lost = false;  // a CUDA error or timeout: the process should not run more cases
+  int64_t runs = 0;           // kernel calls made
 };
+
+// Why p lies outside what info declares (op, layout, multiples, UNIT_ALPHA); "" when inside.
+std::string unsupported_reason(const nvfp4_kernel_info& info, const Problem& p);
 
 // Runs every check of one case. A shape outside the kernel's declared constraints is instead
 // checked to come back NVFP4_UNSUPPORTED with C untouched (verdict unsupported or fail).

@@ -1,0 +1,51 @@
+// Case files and registered binary decoders behind one entry point for `replay`.
+#include "harness/case_input.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "reference/case_file.h"
+
+namespace nvfp4 {
+namespace {
+
+BinaryCaseDecoder& decoder_slot() {
+  static BinaryCaseDecoder decoder;
+  return decoder;
+}
+
+std::string read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw CaseError(path + ": cannot open the file");
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) throw CaseError(path + ": cannot read the file");
+  return text.str();
+}
+
+}  // namespace
+
+void set_binary_case_decoder(BinaryCaseDecoder decoder) { decoder_slot() = std::move(decoder); }
+bool have_binary_case_decoder() { return static_cast<bool>(decoder_slot()); }
+
+bool looks_like_case_text(const std::string& bytes) {
+  for (unsigned char ch : bytes)
+    if ((ch < 0x20 && ch != '\t' && ch != '\n' && ch != '\r') || ch == 0x7F) return false;
+  return true;
+}
+
+bool is_binary_case_input(const std::string& path) { return !looks_like_case_text(read_bytes(path)); }
+
+Problem load_case_input(const std::string& path, const nvfp4_kernel_info* kernel) {
+  const std::string bytes = read_bytes(path);
+  if (looks_like_case_text(bytes)) return parse_case(bytes, path);
+  if (!have_binary_case_decoder())
+    throw CaseError(path + ": not a case file (it holds control bytes) and this nvfp4check has no decoder for "
+                           "binary inputs");
+  std::string why;
+  std::optional<Problem> p = decoder_slot()(bytes, kernel, &why);
+  if (!p) throw CaseError(path + ": binary input not usable: " + (why.empty() ? "rejected by the decoder" : why));
+  return *p;
+}
+
+}  // namespace nvfp4

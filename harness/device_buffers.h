@@ -1,0 +1,97 @@
+// Guarded buffers in a kernel's memory (host or CUDA) and the stream the runner orders work on.
+// Every buffer sits between two guard regions filled with a known pattern, checked after each
+// run; host buffers also sit between PROT_NONE pages so a write far out of bounds faults at once.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace nvfp4 {
+
+// A failure of the memory or the stream rather than of the kernel's arithmetic. check() is the
+// runner's check name: "cuda-error" (named with cudaGetErrorName) or "timeout".
+class DeviceError : public std::runtime_error {
+ public:
+  DeviceError(std::string check, const std::string& message)
+      : std::runtime_error(message), check_(std::move(check)) {}
+  const std::string& check() const { return check_; }
+
+ private:
+  std::string check_;
+};
+
+// The repeating byte pattern of a guard region. Scale buffers use NaN scale bytes (0x7F, 0xFF),
+// so a kernel that READS past the end of its scales also produces NaN and fails the oracle.
+enum class GuardPattern { bytes, nan_scales, nan_fp16 };
+
+// What check_guards found: the first damaged byte and how many bytes differ.
+struct GuardDamage {
+  bool intact = true;
+  bool before = false;     // in the region before the data (else after)
+  int64_t offset = 0;      // of the first damaged byte, relative to the data's start
+  uint8_t expected = 0, actual = 0;
+  int64_t damaged_bytes = 0;
+  std::string describe(const std::string& buffer_name) const;
+};
+
+class GuardedBuffer {
+ public:
+  virtual ~GuardedBuffer() = default;
+  // What the kernel is handed (a host or a device pointer).
+  virtual uint8_t* data() = 0;
+  int64_t size() const { return size_; }
+  // Writes size() bytes of src and fresh guards, ordered on the memory's stream (for CUDA,
+  // through pinned staging memory, so the copy really is asynchronous).
+  virtual void upload(const uint8_t* src) = 0;
+  // The data as it is now: waits for the stream (with a watchdog), then copies.
+  virtual std::vector<uint8_t> download(double timeout_s) = 0;
+  // Compares both guard regions with the pattern (waits for the stream first).
+  virtual GuardDamage check_guards(double timeout_s) = 0;
+
+ protected:
+  explicit GuardedBuffer(int64_t size) : size_(size) {}
+  int64_t size_;
+};
+
+// One kernel's memory and the stream its work is ordered on. Creating a CUDA memory never happens
+// in the parent process of `nvfp4check run` (a worker owns the CUDA context).
+class KernelMemory {
+ public:
+  virtual ~KernelMemory() = default;
+  // NVFP4_MEMORY_HOST or NVFP4_MEMORY_CUDA; throws DeviceError for CUDA when the build has no
+  // CUDA or the device cannot be used, std::invalid_argument for an unknown memory kind.
+  static std::unique_ptr<KernelMemory> create(uint32_t memory);
+
+  virtual std::unique_ptr<GuardedBuffer> allocate(int64_t bytes, GuardPattern pattern) = 0;
+  // The stream handed to the kernel (a non-blocking cudaStream_t, or NULL for host memory).
+  virtual void* stream() = 0;
+  // CUDA: makes the stream wait a few milliseconds before the uploads that follow, so a kernel
+  // that works on any other stream runs before its inputs are there and reads stale data.
+  virtual void hold_stream() {}
+  // CUDA: picks up launch errors of the kernel call (cudaGetLastError). Throws DeviceError.
+  virtual void after_call() {}
+  // Waits for the stream, or throws DeviceError("timeout") after timeout_s.
+  virtual void synchronize(double timeout_s) = 0;
+  // CUDA: waits for the whole device and names any error, so work a kernel left on another
+  // stream is finished (and its errors seen) before buffers are read again or freed.
+  virtual void synchronize_device(double timeout_s) {}
+};
+
+// Whether CUDA memory can be created here; when not, *why says why. Initialises CUDA.
+bool cuda_memory_available(std::string* why);
+
+// The host buffer of KernelMemory::create(NVFP4_MEMORY_HOST) (also used directly by tests).
+std::unique_ptr<KernelMemory> make_host_memory();
+#if defined(NVFP4_HAVE_CUDA)
+std::unique_ptr<KernelMemory> make_cuda_memory();  // device_buffers_cuda.cc
+#endif
+
+// The guard byte at position `index` of a guard region (shared by host and CUDA buffers).
+uint8_t guard_byte(GuardPattern pattern, int64_t index);
+// Bytes of each guard region (before and after the data).
+constexpr int64_t kGuardBytes = 4096;
+
+}  // namespace nvfp4

@@ -1,0 +1,303 @@
+// Results as JSON, tables and text, and the PNG error map (libpng).
+#include "harness/report.h"
+
+#include <png.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "reference/fp16.h"
+
+namespace nvfp4 {
+namespace {
+
+double fp16_value(uint16_t h) {
+  const Fp16Parts f = fp16_parts(h);
+  if (f.nan) return std::nan("");
+  if (f.inf) return f.negative ? -INFINITY : INFINITY;
+  const double v = std::ldexp(static_cast<double>(f.sig), f.exp);
+  return f.negative ? -v : v;
+}
+
+std::string value_hex(uint16_t h) { return fmt::format("{:g} (0x{:04x})", fp16_value(h), h); }
+
+const char* verdict_name(CheckResult::Verdict v) {
+  switch (v) {
+    case CheckResult::Verdict::pass: return "pass";
+    case CheckResult::Verdict::fail: return "fail";
+    case CheckResult::Verdict::unsupported: return "unsupported";
+    case CheckResult::Verdict::skipped: return "skipped";
+  }
+  return "?";
+}
+
+// JSON cannot hold Inf or NaN; such a number becomes a string.
+nlohmann::json number(double v) {
+  if (std::isfinite(v)) return v;
+  if (std::isnan(v)) return "nan";
+  return v > 0 ? "inf" : "-inf";
+}
+
+double read_number(const nlohmann::json& j) {
+  if (j.is_number()) return j.get<double>();
+  if (j.is_string()) {
+    const std::string s = j.get<std::string>();
+    if (s == "inf") return INFINITY;
+    if (s == "-inf") return -INFINITY;
+    return std::nan("");
+  }
+  return 0;
+}
+
+bool element_blamed(const CheckResult& r) {
+  return r.summary.any_failure() && (r.check == "oracle" || r.check == "nan-padding" || r.check == "stale-state");
+}
+
+}  // namespace
+
+nlohmann::json case_result_json(const CheckResult& r, const std::string& text, const std::string& error_map) {
+  const Problem& p = r.problem;
+  nlohmann::json j = {
+      {"verdict", verdict_name(r.verdict)},
+      {"shape", fmt::format("{} m={} n={} k={} l={} {} {} alpha={}", to_string(p.op), p.m, p.n, p.k, p.l,
+                            to_string(p.sf_layout), to_string(p.semantics), p.alpha)},
+      {"runs", r.runs},
+      {"elements", r.summary.elements},
+      {"exact_elements", r.summary.exact_regime},
+      {"max_error_ulps", number(r.summary.max_error_ulps)},
+      {"max_error_over_bound", number(r.summary.max_error_over_bound)},
+      {"context_lost", r.context_lost},
+  };
+  if (r.verdict == CheckResult::Verdict::fail) {
+    nlohmann::json f = {{"check", r.check}, {"message", r.message}, {"case_file", r.case_file}, {"text", text}};
+    if (!error_map.empty()) f["error_map"] = error_map;
+    if (element_blamed(r)) {
+      const OracleSummary& s = r.summary;
+      f["element"] = {{"b", s.first_b},
+                      {"i", s.first_i},
+                      {"j", s.first_j},
+                      {"expected", fmt::format("0x{:04x}", s.first.expected_bits)},
+                      {"actual", fmt::format("0x{:04x}", s.first_actual)},
+                      {"expected_value", number(fp16_value(s.first.expected_bits))},
+                      {"actual_value", number(fp16_value(s.first_actual))},
+                      {"error_ulps", number(s.first.error_ulps)},
+                      {"error_over_bound", number(s.first.error_over_bound)},
+                      {"bound", number(s.first.bound)}};
+    }
+    j["failure"] = f;
+  } else if (r.verdict == CheckResult::Verdict::skipped || r.verdict == CheckResult::Verdict::unsupported) {
+    j["message"] = r.message;
+  }
+  return j;
+}
+
+void accumulate(KernelReport& k, const nlohmann::json& c) {
+  const std::string verdict = c.value("verdict", "fail");
+  if (verdict == "skipped") {
+    ++k.skipped_cases;
+    return;
+  }
+  ++k.cases;
+  if (verdict == "unsupported") ++k.unsupported_cases;
+  k.elements += c.value("elements", int64_t{0});
+  k.exact_elements += c.value("exact_elements", int64_t{0});
+  if (c.contains("max_error_ulps")) k.max_error_ulps = std::max(k.max_error_ulps, read_number(c["max_error_ulps"]));
+  if (c.contains("max_error_over_bound"))
+    k.max_error_over_bound = std::max(k.max_error_over_bound, read_number(c["max_error_over_bound"]));
+  if (verdict != "fail") return;
+  ++k.failed_cases;
+  k.verdict = "fail";
+  if (k.failure) return;
+  const nlohmann::json& f = c.at("failure");
+  FailureRecord rec;
+  rec.check = f.value("check", "");
+  rec.message = f.value("message", "");
+  rec.case_file = f.value("case_file", "");
+  rec.error_map = f.value("error_map", "");
+  rec.text = f.value("text", "");
+  if (f.contains("element")) {
+    const nlohmann::json& e = f["element"];
+    rec.has_element = true;
+    rec.b = e.value("b", int64_t{-1});
+    rec.i = e.value("i", int64_t{-1});
+    rec.j = e.value("j", int64_t{-1});
+    rec.expected = static_cast<uint16_t>(std::stoul(e.value("expected", "0"), nullptr, 16));
+    rec.actual = static_cast<uint16_t>(std::stoul(e.value("actual", "0"), nullptr, 16));
+    rec.error_ulps = read_number(e["error_ulps"]);
+    rec.error_over_bound = read_number(e["error_over_bound"]);
+    rec.bound = read_number(e["bound"]);
+  }
+  k.failure = rec;
+}
+
+std::string failure_text(const std::string& kernel, std::optional<uint64_t> seed, const CheckResult& r,
+                         const std::string& error_map) {
+  const Problem& p = r.problem;
+  std::string t = fmt::format("FAIL {}: check \"{}\"", kernel, r.check);
+  if (seed) t += fmt::format(" (seed {})", *seed);
+  t += "\n";
+  t += fmt::format("  case: {} m={} n={} k={} l={}, {} scales, {}, alpha={}, policy {}\n", to_string(p.op), p.m, p.n,
+                   p.k, p.l, to_string(p.sf_layout), to_string(p.semantics), p.alpha, r.policy.name());
+  if (element_blamed(r)) {
+    const OracleSummary& s = r.summary;
+    t += fmt::format("  first bad element (b={}, i={}, j={}): expected {}, actual {}\n", s.first_b, s.first_i,
+                     s.first_j, value_hex(s.first.expected_bits), value_hex(s.first_actual));
+    t += fmt::format("  error {:.4g} ulps, {:.4g} x the allowed bound ({:.4g}); {} of {} outputs fail\n",
+                     s.first.error_ulps, s.first.error_over_bound, s.first.bound, s.failing, s.elements);
+  }
+  t += "  " + r.message + "\n";
+  if (!r.case_file.empty()) {
+    t += "  case file: " + r.case_file + "\n";
+    t += fmt::format("  reproduce: nvfp4check replay {} --kernel {}\n", r.case_file, kernel);
+  }
+  if (!error_map.empty()) t += "  error map: " + error_map + "\n";
+  return t;
+}
+
+nlohmann::json report_json(std::optional<uint64_t> seed, const std::vector<KernelReport>& kernels,
+                           const std::string& command) {
+  nlohmann::json j;
+  j["seed"] = seed ? nlohmann::json(*seed) : nlohmann::json(nullptr);
+  j["command"] = command;
+  nlohmann::json list = nlohmann::json::array();
+  for (const KernelReport& k : kernels) {
+    nlohmann::json e = {{"name", k.name},
+                        {"origin", k.origin},
+                        {"verdict", k.verdict},
+                        {"cases", k.cases},
+                        {"unsupported_cases", k.unsupported_cases},
+                        {"skipped_cases", k.skipped_cases},
+                        {"failed_cases", k.failed_cases},
+                        {"seconds", k.seconds},
+                        {"max_error_ulps", number(k.max_error_ulps)},
+                        {"max_error_over_bound", number(k.max_error_over_bound)},
+                        {"exact_regime_share", k.elements ? double(k.exact_elements) / double(k.elements) : 0.0}};
+    if (!k.skip_reason.empty()) e["skip_reason"] = k.skip_reason;
+    if (k.failure) {
+      const FailureRecord& f = *k.failure;
+      nlohmann::json fj = {{"check", f.check}, {"case_file", f.case_file}, {"message", f.message}};
+      if (!f.error_map.empty()) fj["error_map"] = f.error_map;
+      if (f.has_element)
+        fj["element"] = {{"b", f.b},
+                         {"i", f.i},
+                         {"j", f.j},
+                         {"expected", fmt::format("0x{:04x}", f.expected)},
+                         {"actual", fmt::format("0x{:04x}", f.actual)},
+                         {"error_ulps", number(f.error_ulps)},
+                         {"error_over_bound", number(f.error_over_bound)},
+                         {"bound", number(f.bound)}};
+      e["failure"] = fj;
+    }
+    list.push_back(e);
+  }
+  j["kernels"] = list;
+  return j;
+}
+
+void write_report_file(const std::string& path, const nlohmann::json& report) {
+  std::ofstream out(path);
+  if (!out) throw std::runtime_error("cannot write the report " + path);
+  out << report.dump(2) << "\n";
+  if (!out) throw std::runtime_error("cannot write the report " + path);
+}
+
+std::string summary_table(const std::vector<KernelReport>& kernels) {
+  size_t w = 6;
+  for (const KernelReport& k : kernels) w = std::max(w, k.name.size());
+  std::string t = fmt::format("{:<{}}  {:>7}  {:<7}  {:<26}  {:>9}  {:>11}  {:>6}\n", "kernel", w, "cases", "verdict",
+                              "failing check", "max ulps", "max err/bnd", "exact");
+  for (const KernelReport& k : kernels) {
+    std::string check = k.failure ? k.failure->check : (k.verdict == "skipped" ? "-" : "");
+    if (check.size() > 26) check = check.substr(0, 26);
+    const std::string exact =
+        k.elements ? fmt::format("{:.1f}%", 100.0 * double(k.exact_elements) / double(k.elements)) : "-";
+    t += fmt::format("{:<{}}  {:>7}  {:<7}  {:<26}  {:>9.3g}  {:>11.3g}  {:>6}\n", k.name, w, k.cases, k.verdict, check,
+                     k.max_error_ulps, k.max_error_over_bound, exact);
+    if (k.verdict == "skipped" && !k.skip_reason.empty()) t += fmt::format("{:<{}}    skipped: {}\n", "", w, k.skip_reason);
+  }
+  return t;
+}
+
+std::string error_map_path_for(const std::string& case_file, const std::string& dir) {
+  std::filesystem::path path(case_file);
+  std::filesystem::path out = dir.empty() ? path.parent_path() : std::filesystem::path(dir);
+  return (out / (path.stem().string() + ".png")).string();
+}
+
+namespace {
+
+struct Rgb {
+  uint8_t r, g, b;
+};
+
+Rgb element_colour(const ElementVerdict& v, uint16_t actual) {
+  const bool actual_nan = fp16_is_nan(actual);
+  const bool expected_nan = std::isnan(v.expected);
+  if (actual_nan && !expected_nan) return {255, 0, 255};
+  if (!actual_nan && expected_nan) return {0, 220, 255};
+  if (v.ok) {
+    // The right RN16 bits (+0 and -0 alike): grey. Within the bound but other bits: green.
+    if (actual == v.expected_bits || ((actual | v.expected_bits) & 0x7FFF) == 0) return {48, 48, 48};
+    const double r = std::clamp(v.error_over_bound, 0.0, 1.0);
+    return {0, static_cast<uint8_t>(70 + 150 * r), 0};
+  }
+  // Beyond the bound: orange just past it, pure red at a million times it (or in the exact regime).
+  double excess = std::isfinite(v.error_over_bound) ? std::log10(std::max(1.0, v.error_over_bound)) / 6.0 : 1.0;
+  excess = std::clamp(excess, 0.0, 1.0);
+  return {255, static_cast<uint8_t>(160 * (1.0 - excess)), 0};
+}
+
+}  // namespace
+
+void write_error_map_png(const std::string& path, const Problem& p, const ExactResult& ref,
+                         const std::vector<uint16_t>& c, const Policy& policy) {
+  if (static_cast<int64_t>(c.size()) != p.c_elems() || static_cast<int64_t>(ref.elems.size()) != p.c_elems())
+    throw std::runtime_error("error map: output and reference sizes do not match the problem");
+  // Cells are scaled so small outputs stay visible and large ones stay a sensible size.
+  const int64_t cell_w = std::clamp<int64_t>(1200 / std::max<int64_t>(1, p.l * p.n), 1, 24);
+  const int64_t cell_h = std::clamp<int64_t>(800 / std::max<int64_t>(1, p.m), 1, 24);
+  const int64_t gap = 2;
+  const int64_t width = p.l * p.n * cell_w + (p.l - 1) * gap, height = p.m * cell_h;
+  if (width > 20000 || height > 20000) throw std::runtime_error("error map: output too large to draw");
+  std::vector<uint8_t> pixels(static_cast<size_t>(width * height * 3), 255);
+  for (int64_t b = 0; b < p.l; ++b)
+    for (int64_t i = 0; i < p.m; ++i)
+      for (int64_t j = 0; j < p.n; ++j) {
+        const int64_t e = (b * p.m + i) * p.n + j;
+        const Rgb col = element_colour(judge_element(ref.elems[e], p.alpha, c[e], policy), c[e]);
+        const int64_t x0 = b * (p.n * cell_w + gap) + j * cell_w, y0 = i * cell_h;
+        for (int64_t y = y0; y < y0 + cell_h; ++y)
+          for (int64_t x = x0; x < x0 + cell_w; ++x) {
+            uint8_t* px = &pixels[static_cast<size_t>((y * width + x) * 3)];
+            px[0] = col.r;
+            px[1] = col.g;
+            px[2] = col.b;
+          }
+      }
+
+  FILE* fp = std::fopen(path.c_str(), "wb");
+  if (!fp) throw std::runtime_error("cannot write the error map " + path);
+  png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, nullptr, nullptr, nullptr);
+  png_infop info = png ? png_create_info_struct(png) : nullptr;
+  if (!png || !info || setjmp(png_jmpbuf(png))) {
+    png_destroy_write_struct(&png, &info);
+    std::fclose(fp);
+    throw std::runtime_error("libpng failed writing " + path);
+  }
+  png_init_io(png, fp);
+  png_set_IHDR(png, info, static_cast<png_uint_32>(width), static_cast<png_uint_32>(height), 8, PNG_COLOR_TYPE_RGB,
+               PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
+  png_write_info(png, info);
+  for (int64_t y = 0; y < height; ++y) png_write_row(png, &pixels[static_cast<size_t>(y * width * 3)]);
+  png_write_end(png, nullptr);
+  png_destroy_write_struct(&png, &info);
+  if (std::fclose(fp) != 0) throw std::runtime_error("cannot write the error map " + path);
+}
+
+}  // namespace nvfp4

@@ -1,0 +1,87 @@
+// Guarded host buffers: writes just outside are seen by the guards, writes far outside fault.
+#include <gtest/gtest.h>
+
+#include <numeric>
+
+#include "harness/device_buffers.h"
+#include "kernels/nvfp4_kernel_abi.h"
+
+namespace nvfp4 {
+namespace {
+
+TEST(HostGuards, IntactAfterWritesInside) {
+  auto mem = KernelMemory::create(NVFP4_MEMORY_HOST);
+  EXPECT_EQ(mem->stream(), nullptr);
+  auto buf = mem->allocate(1001, GuardPattern::bytes);
+  std::vector<uint8_t> data(1001);
+  std::iota(data.begin(), data.end(), 0);
+  buf->upload(data.data());
+  for (int64_t x = 0; x < buf->size(); ++x) buf->data()[x] ^= 0xFF;
+  EXPECT_TRUE(buf->check_guards(1).intact);
+  const std::vector<uint8_t> back = buf->download(1);
+  ASSERT_EQ(back.size(), data.size());
+  EXPECT_EQ(back[7], static_cast<uint8_t>(7 ^ 0xFF));
+}
+
+TEST(HostGuards, SeeOneByteAfterTheEnd) {
+  auto buf = make_host_memory()->allocate(37, GuardPattern::nan_fp16);
+  std::vector<uint8_t> zeros(37, 0);
+  buf->upload(zeros.data());
+  buf->data()[37] = static_cast<uint8_t>(~guard_byte(GuardPattern::nan_fp16, 0));
+  const GuardDamage d = buf->check_guards(1);
+  ASSERT_FALSE(d.intact);
+  EXPECT_FALSE(d.before);
+  EXPECT_EQ(d.offset, 37);
+  EXPECT_EQ(d.damaged_bytes, 1);
+  EXPECT_NE(d.describe("c").find("after"), std::string::npos);
+}
+
+TEST(HostGuards, SeeAWriteBeforeTheStart) {
+  auto buf = make_host_memory()->allocate(64, GuardPattern::nan_scales);
+  std::vector<uint8_t> zeros(64, 0);
+  buf->upload(zeros.data());
+  buf->data()[-3] = 0x00;  // 0x00 is never a NaN-scale guard byte
+  const GuardDamage d = buf->check_guards(1);
+  ASSERT_FALSE(d.intact);
+  EXPECT_TRUE(d.before);
+  EXPECT_EQ(d.offset, -3);
+}
+
+TEST(HostGuards, UploadRestoresGuards) {
+  auto buf = make_host_memory()->allocate(16, GuardPattern::bytes);
+  std::vector<uint8_t> zeros(16, 0);
+  buf->upload(zeros.data());
+  buf->data()[16] ^= 1;
+  EXPECT_FALSE(buf->check_guards(1).intact);
+  buf->upload(zeros.data());
+  EXPECT_TRUE(buf->check_guards(1).intact);
+}
+
+TEST(HostGuards, ScaleGuardsAreNaN) {
+  for (int64_t x = 0; x < 64; ++x) EXPECT_EQ(guard_byte(GuardPattern::nan_scales, x) & 0x7F, 0x7F);
+}
+
+// Far beyond the guard region lies a PROT_NONE page: the write faults instead of corrupting
+// whatever the allocator put there.
+TEST(HostGuardsDeathTest, FarWriteFaults) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        auto buf = make_host_memory()->allocate(100, GuardPattern::bytes);
+        volatile uint8_t* p = buf->data();
+        for (int64_t x = 0; x < (int64_t(1) << 20); x += 512) p[100 + x] = 1;
+      },
+      "");
+}
+
+TEST(CudaMemory, ExplainsWhenItCannotBeUsed) {
+  std::string why;
+  if (!cuda_memory_available(&why)) {
+    EXPECT_FALSE(why.empty());
+    EXPECT_THROW(KernelMemory::create(NVFP4_MEMORY_CUDA), DeviceError);
+  }
+  EXPECT_THROW(KernelMemory::create(99), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace nvfp4

@@ -1,0 +1,126 @@
+// `nvfp4check run` and `replay` survive kernels that kill or hang their process: the failure is
+// reported as "crash" / "timeout" with the case file saved before the kernel ran, exit code 1,
+// and the other kernels still run. Also the usage errors that must give exit code 2.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#ifndef NVFP4CHECK_EXE
+#error "NVFP4CHECK_EXE must name the nvfp4check executable"
+#endif
+#ifndef CRASHING_PLUGIN
+#error "CRASHING_PLUGIN must name the crashing plugin"
+#endif
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Outcome {
+  int exit_code = -1;
+  std::string output;
+};
+
+Outcome run(const std::string& args) {
+  const std::string command = std::string(NVFP4CHECK_EXE) + " " + args + " 2>&1";
+  std::printf("$ %s\n", command.c_str());
+  Outcome o;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (!pipe) return o;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) o.output.append(buf, n);
+  const int status = pclose(pipe);
+  o.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::printf("%s(exit %d)\n", o.output.c_str(), o.exit_code);
+  return o;
+}
+
+fs::path fresh_dir(const std::string& name) {
+  const fs::path d = fs::path(::testing::TempDir()) / ("nvfp4-isolation-" + name);
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+nlohmann::json read_json(const fs::path& path) {
+  std::ifstream in(path);
+  return nlohmann::json::parse(in);
+}
+
+const std::string kPlugin = std::string("--plugin ") + CRASHING_PLUGIN;
+
+TEST(Isolation, SegfaultingKernelIsACrashAndTheNextKernelStillRuns) {
+  const fs::path dir = fresh_dir("segv");
+  const Outcome o = run("run " + kPlugin + " --kernel segfaults_host --kernel host_gemm_fp32 --cases 3 --seed 11" +
+                        " --case-dir " + (dir / "cases").string() + " --report " + (dir / "report.json").string());
+  EXPECT_EQ(o.exit_code, 1);
+  const nlohmann::json report = read_json(dir / "report.json");
+  EXPECT_EQ(report["seed"], 11);
+  ASSERT_EQ(report["kernels"].size(), 2u);
+  const nlohmann::json& crashed = report["kernels"][0];
+  EXPECT_EQ(crashed["name"], "segfaults_host");
+  EXPECT_EQ(crashed["verdict"], "fail");
+  EXPECT_EQ(crashed["failure"]["check"], "crash");
+  const std::string case_file = crashed["failure"]["case_file"];
+  EXPECT_TRUE(fs::exists(case_file)) << case_file;
+  EXPECT_NE(o.output.find("Segmentation fault"), std::string::npos) << "the signal is named";
+  EXPECT_NE(o.output.find(case_file), std::string::npos) << "the case file is printed";
+  const nlohmann::json& next = report["kernels"][1];
+  EXPECT_EQ(next["name"], "host_gemm_fp32");
+  EXPECT_EQ(next["verdict"], "pass");
+  EXPECT_EQ(next["cases"], 3);
+
+  // The saved case reproduces it; two inputs get two results (a fresh worker after the crash).
+  const Outcome again = run("replay " + case_file + " " + case_file + " " + kPlugin + " --kernel segfaults_host" +
+                            " --case-dir " + (dir / "replay").string() + " --report " + (dir / "replay.json").string());
+  EXPECT_EQ(again.exit_code, 1);
+  const nlohmann::json replayed = read_json(dir / "replay.json");
+  ASSERT_EQ(replayed["kernels"].size(), 1u);
+  EXPECT_EQ(replayed["kernels"][0]["failure"]["check"], "crash");
+  EXPECT_EQ(replayed["kernels"][0]["cases"], 2);
+  EXPECT_EQ(replayed["kernels"][0]["failed_cases"], 2);
+}
+
+TEST(Isolation, HangingKernelIsATimeoutWithASavedCase) {
+  const fs::path dir = fresh_dir("hang");
+  const auto start = std::chrono::steady_clock::now();
+  const Outcome o = run("run " + kPlugin + " --kernel hangs_host --cases 2 --seed 3 --timeout 2 --case-dir " +
+                        (dir / "cases").string() + " --report " + (dir / "report.json").string());
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(o.exit_code, 1);
+  EXPECT_LT(seconds, 60) << "the watchdog ends a hang";
+  const nlohmann::json report = read_json(dir / "report.json");
+  ASSERT_EQ(report["kernels"].size(), 1u);
+  EXPECT_EQ(report["kernels"][0]["failure"]["check"], "timeout");
+  const std::string case_file = report["kernels"][0]["failure"]["case_file"];
+  EXPECT_TRUE(fs::exists(case_file)) << case_file;
+}
+
+TEST(Isolation, ListShowsPluginKernels) {
+  const Outcome o = run("list " + kPlugin);
+  EXPECT_EQ(o.exit_code, 0);
+  EXPECT_NE(o.output.find("segfaults_host"), std::string::npos);
+  EXPECT_NE(o.output.find("hangs_host"), std::string::npos);
+  EXPECT_NE(o.output.find("host_gemm_fp32"), std::string::npos);
+}
+
+TEST(Isolation, UsageErrorsExitTwo) {
+  EXPECT_EQ(run("run --kernel no_such_kernel --cases 1").exit_code, 2);
+  EXPECT_EQ(run("list --plugin /nonexistent/plugin.so").exit_code, 2);
+  EXPECT_EQ(run("run --plugin /nonexistent/plugin.so --cases 1").exit_code, 2);
+  EXPECT_EQ(run("replay /nonexistent/case.case").exit_code, 2);
+  const fs::path dir = fresh_dir("usage");
+  std::ofstream(dir / "bad.case") << "# nvfp4check case v1\nop = gemm\nbogus_key = 1\n";
+  EXPECT_EQ(run("replay " + (dir / "bad.case").string()).exit_code, 2);
+}
+
+}  // namespace

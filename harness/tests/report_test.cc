@@ -1,0 +1,144 @@
+// Reports: the error map shows a bad element where it is, JSON results add up, the SPEC section 6
+// report has its fields, the table names every kernel.
+#include <gtest/gtest.h>
+#include <png.h>
+
+#include <filesystem>
+
+#include "harness/generators.h"
+#include "harness/report.h"
+#include "reference/exact_gemm.h"
+
+namespace nvfp4 {
+namespace {
+
+Problem small_problem() {
+  Problem p;
+  p.op = Op::gemm;
+  p.m = 5;
+  p.n = 3;
+  p.k = 32;
+  p.l = 2;
+  Rng rng(4242);
+  fill_data(rng, DataSpec{}, p);
+  return p;
+}
+
+struct Image {
+  png_uint_32 width = 0, height = 0;
+  std::vector<uint8_t> rgb;
+  const uint8_t* at(png_uint_32 x, png_uint_32 y) const { return &rgb[(y * width + x) * 3]; }
+};
+
+Image read_png(const std::string& path) {
+  png_image image{};
+  image.version = PNG_IMAGE_VERSION;
+  EXPECT_TRUE(png_image_begin_read_from_file(&image, path.c_str())) << image.message;
+  image.format = PNG_FORMAT_RGB;
+  Image out;
+  out.width = image.width;
+  out.height = image.height;
+  out.rgb.resize(PNG_IMAGE_SIZE(image));
+  EXPECT_TRUE(png_image_finish_read(&image, nullptr, out.rgb.data(), 0, nullptr)) << image.message;
+  return out;
+}
+
+TEST(ErrorMap, MarksTheBadElementInItsBatchPanel) {
+  const Problem p = small_problem();
+  const ExactResult ref = exact_gemm(p);
+  std::vector<uint16_t> c = ref.c;
+  const int64_t bad = (1 * p.m + 4) * p.n + 2;  // b=1, i=4, j=2: the tail corner of batch 1
+  c[bad] ^= 0x0100;
+  const std::string path = (std::filesystem::path(::testing::TempDir()) / "error_map_test.png").string();
+  write_error_map_png(path, p, ref, c, Policy{});
+  const Image img = read_png(path);
+  // Cells: 1200 / (l*n) = 200 -> clamped to 24 wide; 800 / m = 160 -> 24 high; 2-pixel gap.
+  ASSERT_EQ(img.width, 2u * 3 * 24 + 2);
+  ASSERT_EQ(img.height, 5u * 24);
+  const uint8_t* bad_px = img.at(3 * 24 + 2 + 2 * 24 + 5, 4 * 24 + 5);
+  EXPECT_EQ(bad_px[0], 255);  // red channel: beyond the bound
+  EXPECT_EQ(bad_px[2], 0);
+  const uint8_t* good_px = img.at(5, 5);
+  EXPECT_EQ(good_px[0], 48);  // the right bits: dark grey
+  const uint8_t* gap_px = img.at(3 * 24, 5);
+  EXPECT_EQ(gap_px[0], 255);  // white panel separator
+  EXPECT_EQ(gap_px[1], 255);
+}
+
+TEST(ErrorMap, PathSitsNextToTheCase) {
+  EXPECT_EQ(error_map_path_for("dir/x-gemm-1x1x2x1-ab.case", ""), "dir/x-gemm-1x1x2x1-ab.png");
+  EXPECT_EQ(error_map_path_for("corpus/a.case", "out"), "out/a.png");
+}
+
+CheckResult failing_result() {
+  CheckResult r;
+  r.problem = small_problem();
+  r.reference = exact_gemm(r.problem);
+  r.c = r.reference.c;
+  r.c[4] ^= 0x0001;
+  r.summary = judge(r.problem, r.reference, r.c.data(), r.policy);
+  r.verdict = CheckResult::Verdict::fail;
+  r.check = "oracle";
+  r.message = "wrong";
+  r.case_file = "cases/k.case";
+  return r;
+}
+
+TEST(Report, FailureTextSaysWhereAndHowFar) {
+  const CheckResult r = failing_result();
+  const std::string t = failure_text("kern", 77, r, "cases/k.png");
+  EXPECT_NE(t.find("FAIL kern"), std::string::npos);
+  EXPECT_NE(t.find("seed 77"), std::string::npos);
+  EXPECT_NE(t.find("(b=0, i=1, j=1)"), std::string::npos) << t;  // element 4 of a 5x3 output
+  EXPECT_NE(t.find("0x"), std::string::npos);
+  EXPECT_NE(t.find("ulps"), std::string::npos);
+  EXPECT_NE(t.find("cases/k.case"), std::string::npos);
+  EXPECT_NE(t.find("cases/k.png"), std::string::npos);
+  EXPECT_NE(t.find("nvfp4check replay cases/k.case --kernel kern"), std::string::npos);
+}
+
+TEST(Report, ResultsAddUpAndTheReportHasSpecFields) {
+  KernelReport k;
+  k.name = "kern";
+  CheckResult pass = failing_result();
+  pass.verdict = CheckResult::Verdict::pass;
+  pass.check.clear();
+  pass.summary = judge(pass.problem, pass.reference, pass.reference.c.data(), pass.policy);
+  accumulate(k, case_result_json(pass, "", ""));
+  EXPECT_EQ(k.verdict, "pass");
+  const CheckResult fail = failing_result();
+  accumulate(k, case_result_json(fail, "text", "map.png"));
+  accumulate(k, case_result_json(fail, "second", ""));
+  EXPECT_EQ(k.cases, 3);
+  EXPECT_EQ(k.failed_cases, 2);
+  EXPECT_EQ(k.verdict, "fail");
+  ASSERT_TRUE(k.failure.has_value());
+  EXPECT_EQ(k.failure->text, "text");  // the first failure is kept
+  EXPECT_EQ(k.failure->error_map, "map.png");
+  EXPECT_TRUE(k.failure->has_element);
+  EXPECT_EQ(k.failure->i, 1);
+  EXPECT_GT(k.max_error_ulps, 0);
+
+  KernelReport skipped;
+  skipped.name = "gpu_only";
+  skipped.verdict = "skipped";
+  skipped.skip_reason = "no CUDA device";
+  const nlohmann::json j = report_json(uint64_t{9}, {k, skipped}, "nvfp4check run");
+  EXPECT_EQ(j["seed"], 9);
+  ASSERT_EQ(j["kernels"].size(), 2u);
+  EXPECT_EQ(j["kernels"][0]["name"], "kern");
+  EXPECT_EQ(j["kernels"][0]["verdict"], "fail");
+  EXPECT_EQ(j["kernels"][0]["cases"], 3);
+  EXPECT_EQ(j["kernels"][0]["failure"]["check"], "oracle");
+  EXPECT_EQ(j["kernels"][0]["failure"]["case_file"], "cases/k.case");
+  EXPECT_EQ(j["kernels"][1]["verdict"], "skipped");
+  EXPECT_FALSE(j["kernels"][1].contains("failure"));
+
+  const std::string table = summary_table({k, skipped});
+  EXPECT_NE(table.find("kern"), std::string::npos);
+  EXPECT_NE(table.find("oracle"), std::string::npos);
+  EXPECT_NE(table.find("no CUDA device"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace nvfp4

@@ -1,0 +1,244 @@
+// The runner's checks on CUDA kernels: an honest one passes; ones that use another stream, write
+// out of bounds, leave outputs unwritten, modify inputs, cache by pointer or refuse supported
+// shapes are each caught; and the built-in naive CUDA kernels pass on every data distribution.
+// Without a CUDA device every test is skipped with the reason.
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <string>
+#include <tuple>
+
+#include "harness/generators.h"
+#include "harness/runner.h"
+#include "kernels/registry.h"
+#include "reference/formats.h"
+#include "reference/scale_layout.h"
+
+namespace nvfp4 {
+namespace {
+
+constexpr uint32_t kBothOps = (1u << NVFP4_OP_GEMV) | (1u << NVFP4_OP_GEMM);
+constexpr uint32_t kBothLayouts = (1u << NVFP4_SF_LINEAR) | (1u << NVFP4_SF_PERMUTED);
+
+enum Bug { kHonest, kLegacyStream, kOwnStream, kWritePastEnd, kUnwritten, kModifiesInput, kStaleCache,
+           kRefusesSupported, kCount };
+
+const nvfp4_kernel_info kInfos[kCount] = {
+    {NVFP4_ABI_VERSION, "honest_cuda", NVFP4_MEMORY_CUDA, kBothOps, kBothLayouts, 0, 1, 1, 1, 0},
+    {NVFP4_ABI_VERSION, "legacy_stream_cuda", NVFP4_MEMORY_CUDA, kBothOps, kBothLayouts, 0, 1, 1, 1, 0},
+    {NVFP4_ABI_VERSION, "own_stream_cuda", NVFP4_MEMORY_CUDA, kBothOps, kBothLayouts, 0, 1, 1, 1, 0},
+    {NVFP4_ABI_VERSION, "write_past_end_cuda", NVFP4_MEMORY_CUDA, kBothOps, kBothLayouts, 0, 1, 1, 1, 0},
+    {NVFP4_ABI_VERSION, "unwritten_cuda", NVFP4_MEMORY_CUDA, kBothOps, kBothLayouts, 0, 1, 1, 1, 0},
+    {NVFP4_ABI_VERSION, "modifies_input_cuda", NVFP4_MEMORY_CUDA, kBothOps, kBothLayouts, 0, 1, 1, 1, 0},
+    {NVFP4_ABI_VERSION, "stale_cache_cuda", NVFP4_MEMORY_CUDA, kBothOps, kBothLayouts, 0, 1, 1, 1, 0},
+    {NVFP4_ABI_VERSION, "refuses_supported_cuda", NVFP4_MEMORY_CUDA, kBothOps, kBothLayouts, 0, 1, 1, 1, 0},
+};
+
+__device__ float e4m3_float(uint8_t byte) {
+  const ScaleValue v = e4m3_decode(byte, ScaleSemantics::ue4m3);
+  return v.nan ? __int_as_float(0x7fc00000) : ldexpf(static_cast<float>(v.sig), v.exp);
+}
+
+__device__ int64_t sf_offset(const nvfp4_problem& p, int64_t rows, int64_t b, int64_t r, int64_t s) {
+  const int64_t kb = (p.k + 15) / 16;
+  return p.sf_layout == NVFP4_SF_PERMUTED ? sf_permuted_offset(rows, kb, b, r, s) : sf_linear_offset(rows, kb, b, r, s);
+}
+
+// One thread per output element, FP32 accumulation; `skip_last` leaves each batch's last element.
+__global__ void gemm_per_element(nvfp4_problem p, bool skip_last, bool write_past_end) {
+  const int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  const int64_t elems = p.l * p.m * p.n;
+  if (write_past_end && e == 0) p.c[elems] = 0x3C00;
+  if (e >= elems) return;
+  const int64_t b = e / (p.m * p.n), i = (e / p.n) % p.m, j = e % p.n;
+  if (skip_last && i == p.m - 1 && j == p.n - 1) return;
+  const uint8_t* arow = p.a + (b * p.m + i) * (p.k / 2);
+  const uint8_t* brow = p.b + (b * p.n + j) * (p.k / 2);
+  float acc = 0;
+  for (int64_t x = 0; x < p.k; ++x) {
+    const float a = 0.5f * e2m1_twice(e2m1_nibble(arow, x)), bv = 0.5f * e2m1_twice(e2m1_nibble(brow, x));
+    acc += a * e4m3_float(p.sfa[sf_offset(p, p.m, b, i, x / 16)]) * bv * e4m3_float(p.sfb[sf_offset(p, p.n, b, j, x / 16)]);
+  }
+  p.c[e] = __half_as_ushort(__float2half_rn(p.alpha * acc));
+}
+
+__global__ void flip_first_byte(uint8_t* a) { a[0] ^= 0x11; }
+
+bool fits(const nvfp4_kernel_info& info, const nvfp4_problem* p) {
+  return ((info.ops >> p->op) & 1u) && ((info.sf_layouts >> p->sf_layout) & 1u);
+}
+
+int run_test_kernel(int index, const nvfp4_problem* p) {
+  static std::map<std::tuple<const uint8_t*, int64_t, int64_t, int64_t, int64_t>, uint16_t*> cache;
+  static cudaStream_t own = nullptr;
+  if (!fits(kInfos[index], p)) return NVFP4_UNSUPPORTED;
+  if (index == kRefusesSupported && p->m > 3) return NVFP4_UNSUPPORTED;
+  const int64_t elems = p->l * p->m * p->n;
+  const unsigned blocks = static_cast<unsigned>((elems + 127) / 128);
+  cudaStream_t stream = static_cast<cudaStream_t>(p->stream);
+  if (index == kLegacyStream) stream = 0;
+  if (index == kOwnStream) {
+    if (!own) cudaStreamCreateWithFlags(&own, cudaStreamNonBlocking);
+    stream = own;
+  }
+  if (index == kStaleCache) {
+    const auto key = std::make_tuple(p->a, p->m, p->n, p->k, p->l);
+    auto hit = cache.find(key);
+    if (hit != cache.end()) {
+      cudaMemcpyAsync(p->c, hit->second, elems * 2, cudaMemcpyDeviceToDevice, stream);
+      return cudaGetLastError() == cudaSuccess ? NVFP4_OK : NVFP4_ERROR;
+    }
+    gemm_per_element<<<blocks, 128, 0, stream>>>(*p, false, false);
+    uint16_t* saved = nullptr;
+    cudaMalloc(&saved, elems * 2);
+    cudaMemcpyAsync(saved, p->c, elems * 2, cudaMemcpyDeviceToDevice, stream);
+    cache[key] = saved;
+    return cudaGetLastError() == cudaSuccess ? NVFP4_OK : NVFP4_ERROR;
+  }
+  gemm_per_element<<<blocks, 128, 0, stream>>>(*p, index == kUnwritten, index == kWritePastEnd);
+  if (index == kModifiesInput) flip_first_byte<<<1, 1, 0, stream>>>(const_cast<uint8_t*>(p->a));
+  return cudaGetLastError() == cudaSuccess ? NVFP4_OK : NVFP4_ERROR;
+}
+
+int count_test_kernels() { return kCount; }
+const nvfp4_kernel_info* get_test_kernel(int index) { return index >= 0 && index < kCount ? &kInfos[index] : nullptr; }
+
+std::string no_device_reason() {
+  int count = 0;
+  const cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess) return std::string("no CUDA device: cudaGetDeviceCount gave ") + cudaGetErrorName(e);
+  if (count == 0) return "no CUDA device on this machine";
+  return "";
+}
+
+class CudaRunner : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const std::string why = no_device_reason();
+    if (!why.empty()) GTEST_SKIP() << why;
+  }
+  static Registry& registry() {
+    static Registry* r = [] {
+      auto* reg = new Registry();
+      reg->add_provider(count_test_kernels, get_test_kernel, run_test_kernel, "harness/tests/runner_cuda_test.cu");
+      return reg;
+    }();
+    return *r;
+  }
+  static Problem problem(uint64_t seed) {
+    Problem p;
+    p.op = Op::gemm;
+    p.m = 131;  // a tail tile of the permuted layout, and padding in it
+    p.n = 7;
+    p.k = 80;
+    p.l = 2;
+    Rng rng(seed);
+    std::printf("problem gemm 131x7x80x2 permuted from seed %lu\n", (unsigned long)seed);
+    fill_data(rng, DataSpec{}, p);
+    return p;
+  }
+  static RunOptions options() {
+    RunOptions o;
+    o.case_dir = (std::filesystem::path(::testing::TempDir()) / "nvfp4-runner-cuda-test").string();
+    o.data_spec = DataSpec{}.name();
+    o.stale_seed = 31;
+    return o;
+  }
+  static CheckResult check(const std::string& name) {
+    const Kernel* k = registry().find(name);
+    EXPECT_NE(k, nullptr) << name;
+    const CheckResult r = check_case(*k, problem(2026), options());
+    std::printf("%s: %s %s\n", name.c_str(), r.check.c_str(), r.message.c_str());
+    return r;
+  }
+};
+
+TEST_F(CudaRunner, HonestKernelPasses) {
+  const CheckResult r = check("honest_cuda");
+  EXPECT_EQ(r.verdict, CheckResult::Verdict::pass) << r.check << ": " << r.message;
+}
+
+// Work on another stream runs while the runner's stream is still held before its uploads: it
+// reads stale inputs and its output is overwritten by the poison, or lands after the runner's
+// stream is done. Either way a check fires.
+TEST_F(CudaRunner, LegacyStreamKernelFails) {
+  const CheckResult r = check("legacy_stream_cuda");
+  ASSERT_EQ(r.verdict, CheckResult::Verdict::fail);
+  const std::set<std::string> expected = {"stream", "unwritten-output", "oracle", "nan-padding"};
+  EXPECT_TRUE(expected.count(r.check)) << r.check;
+}
+
+TEST_F(CudaRunner, OwnStreamKernelFails) {
+  const CheckResult r = check("own_stream_cuda");
+  ASSERT_EQ(r.verdict, CheckResult::Verdict::fail);
+  const std::set<std::string> expected = {"stream", "unwritten-output", "oracle", "nan-padding"};
+  EXPECT_TRUE(expected.count(r.check)) << r.check;
+}
+
+TEST_F(CudaRunner, OutOfBoundsWriteHitsTheGuard) {
+  const CheckResult r = check("write_past_end_cuda");
+  ASSERT_EQ(r.verdict, CheckResult::Verdict::fail);
+  EXPECT_EQ(r.check, "guard") << r.message;
+}
+
+TEST_F(CudaRunner, UnwrittenOutputIsSeen) {
+  const CheckResult r = check("unwritten_cuda");
+  ASSERT_EQ(r.verdict, CheckResult::Verdict::fail);
+  EXPECT_EQ(r.check, "unwritten-output") << r.message;
+}
+
+TEST_F(CudaRunner, ModifiedInputIsSeen) {
+  const CheckResult r = check("modifies_input_cuda");
+  ASSERT_EQ(r.verdict, CheckResult::Verdict::fail);
+  EXPECT_EQ(r.check, "inputs-modified") << r.message;
+}
+
+TEST_F(CudaRunner, PointerCacheIsStaleState) {
+  const CheckResult r = check("stale_cache_cuda");
+  ASSERT_EQ(r.verdict, CheckResult::Verdict::fail);
+  EXPECT_EQ(r.check, "stale-state") << r.message;
+}
+
+TEST_F(CudaRunner, RefusingASupportedShapeFails) {
+  const CheckResult r = check("refuses_supported_cuda");
+  ASSERT_EQ(r.verdict, CheckResult::Verdict::fail);
+  EXPECT_EQ(r.check, "refused-supported") << r.message;
+}
+
+// The built-in naive CUDA kernels pass every check on every data distribution.
+TEST_F(CudaRunner, BuiltinNaiveKernelsPass) {
+  const Registry builtins = Registry::with_builtins();
+  const uint64_t seed = 1130;
+  std::printf("seed %lu\n", (unsigned long)seed);
+  int kernels = 0;
+  for (const char* name : {"gemv_naive", "gemm_naive"}) {
+    const Kernel* k = builtins.find(name);
+    if (!k) {
+      ADD_FAILURE() << "built-in kernel " << name << " is missing";
+      continue;
+    }
+    ++kernels;
+    Rng rng(seed);
+    for (const DataSpec& spec : DataSpec::all()) {
+      for (Op op : {Op::gemv, Op::gemm}) {
+        if (!k->supports_op(static_cast<uint32_t>(op))) continue;
+        const Problem p = generate_problem(rng, op, *k->info, spec, ShapeLimits{});
+        RunOptions o = options();
+        o.data_spec = spec.name();
+        o.stale_seed = rng();
+        const CheckResult r = check_case(*k, p, o);
+        EXPECT_EQ(r.verdict, CheckResult::Verdict::pass)
+            << name << " " << spec.name() << ": " << r.check << ": " << r.message << " (" << r.case_file << ")";
+      }
+    }
+  }
+  EXPECT_EQ(kernels, 2);
+}
+
+}  // namespace
+}  // namespace nvfp4
