@@ -55,8 +55,9 @@ void decode_row(const uint8_t* packed, const uint8_t* scales, int64_t k, ScaleSe
                 DecodedRow& row) {
   const int64_t kb = (k + kBlock - 1) / kBlock;
   const int64_t blocks = chunk_count(kb) * kLanes;
-  // Rows of one problem all have the same size: after the first, only the padding (the tail
-  // of a partial last block, the blocks beyond kb) needs zeroing; every other cell is written.
+  // Rows of one problem all have the same k, so every row writes the same cells and the rest
+  // (the tail of a partial last block, the blocks beyond kb) keeps the zeros of the first
+  // allocation: reused buffers need no clearing.
   if (row.values.size() != static_cast<size_t>(blocks * kBlock)) {
     row.values.assign(static_cast<size_t>(blocks * kBlock), 0);
     row.sig.assign(static_cast<size_t>(blocks), 0);
@@ -76,9 +77,7 @@ void decode_row(const uint8_t* packed, const uint8_t* scales, int64_t k, ScaleSe
       out[(2 * q) * kLanes] = kByteTable.lo[neg][bytes[q]];
       out[(2 * q + 1) * kLanes] = kByteTable.hi[neg][bytes[q]];
     }
-    for (int64_t x = 2 * nbytes; x < kBlock; ++x) out[x * kLanes] = 0;
   }
-  // Blocks beyond kb keep the zeros (values) and sig 0 they were created with: never written.
 }
 
 // Bounds that make the int64 chunk sums safe: |a*b| <= 12*12 = 144 (doubled values), so a block's
@@ -181,10 +180,12 @@ ExactResult exact_gemm(const Problem& p) {
   result.elems.resize(static_cast<size_t>(p.c_elems()));
   result.c.resize(static_cast<size_t>(p.c_elems()));
   std::vector<DecodedRow> cols(static_cast<size_t>(n));
+  // Below about 2^18 multiply-adds per batch (~0.1 ms) starting threads costs more than it saves.
+  const bool parallel = m * n * k >= (int64_t(1) << 18) && m > 1;
   for (int64_t b = 0; b < l; ++b) {
     // Each output element is computed by one thread from the same decoded data, in a fixed
     // order, with exact integer sums: nothing depends on the thread count or schedule.
-#pragma omp parallel
+#pragma omp parallel if (parallel)
     {
 #pragma omp for schedule(static)
       for (int64_t j = 0; j < n; ++j)

@@ -201,8 +201,9 @@ ElementVerdict judge_plain(const ExactElement& e, float alpha, uint16_t actual, 
   if (policy.kind == Policy::Kind::allclose) {
     // Against the RN16 reference, as torch.allclose(c, reference) does: FP16 values, so c - ref
     // is exact in long double; Inf matches only the same Inf.
-    const long double allowed = policy.atol + policy.rtol * std::fabs(expected);
-    const long double err = (std::isinf(c) || std::isinf(expected)) ? (c == expected ? 0 : inf) : std::fabs(c - expected);
+    const bool any_inf = std::isinf(c) || std::isinf(expected);
+    const long double allowed = any_inf ? 0 : policy.atol + policy.rtol * std::fabs(expected);
+    const long double err = any_inf ? (c == expected ? 0 : inf) : std::fabs(c - expected);
     v.ok = err <= allowed;
     v.bound = static_cast<double>(allowed);
     v.error = static_cast<double>(err);

@@ -258,6 +258,24 @@ TEST(ExactGemm, RoundResultAppliesAlphaExactly) {
   EXPECT_EQ(round_result(one, -0.0f), 0x0000);   // alpha = -0: the exact value is 0, and 0 is +0
 }
 
+TEST(ExactGemm, RoundResultKeepsStickyBitsOfHugeSums) {
+  // |sum| * alpha's significand beyond 128 bits (not reachable from a Problem that fits in
+  // memory, but round_result takes any ExactElement): 2^110 * (2^23 + 2^12) * 2^-133 is
+  // 1 + 2^-11, the tie between 1 and 1 + 2^-10; one more unit in the sum breaks the tie upward.
+  const float alpha = 0x1.002p-90f;
+  ExactElement tie;
+  tie.sum = i128(1) << 110;
+  EXPECT_EQ(round_result(tie, alpha), 0x3C00);
+  ExactElement above = tie;
+  above.sum += 1;
+  EXPECT_EQ(round_result(above, alpha), 0x3C01);
+  ExactElement below = tie;
+  below.sum -= 1;
+  EXPECT_EQ(round_result(below, alpha), 0x3C00);
+  below.sum = -below.sum - 2;  // -(2^110 + 1)
+  EXPECT_EQ(round_result(below, alpha), 0xBC01);
+}
+
 TEST(ExactGemm, RejectsInvalidProblems) {
   Problem p;
   p.k = 3;

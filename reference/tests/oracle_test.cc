@@ -1,0 +1,583 @@
+// The oracle of SPEC.md section 3: one test per rule and per named policy on hand-made elements,
+// honest FP32 accumulators (forward, reverse, blocked pairwise, truncating, alpha folded into a
+// scale) that must never be rejected over thousands of seeded random cases, and wrong outputs
+// that must be.
+#include <gtest/gtest.h>
+
+#include <cfenv>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+
+#include "reference/oracle.h"
+
+namespace nvfp4 {
+namespace {
+
+constexpr uint16_t kOne = 0x3C00, kNaN = 0x7E00, kPosInf = 0x7C00, kNegInf = 0xFC00;
+constexpr uint16_t kPosMax = 0x7BFF, kNegMax = 0xFBFF;
+
+const Policy kFp32 = Policy::parse("fp32");
+
+// An element with r = value, S = abs, t products and g = 2^(tz - 20), all in units of 2^-20.
+ExactElement element(int64_t sum, int64_t abs, int64_t t, int tz) {
+  ExactElement e;
+  e.sum = sum;
+  e.abs_sum = static_cast<u128>(abs);
+  e.nonzero = t;
+  e.min_tz = tz;
+  return e;
+}
+
+// FP16 bits of a float, rounded to nearest even once (fp16_round is tested on its own).
+uint16_t to_fp16(float f) {
+  if (std::isnan(f)) return kNaN;
+  if (std::isinf(f)) return f > 0 ? kPosInf : kNegInf;
+  int exp = 0;
+  const float mant = std::frexp(std::fabs(f), &exp);  // f = mant * 2^exp, mant in [0.5, 1)
+  const uint32_t sig = static_cast<uint32_t>(std::ldexp(mant, 24));
+  return fp16_round(f < 0, sig, exp - 24);
+}
+
+double fp16_to_double(uint16_t h) {
+  const Fp16Parts p = fp16_parts(h);
+  if (p.nan) return NAN;
+  const double mag = p.inf ? INFINITY : std::ldexp(double(p.sig), p.exp);
+  return p.negative ? -mag : mag;
+}
+
+uint16_t next_up(uint16_t h) {  // toward +Inf
+  if (h == 0x8000) return 0x0001;
+  return (h & 0x8000) ? static_cast<uint16_t>(h - 1) : static_cast<uint16_t>(h + 1);
+}
+uint16_t next_down(uint16_t h) {  // toward -Inf
+  if (h == 0x0000) return 0x8001;
+  return (h & 0x8000) ? static_cast<uint16_t>(h + 1) : static_cast<uint16_t>(h - 1);
+}
+
+// ---- Rule 1 ------------------------------------------------------------------------------------
+
+TEST(OracleRules, NaNExactlyWhereAScaleIsNaN) {
+  ExactElement nan_elem = element(1 << 20, 1 << 20, 1, 20);
+  nan_elem.nan = true;
+  const ExactElement plain = element(1 << 20, 1 << 20, 1, 20);
+  for (const char* name : {"fp32", "exact", "fp16-accum", "allclose:1e-3:1e-3", "ulp:5"}) {
+    const Policy policy = Policy::parse(name);
+    SCOPED_TRACE(name);
+    EXPECT_TRUE(judge_element(nan_elem, 1.0f, kNaN, policy).ok);
+    EXPECT_TRUE(judge_element(nan_elem, 1.0f, 0xFE01, policy).ok);  // any payload, any sign
+    EXPECT_FALSE(judge_element(nan_elem, 1.0f, kOne, policy).ok);
+    EXPECT_FALSE(judge_element(nan_elem, 1.0f, kPosInf, policy).ok);
+    EXPECT_FALSE(judge_element(plain, 1.0f, kNaN, policy).ok);
+    EXPECT_TRUE(judge_element(plain, 1.0f, kOne, policy).ok);
+    EXPECT_TRUE(std::isinf(judge_element(plain, 1.0f, kNaN, policy).error));
+  }
+}
+
+// ---- Rule 2 ------------------------------------------------------------------------------------
+
+TEST(OracleRules, ExactRegimeAcceptsOnlyRN16) {
+  // Products 1 and 2^-12: r = 1 + 2^-12 rounds to 1.0; S = r < 2^24 * g = 2^12.
+  const ExactElement e = element((1 << 20) + (1 << 8), (1 << 20) + (1 << 8), 2, 8);
+  EXPECT_TRUE(exact_regime(e, 1.0f));
+  EXPECT_TRUE(exact_regime(e, -0.25f));   // a negative power of two: negation is exact
+  EXPECT_TRUE(exact_regime(e, 0x1p-100f));
+  EXPECT_FALSE(exact_regime(e, 0.75f));   // not a power of two
+  EXPECT_FALSE(exact_regime(e, 0.0f));
+  EXPECT_FALSE(exact_regime(e, 0x1p-120f));  // alpha * g would leave FP32's normal range
+  const ElementVerdict ok = judge_element(e, 1.0f, kOne, kFp32);
+  EXPECT_TRUE(ok.ok);
+  EXPECT_TRUE(ok.exact_regime);
+  EXPECT_LE(ok.error_over_bound, 1.0);
+  const ElementVerdict off = judge_element(e, 1.0f, 0x3C01, kFp32);  // 1 ulp up
+  EXPECT_FALSE(off.ok);
+  EXPECT_NEAR(off.error_ulps, 0.75, 1e-12);  // |1 + 2^-10 - (1 + 2^-12)| in ulps of 2^-10
+  EXPECT_FALSE(judge_element(e, 1.0f, 0x3BFF, kFp32).ok);  // 1 ulp down
+  EXPECT_FALSE(judge_element(e, 1.0f, 0xBC00, kFp32).ok);  // wrong sign
+  EXPECT_TRUE(judge_element(e, -0.25f, 0xB400, kFp32).ok);  // -0.25 * r rounds to -0.25
+  EXPECT_FALSE(judge_element(e, -0.25f, 0x3400, kFp32).ok);
+}
+
+TEST(OracleRules, ExactRegimeBoundaryIsTwoToThe24TimesG) {
+  // g = 2^-20 (one unit): S = 2^24 - 1 units is in, S = 2^24 units is out.
+  EXPECT_TRUE(exact_regime(element(1, (1 << 24) - 1, 3, 0), 1.0f));
+  EXPECT_FALSE(exact_regime(element(1, 1 << 24, 3, 0), 1.0f));
+  EXPECT_TRUE(exact_regime(element(0, 0, 0, 128), 3.0f) == false);  // alpha not a power of two
+  EXPECT_TRUE(exact_regime(element(0, 0, 0, 128), 2.0f));           // all products zero
+  ExactElement nan = element(0, 0, 0, 128);
+  nan.nan = true;
+  EXPECT_FALSE(exact_regime(nan, 1.0f));
+}
+
+TEST(OracleRules, ZeroSignsAreEqual) {
+  const ExactElement zero = element(0, 0, 0, 128);
+  EXPECT_TRUE(judge_element(zero, 1.0f, 0x0000, kFp32).ok);
+  EXPECT_TRUE(judge_element(zero, 1.0f, 0x8000, kFp32).ok);
+  EXPECT_FALSE(judge_element(zero, 1.0f, 0x0001, kFp32).ok);
+  // Cancellation to zero in the exact regime: +0 and -0 both fine.
+  const ExactElement cancel = element(0, 2 << 20, 2, 20);
+  EXPECT_TRUE(judge_element(cancel, 1.0f, 0x8000, kFp32).ok);
+  EXPECT_TRUE(judge_element(cancel, 1.0f, 0x0000, Policy::parse("exact")).ok);
+}
+
+// ---- Rule 3 ------------------------------------------------------------------------------------
+
+// The allowed error of rule 3, computed here from the SPEC's words in long double.
+long double spec_bound(const ExactElement& e, float alpha, long double u, bool alpha_pow2) {
+  const long double t = static_cast<long double>(e.nonzero) + (alpha_pow2 ? 0 : 2);
+  const long double gamma = t * u / (1 - t * u);
+  const long double s = std::ldexp(static_cast<long double>(e.abs_sum), -20);
+  const long double x = std::ldexp(static_cast<long double>(e.sum), -20) * alpha;
+  const long double spread = std::fabs(alpha) * gamma * s;
+  const long double arg = std::fabs(x) + spread;
+  const long double ulp = arg < std::ldexp(1.0L, -14) ? std::ldexp(1.0L, -24) : std::ldexp(1.0L, std::ilogb(arg) - 10);
+  return spread + ulp / 2;
+}
+
+// Walks FP16 values outward from RN16 and checks that exactly those within the bound pass.
+void check_bound_edges(const ExactElement& e, float alpha, const Policy& policy, long double bound) {
+  const long double x = std::ldexp(static_cast<long double>(e.sum), -20) * alpha;
+  const uint16_t center = round_result(e, alpha);
+  int accepted_above = 0, accepted_below = 0;
+  for (uint16_t h = center; !(fp16_parts(h).inf); h = next_up(h)) {
+    const bool inside = std::fabs(fp16_to_double(h) - x) <= bound;
+    ASSERT_EQ(judge_element(e, alpha, h, policy).ok, inside) << "bits 0x" << std::hex << h;
+    if (!inside) break;
+    ++accepted_above;
+  }
+  for (uint16_t h = center; !(fp16_parts(h).inf); h = next_down(h)) {
+    const bool inside = std::fabs(fp16_to_double(h) - x) <= bound;
+    ASSERT_EQ(judge_element(e, alpha, h, policy).ok, inside) << "bits 0x" << std::hex << h;
+    if (!inside) break;
+    ++accepted_below;
+  }
+  EXPECT_GT(accepted_above + accepted_below, 2) << "the bound should admit several values";
+}
+
+TEST(OracleRules, RoundingBoundAdmitsExactlyTheInterval) {
+  // r = 1, S = 2^24 (lots of cancellation), t = 1000: gamma*S is about 2000.
+  const ExactElement wide = element(int64_t(1) << 20, int64_t(1) << 44, 1000, 0);
+  EXPECT_FALSE(exact_regime(wide, 1.0f));
+  check_bound_edges(wide, 1.0f, kFp32, spec_bound(wide, 1.0f, std::ldexp(1.0L, -23), true));
+  // alpha not a power of two: t + 2.
+  check_bound_edges(wide, 0.3f, kFp32, spec_bound(wide, 0.3f, std::ldexp(1.0L, -23), false));
+  // A narrow case: r = 1000.25, every product positive, t = 4001; the bound is a few ulps.
+  const ExactElement narrow = element(int64_t(4001) << 18, int64_t(4001) << 18, 4001, 18);
+  check_bound_edges(narrow, 0.7f, kFp32, spec_bound(narrow, 0.7f, std::ldexp(1.0L, -23), false));
+  const ElementVerdict v = judge_element(wide, 1.0f, kOne, kFp32);
+  EXPECT_FALSE(v.exact_regime);
+  EXPECT_NEAR(v.bound, static_cast<double>(spec_bound(wide, 1.0f, std::ldexp(1.0L, -23), true)), 1e-9);
+}
+
+// ---- Rule 4 ------------------------------------------------------------------------------------
+
+TEST(OracleRules, OverflowAcceptsInfWhereTheIntervalReaches65520) {
+  // r = 65510, t = 10^6 all positive, g = 2^-20 (not exact): gamma*S is about 7800, reaching
+  // beyond +65520 only.
+  const ExactElement near = element(int64_t(65510) << 20, int64_t(65510) << 20, 1000000, 0);
+  EXPECT_FALSE(exact_regime(near, 1.0f));
+  EXPECT_TRUE(judge_element(near, 1.0f, kPosInf, kFp32).ok);
+  EXPECT_FALSE(judge_element(near, 1.0f, kNegInf, kFp32).ok);
+  EXPECT_TRUE(judge_element(near, 1.0f, kPosMax, kFp32).ok);  // finite and inside the interval
+  // r = 65500, bound about 10 + 16: the interval ends near 65526, past 65520 (where RN16 gives
+  // Inf) though short of 65536. Inf is acceptable, and only by that margin.
+  const ExactElement edge = element(int64_t(65500) << 20, int64_t(65500) << 20, 1280, 0);
+  EXPECT_TRUE(judge_element(edge, 1.0f, kPosInf, kFp32).ok);
+  const ExactElement short_of_edge = element(int64_t(65490) << 20, int64_t(65490) << 20, 1280, 0);
+  EXPECT_FALSE(judge_element(short_of_edge, 1.0f, kPosInf, kFp32).ok);  // ends near 65516
+  // alpha*r = 54000 with a small bound: Inf is not acceptable.
+  const ExactElement below = element(int64_t(60000) << 20, int64_t(60000) << 20, 1000, 20);
+  EXPECT_FALSE(judge_element(below, 0.9f, kPosInf, kFp32).ok);
+  EXPECT_FALSE(judge_element(below, 0.9f, kPosMax, kFp32).ok);
+  // r = 2^17, wholly beyond: only +Inf; a saturating kernel may give +65504 instead.
+  const ExactElement beyond = element(int64_t(1) << 37, int64_t(1) << 37, 1, 37);
+  for (float alpha : {1.0f, 1.1f}) {  // exact regime and rounding regime
+    SCOPED_TRACE(alpha);
+    EXPECT_TRUE(judge_element(beyond, alpha, kPosInf, kFp32).ok);
+    EXPECT_FALSE(judge_element(beyond, alpha, kPosMax, kFp32).ok);
+    EXPECT_FALSE(judge_element(beyond, alpha, kNegInf, kFp32).ok);
+    Policy saturating = kFp32;
+    saturating.saturates = true;
+    EXPECT_TRUE(judge_element(beyond, alpha, kPosMax, saturating).ok);
+    EXPECT_FALSE(judge_element(beyond, alpha, kNegMax, saturating).ok);
+    EXPECT_FALSE(judge_element(beyond, alpha, 0x7BFE, saturating).ok);
+    EXPECT_TRUE(judge_element(beyond, -alpha, kNegMax, saturating).ok);
+  }
+  // Wide interval around 65000 reaching beyond both +-65520: both Infs are acceptable.
+  const ExactElement both = element(int64_t(65000) << 20, int64_t(1) << 52, 1000, 0);
+  EXPECT_TRUE(judge_element(both, 1.0f, kPosInf, kFp32).ok);
+  EXPECT_TRUE(judge_element(both, 1.0f, kNegInf, kFp32).ok);
+  EXPECT_EQ(judge_element(both, 1.0f, kPosInf, kFp32).error, 0.0);  // an accepted overflow
+}
+
+// ---- Named policies --------------------------------------------------------------------------------
+
+TEST(OraclePolicies, ExactAlwaysWantsRN16) {
+  const ExactElement wide = element(int64_t(1) << 20, int64_t(1) << 44, 1000, 0);
+  const Policy exact = Policy::parse("exact");
+  EXPECT_TRUE(judge_element(wide, 1.0f, 0x3C08, kFp32).ok);
+  EXPECT_FALSE(judge_element(wide, 1.0f, 0x3C08, exact).ok);
+  EXPECT_TRUE(judge_element(wide, 1.0f, kOne, exact).ok);
+  EXPECT_TRUE(judge_element(wide, 1.0f, kOne, exact).exact_regime);
+}
+
+TEST(OraclePolicies, Fp16AccumUsesALargerUnitRoundoff) {
+  // r = 100 from 400 positive products, g = 2^-20 (outside both exact regimes): the FP32 bound
+  // is about 0.04, the FP16-accumulation one (u = 2^-10) about 64.
+  const ExactElement e = element(int64_t(100) << 20, int64_t(100) << 20, 400, 0);
+  const Policy fp16 = Policy::parse("fp16-accum");
+  EXPECT_FALSE(judge_element(e, 1.0f, to_fp16(102.5f), kFp32).ok);
+  EXPECT_TRUE(judge_element(e, 1.0f, to_fp16(102.5f), fp16).ok);
+  EXPECT_TRUE(judge_element(e, 1.0f, to_fp16(160.0f), fp16).ok);
+  EXPECT_FALSE(judge_element(e, 1.0f, to_fp16(180.0f), fp16).ok);
+  EXPECT_FALSE(judge_element(e, 1.0f, to_fp16(102.5f), fp16).exact_regime);
+  // With u = 2^-10, S < 2^11 * g keeps an FP16 accumulator exact: 4 products of 1.
+  const ExactElement small = element(int64_t(4) << 20, int64_t(4) << 20, 4, 20);
+  EXPECT_TRUE(judge_element(small, 1.0f, 0x4400, fp16).exact_regime);
+  EXPECT_FALSE(judge_element(small, 1.0f, 0x4401, fp16).ok);
+}
+
+TEST(OraclePolicies, AllcloseComparesWithTheRN16Reference) {
+  const ExactElement one = element(1 << 20, 1 << 20, 1, 20);
+  const Policy gpumode = Policy::parse("allclose:1e-3:1e-3");
+  EXPECT_TRUE(judge_element(one, 1.0f, 0x3C02, gpumode).ok);   // |c - 1| = 0.00195 <= 0.002
+  EXPECT_FALSE(judge_element(one, 1.0f, 0x3C03, gpumode).ok);  // 0.00293
+  EXPECT_FALSE(judge_element(one, 1.0f, 0x3C02, kFp32).ok);    // while fp32 wants RN16 here
+  // atol dominates near zero.
+  const ExactElement zero = element(0, 0, 0, 128);
+  EXPECT_TRUE(judge_element(zero, 1.0f, to_fp16(0.00099f), gpumode).ok);
+  EXPECT_FALSE(judge_element(zero, 1.0f, to_fp16(0.0011f), gpumode).ok);
+  // Inf matches only the same Inf.
+  const ExactElement huge = element(int64_t(1) << 37, int64_t(1) << 37, 1, 37);
+  EXPECT_TRUE(judge_element(huge, 1.0f, kPosInf, gpumode).ok);
+  EXPECT_FALSE(judge_element(huge, 1.0f, kPosMax, gpumode).ok);
+  EXPECT_FALSE(judge_element(huge, 1.0f, kNegInf, gpumode).ok);
+}
+
+TEST(OraclePolicies, UlpCountsFp16Steps) {
+  const ExactElement one = element(1 << 20, 1 << 20, 1, 20);
+  const Policy two = Policy::parse("ulp:2");
+  EXPECT_TRUE(judge_element(one, 1.0f, 0x3C02, two).ok);
+  EXPECT_TRUE(judge_element(one, 1.0f, 0x3BFE, two).ok);
+  EXPECT_FALSE(judge_element(one, 1.0f, 0x3C03, two).ok);
+  EXPECT_EQ(judge_element(one, 1.0f, 0x3C03, two).error_ulps, 3.0);
+  // Across zero: from 2^-24 to -2^-24 is two steps (+0 and -0 are one value).
+  const ExactElement tiny = element(1, 1, 1, 0);  // r = 2^-20, alpha = 2^-4 gives 2^-24
+  EXPECT_EQ(round_result(tiny, 0x1p-4f), 0x0001);
+  EXPECT_TRUE(judge_element(tiny, 0x1p-4f, 0x8001, two).ok);
+  EXPECT_FALSE(judge_element(tiny, 0x1p-4f, 0x8002, two).ok);
+  EXPECT_FALSE(judge_element(one, 1.0f, 0x3C01, Policy::parse("ulp:0")).ok);
+}
+
+TEST(OraclePolicies, ParseNameAndFlags) {
+  for (const char* text : {"fp32", "exact", "fp16-accum", "allclose:0.001:0.001", "ulp:3"})
+    EXPECT_EQ(Policy::parse(text).name(), text);
+  const Policy a = Policy::parse("allclose:1e-3:2.5e-2");
+  EXPECT_EQ(a.kind, Policy::Kind::allclose);
+  EXPECT_EQ(a.rtol, 1e-3);
+  EXPECT_EQ(a.atol, 2.5e-2);
+  EXPECT_EQ(Policy::parse("ulp:17").ulps, 17);
+  for (const char* bad : {"", "fp64", "allclose", "allclose:1e-3", "allclose:x:1", "allclose:1:-1",
+                          "allclose:1:inf", "ulp:", "ulp:-1", "ulp:1.5", "exact ", "FP32"})
+    EXPECT_THROW(Policy::parse(bad), std::invalid_argument) << "'" << bad << "'";
+  EXPECT_EQ(Policy::for_flags(0).kind, Policy::Kind::fp32);
+  EXPECT_EQ(Policy::for_flags(1u << 4).kind, Policy::Kind::exact);
+  EXPECT_EQ(Policy::for_flags(1u << 2).kind, Policy::Kind::fp16_accum);
+  EXPECT_TRUE(Policy::for_flags(1u << 3).saturates);
+  EXPECT_FALSE(Policy::for_flags(1u << 1).saturates);
+}
+
+// ---- Honest FP32 kernels never fail; wrong ones do -------------------------------------------------
+
+enum class Accumulation { forward, reverse, blocked_pairwise, truncating, alpha_folded };
+const char* name(Accumulation a) {
+  switch (a) {
+    case Accumulation::forward: return "forward";
+    case Accumulation::reverse: return "reverse";
+    case Accumulation::blocked_pairwise: return "blocked pairwise";
+    case Accumulation::truncating: return "truncating";
+    case Accumulation::alpha_folded: return "alpha folded into the A scale, truncating";
+  }
+  return "?";
+}
+
+float e2m1_float(int code) {
+  static const float kMag[8] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6};
+  return (code & 8) ? -kMag[code & 7] : kMag[code & 7];
+}
+
+float e4m3_float(uint8_t byte, ScaleSemantics sem) {
+  const ScaleValue v = e4m3_decode(byte, sem);
+  return v.nan ? NAN : static_cast<float>(v.sign) * std::ldexp(static_cast<float>(v.sig), v.exp);
+}
+
+float pairwise(const float* x, size_t n) {
+  if (n == 1) return x[0];
+  const size_t h = n / 2;
+  return pairwise(x, h) + pairwise(x + h, n - h);
+}
+
+// C as an FP32-accumulating kernel would compute it, in the given order, rounded once to FP16.
+std::vector<uint16_t> fp32_kernel(const Problem& p, Accumulation acc) {
+  std::vector<uint16_t> c(static_cast<size_t>(p.c_elems()));
+  const int64_t kb = p.kb();
+  const int saved = std::fegetround();
+  std::vector<float> products(static_cast<size_t>(p.k)), blocks(static_cast<size_t>(kb));
+  for (int64_t b = 0; b < p.l; ++b)
+    for (int64_t i = 0; i < p.m; ++i)
+      for (int64_t j = 0; j < p.n; ++j) {
+        if (acc == Accumulation::truncating || acc == Accumulation::alpha_folded) std::fesetround(FE_TOWARDZERO);
+        for (int64_t x = 0; x < p.k; ++x) {
+          const uint8_t* arow = p.a.data() + (b * p.m + i) * (p.k / 2);
+          const uint8_t* brow = p.b.data() + (b * p.n + j) * (p.k / 2);
+          float sa = e4m3_float(p.sfa[(b * p.m + i) * kb + x / 16], p.semantics);
+          const float sb = e4m3_float(p.sfb[(b * p.n + j) * kb + x / 16], p.semantics);
+          if (acc == Accumulation::alpha_folded) sa *= p.alpha;  // rounds (toward zero)
+          const float av = e2m1_float(e2m1_nibble(arow, x)) * sa;
+          const float bv = e2m1_float(e2m1_nibble(brow, x)) * sb;  // exact
+          products[x] = av * bv;  // exact unless alpha was folded in
+        }
+        float sum = 0;
+        switch (acc) {
+          case Accumulation::forward:
+          case Accumulation::truncating:
+          case Accumulation::alpha_folded:
+            for (int64_t x = 0; x < p.k; ++x) sum += products[x];
+            break;
+          case Accumulation::reverse:
+            for (int64_t x = p.k - 1; x >= 0; --x) sum += products[x];
+            break;
+          case Accumulation::blocked_pairwise:
+            for (int64_t s = 0; s < kb; ++s) {
+              float block = 0;
+              for (int64_t x = 16 * s; x < std::min(p.k, 16 * s + 16); ++x) block += products[x];
+              blocks[s] = block;
+            }
+            sum = pairwise(blocks.data(), static_cast<size_t>(kb));
+            break;
+        }
+        if (acc != Accumulation::alpha_folded) sum *= p.alpha;
+        std::fesetround(saved);
+        c[(b * p.m + i) * p.n + j] = to_fp16(sum);
+      }
+  return c;
+}
+
+struct CaseStats {
+  int64_t elements = 0, exact = 0, rounding = 0, differ_from_rn16 = 0, inf = 0, nan = 0;
+};
+
+// Random problems aimed at the oracle's edges. Styles: 0 scales up to 30; 1 all products
+// positive with large k; 2 wide scale range with cancellation; 3 subnormal scales; 4 outputs
+// near the FP16 overflow (alpha chosen from the exact result); 5 NaN scales now and then;
+// 6 scales near 1 (mostly the exact regime); 7 cancellation of huge blocks next to tiny ones.
+Problem adversarial_problem(std::mt19937_64& rng, int style) {
+  Problem p;
+  p.op = rng() % 3 == 0 ? Op::gemv : Op::gemm;
+  p.m = 1 + rng() % 3;
+  p.n = p.op == Op::gemv ? 1 : 1 + rng() % 3;
+  p.l = 1 + rng() % 2;
+  const int64_t big_k = rng() % 25 == 0 ? 16384 : 2048;
+  p.k = style == 1 ? 2 * (1 + rng() % (big_k / 2)) : 2 * (1 + rng() % 300);
+  p.semantics = rng() % 2 ? ScaleSemantics::e4m3 : ScaleSemantics::ue4m3;
+  auto values = [&](std::vector<uint8_t>& v, int64_t n) {
+    v.resize(static_cast<size_t>(n));
+    for (auto& x : v) x = static_cast<uint8_t>(rng());
+    if (style == 1)
+      for (auto& x : v) x &= 0x77;
+  };
+  auto scales = [&](std::vector<uint8_t>& v, int64_t n) {
+    v.resize(static_cast<size_t>(n));
+    for (auto& s : v) {
+      switch (style) {
+        case 1: s = static_cast<uint8_t>(0x28 + rng() % 0x30); break;  // positive, 2^-4 .. 2^2
+        case 3: s = static_cast<uint8_t>(rng() % 8 | (rng() % 2) << 7); break;
+        case 6: s = static_cast<uint8_t>((0x30 + rng() % 16) | (rng() % 2) << 7); break;  // near 1
+        case 0: s = static_cast<uint8_t>(rng() % 0x60 | (rng() % 2) << 7); break;  // up to 30
+        default: s = static_cast<uint8_t>(rng()); if ((s & 0x7F) == 0x7F) s = 0x7E; break;
+      }
+      if (style == 5 && rng() % 200 == 0) s = 0x7F;
+    }
+  };
+  values(p.a, p.a_bytes());
+  values(p.b, p.b_bytes());
+  scales(p.sfa, p.sfa_bytes());
+  scales(p.sfb, p.sfb_bytes());
+  if (style == 7) {
+    // Catastrophic cancellation: every other A block has scale 448 and pairs (+v, -v) against
+    // equal B pairs, so its products cancel exactly while an FP32 running sum loses the small
+    // blocks' low bits next to them; the small blocks have subnormal scales.
+    const int64_t kb = p.kb();
+    for (int64_t row = 0; row < p.l * p.m; ++row)
+      for (int64_t s = 0; s < kb; ++s) {
+        const bool big = s % 2 == 0;
+        p.sfa[row * kb + s] = big ? 0x7E : static_cast<uint8_t>(1 + rng() % 7);
+        if (!big) continue;
+        for (int64_t q = 8 * s; q < std::min(p.k / 2, 8 * s + 8); ++q) {
+          const uint8_t v = static_cast<uint8_t>(rng() % 8);
+          p.a[row * (p.k / 2) + q] = static_cast<uint8_t>(v | (v ^ 8) << 4);
+        }
+      }
+    for (int64_t q = 0; q < p.l * p.n * (p.k / 2); ++q) {
+      const uint8_t v = static_cast<uint8_t>(rng() % 16);
+      p.b[q] = static_cast<uint8_t>(v | v << 4);
+    }
+    for (auto& s : p.sfb) s = static_cast<uint8_t>(0x30 + rng() % 16);
+  }
+  const float alphas[] = {1.0f, 0.5f, 0x1p-10f, 8.0f, 0.1f, -0.3f, 1.7f, 1e-3f, 0.999f, 3.0f};
+  p.alpha = alphas[rng() % 10];
+  if (style == 1 && rng() % 2) p.semantics = ScaleSemantics::ue4m3;
+  if (style == 4) {
+    // Aim the first output at 65520 * (1 +- 2^-8): alpha from its exact value.
+    p.alpha = 1.0f;
+    const ExactResult r = exact_gemm(p);
+    const double v = std::ldexp(static_cast<double>(r.elems[0].sum), -20);
+    if (v != 0 && !r.elems[0].nan) p.alpha = static_cast<float>(65520.0 * (1 + std::ldexp(double(int(rng() % 5) - 2), -9)) / v);
+  }
+  return p;
+}
+
+TEST(OracleHonestKernels, NeverRejectedAcrossThousandsOfRandomCases) {
+  const uint64_t seed = 0x0bac1e;
+  std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
+  std::mt19937_64 rng(seed);
+  CaseStats stats;
+  for (int trial = 0; trial < 2100; ++trial) {
+    const int style = trial % 8;
+    const Problem p = adversarial_problem(rng, style);
+    const ExactResult ref = exact_gemm(p);
+    for (Accumulation acc : {Accumulation::forward, Accumulation::reverse, Accumulation::blocked_pairwise,
+                             Accumulation::truncating, Accumulation::alpha_folded}) {
+      const std::vector<uint16_t> c = fp32_kernel(p, acc);
+      const OracleSummary s = judge(p, ref, c.data(), kFp32);
+      ASSERT_FALSE(s.any_failure())
+          << "seed " << seed << " trial " << trial << " style " << style << " " << name(acc) << ": m " << p.m
+          << " n " << p.n << " k " << p.k << " l " << p.l << " alpha " << p.alpha << " first failing ("
+          << s.first_b << "," << s.first_i << "," << s.first_j << ") expected 0x" << std::hex
+          << s.first.expected_bits << " actual 0x" << s.first_actual << std::dec << " error " << s.first.error
+          << " bound " << s.first.bound;
+      for (size_t x = 0; x < c.size(); ++x) {
+        ++stats.elements;
+        stats.exact += exact_regime(ref.elems[x], p.alpha);
+        stats.rounding += !ref.elems[x].nan && !exact_regime(ref.elems[x], p.alpha);
+        stats.differ_from_rn16 += c[x] != ref.c[x] && ((c[x] | ref.c[x]) & 0x7FFF) != 0;
+        stats.inf += (c[x] & 0x7FFF) == 0x7C00;
+        stats.nan += fp16_is_nan(c[x]);
+      }
+    }
+  }
+  std::printf("elements %lld: exact regime %lld, rounding regime %lld, differing from RN16 %lld, Inf %lld, NaN %lld\n",
+              (long long)stats.elements, (long long)stats.exact, (long long)stats.rounding,
+              (long long)stats.differ_from_rn16, (long long)stats.inf, (long long)stats.nan);
+  // The cases must reach every rule, or passing proves little.
+  EXPECT_GT(stats.exact, 1000);
+  EXPECT_GT(stats.rounding, 1000);
+  EXPECT_GT(stats.differ_from_rn16, 1000);
+  EXPECT_GT(stats.inf, 10);
+  EXPECT_GT(stats.nan, 10);
+}
+
+// The bound is not vacuous: a truncating FP32 sum of many positive products of varied size loses
+// a fraction of an FP32 ulp per add, always in one direction, and gets within an order of
+// magnitude of it.
+TEST(OracleHonestKernels, LongTruncatingSumsComeCloseToTheBound) {
+  const uint64_t seed = 0x7a11;
+  std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
+  std::mt19937_64 rng(seed);
+  Problem p;
+  p.m = 4;
+  p.n = 2;
+  p.k = 1 << 16;
+  p.semantics = ScaleSemantics::ue4m3;
+  p.a.resize(static_cast<size_t>(p.a_bytes()));
+  p.b.resize(static_cast<size_t>(p.b_bytes()));
+  for (auto& x : p.a) x = static_cast<uint8_t>(rng() & 0x77);
+  for (auto& x : p.b) x = static_cast<uint8_t>(rng() & 0x77);
+  p.sfa.resize(static_cast<size_t>(p.sfa_bytes()));
+  p.sfb.resize(static_cast<size_t>(p.sfb_bytes()));
+  for (auto& s : p.sfa) s = static_cast<uint8_t>(0x08 + rng() % 0x38);  // 2^-6 .. 2^1
+  for (auto& s : p.sfb) s = static_cast<uint8_t>(0x08 + rng() % 0x38);
+  p.alpha = 0x1p-8f;  // keep the outputs finite
+  const ExactResult ref = exact_gemm(p);
+  const std::vector<uint16_t> c = fp32_kernel(p, Accumulation::truncating);
+  const OracleSummary s = judge(p, ref, c.data(), kFp32);
+  EXPECT_FALSE(s.any_failure()) << "first failing (" << s.first_b << "," << s.first_i << "," << s.first_j << ")";
+  std::printf("max error / bound %.3f, max error %.2f ulps\n", s.max_error_over_bound, s.max_error_ulps);
+  EXPECT_GT(s.max_error_over_bound, 0.1);  // about 0.14 here; the worst case of the bound needs every add to lose a whole ulp
+  EXPECT_EQ(s.exact_regime, 0);
+}
+
+TEST(OracleHonestKernels, WrongOutputsAreRejected) {
+  const uint64_t seed = 0xbadbad;
+  std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
+  std::mt19937_64 rng(seed);
+  int64_t off_by_one = 0, sign_flips = 0;
+  for (int trial = 0; trial < 600; ++trial) {
+    const Problem p = adversarial_problem(rng, trial % 2 ? 6 : trial % 3);
+    const ExactResult ref = exact_gemm(p);
+    for (size_t x = 0; x < ref.c.size(); ++x) {
+      const ExactElement& e = ref.elems[x];
+      const uint16_t rn = ref.c[x];
+      if (e.nan || (rn & 0x7FFF) >= 0x7C00) continue;
+      if (exact_regime(e, p.alpha)) {
+        // One ulp either way is a failure in the exact regime.
+        ASSERT_FALSE(judge_element(e, p.alpha, next_up(rn), kFp32).ok) << "trial " << trial;
+        ASSERT_FALSE(judge_element(e, p.alpha, next_down(rn), kFp32).ok) << "trial " << trial;
+        ++off_by_one;
+      }
+      if (fp16_to_double(rn) != 0) {
+        // The sign flipped is wrong in any regime unless the bound covers 2|alpha*r|.
+        const ElementVerdict v = judge_element(e, p.alpha, static_cast<uint16_t>(rn ^ 0x8000), kFp32);
+        if (v.bound < 2 * std::fabs(fp16_to_double(rn)) * 0.999) {
+          ASSERT_FALSE(v.ok) << "trial " << trial;
+          ++sign_flips;
+        }
+      }
+      ASSERT_FALSE(judge_element(e, p.alpha, kNaN, kFp32).ok);
+    }
+  }
+  EXPECT_GT(off_by_one, 500);
+  EXPECT_GT(sign_flips, 1000);
+}
+
+TEST(OracleJudge, SummaryNamesTheFirstFailureInCOrder) {
+  const uint64_t seed = 7;
+  std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
+  std::mt19937_64 rng(seed);
+  Problem p;
+  p.m = 3;
+  p.n = 4;
+  p.k = 64;
+  p.l = 2;
+  p.a.resize(static_cast<size_t>(p.a_bytes()));
+  p.b.resize(static_cast<size_t>(p.b_bytes()));
+  for (auto* v : {&p.a, &p.b}) for (auto& x : *v) x = static_cast<uint8_t>(rng());
+  p.sfa.assign(static_cast<size_t>(p.sfa_bytes()), 0x38);
+  p.sfb.assign(static_cast<size_t>(p.sfb_bytes()), 0x38);
+  const ExactResult ref = exact_gemm(p);
+  std::vector<uint16_t> c = ref.c;
+  OracleSummary ok = judge(p, ref, c.data(), kFp32);
+  EXPECT_FALSE(ok.any_failure());
+  EXPECT_EQ(ok.elements, 24);
+  EXPECT_EQ(ok.exact_regime, 24);  // unit scales: every element is in the exact regime
+  EXPECT_EQ(ok.first_b, -1);
+  const int64_t late = (1 * 3 + 2) * 4 + 1, early = (1 * 3 + 0) * 4 + 3;  // (1,2,1) and (1,0,3)
+  c[late] = next_up(c[late]);
+  c[early] = static_cast<uint16_t>(c[early] ^ 0x8000) == c[early] ? 0x3C00 : next_down(c[early]);
+  const OracleSummary bad = judge(p, ref, c.data(), kFp32);
+  EXPECT_EQ(bad.failing, 2);
+  EXPECT_EQ(bad.first_b, 1);
+  EXPECT_EQ(bad.first_i, 0);
+  EXPECT_EQ(bad.first_j, 3);
+  EXPECT_EQ(bad.first_actual, c[early]);
+  EXPECT_EQ(bad.first.expected_bits, ref.c[early]);
+  EXPECT_GE(bad.max_error_over_bound, 1.0);
+  EXPECT_GT(bad.max_error_ulps, 0.4);
+  ExactResult wrong_size = ref;
+  wrong_size.elems.pop_back();
+  EXPECT_THROW(judge(p, wrong_size, c.data(), kFp32), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace nvfp4
