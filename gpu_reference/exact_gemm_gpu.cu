@@ -7,6 +7,7 @@
 
 #include <cuda_runtime.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
@@ -322,7 +323,8 @@ bool gpu_reference_available(std::string* why) {
   return true;
 }
 
-ExactResult exact_gemm_gpu(const Problem& p) {
+ExactResult exact_gemm_gpu(const Problem& p, GpuReferenceTiming* timing) {
+  const auto start = std::chrono::steady_clock::now();
   if (const std::string err = problem_error(p); !err.empty()) throw std::invalid_argument(err);
   if (p.k > kGpuReferenceMaxK) {
     throw std::invalid_argument("GPU reference: k = " + std::to_string(p.k) + " exceeds 2^20");
@@ -353,10 +355,20 @@ ExactResult exact_gemm_gpu(const Problem& p) {
     check_cuda(cudaGetLastError(), "decode_rows launch");
   };
 
+  cudaEvent_t events[3];
+  for (cudaEvent_t& e : events) check_cuda(cudaEventCreate(&e), "cudaEventCreate");
+  struct EventGuard {
+    cudaEvent_t* e;
+    ~EventGuard() {
+      for (int i = 0; i < 3; ++i) cudaEventDestroy(e[i]);
+    }
+  } event_guard{events};
+  check_cuda(cudaEventRecord(events[0], stream), "cudaEventRecord");
   DeviceArray<uint4> d_bv(p.l * p.n * kb);
   DeviceArray<uint32_t> d_bs(p.l * p.n * kb);
   decode(d_b, d_sfb, p.l * p.n, d_bv, d_bs);
   if (p.n == 1) {
+    check_cuda(cudaEventRecord(events[1], stream), "cudaEventRecord");
     const int warps = 8;
     const dim3 grid(static_cast<unsigned>((p.m + warps - 1) / warps), static_cast<unsigned>(p.l));
     if (p.k % 16 == 0) {
@@ -371,6 +383,7 @@ ExactResult exact_gemm_gpu(const Problem& p) {
     DeviceArray<uint4> d_av(p.l * p.m * kb);
     DeviceArray<uint32_t> d_as(p.l * p.m * kb);
     decode(d_a, d_sfa, p.l * p.m, d_av, d_as);
+    check_cuda(cudaEventRecord(events[1], stream), "cudaEventRecord");
     if ((p.m + kTile - 1) / kTile > 65535 || p.l > 65535) {
       throw std::invalid_argument("GPU reference: m or l too large for one launch");
     }
@@ -379,8 +392,10 @@ ExactResult exact_gemm_gpu(const Problem& p) {
     gemm_exact<<<grid, 256, 0, stream>>>(d_av.ptr, d_as.ptr, d_bv.ptr, d_bs.ptr, p.m, p.n, kb, p.alpha, d_out.ptr,
                                          d_c.ptr);
     check_cuda(cudaGetLastError(), "gemm_exact launch");
+    check_cuda(cudaEventRecord(events[2], stream), "cudaEventRecord");
     check_cuda(cudaStreamSynchronize(stream), "gemm_exact");  // before d_av / d_as go away
   }
+  if (p.n == 1) check_cuda(cudaEventRecord(events[2], stream), "cudaEventRecord");
   ExactResult result;
   result.elems.resize(elems);
   result.c.resize(elems);
@@ -390,6 +405,11 @@ ExactResult exact_gemm_gpu(const Problem& p) {
   check_cuda(cudaMemcpyAsync(result.c.data(), d_c.ptr, elems * sizeof(uint16_t), cudaMemcpyDeviceToHost, stream),
              "copy output back");
   check_cuda(cudaStreamSynchronize(stream), "GPU reference");
+  if (timing) {
+    check_cuda(cudaEventElapsedTime(&timing->decode_ms, events[0], events[1]), "cudaEventElapsedTime");
+    check_cuda(cudaEventElapsedTime(&timing->compute_ms, events[1], events[2]), "cudaEventElapsedTime");
+    timing->total_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  }
   return result;
 }
 

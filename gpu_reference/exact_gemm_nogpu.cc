@@ -11,7 +11,7 @@ bool gpu_reference_available(std::string* why) {
   return false;
 }
 
-ExactResult exact_gemm_gpu(const Problem&) { throw std::runtime_error("GPU reference: built without CUDA"); }
+ExactResult exact_gemm_gpu(const Problem&, GpuReferenceTiming*) { throw std::runtime_error("GPU reference: built without CUDA"); }
 
 ExactResult exact_gemm_auto(const Problem& p, double) { return exact_gemm(p); }
 
