@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "fuzz/fuzz_problem.h"
 #include "harness/case_input.h"
 #include "harness/check_session.h"
 #include "kernels/registry.h"
@@ -97,6 +98,9 @@ int replay_main(const ReplayArgs& args) {
 }  // namespace
 
 void add_replay_command(CLI::App& app, int& exit_code) {
+  // Binary inputs are the kernel fuzzer's encoding. Installed here, at start-up, so the worker
+  // processes replay starts (this same program) decode them too.
+  set_binary_case_decoder(decode_fuzz_case);
   auto args = std::make_shared<ReplayArgs>();
   CLI::App* replay = app.add_subcommand("replay", "Run saved case files (or binary fuzz inputs) against kernels");
   replay->add_option("files", args->files, "Case files or binary fuzz inputs")->required();

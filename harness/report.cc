@@ -100,7 +100,7 @@ nlohmann::json case_result_json(const CheckResult& r, const std::string& text, c
 void accumulate(KernelReport& k, const nlohmann::json& c) {
   const std::string verdict = c.value("verdict", "fail");
   if (verdict == "skipped") {
-    ++k.skipped_cases;
+    if (k.skipped_cases++ == 0) k.first_skip = c.value("message", "");
     return;
   }
   ++k.cases;
@@ -179,6 +179,7 @@ nlohmann::json report_json(std::optional<uint64_t> seed, const std::vector<Kerne
                         {"max_error_over_bound", number(k.max_error_over_bound)},
                         {"exact_regime_share", k.elements ? double(k.exact_elements) / double(k.elements) : 0.0}};
     if (!k.skip_reason.empty()) e["skip_reason"] = k.skip_reason;
+    if (k.skipped_cases > 0) e["first_skip"] = k.first_skip;
     if (k.failure) {
       const FailureRecord& f = *k.failure;
       nlohmann::json fj = {{"check", f.check}, {"case_file", f.case_file}, {"message", f.message}};
@@ -220,6 +221,8 @@ std::string summary_table(const std::vector<KernelReport>& kernels) {
     t += fmt::format("{:<{}}  {:>7}  {:<7}  {:<26}  {:>9.3g}  {:>11.3g}  {:>6}\n", k.name, w, k.cases, k.verdict, check,
                      k.max_error_ulps, k.max_error_over_bound, exact);
     if (k.verdict == "skipped" && !k.skip_reason.empty()) t += fmt::format("{:<{}}    skipped: {}\n", "", w, k.skip_reason);
+    if (k.skipped_cases > 0)
+      t += fmt::format("{:<{}}    {} more case(s) did not apply, e.g.: {}\n", "", w, k.skipped_cases, k.first_skip);
   }
   return t;
 }

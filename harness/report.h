@@ -31,6 +31,7 @@ struct KernelReport {
   int64_t cases = 0;              // cases checked (supported and unsupported)
   int64_t unsupported_cases = 0;  // of those, shapes the kernel correctly refused
   int64_t skipped_cases = 0;      // cases that did not apply (e.g. scale semantics)
+  std::string first_skip;         // why the first of those did not apply
   int64_t failed_cases = 0;
   int64_t elements = 0, exact_elements = 0;
   double max_error_ulps = 0, max_error_over_bound = 0;

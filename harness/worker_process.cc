@@ -201,7 +201,8 @@ KernelReport supervise_worker(const WorkerJob& job, const std::function<void(con
       if (n == WorkerProcess::Next::ended) {
         if (!finished && !restart) {
           lost_check = "crash";
-          lost_what = "the worker process " + worker.end_description();
+          const std::string how = worker.end_description();
+          lost_what = "the worker process " + std::string(how.rfind("killed", 0) == 0 ? "was " : "") + how;
         }
         break;
       }
