@@ -1,0 +1,350 @@
+// RapidCheck draws, the kernels under test, case drawing, tags and regression files.
+#include "property_tests/property_support.h"
+
+#include <rapidcheck.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+#include <numeric>
+#include <sstream>
+
+#include "harness/runner.h"
+#include "reference/case_file.h"
+#include "reference/formats.h"
+
+#ifndef NVFP4_SOURCE_DIR
+#define NVFP4_SOURCE_DIR "."
+#endif
+
+namespace nvfp4::prop {
+
+// ----- Draws ----------------------------------------------------------------------------------
+
+namespace {
+
+rc::Gen<uint64_t> uniform_below(uint64_t bound) {
+  return rc::Gen<uint64_t>([bound](const rc::Random& random, int /*size: ignored on purpose*/) {
+    const uint64_t v = bound <= 1 ? 0 : rc::Random(random).next() % bound;
+    return rc::shrinkable::shrinkRecur(v, [](uint64_t x) { return rc::shrink::towards<uint64_t>(x, 0); });
+  });
+}
+
+rc::Gen<uint8_t> uniform_byte() {
+  return rc::Gen<uint8_t>([](const rc::Random& random, int) {
+    const uint8_t v = static_cast<uint8_t>(rc::Random(random).next() & 0xFFu);
+    return rc::shrinkable::shrinkRecur(v, [](uint8_t x) { return rc::shrink::towards<uint8_t>(x, 0); });
+  });
+}
+
+}  // namespace
+
+uint64_t RcDraws::below(uint64_t bound) { return *uniform_below(bound); }
+
+std::vector<uint8_t> RcDraws::bytes(std::size_t count) {
+  if (count == 0) return {};
+  return *rc::gen::container<std::vector<uint8_t>>(count, uniform_byte());
+}
+
+ShapeLimits property_limits() {
+  ShapeLimits lim;
+  lim.max_m = 300;
+  lim.max_n = 40;
+  lim.max_k = 1024;
+  lim.max_l = 9;
+  lim.max_outputs = 1 << 12;
+  lim.max_products = 1 << 20;
+  lim.max_elements = 1 << 14;
+  return lim;
+}
+
+// ----- Kernels --------------------------------------------------------------------------------
+
+namespace {
+
+struct KernelSet {
+  Registry registry;
+  std::vector<const Kernel*> kernels;
+  std::vector<std::string> left_out;
+};
+
+MemoryFilter g_filter = MemoryFilter::all;
+std::vector<std::string> g_plugins;
+
+KernelSet build_kernel_set() {
+  KernelSet set;
+  set.registry = Registry::with_builtins();
+  std::vector<std::string> plugins = g_plugins;
+  if (const char* env = std::getenv("NVFP4_PLUGINS")) {
+    std::stringstream ss(env);
+    std::string path;
+    while (std::getline(ss, path, ':')) {
+      if (!path.empty()) plugins.push_back(path);
+    }
+  }
+  for (const std::string& path : plugins) {
+    try {
+      set.registry.load_plugin(path);
+    } catch (const std::exception& e) {
+      // A plugin named on purpose that cannot load is an error of the run, not a skip.
+      std::fprintf(stderr, "nvfp4 property tests: cannot load plugin %s: %s\n", path.c_str(), e.what());
+      std::exit(2);
+    }
+  }
+  for (const Kernel& k : set.registry.kernels()) {
+    if (g_filter == MemoryFilter::host && k.is_cuda()) continue;
+    if (g_filter == MemoryFilter::cuda && !k.is_cuda()) continue;
+    std::string why;
+    if (!kernel_runnable(k, &why)) {
+      set.left_out.push_back(k.name() + ": " + why);
+      continue;
+    }
+    set.kernels.push_back(&k);
+  }
+  return set;
+}
+
+const KernelSet& kernel_set() {
+  static const KernelSet set = build_kernel_set();
+  return set;
+}
+
+}  // namespace
+
+void configure_kernels(MemoryFilter filter, const std::vector<std::string>& plugin_paths) {
+  g_filter = filter;
+  g_plugins = plugin_paths;
+}
+
+const std::vector<const Kernel*>& kernels() { return kernel_set().kernels; }
+const std::vector<std::string>& kernels_left_out() { return kernel_set().left_out; }
+
+// ----- Cases ----------------------------------------------------------------------------------
+
+DrawnCase draw_case(Draws& d, const Kernel& k, const CaseOptions& o) {
+  const nvfp4_kernel_info& info = *k.info;
+  DrawnCase c;
+  Op op = Op::gemm;
+  if (o.op) {
+    op = *o.op;
+  } else {
+    const bool gemv = k.supports_op(NVFP4_OP_GEMV), gemm = k.supports_op(NVFP4_OP_GEMM);
+    const uint64_t pick = d.below(2);
+    op = gemv && gemm ? (pick ? Op::gemm : Op::gemv) : gemv ? Op::gemv : Op::gemm;
+  }
+  // The distribution is drawn before the shape so that it shrinks first, toward
+  // uniform/narrow/one, where a failure shows in almost any data: RapidCheck shrinks picks left to
+  // right and never returns to an earlier one, so a shape shrunk under sparse data would stay big.
+  c.spec = draw_spec(d);
+  const Shape s = draw_shape(d, op, info, property_limits());
+  Problem& p = c.problem;
+  p.op = s.op;
+  p.m = s.m;
+  p.n = s.n;
+  p.k = s.k;
+  p.l = std::max(s.l, o.min_l);
+  if (o.min_full_blocks > 0 && p.k / 16 < o.min_full_blocks) {
+    const int64_t km = std::lcm<int64_t>(2, info.k_multiple > 1 ? info.k_multiple : 1);
+    p.k = (16 * o.min_full_blocks + km - 1) / km * km;
+  }
+  const bool linear = k.supports_layout(NVFP4_SF_LINEAR), permuted = k.supports_layout(NVFP4_SF_PERMUTED);
+  const uint64_t layout_pick = d.below(2);
+  if (o.layout) {
+    p.sf_layout = *o.layout;
+  } else {
+    p.sf_layout = linear && permuted ? (layout_pick ? SfLayout::permuted : SfLayout::linear)
+                  : linear           ? SfLayout::linear
+                                     : SfLayout::permuted;
+  }
+  p.semantics = (info.flags & NVFP4_FLAG_SIGNED_SCALES) ? ScaleSemantics::e4m3 : ScaleSemantics::ue4m3;
+  if (o.exact_regime) {
+    c.spec.scales = ScaleDist::narrow;
+    if (c.spec.alpha == AlphaDist::arbitrary) c.spec.alpha = AlphaDist::pow2;
+  }
+  if (o.no_nan && c.spec.scales == ScaleDist::nan_block) c.spec.scales = ScaleDist::narrow;
+  draw_data(d, c.spec, p);
+  if (info.flags & NVFP4_FLAG_UNIT_ALPHA) p.alpha = 1.0f;
+  return c;
+}
+
+// ----- Comparing ------------------------------------------------------------------------------
+
+bool fp16_is_nan(uint16_t h) { return (h & 0x7C00u) == 0x7C00u && (h & 0x3FFu) != 0; }
+bool fp16_is_zero(uint16_t h) { return (h & 0x7FFFu) == 0; }
+
+double fp16_to_double(uint16_t h) {
+  const int e = (h >> 10) & 0x1F, m = h & 0x3FF;
+  const double sign = (h & 0x8000u) ? -1.0 : 1.0;
+  if (e == 0x1F) return m ? std::nan("") : sign * INFINITY;
+  if (e == 0) return sign * std::ldexp(m, -24);
+  return sign * std::ldexp(1024 + m, e - 25);
+}
+
+bool same_bits_or_nan(uint16_t x, uint16_t y) { return x == y || (fp16_is_nan(x) && fp16_is_nan(y)); }
+bool same_value(uint16_t x, uint16_t y) {
+  return same_bits_or_nan(x, y) || (fp16_is_zero(x) && fp16_is_zero(y));
+}
+
+std::string hex16(uint16_t h) {
+  char buf[8];
+  std::snprintf(buf, sizeof buf, "0x%04x", h);
+  return buf;
+}
+
+std::string element_name(const Problem& p, int64_t index) {
+  const int64_t j = index % p.n, i = (index / p.n) % p.m, b = index / (p.n * p.m);
+  return "C[" + std::to_string(b) + "][" + std::to_string(i) + "][" + std::to_string(j) + "]";
+}
+
+std::string describe(const Problem& p, const DataSpec& spec) {
+  char alpha[32];
+  std::snprintf(alpha, sizeof alpha, "%.9g", static_cast<double>(p.alpha));
+  return std::string(to_string(p.op)) + " m=" + std::to_string(p.m) + " n=" + std::to_string(p.n) +
+         " k=" + std::to_string(p.k) + " l=" + std::to_string(p.l) + " " + to_string(p.sf_layout) + " " +
+         to_string(p.semantics) + " alpha=" + alpha + " " + spec.name();
+}
+
+std::vector<bool> exact_mask(const Problem& p, const ExactResult& ref, const Policy& policy) {
+  std::vector<bool> mask(ref.elems.size());
+  for (size_t i = 0; i < ref.elems.size(); ++i) {
+    mask[i] = judge_element(ref.elems[i], p.alpha, ref.c[i], policy).exact_regime;
+  }
+  return mask;
+}
+
+Policy policy_of(const Kernel& k) { return Policy::for_flags(k.info->flags); }
+bool deterministic(const Kernel& k) { return !(k.info->flags & NVFP4_FLAG_NONDETERMINISTIC); }
+
+std::vector<uint16_t> run_or_fail(const Kernel& k, const Problem& p, const std::string& property) {
+  try {
+    return run_kernel_once(k, p);
+  } catch (const std::exception& e) {
+    fail_case(k, p, property, std::string("the kernel run failed: ") + e.what());
+  }
+  return {};  // not reached: fail_case throws
+}
+
+// ----- Tags -----------------------------------------------------------------------------------
+
+bool any_nan_scale(const Problem& p) {
+  for (const auto* v : {&p.sfa, &p.sfb}) {
+    for (uint8_t s : *v) {
+      if ((s & 0x7F) == 0x7F) return true;
+    }
+  }
+  return false;
+}
+
+namespace {
+int64_t g_exact_total = 0, g_elements_total = 0;
+}  // namespace
+
+void CaseTags::shape(const Problem& p) {
+  const auto& e = tile_edge_dims();
+  auto edge = [&](int64_t v) { return v != 1 && std::find(e.begin(), e.end(), v) != e.end(); };
+  edge_ |= edge(p.m) || (p.op == Op::gemm && edge(p.n));
+  partial_ |= p.k % 16 != 0;
+  nan_ |= any_nan_scale(p);
+}
+
+void CaseTags::exact(int64_t exact_elements, int64_t elements) {
+  exact_ += exact_elements;
+  elements_ += elements;
+  g_exact_total += exact_elements;
+  g_elements_total += elements;
+}
+
+std::pair<int64_t, int64_t> take_exact_totals() {
+  const std::pair<int64_t, int64_t> totals{g_exact_total, g_elements_total};
+  g_exact_total = g_elements_total = 0;
+  return totals;
+}
+
+void CaseTags::emit() const {
+  std::vector<std::string> tags;
+  if (elements_ > 0) {
+    tags.push_back(exact_ == elements_ ? "exact-regime: all outputs"
+                   : 2 * exact_ >= elements_ ? "exact-regime: most outputs"
+                                             : "exact-regime: few outputs");
+  }
+  if (edge_) tags.push_back("m or n on a tile edge");
+  if (partial_) tags.push_back("partial last block");
+  if (nan_) tags.push_back("NaN scale");
+  if (!extra_.empty()) tags.push_back(extra_);
+  for (const std::string& t : tags) RC_TAG(t);
+}
+
+// ----- Regressions ----------------------------------------------------------------------------
+
+namespace {
+
+struct Pending {
+  std::string kernel, property, message;
+  Problem problem;
+};
+std::optional<Pending> g_pending;
+
+// FNV-1a 64 of the case text without its note: the same data always gets the same name.
+uint64_t content_hash(const Problem& p) {
+  Problem q = p;
+  q.note.clear();
+  q.expect.reset();
+  const std::string text = write_case(q);
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+}  // namespace
+
+std::string regressions_dir() {
+  if (const char* env = std::getenv("NVFP4_REGRESSIONS_DIR"); env && *env) return env;
+  return std::string(NVFP4_SOURCE_DIR) + "/corpus/regressions";
+}
+
+std::string regression_path(const std::string& kernel, const Problem& p) {
+  char name[32];
+  std::snprintf(name, sizeof name, "%016llx.case", static_cast<unsigned long long>(content_hash(p)));
+  return regressions_dir() + "/" + kernel + "/" + name;
+}
+
+void fail_case(const Kernel& k, const Problem& p, const std::string& property, const std::string& message) {
+  g_pending = Pending{k.name(), property, message, p};
+  const std::string path = regression_path(k.name(), p);
+  const std::string failure = k.name() + " breaks property " + property + ": " + message +
+                              "\n  the shrunk case is saved as " + path +
+                              " when the property ends (replay: nvfp4check replay " + path + " --kernel " +
+                              k.name() + ")";
+  RC_FAIL(failure);
+}
+
+std::optional<std::string> save_pending_regression() {
+  if (!g_pending) return std::nullopt;
+  Pending pending = std::move(*g_pending);
+  g_pending.reset();
+  Problem p = pending.problem;
+  const uint64_t seed = rc::detail::configuration().testParams.seed;
+  std::string first_line = pending.message.substr(0, pending.message.find('\n'));
+  if (first_line.size() > 300) first_line = first_line.substr(0, 300) + "...";
+  p.note = "property " + pending.property + " failed for kernel " + pending.kernel +
+           " (RapidCheck seed " + std::to_string(seed) + ", RC_PARAMS=seed=" + std::to_string(seed) +
+           "): " + first_line;
+  const std::string path = regression_path(pending.kernel, pending.problem);
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+  write_case_file(p, path);
+  std::cerr << "nvfp4: shrunk failing case of property " << pending.property << " for kernel "
+            << pending.kernel << " saved: " << path << " (RapidCheck seed " << seed << ")\n";
+  return path;
+}
+
+void clear_pending_regression() { g_pending.reset(); }
+
+}  // namespace nvfp4::prop
