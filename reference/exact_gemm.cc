@@ -1,10 +1,12 @@
 // The exact reference. Every product a*sa*b*sb is an integer number of 2^-20 units, so each
 // output is an integer sum, computed here with small integers that vectorize:
 //  - each A row and B column is decoded once to int16 doubled E2M1 values (the scale's sign
-//    folded in) in a block-transposed layout: for a chunk of 16 scale blocks, element e of
-//    block s sits at [e][s], so one 16-lane vector holds element e of 16 blocks;
-//  - per chunk, 16 vector steps give per block (one per lane) the dot product, the sum of
-//    |products|, their OR (for g: tz(x|y) = min(tz x, tz y)) and the count of nonzero ones;
+//    folded in) in a block-interleaved layout: for a chunk of 16 scale blocks, the pair of
+//    elements (2q, 2q+1) of block s sits at [q][s][0..1], so one packed byte becomes one 32-bit
+//    store and a 16-lane vector holds one element pair of 8 blocks;
+//  - per chunk, 16 vector steps give per lane the dot product, the sum of |products|, their OR
+//    (for g: tz(x|y) = min(tz x, tz y)) and the count of nonzero ones; two adjacent lanes make
+//    one block;
 //  - each block is then scaled by sigA*sigB * 2^(expA+expB+18) in int64 and the chunk's int64
 //    sum is added to 128-bit accumulators, so any k is exact (see the bounds below).
 #include "reference/exact_gemm.h"
@@ -17,16 +19,20 @@ namespace nvfp4 {
 
 namespace {
 
-constexpr int kBlock = 16;  // elements per scale block (SPEC section 2)
-constexpr int kLanes = 16;  // scale blocks per chunk, one per vector lane
+constexpr int kBlock = 16;           // elements per scale block (SPEC section 2)
+constexpr int kChunk = 16;           // scale blocks per chunk
+constexpr int kPairs = kBlock / 2;   // element pairs (packed bytes) per block
+constexpr int kChunkValues = kChunk * kBlock;
 
-// 16 int16 lanes. GCC/clang vector extensions: SSE2 pairs on plain x86-64, one register with
-// AVX2, NEON elsewhere; no intrinsics, so it builds for every host compiler of the project.
+// 16 int16 lanes: one element pair of 8 blocks. GCC/clang vector extensions: SSE2 pairs on
+// plain x86-64, one register with AVX2, NEON elsewhere; no intrinsics, so it builds for every
+// host compiler of the project.
+constexpr int kLanes = 16;
 using Lanes = int16_t __attribute__((vector_size(kLanes * sizeof(int16_t))));
 
 // One A row or B column, decoded.
 struct DecodedRow {
-  // [chunk][element e][lane s]: doubled E2M1 value (in -12..12) times the scale's sign, 0 in
+  // [chunk][pair q][block s][2]: doubled E2M1 value (in -12..12) times the scale's sign, 0 in
   // padding (elements >= k, blocks >= kb).
   std::vector<int16_t> values;
   std::vector<int32_t> sig;  // per block: scale significand, 0 for zero, NaN and padding blocks
@@ -34,27 +40,29 @@ struct DecodedRow {
   bool nan = false;          // some scale of the row is NaN
 };
 
-// Doubled E2M1 values of both nibbles of a byte, for positive and negated scales.
+// Doubled E2M1 values of both nibbles of a byte as two int16 in memory order (low nibble, the
+// even element, first), for positive and negated scales.
 struct ByteTable {
-  int16_t lo[2][256], hi[2][256];
+  uint32_t pair[2][256];
   ByteTable() {
     for (int byte = 0; byte < 256; ++byte) {
       for (int neg = 0; neg < 2; ++neg) {
         const int sign = neg ? -1 : 1;
-        lo[neg][byte] = static_cast<int16_t>(sign * e2m1_twice(static_cast<uint8_t>(byte & 0xF)));
-        hi[neg][byte] = static_cast<int16_t>(sign * e2m1_twice(static_cast<uint8_t>(byte >> 4)));
+        const int16_t v[2] = {static_cast<int16_t>(sign * e2m1_twice(static_cast<uint8_t>(byte & 0xF))),
+                              static_cast<int16_t>(sign * e2m1_twice(static_cast<uint8_t>(byte >> 4)))};
+        std::memcpy(&pair[neg][byte], v, sizeof v);
       }
     }
   }
 };
 const ByteTable kByteTable;
 
-int64_t chunk_count(int64_t kb) { return (kb + kLanes - 1) / kLanes; }
+int64_t chunk_count(int64_t kb) { return (kb + kChunk - 1) / kChunk; }
 
 void decode_row(const uint8_t* packed, const uint8_t* scales, int64_t k, ScaleSemantics semantics,
                 DecodedRow& row) {
   const int64_t kb = (k + kBlock - 1) / kBlock;
-  const int64_t blocks = chunk_count(kb) * kLanes;
+  const int64_t blocks = chunk_count(kb) * kChunk;
   // Rows of one problem all have the same k, so every row writes the same cells and the rest
   // (the tail of a partial last block, the blocks beyond kb) keeps the zeros of the first
   // allocation: reused buffers need no clearing.
@@ -69,21 +77,18 @@ void decode_row(const uint8_t* packed, const uint8_t* scales, int64_t k, ScaleSe
     row.nan |= sv.nan;
     row.sig[s] = sv.nan ? 0 : sv.sig;  // a NaN block contributes nothing to r, S, t, g
     row.exp[s] = sv.exp;
-    const int neg = sv.sign < 0;
-    int16_t* out = row.values.data() + (s / kLanes) * (kBlock * kLanes) + s % kLanes;
-    const uint8_t* bytes = packed + s * (kBlock / 2);
-    const int64_t nbytes = std::min<int64_t>(kBlock / 2, (k - s * kBlock) / 2);  // k is even
-    for (int64_t q = 0; q < nbytes; ++q) {
-      out[(2 * q) * kLanes] = kByteTable.lo[neg][bytes[q]];
-      out[(2 * q + 1) * kLanes] = kByteTable.hi[neg][bytes[q]];
-    }
+    const uint32_t* table = kByteTable.pair[sv.sign < 0];
+    int16_t* out = row.values.data() + (s / kChunk) * kChunkValues + (s % kChunk) * 2;
+    const uint8_t* bytes = packed + s * kPairs;
+    const int64_t nbytes = std::min<int64_t>(kPairs, (k - s * kBlock) / 2);  // k is even
+    for (int64_t q = 0; q < nbytes; ++q) std::memcpy(out + q * (2 * kChunk), &table[bytes[q]], 4);
   }
 }
 
-// Bounds that make the int64 chunk sums safe: |a*b| <= 12*12 = 144 (doubled values), so a block's
-// dot and |dot| are <= 16*144 = 2304 (int16 lanes are exact); sigA*sigB <= 15*15 = 225 and
-// expA+expB+18 <= 28, so a block contributes < 2304*225*2^28 < 2^48 and a chunk of 16 blocks
-// < 2^52 to the int64 chunk sum. The 128-bit totals hold any k (|sum| < k*2^43).
+// Bounds that make the int64 chunk sums safe: |a*b| <= 12*12 = 144 (doubled values), so a lane's
+// (half a block's) dot and |dot| are <= 8*144 = 1152 (int16 is exact); sigA*sigB <= 15*15 = 225
+// and expA+expB+18 <= 28, so a block contributes < 2304*225*2^28 < 2^48 and a chunk of 16
+// blocks < 2^52 to the int64 chunk sum. The 128-bit totals hold any k (|sum| < k*2^43).
 constexpr int kNoNonzero = 62;  // sentinel bit, above any real trailing-zero count (<= 47)
 
 inline __attribute__((always_inline)) void dot_element(const DecodedRow& a, const DecodedRow& b,
@@ -93,33 +98,49 @@ inline __attribute__((always_inline)) void dot_element(const DecodedRow& a, cons
   int64_t nonzero = 0;
   int min_tz = kNoNonzero;
   for (int64_t c = 0; c < chunks; ++c) {
-    const int16_t* av = a.values.data() + c * (kBlock * kLanes);
-    const int16_t* bv = b.values.data() + c * (kBlock * kLanes);
-    Lanes dot = {}, abs = {}, bits = {}, count = {};
-    for (int e = 0; e < kBlock; ++e) {
-      Lanes x, y;
-      std::memcpy(&x, av + e * kLanes, sizeof x);
-      std::memcpy(&y, bv + e * kLanes, sizeof y);
-      const Lanes p = x * y;
-      const Lanes sign = p >> 15;
-      const Lanes mag = (p ^ sign) - sign;
-      dot += p;
-      abs += mag;
-      bits |= mag;
-      count -= (p != 0);  // a true comparison lane is -1
+    const int16_t* av = a.values.data() + c * kChunkValues;
+    const int16_t* bv = b.values.data() + c * kChunkValues;
+    // [h]: blocks 8h .. 8h+7 of the chunk; lane 2s+e holds the pair element e of block 8h+s.
+    Lanes dot[2] = {}, abs[2] = {}, bits[2] = {}, count[2] = {};
+    for (int q = 0; q < kPairs; ++q) {
+      for (int h = 0; h < 2; ++h) {
+        Lanes x, y;
+        std::memcpy(&x, av + (2 * q + h) * kLanes, sizeof x);
+        std::memcpy(&y, bv + (2 * q + h) * kLanes, sizeof y);
+        const Lanes p = x * y;
+        const Lanes sign = p >> 15;
+        const Lanes mag = (p ^ sign) - sign;
+        dot[h] += p;
+        abs[h] += mag;
+        bits[h] |= mag;
+        count[h] -= (p != 0);  // a true comparison lane is -1
+      }
     }
+    // Fold lane pairs: lane s of the results is block s of the chunk.
+#define NVFP4_EVEN 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30
+#define NVFP4_ODD 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31
+    const Lanes block_dot = __builtin_shufflevector(dot[0], dot[1], NVFP4_EVEN) +
+                            __builtin_shufflevector(dot[0], dot[1], NVFP4_ODD);
+    const Lanes block_abs = __builtin_shufflevector(abs[0], abs[1], NVFP4_EVEN) +
+                            __builtin_shufflevector(abs[0], abs[1], NVFP4_ODD);
+    const Lanes block_bits = __builtin_shufflevector(bits[0], bits[1], NVFP4_EVEN) |
+                             __builtin_shufflevector(bits[0], bits[1], NVFP4_ODD);
+    const Lanes block_count = __builtin_shufflevector(count[0], count[1], NVFP4_EVEN) +
+                              __builtin_shufflevector(count[0], count[1], NVFP4_ODD);
+#undef NVFP4_EVEN
+#undef NVFP4_ODD
     int64_t chunk_sum = 0, chunk_abs = 0;
-    const int32_t* sa = a.sig.data() + c * kLanes;
-    const int32_t* sb = b.sig.data() + c * kLanes;
-    const int32_t* ea = a.exp.data() + c * kLanes;
-    const int32_t* eb = b.exp.data() + c * kLanes;
-    for (int s = 0; s < kLanes; ++s) {
+    const int32_t* sa = a.sig.data() + c * kChunk;
+    const int32_t* sb = b.sig.data() + c * kChunk;
+    const int32_t* ea = a.exp.data() + c * kChunk;
+    const int32_t* eb = b.exp.data() + c * kChunk;
+    for (int s = 0; s < kChunk; ++s) {
       const int64_t sp = sa[s] * sb[s];
       const int64_t unit = int64_t(1) << (ea[s] + eb[s] + 18);  // 2^-2 * 2^(ea+eb) in 2^-20 units
-      chunk_sum += dot[s] * sp * unit;
-      chunk_abs += abs[s] * sp * unit;
-      nonzero += sp != 0 ? count[s] : 0;
-      const uint64_t any = static_cast<uint64_t>(bits[s] * sp * unit) | (uint64_t(1) << kNoNonzero);
+      chunk_sum += block_dot[s] * sp * unit;
+      chunk_abs += block_abs[s] * sp * unit;
+      nonzero += sp != 0 ? block_count[s] : 0;
+      const uint64_t any = static_cast<uint64_t>(block_bits[s] * sp * unit) | (uint64_t(1) << kNoNonzero);
       min_tz = std::min(min_tz, __builtin_ctzll(any));
     }
     sum += chunk_sum;
