@@ -53,7 +53,9 @@ NVFP4_HD inline uint16_t fp16_round(bool negative, u128 mag, int exp2) {
   }
   // q is the significand in units of 2^unit; a carry may move it to the next binade.
   if (unit == -24) {
-    // q <= 1024: q == 1024 is exactly the smallest normal, whose bits are 0x0400 too.
+    // Subnormals and the lowest normal binade (top == -14): the bits are q itself. q < 1024 is
+    // a subnormal, 1024 <= q < 2048 the normals 0x0400..0x07FF, and a carry to 2048 gives
+    // 0x0800 = 2^-13, the next binade: the encoding is continuous here.
     return sign | static_cast<uint16_t>(q);
   }
   int e = top + 15;  // biased exponent, >= 1 here
