@@ -18,10 +18,12 @@ struct ExactElement {
   int64_t nonzero = 0;   // t: number of nonzero products
   int min_tz = 128;      // g = 2^(min_tz - 20): largest power of two dividing every nonzero
                          // product; 128 when there is none
-  bool nan = false;      // some scale used by this element is NaN
+  bool nan = false;      // some scale used by this element is NaN (then sum, abs_sum, nonzero
+                         // and min_tz describe the blocks whose scales are not NaN)
 };
 
-// RN16(alpha * r) for one element, NaN (0x7E00) when e.nan. alpha must be finite.
+// RN16(alpha * r) for one element, NaN (0x7E00) when e.nan. alpha must be finite (an infinite
+// one gives IEEE's answer: NaN for r == 0, else Inf). An exact zero, alpha = +-0 included, is +0.
 uint16_t round_result(const ExactElement& e, float alpha);
 
 struct ExactResult {
