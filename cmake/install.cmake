@@ -32,5 +32,8 @@ install(FILES ${PROJECT_BINARY_DIR}/nvfp4checkConfig.cmake ${PROJECT_BINARY_DIR}
         DESTINATION ${NVFP4_INSTALL_CMAKEDIR} COMPONENT nvfp4check_abi)
 
 if(TARGET nvfp4check)
+  # Keep the link-time library paths (e.g. the CUDA toolkit's lib) so the installed program finds
+  # libcudart and libcublasLt without LD_LIBRARY_PATH.
+  set_target_properties(nvfp4check PROPERTIES INSTALL_RPATH_USE_LINK_PATH TRUE)
   install(TARGETS nvfp4check RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT nvfp4check_runtime)
 endif()

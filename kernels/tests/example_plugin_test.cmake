@@ -1,10 +1,11 @@
 # ctest script: install the ABI package of this build into a fresh prefix, build examples/plugin
 # as a separate CMake project against it (find_package(nvfp4check)), then load the plugin
-# through Registry::load_plugin (LOADER) and, when the CLI is built, `nvfp4check list --plugin`.
+# through Registry::load_plugin (LOADER) and, when the CLI is built, `nvfp4check list --plugin` and
+# a short `nvfp4check run --plugin` (the suite's own checks of an outside kernel).
 # Inputs: BUILD_DIR SOURCE_DIR WORK_DIR GENERATOR C_COMPILER LOADER [NVFP4CHECK].
 
 function(run_step what)
-  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  execute_process(COMMAND ${ARGN} WORKING_DIRECTORY ${WORK_DIR} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
   message(STATUS "${what}:\n${out}${err}")
   if(NOT rc EQUAL 0)
     message(FATAL_ERROR "${what} failed (exit ${rc})")
@@ -13,6 +14,7 @@ function(run_step what)
 endfunction()
 
 file(REMOVE_RECURSE ${WORK_DIR})
+file(MAKE_DIRECTORY ${WORK_DIR})  # also where `run` saves its case files
 set(prefix ${WORK_DIR}/prefix)
 
 # Only the ABI component: the header and the package config, all an outside kernel needs.
@@ -38,6 +40,12 @@ if(NVFP4CHECK AND EXISTS "${NVFP4CHECK}")
   if(NOT step_output MATCHES "example_host_gemv")
     message(FATAL_ERROR "nvfp4check list --plugin does not show example_host_gemv")
   endif()
+  run_step("nvfp4check run --plugin (5 s, seed 7)"
+    ${NVFP4CHECK} run --plugin ${plugin} --kernel example_host_gemv --seconds 5 --seed 7
+      --report ${WORK_DIR}/report.json)
+  if(NOT step_output MATCHES "example_host_gemv +[0-9]+ +pass")
+    message(FATAL_ERROR "nvfp4check run did not report example_host_gemv as passing")
+  endif()
 else()
-  message(STATUS "nvfp4check is not built: `list --plugin` step not run")
+  message(STATUS "nvfp4check is not built: the `list` and `run --plugin` steps are not run")
 endif()
