@@ -14,13 +14,14 @@
 #include "harness/check_session.h"
 #include "kernels/registry.h"
 #include "reference/case_file.h"
+#include "reference/oracle.h"
 
 namespace nvfp4::cli {
 namespace {
 
 struct ReplayArgs {
   std::vector<std::string> files, plugins, kernels;
-  std::string report, case_dir = "nvfp4check-cases";
+  std::string report, case_dir = "nvfp4check-cases", policy;
   double timeout_s = 30;
 };
 
@@ -31,6 +32,7 @@ struct Input {
 };
 
 int replay_main(const ReplayArgs& args) {
+  if (!args.policy.empty()) Policy::parse(args.policy);  // a bad name is a usage error
   // Every input is read here first, so a bad file is a usage error (exit 2) before anything runs.
   std::vector<Input> inputs;
   for (const std::string& path : args.files) {
@@ -74,6 +76,7 @@ int replay_main(const ReplayArgs& args) {
     sk.job.argv = {self_executable(), "worker", "--kernel", k->name(), "--mode", "replay",
                    "--case-dir", args.case_dir, "--timeout", fmt::format("{}", args.timeout_s)};
     for (const std::string& p : args.plugins) sk.job.argv.insert(sk.job.argv.end(), {"--plugin", p});
+    if (!args.policy.empty()) sk.job.argv.insert(sk.job.argv.end(), {"--policy", args.policy});
     // A named kernel gets every input (one outside its constraints checks its UNSUPPORTED path);
     // by default a kernel gets the inputs of an op and layout it declares.
     for (const Input& in : inputs)
@@ -109,6 +112,8 @@ void add_replay_command(CLI::App& app, int& exit_code) {
                      "Kernel to check (repeatable; default: every runnable kernel declaring the input's op and layout)");
   replay->add_option("--report", args->report, "Write the JSON report here");
   replay->add_option("--case-dir", args->case_dir, "Where error maps and stale-state cases of failures go");
+  replay->add_option("--policy", args->policy,
+                     "Judge with this oracle policy instead of the one the kernel's flags call for");
   replay->add_option("--timeout", args->timeout_s, "Watchdog: seconds one kernel call may take (default 30)")
       ->check(CLI::PositiveNumber);
   replay->callback([args, &exit_code] {

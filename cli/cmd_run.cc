@@ -29,12 +29,12 @@ struct RunArgs {
   int64_t cases = 0;
   double seconds = 0;
   std::optional<uint64_t> seed;
-  std::string report, case_dir = "nvfp4check-cases";
+  std::string report, case_dir = "nvfp4check-cases", policy;
   double timeout_s = 30;
 };
 
 struct WorkerArgs {
-  std::string kernel, mode = "run", op, case_dir = "nvfp4check-cases";
+  std::string kernel, mode = "run", op, case_dir = "nvfp4check-cases", policy;
   std::vector<std::string> plugins, inputs;
   uint64_t seed = 0;
   int64_t cases = 0;
@@ -128,6 +128,10 @@ int worker_main(const WorkerArgs& args) {
     }
     const nvfp4_kernel_info& info = *kernel->info;
     RunOptions options;
+    if (!args.policy.empty()) {
+      options.use_policy_override = true;
+      options.policy_override = Policy::parse(args.policy);  // std::invalid_argument -> exit 2
+    }
     options.case_dir = args.case_dir;
     options.timeout_s = args.timeout_s;
     options.on_stage = [&](const std::string& stage) { events.emit({{"event", "stage"}, {"stage", stage}}); };
@@ -194,6 +198,12 @@ int worker_main(const WorkerArgs& args) {
       events.emit({{"event", "begin"}, {"index", i}});
       const CheckResult r = check_case(*kernel, *p, options);
       report_result(events, *kernel, args.seed, r, "");
+      if (r.context_lost) {
+        // A lost CUDA context (or a hung kernel still running) can hang the runtime's teardown.
+        events.emit({{"event", "done"}});
+        std::fflush(stdout);
+        _exit(0);
+      }
       if (r.verdict == CheckResult::Verdict::fail) break;  // the first failure is the reproducer
     }
     events.emit({{"event", "done"}});
@@ -210,9 +220,11 @@ int worker_main(const WorkerArgs& args) {
 
 // The worker's command line for one kernel (the inputs are added by supervise_worker).
 std::vector<std::string> worker_argv(const std::string& kernel, const std::vector<std::string>& plugins,
-                                     const std::string& mode, const std::string& case_dir, double timeout_s) {
+                                     const std::string& mode, const std::string& case_dir, double timeout_s,
+                                     const std::string& policy) {
   std::vector<std::string> argv = {self_executable(), "worker", "--kernel", kernel, "--mode", mode,
                                    "--case-dir", case_dir, "--timeout", fmt::format("{}", timeout_s)};
+  if (!policy.empty()) argv.insert(argv.end(), {"--policy", policy});
   for (const std::string& p : plugins) {
     argv.push_back("--plugin");
     argv.push_back(p);
@@ -221,6 +233,7 @@ std::vector<std::string> worker_argv(const std::string& kernel, const std::vecto
 }
 
 int run_main(const RunArgs& args, const std::string& command_line) {
+  if (!args.policy.empty()) Policy::parse(args.policy);  // a bad name is a usage error here, not in a worker
   Registry registry = Registry::with_builtins();
   for (const std::string& plugin : args.plugins) registry.load_plugin(plugin);  // PluginError -> 2
   std::vector<const Kernel*> selected;
@@ -259,7 +272,7 @@ int run_main(const RunArgs& args, const std::string& command_line) {
     sk.job.origin = k->origin;
     sk.job.seed = seed;
     sk.job.timeout_s = args.timeout_s;
-    sk.job.argv = worker_argv(k->name(), args.plugins, "run", args.case_dir, args.timeout_s);
+    sk.job.argv = worker_argv(k->name(), args.plugins, "run", args.case_dir, args.timeout_s, args.policy);
     sk.job.argv.insert(sk.job.argv.end(), {"--seed", fmt::format("{}", seed)});
     if (args.cases > 0) sk.job.argv.insert(sk.job.argv.end(), {"--cases", fmt::format("{}", args.cases)});
     if (!args.op.empty()) {
@@ -285,6 +298,9 @@ void add_run_command(CLI::App& app, int& exit_code) {
   run->add_option("--seed", args->seed, "Seed of the generators (default: from the clock, printed)");
   run->add_option("--report", args->report, "Write the JSON report here");
   run->add_option("--case-dir", args->case_dir, "Where cases are saved before they run (kept when they fail)");
+  run->add_option("--policy", args->policy,
+                  "Judge with this oracle policy instead of the one the kernel's flags call for "
+                  "(fp32, exact, fp16-accum, allclose:RTOL:ATOL, ulp:N)");
   run->add_option("--timeout", args->timeout_s, "Watchdog: seconds one kernel call may take (default 30)")
       ->check(CLI::PositiveNumber);
   run->callback([args, &exit_code] {
@@ -295,6 +311,7 @@ void add_run_command(CLI::App& app, int& exit_code) {
       if (!args->op.empty()) command += " --op " + args->op;
       if (args->cases > 0) command += fmt::format(" --cases {}", args->cases);
       if (args->seconds > 0) command += fmt::format(" --seconds {}", args->seconds);
+      if (!args->policy.empty()) command += " --policy " + args->policy;
       exit_code = run_main(*args, command);
     } catch (const std::exception& e) {
       // Bad plugins, unknown kernel names, a worker that found bad input, an unwritable report.
@@ -317,6 +334,7 @@ void add_run_command(CLI::App& app, int& exit_code) {
   worker->add_option("--seconds", wargs->seconds);
   worker->add_option("--case-dir", wargs->case_dir);
   worker->add_option("--timeout", wargs->timeout_s);
+  worker->add_option("--policy", wargs->policy);
   worker->callback([wargs, &exit_code] { exit_code = worker_main(*wargs); });
 }
 

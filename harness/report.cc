@@ -151,7 +151,14 @@ std::string failure_text(const std::string& kernel, std::optional<uint64_t> seed
     t += fmt::format("  error {:.4g} ulps, {:.4g} x the allowed bound ({:.4g}); {} of {} outputs fail\n",
                      s.first.error_ulps, s.first.error_over_bound, s.first.bound, s.failing, s.elements);
   }
-  t += "  " + r.message + "\n";
+  // The element and its error are printed above; of the message keep what leads up to them.
+  std::string lead = r.message;
+  if (element_blamed(r)) {
+    const size_t at = lead.find(fmt::format("{} of {} outputs are wrong", r.summary.failing, r.summary.elements));
+    if (at != std::string::npos) lead = lead.substr(0, at);
+    while (!lead.empty() && (lead.back() == ' ' || lead.back() == ':')) lead.pop_back();
+  }
+  if (!lead.empty()) t += "  " + lead + "\n";
   if (!r.case_file.empty()) {
     t += "  case file: " + r.case_file + "\n";
     t += fmt::format("  reproduce: nvfp4check replay {} --kernel {}\n", r.case_file, kernel);

@@ -194,6 +194,7 @@ KernelReport supervise_worker(const WorkerJob& job, const std::function<void(con
       const WorkerProcess::Next n = worker.next(&ev, wait);
       if (n == WorkerProcess::Next::timeout) {
         worker.kill_now();
+        if (finished || restart) break;  // all reported; only its exit was slow
         lost_check = "timeout";
         lost_what = fmt::format("no progress for {} s: the watchdog killed the worker process", wait);
         break;
