@@ -36,12 +36,17 @@ class Registry {
   // The built-in kernels (host always; CUDA ones when built with CUDA).
   static Registry with_builtins();
 
-  // dlopen()s a shared library exporting the three ABI symbols and adds its kernels.
+  // dlopen()s a shared library exporting the three ABI symbols and adds its kernels. Every kernel
+  // is checked first (ABI version, [a-z0-9_]+ name unique across the registry, known memory, ops,
+  // layouts and flags, nonzero multiples): on any error nothing is added and the PluginError's
+  // message names the plugin's path and what is wrong.
   void load_plugin(const std::string& path);  // throws PluginError
   // Adds a provider given by its three entry points (built-ins, tests).
   void add_provider(int (*count)(void), const nvfp4_kernel_info* (*get)(int),
                     int (*run)(int, const nvfp4_problem*), const std::string& origin);
 
+  // A Kernel points into its provider (a plugin's info lives in the plugin's memory): use it only
+  // while the Registry it came from (or a copy of it, which shares the libraries) is alive.
   const std::vector<Kernel>& kernels() const { return kernels_; }
   const Kernel* find(const std::string& name) const;
 
