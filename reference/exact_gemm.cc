@@ -15,6 +15,8 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "reference/scale_layout.h"  // ceil_div
+
 namespace nvfp4 {
 
 namespace {
@@ -89,6 +91,7 @@ void decode_row(const uint8_t* packed, const uint8_t* scales, int64_t k, ScaleSe
 // (half a block's) dot and |dot| are <= 8*144 = 1152 (int16 is exact); sigA*sigB <= 15*15 = 225
 // and expA+expB+18 <= 28, so a block contributes < 2304*225*2^28 < 2^48 and a chunk of 16
 // blocks < 2^52 to the int64 chunk sum. The 128-bit totals hold any k (|sum| < k*2^43).
+constexpr int64_t kRowGroup = 8;  // output rows per work item, see exact_gemm
 constexpr int kNoNonzero = 62;  // sentinel bit, above any real trailing-zero count (<= 47)
 
 inline __attribute__((always_inline)) void dot_element(const DecodedRow& a, const DecodedRow& b,
@@ -153,14 +156,17 @@ inline __attribute__((always_inline)) void dot_element(const DecodedRow& a, cons
   out.nan = a.nan || b.nan;
 }
 
-// One output row: A row `a` against every decoded B column. Compiled twice on x86-64 (AVX2 and
-// the baseline) and picked at load time, so one binary runs everywhere and is fast where it can.
+// A group of output rows: A rows `rows` against every decoded B column, columns outermost so
+// that a column is read from memory once per group, not once per row. Compiled twice on x86-64
+// (AVX2 and the baseline) and picked at load time, so one binary runs everywhere and is fast
+// where it can.
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 __attribute__((target_clones("avx2", "default")))
 #endif
-void dot_row(const DecodedRow& a, const DecodedRow* cols, int64_t n, int64_t chunks,
-             ExactElement* out) {
-  for (int64_t j = 0; j < n; ++j) dot_element(a, cols[j], chunks, out[j]);
+void dot_rows(const DecodedRow* rows, int64_t nrows, const DecodedRow* cols, int64_t n,
+              int64_t chunks, ExactElement* out) {
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t r = 0; r < nrows; ++r) dot_element(rows[r], cols[j], chunks, out[r * n + j]);
 }
 
 }  // namespace
@@ -203,6 +209,9 @@ ExactResult exact_gemm(const Problem& p) {
   std::vector<DecodedRow> cols(static_cast<size_t>(n));
   // Below about 2^18 multiply-adds per batch (~0.1 ms) starting threads costs more than it saves.
   const bool parallel = m * n * k >= (int64_t(1) << 18) && m > 1;
+  // Rows per work item: enough to reuse each decoded column from cache, few enough that
+  // GEMV (n = 1, where nothing is reused) still splits into many items.
+  const int64_t groups = ceil_div(m, kRowGroup);
   for (int64_t b = 0; b < l; ++b) {
     // Each output element is computed by one thread from the same decoded data, in a fixed
     // order, with exact integer sums: nothing depends on the thread count or schedule.
@@ -212,15 +221,17 @@ ExactResult exact_gemm(const Problem& p) {
       for (int64_t j = 0; j < n; ++j)
         decode_row(p.b.data() + (b * n + j) * (k / 2), p.sfb.data() + (b * n + j) * kb, k,
                    p.semantics, cols[j]);
-      DecodedRow row;
+      DecodedRow rows[kRowGroup];
 #pragma omp for schedule(dynamic, 1)
-      for (int64_t i = 0; i < m; ++i) {
-        decode_row(p.a.data() + (b * m + i) * (k / 2), p.sfa.data() + (b * m + i) * kb, k,
-                   p.semantics, row);
-        const int64_t base = (b * m + i) * n;
+      for (int64_t g = 0; g < groups; ++g) {
+        const int64_t first = g * kRowGroup, count = std::min<int64_t>(kRowGroup, m - first);
+        for (int64_t r = 0; r < count; ++r)
+          decode_row(p.a.data() + (b * m + first + r) * (k / 2), p.sfa.data() + (b * m + first + r) * kb,
+                     k, p.semantics, rows[r]);
+        const int64_t base = (b * m + first) * n;
         ExactElement* out = result.elems.data() + base;
-        dot_row(row, cols.data(), n, chunks, out);
-        for (int64_t j = 0; j < n; ++j) result.c[base + j] = round_result(out[j], p.alpha);
+        dot_rows(rows, count, cols.data(), n, chunks, out);
+        for (int64_t x = 0; x < count * n; ++x) result.c[base + x] = round_result(out[x], p.alpha);
       }
     }
   }
