@@ -95,7 +95,8 @@ constexpr int64_t kRowGroup = 8;  // output rows per work item, see exact_gemm
 constexpr int kNoNonzero = 62;  // sentinel bit, above any real trailing-zero count (<= 47)
 
 inline __attribute__((always_inline)) void dot_element(const DecodedRow& a, const DecodedRow& b,
-                                                        int64_t chunks, ExactElement& out) {
+                                                        int64_t kb, ExactElement& out) {
+  const int64_t chunks = chunk_count(kb);
   i128 sum = 0;
   u128 abs_sum = 0;
   int64_t nonzero = 0;
@@ -137,7 +138,9 @@ inline __attribute__((always_inline)) void dot_element(const DecodedRow& a, cons
     const int32_t* sb = b.sig.data() + c * kChunk;
     const int32_t* ea = a.exp.data() + c * kChunk;
     const int32_t* eb = b.exp.data() + c * kChunk;
-    for (int s = 0; s < kChunk; ++s) {
+    // Blocks beyond kb are zero: small k skips their scalar work.
+    const int live = static_cast<int>(std::min<int64_t>(kChunk, kb - c * kChunk));
+    for (int s = 0; s < live; ++s) {
       const int64_t sp = sa[s] * sb[s];
       const int64_t unit = int64_t(1) << (ea[s] + eb[s] + 18);  // 2^-2 * 2^(ea+eb) in 2^-20 units
       chunk_sum += block_dot[s] * sp * unit;
@@ -164,9 +167,9 @@ inline __attribute__((always_inline)) void dot_element(const DecodedRow& a, cons
 __attribute__((target_clones("avx2", "default")))
 #endif
 void dot_rows(const DecodedRow* rows, int64_t nrows, const DecodedRow* cols, int64_t n,
-              int64_t chunks, ExactElement* out) {
+              int64_t kb, ExactElement* out) {
   for (int64_t j = 0; j < n; ++j)
-    for (int64_t r = 0; r < nrows; ++r) dot_element(rows[r], cols[j], chunks, out[r * n + j]);
+    for (int64_t r = 0; r < nrows; ++r) dot_element(rows[r], cols[j], kb, out[r * n + j]);
 }
 
 }  // namespace
@@ -202,7 +205,6 @@ ExactResult exact_gemm(const Problem& p) {
   const std::string error = problem_error(p);
   if (!error.empty()) throw std::invalid_argument("exact_gemm: " + error);
   const int64_t m = p.m, n = p.n, k = p.k, l = p.l, kb = p.kb();
-  const int64_t chunks = chunk_count(kb);
   ExactResult result;
   result.elems.resize(static_cast<size_t>(p.c_elems()));
   result.c.resize(static_cast<size_t>(p.c_elems()));
@@ -230,7 +232,7 @@ ExactResult exact_gemm(const Problem& p) {
                      k, p.semantics, rows[r]);
         const int64_t base = (b * m + first) * n;
         ExactElement* out = result.elems.data() + base;
-        dot_rows(rows, count, cols.data(), n, chunks, out);
+        dot_rows(rows, count, cols.data(), n, kb, out);
         for (int64_t x = 0; x < count * n; ++x) result.c[base + x] = round_result(out[x], p.alpha);
       }
     }

@@ -12,18 +12,14 @@ using u128 = unsigned __int128;
 using i128 = __int128;
 
 NVFP4_HD inline int bit_width_u128(u128 v) {
-  int w = 0;
-  const uint64_t hi = static_cast<uint64_t>(v >> 64);
-  if (hi) {
-    w = 64;
-    v = hi;
-  }
-  uint64_t x = static_cast<uint64_t>(v);
-  while (x) {
-    ++w;
-    x >>= 1;
-  }
-  return w;
+  const uint64_t hi = static_cast<uint64_t>(v >> 64), lo = static_cast<uint64_t>(v);
+#if defined(__CUDA_ARCH__)
+  if (hi) return 128 - __clzll(static_cast<long long>(hi));
+  return lo ? 64 - __clzll(static_cast<long long>(lo)) : 0;
+#else
+  if (hi) return 128 - __builtin_clzll(hi);
+  return lo ? 64 - __builtin_clzll(lo) : 0;
+#endif
 }
 
 // The binary16 nearest to (-1)^negative * mag * 2^exp2, ties to even, subnormals kept,
