@@ -13,5 +13,6 @@ void add_show_command(CLI::App& app, int& exit_code);       // show CASE
 void add_list_command(CLI::App& app, int& exit_code);       // list [--plugin PATH]...
 void add_run_command(CLI::App& app, int& exit_code);        // run [...] (the main job)
 void add_replay_command(CLI::App& app, int& exit_code);     // replay FILE... [...]
+void add_mutants_command(CLI::App& app, int& exit_code);    // mutants [...] (mutation analysis)
 
 }  // namespace nvfp4::cli
