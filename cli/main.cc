@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   nvfp4::cli::add_list_command(app, exit_code);
   nvfp4::cli::add_run_command(app, exit_code);
   nvfp4::cli::add_replay_command(app, exit_code);
+  nvfp4::cli::add_mutants_command(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
