@@ -8,6 +8,7 @@
 #include <random>
 
 #include "reference/exact_gemm.h"
+#include "reference/oracle.h"
 
 namespace {
 
@@ -57,6 +58,22 @@ BENCHMARK(BM_ExactReference)
     ->Args({128, 128, 64, 1})    // small k: padding of the last chunk dominates
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
+
+// The oracle on every output of a GEMM (fp32 policy, outputs equal to the reference, alpha not
+// a power of two so every element takes the rounding-regime path): elements judged per second.
+void BM_OracleJudge(benchmark::State& state) {
+  nvfp4::Problem p = random_problem(nvfp4::Op::gemm, 512, 256, 64);
+  p.alpha = 0.3f;
+  const nvfp4::ExactResult ref = nvfp4::exact_gemm(p);
+  const nvfp4::Policy policy = nvfp4::Policy::parse("fp32");
+  for (auto _ : state) {
+    const nvfp4::OracleSummary s = nvfp4::judge(p, ref, ref.c.data(), policy);
+    benchmark::DoNotOptimize(s.failing);
+  }
+  state.counters["elements_per_s"] =
+      benchmark::Counter(static_cast<double>(p.c_elems()), benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_OracleJudge)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 
