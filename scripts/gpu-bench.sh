@@ -48,6 +48,7 @@ if command -v ncu > /dev/null; then
     kernel=$([ $which = gemv ] && echo gemv_fast_kernel || echo gemm_tc_kernel)
     timeout 120 ncu --clock-control none -k "regex:$kernel" -s 2 -c 1 --section SpeedOfLight --section MemoryWorkloadAnalysis \
       --section ComputeWorkloadAnalysis --section Occupancy --section LaunchStats --section WarpStateStats \
+      --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio" \
       "$bench" --only $which --iters 5 --no-small-checks --out "$out/ncu_$which.json" > "$out/ncu_$which.txt" 2>&1 || true
   done
 fi

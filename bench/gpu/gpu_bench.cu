@@ -156,12 +156,16 @@ nvfp4_problem abi_problem(const nvfp4::Problem& p, const DeviceSet& d, cudaStrea
 }
 
 // ---- correctness ------------------------------------------------------------------------
+//
+// Everything is enqueued on the bench's own non-blocking stream: it does not synchronise with
+// the legacy default stream, so a plain cudaMemset (poison) could land after the kernel's
+// writes. (It did, in the first runs: outputs looked unwritten.)
 
 // Runs the kernel on a C poisoned with NaN (so an unwritten element fails) and judges every
 // element against the exact reference under the kernel's policy.
 bool check_small(const nvfp4::Kernel& kernel, const HostData& h, cudaStream_t stream, json& log) {
   DeviceSet d = upload(h);
-  CHECK_CUDA(cudaMemset(d.c, 0xFF, h.p.c_elems() * 2));
+  CHECK_CUDA(cudaMemsetAsync(d.c, 0xFF, h.p.c_elems() * 2, stream));
   const nvfp4_problem q = abi_problem(h.p, d, stream);
   const int rc = kernel.run(q);
   CHECK_CUDA(cudaStreamSynchronize(stream));
@@ -273,7 +277,7 @@ double copy_bandwidth(cudaStream_t stream, int iters) {
   void *src = nullptr, *dst = nullptr;
   CHECK_CUDA(cudaMalloc(&src, bytes));
   CHECK_CUDA(cudaMalloc(&dst, bytes));
-  CHECK_CUDA(cudaMemset(src, 0x5A, bytes));
+  CHECK_CUDA(cudaMemsetAsync(src, 0x5A, bytes, stream));
   const Timing t = time_it([&](int) { CHECK_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream)); },
                            1, iters, stream);
   cudaFree(src), cudaFree(dst);
@@ -381,7 +385,8 @@ int main(int argc, char** argv) {
     const nvfp4::SfLayout layouts[] = {nvfp4::SfLayout::linear, nvfp4::SfLayout::permuted};
     const int64_t gemv_shapes[][3] = {{1, 64, 1},     {5, 96, 2},     {130, 2048, 3}, {257, 1000, 1},
                                       {300, 16384, 1}, {64, 130, 2},  {200, 7168, 2}, {33, 2, 1},
-                                      {129, 64 * 300, 1}, {4, 192, 5}, {2, 64, 300}};
+                                      {129, 64 * 300, 1}, {4, 192, 5}, {2, 64, 300},
+                                      {20000, 4096, 1}, {3000, 7168, 3}};
     const int64_t gemm_shapes[][4] = {{1, 1, 64, 1},   {17, 33, 96, 2},  {130, 200, 512, 1}, {128, 128, 64, 1},
                                       {129, 7, 1000, 1}, {256, 300, 2048, 1}, {3, 5, 2, 2},     {200, 129, 160, 1},
                                       {64, 520, 4096, 1}};
@@ -442,17 +447,18 @@ int main(int argc, char** argv) {
       CHECK_CUDA(cudaMalloc(&d.sfa, h.sfa_dev_layout.size()));
       CHECK_CUDA(cudaMalloc(&d.sfb, h.sfb_dev_layout.size()));
       CHECK_CUDA(cudaMalloc(&d.c, h.p.c_elems() * 2));
-      CHECK_CUDA(cudaMemcpy(d.a, dev[0].a, h.p.a.size(), cudaMemcpyDeviceToDevice));
-      CHECK_CUDA(cudaMemcpy(d.b, dev[0].b, h.p.b.size(), cudaMemcpyDeviceToDevice));
-      CHECK_CUDA(cudaMemcpy(d.sfa, dev[0].sfa, h.sfa_dev_layout.size(), cudaMemcpyDeviceToDevice));
-      CHECK_CUDA(cudaMemcpy(d.sfb, dev[0].sfb, h.sfb_dev_layout.size(), cudaMemcpyDeviceToDevice));
+      CHECK_CUDA(cudaMemcpyAsync(d.a, dev[0].a, h.p.a.size(), cudaMemcpyDeviceToDevice, stream));
+      CHECK_CUDA(cudaMemcpyAsync(d.b, dev[0].b, h.p.b.size(), cudaMemcpyDeviceToDevice, stream));
+      CHECK_CUDA(cudaMemcpyAsync(d.sfa, dev[0].sfa, h.sfa_dev_layout.size(), cudaMemcpyDeviceToDevice, stream));
+      CHECK_CUDA(cudaMemcpyAsync(d.sfb, dev[0].sfb, h.sfb_dev_layout.size(), cudaMemcpyDeviceToDevice, stream));
       dev.push_back(d);
     }
+    CHECK_CUDA(cudaStreamSynchronize(stream));
     const std::string name = shape_name(shape);
     std::printf("\n%s: %.1f MB moved at least, floor %.2f us, %d buffer sets\n", name.c_str(), bytes / 1e6, floor_us, sets);
 
     // Correctness of the fast kernel on this very shape (sampled outputs, exact reference).
-    CHECK_CUDA(cudaMemset(dev[0].c, 0xFF, h.p.c_elems() * 2));
+    CHECK_CUDA(cudaMemsetAsync(dev[0].c, 0xFF, h.p.c_elems() * 2, stream));
     if (fast.run(abi_problem(h.p, dev[0], stream)) != NVFP4_OK) {
       std::printf("FAIL %s: %s refused or failed\n", name.c_str(), fast.name().c_str());
       return 1;

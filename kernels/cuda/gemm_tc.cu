@@ -183,7 +183,7 @@ __device__ __forceinline__ void mma_step(const __half* tiles, float (&acc)[4][4]
 // One block = one 128x128 tile of one batch over steps [step_begin, step_end). partials == null:
 // write C; else write the FP32 sums (still in units of 2^-28) to partials[split][b][i][j].
 template <bool kVector>
-__global__ void __launch_bounds__(kThreads, 1)
+__global__ void __launch_bounds__(kThreads, 2)
     gemm_tc_kernel(nvfp4_problem p, int splits, float* partials) {
   extern __shared__ __align__(128) unsigned char smem[];
   // Addressed by arithmetic rather than pointer arrays, which would live in local memory.

@@ -1,12 +1,12 @@
 // gemv_fast: a memory-bound NVFP4 GEMV for Hopper (no FP4 tensor cores: software decode).
 //
-// Fast path (k % 64 == 0, A 16-byte aligned, scales word aligned): one persistent block per SM.
+// Fast path (k % 64 == 0, A 16-byte aligned, scales word aligned): persistent blocks, all resident.
 // Each block owns one batch's B, decoded once into shared memory as FP16 pairs, and a balanced
 // contiguous range of "quads": the rows {g*128 + c + 32q, q = 0..3} whose four permuted scale
 // words are 16 contiguous bytes (one 16-byte load gives a quad's four scales of a 64-element
 // unit). A thread handles one 64-element unit of a quad at a time: 8 x 16-byte loads of A (4 rows
-// x 32 bytes) plus the scale load, streamed through a per-thread cp.async ring so that two
-// units are always in flight. The block's threads split k (threads_per_quad of them per quad,
+// x 32 bytes) plus the scale load, streamed through a per-thread cp.async ring so that the next
+// unit is in flight while one is decoded. The block's threads split k (threads_per_quad of them per quad,
 // several quads at once when rows are short) and reduce in a fixed order: deterministic.
 //
 // Arithmetic (exact where SPEC section 1 says it can be): an E2M1 pair becomes FP16 value*2^-14
@@ -36,7 +36,7 @@ using namespace fast;
 
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
-constexpr int kStages = 3;        // per-thread cp.async ring depth: two units in flight
+constexpr int kStages = 2;        // per-thread cp.async ring depth: one unit in flight while one is used
 constexpr int kUnitChunks = 9;    // 16-byte chunks per unit: 4 rows x 2 of A, 1 of scales
 constexpr int kUnitElems = 64;    // elements of one row in a unit = 4 scale blocks
 constexpr size_t kRingBytes = size_t{kStages} * kUnitChunks * kThreads * 16;
@@ -73,7 +73,7 @@ __device__ __forceinline__ void slot_barrier(int slot, int threads) {
 }
 
 template <bool kPermuted>
-__global__ void __launch_bounds__(kThreads, 1)
+__global__ void __launch_bounds__(kThreads, 2)
     gemv_fast_kernel(nvfp4_problem p, int tpq_log2, int blocks_per_batch) {
   extern __shared__ __align__(16) unsigned char smem[];
   uint4* ring = reinterpret_cast<uint4*>(smem);  // [kStages][kUnitChunks][kThreads]
@@ -104,6 +104,15 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int64_t s = tid; s < kb; s += kThreads)
       b_scales[s] = e4m3_to_float(p.sfb[scale_offset(p.sf_layout, 1, kb, b, 0, s)], false) * 16384.0f;
     __syncthreads();
+
+    // Row q of a quad, and all four rows, to C (rows past m do not exist).
+    auto write_row = [&](int64_t quad, int q, float total) {
+      const int64_t i = (quad / 32) * 128 + quad % 32 + 32 * q;
+      if (i < m) p.c[b * m + i] = __half_as_ushort(__float2half_rn(p.alpha * total));
+    };
+    auto write_quad = [&](int64_t quad, const float (&total)[4]) {
+      for (int q = 0; q < 4; ++q) write_row(quad, q, total[q]);
+    };
 
     // Item t of this thread is unit j = t % units_per_thread of its quad t / units_per_thread;
     // both cursors (the one issuing, kStages - 1 items ahead, and the one computing) advance
@@ -187,30 +196,26 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
       if (cur.unit_index == units_per_thread - 1) {
         // The quad is done: reduce over the slot's threads in a fixed order, write C.
-        const int64_t quad = q_begin + slot + static_cast<int64_t>(cur.quad_index) * slots;
-        const int width = tpq < 32 ? tpq : 32;
 #pragma unroll
         for (int q = 0; q < 4; ++q)
-          for (int off = width / 2; off > 0; off /= 2) acc[q] += __shfl_xor_sync(0xFFFFFFFFu, acc[q], off);
-        float total[4] = {acc[0], acc[1], acc[2], acc[3]};
-        if (tpq > 32) {
-          // Double-buffered by quad parity: the buffer written here is next written two quads
-          // later, after another barrier that every reader of this one has passed.
-          float* red = reduce + (cur.quad_index % 2) * kWarps * 4;
+#pragma unroll
+          for (int off = 16; off > 0; off /= 2) acc[q] += __shfl_xor_sync(0xFFFFFFFFu, acc[q], off);
+        if (tpq == 32) {
+          if (lane == 0) write_quad(q_begin + slot + static_cast<int64_t>(cur.quad_index) * slots, acc);
+        } else {
+          // Across the slot's warps through shared memory, double-buffered by quad parity: the
+          // buffer written here is next written two quads later, after another barrier that
+          // every reader of this one has passed. Threads lt < 4 sum row lt in warp order.
+          float* red = reduce + (cur.quad_index % 2) * (kWarps * 4);
           if (lane == 0)
+#pragma unroll
             for (int q = 0; q < 4; ++q) red[warp * 4 + q] = acc[q];
           slot_barrier(slot, tpq);
-          const int first_warp = (slot * tpq) / 32, nwarps = tpq / 32;
-          for (int q = 0; q < 4; ++q) {
-            total[q] = red[first_warp * 4 + q];
-            for (int w = 1; w < nwarps; ++w) total[q] += red[(first_warp + w) * 4 + q];
-          }
-        }
-        if (lt == 0) {
-          const int64_t g = quad / 32, c = quad % 32;
-          for (int q = 0; q < 4; ++q) {
-            const int64_t i = g * 128 + c + 32 * q;
-            if (i < m) p.c[b * m + i] = __half_as_ushort(__float2half_rn(p.alpha * total[q]));
+          if (lt < 4) {
+            const int first_warp = (slot * tpq) / 32, nwarps = tpq / 32;
+            float total = red[first_warp * 4 + lt];
+            for (int w = 1; w < nwarps; ++w) total += red[(first_warp + w) * 4 + lt];
+            write_row(q_begin + slot + static_cast<int64_t>(cur.quad_index) * slots, lt, total);
           }
         }
         acc[0] = acc[1] = acc[2] = acc[3] = 0.0f;
@@ -316,12 +321,18 @@ int run_gemv_fast(const nvfp4_problem* p) {
   const int64_t units = k / kUnitElems;
   int tpq_log2 = 5;
   while ((int64_t{1} << tpq_log2) < units && tpq_log2 < 8) ++tpq_log2;
-  // One block per SM (the ring fills most of shared memory). Spread the SMs over the batches:
-  // each batch gets blocks_per_batch blocks, each a balanced slice of its quads.
-  const int64_t blocks_per_batch = std::max<int64_t>(1, sms / p->l);
-  const int64_t batch_lanes = std::min<int64_t>(p->l, std::max<int64_t>(1, sms / blocks_per_batch));
-  const unsigned grid = static_cast<unsigned>(blocks_per_batch * batch_lanes);
+  // As many resident blocks as fit (two per SM when B is small enough), all of them busy at
+  // once: spread them over the batches, each batch's blocks taking balanced slices of its quads.
   const size_t smem = fast_smem_bytes(k);
+  int per_sm = 1;
+  const cudaError_t occ = permuted
+      ? cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, gemv_fast_kernel<true>, kThreads, smem)
+      : cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, gemv_fast_kernel<false>, kThreads, smem);
+  if (occ != cudaSuccess) return launch_failed("cudaOccupancyMaxActiveBlocksPerMultiprocessor");
+  const int64_t resident = static_cast<int64_t>(sms) * std::max(1, per_sm);
+  const int64_t blocks_per_batch = std::max<int64_t>(1, resident / p->l);
+  const int64_t batch_lanes = std::min<int64_t>(p->l, std::max<int64_t>(1, resident / blocks_per_batch));
+  const unsigned grid = static_cast<unsigned>(blocks_per_batch * batch_lanes);
   if (permuted)
     gemv_fast_kernel<true><<<grid, kThreads, smem, stream>>>(*p, tpq_log2, static_cast<int>(blocks_per_batch));
   else
