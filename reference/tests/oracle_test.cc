@@ -31,13 +31,13 @@ ExactElement element(int64_t sum, int64_t abs, int64_t t, int tz) {
 }
 
 // FP16 bits of a float, rounded to nearest even once (fp16_round is tested on its own).
-uint16_t to_fp16(float f) {
+uint16_t to_fp16(double f) {  // floats convert to double exactly
   if (std::isnan(f)) return kNaN;
   if (std::isinf(f)) return f > 0 ? kPosInf : kNegInf;
   int exp = 0;
-  const float mant = std::frexp(std::fabs(f), &exp);  // f = mant * 2^exp, mant in [0.5, 1)
-  const uint32_t sig = static_cast<uint32_t>(std::ldexp(mant, 24));
-  return fp16_round(f < 0, sig, exp - 24);
+  const double mant = std::frexp(std::fabs(f), &exp);  // f = mant * 2^exp, mant in [0.5, 1)
+  const uint64_t sig = static_cast<uint64_t>(std::ldexp(mant, 53));
+  return fp16_round(f < 0, sig, exp - 53);
 }
 
 double fp16_to_double(uint16_t h) {
@@ -290,7 +290,7 @@ TEST(OraclePolicies, ParseNameAndFlags) {
 
 // ---- Honest FP32 kernels never fail; wrong ones do -------------------------------------------------
 
-enum class Accumulation { forward, reverse, blocked_pairwise, truncating, alpha_folded };
+enum class Accumulation { forward, reverse, blocked_pairwise, truncating, alpha_folded, fp16 };
 const char* name(Accumulation a) {
   switch (a) {
     case Accumulation::forward: return "forward";
@@ -298,6 +298,7 @@ const char* name(Accumulation a) {
     case Accumulation::blocked_pairwise: return "blocked pairwise";
     case Accumulation::truncating: return "truncating";
     case Accumulation::alpha_folded: return "alpha folded into the A scale, truncating";
+    case Accumulation::fp16: return "FP16 accumulator";
   }
   return "?";
 }
@@ -348,6 +349,13 @@ std::vector<uint16_t> fp32_kernel(const Problem& p, Accumulation acc) {
           case Accumulation::reverse:
             for (int64_t x = p.k - 1; x >= 0; --x) sum += products[x];
             break;
+          case Accumulation::fp16: {
+            // Each add rounded to FP16 (the double sum of two FP16-range values is exact).
+            double h = 0;
+            for (int64_t x = 0; x < p.k; ++x) h = fp16_to_double(to_fp16(h + products[x]));
+            sum = static_cast<float>(h);
+            break;
+          }
           case Accumulation::blocked_pairwise:
             for (int64_t s = 0; s < kb; ++s) {
               float block = 0;
@@ -506,6 +514,29 @@ TEST(OracleHonestKernels, LongTruncatingSumsComeCloseToTheBound) {
   std::printf("max error / bound %.3f, max error %.2f ulps\n", s.max_error_over_bound, s.max_error_ulps);
   EXPECT_GT(s.max_error_over_bound, 0.1);  // about 0.14 here; the worst case of the bound needs every add to lose a whole ulp
   EXPECT_EQ(s.exact_regime, 0);
+}
+
+// An FP16-accumulating kernel passes the fp16-accum policy and is caught by the default fp32 one.
+TEST(OracleHonestKernels, Fp16AccumulationPassesItsPolicyAndFailsFp32) {
+  const uint64_t seed = 0xf16;
+  std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
+  std::mt19937_64 rng(seed);
+  const Policy fp16 = Policy::parse("fp16-accum");
+  int caught = 0, trials = 0;
+  for (int trial = 0; trial < 400; ++trial) {
+    Problem p = adversarial_problem(rng, 6);  // scales near 1: no FP16 overflow in partial sums
+    p.alpha = 1.0f;
+    const ExactResult ref = exact_gemm(p);
+    const std::vector<uint16_t> c = fp32_kernel(p, Accumulation::fp16);
+    const OracleSummary s = judge(p, ref, c.data(), fp16);
+    ASSERT_FALSE(s.any_failure()) << "trial " << trial << " first failing (" << s.first_b << "," << s.first_i
+                                  << "," << s.first_j << ") actual 0x" << std::hex << s.first_actual
+                                  << " expected 0x" << s.first.expected_bits;
+    caught += judge(p, ref, c.data(), kFp32).any_failure();
+    ++trials;
+  }
+  std::printf("the fp32 policy rejects %d of %d FP16-accumulated outputs\n", caught, trials);
+  EXPECT_GT(caught, trials / 4);
 }
 
 TEST(OracleHonestKernels, WrongOutputsAreRejected) {
