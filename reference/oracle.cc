@@ -28,21 +28,33 @@ constexpr uint32_t kFlagFp16Accumulate = 1u << 2;
 constexpr uint32_t kFlagSaturates = 1u << 3;
 constexpr uint32_t kFlagExact = 1u << 4;
 
+// Powers of two 2^kPow2Min .. 2^kPow2Max, to spare libm's slow long double ldexp in the hot path.
+constexpr int kPow2Min = -40, kPow2Max = 40;
+struct Pow2Table {
+  long double v[kPow2Max - kPow2Min + 1];
+  Pow2Table() {
+    for (int e = kPow2Min; e <= kPow2Max; ++e) v[e - kPow2Min] = std::ldexp(1.0L, e);
+  }
+  long double operator[](int i) const { return v[i]; }
+};
+const Pow2Table kPow2;
+
 constexpr uint16_t kPosInf = 0x7C00u, kNegInf = 0xFC00u, kPosMax = 0x7BFFu, kNegMax = 0xFBFFu;
 
 long double fp16_value(uint16_t h) {
   const Fp16Parts q = fp16_parts(h);
   if (q.nan) return std::numeric_limits<long double>::quiet_NaN();
-  const long double mag = q.inf ? std::numeric_limits<long double>::infinity() : std::ldexp((long double)q.sig, q.exp);
+  const long double mag = q.inf ? std::numeric_limits<long double>::infinity() : static_cast<long double>(q.sig) * kPow2[q.exp - kPow2Min];
   return q.negative ? -mag : mag;
 }
 
 // ulp of binary16 at magnitude v: 2^-24 below 2^-14, else 2^(floor(log2 v) - 10), continued
 // beyond the largest binade so that it stays monotone.
 long double ulp16(long double v) {
-  if (!(v >= std::ldexp(1.0L, -14))) return std::ldexp(1.0L, -24);
-  if (std::isinf(v)) return std::ldexp(1.0L, 5);
-  return std::ldexp(1.0L, std::ilogb(v) - 10);
+  if (!(v >= 0x1p-14L)) return 0x1p-24L;
+  if (std::isinf(v)) return 0x1p5L;
+  const int e = std::ilogb(v) - 10;
+  return e <= kPow2Max ? kPow2[e - kPow2Min] : std::ldexp(1.0L, e);
 }
 
 // FP16 bits mapped to integers in value order (+0 and -0 both 0), for ulp distances.
@@ -194,7 +206,7 @@ ElementVerdict judge_plain(const ExactElement& e, float alpha, uint16_t actual, 
   const long double c = fp16_value(actual);
   v.expected = static_cast<double>(expected);
   // alpha * r: the i128 -> long double conversion and the multiply each round once (2^-64).
-  const long double x = std::ldexp(static_cast<long double>(e.sum) * alpha, -20);
+  const long double x = static_cast<long double>(e.sum) * alpha * 0x1p-20L;  // exact scaling
   const long double abs_x = std::fabs(x);
   const long double ulp_expected = ulp16(std::fabs(expected));
 
@@ -236,20 +248,20 @@ ElementVerdict judge_plain(const ExactElement& e, float alpha, uint16_t actual, 
   }
 
   // Rule 3: Higham's bound for any FP accumulation order, then one FP16 rounding.
-  const long double u = policy.kind == Policy::Kind::fp16_accum ? std::ldexp(1.0L, -10) : std::ldexp(1.0L, -23);
+  const long double u = policy.kind == Policy::Kind::fp16_accum ? 0x1p-10L : 0x1p-23L;
   int alpha_exp = 0;
   const long double terms = static_cast<long double>(e.nonzero) + (alpha_power_of_two(alpha, &alpha_exp) ? 0 : 2);
   const long double tu = terms * u;
   const long double abs_alpha = std::fabs(static_cast<long double>(alpha));
-  const long double s = std::ldexp(static_cast<long double>(e.abs_sum), -20);
+  const long double s = static_cast<long double>(e.abs_sum) * 0x1p-20L;
   long double bound = inf;
   if (tu < 1) {
     const long double gamma = tu / (1 - tu);
     const long double spread = abs_alpha * gamma * s;
-    const long double ulp_arg = (abs_x + spread) * (1 + std::ldexp(1.0L, -58));  // rounded up
+    const long double ulp_arg = (abs_x + spread) * (1 + 0x1p-58L);  // rounded up
     bound = spread + ulp16(ulp_arg) / 2;
   }
-  const long double slack = std::ldexp(abs_x + bound, -56);
+  const long double slack = (abs_x + bound) * 0x1p-56L;
   v.bound = static_cast<double>(bound);
   if (std::isinf(c)) {
     // Rule 4: Inf of a sign is acceptable where the allowed interval reaches 65520 that way.
