@@ -3,6 +3,7 @@
 // and the other kernels still run. Also the usage errors that must give exit code 2.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -45,7 +46,8 @@ Outcome run(const std::string& args) {
 }
 
 fs::path fresh_dir(const std::string& name) {
-  const fs::path d = fs::path(::testing::TempDir()) / ("nvfp4-isolation-" + name);
+  // The pid keeps concurrent runs of this test (several build trees, ctest -j) apart.
+  const fs::path d = fs::path(::testing::TempDir()) / ("nvfp4-isolation-" + name + "-" + std::to_string(getpid()));
   fs::remove_all(d);
   fs::create_directories(d);
   return d;

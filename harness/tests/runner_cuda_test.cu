@@ -5,6 +5,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -144,7 +145,7 @@ class CudaRunner : public ::testing::Test {
   }
   static RunOptions options() {
     RunOptions o;
-    o.case_dir = (std::filesystem::path(::testing::TempDir()) / "nvfp4-runner-cuda-test").string();
+    o.case_dir = (std::filesystem::path(::testing::TempDir()) / ("nvfp4-runner-cuda-test-" + std::to_string(getpid()))).string();
     o.data_spec = DataSpec{}.name();
     o.stale_seed = 31;
     return o;

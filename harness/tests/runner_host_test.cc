@@ -1,6 +1,7 @@
 // Each runner check fires on a host kernel that has exactly that bug, and an honest kernel passes
 // them all (googletest's "one interface, many implementations": a table of kernel -> check).
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -49,7 +50,7 @@ Problem make_problem(Op op, int64_t m, int64_t n, int64_t k, int64_t l, SfLayout
 
 RunOptions test_options() {
   RunOptions o;
-  o.case_dir = (std::filesystem::path(::testing::TempDir()) / "nvfp4-runner-host-test").string();
+  o.case_dir = (std::filesystem::path(::testing::TempDir()) / ("nvfp4-runner-host-test-" + std::to_string(getpid()))).string();
   o.data_spec = DataSpec{}.name();
   o.stale_seed = 99;
   return o;
