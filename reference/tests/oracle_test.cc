@@ -103,7 +103,7 @@ TEST(OracleRules, ExactRegimeBoundaryIsTwoToThe24TimesG) {
   // g = 2^-20 (one unit): S = 2^24 - 1 units is in, S = 2^24 units is out.
   EXPECT_TRUE(exact_regime(element(1, (1 << 24) - 1, 3, 0), 1.0f));
   EXPECT_FALSE(exact_regime(element(1, 1 << 24, 3, 0), 1.0f));
-  EXPECT_TRUE(exact_regime(element(0, 0, 0, 128), 3.0f) == false);  // alpha not a power of two
+  EXPECT_FALSE(exact_regime(element(0, 0, 0, 128), 3.0f));  // alpha not a power of two
   EXPECT_TRUE(exact_regime(element(0, 0, 0, 128), 2.0f));           // all products zero
   ExactElement nan = element(0, 0, 0, 128);
   nan.nan = true;
