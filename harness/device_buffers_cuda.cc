@@ -20,7 +20,12 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// Set once a kernel hung or the context broke: from then on nothing is freed (cudaFree waits for
+// the device, which may never finish), the process only reports and ends.
+bool g_device_unusable = false;
+
 [[noreturn]] void throw_cuda(cudaError_t e, const std::string& what) {
+  g_device_unusable = true;
   throw DeviceError("cuda-error",
                     fmt::format("{}: {} ({})", what, cudaGetErrorName(e), cudaGetErrorString(e)));
 }
@@ -37,9 +42,11 @@ void wait_stream(cudaStream_t stream, double timeout_s) {
     const cudaError_t e = cudaStreamQuery(stream);
     if (e == cudaSuccess) return;
     if (e != cudaErrorNotReady) throw_cuda(e, "while waiting for the kernel's work on the runner's stream");
-    if (Clock::now() > deadline)
+    if (Clock::now() > deadline) {
+      g_device_unusable = true;
       throw DeviceError("timeout", fmt::format("the work on the runner's stream did not finish "
                                                "within {} s (a hung kernel?)", timeout_s));
+    }
     usleep(static_cast<useconds_t>(sleep_us));
     sleep_us = std::min(sleep_us * 2, 1000);
   }
@@ -60,6 +67,7 @@ class CudaBuffer final : public GuardedBuffer {
     }
   }
   ~CudaBuffer() override {
+    if (g_device_unusable) return;
     cudaFree(device_);
     cudaFreeHost(staging_);
   }
@@ -136,6 +144,7 @@ class CudaMemory final : public KernelMemory {
                "cudaStreamCreateWithFlags for the runner's stream");
   }
   ~CudaMemory() override {
+    if (g_device_unusable) return;
     cudaStreamSynchronize(stream_);
     cudaStreamDestroy(stream_);
   }
@@ -177,9 +186,11 @@ class CudaMemory final : public KernelMemory {
       shared->done_cv.notify_all();
     }).detach();
     std::unique_lock<std::mutex> lock(shared->mutex);
-    if (!shared->done_cv.wait_for(lock, std::chrono::duration<double>(timeout_s), [&] { return shared->done; }))
+    if (!shared->done_cv.wait_for(lock, std::chrono::duration<double>(timeout_s), [&] { return shared->done; })) {
+      g_device_unusable = true;
       throw DeviceError("timeout", fmt::format("cudaDeviceSynchronize did not return within {} s: "
                                                "work the kernel left on some stream hangs", timeout_s));
+    }
     if (shared->result != cudaSuccess)
       throw_cuda(shared->result, "cudaDeviceSynchronize after the kernel (its work on any stream)");
   }
