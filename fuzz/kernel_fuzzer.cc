@@ -9,6 +9,8 @@
 //   NVFP4_FUZZ_PLUGIN    shared library(ies) exporting the kernel ABI, separated by ':'
 //   NVFP4_FUZZ_MEMORY    host | cuda: limit the default choice to host or CUDA kernels
 //   NVFP4_FUZZ_CASE_DIR  where case files go (default ./fuzz-cases)
+//   NVFP4_FUZZ_MAX_PRODUCTS  cap on l*m*n*k of decoded problems (default FuzzCaps, 2^18): lower
+//                        for more executions per second on small problems
 //   NVFP4_FUZZ_SAVE      failures (default) | always (save each case before it runs, so even a
 //                        kernel that kills the process leaves it) | only (save, do not run: turns
 //                        crash inputs into case files)
@@ -47,6 +49,7 @@ struct FuzzSetup {
   std::vector<const nvfp4::Kernel*> kernels;
   std::string case_dir = "fuzz-cases";
   SaveMode save = SaveMode::failures;
+  nvfp4::FuzzCaps caps;
 };
 
 FuzzSetup* g_setup = nullptr;
@@ -125,7 +128,15 @@ std::string save_case(const nvfp4::Problem& p, const std::string& kernel) {
 void fuzz_one_kernel(const nvfp4::Kernel& kernel, const uint8_t* data, size_t size) {
   std::optional<nvfp4::Problem> p;
   try {
-    p = nvfp4::load_case_or_fuzz_input(data, size, "fuzz-input", kernel.info);
+    if (nvfp4::looks_like_case_text(data, size)) {
+      p = nvfp4::load_case_or_fuzz_input(data, size, "fuzz-input", kernel.info);
+    } else {
+      nvfp4::FuzzDecodeOptions options;
+      options.caps = g_setup->caps;
+      options.kernel = kernel.info;
+      nvfp4::Problem decoded;
+      if (nvfp4::decode_fuzz_input(data, size, options, &decoded)) p = std::move(decoded);
+    }
     if (p && !p->has_data()) nvfp4::expand_seeded_case(*p);  // a case file naming a seed
   } catch (const nvfp4::CaseError&) {
     return;  // text that is not a case: nothing to run
@@ -154,7 +165,8 @@ void fuzz_one_kernel(const nvfp4::Kernel& kernel, const uint8_t* data, size_t si
 
 extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
   use_ctest_gpu();
-  g_setup = new FuzzSetup{nvfp4::Registry::with_builtins(), {}, "fuzz-cases", SaveMode::failures};
+  g_setup = new FuzzSetup;
+  g_setup->registry = nvfp4::Registry::with_builtins();
   const char* plugins = std::getenv("NVFP4_FUZZ_PLUGIN");
   const size_t builtin_count = g_setup->registry.kernels().size();
   if (plugins) {
@@ -167,6 +179,12 @@ extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
     }
   }
   if (const char* dir = std::getenv("NVFP4_FUZZ_CASE_DIR")) g_setup->case_dir = dir;
+  if (const char* cap = std::getenv("NVFP4_FUZZ_MAX_PRODUCTS")) {
+    char* end = nullptr;
+    const long long v = std::strtoll(cap, &end, 10);
+    if (end == cap || *end != '\0' || v < 2) setup_error("NVFP4_FUZZ_MAX_PRODUCTS must be an integer >= 2");
+    g_setup->caps.max_products = v;
+  }
   if (const char* save = std::getenv("NVFP4_FUZZ_SAVE")) {
     const std::string s = save;
     if (s == "failures") g_setup->save = SaveMode::failures;

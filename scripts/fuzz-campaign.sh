@@ -20,6 +20,10 @@
 #   --max-crashes N    restarts of a worker after a crash (default 3; a fixed bug is found again)
 #   --timeout S        libFuzzer's per-input limit (default 60)
 #   -- ARGS...         extra libFuzzer flags for every worker
+#   --pack DEST        instead of a campaign: copy what a campaign needs from --build into DEST
+#                      (fuzz/*_fuzzer, the demo plugin, cli/nvfp4check, and lib/ with the shared
+#                      libraries outside glibc and CUDA), to carry to another machine and use
+#                      there as --build DEST (DEST/lib goes on LD_LIBRARY_PATH by itself)
 # Exit status: 0 nothing found, 1 failures found (case files listed), 2 bad usage or setup.
 #
 # Example (1 GPU, 10 minutes, the naive CUDA kernels):
@@ -43,8 +47,9 @@ base_seed=""
 max_crashes=3
 timeout_s=60
 extra=()
+pack=""
 
-usage() { sed -n '2,26p' "$0"; }
+usage() { sed -n '2,30p' "$0"; }
 die() { echo "fuzz-campaign.sh: $*" >&2; exit 2; }
 need_value() { [[ $# -ge 2 && -n "$2" ]] || die "$1 needs a value (see --help)"; }
 is_count() { [[ "$1" =~ ^[1-9][0-9]*$ ]]; }
@@ -65,6 +70,7 @@ while [[ $# -gt 0 ]]; do
     --seed) need_value "$@"; base_seed="$2"; shift 2 ;;
     --max-crashes) need_value "$@"; max_crashes="$2"; shift 2 ;;
     --timeout) need_value "$@"; timeout_s="$2"; shift 2 ;;
+    --pack) need_value "$@"; pack="$2"; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     --) shift; extra=("$@"); break ;;
     *) die "unknown argument '$1' (see --help)" ;;
@@ -78,8 +84,31 @@ is_count "$timeout_s" || die "--timeout needs a positive integer"
 [[ -z "$base_seed" ]] && base_seed=$(( $(date +%s) % 1000000 ))
 [[ "$base_seed" =~ ^[0-9]+$ ]] || die "--seed needs a non-negative integer"
 
+if [[ -n "$pack" ]]; then
+  [[ -d "$build/fuzz" ]] || die "no build folder at $build"
+  mkdir -p "$pack/fuzz" "$pack/cli" "$pack/lib" || die "cannot create $pack"
+  shopt -s nullglob
+  files=("$build"/fuzz/*_fuzzer "$build"/fuzz/libnvfp4_broken_k_tail.so "$build"/cli/nvfp4check)
+  for f in "${files[@]}"; do
+    rel="${f#"$build"/}"
+    cp "$f" "$pack/$rel" || die "cannot copy $f"
+    # Libraries the other machine may lack: all but glibc's and CUDA's (the driver's and the
+    # toolkit's must match that machine, so they are never carried).
+    ldd "$f" | awk '/=> \// {print $3}' | while read -r lib; do
+      case "$(basename "$lib")" in
+        libc.so*|libm.so*|libpthread.so*|libdl.so*|librt.so*|libgcc_s.so*|ld-linux*|libcuda.so*|libcudart.so*|libcublas*.so*|libnvidia*) ;;
+        *) cp -L -n "$lib" "$pack/lib/" ;;
+      esac
+    done
+  done
+  echo "packed into $pack ($(du -sh "$pack" | cut -f1)):"
+  (cd "$pack" && find . -type f | sort)
+  exit 0
+fi
+
 fuzzer="$build/fuzz/${target}_fuzzer"
 nvfp4check="$build/cli/nvfp4check"
+[[ -d "$build/lib" ]] && export LD_LIBRARY_PATH="$(cd "$build/lib" && pwd)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 [[ -x "$fuzzer" ]] || die "no fuzzer at $fuzzer (build the \`fuzz\` preset: cmake --preset fuzz && cmake --build build/fuzz)"
 # libFuzzer's flag table is in the binary; the replay-only build has none.
 grep -aq "max_total_time" "$fuzzer" ||
