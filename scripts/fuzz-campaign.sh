@@ -90,6 +90,10 @@ if [[ -n "$pack" ]]; then
   shopt -s nullglob
   files=("$build"/fuzz/*_fuzzer "$build"/fuzz/libnvfp4_broken_k_tail.so "$build"/cli/nvfp4check)
   for f in "${files[@]}"; do
+    if [[ ! -f "$f" ]]; then
+      echo "fuzz-campaign.sh: warning: no $f (build it first); packing without it" >&2
+      continue
+    fi
     rel="${f#"$build"/}"
     cp "$f" "$pack/$rel" || die "cannot copy $f"
     # Libraries the other machine may lack: all but glibc's and CUDA's (the driver's and the
@@ -268,7 +272,10 @@ total_rate=$(( elapsed > 0 ? total_execs / elapsed : 0 ))
 
 # ---- Every crash artifact -> case file(s) -> nvfp4check replay. ----
 failures=0
-mapfile -t artifacts < <(find "$out/crashes" -type f | sort)
+# slow-unit-* files are inputs over libFuzzer's -report_slow_units time: listed, not failures.
+mapfile -t artifacts < <(find "$out/crashes" -type f ! -name '*slow-unit-*' | sort)
+slow_units=$(find "$out/crashes" -type f -name '*slow-unit-*' | wc -l)
+[[ $slow_units -gt 0 ]] && echo "slow inputs (not failures): $slow_units in $out/crashes" >> "$summary"
 echo "failures: ${#artifacts[@]} crash artifact(s) in $out/crashes" >> "$summary"
 for art in "${artifacts[@]}"; do
   failures=$(( failures + 1 ))
