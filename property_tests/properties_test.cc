@@ -4,10 +4,19 @@
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
+#include <string>
+
 #include "property_tests/properties.h"
 
 namespace nvfp4::prop {
 namespace {
+
+// "; left out: gemv_naive: no CUDA device, ..." when kernels were left out, else "".
+std::string left_out_summary() {
+  std::string text;
+  for (const std::string& why : kernels_left_out()) text += (text.empty() ? "; left out: " : ", ") + why;
+  return text;
+}
 
 // What RC_GTEST_PROP expands to (rc::detail::checkGTest on the property body), with one line in
 // front: a property that applies to no kernel under test (a GPU run without a device, a layout no
@@ -20,7 +29,8 @@ namespace {
     }                                                                                       \
     if (applicable.empty()) {                                                               \
       GTEST_SKIP() << "no kernel under test that property " << (property).name              \
-                   << " applies to (" << kernels().size() << " kernels under test)";        \
+                   << " applies to (" << kernels().size() << " kernels under test"          \
+                   << left_out_summary() << ")";                                            \
     }                                                                                       \
     ::rc::detail::checkGTest([&] { check_all_kernels(property, applicable); });             \
   }
