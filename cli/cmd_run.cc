@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -102,6 +103,8 @@ void report_result(const EventWriter& events, const Kernel& kernel, std::optiona
     if (drawable(r) && !r.case_file.empty()) {
       error_map = error_map_path_for(r.case_file, map_dir);
       try {
+        const std::filesystem::path parent = std::filesystem::path(error_map).parent_path();
+        if (!parent.empty()) std::filesystem::create_directories(parent);
         write_error_map_png(error_map, r.problem, r.reference, r.c, r.policy);
       } catch (const std::exception& e) {
         fmt::print(stderr, "warning: no error map: {}\n", e.what());
@@ -146,7 +149,8 @@ int worker_main(const WorkerArgs& args) {
         CheckResult r;
         try {
           const Problem p = load_case_input(input, &info);
-          options.stale_seed = fnv1a(input);
+          // The stale-state refill depends on the case, not on the path it was given by.
+          options.stale_seed = fnv1a(write_case(p));
           r = check_case(*kernel, p, options);
         } catch (const std::exception& e) {
           r.verdict = CheckResult::Verdict::skipped;

@@ -17,8 +17,8 @@
 #ifndef NVFP4CHECK_EXE
 #error "NVFP4CHECK_EXE must name the nvfp4check executable"
 #endif
-#ifndef CRASHING_PLUGIN
-#error "CRASHING_PLUGIN must name the crashing plugin"
+#if !defined(CRASHING_PLUGIN) || !defined(WRONG_PLUGIN)
+#error "CRASHING_PLUGIN and WRONG_PLUGIN must name the test plugins"
 #endif
 
 namespace {
@@ -105,6 +105,40 @@ TEST(Isolation, HangingKernelIsATimeoutWithASavedCase) {
   EXPECT_EQ(report["kernels"][0]["failure"]["check"], "timeout");
   const std::string case_file = report["kernels"][0]["failure"]["case_file"];
   EXPECT_TRUE(fs::exists(case_file)) << case_file;
+}
+
+// A wrong answer end to end: exit 1, the first bad element in text and report, the saved case
+// and its error map on disk, and `replay` of that case fails the same check. An honest kernel of
+// the same plugin passes in the same run.
+TEST(Cli, WrongKernelFailureIsSelfContained) {
+  const fs::path dir = fresh_dir("wrong");
+  const std::string plugin = std::string("--plugin ") + WRONG_PLUGIN;
+  const Outcome o = run("run " + plugin + " --kernel wrong_answer_host --kernel honest_host --cases 4 --seed 8" +
+                        " --case-dir " + (dir / "cases").string() + " --report " + (dir / "report.json").string());
+  EXPECT_EQ(o.exit_code, 1);
+  EXPECT_NE(o.output.find("first bad element (b="), std::string::npos);
+  EXPECT_NE(o.output.find("seed 8"), std::string::npos);
+  const nlohmann::json report = read_json(dir / "report.json");
+  ASSERT_EQ(report["kernels"].size(), 2u);
+  const nlohmann::json& failure = report["kernels"][0]["failure"];
+  EXPECT_EQ(failure["check"], "oracle");
+  ASSERT_TRUE(failure.contains("element"));
+  EXPECT_TRUE(failure["element"].contains("expected"));
+  const std::string case_file = failure["case_file"], error_map = failure["error_map"];
+  EXPECT_TRUE(fs::exists(case_file)) << case_file;
+  EXPECT_TRUE(fs::exists(error_map)) << error_map;
+  EXPECT_EQ(fs::path(error_map).stem(), fs::path(case_file).stem()) << "the map sits next to its case";
+  EXPECT_EQ(report["kernels"][1]["verdict"], "pass");
+
+  const Outcome again = run("replay " + case_file + " " + plugin + " --kernel wrong_answer_host --case-dir " +
+                            (dir / "replay").string());
+  EXPECT_EQ(again.exit_code, 1);
+  EXPECT_NE(again.output.find("check \"oracle\""), std::string::npos);
+  EXPECT_TRUE(fs::exists(dir / "replay" / (fs::path(case_file).stem().string() + ".png")))
+      << "replay writes its error map to --case-dir, not next to the input";
+  const Outcome honest = run("replay " + case_file + " " + plugin + " --kernel honest_host --case-dir " +
+                             (dir / "replay").string());
+  EXPECT_EQ(honest.exit_code, 0);
 }
 
 TEST(Isolation, ListShowsPluginKernels) {
