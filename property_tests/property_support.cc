@@ -25,8 +25,6 @@ namespace nvfp4::prop {
 
 // ----- Draws ----------------------------------------------------------------------------------
 
-namespace {
-
 rc::Gen<uint64_t> uniform_below(uint64_t bound) {
   return rc::Gen<uint64_t>([bound](const rc::Random& random, int /*size: ignored on purpose*/) {
     const uint64_t v = bound <= 1 ? 0 : rc::Random(random).next() % bound;
@@ -40,8 +38,6 @@ rc::Gen<uint8_t> uniform_byte() {
     return rc::shrinkable::shrinkRecur(v, [](uint8_t x) { return rc::shrink::towards<uint8_t>(x, 0); });
   });
 }
-
-}  // namespace
 
 uint64_t RcDraws::below(uint64_t bound) { return *uniform_below(bound); }
 

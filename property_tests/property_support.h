@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include <rapidcheck.h>
+
 #include "harness/generators.h"
 #include "kernels/registry.h"
 #include "reference/exact_gemm.h"
@@ -21,6 +23,10 @@ namespace nvfp4::prop {
 // integer generators grow with size and skew small, which would starve the distributions), and
 // shrinking toward 0, which the generators map to the plainest choice. Data bytes are one pick
 // per tensor, a fixed-length container whose elements shrink one by one.
+// The two RapidCheck generators behind RcDraws (exposed for their test).
+rc::Gen<uint64_t> uniform_below(uint64_t bound);
+rc::Gen<uint8_t> uniform_byte();
+
 class RcDraws final : public Draws {
  public:
   uint64_t below(uint64_t bound) override;

@@ -131,6 +131,28 @@ class Shrinking : public ::testing::Test {
   std::filesystem::path dir_;
 };
 
+// The draws behind every property are uniform at every RapidCheck size (its own integer
+// generators are not: they grow with size and skew small) and shrink straight toward 0.
+TEST(RcDraws, UniformAtEverySizeAndShrinkTowardZero) {
+  for (int size : {0, 1, 10, 50, 100}) {
+    std::vector<int> counts(256, 0);
+    rc::Random random(0x5eed + size);
+    for (int i = 0; i < 256 * 200; ++i) counts[uniform_byte()(random.split(), size).value()]++;
+    for (int c = 0; c < 256; ++c) ASSERT_NEAR(counts[c], 200, 70) << "byte " << c << " at size " << size;
+    std::vector<int> below(7, 0);
+    for (int i = 0; i < 7000; ++i) below[uniform_below(7)(random.split(), size).value()]++;
+    for (int v : below) ASSERT_NEAR(v, 1000, 150) << "size " << size;
+  }
+  rc::Random random(7);
+  for (int i = 0; i < 50; ++i) {
+    const auto shrinkable = uniform_byte()(random.split(), 0);
+    if (shrinkable.value() == 0) continue;
+    const auto first = shrinkable.shrinks().next();
+    ASSERT_TRUE(static_cast<bool>(first));
+    EXPECT_EQ(first->value(), 0) << "the first shrink of any byte is 0";
+  }
+}
+
 TEST_F(Shrinking, DroppedPartialBlockIsCaughtAndShrunkToAFewBytes) {
   EXPECT_FALSE(check(kAgreesWithReference, "drops_last_partial_block", 300));
   std::string text;
