@@ -277,9 +277,17 @@ mapfile -t artifacts < <(find "$out/crashes" -type f ! -name '*slow-unit-*' | so
 slow_units=$(find "$out/crashes" -type f -name '*slow-unit-*' | wc -l)
 [[ $slow_units -gt 0 ]] && echo "slow inputs (not failures): $slow_units in $out/crashes" >> "$summary"
 echo "failures: ${#artifacts[@]} crash artifact(s) in $out/crashes" >> "$summary"
+declare -A seen_inputs=()
 for art in "${artifacts[@]}"; do
   failures=$(( failures + 1 ))
   name=$(basename "$art")
+  # Workers often find the same input (the seeds, or one bug reached from one corpus).
+  content=$(sha1sum "$art" | cut -c1-40)
+  if [[ -n "${seen_inputs[$content]:-}" ]]; then
+    echo "  $name: the same input as ${seen_inputs[$content]}" >> "$summary"
+    continue
+  fi
+  seen_inputs[$content]="$name"
   echo "  $name" >> "$summary"
   if [[ "$target" != kernel ]]; then
     echo "    reproduce: $fuzzer $art" >> "$summary"
