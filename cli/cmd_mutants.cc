@@ -98,17 +98,17 @@ int run_mutants(const MutantsArgs& args, const std::string& command) {
     fmt::print(stderr, "nvfp4check mutants: {}\n", e.what());
     return 2;
   }
-  fmt::print(stderr, "mutants: seed {} (rerun with --seed {}), budget {} suite cases, {} GPU MODE style cases, "
-             "{} honest cases per kernel\n", options.seed, options.seed, options.budget,
-             options.weak_checks ? options.weak_cases : 0, honest_cases);
-  fmt::print(stderr, "mutants plugin {}\nhonest plugin {}\n", mutant_plugin, honest_plugin);
-
   for (const std::string& name : args.kernels) {
     if (!mutants.find(name) && !honest.find(name)) {
       fmt::print(stderr, "nvfp4check mutants: no kernel named '{}' in either plugin\n", name);
       return 2;
     }
   }
+
+  fmt::print(stderr, "mutants: seed {} (rerun with --seed {}), budget {} suite cases, {} GPU MODE style cases, "
+             "{} honest cases per kernel\n", options.seed, options.seed, options.budget,
+             options.weak_checks ? options.weak_cases : 0, honest_cases);
+  fmt::print(stderr, "mutants plugin {}\nhonest plugin {}\n", mutant_plugin, honest_plugin);
 
   std::vector<MutantRow> rows;
   std::vector<HonestRow> honest_rows;
