@@ -96,11 +96,12 @@ if [[ -n "$pack" ]]; then
     fi
     rel="${f#"$build"/}"
     cp "$f" "$pack/$rel" || die "cannot copy $f"
-    # Libraries the other machine may lack: all but glibc's and CUDA's (the driver's and the
-    # toolkit's must match that machine, so they are never carried).
+    # Libraries the other machine may lack (fmt, libpng, LLVM's OpenMP): all but the C and C++
+    # runtimes and CUDA's. The driver's and the toolkit's must match that machine; a carried
+    # libstdc++ would need this machine's glibc (2.36) and shadow a working one there.
     ldd "$f" | awk '/=> \// {print $3}' | while read -r lib; do
       case "$(basename "$lib")" in
-        libc.so*|libm.so*|libpthread.so*|libdl.so*|librt.so*|libgcc_s.so*|ld-linux*|libcuda.so*|libcudart.so*|libcublas*.so*|libnvidia*) ;;
+        libc.so*|libm.so*|libpthread.so*|libdl.so*|librt.so*|libgcc_s.so*|libstdc++.so*|libz.so*|ld-linux*|libcuda.so*|libcudart.so*|libcublas*.so*|libnvidia*) ;;
         *) cp -L -n "$lib" "$pack/lib/" ;;
       esac
     done
