@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Builds the `gpu` preset here and packs what the H200 machine needs into .carry/gpu (git-ignored):
+# the build tree without objects, stripped, plus the few shared libraries its image lacks.
+# Carry `.carry` with the device tool's run and start the command with scripts/gpu-env.sh.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+cmake --preset gpu >/dev/null
+cmake --build --preset gpu -j "$(nproc)"
+rm -rf .carry/gpu
+mkdir -p .carry/gpu/lib
+cp -a build/gpu .carry/gpu/build
+find .carry/gpu/build \( -name '*.o' -o -name '*.a' -o -name '.ninja_*' -o -name 'build.ninja' \) -delete
+find .carry/gpu/build -type d -name CMakeFiles -prune -exec rm -rf {} +
+find .carry/gpu/build -type f -perm -u+x -exec strip --strip-unneeded {} + 2>/dev/null || true  # scripts just fail to strip
+for lib in libfmt.so.9 libpng16.so.16 libbenchmark.so.1debian; do
+  cp -L "/usr/lib/x86_64-linux-gnu/$lib" .carry/gpu/lib/
+done
+# ctest's test-time discovery of GoogleTest cases includes this module from the CMake that
+# configured the build; the device machine has another CMake, so the module travels too.
+mkdir -p .carry/gpu/cmake-modules
+gtest_module=$(cmake --system-information 2>/dev/null | sed -n 's/^CMAKE_ROOT "\(.*\)"$/\1/p')/Modules/GoogleTestAddTests.cmake
+cp "$gtest_module" .carry/gpu/cmake-modules/
+echo "$gtest_module" > .carry/gpu/cmake-modules/path
+pwd > .carry/gpu/source_dir
+du -sh .carry/gpu

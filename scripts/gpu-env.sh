@@ -1,0 +1,15 @@
+# Sourced on the device machine, in the repository copy: makes the carried gpu build usable at the
+# absolute paths ctest recorded here (the copy is linked at the original source path).
+src=$(cat .carry/gpu/source_dir)
+if [ "$src" != "$PWD" ]; then
+  mkdir -p "$(dirname "$src")"
+  [ -e "$src" ] || ln -sfn "$PWD" "$src"
+fi
+mkdir -p build
+ln -sfn "$PWD/.carry/gpu/build" build/gpu
+export LD_LIBRARY_PATH="$PWD/.carry/gpu/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export NVFP4_BUILD="$src/build/gpu"
+module=$(cat .carry/gpu/cmake-modules/path)
+if [ ! -f "$module" ]; then
+  mkdir -p "$(dirname "$module")" && cp .carry/gpu/cmake-modules/GoogleTestAddTests.cmake "$module"
+fi
