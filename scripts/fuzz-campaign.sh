@@ -24,7 +24,8 @@
 #                      (fuzz/*_fuzzer, the demo plugin, cli/nvfp4check, and lib/ with the shared
 #                      libraries outside glibc and CUDA), to carry to another machine and use
 #                      there as --build DEST (DEST/lib goes on LD_LIBRARY_PATH by itself)
-# Exit status: 0 nothing found, 1 failures found (case files listed), 2 bad usage or setup.
+# Exit status: 0 nothing found, 1 failures found (case files listed), 2 bad usage or setup; the
+# status is also written to OUT/exit-status when the campaign is complete.
 #
 # Example (1 GPU, 10 minutes, the naive CUDA kernels):
 #   scripts/fuzz-campaign.sh --build build/fuzz --gpus 1 --minutes 10 --kernel gemv_naive,gemm_naive
@@ -332,5 +333,8 @@ if [[ ${#new_files[@]} -gt 0 ]]; then
 fi
 
 cat "$summary"
-[[ $failures -gt 0 ]] && exit 1
-exit 0
+status=0
+[[ $failures -gt 0 ]] && status=1
+# A marker for whoever waits on a campaign started in the background (setsid ... &).
+echo "$status" > "$out/exit-status"
+exit "$status"
