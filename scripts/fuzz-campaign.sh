@@ -50,7 +50,7 @@ timeout_s=60
 extra=()
 pack=""
 
-usage() { sed -n '2,30p' "$0"; }
+usage() { sed -n '2,31p' "$0"; }
 die() { echo "fuzz-campaign.sh: $*" >&2; exit 2; }
 need_value() { [[ $# -ge 2 && -n "$2" ]] || die "$1 needs a value (see --help)"; }
 is_count() { [[ "$1" =~ ^[1-9][0-9]*$ ]]; }
