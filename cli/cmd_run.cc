@@ -2,6 +2,7 @@
 // (see harness/worker_process.h), and the hidden `worker` command those processes run.
 #include <unistd.h>
 
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -30,12 +31,12 @@ struct RunArgs {
   int64_t cases = 0;
   double seconds = 0;
   std::optional<uint64_t> seed;
-  std::string report, case_dir = "nvfp4check-cases", policy;
+  std::string report, case_dir = "nvfp4check-cases", policy, shape;
   double timeout_s = 30;
 };
 
 struct WorkerArgs {
-  std::string kernel, mode = "run", op, case_dir = "nvfp4check-cases", policy;
+  std::string kernel, mode = "run", op, case_dir = "nvfp4check-cases", policy, shape;
   std::vector<std::string> plugins, inputs;
   uint64_t seed = 0;
   int64_t cases = 0;
@@ -49,6 +50,57 @@ uint64_t fnv1a(const std::string& text) {
     h *= 1099511628211ull;
   }
   return h;
+}
+
+// "MxNxK" or "MxNxKxL" (n = 1 is a GEMV where the kernel has one), for `run --shape`.
+Shape parse_shape(const std::string& text) {
+  int64_t v[4] = {0, 0, 0, 1};
+  int count = 0;
+  size_t pos = 0;
+  while (count < 4) {
+    size_t used = 0;
+    try {
+      v[count] = std::stoll(text.substr(pos), &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || !std::isdigit(static_cast<unsigned char>(text[pos]))) break;
+    ++count;
+    pos += used;
+    if (pos == text.size() || text[pos] != 'x') break;
+    ++pos;
+  }
+  Shape s;
+  s.m = v[0];
+  s.n = v[1];
+  s.k = v[2];
+  s.l = v[3];
+  s.op = s.n == 1 ? Op::gemv : Op::gemm;
+  Problem p;
+  p.op = s.op;
+  p.m = s.m;
+  p.n = s.n;
+  p.k = s.k;
+  p.l = s.l;
+  const std::string error = count < 3 || pos != text.size() ? "expected MxNxK or MxNxKxL" : shape_error(p);
+  if (!error.empty()) throw std::invalid_argument(fmt::format("--shape {}: {}", text, error));
+  return s;
+}
+
+// A case of exactly shape s (production shapes): layout, semantics and alpha chosen as for any
+// generated case of this kernel, data from spec.
+Problem problem_of_shape(Rng& rng, const Shape& s, const nvfp4_kernel_info& info, const DataSpec& spec) {
+  ShapeLimits smallest;
+  smallest.max_m = smallest.max_n = smallest.max_l = 1;
+  smallest.max_k = 2;
+  Problem p = generate_problem(rng, s.op, info, spec, smallest);
+  p.m = s.m;
+  p.n = s.n;
+  p.k = s.k;
+  p.l = s.l;
+  fill_data(rng, spec, p);
+  if (info.flags & NVFP4_FLAG_UNIT_ALPHA) p.alpha = 1.0f;
+  return p;
 }
 
 bool applies(const nvfp4_kernel_info& info, const DataSpec& spec) {
@@ -168,12 +220,19 @@ int worker_main(const WorkerArgs& args) {
       return 0;
     }
 
+    std::optional<Shape> fixed;
+    if (!args.shape.empty()) {
+      fixed = parse_shape(args.shape);
+      // A kernel without GEMV takes an n = 1 shape as a GEMM.
+      if (fixed->op == Op::gemv && !kernel->supports_op(NVFP4_OP_GEMV)) fixed->op = Op::gemm;
+    }
     std::vector<Op> ops;
     for (Op op : {Op::gemv, Op::gemm})
       if (kernel->supports_op(static_cast<uint32_t>(op)) && (args.op.empty() || args.op == to_string(op)))
-        ops.push_back(op);
+        if (!fixed || fixed->op == op) ops.push_back(op);
     if (ops.empty()) {
-      events.emit({{"event", "skipped"}, {"why", args.op.empty() ? "declares no op" : "does not support " + args.op}});
+      const std::string wanted = fixed ? to_string(fixed->op) : args.op;
+      events.emit({{"event", "skipped"}, {"why", wanted.empty() ? "declares no op" : "does not support " + wanted}});
       events.emit({{"event", "done"}});
       return 0;
     }
@@ -193,8 +252,12 @@ int worker_main(const WorkerArgs& args) {
       // rest go through all distributions.
       const DataSpec spec = (i % 2 == 0 || specs.empty()) ? DataSpec{} : specs[rng() % specs.size()];
       std::optional<Problem> p;
-      if (i % 8 == 7) p = unsupported_problem(rng, op, info, spec, limits);
-      if (!p) p = generate_problem(rng, op, info, spec, limits);
+      if (fixed) {
+        p = problem_of_shape(rng, *fixed, info, spec);
+      } else {
+        if (i % 8 == 7) p = unsupported_problem(rng, op, info, spec, limits);
+        if (!p) p = generate_problem(rng, op, info, spec, limits);
+      }
       p->note = fmt::format("nvfp4check run --seed {} --kernel {}: case {}, data {}", args.seed, kernel->name(), i,
                             spec.name());
       options.data_spec = spec.name();
@@ -279,6 +342,7 @@ int run_main(const RunArgs& args, const std::string& command_line) {
     sk.job.argv = worker_argv(k->name(), args.plugins, "run", args.case_dir, args.timeout_s, args.policy);
     sk.job.argv.insert(sk.job.argv.end(), {"--seed", fmt::format("{}", seed)});
     if (args.cases > 0) sk.job.argv.insert(sk.job.argv.end(), {"--cases", fmt::format("{}", args.cases)});
+    if (!args.shape.empty()) sk.job.argv.insert(sk.job.argv.end(), {"--shape", args.shape});
     if (!args.op.empty()) {
       sk.job.argv.insert(sk.job.argv.end(), {"--op", args.op});
       if (!k->supports_op(args.op == "gemv" ? NVFP4_OP_GEMV : NVFP4_OP_GEMM)) sk.skip_reason = "does not support " + args.op;
@@ -307,8 +371,12 @@ void add_run_command(CLI::App& app, int& exit_code) {
                   "(fp32, exact, fp16-accum, allclose:RTOL:ATOL, ulp:N)");
   run->add_option("--timeout", args->timeout_s, "Watchdog: seconds one kernel call may take (default 30)")
       ->check(CLI::PositiveNumber);
+  run->add_option("--shape", args->shape,
+                  "Every case of this shape, MxNxK or MxNxKxL (e.g. 7168x1x16384 for a production GEMV; large "
+                  "problems are judged against the GPU reference where there is a device)");
   run->callback([args, &exit_code] {
     try {
+      if (!args->shape.empty()) parse_shape(args->shape);  // a bad shape is a usage error here
       std::string command = "nvfp4check run";
       for (const auto& k : args->kernels) command += " --kernel " + k;
       for (const auto& p : args->plugins) command += " --plugin " + p;
@@ -316,6 +384,7 @@ void add_run_command(CLI::App& app, int& exit_code) {
       if (args->cases > 0) command += fmt::format(" --cases {}", args->cases);
       if (args->seconds > 0) command += fmt::format(" --seconds {}", args->seconds);
       if (!args->policy.empty()) command += " --policy " + args->policy;
+      if (!args->shape.empty()) command += " --shape " + args->shape;
       exit_code = run_main(*args, command);
     } catch (const std::exception& e) {
       // Bad plugins, unknown kernel names, a worker that found bad input, an unwritable report.
@@ -339,6 +408,7 @@ void add_run_command(CLI::App& app, int& exit_code) {
   worker->add_option("--case-dir", wargs->case_dir);
   worker->add_option("--timeout", wargs->timeout_s);
   worker->add_option("--policy", wargs->policy);
+  worker->add_option("--shape", wargs->shape);
   worker->callback([wargs, &exit_code] { exit_code = worker_main(*wargs); });
 }
 
