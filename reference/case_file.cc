@@ -278,7 +278,9 @@ class CaseParser {
       if (!p.seed) fail(e->line, "generator given without seed (a generator needs a seed)");
       p.generator = e->value;
     }
-    if (const Entry* e = find("note")) p.note = e->value;
+    // Read as it will be written (control characters and tabs as spaces), so that
+    // parse -> write -> parse is the identity whatever bytes a note holds.
+    if (const Entry* e = find("note")) p.note = sanitize_note(e->value);
   }
 
   // Decimal or C99 hex float, rounded once to the nearest FP32 (strtof, not strtod then a cast,
