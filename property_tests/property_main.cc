@@ -4,6 +4,7 @@
 // Arguments (besides gtest's):
 //   --nvfp4-memory=host|cuda|all   which kernels to check (default all)
 //   --nvfp4-plugin=PATH            also check a plugin's kernels (repeatable; env NVFP4_PLUGINS too)
+//   --nvfp4-kernel=NAME            check only the named kernels (repeatable)
 // Environment:
 //   RC_PARAMS                      RapidCheck's own (ctest sets max_success per budget)
 //   NVFP4_PROPERTY_BUDGET          "long" for 5000 cases per property, or a number of cases;
@@ -106,7 +107,7 @@ int main(int argc, char** argv) {
   }
   ::testing::InitGoogleTest(&argc, argv);
   MemoryFilter filter = MemoryFilter::all;
-  std::vector<std::string> plugins;
+  std::vector<std::string> plugins, names;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--nvfp4-memory=host") {
@@ -117,12 +118,14 @@ int main(int argc, char** argv) {
       filter = MemoryFilter::all;
     } else if (arg.rfind("--nvfp4-plugin=", 0) == 0) {
       plugins.push_back(arg.substr(15));
+    } else if (arg.rfind("--nvfp4-kernel=", 0) == 0) {
+      names.push_back(arg.substr(15));
     } else {
       std::fprintf(stderr, "unknown argument '%s' (see property_main.cc)\n", arg.c_str());
       return 2;
     }
   }
-  nvfp4::prop::configure_kernels(filter, plugins);
+  nvfp4::prop::configure_kernels(filter, plugins, names);
   apply_budget();
   // ctest discovers the tests with --gtest_list_tests and parses stdout: print nothing else then.
   if (::testing::GTEST_FLAG(list_tests)) return RUN_ALL_TESTS();

@@ -69,7 +69,7 @@ struct KernelSet {
 };
 
 MemoryFilter g_filter = MemoryFilter::all;
-std::vector<std::string> g_plugins;
+std::vector<std::string> g_plugins, g_names;
 
 KernelSet build_kernel_set() {
   KernelSet set;
@@ -91,7 +91,14 @@ KernelSet build_kernel_set() {
       std::exit(2);
     }
   }
+  for (const std::string& name : g_names) {
+    if (!set.registry.find(name)) {
+      std::fprintf(stderr, "nvfp4 property tests: no kernel named %s\n", name.c_str());
+      std::exit(2);
+    }
+  }
   for (const Kernel& k : set.registry.kernels()) {
+    if (!g_names.empty() && std::find(g_names.begin(), g_names.end(), k.name()) == g_names.end()) continue;
     if (g_filter == MemoryFilter::host && k.is_cuda()) continue;
     if (g_filter == MemoryFilter::cuda && !k.is_cuda()) continue;
     std::string why;
@@ -111,9 +118,11 @@ const KernelSet& kernel_set() {
 
 }  // namespace
 
-void configure_kernels(MemoryFilter filter, const std::vector<std::string>& plugin_paths) {
+void configure_kernels(MemoryFilter filter, const std::vector<std::string>& plugin_paths,
+                       const std::vector<std::string>& names) {
   g_filter = filter;
   g_plugins = plugin_paths;
+  g_names = names;
 }
 
 const std::vector<const Kernel*>& kernels() { return kernel_set().kernels; }

@@ -42,7 +42,9 @@ ShapeLimits property_limits();
 // Which kernels a property binary checks: host ones (CI), CUDA ones (label gpu), or all.
 enum class MemoryFilter { host, cuda, all };
 // Set before the first kernels() call (the property main does, from its arguments).
-void configure_kernels(MemoryFilter filter, const std::vector<std::string>& plugin_paths);
+// names, when not empty, keeps only those kernels (a name that matches none is an error).
+void configure_kernels(MemoryFilter filter, const std::vector<std::string>& plugin_paths,
+                       const std::vector<std::string>& names = {});
 // The built-in kernels plus the plugins named by configure_kernels and by env NVFP4_PLUGINS
 // (paths separated by ':'), filtered by memory and by whether they can run here.
 const std::vector<const Kernel*>& kernels();
