@@ -13,3 +13,4 @@ module=$(cat .carry/gpu/cmake-modules/path)
 if [ ! -f "$module" ]; then
   mkdir -p "$(dirname "$module")" && cp .carry/gpu/cmake-modules/GoogleTestAddTests.cmake "$module"
 fi
+[ -d /usr/local/cuda/lib64 ] && export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:/usr/local/cuda/lib64"
