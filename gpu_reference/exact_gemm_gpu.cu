@@ -26,12 +26,29 @@ void check_cuda(cudaError_t err, const char* what) {
   }
 }
 
-// A decoded scale packed into 32 bits: sig in bits 0-3, exp + 9 in bits 4-7, bit 8 set when the
-// scale is negative (e4m3 semantics only), bit 9 when it is NaN. Rows past the end decode to 0.
-__device__ __forceinline__ uint32_t pack_scale(uint8_t byte, ScaleSemantics semantics) {
+// Four int8 values' nonzero flags as 4 bits (bytes 0..3 -> bits 0..3): the multiply gathers the
+// low bit of each byte into bits 24..27, and no two partial products overlap.
+__device__ __forceinline__ uint32_t nonzero_bits4(uint32_t v) {
+  return (((__vcmpne4(v, 0u) & 0x01010101u) * 0x01020408u) >> 24) & 0xFu;
+}
+
+// One block's scale, ready for the inner loop (uint2):
+//  x: the signed integer multiplier sign * sig * 2^(exp + 9), so that a block's dot product of
+//     doubled values times x_A times x_B is its exact contribution in units of 2^-20
+//     ((a/2)(b/2) sig_a sig_b 2^(ea+eb) = dot * sig_a 2^(ea+9) * sig_b 2^(eb+9) * 2^-20);
+//     |x| < 2^18, so dot * x_A fits 32 bits and one 32x32->64 multiply-add finishes the term.
+//     0 for a zero or NaN scale (a NaN block contributes nothing to r, S, t, g).
+//  y: bits 0-15 the block's nonzero values (cleared when x = 0), bits 16-23 tz(|x|),
+//     bit 24 the scale is NaN.
+__device__ __forceinline__ uint2 block_scale(uint8_t byte, ScaleSemantics semantics, uint32_t nonzero) {
   const ScaleValue v = e4m3_decode(byte, semantics);
-  return static_cast<uint32_t>(v.sig) | (static_cast<uint32_t>(v.exp + 9) << 4) |
-         (v.sign < 0 ? 0x100u : 0u) | (v.nan ? 0x200u : 0u);
+  const int mult = v.nan ? 0 : v.sign * (v.sig << (v.exp + 9));
+  const uint32_t tz = mult ? static_cast<uint32_t>(__ffs(mult) - 1) : 0u;
+  return make_uint2(static_cast<uint32_t>(mult), (mult ? nonzero : 0u) | (tz << 16) | (v.nan ? 1u << 24 : 0u));
+}
+
+__device__ __forceinline__ uint32_t nonzero_bits16(const uint32_t* w) {
+  return nonzero_bits4(w[0]) | (nonzero_bits4(w[1]) << 4) | (nonzero_bits4(w[2]) << 8) | (nonzero_bits4(w[3]) << 12);
 }
 
 // Doubled E2M1 magnitudes of codes 0..7 as bytes: {0, 1, 2, 3, 4, 6, 8, 12}.
@@ -48,7 +65,7 @@ __device__ __forceinline__ uint32_t decode4(uint32_t w) {
 // One thread per (row, block): the block's 16 codes as int8 (zeros past k) and its packed scale.
 __global__ void decode_rows(const uint8_t* __restrict__ packed, const uint8_t* __restrict__ sf,
                             int64_t rows, int64_t k, int64_t kb, ScaleSemantics semantics,
-                            uint4* __restrict__ vals, uint32_t* __restrict__ scales) {
+                            uint4* __restrict__ vals, uint2* __restrict__ scales) {
   const int64_t id = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (id >= rows * kb) return;
   const int64_t row = id / kb, s = id % kb;
@@ -59,17 +76,16 @@ __global__ void decode_rows(const uint8_t* __restrict__ packed, const uint8_t* _
   uint32_t w[4];
   for (int q = 0; q < 4; ++q) w[q] = decode4(bytes[2 * q] | (uint32_t(bytes[2 * q + 1]) << 8));
   vals[id] = make_uint4(w[0], w[1], w[2], w[3]);
-  scales[id] = pack_scale(sf[id], semantics);
+  scales[id] = block_scale(sf[id], semantics, nonzero_bits16(w));
 }
 
 // Running exact state of one output element (the fields of ExactElement, in 64 bits: enough for
-// k <= 2^20, where every partial sum is below 2^63).
+// k <= 2^20, where every partial sum is below 2^63). NaN is the row's or column's, kept apart.
 struct Acc {
   long long sum;
   unsigned long long abs_sum;
   int nonzero;
   int min_tz;  // 128: no nonzero product yet
-  bool nan;
 };
 
 __device__ __forceinline__ void acc_init(Acc& a) {
@@ -77,30 +93,22 @@ __device__ __forceinline__ void acc_init(Acc& a) {
   a.abs_sum = 0;
   a.nonzero = 0;
   a.min_tz = 128;
-  a.nan = false;
 }
 
-// Adds one 16-element block to an accumulator: dot = sum a*b, adot = sum |a*b|, cnt = number
-// of nonzero products (all over doubled values), sa/sb the packed scales. av/bv are the block's
-// values, read only on the rare path that can lower min_tz.
-__device__ __forceinline__ void acc_block(Acc& acc, int dot, int adot, int cnt, uint32_t sa, uint32_t sb,
-                                          const uint32_t* av, const uint32_t* bv) {
-  if ((sa | sb) & 0x200u) {
-    acc.nan = true;
-    return;
-  }
-  const int sig = static_cast<int>((sa & 15u) * (sb & 15u));
-  if (sig == 0 || cnt == 0) return;
-  // value = (a2/2)(b2/2) sig 2^(ea+eb) = a2 b2 sig 2^(ea+eb-2); in units of 2^-20 shift by ea+eb+18.
-  const int shift = static_cast<int>((sa >> 4) & 15u) + static_cast<int>((sb >> 4) & 15u);  // (ea+9)+(eb+9)
-  const long long term = static_cast<long long>(dot * sig) << shift;
-  acc.sum += ((sa ^ sb) & 0x100u) ? -term : term;
-  acc.abs_sum += static_cast<unsigned long long>(adot * sig) << shift;
+// Adds one 16-element block to an accumulator: dot = sum a*b and adot = sum |a*b| over doubled
+// values, sa/sb the blocks' block_scale(). av/bv are the block's values, read only on the rare
+// path that can lower min_tz.
+__device__ __forceinline__ void acc_block(Acc& acc, int dot, int adot, uint2 sa, uint2 sb, const uint32_t* av,
+                                          const uint32_t* bv) {
+  const int ma = static_cast<int>(sa.x), mb = static_cast<int>(sb.x);
+  acc.sum += static_cast<long long>(dot * ma) * mb;
+  acc.abs_sum += static_cast<unsigned long long>(static_cast<unsigned>(adot * abs(ma))) * static_cast<unsigned>(abs(mb));
+  const int cnt = __popc(sa.y & sb.y & 0xFFFFu);  // nonzero products (0 when either scale is 0)
   acc.nonzero += cnt;
-  // Every product of this block is a multiple of 2^(tz(sig) + shift); only when that is below
-  // the running minimum can the block lower it, and then the exact minimum needs the products.
-  const int base = __ffs(sig) - 1 + shift;
-  if (base < acc.min_tz) {
+  // Every product of this block is a multiple of 2^(tz(ma) + tz(mb)); only when that is below the
+  // running minimum can the block lower it, and then the exact minimum needs the products.
+  const int base = static_cast<int>(((sa.y >> 16) & 0xFFu) + ((sb.y >> 16) & 0xFFu));
+  if (cnt != 0 && base < acc.min_tz) {
     uint32_t bits = 0;
 #pragma unroll
     for (int w = 0; w < 4; ++w) {
@@ -115,43 +123,43 @@ __device__ __forceinline__ void acc_block(Acc& acc, int dot, int adot, int cnt, 
   }
 }
 
-__device__ __forceinline__ void acc_store(const Acc& acc, float alpha, ExactElement* out, uint16_t* c) {
+__device__ __forceinline__ void acc_store(const Acc& acc, bool nan, float alpha, ExactElement* out, uint16_t* c) {
   ExactElement e;
   e.sum = acc.sum;
   e.abs_sum = acc.abs_sum;
   e.nonzero = acc.nonzero;
   e.min_tz = acc.min_tz;
-  e.nan = acc.nan;
+  e.nan = nan;
   *out = e;
-  *c = acc.nan ? uint16_t(0x7E00) : round_scaled_sum(acc.sum, alpha);
+  *c = nan ? uint16_t(0x7E00) : round_scaled_sum(acc.sum, alpha);
 }
 
 __device__ __forceinline__ uint32_t abs4(uint32_t v) { return __vabsss4(v); }
-__device__ __forceinline__ uint32_t nonzero4(uint32_t v) { return __vcmpne4(v, 0u) & 0x01010101u; }
 
 // GEMM tile: 64 x 64 outputs per 256-thread block, 4 x 4 per thread (rows ty + 16 r, columns
 // tx + 16 c), two scale blocks (32 elements) of A and B staged in shared memory per step.
 constexpr int kTile = 64, kStepBlocks = 2, kWords = kStepBlocks * 4, kPad = kWords + 1;
 
-__global__ void __launch_bounds__(256) gemm_exact(const uint4* __restrict__ av, const uint32_t* __restrict__ as,
-                                                  const uint4* __restrict__ bv, const uint32_t* __restrict__ bs,
+__global__ void __launch_bounds__(256) gemm_exact(const uint4* __restrict__ av, const uint2* __restrict__ as,
+                                                  const uint4* __restrict__ bv, const uint2* __restrict__ bs,
                                                   int64_t m, int64_t n, int64_t kb, float alpha,
                                                   ExactElement* __restrict__ out, uint16_t* __restrict__ c) {
   __shared__ uint32_t sa_vals[kTile][kPad], sb_vals[kTile][kPad];
-  __shared__ uint32_t sa_scale[kTile][kStepBlocks], sb_scale[kTile][kStepBlocks];
+  __shared__ uint2 sa_scale[kTile][kStepBlocks], sb_scale[kTile][kStepBlocks];
   const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
   const int64_t batch = blockIdx.z;
   const int64_t row0 = static_cast<int64_t>(blockIdx.y) * kTile, col0 = static_cast<int64_t>(blockIdx.x) * kTile;
   const uint4* a_rows = av + batch * m * kb;
   const uint4* b_rows = bv + batch * n * kb;
-  const uint32_t* a_sc = as + batch * m * kb;
-  const uint32_t* b_sc = bs + batch * n * kb;
+  const uint2* a_sc = as + batch * m * kb;
+  const uint2* b_sc = bs + batch * n * kb;
 
   Acc acc[4][4];
 #pragma unroll
   for (int r = 0; r < 4; ++r)
 #pragma unroll
     for (int q = 0; q < 4; ++q) acc_init(acc[r][q]);
+  uint32_t row_nan = 0, col_nan = 0;  // bit r: a scale of row ty + 16 r is NaN; bit q: of column
 
   for (int64_t s0 = 0; s0 < kb; s0 += kStepBlocks) {
     // 64 rows x 2 blocks of uint4 for A (threads 0-127) and for B (threads 128-255).
@@ -161,7 +169,7 @@ __global__ void __launch_bounds__(256) gemm_exact(const uint4* __restrict__ av, 
       const int64_t s = s0 + blk;
       const int64_t row = (half ? col0 : row0) + r, rows = half ? n : m;
       uint4 v = make_uint4(0, 0, 0, 0);
-      uint32_t sc = 0;
+      uint2 sc = make_uint2(0, 0);
       if (s < kb && row < rows) {
         v = (half ? b_rows : a_rows)[row * kb + s];
         sc = (half ? b_sc : a_sc)[row * kb + s];
@@ -176,38 +184,38 @@ __global__ void __launch_bounds__(256) gemm_exact(const uint4* __restrict__ av, 
     __syncthreads();
 #pragma unroll
     for (int blk = 0; blk < kStepBlocks; ++blk) {
-      uint32_t b[4][4], b_abs[4][4], b_nz[4][4], b_sc4[4];
+      uint32_t b[4][4], b_abs[4][4];
+      uint2 b_sc4[4];
 #pragma unroll
       for (int q = 0; q < 4; ++q) {
         b_sc4[q] = sb_scale[tx + 16 * q][blk];
+        col_nan |= ((b_sc4[q].y >> 24) & 1u) << q;
 #pragma unroll
         for (int w = 0; w < 4; ++w) {
           b[q][w] = sb_vals[tx + 16 * q][blk * 4 + w];
           b_abs[q][w] = abs4(b[q][w]);
-          b_nz[q][w] = nonzero4(b[q][w]);
         }
       }
 #pragma unroll
       for (int r = 0; r < 4; ++r) {
-        uint32_t a[4], a_abs[4], a_nz[4];
-        const uint32_t a_sc4 = sa_scale[ty + 16 * r][blk];
+        uint32_t a[4], a_abs[4];
+        const uint2 a_sc4 = sa_scale[ty + 16 * r][blk];
+        row_nan |= ((a_sc4.y >> 24) & 1u) << r;
 #pragma unroll
         for (int w = 0; w < 4; ++w) {
           a[w] = sa_vals[ty + 16 * r][blk * 4 + w];
           a_abs[w] = abs4(a[w]);
-          a_nz[w] = nonzero4(a[w]);
         }
 #pragma unroll
         for (int q = 0; q < 4; ++q) {
           int dot = 0;
-          unsigned adot = 0, cnt = 0;
+          unsigned adot = 0;
 #pragma unroll
           for (int w = 0; w < 4; ++w) {
             dot = __dp4a(static_cast<int>(a[w]), static_cast<int>(b[q][w]), dot);
             adot = __dp4a(a_abs[w], b_abs[q][w], adot);
-            cnt = __dp4a(a_nz[w], b_nz[q][w], cnt);
           }
-          acc_block(acc[r][q], dot, static_cast<int>(adot), static_cast<int>(cnt), a_sc4, b_sc4[q], a, b[q]);
+          acc_block(acc[r][q], dot, static_cast<int>(adot), a_sc4, b_sc4[q], a, b[q]);
         }
       }
     }
@@ -220,7 +228,7 @@ __global__ void __launch_bounds__(256) gemm_exact(const uint4* __restrict__ av, 
       const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * q;
       if (i < m && j < n) {
         const int64_t idx = (batch * m + i) * n + j;
-        acc_store(acc[r][q], alpha, out + idx, c + idx);
+        acc_store(acc[r][q], ((row_nan >> r) | (col_nan >> q)) & 1u, alpha, out + idx, c + idx);
       }
     }
   }
@@ -231,7 +239,6 @@ __device__ __forceinline__ void acc_merge(Acc& a, const Acc& b) {
   a.abs_sum += b.abs_sum;
   a.nonzero += b.nonzero;
   a.min_tz = min(a.min_tz, b.min_tz);
-  a.nan = a.nan || b.nan;
 }
 
 __device__ __forceinline__ Acc acc_shfl_down(const Acc& a, int offset) {
@@ -240,7 +247,6 @@ __device__ __forceinline__ Acc acc_shfl_down(const Acc& a, int offset) {
   b.abs_sum = __shfl_down_sync(0xFFFFFFFFu, a.abs_sum, offset);
   b.nonzero = __shfl_down_sync(0xFFFFFFFFu, a.nonzero, offset);
   b.min_tz = __shfl_down_sync(0xFFFFFFFFu, a.min_tz, offset);
-  b.nan = __shfl_down_sync(0xFFFFFFFFu, static_cast<int>(a.nan), offset) != 0;
   return b;
 }
 
@@ -249,7 +255,7 @@ __device__ __forceinline__ Acc acc_shfl_down(const Acc& a, int offset) {
 // and meet in a shuffle reduction.
 template <bool kAligned>
 __global__ void gemv_exact(const uint8_t* __restrict__ a, const uint8_t* __restrict__ sfa,
-                           const uint4* __restrict__ bv, const uint32_t* __restrict__ bs, int64_t m, int64_t k,
+                           const uint4* __restrict__ bv, const uint2* __restrict__ bs, int64_t m, int64_t k,
                            int64_t kb, ScaleSemantics semantics, float alpha, ExactElement* __restrict__ out,
                            uint16_t* __restrict__ c) {
   const int lane = threadIdx.x % 32;
@@ -259,9 +265,10 @@ __global__ void gemv_exact(const uint8_t* __restrict__ a, const uint8_t* __restr
   const uint8_t* a_row = a + (batch * m + row) * (k / 2);
   const uint8_t* sf_row = sfa + (batch * m + row) * kb;
   const uint4* b_col = bv + batch * kb;
-  const uint32_t* b_sc = bs + batch * kb;
+  const uint2* b_sc = bs + batch * kb;
   Acc acc;
   acc_init(acc);
+  uint32_t nan = 0;
   for (int64_t s = lane; s < kb; s += 32) {
     uint32_t lo, hi;
     if (kAligned) {  // k % 16 == 0: every row starts 8-byte aligned and every block is whole
@@ -279,18 +286,22 @@ __global__ void gemv_exact(const uint8_t* __restrict__ a, const uint8_t* __restr
     const uint4 b4 = __ldg(b_col + s);
     const uint32_t bw[4] = {b4.x, b4.y, b4.z, b4.w};
     int dot = 0;
-    unsigned adot = 0, cnt = 0;
+    unsigned adot = 0;
 #pragma unroll
     for (int w = 0; w < 4; ++w) {
       dot = __dp4a(static_cast<int>(av[w]), static_cast<int>(bw[w]), dot);
       adot = __dp4a(abs4(av[w]), abs4(bw[w]), adot);
-      cnt = __dp4a(nonzero4(av[w]), nonzero4(bw[w]), cnt);
     }
-    acc_block(acc, dot, static_cast<int>(adot), static_cast<int>(cnt), pack_scale(sf_row[s], semantics),
-              __ldg(b_sc + s), av, bw);
+    const uint2 sa = block_scale(sf_row[s], semantics, nonzero_bits16(av));
+    const uint2 sb = __ldg(b_sc + s);
+    nan |= (sa.y | sb.y) >> 24;
+    acc_block(acc, dot, static_cast<int>(adot), sa, sb, av, bw);
   }
-  for (int offset = 16; offset > 0; offset /= 2) acc_merge(acc, acc_shfl_down(acc, offset));
-  if (lane == 0) acc_store(acc, alpha, out + batch * m + row, c + batch * m + row);
+  for (int offset = 16; offset > 0; offset /= 2) {
+    acc_merge(acc, acc_shfl_down(acc, offset));
+    nan |= __shfl_down_sync(0xFFFFFFFFu, nan, offset);
+  }
+  if (lane == 0) acc_store(acc, (nan & 1u) != 0, alpha, out + batch * m + row, c + batch * m + row);
 }
 
 // A device allocation freed on scope exit, so a throwing check leaks nothing.
@@ -347,7 +358,7 @@ ExactResult exact_gemm_gpu(const Problem& p, GpuReferenceTiming* timing) {
   DeviceArray<uint16_t> d_c(elems);
 
   auto decode = [&](const DeviceArray<uint8_t>& packed, const DeviceArray<uint8_t>& sf, int64_t rows,
-                    DeviceArray<uint4>& vals, DeviceArray<uint32_t>& scales) {
+                    DeviceArray<uint4>& vals, DeviceArray<uint2>& scales) {
     const int64_t count = rows * kb;
     const int threads = 256;
     decode_rows<<<static_cast<unsigned>((count + threads - 1) / threads), threads, 0, stream>>>(
@@ -365,7 +376,7 @@ ExactResult exact_gemm_gpu(const Problem& p, GpuReferenceTiming* timing) {
   } event_guard{events};
   check_cuda(cudaEventRecord(events[0], stream), "cudaEventRecord");
   DeviceArray<uint4> d_bv(p.l * p.n * kb);
-  DeviceArray<uint32_t> d_bs(p.l * p.n * kb);
+  DeviceArray<uint2> d_bs(p.l * p.n * kb);
   decode(d_b, d_sfb, p.l * p.n, d_bv, d_bs);
   if (p.n == 1) {
     check_cuda(cudaEventRecord(events[1], stream), "cudaEventRecord");
@@ -381,7 +392,7 @@ ExactResult exact_gemm_gpu(const Problem& p, GpuReferenceTiming* timing) {
     check_cuda(cudaGetLastError(), "gemv_exact launch");
   } else {
     DeviceArray<uint4> d_av(p.l * p.m * kb);
-    DeviceArray<uint32_t> d_as(p.l * p.m * kb);
+    DeviceArray<uint2> d_as(p.l * p.m * kb);
     decode(d_a, d_sfa, p.l * p.m, d_av, d_as);
     check_cuda(cudaEventRecord(events[1], stream), "cudaEventRecord");
     if ((p.m + kTile - 1) / kTile > 65535 || p.l > 65535) {
