@@ -13,6 +13,17 @@
 
 namespace nvfp4 {
 
+void GuardDamage::record(bool in_before, int64_t at, uint8_t want, uint8_t got) {
+  if (intact) {
+    intact = false;
+    before = in_before;
+    offset = at;
+    expected = want;
+    actual = got;
+  }
+  ++damaged_bytes;
+}
+
 uint8_t guard_byte(GuardPattern pattern, int64_t index) {
   switch (pattern) {
     case GuardPattern::nan_scales:
@@ -77,28 +88,17 @@ class HostBuffer final : public GuardedBuffer {
     GuardDamage d;
     for (int64_t x = 0; x < kGuardBytes; ++x) {
       const uint8_t want = guard_byte(pattern_, x);
-      if (region_[x] != want) note(d, true, x - kGuardBytes, want, region_[x]);
+      if (region_[x] != want) d.record(true, x - kGuardBytes, want, region_[x]);
     }
     const uint8_t* after = data() + size_;
     for (int64_t x = 0; x < after_bytes_; ++x) {
       const uint8_t want = guard_byte(pattern_, x);
-      if (after[x] != want) note(d, false, size_ + x, want, after[x]);
+      if (after[x] != want) d.record(false, size_ + x, want, after[x]);
     }
     return d;
   }
 
  private:
-  static void note(GuardDamage& d, bool before, int64_t offset, uint8_t want, uint8_t got) {
-    if (d.intact) {
-      d.intact = false;
-      d.before = before;
-      d.offset = offset;
-      d.expected = want;
-      d.actual = got;
-    }
-    ++d.damaged_bytes;
-  }
-
   void write_guards() {
     for (int64_t x = 0; x < kGuardBytes; ++x) region_[x] = guard_byte(pattern_, x);
     uint8_t* after = data() + size_;

@@ -35,6 +35,8 @@ struct GuardDamage {
   uint8_t expected = 0, actual = 0;
   int64_t damaged_bytes = 0;
   std::string describe(const std::string& buffer_name) const;
+  // Counts one damaged byte, remembering the first.
+  void record(bool in_before, int64_t at, uint8_t want, uint8_t got);
 };
 
 class GuardedBuffer {

@@ -95,28 +95,17 @@ class CudaBuffer final : public GuardedBuffer {
     GuardDamage d;
     for (int64_t x = 0; x < kGuardBytes; ++x) {
       const uint8_t want = guard_byte(pattern_, x);
-      if (staging_[x] != want) note(d, true, x - kGuardBytes, want, staging_[x]);
+      if (staging_[x] != want) d.record(true, x - kGuardBytes, want, staging_[x]);
     }
     for (int64_t x = 0; x < kGuardBytes; ++x) {
       const uint8_t want = guard_byte(pattern_, x);
       const uint8_t got = staging_[kGuardBytes + size_ + x];
-      if (got != want) note(d, false, size_ + x, want, got);
+      if (got != want) d.record(false, size_ + x, want, got);
     }
     return d;
   }
 
  private:
-  static void note(GuardDamage& d, bool before, int64_t offset, uint8_t want, uint8_t got) {
-    if (d.intact) {
-      d.intact = false;
-      d.before = before;
-      d.offset = offset;
-      d.expected = want;
-      d.actual = got;
-    }
-    ++d.damaged_bytes;
-  }
-
   void fetch(double timeout_s) {
     check_cuda(cudaMemcpyAsync(staging_, device_, static_cast<size_t>(total_), cudaMemcpyDeviceToHost, stream_),
                "cudaMemcpyAsync of a buffer back to the host");
