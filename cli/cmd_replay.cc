@@ -51,21 +51,8 @@ int replay_main(const ReplayArgs& args) {
 
   Registry registry = Registry::with_builtins();
   for (const std::string& plugin : args.plugins) registry.load_plugin(plugin);
-  std::vector<const Kernel*> selected;
   const bool named = !args.kernels.empty();
-  if (!named) {
-    for (const Kernel& k : registry.kernels()) selected.push_back(&k);
-  } else {
-    for (const std::string& name : args.kernels) {
-      const Kernel* k = registry.find(name);
-      if (!k) {
-        std::string known;
-        for (const Kernel& kk : registry.kernels()) known += " " + kk.name();
-        throw std::invalid_argument(fmt::format("no kernel named \"{}\"; known:{}", name, known));
-      }
-      selected.push_back(k);
-    }
-  }
+  const std::vector<const Kernel*> selected = registry.select(args.kernels);
 
   std::vector<SessionKernel> jobs;
   for (const Kernel* k : selected) {

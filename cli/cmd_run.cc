@@ -303,20 +303,7 @@ int run_main(const RunArgs& args, const std::string& command_line) {
   if (!args.policy.empty()) Policy::parse(args.policy);  // a bad name is a usage error here, not in a worker
   Registry registry = Registry::with_builtins();
   for (const std::string& plugin : args.plugins) registry.load_plugin(plugin);  // PluginError -> 2
-  std::vector<const Kernel*> selected;
-  if (args.kernels.empty()) {
-    for (const Kernel& k : registry.kernels()) selected.push_back(&k);
-  } else {
-    for (const std::string& name : args.kernels) {
-      const Kernel* k = registry.find(name);
-      if (!k) {
-        std::string known;
-        for (const Kernel& kk : registry.kernels()) known += " " + kk.name();
-        throw std::invalid_argument(fmt::format("no kernel named \"{}\"; known:{}", name, known));
-      }
-      selected.push_back(k);
-    }
-  }
+  const std::vector<const Kernel*> selected = registry.select(args.kernels);
   uint64_t seed = 0;
   if (args.seed) {
     seed = *args.seed;

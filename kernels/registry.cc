@@ -138,6 +138,24 @@ const Kernel* Registry::find(const std::string& name) const {
   return nullptr;
 }
 
+std::vector<const Kernel*> Registry::select(const std::vector<std::string>& names) const {
+  std::vector<const Kernel*> selected;
+  if (names.empty()) {
+    for (const Kernel& k : kernels_) selected.push_back(&k);
+    return selected;
+  }
+  for (const std::string& name : names) {
+    const Kernel* k = find(name);
+    if (!k) {
+      std::string known;
+      for (const Kernel& kk : kernels_) known += " " + kk.name();
+      throw std::invalid_argument("no kernel named \"" + name + "\"; known:" + known);
+    }
+    selected.push_back(k);
+  }
+  return selected;
+}
+
 namespace {
 
 // The CUDA device as seen once per process: the first answer is kept, because asking again

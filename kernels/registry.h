@@ -49,6 +49,9 @@ class Registry {
   // while the Registry it came from (or a copy of it, which shares the libraries) is alive.
   const std::vector<Kernel>& kernels() const { return kernels_; }
   const Kernel* find(const std::string& name) const;
+  // The kernels named (every kernel when names is empty); throws std::invalid_argument naming
+  // an unknown name and listing the known ones.
+  std::vector<const Kernel*> select(const std::vector<std::string>& names) const;
 
  private:
   std::vector<Kernel> kernels_;
