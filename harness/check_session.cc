@@ -127,6 +127,10 @@ int run_session(std::vector<SessionKernel> kernels, const SessionOptions& option
     reports.push_back(report);
   }
   fmt::print("\n{}", summary_table(reports));
+  if (options.print_stages) {
+    for (const KernelReport& r : reports)
+      if (!r.stage_seconds.empty()) fmt::print("time by step, {}: {}\n", r.name, stage_text(r));
+  }
   std::fflush(stdout);
   if (!options.report_path.empty()) write_report_file(options.report_path, report_json(options.seed, reports, options.command_line));
   const bool any_failed = std::any_of(reports.begin(), reports.end(), [](const KernelReport& r) { return r.verdict == "fail"; });

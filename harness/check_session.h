@@ -25,6 +25,7 @@ struct SessionOptions {
   // share is passed to its worker as "--seconds S".
   double total_seconds = 0;
   bool progress_bar = false;  // a redrawn bar (stderr is a terminal) instead of plain lines
+  bool print_stages = false;  // after the table, each kernel's time by step (KernelReport::stage_seconds)
 };
 
 // Runs every kernel's job in order and returns the exit code: 0 all passed or skipped, 1 a kernel

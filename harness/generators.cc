@@ -441,13 +441,19 @@ void expand_seeded_case(Problem& p) {
   Problem drawn = p;
   fill_data(rng, spec, drawn);
   // Keep each tensor the case gives with the right length; draw the others.
-  auto keep_or_take = [](std::vector<uint8_t>& mine, std::vector<uint8_t>& drawn_bytes, int64_t want) {
-    if (static_cast<int64_t>(mine.size()) != want) mine = std::move(drawn_bytes);
+  bool all_drawn = true;
+  auto keep_or_take = [&all_drawn](std::vector<uint8_t>& mine, std::vector<uint8_t>& drawn_bytes, int64_t want) {
+    if (static_cast<int64_t>(mine.size()) != want) {
+      mine = std::move(drawn_bytes);
+    } else {
+      all_drawn = false;
+    }
   };
   keep_or_take(p.a, drawn.a, p.a_bytes());
   keep_or_take(p.b, drawn.b, p.b_bytes());
   keep_or_take(p.sfa, drawn.sfa, p.sfa_bytes());
   keep_or_take(p.sfb, drawn.sfb, p.sfb_bytes());
+  p.data_from_seed = all_drawn;
   if (spec.alpha != AlphaDist::one) p.alpha = drawn.alpha;
 }
 

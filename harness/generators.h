@@ -63,7 +63,7 @@ Problem generate_problem(Rng& rng, Op op, const nvfp4_kernel_info& info, const D
 // Expands a case that names a seed (and optionally a generator) into explicit data: the tensors
 // the case does not give explicitly are drawn from Rng(seed) with the named DataSpec (default
 // uniform/narrow/one). alpha is drawn only when the generator names pow2 or arbitrary; otherwise
-// the case's alpha stays. Throws std::invalid_argument when there is neither data nor a seed, or
+// the case's alpha stays. Sets p.data_from_seed when every tensor was drawn. Throws std::invalid_argument when there is neither data nor a seed, or
 // the generator name is unknown.
 void expand_seeded_case(Problem& p);
 

@@ -185,6 +185,11 @@ nlohmann::json report_json(std::optional<uint64_t> seed, const std::vector<Kerne
                         {"max_error_ulps", number(k.max_error_ulps)},
                         {"max_error_over_bound", number(k.max_error_over_bound)},
                         {"exact_regime_share", k.elements ? double(k.exact_elements) / double(k.elements) : 0.0}};
+    if (!k.stage_seconds.empty()) {
+      nlohmann::json stages = nlohmann::json::object();
+      for (const auto& [name, sec] : k.stage_seconds) stages[name] = sec;
+      e["stage_seconds"] = stages;
+    }
     if (!k.skip_reason.empty()) e["skip_reason"] = k.skip_reason;
     if (k.skipped_cases > 0) e["first_skip"] = k.first_skip;
     if (k.failure) {
@@ -231,6 +236,12 @@ std::string summary_table(const std::vector<KernelReport>& kernels) {
     if (k.skipped_cases > 0)
       t += fmt::format("{:<{}}    {} more case(s) did not apply, e.g.: {}\n", "", w, k.skipped_cases, k.first_skip);
   }
+  return t;
+}
+
+std::string stage_text(const KernelReport& report) {
+  std::string t;
+  for (const auto& [name, sec] : report.stage_seconds) t += fmt::format("{}{} {:.2f} s", t.empty() ? "" : ", ", name, sec);
   return t;
 }
 

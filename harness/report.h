@@ -36,8 +36,15 @@ struct KernelReport {
   int64_t elements = 0, exact_elements = 0;
   double max_error_ulps = 0, max_error_over_bound = 0;
   double seconds = 0;
+  // Wall time by step, summed over cases, in the order the steps first occurred: "start" (the
+  // worker's start-up, CUDA's included), "generate" (drawing or loading a case), "prepare", then
+  // each stage the runner announces ("reference", "run 1", "run 2", "stale reference", ...).
+  std::vector<std::pair<std::string, double>> stage_seconds;
   std::optional<FailureRecord> failure;  // the first one
 };
+
+// "reference 1.2 s, run 1 0.3 s, ..." for a report's stage_seconds.
+std::string stage_text(const KernelReport& report);
 
 // One case's result as a JSON object (a line of the worker protocol). failure_text and error_map
 // go with a failing result.

@@ -248,13 +248,33 @@ std::string case_stem(const Kernel& kernel, const Problem& p, const std::string&
   return fmt::format("{}-{}-{}x{}x{}x{}-{:016x}", kernel.name(), to_string(p.op), p.m, p.n, p.k, p.l, fnv1a(text));
 }
 
+// Above this many data bytes, a case whose data is its seed's expansion is saved as the seed
+// alone: a production GEMV's data is 64 MB, 130 MB of hex, and writing it took most of a check.
+constexpr int64_t kSeededSaveBytes = int64_t(1) << 20;
+// Above this many outputs the saved case carries no `expect` line (replay recomputes it).
+constexpr int64_t kMaxSavedExpect = int64_t(1) << 20;
+
 // Saves p (with its reference output) before anything runs, so even a crash leaves a reproducer.
 std::string save_case(const Kernel& kernel, const Problem& p, const RunOptions& options, const std::string& suffix) {
-  const std::string text = write_case(p);
+  const int64_t data_bytes = p.a_bytes() + p.b_bytes() + p.sfa_bytes() + p.sfb_bytes();
+  const bool seeded = p.data_from_seed && p.seed && data_bytes > kSeededSaveBytes;
+  const bool big_expect = p.expect && p.c_elems() > kMaxSavedExpect;
+  std::string text;
+  if (seeded || big_expect) {
+    Problem small = p;
+    if (seeded) small.a.clear(), small.b.clear(), small.sfa.clear(), small.sfb.clear();
+    if (big_expect) {
+      small.expect.reset();
+      small.note += fmt::format("{}(expect omitted: {} outputs)", small.note.empty() ? "" : " ", p.c_elems());
+    }
+    text = write_case(small);
+  } else {
+    text = write_case(p);
+  }
   std::filesystem::create_directories(options.case_dir);
   const std::string path =
       (std::filesystem::path(options.case_dir) / (case_stem(kernel, p, text) + suffix + ".case")).string();
-  write_case_file(p, path);
+  write_case_text(text, path);
   if (options.on_case_saved) options.on_case_saved(path);
   return path;
 }
@@ -263,13 +283,21 @@ std::string save_case(const Kernel& kernel, const Problem& p, const RunOptions& 
 Problem refreshed(const Problem& p, const RunOptions& options) {
   Problem q = p;
   q.expect.reset();
-  Rng rng(options.stale_seed ^ 0x5741'4c45'5354'4154ull);
+  const uint64_t seed = options.stale_seed ^ 0x5741'4c45'5354'4154ull;
   if (!options.data_spec.empty()) {
-    fill_data(rng, DataSpec::parse(options.data_spec), q);
-    q.alpha = p.alpha;
+    // Drawn from a seed, so a large stale case is saved as that seed. The generator's alpha part
+    // is `one`, which keeps the case's alpha instead of drawing a new one.
+    DataSpec spec = DataSpec::parse(options.data_spec);
+    spec.alpha = AlphaDist::one;
+    q.a.clear(), q.b.clear(), q.sfa.clear(), q.sfb.clear();
+    q.seed = seed;
+    q.generator = spec.name();
+    expand_seeded_case(q);
   } else {
     // No generator known (a replayed file): the case's own bytes, shuffled, keep its distribution.
+    Rng rng(seed);
     for (auto* v : {&q.a, &q.b, &q.sfa, &q.sfb}) std::shuffle(v->begin(), v->end(), rng);
+    q.data_from_seed = false;
   }
   q.note = "stale-state refill of " + (p.note.empty() ? std::string("a case") : p.note);
   return q;

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -189,6 +190,22 @@ KernelReport supervise_worker(const WorkerJob& job, const std::function<void(con
     bool in_case = false, finished = false, restart = false;
     double wait = job.startup_s;
     std::string lost_check, lost_what;
+    // Time by step: each event closes the step in progress and may open the next.
+    std::string step = "start";
+    auto step_started = std::chrono::steady_clock::now();
+    auto close_step = [&](const std::string& next) {
+      const auto now = std::chrono::steady_clock::now();
+      const double sec = std::chrono::duration<double>(now - step_started).count();
+      auto it = std::find_if(report.stage_seconds.begin(), report.stage_seconds.end(),
+                             [&](const auto& e) { return e.first == step; });
+      if (it == report.stage_seconds.end()) {
+        report.stage_seconds.emplace_back(step, sec);
+      } else {
+        it->second += sec;
+      }
+      step = next;
+      step_started = now;
+    };
     for (;;) {
       nlohmann::json ev;
       const WorkerProcess::Next n = worker.next(&ev, wait);
@@ -208,6 +225,10 @@ KernelReport supervise_worker(const WorkerJob& job, const std::function<void(con
         break;
       }
       const std::string type = ev.value("event", "");
+      if (type == "begin") close_step("prepare");
+      if (type == "stage") close_step(ev.value("stage", ""));
+      if (type == "result") close_step("generate");
+      if (type == "done") close_step("end");
       if (type == "begin") {
         in_case = true;
         input = ev.value("input", "");

@@ -517,8 +517,9 @@ std::string write_case(const Problem& p) {
   return out;
 }
 
-void write_case_file(const Problem& p, const std::string& path) {
-  const std::string text = write_case(p);
+void write_case_file(const Problem& p, const std::string& path) { write_case_text(write_case(p), path); }
+
+void write_case_text(const std::string& text, const std::string& path) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   if (!out) throw std::runtime_error("cannot write case file " + path + ": " + std::strerror(errno));
   out.write(text.data(), static_cast<std::streamsize>(text.size()));

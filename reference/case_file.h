@@ -32,6 +32,8 @@ Problem read_case_file(const std::string& path);  // throws CaseError also when 
 // neither data nor seed, non-finite alpha).
 std::string write_case(const Problem& p);
 void write_case_file(const Problem& p, const std::string& path);  // throws std::runtime_error
+// Writes text already made by write_case (throws std::runtime_error).
+void write_case_text(const std::string& text, const std::string& path);
 
 // The note as write_case writes it: '#' and control characters become spaces (they would end
 // the value), edge spaces are trimmed (the parser trims values).

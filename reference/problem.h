@@ -33,6 +33,10 @@ struct Problem {
   // harness's generators fill a, b, sfa, sfb from them. Explicit data always wins.
   std::optional<uint64_t> seed;
   std::string generator;
+  // Set when a, b, sfa and sfb are exactly what `seed` and `generator` expand to (the harness's
+  // expand_seeded_case sets it), so a large case can be saved as its seed alone. Not written to
+  // case files; whoever changes the data clears it.
+  bool data_from_seed = false;
 
   int64_t kb() const { return (k + 15) / 16; }
   int64_t a_bytes() const { return l * m * k / 2; }

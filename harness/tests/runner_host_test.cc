@@ -11,6 +11,7 @@
 #include "harness/runner.h"
 #include "harness/tests/wrong_host_kernels.h"
 #include "kernels/registry.h"
+#include "reference/case_file.h"
 
 namespace nvfp4 {
 namespace {
@@ -152,6 +153,60 @@ TEST(RunnerStale, ShuffleRefillCatchesACache) {
   const CheckResult r = check_case(kernel("stale_cache_host"), p, o);
   ASSERT_EQ(r.verdict, CheckResult::Verdict::fail);
   EXPECT_EQ(r.check, "stale-state") << r.message;
+}
+
+// A large case drawn from a seed is saved as that seed (not megabytes of hex); loading the file
+// gives back the same data, so the saved case reproduces the failure. A small one keeps its data.
+TEST(RunnerSave, LargeSeededCaseIsSavedAsItsSeed) {
+  for (const int64_t m : {int64_t(8), int64_t(2048)}) {
+    Problem p;
+    p.op = Op::gemv;
+    p.m = m;
+    p.k = 2048;  // m = 2048: 2 MiB of A, above the 1 MiB limit
+    p.seed = 4242;
+    p.generator = DataSpec{}.name();
+    expand_seeded_case(p);
+    ASSERT_TRUE(p.data_from_seed);
+    const CheckResult r = check_case(kernel("wrong_answer_host"), p, test_options());
+    ASSERT_EQ(r.verdict, CheckResult::Verdict::fail) << r.message;
+    ASSERT_TRUE(std::filesystem::exists(r.case_file));
+    Problem loaded = read_case_file(r.case_file);
+    EXPECT_EQ(loaded.has_data(), m == 8) << "m = " << m << ": " << r.case_file;
+    EXPECT_EQ(loaded.seed, p.seed);
+    EXPECT_LT(std::filesystem::file_size(r.case_file), m == 8 ? 100000u : 20000u);
+    expand_seeded_case(loaded);
+    EXPECT_EQ(loaded.a, p.a);
+    EXPECT_EQ(loaded.sfa, p.sfa);
+    EXPECT_EQ(loaded.b, p.b);
+    EXPECT_EQ(loaded.sfb, p.sfb);
+    EXPECT_EQ(loaded.alpha, p.alpha);
+    const CheckResult again = check_case(kernel("wrong_answer_host"), loaded, test_options());
+    EXPECT_EQ(again.check, r.check);
+    // Changed data is no longer its seed's expansion: it must be saved in full.
+    Problem edited = p;
+    edited.a[0] ^= 0x11;
+    edited.data_from_seed = false;
+    const CheckResult r2 = check_case(kernel("wrong_answer_host"), edited, test_options());
+    ASSERT_EQ(r2.verdict, CheckResult::Verdict::fail);
+    EXPECT_TRUE(read_case_file(r2.case_file).has_data());
+  }
+}
+
+// The stale-state refill is drawn from a seed too, with the case's alpha kept.
+TEST(RunnerStale, SeededRefillKeepsAlpha) {
+  Problem p = make_problem(G, 19, 4, 96, 1, P, 778);
+  p.alpha = 0.375f;
+  RunOptions o = test_options();
+  o.data_spec = "uniform/narrow/arbitrary";
+  const CheckResult r = check_case(kernel("stale_cache_host"), p, o);
+  ASSERT_EQ(r.verdict, CheckResult::Verdict::fail);
+  EXPECT_EQ(r.check, "stale-state") << r.message;
+  EXPECT_EQ(r.problem.alpha, 0.375f);
+  EXPECT_TRUE(r.problem.data_from_seed);
+  Problem loaded = read_case_file(r.case_file);
+  expand_seeded_case(loaded);
+  EXPECT_EQ(loaded.a, r.problem.a);
+  EXPECT_EQ(loaded.alpha, 0.375f);
 }
 
 // run_kernel_once hands back what an honest kernel computed, and names a refusal.
