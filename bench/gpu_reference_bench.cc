@@ -1,6 +1,7 @@
 // Times the exact GPU reference on production shapes (issue 7): the decode and compute kernels
 // by CUDA events, the whole call (copies of inputs and of every ExactElement back) by the host
-// clock. Prints a table and writes JSON: gpu_reference_bench [--json FILE] [--repeat N].
+// clock. Prints a table and writes JSON: gpu_reference_bench [--json FILE] [--repeat N]
+// [--only gemv|gemm].
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -16,13 +17,16 @@
 int main(int argc, char** argv) {
   std::string json_path;
   int repeat = 5;
+  std::string only;  // "gemv" or "gemm": that op's shapes alone
   for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--json") && i + 1 < argc) {
+    if (!std::strcmp(argv[i], "--only") && i + 1 < argc) {
+      only = argv[++i];
+    } else if (!std::strcmp(argv[i], "--json") && i + 1 < argc) {
       json_path = argv[++i];
     } else if (!std::strcmp(argv[i], "--repeat") && i + 1 < argc) {
       repeat = std::max(1, std::atoi(argv[++i]));
     } else {
-      std::fprintf(stderr, "usage: %s [--json FILE] [--repeat N]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--json FILE] [--repeat N] [--only gemv|gemm]\n", argv[0]);
       return 2;
     }
   }
@@ -48,6 +52,7 @@ int main(int argc, char** argv) {
   nlohmann::json out = nlohmann::json::array();
   nvfp4::Rng rng(seed);
   for (const Case& c : cases) {
+    if (!only.empty() && only != nvfp4::to_string(c.op)) continue;
     nvfp4::Problem p;
     p.op = c.op;
     p.m = c.m;

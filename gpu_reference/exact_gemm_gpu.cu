@@ -1,8 +1,9 @@
 // The exact reference on the GPU. Products are summed as integers in units of 2^-20, like the CPU
 // reference: E2M1 codes become small integers (doubled values, |v| <= 12), each 16-element block
-// is an integer dot product (dp4a), times the integer significands of its two scales, shifted
-// into a 64-bit fixed-point accumulator. The final rounding is reference/scaled_round.h's, the
-// same function the CPU reference uses.
+// is an integer dot product (dp4a in the GEMV kernel, one integer tensor-core mma per 16 x 8
+// outputs in the GEMM kernel), times the integer significands of its two scales, shifted into a
+// 64-bit fixed-point accumulator. The final rounding is reference/scaled_round.h's, the same
+// function the CPU reference uses.
 #include "gpu_reference/exact_gemm_gpu.h"
 
 #include <cuda_runtime.h>
@@ -62,7 +63,8 @@ __device__ __forceinline__ uint32_t decode4(uint32_t w) {
   return __vsub4(mag ^ neg, neg);
 }
 
-// One thread per (row, block): the block's 16 codes as int8 (zeros past k) and its packed scale.
+// One thread per (row, block): the block's 16 codes as int8 (zeros past k, and zeros throughout
+// when the scale is zero or NaN) and its packed scale.
 __global__ void decode_rows(const uint8_t* __restrict__ packed, const uint8_t* __restrict__ sf,
                             int64_t rows, int64_t k, int64_t kb, ScaleSemantics semantics,
                             uint4* __restrict__ vals, uint2* __restrict__ scales) {
@@ -75,8 +77,11 @@ __global__ void decode_rows(const uint8_t* __restrict__ packed, const uint8_t* _
   for (int64_t i = 0; i < nbytes; ++i) bytes[i] = src[i];
   uint32_t w[4];
   for (int q = 0; q < 4; ++q) w[q] = decode4(bytes[2 * q] | (uint32_t(bytes[2 * q + 1]) << 8));
-  vals[id] = make_uint4(w[0], w[1], w[2], w[3]);
-  scales[id] = block_scale(sf[id], semantics, nonzero_bits16(w));
+  const uint2 sc = block_scale(sf[id], semantics, nonzero_bits16(w));
+  // A zero or NaN scale's block contributes nothing: its values become zeros, so the tensor
+  // cores' dot, |dot| and nonzero count leave it out without a test per block.
+  vals[id] = sc.x ? make_uint4(w[0], w[1], w[2], w[3]) : make_uint4(0, 0, 0, 0);
+  scales[id] = sc;
 }
 
 // Running exact state of one output element (the fields of ExactElement, in 64 bits: enough for
@@ -136,99 +141,296 @@ __device__ __forceinline__ void acc_store(const Acc& acc, bool nan, float alpha,
 
 __device__ __forceinline__ uint32_t abs4(uint32_t v) { return __vabsss4(v); }
 
-// GEMM tile: 64 x 64 outputs per 256-thread block, 4 x 4 per thread (rows ty + 16 r, columns
-// tx + 16 c), two scale blocks (32 elements) of A and B staged in shared memory per step.
-constexpr int kTile = 64, kStepBlocks = 2, kWords = kStepBlocks * 4, kPad = kWords + 1;
+// ---------------------------------------------------------------------------------------------
+// GEMM on the integer tensor cores. One mma.m16n8k16 (s8 x s8 -> s32) is exactly one scale
+// block's dot products for a 16 x 8 tile of outputs, so three of them per block and tile give
+// what the exact state needs: dot = sum a*b, adot = sum |a*b| (on |A| and |B|), and the count of
+// nonzero products (on 0/1 indicators, accumulated across k inside the tensor core). What is
+// left per output and block is the scaling: two 32x32->64 multiply-adds. min_tz needs the
+// block's products only when the block could lower it, which one compare per thread and block
+// rules out almost always.
+//
+// Fragments (PTX ISA, mma.m16n8k16 with 8-bit types): lane = 4 g + t; A's registers hold row g
+// and row g + 8, bytes 4t..4t+3 of the block; B's register holds column g, bytes 4t..4t+3; the
+// accumulators hold rows g and g + 8, columns 2t and 2t + 1.
+__device__ __forceinline__ void mma_s8(int (&d)[4], uint32_t a0, uint32_t a1, uint32_t b, const int (&c)[4]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%7,%8,%9,%10};\n"
+      : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+      : "r"(a0), "r"(a1), "r"(b), "r"(c[0]), "r"(c[1]), "r"(c[2]), "r"(c[3]));
+}
 
-__global__ void __launch_bounds__(256) gemm_exact(const uint4* __restrict__ av, const uint2* __restrict__ as,
-                                                  const uint4* __restrict__ bv, const uint2* __restrict__ bs,
-                                                  int64_t m, int64_t n, int64_t kb, float alpha,
-                                                  ExactElement* __restrict__ out, uint16_t* __restrict__ c) {
-  __shared__ uint32_t sa_vals[kTile][kPad], sb_vals[kTile][kPad];
-  __shared__ uint2 sa_scale[kTile][kStepBlocks], sb_scale[kTile][kStepBlocks];
-  const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+// Four int8 values in [-12, 12]: their magnitudes, and 0/1 nonzero indicators. No carry crosses a
+// byte: (v ^ sign) is at most 11 and gains 1; |v| + 0x7F is at most 0x8B.
+__device__ __forceinline__ uint32_t abs4_small(uint32_t v) {
+  uint32_t sign;  // 0xFF in each negative byte: prmt's selector bit 3 replicates a byte's sign
+                  // (__byte_perm ignores that bit)
+  asm("prmt.b32 %0, %1, 0, 0xBA98;\n" : "=r"(sign) : "r"(v));
+  return (v ^ sign) + (sign & 0x01010101u);
+}
+__device__ __forceinline__ uint32_t nonzero4_small(uint32_t magnitudes) {
+  return ((magnitudes + 0x7F7F7F7Fu) >> 7) & 0x01010101u;
+}
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+// Copies 16 bytes to shared memory asynchronously; when !valid it writes zeros instead.
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending)); }
+
+// One block's scale for the GEMM: x the signed multiplier (as block_scale), y its magnitude, z
+// tz(|x|), or 64 when x = 0 so that an empty block never looks as if it could lower min_tz. NaN
+// goes to a per-row flag instead of travelling with each block.
+__global__ void decode_rows_mma(const uint8_t* __restrict__ packed, const uint8_t* __restrict__ sf, int64_t rows,
+                                int64_t k, int64_t kb, ScaleSemantics semantics, uint4* __restrict__ vals,
+                                uint4* __restrict__ scales, uint32_t* __restrict__ row_nan) {
+  const int64_t id = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (id >= rows * kb) return;
+  const int64_t row = id / kb, s = id % kb;
+  const uint8_t* src = packed + row * (k / 2) + s * 8;
+  const int64_t nbytes = k / 2 - s * 8 < 8 ? k / 2 - s * 8 : 8;
+  uint8_t bytes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  for (int64_t i = 0; i < nbytes; ++i) bytes[i] = src[i];
+  uint32_t w[4];
+  for (int q = 0; q < 4; ++q) w[q] = decode4(bytes[2 * q] | (uint32_t(bytes[2 * q + 1]) << 8));
+  const ScaleValue v = e4m3_decode(sf[id], semantics);
+  const int mult = v.nan ? 0 : v.sign * (v.sig << (v.exp + 9));
+  // A zero or NaN scale's block contributes nothing: its values become zeros, so the tensor
+  // cores' dot, |dot| and nonzero count leave it out without a test per block.
+  vals[id] = mult ? make_uint4(w[0], w[1], w[2], w[3]) : make_uint4(0, 0, 0, 0);
+  scales[id] = make_uint4(static_cast<uint32_t>(mult), static_cast<uint32_t>(abs(mult)),
+                          mult ? static_cast<uint32_t>(__ffs(mult) - 1) : 64u, 0u);
+  if (v.nan) row_nan[row] = 1u;  // racing stores of the same value
+}
+
+// kWarpsM x kWarpsN warps, each kTilesM x kTilesN mma tiles (16 x 8 outputs each); kStep scale
+// blocks per shared-memory stage, kStages stages in flight.
+template <int kWarpsM, int kWarpsN, int kTilesM, int kTilesN, int kStep, int kStages>
+struct MmaGemm {
+  static constexpr int kThreads = 32 * kWarpsM * kWarpsN;
+  static constexpr int kBM = kWarpsM * 16 * kTilesM, kBN = kWarpsN * 8 * kTilesN;
+  // Four arrays of 16-byte entries per stage: A values, B values, A scales, B scales. Rows are 16
+  // bytes apart, so the fragment reads of a warp hit 32 different banks.
+  static constexpr int kEntries = kStep * 2 * (kBM + kBN);
+  static constexpr int kPerThread = (kEntries + kThreads - 1) / kThreads;
+  struct Stage {
+    uint4 a[kStep][kBM];
+    uint4 b[kStep][kBN];
+    uint4 as[kStep][kBM];
+    uint4 bs[kStep][kBN];
+  };
+};
+
+template <int kWarpsM, int kWarpsN, int kTilesM, int kTilesN, int kStep, int kStages>
+__global__ void __launch_bounds__(32 * kWarpsM * kWarpsN, 1)
+    gemm_exact_mma(const uint4* __restrict__ av, const uint4* __restrict__ as, const uint4* __restrict__ bv,
+                   const uint4* __restrict__ bs, const uint32_t* __restrict__ a_nan,
+                   const uint32_t* __restrict__ b_nan, int64_t m, int64_t n, int64_t kb, float alpha,
+                   ExactElement* __restrict__ out, uint16_t* __restrict__ c) {
+  using G = MmaGemm<kWarpsM, kWarpsN, kTilesM, kTilesN, kStep, kStages>;
+  constexpr int kBM = G::kBM, kBN = G::kBN, kThreads = G::kThreads;
+  __shared__ typename G::Stage stages[kStages];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int g = lane / 4, t = lane % 4;
+  const int wm0 = (warp / kWarpsN) * 16 * kTilesM, wn0 = (warp % kWarpsN) * 8 * kTilesN;
   const int64_t batch = blockIdx.z;
-  const int64_t row0 = static_cast<int64_t>(blockIdx.y) * kTile, col0 = static_cast<int64_t>(blockIdx.x) * kTile;
-  const uint4* a_rows = av + batch * m * kb;
-  const uint4* b_rows = bv + batch * n * kb;
-  const uint2* a_sc = as + batch * m * kb;
-  const uint2* b_sc = bs + batch * n * kb;
+  const int64_t row0 = static_cast<int64_t>(blockIdx.y) * kBM, col0 = static_cast<int64_t>(blockIdx.x) * kBN;
 
-  Acc acc[4][4];
+  // This thread's entries of every stage, fixed for the whole loop: where from (the row's first
+  // block, plus the entry's block within the step), where to (offset in a stage), and whether
+  // its row exists.
+  const uint4* src[G::kPerThread];
+  uint32_t dst[G::kPerThread];
+  int blk_of[G::kPerThread];
+  bool live[G::kPerThread], active[G::kPerThread];  // active: the entry exists (kEntries may not
+                                                     // fill the last round of threads)
 #pragma unroll
-  for (int r = 0; r < 4; ++r)
-#pragma unroll
-    for (int q = 0; q < 4; ++q) acc_init(acc[r][q]);
-  uint32_t row_nan = 0, col_nan = 0;  // bit r: a scale of row ty + 16 r is NaN; bit q: of column
-
-  for (int64_t s0 = 0; s0 < kb; s0 += kStepBlocks) {
-    // 64 rows x 2 blocks of uint4 for A (threads 0-127) and for B (threads 128-255).
-    {
-      const int half = threadIdx.x / 128, idx = threadIdx.x % 128;
-      const int r = idx / kStepBlocks, blk = idx % kStepBlocks;
-      const int64_t s = s0 + blk;
-      const int64_t row = (half ? col0 : row0) + r, rows = half ? n : m;
-      uint4 v = make_uint4(0, 0, 0, 0);
-      uint2 sc = make_uint2(0, 0);
-      if (s < kb && row < rows) {
-        v = (half ? b_rows : a_rows)[row * kb + s];
-        sc = (half ? b_sc : a_sc)[row * kb + s];
-      }
-      uint32_t(*vals)[kPad] = half ? sb_vals : sa_vals;
-      vals[r][blk * 4 + 0] = v.x;
-      vals[r][blk * 4 + 1] = v.y;
-      vals[r][blk * 4 + 2] = v.z;
-      vals[r][blk * 4 + 3] = v.w;
-      (half ? sb_scale : sa_scale)[r][blk] = sc;
+  for (int e = 0; e < G::kPerThread; ++e) {
+    const int x = threadIdx.x + e * kThreads;
+    int which = 0, r = 0, blk = 0;
+    if (x < kStep * kBM) {
+      which = 0, r = x / kStep, blk = x % kStep;
+    } else if (x < kStep * (kBM + kBN)) {
+      which = 1, r = (x - kStep * kBM) / kStep, blk = (x - kStep * kBM) % kStep;
+    } else if (x < kStep * (2 * kBM + kBN)) {
+      which = 2, r = (x - kStep * (kBM + kBN)) / kStep, blk = (x - kStep * (kBM + kBN)) % kStep;
+    } else {
+      which = 3, r = (x - kStep * (2 * kBM + kBN)) / kStep, blk = (x - kStep * (2 * kBM + kBN)) % kStep;
     }
-    __syncthreads();
+    const bool is_a = which == 0 || which == 2;
+    const int64_t row = (is_a ? row0 : col0) + r;
+    active[e] = x < G::kEntries;
+    live[e] = active[e] && row < (is_a ? m : n);
+    const uint4* base = which == 0 ? av : which == 1 ? bv : which == 2 ? as : bs;
+    src[e] = base + ((batch * (is_a ? m : n)) + (live[e] ? row : 0)) * kb + blk;
+    blk_of[e] = blk;
+    typename G::Stage& s0 = stages[0];
+    const uint4* slot = which == 0 ? &s0.a[blk][r] : which == 1 ? &s0.b[blk][r] : which == 2 ? &s0.as[blk][r] : &s0.bs[blk][r];
+    dst[e] = smem_addr(slot);
+  }
+  const uint32_t stage_bytes = static_cast<uint32_t>(sizeof(typename G::Stage));
+  auto load = [&](int stage, int64_t s0) {
 #pragma unroll
-    for (int blk = 0; blk < kStepBlocks; ++blk) {
-      uint32_t b[4][4], b_abs[4][4];
-      uint2 b_sc4[4];
+    for (int e = 0; e < G::kPerThread; ++e) {
+      const bool ok = live[e] && s0 + blk_of[e] < kb;
+      if (active[e]) cp_async16(dst[e] + stage * stage_bytes, ok ? src[e] + s0 : av, ok);
+    }
+    cp_async_commit();
+  };
+
+  long long sum[kTilesM][kTilesN][4];
+  unsigned long long abs_sum[kTilesM][kTilesN][4];
+  int min_tz[kTilesM][kTilesN][4];
+  int count[kTilesM][kTilesN][4];
 #pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        b_sc4[q] = sb_scale[tx + 16 * q][blk];
-        col_nan |= ((b_sc4[q].y >> 24) & 1u) << q;
+  for (int mt = 0; mt < kTilesM; ++mt)
 #pragma unroll
-        for (int w = 0; w < 4; ++w) {
-          b[q][w] = sb_vals[tx + 16 * q][blk * 4 + w];
-          b_abs[q][w] = abs4(b[q][w]);
+    for (int nt = 0; nt < kTilesN; ++nt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        sum[mt][nt][i] = 0;
+        abs_sum[mt][nt][i] = 0;
+        min_tz[mt][nt][i] = 128;
+        count[mt][nt][i] = 0;
+      }
+  int max_min_tz = 128;  // the largest min_tz of this thread's outputs: a block whose smallest
+                         // scale exponent sum is not below it cannot lower any of them
+
+  // Stage s holds blocks s*kStep.. of step s; kStages - 1 steps are in flight ahead of the one in
+  // use, one commit group each (empty past the end, so the counting stays uniform).
+  const int64_t steps = (kb + kStep - 1) / kStep;
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < steps) {
+      load(s, static_cast<int64_t>(s) * kStep);
+    } else {
+      cp_async_commit();
+    }
+  }
+  for (int64_t step = 0; step < steps; ++step) {
+    cp_async_wait<kStages - 2>();
+    __syncthreads();  // step's stage is in; every warp is done with the stage loaded next
+    const int64_t ahead = step + kStages - 1;
+    if (ahead < steps) {
+      load(static_cast<int>(ahead % kStages), ahead * kStep);
+    } else {
+      cp_async_commit();
+    }
+    const typename G::Stage& st = stages[step % kStages];
+#pragma unroll
+    for (int blk = 0; blk < kStep; ++blk) {
+      uint32_t a[kTilesM][2], a_abs[kTilesM][2], a_one[kTilesM][2];
+      int a_mult[kTilesM][2], a_tz[kTilesM][2];
+      unsigned a_mag[kTilesM][2];
+      int min_base_a = 1 << 20, min_base_b = 1 << 20;
+#pragma unroll
+      for (int mt = 0; mt < kTilesM; ++mt) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int r = wm0 + 16 * mt + g + 8 * h;
+          a[mt][h] = reinterpret_cast<const uint32_t*>(&st.a[blk][r])[t];
+          a_abs[mt][h] = abs4_small(a[mt][h]);
+          a_one[mt][h] = nonzero4_small(a_abs[mt][h]);
+          const uint4 sc = st.as[blk][r];
+          a_mult[mt][h] = static_cast<int>(sc.x);
+          a_mag[mt][h] = sc.y;
+          a_tz[mt][h] = static_cast<int>(sc.z);
+          min_base_a = min(min_base_a, a_tz[mt][h]);
         }
       }
+      uint32_t b[kTilesN], b_abs[kTilesN], b_one[kTilesN];
+      int b_mult[kTilesN][2], b_tz[kTilesN][2];
+      unsigned b_mag[kTilesN][2];
 #pragma unroll
-      for (int r = 0; r < 4; ++r) {
-        uint32_t a[4], a_abs[4];
-        const uint2 a_sc4 = sa_scale[ty + 16 * r][blk];
-        row_nan |= ((a_sc4.y >> 24) & 1u) << r;
+      for (int nt = 0; nt < kTilesN; ++nt) {
+        b[nt] = reinterpret_cast<const uint32_t*>(&st.b[blk][wn0 + 8 * nt + g])[t];
+        b_abs[nt] = abs4_small(b[nt]);
+        b_one[nt] = nonzero4_small(b_abs[nt]);
 #pragma unroll
-        for (int w = 0; w < 4; ++w) {
-          a[w] = sa_vals[ty + 16 * r][blk * 4 + w];
-          a_abs[w] = abs4(a[w]);
+        for (int q = 0; q < 2; ++q) {
+          const uint4 sc = st.bs[blk][wn0 + 8 * nt + 2 * t + q];
+          b_mult[nt][q] = static_cast<int>(sc.x);
+          b_mag[nt][q] = sc.y;
+          b_tz[nt][q] = static_cast<int>(sc.z);
+          min_base_b = min(min_base_b, b_tz[nt][q]);
         }
+      }
+      int adot[kTilesM][kTilesN][4];
 #pragma unroll
-        for (int q = 0; q < 4; ++q) {
-          int dot = 0;
-          unsigned adot = 0;
+      for (int mt = 0; mt < kTilesM; ++mt) {
 #pragma unroll
-          for (int w = 0; w < 4; ++w) {
-            dot = __dp4a(static_cast<int>(a[w]), static_cast<int>(b[q][w]), dot);
-            adot = __dp4a(a_abs[w], b_abs[q][w], adot);
+        for (int nt = 0; nt < kTilesN; ++nt) {
+          const int zero[4] = {0, 0, 0, 0};
+          int dot[4];
+          mma_s8(dot, a[mt][0], a[mt][1], b[nt], zero);
+          mma_s8(adot[mt][nt], a_abs[mt][0], a_abs[mt][1], b_abs[nt], zero);
+          mma_s8(count[mt][nt], a_one[mt][0], a_one[mt][1], b_one[nt], count[mt][nt]);
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            const int h = i / 2, q = i % 2;
+            sum[mt][nt][i] += static_cast<long long>(dot[i] * a_mult[mt][h]) * b_mult[nt][q];
+            abs_sum[mt][nt][i] +=
+                static_cast<unsigned long long>(static_cast<unsigned>(adot[mt][nt][i]) * a_mag[mt][h]) * b_mag[nt][q];
           }
-          acc_block(acc[r][q], dot, static_cast<int>(adot), a_sc4, b_sc4[q], a, b[q]);
         }
       }
+      if (min_base_a + min_base_b < max_min_tz) {
+        // Rare: this block may lower some min_tz; the exact value needs its products.
+        int new_max = 0;
+#pragma unroll
+        for (int mt = 0; mt < kTilesM; ++mt) {
+#pragma unroll
+          for (int nt = 0; nt < kTilesN; ++nt) {
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+              const int h = i / 2, q = i % 2;
+              const int base = a_tz[mt][h] + b_tz[nt][q];
+              if (adot[mt][nt][i] != 0 && base < min_tz[mt][nt][i]) {
+                const uint4 x4 = st.a[blk][wm0 + 16 * mt + g + 8 * h];
+                const uint4 y4 = st.b[blk][wn0 + 8 * nt + 2 * t + q];
+                const uint32_t xs[4] = {x4.x, x4.y, x4.z, x4.w}, ys[4] = {y4.x, y4.y, y4.z, y4.w};
+                uint32_t bits = 0;
+#pragma unroll 1
+                for (int w = 0; w < 4; ++w) {
+                  for (int byte = 0; byte < 4; ++byte) {
+                    const int xv = static_cast<int8_t>(xs[w] >> (8 * byte));
+                    const int yv = static_cast<int8_t>(ys[w] >> (8 * byte));
+                    bits |= static_cast<uint32_t>(abs(xv * yv));
+                  }
+                }
+                min_tz[mt][nt][i] = min(min_tz[mt][nt][i], __ffs(bits) - 1 + base);
+              }
+              new_max = max(new_max, min_tz[mt][nt][i]);
+            }
+          }
+        }
+        max_min_tz = new_max;
+      }
     }
-    __syncthreads();
   }
 #pragma unroll
-  for (int r = 0; r < 4; ++r) {
+  for (int mt = 0; mt < kTilesM; ++mt) {
 #pragma unroll
-    for (int q = 0; q < 4; ++q) {
-      const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * q;
-      if (i < m && j < n) {
-        const int64_t idx = (batch * m + i) * n + j;
-        acc_store(acc[r][q], ((row_nan >> r) | (col_nan >> q)) & 1u, alpha, out + idx, c + idx);
+    for (int nt = 0; nt < kTilesN; ++nt) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int h = i / 2, q = i % 2;
+        const int64_t row = row0 + wm0 + 16 * mt + g + 8 * h, col = col0 + wn0 + 8 * nt + 2 * t + q;
+        if (row < m && col < n) {
+          Acc acc;
+          acc.sum = sum[mt][nt][i];
+          acc.abs_sum = abs_sum[mt][nt][i];
+          acc.nonzero = count[mt][nt][i];
+          acc.min_tz = min_tz[mt][nt][i];
+          const bool nan = (a_nan[batch * m + row] | b_nan[batch * n + col]) != 0;
+          const int64_t idx = (batch * m + row) * n + col;
+          acc_store(acc, nan, alpha, out + idx, c + idx);
+        }
       }
     }
   }
@@ -375,10 +577,10 @@ ExactResult exact_gemm_gpu(const Problem& p, GpuReferenceTiming* timing) {
     }
   } event_guard{events};
   check_cuda(cudaEventRecord(events[0], stream), "cudaEventRecord");
-  DeviceArray<uint4> d_bv(p.l * p.n * kb);
-  DeviceArray<uint2> d_bs(p.l * p.n * kb);
-  decode(d_b, d_sfb, p.l * p.n, d_bv, d_bs);
   if (p.n == 1) {
+    DeviceArray<uint4> d_bv(p.l * kb);
+    DeviceArray<uint2> d_bs(p.l * kb);
+    decode(d_b, d_sfb, p.l, d_bv, d_bs);
     check_cuda(cudaEventRecord(events[1], stream), "cudaEventRecord");
     const int warps = 8;
     const dim3 grid(static_cast<unsigned>((p.m + warps - 1) / warps), static_cast<unsigned>(p.l));
@@ -390,23 +592,42 @@ ExactResult exact_gemm_gpu(const Problem& p, GpuReferenceTiming* timing) {
                                                          p.semantics, p.alpha, d_out.ptr, d_c.ptr);
     }
     check_cuda(cudaGetLastError(), "gemv_exact launch");
-  } else {
-    DeviceArray<uint4> d_av(p.l * p.m * kb);
-    DeviceArray<uint2> d_as(p.l * p.m * kb);
-    decode(d_a, d_sfa, p.l * p.m, d_av, d_as);
-    check_cuda(cudaEventRecord(events[1], stream), "cudaEventRecord");
-    if ((p.m + kTile - 1) / kTile > 65535 || p.l > 65535) {
-      throw std::invalid_argument("GPU reference: m or l too large for one launch");
-    }
-    const dim3 grid(static_cast<unsigned>((p.n + kTile - 1) / kTile), static_cast<unsigned>((p.m + kTile - 1) / kTile),
-                    static_cast<unsigned>(p.l));
-    gemm_exact<<<grid, 256, 0, stream>>>(d_av.ptr, d_as.ptr, d_bv.ptr, d_bs.ptr, p.m, p.n, kb, p.alpha, d_out.ptr,
-                                         d_c.ptr);
-    check_cuda(cudaGetLastError(), "gemm_exact launch");
     check_cuda(cudaEventRecord(events[2], stream), "cudaEventRecord");
-    check_cuda(cudaStreamSynchronize(stream), "gemm_exact");  // before d_av / d_as go away
+    check_cuda(cudaStreamSynchronize(stream), "gemv_exact");  // before d_bv / d_bs go away
+  } else {
+    // Both operands decoded for the tensor cores, with per-row NaN flags.
+    DeviceArray<uint4> d_av(p.l * p.m * kb), d_as(p.l * p.m * kb);
+    DeviceArray<uint4> d_bv(p.l * p.n * kb), d_bs(p.l * p.n * kb);
+    DeviceArray<uint32_t> d_a_nan(p.l * p.m), d_b_nan(p.l * p.n);
+    check_cuda(cudaMemsetAsync(d_a_nan.ptr, 0, p.l * p.m * sizeof(uint32_t), stream), "cudaMemset");
+    check_cuda(cudaMemsetAsync(d_b_nan.ptr, 0, p.l * p.n * sizeof(uint32_t), stream), "cudaMemset");
+    auto decode_mma = [&](const DeviceArray<uint8_t>& packed, const DeviceArray<uint8_t>& sf, int64_t rows,
+                          DeviceArray<uint4>& vals, DeviceArray<uint4>& scales, DeviceArray<uint32_t>& nan) {
+      const int64_t count = rows * kb;
+      const int threads = 256;
+      decode_rows_mma<<<static_cast<unsigned>((count + threads - 1) / threads), threads, 0, stream>>>(
+          packed.ptr, sf.ptr, rows, p.k, kb, p.semantics, vals.ptr, scales.ptr, nan.ptr);
+      check_cuda(cudaGetLastError(), "decode_rows_mma launch");
+    };
+    decode_mma(d_a, d_sfa, p.l * p.m, d_av, d_as, d_a_nan);
+    decode_mma(d_b, d_sfb, p.l * p.n, d_bv, d_bs, d_b_nan);
+    check_cuda(cudaEventRecord(events[1], stream), "cudaEventRecord");
+    auto launch_mma = [&](auto kernel, int bm, int bn, int threads) {
+      if ((p.m + bm - 1) / bm > 65535 || p.l > 65535) {
+        throw std::invalid_argument("GPU reference: m or l too large for one launch");
+      }
+      const dim3 grid(static_cast<unsigned>((p.n + bn - 1) / bn), static_cast<unsigned>((p.m + bm - 1) / bm),
+                      static_cast<unsigned>(p.l));
+      kernel<<<grid, threads, 0, stream>>>(d_av.ptr, d_as.ptr, d_bv.ptr, d_bs.ptr, d_a_nan.ptr, d_b_nan.ptr, p.m,
+                                           p.n, kb, p.alpha, d_out.ptr, d_c.ptr);
+    };
+    // 16 warps of 16 x 16 outputs (64 x 64 per thread block), 4 scale blocks per stage, 2 stages:
+    // the fastest of the shapes tried on the H200 (bench/GPU_RESULTS.md).
+    launch_mma(gemm_exact_mma<4, 4, 1, 2, 4, 2>, 64, 64, 512);
+    check_cuda(cudaGetLastError(), "gemm_exact_mma launch");
+    check_cuda(cudaEventRecord(events[2], stream), "cudaEventRecord");
+    check_cuda(cudaStreamSynchronize(stream), "gemm_exact_mma");  // before the decoded arrays go away
   }
-  if (p.n == 1) check_cuda(cudaEventRecord(events[2], stream), "cudaEventRecord");
   ExactResult result;
   result.elems.resize(elems);
   result.c.resize(elems);
