@@ -415,6 +415,7 @@ CheckResult check_supported(const Kernel& kernel, CheckResult r, const RunOption
 
   // Stale state: new data through the same pointers; the output must follow the new data.
   if (options.check_stale) {
+    stage(options, "stale data");
     Problem q = refreshed(p, options);
     stage(options, "stale reference");
     ExactResult ref2 = exact_gemm_auto(q);

@@ -10,11 +10,13 @@
 // than that slack, about 2^-44 of an FP16 ulp.
 #include "reference/oracle.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <stdexcept>
+#include <vector>
 
 namespace nvfp4 {
 
@@ -301,21 +303,46 @@ OracleSummary judge(const Problem& p, const ExactResult& ref, const uint16_t* c,
   if (static_cast<int64_t>(ref.elems.size()) != count)
     throw std::invalid_argument("judge: the reference has " + std::to_string(ref.elems.size()) +
                                 " elements, the problem " + std::to_string(count));
+  // Chunks of outputs judged in parallel (a 4096^2 GEMM has 16M outputs), then merged in chunk
+  // order: the totals and the first failure do not depend on the thread count.
+  constexpr int64_t kChunk = int64_t(1) << 16;
+  const int64_t chunks = (count + kChunk - 1) / kChunk;
+  std::vector<OracleSummary> parts(static_cast<size_t>(chunks));
+  std::vector<int64_t> first_idx(static_cast<size_t>(chunks), -1);
+#pragma omp parallel for schedule(dynamic, 1) if (chunks > 1)
+  for (int64_t ch = 0; ch < chunks; ++ch) {
+    OracleSummary& part = parts[static_cast<size_t>(ch)];
+    const int64_t end = std::min(count, (ch + 1) * kChunk);
+    for (int64_t idx = ch * kChunk; idx < end; ++idx) {
+      const ElementVerdict v = judge_element(ref.elems[idx], p.alpha, c[idx], policy);
+      part.exact_regime += v.exact_regime;
+      if (v.error_ulps > part.max_error_ulps) part.max_error_ulps = v.error_ulps;
+      if (v.error_over_bound > part.max_error_over_bound) part.max_error_over_bound = v.error_over_bound;
+      if (v.ok) continue;
+      if (part.failing++ == 0) {
+        first_idx[static_cast<size_t>(ch)] = idx;
+        part.first = v;
+        part.first_actual = c[idx];
+      }
+    }
+  }
   OracleSummary sum;
   sum.elements = count;
-  for (int64_t idx = 0; idx < count; ++idx) {
-    const ElementVerdict v = judge_element(ref.elems[idx], p.alpha, c[idx], policy);
-    sum.exact_regime += v.exact_regime;
-    if (v.error_ulps > sum.max_error_ulps) sum.max_error_ulps = v.error_ulps;
-    if (v.error_over_bound > sum.max_error_over_bound) sum.max_error_over_bound = v.error_over_bound;
-    if (v.ok) continue;
-    if (sum.failing++ == 0) {
+  for (int64_t ch = 0; ch < chunks; ++ch) {
+    const OracleSummary& part = parts[static_cast<size_t>(ch)];
+    sum.exact_regime += part.exact_regime;
+    sum.max_error_ulps = std::max(sum.max_error_ulps, part.max_error_ulps);
+    sum.max_error_over_bound = std::max(sum.max_error_over_bound, part.max_error_over_bound);
+    if (part.failing == 0) continue;
+    if (sum.failing == 0) {
+      const int64_t idx = first_idx[static_cast<size_t>(ch)];
       sum.first_b = idx / (p.m * p.n);
       sum.first_i = (idx / p.n) % p.m;
       sum.first_j = idx % p.n;
-      sum.first = v;
-      sum.first_actual = c[idx];
+      sum.first = part.first;
+      sum.first_actual = part.first_actual;
     }
+    sum.failing += part.failing;
   }
   return sum;
 }

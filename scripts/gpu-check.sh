@@ -59,7 +59,7 @@ for s in "${steps[@]}"; do
       for shape in 7168x1x16384x1 4096x1x7168x8 7169x1x16400x3 4096x4096x4096x1 129x7168x2048x1; do
         timeout 150 "$B/cli/nvfp4check" run --shape "$shape" --cases 2 --seed 1130 --kernel gemv_naive --kernel gemm_naive \
           --kernel gemv_fast --kernel gemm_tc --case-dir /tmp/nvfp4-shape-cases --report "$OUT/shape-$shape.json" \
-          2>&1 | grep -E "^(kernel|gemv_|gemm_)|skipped:|Error|error" || status=1
+          2>&1 | grep -E "^(kernel|gemv_|gemm_|time by step)|skipped:|Error|error" || status=1
         rm -rf /tmp/nvfp4-shape-cases
       done
       ;;

@@ -10,6 +10,8 @@
 #include <cstring>
 #include <random>
 
+#include <omp.h>
+
 #include "reference/oracle.h"
 
 namespace nvfp4 {
@@ -608,6 +610,35 @@ TEST(OracleJudge, SummaryNamesTheFirstFailureInCOrder) {
   ExactResult wrong_size = ref;
   wrong_size.elems.pop_back();
   EXPECT_THROW(judge(p, wrong_size, c.data(), kFp32), std::invalid_argument);
+}
+
+// A problem of many chunks is judged in parallel; the summary is the serial one whatever the
+// thread count: the count of failures, the maxima, and the first failure in C order.
+TEST(OracleJudge, ParallelSummaryIsTheSerialOne) {
+  Problem p;
+  p.m = 700;
+  p.n = 300;
+  p.k = 32;
+  p.a.assign(static_cast<size_t>(p.a_bytes()), 0x22);  // every element 1.0 * 1.0 * 32 = 32
+  p.b.assign(static_cast<size_t>(p.b_bytes()), 0x22);
+  p.sfa.assign(static_cast<size_t>(p.sfa_bytes()), 0x38);
+  p.sfb.assign(static_cast<size_t>(p.sfb_bytes()), 0x38);
+  const ExactResult ref = exact_gemm(p);
+  std::vector<uint16_t> c = ref.c;
+  // Wrong outputs in three chunks of 2^16, written out of C order; an Inf in the last.
+  c[70001] = next_up(c[70001]);
+  c[150000] = next_up(next_up(c[150000]));
+  c[200123] = 0x7C00;
+  for (const int threads : {1, 3, 8}) {
+    omp_set_num_threads(threads);
+    const OracleSummary s = judge(p, ref, c.data(), kFp32);
+    EXPECT_EQ(s.elements, 210000) << threads;
+    EXPECT_EQ(s.failing, 3) << threads;
+    EXPECT_EQ(s.exact_regime, 210000) << threads;
+    EXPECT_EQ(s.first_i * p.n + s.first_j, 70001) << threads;
+    EXPECT_EQ(s.first_actual, c[70001]) << threads;
+    EXPECT_TRUE(std::isinf(s.max_error_ulps)) << threads;
+  }
 }
 
 }  // namespace
