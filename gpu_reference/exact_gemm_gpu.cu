@@ -63,25 +63,27 @@ __device__ __forceinline__ uint32_t decode4(uint32_t w) {
   return __vsub4(mag ^ neg, neg);
 }
 
-// One thread per (row, block): the block's 16 codes as int8 (zeros past k, and zeros throughout
-// when the scale is zero or NaN) and its packed scale.
+// Block s of a row of packed codes as 16 int8 values in four words, element order (zeros past k).
+__device__ __forceinline__ void block_values(const uint8_t* __restrict__ packed, int64_t row, int64_t s, int64_t k,
+                                             uint32_t (&w)[4]) {
+  const uint8_t* src = packed + row * (k / 2) + s * 8;
+  const int64_t nbytes = k / 2 - s * 8 < 8 ? k / 2 - s * 8 : 8;
+  uint8_t bytes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  for (int64_t i = 0; i < nbytes; ++i) bytes[i] = src[i];
+  for (int q = 0; q < 4; ++q) w[q] = decode4(bytes[2 * q] | (uint32_t(bytes[2 * q + 1]) << 8));
+}
+
+// One thread per (row, block): the block's 16 codes as int8 and its packed scale (block_scale).
 __global__ void decode_rows(const uint8_t* __restrict__ packed, const uint8_t* __restrict__ sf,
                             int64_t rows, int64_t k, int64_t kb, ScaleSemantics semantics,
                             uint4* __restrict__ vals, uint2* __restrict__ scales) {
   const int64_t id = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (id >= rows * kb) return;
   const int64_t row = id / kb, s = id % kb;
-  const uint8_t* src = packed + row * (k / 2) + s * 8;
-  const int64_t nbytes = k / 2 - s * 8 < 8 ? k / 2 - s * 8 : 8;
-  uint8_t bytes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  for (int64_t i = 0; i < nbytes; ++i) bytes[i] = src[i];
   uint32_t w[4];
-  for (int q = 0; q < 4; ++q) w[q] = decode4(bytes[2 * q] | (uint32_t(bytes[2 * q + 1]) << 8));
-  const uint2 sc = block_scale(sf[id], semantics, nonzero_bits16(w));
-  // A zero or NaN scale's block contributes nothing: its values become zeros, so the tensor
-  // cores' dot, |dot| and nonzero count leave it out without a test per block.
-  vals[id] = sc.x ? make_uint4(w[0], w[1], w[2], w[3]) : make_uint4(0, 0, 0, 0);
-  scales[id] = sc;
+  block_values(packed, row, s, k, w);
+  vals[id] = make_uint4(w[0], w[1], w[2], w[3]);
+  scales[id] = block_scale(sf[id], semantics, nonzero_bits16(w));
 }
 
 // Running exact state of one output element (the fields of ExactElement, in 64 bits: enough for
@@ -192,12 +194,8 @@ __global__ void decode_rows_mma(const uint8_t* __restrict__ packed, const uint8_
   const int64_t id = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (id >= rows * kb) return;
   const int64_t row = id / kb, s = id % kb;
-  const uint8_t* src = packed + row * (k / 2) + s * 8;
-  const int64_t nbytes = k / 2 - s * 8 < 8 ? k / 2 - s * 8 : 8;
-  uint8_t bytes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  for (int64_t i = 0; i < nbytes; ++i) bytes[i] = src[i];
   uint32_t w[4];
-  for (int q = 0; q < 4; ++q) w[q] = decode4(bytes[2 * q] | (uint32_t(bytes[2 * q + 1]) << 8));
+  block_values(packed, row, s, k, w);
   const ScaleValue v = e4m3_decode(sf[id], semantics);
   const int mult = v.nan ? 0 : v.sign * (v.sig << (v.exp + 9));
   // A zero or NaN scale's block contributes nothing: its values become zeros, so the tensor
