@@ -134,6 +134,14 @@ TEST(Report, ResultsAddUpAndTheReportHasSpecFields) {
   EXPECT_EQ(j["kernels"][1]["verdict"], "skipped");
   EXPECT_FALSE(j["kernels"][1].contains("failure"));
 
+  KernelReport timed = k;
+  timed.stage_seconds = {{"start", 0.5}, {"reference", 1.25}, {"run 1", 0.125}};
+  const nlohmann::json t = report_json(std::nullopt, {timed}, "nvfp4check run --shape 7168x1x16384");
+  EXPECT_EQ(t["kernels"][0]["stage_seconds"]["reference"], 1.25);
+  EXPECT_EQ(t["kernels"][0]["stage_seconds"].size(), 3u);
+  EXPECT_FALSE(j["kernels"][0].contains("stage_seconds"));  // none recorded, none written
+  EXPECT_EQ(stage_text(timed), "start 0.50 s, reference 1.25 s, run 1 0.12 s");
+
   const std::string table = summary_table({k, skipped});
   EXPECT_NE(table.find("kern"), std::string::npos);
   EXPECT_NE(table.find("oracle"), std::string::npos);
