@@ -73,4 +73,18 @@ NVFP4_KERNEL_HD uint32_t e2m1_code(const uint8_t* row, int64_t x) {
   return (x & 1) ? (byte >> 4) : (byte & 0xFu);
 }
 
+// Scale block s of two packed E2M1 rows of length k (the last block may be short): the sum of
+// its 16 products as a float, in element order, before the scales. What a plain FP32 kernel adds
+// up per block; the order is part of its result.
+NVFP4_KERNEL_HD float block_products(const uint8_t* a_row, const uint8_t* b_row, int64_t s, int64_t k) {
+  const int64_t byte_end = (16 * s + 16 < k ? 16 * s + 16 : k) / 2;
+  float sum = 0.0f;
+  for (int64_t y = 8 * s; y < byte_end; ++y) {
+    const uint32_t av = a_row[y], bv = b_row[y];
+    sum += e2m1_to_float(av & 0xFu) * e2m1_to_float(bv & 0xFu);
+    sum += e2m1_to_float(av >> 4) * e2m1_to_float(bv >> 4);
+  }
+  return sum;
+}
+
 }  // namespace nvfp4::kern

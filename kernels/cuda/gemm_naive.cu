@@ -33,13 +33,7 @@ __global__ void gemm_naive_kernel(nvfp4_problem p) {
       const uint8_t* a_row = p.a + (b * m + i) * row_bytes;
       const uint8_t* b_row = p.b + (b * n + j) * row_bytes;
       for (int64_t s = lane; s < kb; s += kLanes) {
-        const int64_t byte_end = (16 * s + 16 < k ? 16 * s + 16 : k) / 2;
-        float block_sum = 0.0f;
-        for (int64_t y = 8 * s; y < byte_end; ++y) {
-          const uint32_t av = a_row[y], bv = b_row[y];
-          block_sum += e2m1_to_float(av & 0xFu) * e2m1_to_float(bv & 0xFu);
-          block_sum += e2m1_to_float(av >> 4) * e2m1_to_float(bv >> 4);
-        }
+        const float block_sum = block_products(a_row, b_row, s, k);
         const float sa = e4m3_to_float(p.sfa[scale_offset(p.sf_layout, m, kb, b, i, s)], false);
         const float sb = e4m3_to_float(p.sfb[scale_offset(p.sf_layout, n, kb, b, j, s)], false);
         acc += block_sum * (sa * sb);  // never skipped: a NaN scale must reach the output

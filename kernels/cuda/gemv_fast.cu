@@ -242,13 +242,7 @@ __global__ void gemv_any_shape_kernel(nvfp4_problem p) {
     const uint8_t* x_row = p.b + b * row_bytes;
     float acc = 0.0f;
     for (int64_t s = lane; s < kb; s += 32) {
-      const int64_t byte_end = (16 * s + 16 < k ? 16 * s + 16 : k) / 2;
-      float block_sum = 0.0f;
-      for (int64_t y = 8 * s; y < byte_end; ++y) {
-        const uint32_t av = a_row[y], xv = x_row[y];
-        block_sum += e2m1_to_float(av & 0xFu) * e2m1_to_float(xv & 0xFu);
-        block_sum += e2m1_to_float(av >> 4) * e2m1_to_float(xv >> 4);
-      }
+      const float block_sum = block_products(a_row, x_row, s, k);
       const float sa = e4m3_to_float(p.sfa[scale_offset(p.sf_layout, m, kb, b, i, s)], false);
       const float sb = e4m3_to_float(p.sfb[scale_offset(p.sf_layout, 1, kb, b, 0, s)], false);
       acc = fmaf(block_sum, sa * sb, acc);
