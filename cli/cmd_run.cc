@@ -43,15 +43,6 @@ struct WorkerArgs {
   double seconds = 0, timeout_s = 30;
 };
 
-uint64_t fnv1a(const std::string& text) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char ch : text) {
-    h ^= ch;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
-
 // "MxNxK" or "MxNxKxL" (n = 1 is a GEMV where the kernel has one), for `run --shape`.
 Shape parse_shape(const std::string& text) {
   int64_t v[4] = {0, 0, 0, 1};
@@ -77,11 +68,7 @@ Shape parse_shape(const std::string& text) {
   s.l = v[3];
   s.op = s.n == 1 ? Op::gemv : Op::gemm;
   Problem p;
-  p.op = s.op;
-  p.m = s.m;
-  p.n = s.n;
-  p.k = s.k;
-  p.l = s.l;
+  set_shape(p, s);
   const std::string error = count < 3 || pos != text.size() ? "expected MxNxK or MxNxKxL" : shape_error(p);
   if (!error.empty()) throw std::invalid_argument(fmt::format("--shape {}: {}", text, error));
   return s;
@@ -95,11 +82,7 @@ Problem problem_of_shape(Rng& rng, const Shape& s, const nvfp4_kernel_info& info
   smallest.max_m = smallest.max_n = smallest.max_l = 1;
   smallest.max_k = 2;
   Problem p = generate_problem(rng, s.op, info, spec, smallest);
-  p.op = s.op;
-  p.m = s.m;
-  p.n = s.n;
-  p.k = s.k;
-  p.l = s.l;
+  set_shape(p, s);
   p.a.clear(), p.b.clear(), p.sfa.clear(), p.sfb.clear();
   p.seed = rng();
   p.generator = spec.name();
@@ -119,11 +102,7 @@ std::optional<Problem> unsupported_problem(Rng& rng, Op op, const nvfp4_kernel_i
   const Shape s = generate_unsupported_shape(rng, op, info, limits);
   if (s.m != 0) {
     Problem p = generate_problem(rng, op, info, spec, limits);
-    p.op = s.op;
-    p.m = s.m;
-    p.n = s.n;
-    p.k = s.k;
-    p.l = s.l;
+    set_shape(p, s);
     fill_data(rng, spec, p);
     if (info.flags & NVFP4_FLAG_UNIT_ALPHA) p.alpha = 1.0f;
     return p;

@@ -3,21 +3,12 @@
 
 #include <fmt/core.h>
 
-#include <cmath>
 #include <cstdint>
-#include <limits>
 #include <string>
 
 #include "reference/fp16.h"
 
 namespace nvfp4::cli {
-
-inline double fp16_to_double(uint16_t h) {
-  const Fp16Parts q = fp16_parts(h);
-  if (q.nan) return std::numeric_limits<double>::quiet_NaN();
-  const double mag = q.inf ? std::numeric_limits<double>::infinity() : std::ldexp(q.sig, q.exp);
-  return q.negative ? -mag : mag;
-}
 
 // "1.5 (0x3e00)": fmt writes the shortest decimal that reads back to the same double, and every
 // FP16 value is a double, so the text identifies the value; the bits settle NaN payloads and -0.

@@ -131,6 +131,23 @@ void pack_codes(const std::vector<uint8_t>& raw, ValueDist dist, int64_t k, bool
 // ---------------------------------------------------------------------------------------------
 // DataSpec
 
+uint64_t fnv1a(const std::string& text) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char ch : text) {
+    h ^= ch;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+void set_shape(Problem& p, const Shape& s) {
+  p.op = s.op;
+  p.m = s.m;
+  p.n = s.n;
+  p.k = s.k;
+  p.l = s.l;
+}
+
 std::string DataSpec::name() const {
   return std::string(kValueNames[static_cast<int>(values)]) + "/" +
          kScaleNames[static_cast<int>(scales)] + "/" + kAlphaNames[static_cast<int>(alpha)];
@@ -412,11 +429,7 @@ Problem generate_problem(Rng& rng, Op op, const nvfp4_kernel_info& info, const D
   RngDraws d(rng);
   const Shape s = draw_shape(d, op, info, limits);
   Problem p;
-  p.op = s.op;
-  p.m = s.m;
-  p.n = s.n;
-  p.k = s.k;
-  p.l = s.l;
+  set_shape(p, s);
   const bool linear = (info.sf_layouts >> NVFP4_SF_LINEAR) & 1u;
   const bool permuted = (info.sf_layouts >> NVFP4_SF_PERMUTED) & 1u;
   const uint64_t layout_draw = d.below(2);

@@ -15,6 +15,10 @@ namespace nvfp4 {
 
 using Rng = std::mt19937_64;
 
+// FNV-1a of text: a stable 64-bit seed from a name or a case's text (kernel names in `run`,
+// case files for the stale refill and case file names, mutant/check pairs).
+uint64_t fnv1a(const std::string& text);
+
 // E2M1 data: uniform over all 16 codes; edge-heavy (+-6, +-0, +-0.5); sparse (mostly zero);
 // one sign only; alternating signs (cancellation).
 enum class ValueDist { uniform, edge, sparse, one_sign, alternating };
@@ -44,6 +48,9 @@ struct Shape {
   Op op = Op::gemm;
   int64_t m = 1, n = 1, k = 2, l = 1;
 };
+
+// Sets p's op, m, n, k and l from s (nothing else).
+void set_shape(Problem& p, const Shape& s);
 
 // A shape inside info's constraints, weighted toward tile edges (1, 2, 3, 15-17, 31-33,
 // 63-65, 127-129, 255-257), k = 2, k % 16 != 0, k % 64 != 0, multiples of 64, batches 1-9.

@@ -17,16 +17,6 @@
 namespace nvfp4 {
 namespace {
 
-double fp16_value(uint16_t h) {
-  const Fp16Parts f = fp16_parts(h);
-  if (f.nan) return std::nan("");
-  if (f.inf) return f.negative ? -INFINITY : INFINITY;
-  const double v = std::ldexp(static_cast<double>(f.sig), f.exp);
-  return f.negative ? -v : v;
-}
-
-std::string value_hex(uint16_t h) { return fmt::format("{:g} (0x{:04x})", fp16_value(h), h); }
-
 const char* verdict_name(CheckResult::Verdict v) {
   switch (v) {
     case CheckResult::Verdict::pass: return "pass";
@@ -84,8 +74,8 @@ nlohmann::json case_result_json(const CheckResult& r, const std::string& text, c
                       {"j", s.first_j},
                       {"expected", fmt::format("0x{:04x}", s.first.expected_bits)},
                       {"actual", fmt::format("0x{:04x}", s.first_actual)},
-                      {"expected_value", number(fp16_value(s.first.expected_bits))},
-                      {"actual_value", number(fp16_value(s.first_actual))},
+                      {"expected_value", number(fp16_to_double(s.first.expected_bits))},
+                      {"actual_value", number(fp16_to_double(s.first_actual))},
                       {"error_ulps", number(s.first.error_ulps)},
                       {"error_over_bound", number(s.first.error_over_bound)},
                       {"bound", number(s.first.bound)}};
@@ -147,7 +137,7 @@ std::string failure_text(const std::string& kernel, std::optional<uint64_t> seed
   if (element_blamed(r)) {
     const OracleSummary& s = r.summary;
     t += fmt::format("  first bad element (b={}, i={}, j={}): expected {}, actual {}\n", s.first_b, s.first_i,
-                     s.first_j, value_hex(s.first.expected_bits), value_hex(s.first_actual));
+                     s.first_j, fp16_text(s.first.expected_bits), fp16_text(s.first_actual));
     t += fmt::format("  error {:.4g} ulps, {:.4g} x the allowed bound ({:.4g}); {} of {} outputs fail\n",
                      s.first.error_ulps, s.first.error_over_bound, s.first.bound, s.failing, s.elements);
   }

@@ -33,31 +33,12 @@ constexpr uint16_t kPoison2 = 0xFEA7;
 constexpr uint8_t kPad1 = 0x7F;
 constexpr uint8_t kPad2 = 0xFF;
 
-double fp16_to_double(uint16_t h) {
-  const Fp16Parts f = fp16_parts(h);
-  if (f.nan) return std::nan("");
-  if (f.inf) return f.negative ? -INFINITY : INFINITY;
-  const double v = std::ldexp(static_cast<double>(f.sig), f.exp);
-  return f.negative ? -v : v;
-}
-
-std::string fp16_text(uint16_t h) { return fmt::format("{:g} (0x{:04x})", fp16_to_double(h), h); }
-
 // (b, i, j) of a C-order element index.
 struct Index3 {
   int64_t b, i, j;
 };
 Index3 index3(const Problem& p, int64_t e) {
   return {e / (p.m * p.n), (e / p.n) % p.m, e % p.n};
-}
-
-uint64_t fnv1a(const std::string& text) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char ch : text) {
-    h ^= ch;
-    h *= 1099511628211ull;
-  }
-  return h;
 }
 
 ScaleSemantics kernel_semantics(const nvfp4_kernel_info& info) {
@@ -456,6 +437,8 @@ CheckResult check_supported(const Kernel& kernel, CheckResult r, const RunOption
 }
 
 }  // namespace
+
+std::string fp16_text(uint16_t h) { return fmt::format("{:g} (0x{:04x})", fp16_to_double(h), h); }
 
 std::string unsupported_reason(const nvfp4_kernel_info& info, const Problem& p) {
   const uint32_t op = static_cast<uint32_t>(p.op), layout = static_cast<uint32_t>(p.sf_layout);

@@ -55,6 +55,10 @@ struct CheckResult {
   int64_t runs = 0;           // kernel calls made
 };
 
+// An FP16 output as the runner's and the report's messages write it: "1.5 (0x3e00)" (the value
+// to 6 significant digits, then the bits).
+std::string fp16_text(uint16_t h);
+
 // Why p lies outside what info declares (op, layout, multiples, UNIT_ALPHA); "" when inside.
 std::string unsupported_reason(const nvfp4_kernel_info& info, const Problem& p);
 

@@ -375,10 +375,7 @@ void check_unsupported(const Kernel& k, Draws& d, CaseTags& tags) {
     p.alpha = 2.0f;  // outside UNIT_ALPHA; the shape stays inside
     tags.note("alpha != 1 for a UNIT_ALPHA kernel");
   } else {
-    p.m = s.m;
-    p.n = s.n;
-    p.k = s.k;
-    p.l = s.l;
+    set_shape(p, s);  // s.op is p.op: the unsupported shape was drawn for it
     const float alpha = p.alpha;
     draw_data(d, c.spec, p);
     if (unit_alpha) p.alpha = 1.0f;

@@ -147,11 +147,8 @@ DrawnCase draw_case(Draws& d, const Kernel& k, const CaseOptions& o) {
   c.spec = draw_spec(d);
   const Shape s = draw_shape(d, op, info, property_limits());
   Problem& p = c.problem;
-  p.op = s.op;
-  p.m = s.m;
-  p.n = s.n;
-  p.k = s.k;
-  p.l = std::max(s.l, o.min_l);
+  set_shape(p, s);
+  p.l = std::max(p.l, o.min_l);
   if (o.min_full_blocks > 0 && p.k / 16 < o.min_full_blocks) {
     const int64_t km = std::lcm<int64_t>(2, info.k_multiple > 1 ? info.k_multiple : 1);
     p.k = (16 * o.min_full_blocks + km - 1) / km * km;
@@ -178,16 +175,7 @@ DrawnCase draw_case(Draws& d, const Kernel& k, const CaseOptions& o) {
 
 // ----- Comparing ------------------------------------------------------------------------------
 
-bool fp16_is_nan(uint16_t h) { return (h & 0x7C00u) == 0x7C00u && (h & 0x3FFu) != 0; }
 bool fp16_is_zero(uint16_t h) { return (h & 0x7FFFu) == 0; }
-
-double fp16_to_double(uint16_t h) {
-  const int e = (h >> 10) & 0x1F, m = h & 0x3FF;
-  const double sign = (h & 0x8000u) ? -1.0 : 1.0;
-  if (e == 0x1F) return m ? std::nan("") : sign * INFINITY;
-  if (e == 0) return sign * std::ldexp(m, -24);
-  return sign * std::ldexp(1024 + m, e - 25);
-}
 
 bool same_bits_or_nan(uint16_t x, uint16_t y) { return x == y || (fp16_is_nan(x) && fp16_is_nan(y)); }
 bool same_value(uint16_t x, uint16_t y) {

@@ -14,6 +14,7 @@
 #include "harness/generators.h"
 #include "kernels/registry.h"
 #include "reference/exact_gemm.h"
+#include "reference/fp16.h"
 #include "reference/oracle.h"
 #include "reference/problem.h"
 
@@ -72,9 +73,8 @@ DrawnCase draw_case(Draws& d, const Kernel& k, const CaseOptions& options);
 
 // ----- Comparing outputs ----------------------------------------------------------------------
 
-bool fp16_is_nan(uint16_t h);
+// (fp16_is_nan and fp16_to_double are reference/fp16.h's.)
 bool fp16_is_zero(uint16_t h);
-double fp16_to_double(uint16_t h);
 // Same bits, or both NaN (any payload).
 bool same_bits_or_nan(uint16_t x, uint16_t y);
 // Same value: also +0 == -0.

@@ -2,7 +2,9 @@
 // and usable from CUDA device code: the CPU and GPU references share this one function.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
+#include <limits>
 
 #include "reference/formats.h"  // NVFP4_HD
 
@@ -84,6 +86,14 @@ NVFP4_HD inline Fp16Parts fp16_parts(uint16_t h) {
     p.exp = e - 25;
   }
   return p;
+}
+
+// The value of binary16 bits as a double (exact: every binary16 value is a double). Host only.
+inline double fp16_to_double(uint16_t h) {
+  const Fp16Parts q = fp16_parts(h);
+  if (q.nan) return std::numeric_limits<double>::quiet_NaN();
+  const double mag = q.inf ? std::numeric_limits<double>::infinity() : std::ldexp(q.sig, q.exp);
+  return q.negative ? -mag : mag;
 }
 
 NVFP4_HD inline bool fp16_is_nan(uint16_t h) { return (h & 0x7C00u) == 0x7C00u && (h & 0x3FFu); }

@@ -57,11 +57,7 @@ TEST_F(GpuReference, MatchesCpuReferenceBitForBit) {
     ShapeLimits limits = prop::property_limits();
     const Shape s = draw_shape(d, op, anything, limits);
     Problem p;
-    p.op = s.op;
-    p.m = s.m;
-    p.n = s.n;
-    p.k = s.k;
-    p.l = s.l;
+    set_shape(p, s);
     p.semantics = d.below(2) ? ScaleSemantics::e4m3 : ScaleSemantics::ue4m3;
     const DataSpec spec = draw_spec(d);
     draw_data(d, spec, p);

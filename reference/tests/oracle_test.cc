@@ -42,13 +42,6 @@ uint16_t to_fp16(double f) {  // floats convert to double exactly
   return fp16_round(f < 0, sig, exp - 53);
 }
 
-double fp16_to_double(uint16_t h) {
-  const Fp16Parts p = fp16_parts(h);
-  if (p.nan) return NAN;
-  const double mag = p.inf ? INFINITY : std::ldexp(double(p.sig), p.exp);
-  return p.negative ? -mag : mag;
-}
-
 uint16_t next_up(uint16_t h) {  // toward +Inf
   if (h == 0x8000) return 0x0001;
   return (h & 0x8000) ? static_cast<uint16_t>(h - 1) : static_cast<uint16_t>(h + 1);
