@@ -308,7 +308,6 @@ OracleSummary judge(const Problem& p, const ExactResult& ref, const uint16_t* c,
   constexpr int64_t kChunk = int64_t(1) << 16;
   const int64_t chunks = (count + kChunk - 1) / kChunk;
   std::vector<OracleSummary> parts(static_cast<size_t>(chunks));
-  std::vector<int64_t> first_idx(static_cast<size_t>(chunks), -1);
 #pragma omp parallel for schedule(dynamic, 1) if (chunks > 1)
   for (int64_t ch = 0; ch < chunks; ++ch) {
     OracleSummary& part = parts[static_cast<size_t>(ch)];
@@ -320,7 +319,9 @@ OracleSummary judge(const Problem& p, const ExactResult& ref, const uint16_t* c,
       if (v.error_over_bound > part.max_error_over_bound) part.max_error_over_bound = v.error_over_bound;
       if (v.ok) continue;
       if (part.failing++ == 0) {
-        first_idx[static_cast<size_t>(ch)] = idx;
+        part.first_b = idx / (p.m * p.n);
+        part.first_i = (idx / p.n) % p.m;
+        part.first_j = idx % p.n;
         part.first = v;
         part.first_actual = c[idx];
       }
@@ -334,11 +335,10 @@ OracleSummary judge(const Problem& p, const ExactResult& ref, const uint16_t* c,
     sum.max_error_ulps = std::max(sum.max_error_ulps, part.max_error_ulps);
     sum.max_error_over_bound = std::max(sum.max_error_over_bound, part.max_error_over_bound);
     if (part.failing == 0) continue;
-    if (sum.failing == 0) {
-      const int64_t idx = first_idx[static_cast<size_t>(ch)];
-      sum.first_b = idx / (p.m * p.n);
-      sum.first_i = (idx / p.n) % p.m;
-      sum.first_j = idx % p.n;
+    if (sum.failing == 0) {  // the first chunk with a failure holds the first failure
+      sum.first_b = part.first_b;
+      sum.first_i = part.first_i;
+      sum.first_j = part.first_j;
       sum.first = part.first;
       sum.first_actual = part.first_actual;
     }
