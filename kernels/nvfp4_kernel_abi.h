@@ -22,6 +22,7 @@ enum { NVFP4_OK = 0, NVFP4_UNSUPPORTED = 1, NVFP4_ERROR = 2 };
 #define NVFP4_FLAG_SATURATES        (1u << 3)  /* clamps to +-65504 instead of +-Inf */
 #define NVFP4_FLAG_EXACT            (1u << 4)  /* accumulates exactly: judged with `exact` */
 #define NVFP4_FLAG_UNIT_ALPHA       (1u << 5)  /* supports alpha == 1.0 only */
+#define NVFP4_FLAG_MMA_ACCUMULATE   (1u << 6)  /* adds on matrix units (tensor cores): section 3 */
 
 typedef struct nvfp4_kernel_info {
   uint32_t abi_version;        /* NVFP4_ABI_VERSION */

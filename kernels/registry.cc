@@ -29,7 +29,8 @@ constexpr uint32_t kKnownOps = (1u << NVFP4_OP_GEMV) | (1u << NVFP4_OP_GEMM);
 constexpr uint32_t kKnownLayouts = (1u << NVFP4_SF_LINEAR) | (1u << NVFP4_SF_PERMUTED);
 constexpr uint32_t kKnownFlags = NVFP4_FLAG_SIGNED_SCALES | NVFP4_FLAG_NONDETERMINISTIC |
                                  NVFP4_FLAG_FP16_ACCUMULATE | NVFP4_FLAG_SATURATES |
-                                 NVFP4_FLAG_EXACT | NVFP4_FLAG_UNIT_ALPHA;
+                                 NVFP4_FLAG_EXACT | NVFP4_FLAG_UNIT_ALPHA |
+                                 NVFP4_FLAG_MMA_ACCUMULATE;
 // More kernels than any library plausibly holds: a larger count is garbage, not a catalogue.
 constexpr int kMaxKernelsPerProvider = 4096;
 
