@@ -29,6 +29,7 @@ namespace {
 constexpr uint32_t kFlagFp16Accumulate = 1u << 2;
 constexpr uint32_t kFlagSaturates = 1u << 3;
 constexpr uint32_t kFlagExact = 1u << 4;
+constexpr uint32_t kFlagMmaAccumulate = 1u << 6;
 
 // Powers of two 2^kPow2Min .. 2^kPow2Max, to spare libm's slow long double ldexp in the hot path.
 constexpr int kPow2Min = -40, kPow2Max = 40;
@@ -101,10 +102,11 @@ bool exact_regime_for(const ExactElement& e, float alpha, int precision, int min
 bool exact_regime_for_policy(const ExactElement& e, float alpha, const Policy& policy) {
   if (policy.kind == Policy::Kind::fp16_accum) {
     // FP16: 11 significand bits, normal from 2^-14, largest finite 65504 < 2^16; partial sums
-    // below 2^15 keep clear of it.
-    return exact_regime_for(e, alpha, 11, -14, 15);
+    // below 2^15 keep clear of it. Matrix units keep as many bits fewer as they do for FP32.
+    const int lost = kIeeeFp32Rule.exact_bits - rule_for(policy.accumulation).exact_bits;
+    return exact_regime_for(e, alpha, 11 - lost, -14, 15);
   }
-  return exact_regime(e, alpha);
+  return exact_regime(e, alpha, policy.accumulation);
 }
 
 std::string format_double(double v) {
@@ -124,19 +126,26 @@ double parse_double(const std::string& text, const std::string& what) {
 
 }  // namespace
 
-bool exact_regime(const ExactElement& e, float alpha) {
-  // FP32: 24 significand bits, normal from 2^-126, largest finite below 2^128.
-  return exact_regime_for(e, alpha, 24, -126, 127);
+bool exact_regime(const ExactElement& e, float alpha, Accumulation accumulation) {
+  // FP32: normal from 2^-126, largest finite below 2^128; IEEE adders keep all 24 significand
+  // bits, matrix units rule_for(matrix_unit).exact_bits of them.
+  return exact_regime_for(e, alpha, rule_for(accumulation).exact_bits, -126, 127);
 }
 
 Policy Policy::parse(const std::string& text) {
   Policy p;
   if (text == "fp32") {
     p.kind = Kind::fp32;
+  } else if (text == "matrix-unit") {
+    p.kind = Kind::fp32;
+    p.accumulation = Accumulation::matrix_unit;
   } else if (text == "exact") {
     p.kind = Kind::exact;
   } else if (text == "fp16-accum") {
     p.kind = Kind::fp16_accum;
+  } else if (text == "fp16-accum/matrix-unit") {
+    p.kind = Kind::fp16_accum;
+    p.accumulation = Accumulation::matrix_unit;
   } else if (text.rfind("allclose:", 0) == 0) {
     const std::string rest = text.substr(9);
     const size_t colon = rest.find(':');
@@ -155,7 +164,8 @@ Policy Policy::parse(const std::string& text) {
     p.ulps = v;
   } else {
     throw std::invalid_argument("unknown policy '" + text +
-                                "' (expected fp32, exact, fp16-accum, allclose:RTOL:ATOL or ulp:N)");
+                                "' (expected fp32, matrix-unit, exact, fp16-accum, fp16-accum/matrix-unit, "
+                                "allclose:RTOL:ATOL or ulp:N)");
   }
   return p;
 }
@@ -168,15 +178,23 @@ Policy Policy::for_flags(uint32_t flags) {
     p.kind = Kind::fp16_accum;
   }
   p.saturates = (flags & kFlagSaturates) != 0;
+  if (flags & kFlagMmaAccumulate) p.accumulation = Accumulation::matrix_unit;
+  return p;
+}
+
+Policy Policy::with_accumulation(Accumulation a) const {
+  Policy p = *this;
+  p.accumulation = a;
   return p;
 }
 
 std::string Policy::name() const {
   std::string s;
+  const bool mma = accumulation == Accumulation::matrix_unit;
   switch (kind) {
-    case Kind::fp32: s = "fp32"; break;
+    case Kind::fp32: s = mma ? "matrix-unit" : "fp32"; break;
     case Kind::exact: s = "exact"; break;
-    case Kind::fp16_accum: s = "fp16-accum"; break;
+    case Kind::fp16_accum: s = mma ? "fp16-accum/matrix-unit" : "fp16-accum"; break;
     case Kind::allclose: s = "allclose:" + format_double(rtol) + ":" + format_double(atol); break;
     case Kind::ulp: s = "ulp:" + std::to_string(ulps); break;
   }
@@ -249,10 +267,12 @@ ElementVerdict judge_plain(const ExactElement& e, float alpha, uint16_t actual, 
     return v;
   }
 
-  // Rule 3: Higham's bound for any FP accumulation order, then one FP16 rounding.
+  // Rule 3: Higham's bound for any FP accumulation order with t' = t_factor * t, then one FP16
+  // rounding.
   const long double u = policy.kind == Policy::Kind::fp16_accum ? 0x1p-10L : 0x1p-23L;
   int alpha_exp = 0;
-  const long double terms = static_cast<long double>(e.nonzero) + (alpha_power_of_two(alpha, &alpha_exp) ? 0 : 2);
+  const long double terms = static_cast<long double>(e.nonzero) * rule_for(policy.accumulation).t_factor +
+                            (alpha_power_of_two(alpha, &alpha_exp) ? 0 : 2);
   const long double tu = terms * u;
   const long double abs_alpha = std::fabs(static_cast<long double>(alpha));
   const long double s = static_cast<long double>(e.abs_sum) * 0x1p-20L;

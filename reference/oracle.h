@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 
+#include "reference/accumulation.h"
 #include "reference/exact_gemm.h"
 
 namespace nvfp4 {
@@ -15,19 +16,29 @@ struct Policy {
   double rtol = 0, atol = 0;  // allclose
   int64_t ulps = 0;           // ulp:N
   bool saturates = false;     // kernel clamps to +-65504 where Inf would be expected/accepted
+  // How the kernel adds (rules 2 and 3 of fp32 and fp16-accum): IEEE adders, or matrix units
+  // (NVFP4_FLAG_MMA_ACCUMULATE), whose exact regime is narrower and rounding bound wider.
+  Accumulation accumulation = Accumulation::ieee_fp32;
 
-  // "fp32", "exact", "fp16-accum", "allclose:RTOL:ATOL", "ulp:N"; throws std::invalid_argument.
+  // "fp32", "matrix-unit" (fp32 accumulators on matrix units), "exact", "fp16-accum",
+  // "fp16-accum/matrix-unit", "allclose:RTOL:ATOL", "ulp:N"; throws std::invalid_argument.
   static Policy parse(const std::string& text);
   // The policy SPEC.md section 5's flags call for (NVFP4_FLAG_EXACT -> exact, FP16_ACCUMULATE ->
-  // fp16-accum, else fp32; SATURATES sets saturates).
+  // fp16-accum, else fp32; MMA_ACCUMULATE -> the matrix-unit model; SATURATES sets saturates).
   static Policy for_flags(uint32_t flags);
+  // This policy with another accumulation model (for kinds other than fp32 and fp16-accum, the
+  // model changes nothing).
+  Policy with_accumulation(Accumulation a) const;
+  // Whether the accumulation model takes part in this policy's rules.
+  bool models_accumulation() const { return kind == Kind::fp32 || kind == Kind::fp16_accum; }
   std::string name() const;
 };
 
-// Rule 2 of SPEC.md section 3 for FP32 accumulation: S < 2^24 * g and |alpha| a power of two
-// (-2^e counts: negation is exact), and, beyond the SPEC's words, g*|alpha| and S*|alpha| inside
-// FP32's normal range so that no partial sum can underflow or overflow. False for NaN elements.
-bool exact_regime(const ExactElement& e, float alpha);
+// Rule 2 of SPEC.md section 3: S < 2^p * g (p = 24 for IEEE FP32, the matrix-unit rule's kept
+// bits for matrix units) and |alpha| a power of two (-2^e counts: negation is exact), and, beyond
+// the SPEC's words, g*|alpha| and S*|alpha| inside FP32's normal range so that no partial sum can
+// underflow or overflow. False for NaN elements.
+bool exact_regime(const ExactElement& e, float alpha, Accumulation accumulation = Accumulation::ieee_fp32);
 
 // What the policy tests, per element. `error` and `bound` are in the policy's own terms:
 // fp32 / fp16-accum / exact: error = |c - alpha*r|, bound = the allowed error (rule 3), or in the

@@ -119,8 +119,8 @@ TEST(OracleRules, ZeroSignsAreEqual) {
 // ---- Rule 3 ------------------------------------------------------------------------------------
 
 // The allowed error of rule 3, computed here from the SPEC's words in long double.
-long double spec_bound(const ExactElement& e, float alpha, long double u, bool alpha_pow2) {
-  const long double t = static_cast<long double>(e.nonzero) + (alpha_pow2 ? 0 : 2);
+long double spec_bound(const ExactElement& e, float alpha, long double u, bool alpha_pow2, int t_factor = 1) {
+  const long double t = static_cast<long double>(e.nonzero) * t_factor + (alpha_pow2 ? 0 : 2);
   const long double gamma = t * u / (1 - t * u);
   const long double s = std::ldexp(static_cast<long double>(e.abs_sum), -20);
   const long double x = std::ldexp(static_cast<long double>(e.sum), -20) * alpha;
@@ -163,6 +163,32 @@ TEST(OracleRules, RoundingBoundAdmitsExactlyTheInterval) {
   const ElementVerdict v = judge_element(wide, 1.0f, kOne, kFp32);
   EXPECT_FALSE(v.exact_regime);
   EXPECT_NEAR(v.bound, static_cast<double>(spec_bound(wide, 1.0f, std::ldexp(1.0L, -23), true)), 1e-9);
+}
+
+// The matrix-unit model (NVFP4_FLAG_MMA_ACCUMULATE): exact below 2^22 * g, t' = 9t.
+TEST(OracleRules, MatrixUnitModelNarrowsTheExactRegimeAndWidensTheBound) {
+  const Policy mma = Policy::parse("matrix-unit");
+  EXPECT_EQ(mma.accumulation, Accumulation::matrix_unit);
+  EXPECT_TRUE(exact_regime(element(1, (1 << 22) - 1, 3, 0), 1.0f, Accumulation::matrix_unit));
+  EXPECT_FALSE(exact_regime(element(1, 1 << 22, 3, 0), 1.0f, Accumulation::matrix_unit));
+  EXPECT_TRUE(exact_regime(element(1, 1 << 22, 3, 0), 1.0f, Accumulation::ieee_fp32));
+  // Between 2^22 g and 2^24 g: exact for IEEE adders, the rounding bound for matrix units.
+  const ExactElement mid = element((int64_t(1) << 23) + 1, (int64_t(1) << 23) + 1, 40, 0);
+  EXPECT_TRUE(judge_element(mid, 1.0f, round_result(mid, 1.0f), kFp32).exact_regime);
+  EXPECT_FALSE(judge_element(mid, 1.0f, round_result(mid, 1.0f), mma).exact_regime);
+  const ExactElement wide = element(int64_t(1) << 20, int64_t(1) << 44, 1000, 0);
+  check_bound_edges(wide, 1.0f, mma, spec_bound(wide, 1.0f, std::ldexp(1.0L, -23), true, 9));
+  check_bound_edges(wide, 0.3f, mma, spec_bound(wide, 0.3f, std::ldexp(1.0L, -23), false, 9));
+  // The same output can fail the IEEE rule and pass the matrix-unit one.
+  const long double ieee = spec_bound(wide, 1.0f, std::ldexp(1.0L, -23), true);
+  const uint16_t outside_ieee = to_fp16(static_cast<double>(1 + 2 * ieee));
+  EXPECT_FALSE(judge_element(wide, 1.0f, outside_ieee, kFp32).ok);
+  EXPECT_TRUE(judge_element(wide, 1.0f, outside_ieee, mma).ok);
+  // FP16 accumulation on matrix units: two bits fewer than FP16's 11 for the exact regime.
+  const Policy fp16_mma = Policy::parse("fp16-accum/matrix-unit");
+  const ExactElement small = element(int64_t(1000) << 20, int64_t(1000) << 20, 1000, 20);  // S = 1000 g
+  EXPECT_TRUE(judge_element(small, 1.0f, round_result(small, 1.0f), Policy::parse("fp16-accum")).exact_regime);
+  EXPECT_FALSE(judge_element(small, 1.0f, round_result(small, 1.0f), fp16_mma).exact_regime);
 }
 
 // ---- Rule 4 ------------------------------------------------------------------------------------
@@ -266,7 +292,8 @@ TEST(OraclePolicies, UlpCountsFp16Steps) {
 }
 
 TEST(OraclePolicies, ParseNameAndFlags) {
-  for (const char* text : {"fp32", "exact", "fp16-accum", "allclose:0.001:0.001", "ulp:3"})
+  for (const char* text : {"fp32", "matrix-unit", "exact", "fp16-accum", "fp16-accum/matrix-unit",
+                           "allclose:0.001:0.001", "ulp:3"})
     EXPECT_EQ(Policy::parse(text).name(), text);
   const Policy a = Policy::parse("allclose:1e-3:2.5e-2");
   EXPECT_EQ(a.kind, Policy::Kind::allclose);
@@ -281,19 +308,25 @@ TEST(OraclePolicies, ParseNameAndFlags) {
   EXPECT_EQ(Policy::for_flags(1u << 2).kind, Policy::Kind::fp16_accum);
   EXPECT_TRUE(Policy::for_flags(1u << 3).saturates);
   EXPECT_FALSE(Policy::for_flags(1u << 1).saturates);
+  EXPECT_EQ(Policy::for_flags(0).accumulation, Accumulation::ieee_fp32);
+  EXPECT_EQ(Policy::for_flags(1u << 6).name(), "matrix-unit");
+  EXPECT_EQ(Policy::for_flags((1u << 6) | (1u << 2)).name(), "fp16-accum/matrix-unit");
+  EXPECT_EQ(Policy::for_flags((1u << 6) | (1u << 4)).name(), "exact");  // exact needs no model
+  EXPECT_EQ(kFp32.with_accumulation(Accumulation::matrix_unit).name(), "matrix-unit");
 }
 
 // ---- Honest FP32 kernels never fail; wrong ones do -------------------------------------------------
 
-enum class Accumulation { forward, reverse, blocked_pairwise, truncating, alpha_folded, fp16 };
-const char* name(Accumulation a) {
+enum class Adder { forward, reverse, blocked_pairwise, truncating, alpha_folded, fp16, matrix_unit };
+const char* name(Adder a) {
   switch (a) {
-    case Accumulation::forward: return "forward";
-    case Accumulation::reverse: return "reverse";
-    case Accumulation::blocked_pairwise: return "blocked pairwise";
-    case Accumulation::truncating: return "truncating";
-    case Accumulation::alpha_folded: return "alpha folded into the A scale, truncating";
-    case Accumulation::fp16: return "FP16 accumulator";
+    case Adder::forward: return "forward";
+    case Adder::reverse: return "reverse";
+    case Adder::blocked_pairwise: return "blocked pairwise";
+    case Adder::truncating: return "truncating";
+    case Adder::alpha_folded: return "alpha folded into the A scale, truncating";
+    case Adder::fp16: return "FP16 accumulator";
+    case Adder::matrix_unit: return "matrix unit (22 kept bits, truncating)";
   }
   return "?";
 }
@@ -314,8 +347,40 @@ float pairwise(const float* x, size_t n) {
   return pairwise(x, h) + pairwise(x + h, n - h);
 }
 
+// The matrix unit SPEC section 3 assumes: each instruction takes the running sum and up to 16
+// products, aligns them to the largest, keeps kKeptBits bits below its leading bit (the rest
+// truncated), adds exactly and truncates the result to FP32.
+constexpr int kKeptBits = 22;
+float matrix_unit_sum(const float* products, int64_t k) {
+  float acc = 0;
+  for (int64_t x0 = 0; x0 < k; x0 += 16) {
+    double addends[17];
+    int count = 0, top = INT32_MIN;
+    addends[count++] = acc;
+    for (int64_t x = x0; x < std::min(k, x0 + 16); ++x) addends[count++] = products[x];
+    bool special = false;  // NaN or Inf propagate as in any adder
+    for (int q = 0; q < count; ++q) {
+      special |= !std::isfinite(addends[q]);
+      if (std::isfinite(addends[q]) && addends[q] != 0) top = std::max(top, std::ilogb(addends[q]));
+    }
+    if (special) {
+      for (int q = 1; q < count; ++q) acc += static_cast<float>(addends[q]);
+      continue;
+    }
+    if (top == INT32_MIN) continue;
+    const double quantum = std::ldexp(1.0, top - kKeptBits);
+    double exact = 0;  // at most 17 terms of kKeptBits + 1 bits: exact in double
+    for (int q = 0; q < count; ++q) exact += std::trunc(addends[q] / quantum) * quantum;
+    const int saved = std::fegetround();
+    std::fesetround(FE_TOWARDZERO);
+    acc = static_cast<float>(exact);
+    std::fesetround(saved);
+  }
+  return acc;
+}
+
 // C as an FP32-accumulating kernel would compute it, in the given order, rounded once to FP16.
-std::vector<uint16_t> fp32_kernel(const Problem& p, Accumulation acc) {
+std::vector<uint16_t> fp32_kernel(const Problem& p, Adder acc) {
   std::vector<uint16_t> c(static_cast<size_t>(p.c_elems()));
   const int64_t kb = p.kb();
   const int saved = std::fegetround();
@@ -323,35 +388,38 @@ std::vector<uint16_t> fp32_kernel(const Problem& p, Accumulation acc) {
   for (int64_t b = 0; b < p.l; ++b)
     for (int64_t i = 0; i < p.m; ++i)
       for (int64_t j = 0; j < p.n; ++j) {
-        if (acc == Accumulation::truncating || acc == Accumulation::alpha_folded) std::fesetround(FE_TOWARDZERO);
+        if (acc == Adder::truncating || acc == Adder::alpha_folded) std::fesetround(FE_TOWARDZERO);
         for (int64_t x = 0; x < p.k; ++x) {
           const uint8_t* arow = p.a.data() + (b * p.m + i) * (p.k / 2);
           const uint8_t* brow = p.b.data() + (b * p.n + j) * (p.k / 2);
           float sa = e4m3_float(p.sfa[(b * p.m + i) * kb + x / 16], p.semantics);
           const float sb = e4m3_float(p.sfb[(b * p.n + j) * kb + x / 16], p.semantics);
-          if (acc == Accumulation::alpha_folded) sa *= p.alpha;  // rounds (toward zero)
+          if (acc == Adder::alpha_folded) sa *= p.alpha;  // rounds (toward zero)
           const float av = e2m1_float(e2m1_nibble(arow, x)) * sa;
           const float bv = e2m1_float(e2m1_nibble(brow, x)) * sb;  // exact
           products[x] = av * bv;  // exact unless alpha was folded in
         }
         float sum = 0;
         switch (acc) {
-          case Accumulation::forward:
-          case Accumulation::truncating:
-          case Accumulation::alpha_folded:
+          case Adder::forward:
+          case Adder::truncating:
+          case Adder::alpha_folded:
             for (int64_t x = 0; x < p.k; ++x) sum += products[x];
             break;
-          case Accumulation::reverse:
+          case Adder::reverse:
             for (int64_t x = p.k - 1; x >= 0; --x) sum += products[x];
             break;
-          case Accumulation::fp16: {
+          case Adder::fp16: {
             // Each add rounded to FP16 (the double sum of two FP16-range values is exact).
             double h = 0;
             for (int64_t x = 0; x < p.k; ++x) h = fp16_to_double(to_fp16(h + products[x]));
             sum = static_cast<float>(h);
             break;
           }
-          case Accumulation::blocked_pairwise:
+          case Adder::matrix_unit:
+            sum = matrix_unit_sum(products.data(), p.k);
+            break;
+          case Adder::blocked_pairwise:
             for (int64_t s = 0; s < kb; ++s) {
               float block = 0;
               for (int64_t x = 16 * s; x < std::min(p.k, 16 * s + 16); ++x) block += products[x];
@@ -360,7 +428,7 @@ std::vector<uint16_t> fp32_kernel(const Problem& p, Accumulation acc) {
             sum = pairwise(blocks.data(), static_cast<size_t>(kb));
             break;
         }
-        if (acc != Accumulation::alpha_folded) sum *= p.alpha;
+        if (acc != Adder::alpha_folded) sum *= p.alpha;
         std::fesetround(saved);
         c[(b * p.m + i) * p.n + j] = to_fp16(sum);
       }
@@ -450,8 +518,8 @@ TEST(OracleHonestKernels, NeverRejectedAcrossThousandsOfRandomCases) {
     const int style = trial % 8;
     const Problem p = adversarial_problem(rng, style);
     const ExactResult ref = exact_gemm(p);
-    for (Accumulation acc : {Accumulation::forward, Accumulation::reverse, Accumulation::blocked_pairwise,
-                             Accumulation::truncating, Accumulation::alpha_folded}) {
+    for (Adder acc : {Adder::forward, Adder::reverse, Adder::blocked_pairwise,
+                             Adder::truncating, Adder::alpha_folded}) {
       const std::vector<uint16_t> c = fp32_kernel(p, acc);
       const OracleSummary s = judge(p, ref, c.data(), kFp32);
       ASSERT_FALSE(s.any_failure())
@@ -503,7 +571,7 @@ TEST(OracleHonestKernels, LongTruncatingSumsComeCloseToTheBound) {
   for (auto& s : p.sfb) s = static_cast<uint8_t>(0x08 + rng() % 0x38);
   p.alpha = 0x1p-8f;  // keep the outputs finite
   const ExactResult ref = exact_gemm(p);
-  const std::vector<uint16_t> c = fp32_kernel(p, Accumulation::truncating);
+  const std::vector<uint16_t> c = fp32_kernel(p, Adder::truncating);
   const OracleSummary s = judge(p, ref, c.data(), kFp32);
   EXPECT_FALSE(s.any_failure()) << "first failing (" << s.first_b << "," << s.first_i << "," << s.first_j << ")";
   std::printf("max error / bound %.3f, max error %.2f ulps\n", s.max_error_over_bound, s.max_error_ulps);
@@ -522,7 +590,7 @@ TEST(OracleHonestKernels, Fp16AccumulationPassesItsPolicyAndFailsFp32) {
     Problem p = adversarial_problem(rng, 6);  // scales near 1: no FP16 overflow in partial sums
     p.alpha = 1.0f;
     const ExactResult ref = exact_gemm(p);
-    const std::vector<uint16_t> c = fp32_kernel(p, Accumulation::fp16);
+    const std::vector<uint16_t> c = fp32_kernel(p, Adder::fp16);
     const OracleSummary s = judge(p, ref, c.data(), fp16);
     ASSERT_FALSE(s.any_failure()) << "trial " << trial << " first failing (" << s.first_b << "," << s.first_i
                                   << "," << s.first_j << ") actual 0x" << std::hex << s.first_actual
@@ -532,6 +600,63 @@ TEST(OracleHonestKernels, Fp16AccumulationPassesItsPolicyAndFailsFp32) {
   }
   std::printf("the fp32 policy rejects %d of %d FP16-accumulated outputs\n", caught, trials);
   EXPECT_GT(caught, trials / 4);
+}
+
+// A kernel that adds on a matrix unit of the kind SPEC section 3 assumes (22 kept bits, truncated
+// addends and results) passes the matrix-unit policy on every adversarial style.
+TEST(OracleHonestKernels, MatrixUnitAccumulationPassesItsPolicy) {
+  const uint64_t seed = 0x3a7;
+  std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
+  std::mt19937_64 rng(seed);
+  const Policy mma = Policy::parse("matrix-unit");
+  int caught = 0, trials = 0;
+  int64_t exact = 0, elements = 0;
+  for (int trial = 0; trial < 1600; ++trial) {
+    const int style = trial % 8;
+    const Problem p = adversarial_problem(rng, style);
+    const ExactResult ref = exact_gemm(p);
+    const std::vector<uint16_t> c = fp32_kernel(p, Adder::matrix_unit);
+    const OracleSummary s = judge(p, ref, c.data(), mma);
+    ASSERT_FALSE(s.any_failure()) << "seed " << seed << " trial " << trial << " style " << style << " first failing ("
+                                  << s.first_b << "," << s.first_i << "," << s.first_j << ") actual 0x" << std::hex
+                                  << s.first_actual << " expected 0x" << s.first.expected_bits << std::dec
+                                  << " error " << s.first.error << " bound " << s.first.bound;
+    caught += judge(p, ref, c.data(), kFp32).any_failure();
+    exact += s.exact_regime;
+    elements += s.elements;
+    ++trials;
+  }
+  std::printf("the IEEE fp32 policy rejects %d of %d matrix-unit outputs; %lld of %lld elements in the "
+              "matrix-unit exact regime\n", caught, trials, (long long)exact, (long long)elements);
+  EXPECT_GT(exact, elements / 10);
+}
+
+// Why the IEEE rule is unsound for matrix units, in one element: products 8, 2^-8 and 2^-20 in
+// three scale blocks. S < 2^24 g (IEEE: exact regime), and 8 + 2^-8 is an FP16 tie that the last
+// product breaks upward. A unit keeping 22 bits below the running sum's leading bit truncates
+// 2^-20 away, lands on the tie and rounds to even: one FP16 ulp low, which the IEEE rule rejects
+// and the matrix-unit rule allows. (gemm_tc's seed-11 failure on the H200 was of this kind.)
+TEST(OracleHonestKernels, MatrixUnitTieBreakFailsIeeeAndPassesMatrixUnit) {
+  Problem p;
+  p.op = Op::gemv;
+  p.m = p.n = p.l = 1;
+  p.k = 48;
+  p.a.assign(24, 0);
+  p.b.assign(24, 0);
+  p.a[0] = p.b[0] = 0x04;     // element 0: 2 and 2
+  p.a[8] = p.b[8] = 0x01;     // element 16: 0.5 and 0.5
+  p.a[16] = p.b[16] = 0x01;   // element 32: 0.5 and 0.5
+  p.sfa = {0x40, 0x20, 0x01};  // 2, 2^-3, 2^-9
+  p.sfb = {0x38, 0x20, 0x01};  // 1, 2^-3, 2^-9
+  const ExactResult ref = exact_gemm(p);
+  ASSERT_EQ(ref.c[0], 0x4801);  // 8 + 2^-8 + 2^-20 rounds up to 8.0078125
+  ASSERT_TRUE(exact_regime(ref.elems[0], 1.0f));
+  ASSERT_FALSE(exact_regime(ref.elems[0], 1.0f, Accumulation::matrix_unit));
+  const std::vector<uint16_t> c = fp32_kernel(p, Adder::matrix_unit);
+  EXPECT_EQ(c[0], 0x4800);
+  EXPECT_TRUE(judge(p, ref, c.data(), kFp32).any_failure());
+  EXPECT_FALSE(judge(p, ref, c.data(), Policy::parse("matrix-unit")).any_failure());
+  EXPECT_EQ(fp32_kernel(p, Adder::forward)[0], 0x4801);  // IEEE adders keep the last bit
 }
 
 TEST(OracleHonestKernels, WrongOutputsAreRejected) {
