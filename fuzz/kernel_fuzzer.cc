@@ -32,7 +32,7 @@
 
 #include "fuzz/fuzz_problem.h"
 #include "harness/generators.h"
-#include "harness/runner.h"
+#include "harness/case_check.h"
 #include "kernels/registry.h"
 #include "reference/case_file.h"
 
@@ -149,16 +149,17 @@ void fuzz_one_kernel(const nvfp4::Kernel& kernel, const uint8_t* data, size_t si
     std::fprintf(stderr, "kernel fuzzer: saved %s\n", path.c_str());
     if (g_setup->save == SaveMode::only) return;
   }
-  nvfp4::RunOptions options;
-  options.save_case = false;  // libFuzzer keeps the input; a failure is saved below
-  options.case_dir = g_setup->case_dir;
-  nvfp4::CheckResult r;
+  nvfp4::CaseOptions options;  // not saved: libFuzzer keeps the input; a failure is saved below
+  options.stale_seed = nvfp4::fnv1a(std::string(reinterpret_cast<const char*>(data), size));
+  nvfp4::CaseOutcome r;
   try {
-    r = nvfp4::check_case(kernel, *p, options);
+    nvfp4::InProcessExecutor executor(kernel, 30);
+    r = nvfp4::check_case(executor, *p, options);
   } catch (const std::exception& e) {
     report_failure(kernel, *p, "exception", std::string("check_case threw: ") + e.what());
   }
-  if (r.verdict == nvfp4::CheckResult::Verdict::fail) report_failure(kernel, *p, r.check, r.message);
+  if (r.verdict == nvfp4::CaseOutcome::Verdict::fail)
+    report_failure(kernel, *p, nvfp4::check_name(r.finding->check), r.finding->message);
 }
 
 }  // namespace

@@ -28,20 +28,11 @@ std::string read_bytes(const std::string& path) {
 void set_binary_case_decoder(BinaryCaseDecoder decoder) { decoder_slot() = std::move(decoder); }
 bool have_binary_case_decoder() { return static_cast<bool>(decoder_slot()); }
 
-bool looks_like_case_text(const std::string& bytes) {
-  for (unsigned char ch : bytes)
-    if ((ch < 0x20 && ch != '\t' && ch != '\n' && ch != '\r') || ch == 0x7F) return false;
-  return true;
-}
-
-bool is_binary_case_input(const std::string& path) { return !looks_like_case_text(read_bytes(path)); }
-
-Problem load_case_input(const std::string& path, const nvfp4_kernel_info* kernel) {
+Problem load_case_input(const std::string& path, const nvfp4_kernel_info* kernel, bool binary) {
+  if (!binary) return read_case_file(path);
   const std::string bytes = read_bytes(path);
-  if (looks_like_case_text(bytes)) return parse_case(bytes, path);
   if (!have_binary_case_decoder())
-    throw CaseError(path + ": not a case file (it holds control bytes) and this nvfp4check has no decoder for "
-                           "binary inputs");
+    throw CaseError(path + ": this nvfp4check has no decoder for binary inputs");
   std::string why;
   std::optional<Problem> p = decoder_slot()(bytes, kernel, &why);
   if (!p) throw CaseError(path + ": binary input not usable: " + (why.empty() ? "rejected by the decoder" : why));

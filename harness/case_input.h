@@ -20,12 +20,9 @@ using BinaryCaseDecoder =
 void set_binary_case_decoder(BinaryCaseDecoder decoder);
 bool have_binary_case_decoder();
 
-// True when the bytes are text (no control bytes but tab, CR and LF): a case file.
-bool looks_like_case_text(const std::string& bytes);
-bool is_binary_case_input(const std::string& path);  // throws CaseError when unreadable
-
-// Reads one input: text is parsed as a case file, anything else goes to the binary decoder for
-// `kernel`. Throws CaseError ("FILE: what is wrong") for a bad or unusable input.
-Problem load_case_input(const std::string& path, const nvfp4_kernel_info* kernel = nullptr);
+// Reads one input: a case file, or with `binary` an input for the binary decoder (fitted to
+// `kernel` when given). Nothing is guessed from the bytes: a case file with a form feed stays a
+// case file, and 16 zero bytes are no case file. Throws CaseError ("FILE: what is wrong").
+Problem load_case_input(const std::string& path, const nvfp4_kernel_info* kernel, bool binary);
 
 }  // namespace nvfp4

@@ -84,6 +84,13 @@ class HostBuffer final : public GuardedBuffer {
     return std::vector<uint8_t>(data(), data() + size_);
   }
 
+  void set_read_only(bool read_only) override {
+    // From the page holding the data's first byte to the end of the region (the data starts at
+    // kGuardBytes into it, a page boundary where pages are 4 KiB).
+    uint8_t* first = base_ + (data() - base_) / page_ * page_;
+    mprotect(first, static_cast<size_t>(region_ + inner_ - first), read_only ? PROT_READ : PROT_READ | PROT_WRITE);
+  }
+
   GuardDamage check_guards(double) override {
     GuardDamage d;
     for (int64_t x = 0; x < kGuardBytes; ++x) {

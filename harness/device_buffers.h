@@ -52,6 +52,9 @@ class GuardedBuffer {
   virtual std::vector<uint8_t> download(double timeout_s) = 0;
   // Compares both guard regions with the pattern (waits for the stream first).
   virtual GuardDamage check_guards(double timeout_s) = 0;
+  // Host buffers: the data and the guard after it become read-only (or writable again), so a
+  // kernel that writes an input faults at once. Device buffers cannot be protected: no-op.
+  virtual void set_read_only(bool) {}
 
  protected:
   explicit GuardedBuffer(int64_t size) : size_(size) {}

@@ -17,16 +17,6 @@
 namespace nvfp4 {
 namespace {
 
-const char* verdict_name(CheckResult::Verdict v) {
-  switch (v) {
-    case CheckResult::Verdict::pass: return "pass";
-    case CheckResult::Verdict::fail: return "fail";
-    case CheckResult::Verdict::unsupported: return "unsupported";
-    case CheckResult::Verdict::skipped: return "skipped";
-  }
-  return "?";
-}
-
 // JSON cannot hold Inf or NaN; such a number becomes a string.
 nlohmann::json number(double v) {
   if (std::isfinite(v)) return v;
@@ -34,107 +24,81 @@ nlohmann::json number(double v) {
   return v > 0 ? "inf" : "-inf";
 }
 
-double read_number(const nlohmann::json& j) {
-  if (j.is_number()) return j.get<double>();
-  if (j.is_string()) {
-    const std::string s = j.get<std::string>();
-    if (s == "inf") return INFINITY;
-    if (s == "-inf") return -INFINITY;
-    return std::nan("");
-  }
-  return 0;
-}
-
-bool element_blamed(const CheckResult& r) {
-  return r.summary.any_failure() && (r.check == "oracle" || r.check == "nan-padding" || r.check == "stale-state");
-}
-
 }  // namespace
 
-nlohmann::json case_result_json(const CheckResult& r, const std::string& text, const std::string& error_map) {
-  const Problem& p = r.problem;
-  nlohmann::json j = {
-      {"verdict", verdict_name(r.verdict)},
-      {"shape", fmt::format("{} m={} n={} k={} l={} {} {} alpha={}", to_string(p.op), p.m, p.n, p.k, p.l,
-                            to_string(p.sf_layout), to_string(p.semantics), p.alpha)},
-      {"runs", r.runs},
-      {"elements", r.summary.elements},
-      {"exact_elements", r.summary.exact_regime},
-      {"max_error_ulps", number(r.summary.max_error_ulps)},
-      {"max_error_over_bound", number(r.summary.max_error_over_bound)},
-      {"context_lost", r.context_lost},
-  };
-  if (r.verdict == CheckResult::Verdict::fail) {
-    nlohmann::json f = {{"check", r.check}, {"message", r.message}, {"case_file", r.case_file}, {"text", text}};
-    if (!error_map.empty()) f["error_map"] = error_map;
-    if (element_blamed(r)) {
-      const OracleSummary& s = r.summary;
-      f["element"] = {{"b", s.first_b},
-                      {"i", s.first_i},
-                      {"j", s.first_j},
-                      {"expected", fmt::format("0x{:04x}", s.first.expected_bits)},
-                      {"actual", fmt::format("0x{:04x}", s.first_actual)},
-                      {"expected_value", number(fp16_to_double(s.first.expected_bits))},
-                      {"actual_value", number(fp16_to_double(s.first_actual))},
-                      {"error_ulps", number(s.first.error_ulps)},
-                      {"error_over_bound", number(s.first.error_over_bound)},
-                      {"bound", number(s.first.bound)}};
+void KernelReport::add_time(const std::string& step, double sec) {
+  for (auto& [name, total] : stage_seconds)
+    if (name == step) {
+      total += sec;
+      return;
     }
-    j["failure"] = f;
-  } else if (r.verdict == CheckResult::Verdict::skipped || r.verdict == CheckResult::Verdict::unsupported) {
-    j["message"] = r.message;
-  }
-  return j;
+  stage_seconds.emplace_back(step, sec);
 }
 
-void accumulate(KernelReport& k, const nlohmann::json& c) {
-  const std::string verdict = c.value("verdict", "fail");
-  if (verdict == "skipped") {
-    if (k.skipped_cases++ == 0) k.first_skip = c.value("message", "");
+void add_outcome(KernelReport& k, const CaseOutcome& r, int64_t case_index, const std::string& text,
+                 const std::string& error_map) {
+  k.add_time("reference", r.times.reference);
+  k.add_time("save", r.times.save);
+  k.add_time("kernel", r.times.kernel);
+  k.add_time("judge", r.times.judge);
+  if (r.verdict == CaseOutcome::Verdict::skipped) {
+    if (k.skipped_cases++ == 0) k.first_skip = r.message;
     return;
   }
   ++k.cases;
-  if (verdict == "unsupported") ++k.unsupported_cases;
-  k.elements += c.value("elements", int64_t{0});
-  k.exact_elements += c.value("exact_elements", int64_t{0});
-  if (c.contains("max_error_ulps")) k.max_error_ulps = std::max(k.max_error_ulps, read_number(c["max_error_ulps"]));
-  if (c.contains("max_error_over_bound"))
-    k.max_error_over_bound = std::max(k.max_error_over_bound, read_number(c["max_error_over_bound"]));
-  if (verdict != "fail") return;
+  if (r.verdict == CaseOutcome::Verdict::unsupported) ++k.unsupported_cases;
+  k.policy = r.policy.name();
+  k.elements += r.summary.elements;
+  k.exact_elements += r.summary.exact_regime;
+  k.max_error_ulps = std::max(k.max_error_ulps, r.summary.max_error_ulps);
+  k.max_error_over_bound = std::max(k.max_error_over_bound, r.summary.max_error_over_bound);
+  if (r.verdict != CaseOutcome::Verdict::fail) return;
   ++k.failed_cases;
   k.verdict = "fail";
   if (k.failure) return;
-  const nlohmann::json& f = c.at("failure");
   FailureRecord rec;
-  rec.check = f.value("check", "");
-  rec.message = f.value("message", "");
-  rec.case_file = f.value("case_file", "");
-  rec.error_map = f.value("error_map", "");
-  rec.text = f.value("text", "");
-  if (f.contains("element")) {
-    const nlohmann::json& e = f["element"];
+  rec.check = r.finding->check;
+  rec.message = r.finding->message;
+  rec.case_file = r.case_file;
+  rec.error_map = error_map;
+  rec.text = text;
+  rec.stage = r.stage;
+  rec.case_index = case_index;
+  if (blames_elements(rec.check) && r.summary.any_failure()) {
+    const OracleSummary& s = r.summary;
     rec.has_element = true;
-    rec.b = e.value("b", int64_t{-1});
-    rec.i = e.value("i", int64_t{-1});
-    rec.j = e.value("j", int64_t{-1});
-    rec.expected = static_cast<uint16_t>(std::stoul(e.value("expected", "0"), nullptr, 16));
-    rec.actual = static_cast<uint16_t>(std::stoul(e.value("actual", "0"), nullptr, 16));
-    rec.error_ulps = read_number(e["error_ulps"]);
-    rec.error_over_bound = read_number(e["error_over_bound"]);
-    rec.bound = read_number(e["bound"]);
+    rec.b = s.first_b;
+    rec.i = s.first_i;
+    rec.j = s.first_j;
+    rec.expected = s.first.expected_bits;
+    rec.actual = s.first_actual;
+    rec.error_ulps = s.first.error_ulps;
+    rec.error_over_bound = s.first.error_over_bound;
+    rec.bound = s.first.bound;
   }
   k.failure = rec;
 }
 
-std::string failure_text(const std::string& kernel, std::optional<uint64_t> seed, const CheckResult& r,
+void finish_report(KernelReport& k) {
+  if (k.verdict == "pass" && k.cases == 0) {
+    k.verdict = "skipped";
+    if (k.skip_reason.empty())
+      k.skip_reason = k.skipped_cases > 0 ? "no case applied: " + k.first_skip : "no case was checked";
+  }
+}
+
+std::string failure_text(const std::string& kernel, std::optional<uint64_t> seed, const CaseOutcome& r,
                          const std::string& error_map) {
   const Problem& p = r.problem;
-  std::string t = fmt::format("FAIL {}: check \"{}\"", kernel, r.check);
+  const Check check = r.finding->check;
+  const bool element = blames_elements(check) && r.summary.any_failure();
+  std::string t = fmt::format("FAIL {}: check \"{}\"", kernel, check_name(check));
   if (seed) t += fmt::format(" (seed {})", *seed);
   t += "\n";
   t += fmt::format("  case: {} m={} n={} k={} l={}, {} scales, {}, alpha={}, policy {}\n", to_string(p.op), p.m, p.n,
                    p.k, p.l, to_string(p.sf_layout), to_string(p.semantics), p.alpha, r.policy.name());
-  if (element_blamed(r)) {
+  if (!r.stage.empty()) t += fmt::format("  during: {}\n", r.stage);
+  if (element) {
     const OracleSummary& s = r.summary;
     t += fmt::format("  first bad element (b={}, i={}, j={}): expected {}, actual {}\n", s.first_b, s.first_i,
                      s.first_j, fp16_text(s.first.expected_bits), fp16_text(s.first_actual));
@@ -142,8 +106,8 @@ std::string failure_text(const std::string& kernel, std::optional<uint64_t> seed
                      s.first.error_ulps, s.first.error_over_bound, s.first.bound, s.failing, s.elements);
   }
   // The element and its error are printed above; of the message keep what leads up to them.
-  std::string lead = r.message;
-  if (element_blamed(r)) {
+  std::string lead = r.finding->message;
+  if (element) {
     const size_t at = lead.find(fmt::format("{} of {} outputs are wrong", r.summary.failing, r.summary.elements));
     if (at != std::string::npos) lead = lead.substr(0, at);
     while (!lead.empty() && (lead.back() == ' ' || lead.back() == ':')) lead.pop_back();
@@ -174,7 +138,20 @@ nlohmann::json report_json(std::optional<uint64_t> seed, const std::vector<Kerne
                         {"seconds", k.seconds},
                         {"max_error_ulps", number(k.max_error_ulps)},
                         {"max_error_over_bound", number(k.max_error_over_bound)},
-                        {"exact_regime_share", k.elements ? double(k.exact_elements) / double(k.elements) : 0.0}};
+                        {"exact_regime_share", k.elements ? double(k.exact_elements) / double(k.elements) : 0.0},
+                        {"flags", k.flags},
+                        {"accumulation", to_string((k.flags & NVFP4_FLAG_MMA_ACCUMULATE) ? Accumulation::matrix_unit
+                                                                                         : Accumulation::ieee_fp32)},
+                        {"policy", k.policy},
+                        {"workers", k.workers}};
+    if (k.drawn.cases > 0) {
+      nlohmann::json d = {{"cases", k.drawn.cases},   {"tile_edge", k.drawn.tile_edge}, {"batched", k.drawn.batched},
+                          {"k_tail", k.drawn.k_tail}, {"padded", k.drawn.padded}};
+      d["by_kind"] = k.drawn.by_kind;
+      d["by_scales"] = k.drawn.by_scales;
+      d["by_values"] = k.drawn.by_values;
+      e["drawn"] = d;
+    }
     if (!k.stage_seconds.empty()) {
       nlohmann::json stages = nlohmann::json::object();
       for (const auto& [name, sec] : k.stage_seconds) stages[name] = sec;
@@ -184,7 +161,8 @@ nlohmann::json report_json(std::optional<uint64_t> seed, const std::vector<Kerne
     if (k.skipped_cases > 0) e["first_skip"] = k.first_skip;
     if (k.failure) {
       const FailureRecord& f = *k.failure;
-      nlohmann::json fj = {{"check", f.check}, {"case_file", f.case_file}, {"message", f.message}};
+      nlohmann::json fj = {{"check", check_name(f.check)}, {"case_file", f.case_file}, {"message", f.message},
+                           {"stage", f.stage},         {"case_index", f.case_index}};
       if (!f.error_map.empty()) fj["error_map"] = f.error_map;
       if (f.has_element)
         fj["element"] = {{"b", f.b},
@@ -203,6 +181,15 @@ nlohmann::json report_json(std::optional<uint64_t> seed, const std::vector<Kerne
   return j;
 }
 
+void check_report_writable(const std::string& path) {
+  // Opened for appending, so an existing report is not clobbered before the run has one to write.
+  const bool existed = std::filesystem::exists(path);
+  std::ofstream out(path, std::ios::app);
+  if (!out) throw std::runtime_error("cannot write the report " + path);
+  out.close();
+  if (!existed) std::filesystem::remove(path);
+}
+
 void write_report_file(const std::string& path, const nlohmann::json& report) {
   std::ofstream out(path);
   if (!out) throw std::runtime_error("cannot write the report " + path);
@@ -216,7 +203,7 @@ std::string summary_table(const std::vector<KernelReport>& kernels) {
   std::string t = fmt::format("{:<{}}  {:>7}  {:<7}  {:<26}  {:>9}  {:>11}  {:>6}\n", "kernel", w, "cases", "verdict",
                               "failing check", "max ulps", "max err/bnd", "exact");
   for (const KernelReport& k : kernels) {
-    std::string check = k.failure ? k.failure->check : (k.verdict == "skipped" ? "-" : "");
+    std::string check = k.failure ? check_name(k.failure->check) : (k.verdict == "skipped" ? "-" : "");
     if (check.size() > 26) check = check.substr(0, 26);
     const std::string exact =
         k.elements ? fmt::format("{:.1f}%", 100.0 * double(k.exact_elements) / double(k.elements)) : "-";

@@ -4,6 +4,7 @@
 
 #include <dlfcn.h>
 
+#include <cstring>
 #include <set>
 #include <sstream>
 
@@ -33,6 +34,16 @@ constexpr uint32_t kKnownFlags = NVFP4_FLAG_SIGNED_SCALES | NVFP4_FLAG_NONDETERM
                                  NVFP4_FLAG_MMA_ACCUMULATE;
 // More kernels than any library plausibly holds: a larger count is garbage, not a catalogue.
 constexpr int kMaxKernelsPerProvider = 4096;
+// Names are identifiers in reports and file names, not payloads.
+constexpr size_t kMaxNameLength = 64;
+// The suite refuses to allocate more than this for one case (reference/case_file.h's limit).
+constexpr uint64_t kMaxCaseBytes = uint64_t(1) << 30;
+
+// Flags that cannot hold together: an exact kernel has no accumulation error to model and gives
+// one answer.
+constexpr uint32_t kExactExcludes = NVFP4_FLAG_FP16_ACCUMULATE | NVFP4_FLAG_MMA_ACCUMULATE | NVFP4_FLAG_NONDETERMINISTIC;
+
+uint64_t gcd(uint64_t a, uint64_t b) { return b == 0 ? a : gcd(b, a % b); }
 
 // Empty when info is a usable ABI v1 description, else why not. The name is checked apart.
 std::string info_error(const nvfp4_kernel_info& info) {
@@ -54,6 +65,19 @@ std::string info_error(const nvfp4_kernel_info& info) {
   } else if (info.flags & ~kKnownFlags) {
     why << "declares unknown flag bits 0x" << std::hex << (info.flags & ~kKnownFlags)
         << " that ABI version 1 does not define";
+  } else if ((info.flags & NVFP4_FLAG_EXACT) && (info.flags & kExactExcludes)) {
+    why << "declares NVFP4_FLAG_EXACT together with flags 0x" << std::hex << (info.flags & kExactExcludes)
+        << " (FP16_ACCUMULATE, MMA_ACCUMULATE, NONDETERMINISTIC) that contradict exact accumulation";
+  } else if (info.memory == NVFP4_MEMORY_HOST && info.min_sm != 0) {
+    why << "is a host kernel declaring min_sm " << info.min_sm << "; min_sm is for CUDA kernels (0 for host ones)";
+  } else {
+    // The smallest problem inside the declared multiples must be one the suite can allocate.
+    const uint64_t k = info.k_multiple / gcd(info.k_multiple, 2) * 2;  // lcm(k_multiple, 2)
+    const bool gemm = (info.ops >> NVFP4_OP_GEMM) & 1u;
+    const uint64_t rows = uint64_t{info.m_multiple} + (gemm ? uint64_t{info.n_multiple} : 1);
+    if (rows * k > kMaxCaseBytes)
+      why << "declares shape multiples (m " << info.m_multiple << ", n " << info.n_multiple << ", k "
+          << info.k_multiple << ") whose smallest problem needs more than 1 GiB of data";
   }
   return why.str();
 }
@@ -67,7 +91,8 @@ Registry Registry::with_builtins() {
 }
 
 void Registry::add_provider(int (*count)(void), const nvfp4_kernel_info* (*get)(int),
-                            int (*run)(int, const nvfp4_problem*), const std::string& origin) {
+                            int (*run)(int, const nvfp4_problem*), const std::string& origin,
+                            const char* (*describe)(int)) {
   const std::string who = origin == "builtin" ? std::string("built-in kernels") : "plugin '" + origin + "'";
   if (count == nullptr || get == nullptr || run == nullptr)
     throw PluginError(who + ": a null entry point was given (count, get and run are all required)");
@@ -84,6 +109,8 @@ void Registry::add_provider(int (*count)(void), const nvfp4_kernel_info* (*get)(
     const nvfp4_kernel_info* info = get(i);
     const std::string at = who + ", kernel index " + std::to_string(i);
     if (info == nullptr) throw PluginError(at + ": nvfp4_kernel_get(" + std::to_string(i) + ") returned NULL");
+    if (info->name != nullptr && strnlen(info->name, kMaxNameLength + 1) > kMaxNameLength)
+      throw PluginError(at + ": a kernel name longer than " + std::to_string(kMaxNameLength) + " characters");
     if (!valid_name(info->name)) {
       throw PluginError(at + ": invalid name " +
                         (info->name ? "'" + std::string(info->name) + "'" : std::string("NULL")) +
@@ -103,6 +130,8 @@ void Registry::add_provider(int (*count)(void), const nvfp4_kernel_info* (*get)(
     k.index = i;
     k.run_fn = run;
     k.origin = origin;
+    if (describe)
+      if (const char* text = describe(i)) k.description = std::string(text, strnlen(text, 1024));
     added.push_back(k);
   }
   kernels_.insert(kernels_.end(), added.begin(), added.end());
@@ -129,7 +158,9 @@ void Registry::load_plugin(const std::string& path) {
   auto count = reinterpret_cast<int (*)(void)>(symbol("nvfp4_kernel_count"));
   auto get = reinterpret_cast<const nvfp4_kernel_info* (*)(int)>(symbol("nvfp4_kernel_get"));
   auto run = reinterpret_cast<int (*)(int, const nvfp4_problem*)>(symbol("nvfp4_kernel_run"));
-  add_provider(count, get, run, path);
+  // Optional: one line per kernel saying what it is (the mutants plugin names each one's bug).
+  auto describe = reinterpret_cast<const char* (*)(int)>(dlsym(handle, "nvfp4_kernel_describe"));
+  add_provider(count, get, run, path, describe);
   libraries_.push_back(std::move(library));
 }
 

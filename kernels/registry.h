@@ -17,6 +17,7 @@ struct Kernel {
   int index = 0;
   int (*run_fn)(int index, const nvfp4_problem* problem) = nullptr;
   std::string origin;  // "builtin" or the plugin's path
+  std::string description;  // the plugin's optional nvfp4_kernel_describe(index), else ""
 
   std::string name() const { return info->name; }
   int run(const nvfp4_problem& p) const { return run_fn(index, &p); }
@@ -37,13 +38,18 @@ class Registry {
   static Registry with_builtins();
 
   // dlopen()s a shared library exporting the three ABI symbols and adds its kernels. Every kernel
-  // is checked first (ABI version, [a-z0-9_]+ name unique across the registry, known memory, ops,
-  // layouts and flags, nonzero multiples): on any error nothing is added and the PluginError's
-  // message names the plugin's path and what is wrong.
+  // is checked first (ABI version, [a-z0-9_]+ name of at most 64 characters unique across the
+  // registry, known memory, ops, layouts and flags, no contradictory flags, min_sm 0 for host
+  // kernels, nonzero multiples whose smallest problem fits in 1 GiB): on any error nothing is
+  // added and the PluginError's message names the plugin's path and what is wrong. The loading
+  // runs the plugin's code (constructors, nvfp4_kernel_count/get): call it only in a process
+  // that may die of it (harness/worker.h lists plugins in a child).
   void load_plugin(const std::string& path);  // throws PluginError
-  // Adds a provider given by its three entry points (built-ins, tests).
+  // Adds a provider given by its three entry points (built-ins, tests) and, optionally, a
+  // one-line description per kernel.
   void add_provider(int (*count)(void), const nvfp4_kernel_info* (*get)(int),
-                    int (*run)(int, const nvfp4_problem*), const std::string& origin);
+                    int (*run)(int, const nvfp4_problem*), const std::string& origin,
+                    const char* (*describe)(int) = nullptr);
 
   // A Kernel points into its provider (a plugin's info lives in the plugin's memory): use it only
   // while the Registry it came from (or a copy of it, which shares the libraries) is alive.

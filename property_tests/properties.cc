@@ -9,7 +9,7 @@
 #include <cstdio>
 #include <numeric>
 
-#include "harness/runner.h"
+#include "harness/case_check.h"
 
 namespace nvfp4::prop {
 namespace {
@@ -82,7 +82,7 @@ void check_agrees(const Kernel& k, Draws& d, CaseTags& tags) {
 void check_doubling(const Kernel& k, Draws& d, CaseTags& tags) {
   const ShapeLimits lim = property_limits();
   const int64_t raw_b = draw_index_first(d, lim.max_l), raw_i = draw_index_first(d, lim.max_m);
-  CaseOptions o;
+  CaseConstraints o;
   o.exact_regime = true;
   const DrawnCase c = draw_case(d, k, o);
   const Problem& p = c.problem;
@@ -128,7 +128,7 @@ void check_doubling(const Kernel& k, Draws& d, CaseTags& tags) {
 // ----- 3. Permuting whole 16-element blocks consistently leaves C unchanged ---------------------
 
 void check_block_permutation(const Kernel& k, Draws& d, CaseTags& tags) {
-  CaseOptions o;
+  CaseConstraints o;
   o.exact_regime = true;
   o.min_full_blocks = 2;
   const DrawnCase c = draw_case(d, k, o);
@@ -177,7 +177,7 @@ void check_block_permutation(const Kernel& k, Draws& d, CaseTags& tags) {
 
 void check_batches(const Kernel& k, Draws& d, CaseTags& tags) {
   const int64_t raw_batch = draw_index_first(d, property_limits().max_l);
-  CaseOptions o;
+  CaseConstraints o;
   o.min_l = 2;
   const DrawnCase c = draw_case(d, k, o);
   const Problem& p = c.problem;
@@ -268,7 +268,7 @@ bool has_both_layouts(const Kernel& k) {
 }
 
 void check_layouts(const Kernel& k, Draws& d, CaseTags& tags) {
-  CaseOptions o;
+  CaseConstraints o;
   o.layout = SfLayout::linear;
   const DrawnCase c = draw_case(d, k, o);
   const Problem& p = c.problem;
@@ -288,7 +288,7 @@ bool has_both_ops(const Kernel& k) {
 }
 
 void check_gemm_is_gemv(const Kernel& k, Draws& d, CaseTags& tags) {
-  CaseOptions o;
+  CaseConstraints o;
   o.op = Op::gemv;
   const DrawnCase c = draw_case(d, k, o);
   const Problem& p = c.problem;
@@ -325,7 +325,7 @@ void check_gemm_is_gemv(const Kernel& k, Draws& d, CaseTags& tags) {
 bool has_permuted(const Kernel& k) { return k.supports_layout(NVFP4_SF_PERMUTED); }
 
 void check_nan_padding(const Kernel& k, Draws& d, CaseTags& tags) {
-  CaseOptions o;
+  CaseConstraints o;
   o.layout = SfLayout::permuted;
   o.no_nan = true;
   const DrawnCase c = draw_case(d, k, o);
@@ -383,15 +383,16 @@ void check_unsupported(const Kernel& k, Draws& d, CaseTags& tags) {
     tags.note("shape off the declared multiples");
   }
   tags.shape(p);
-  RunOptions options;
-  options.save_case = false;
+  CaseOptions options;
   options.check_stale = false;
-  const CheckResult r = check_case(k, p, options);
-  if (r.verdict != CheckResult::Verdict::unsupported) {
+  InProcessExecutor executor(k, 30);
+  const CaseOutcome r = check_case(executor, p, options);
+  if (r.verdict != CaseOutcome::Verdict::unsupported) {
     fail_case(k, p, kUnsupportedIsRefused.name,
               "outside its declared constraints (" + unsupported_reason(info, p) +
                   ") the kernel must return NVFP4_UNSUPPORTED with C untouched; the runner says " +
-                  (r.check.empty() ? std::string("pass") : r.check) + ": " + r.message);
+                  (r.finding ? std::string(check_name(r.finding->check)) + ": " + r.finding->message
+                             : std::string(verdict_name(r.verdict))));
   }
 }
 
@@ -401,16 +402,16 @@ void check_runner(const Kernel& k, Draws& d, CaseTags& tags) {
   const DrawnCase c = draw_case(d, k, {});
   const Problem& p = c.problem;
   tags.shape(p);
-  RunOptions options;
-  options.save_case = false;
-  options.data_spec = c.spec.name();
+  CaseOptions options;
   options.stale_seed = d.below(uint64_t(1) << 32);
-  const CheckResult r = check_case(k, p, options);
+  InProcessExecutor executor(k, 30);
+  const CaseOutcome r = check_case(executor, p, options);
   tags.exact(r.summary.exact_regime, r.summary.elements);
-  if (r.verdict != CheckResult::Verdict::pass) {
+  if (r.verdict != CaseOutcome::Verdict::pass) {
     fail_case(k, p, kRunnerChecksHold.name,
-              "check " + (r.check.empty() ? std::string("(none)") : r.check) + " failed: " + r.message + "; case " +
-                  describe(p, c.spec));
+              (r.finding ? "check " + std::string(check_name(r.finding->check)) + " failed: " + r.finding->message
+                         : "verdict " + std::string(verdict_name(r.verdict)) + ": " + r.message) +
+                  "; case " + describe(p, c.spec));
   }
 }
 

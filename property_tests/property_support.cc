@@ -13,7 +13,7 @@
 #include <numeric>
 #include <sstream>
 
-#include "harness/runner.h"
+#include "harness/case_check.h"
 #include "reference/case_file.h"
 #include "reference/formats.h"
 
@@ -130,47 +130,8 @@ const std::vector<std::string>& kernels_left_out() { return kernel_set().left_ou
 
 // ----- Cases ----------------------------------------------------------------------------------
 
-DrawnCase draw_case(Draws& d, const Kernel& k, const CaseOptions& o) {
-  const nvfp4_kernel_info& info = *k.info;
-  DrawnCase c;
-  Op op = Op::gemm;
-  if (o.op) {
-    op = *o.op;
-  } else {
-    const bool gemv = k.supports_op(NVFP4_OP_GEMV), gemm = k.supports_op(NVFP4_OP_GEMM);
-    const uint64_t pick = d.below(2);
-    op = gemv && gemm ? (pick ? Op::gemm : Op::gemv) : gemv ? Op::gemv : Op::gemm;
-  }
-  // The distribution is drawn before the shape so that it shrinks first, toward
-  // uniform/narrow/one, where a failure shows in almost any data: RapidCheck shrinks picks left to
-  // right and never returns to an earlier one, so a shape shrunk under sparse data would stay big.
-  c.spec = draw_spec(d);
-  const Shape s = draw_shape(d, op, info, property_limits());
-  Problem& p = c.problem;
-  set_shape(p, s);
-  p.l = std::max(p.l, o.min_l);
-  if (o.min_full_blocks > 0 && p.k / 16 < o.min_full_blocks) {
-    const int64_t km = std::lcm<int64_t>(2, info.k_multiple > 1 ? info.k_multiple : 1);
-    p.k = (16 * o.min_full_blocks + km - 1) / km * km;
-  }
-  const bool linear = k.supports_layout(NVFP4_SF_LINEAR), permuted = k.supports_layout(NVFP4_SF_PERMUTED);
-  const uint64_t layout_pick = d.below(2);
-  if (o.layout) {
-    p.sf_layout = *o.layout;
-  } else {
-    p.sf_layout = linear && permuted ? (layout_pick ? SfLayout::permuted : SfLayout::linear)
-                  : linear           ? SfLayout::linear
-                                     : SfLayout::permuted;
-  }
-  p.semantics = (info.flags & NVFP4_FLAG_SIGNED_SCALES) ? ScaleSemantics::e4m3 : ScaleSemantics::ue4m3;
-  if (o.exact_regime) {
-    c.spec.scales = ScaleDist::narrow;
-    if (c.spec.alpha == AlphaDist::arbitrary) c.spec.alpha = AlphaDist::pow2;
-  }
-  if (o.no_nan && c.spec.scales == ScaleDist::nan_block) c.spec.scales = ScaleDist::narrow;
-  draw_data(d, c.spec, p);
-  if (info.flags & NVFP4_FLAG_UNIT_ALPHA) p.alpha = 1.0f;
-  return c;
+DrawnCase draw_case(Draws& d, const Kernel& k, const CaseConstraints& constraints) {
+  return nvfp4::draw_case(d, *k.info, constraints, property_limits());
 }
 
 // ----- Comparing ------------------------------------------------------------------------------
@@ -214,7 +175,8 @@ bool deterministic(const Kernel& k) { return !(k.info->flags & NVFP4_FLAG_NONDET
 
 std::vector<uint16_t> run_or_fail(const Kernel& k, const Problem& p, const std::string& property) {
   try {
-    return run_kernel_once(k, p);
+    InProcessExecutor executor(k, 30);
+    return run_kernel_once(executor, p);
   } catch (const std::exception& e) {
     fail_case(k, p, property, std::string("the kernel run failed: ") + e.what());
   }

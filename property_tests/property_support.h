@@ -12,6 +12,7 @@
 #include <rapidcheck.h>
 
 #include "harness/generators.h"
+#include "harness/schedule.h"
 #include "kernels/registry.h"
 #include "reference/exact_gemm.h"
 #include "reference/fp16.h"
@@ -54,22 +55,9 @@ const std::vector<std::string>& kernels_left_out();
 
 // ----- One case -------------------------------------------------------------------------------
 
-struct CaseOptions {
-  std::optional<Op> op;             // else drawn among the kernel's ops
-  std::optional<SfLayout> layout;   // else drawn among the kernel's layouts
-  bool exact_regime = false;        // narrow scales and alpha 1 or a power of two
-  bool no_nan = false;              // no NaN scale in a used block
-  int64_t min_l = 1;                // at least this many batches
-  int64_t min_full_blocks = 0;      // at least this many whole 16-element blocks per row
-};
-
-struct DrawnCase {
-  Problem problem;
-  DataSpec spec;
-};
-
 // A case inside the kernel's declared constraints (shape, layout, UNIT_ALPHA, scale semantics).
-DrawnCase draw_case(Draws& d, const Kernel& k, const CaseOptions& options);
+// (The core's draw_case with the property tests' shape limits.)
+DrawnCase draw_case(Draws& d, const Kernel& k, const CaseConstraints& constraints);
 
 // ----- Comparing outputs ----------------------------------------------------------------------
 

@@ -12,7 +12,7 @@
 
 #include <unistd.h>  // getpid
 
-#include "harness/runner.h"
+#include "harness/case_check.h"
 #include "kernels/block_scaled_decode.h"
 #include "kernels/host/fp16_from_float.h"
 #include "property_tests/properties.h"
@@ -162,11 +162,10 @@ TEST_F(Shrinking, DroppedPartialBlockIsCaughtAndShrunkToAFewBytes) {
   EXPECT_NE(text.find("RapidCheck seed"), std::string::npos) << "the note carries the seed";
   // The shrunk case is a real reproducer: the runner fails the broken kernel on it and passes
   // its honest twin.
-  RunOptions options;
-  options.save_case = false;
-  EXPECT_EQ(check_case(*test_kernels().find("drops_last_partial_block"), p, options).verdict,
-            CheckResult::Verdict::fail);
-  EXPECT_EQ(check_case(*test_kernels().find("honest_linear_test"), p, options).verdict, CheckResult::Verdict::pass);
+  InProcessExecutor broken(*test_kernels().find("drops_last_partial_block"), 30);
+  InProcessExecutor honest(*test_kernels().find("honest_linear_test"), 30);
+  EXPECT_EQ(check_case(broken, p, {}).verdict, CaseOutcome::Verdict::fail);
+  EXPECT_EQ(check_case(honest, p, {}).verdict, CaseOutcome::Verdict::pass);
 }
 
 TEST_F(Shrinking, IgnoredUnsupportedShapeIsCaughtAndShrunk) {

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "harness/runner.h"
+#include "harness/tests/check_in_process.h"
 #include "kernels/registry.h"
 #include "reference/case_file.h"
 
@@ -87,15 +87,14 @@ TEST_P(CorpusReplay, RunnerPassesOrRefusesAsDeclared) {
   }
   const auto runs = targets(file, p);
   if (runs.empty()) GTEST_SKIP() << "no kernel here takes " << to_string(p.op) << " (" << file << ")";
-  RunOptions options;
-  options.save_case = false;
+  CaseOptions options;
   for (const auto& [kernel, problem] : runs) {
-    const CheckResult r = check_case(*kernel, problem, options);
+    const CaseOutcome r = check_in_process(*kernel, problem, options);
     // unsupported is the right answer for a case outside the kernel's declared constraints (a
     // regression of the unsupported-is-refused property); check_case fails a kernel that
     // refuses a case inside them.
-    EXPECT_TRUE(r.verdict == CheckResult::Verdict::pass || r.verdict == CheckResult::Verdict::unsupported)
-        << kernel->name() << " on " << file << ": " << r.check << ": " << r.message;
+    EXPECT_TRUE(r.verdict == CaseOutcome::Verdict::pass || r.verdict == CaseOutcome::Verdict::unsupported)
+        << kernel->name() << " on " << file << ": " << check_of(r) << ": " << message_of(r);
   }
 }
 

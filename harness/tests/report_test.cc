@@ -70,23 +70,24 @@ TEST(ErrorMap, PathSitsNextToTheCase) {
   EXPECT_EQ(error_map_path_for("corpus/a.case", "out"), "out/a.png");
 }
 
-CheckResult failing_result() {
-  CheckResult r;
+CaseOutcome failing_result() {
+  CaseOutcome r;
   r.problem = small_problem();
   r.reference = exact_gemm(r.problem);
   r.c = r.reference.c;
   r.c[4] ^= 0x0001;
   r.summary = judge(r.problem, r.reference, r.c.data(), r.policy);
-  r.verdict = CheckResult::Verdict::fail;
-  r.check = "oracle";
-  r.message = "wrong";
+  r.verdict = CaseOutcome::Verdict::fail;
+  r.finding = Finding{Check::oracle, "wrong"};
+  r.stage = "run 1";
   r.case_file = "cases/k.case";
   return r;
 }
 
 TEST(Report, FailureTextSaysWhereAndHowFar) {
-  const CheckResult r = failing_result();
+  const CaseOutcome r = failing_result();
   const std::string t = failure_text("kern", 77, r, "cases/k.png");
+  EXPECT_NE(t.find("during: run 1"), std::string::npos);
   EXPECT_NE(t.find("FAIL kern"), std::string::npos);
   EXPECT_NE(t.find("seed 77"), std::string::npos);
   EXPECT_NE(t.find("(b=0, i=1, j=1)"), std::string::npos) << t;  // element 4 of a 5x3 output
@@ -100,15 +101,15 @@ TEST(Report, FailureTextSaysWhereAndHowFar) {
 TEST(Report, ResultsAddUpAndTheReportHasSpecFields) {
   KernelReport k;
   k.name = "kern";
-  CheckResult pass = failing_result();
-  pass.verdict = CheckResult::Verdict::pass;
-  pass.check.clear();
+  CaseOutcome pass = failing_result();
+  pass.verdict = CaseOutcome::Verdict::pass;
+  pass.finding.reset();
   pass.summary = judge(pass.problem, pass.reference, pass.reference.c.data(), pass.policy);
-  accumulate(k, case_result_json(pass, "", ""));
+  add_outcome(k, pass, 0, "", "");
   EXPECT_EQ(k.verdict, "pass");
-  const CheckResult fail = failing_result();
-  accumulate(k, case_result_json(fail, "text", "map.png"));
-  accumulate(k, case_result_json(fail, "second", ""));
+  const CaseOutcome fail = failing_result();
+  add_outcome(k, fail, 1, "text", "map.png");
+  add_outcome(k, fail, 2, "second", "");
   EXPECT_EQ(k.cases, 3);
   EXPECT_EQ(k.failed_cases, 2);
   EXPECT_EQ(k.verdict, "fail");
@@ -117,7 +118,18 @@ TEST(Report, ResultsAddUpAndTheReportHasSpecFields) {
   EXPECT_EQ(k.failure->error_map, "map.png");
   EXPECT_TRUE(k.failure->has_element);
   EXPECT_EQ(k.failure->i, 1);
+  EXPECT_EQ(k.failure->case_index, 1);
   EXPECT_GT(k.max_error_ulps, 0);
+  // Nothing checked is never a pass.
+  KernelReport none;
+  none.name = "none";
+  CaseOutcome skipped_case;
+  skipped_case.verdict = CaseOutcome::Verdict::skipped;
+  skipped_case.message = "e4m3 scales with sign bits";
+  add_outcome(none, skipped_case, 0, "", "");
+  finish_report(none);
+  EXPECT_EQ(none.verdict, "skipped");
+  EXPECT_NE(none.skip_reason.find("sign bits"), std::string::npos);
 
   KernelReport skipped;
   skipped.name = "gpu_only";
@@ -134,12 +146,14 @@ TEST(Report, ResultsAddUpAndTheReportHasSpecFields) {
   EXPECT_EQ(j["kernels"][1]["verdict"], "skipped");
   EXPECT_FALSE(j["kernels"][1].contains("failure"));
 
+  EXPECT_EQ(j["kernels"][0]["accumulation"], "ieee-fp32");
   KernelReport timed = k;
+  timed.flags = NVFP4_FLAG_MMA_ACCUMULATE;
   timed.stage_seconds = {{"start", 0.5}, {"reference", 1.25}, {"run 1", 0.125}};
   const nlohmann::json t = report_json(std::nullopt, {timed}, "nvfp4check run --shape 7168x1x16384");
   EXPECT_EQ(t["kernels"][0]["stage_seconds"]["reference"], 1.25);
   EXPECT_EQ(t["kernels"][0]["stage_seconds"].size(), 3u);
-  EXPECT_FALSE(j["kernels"][0].contains("stage_seconds"));  // none recorded, none written
+  EXPECT_EQ(t["kernels"][0]["accumulation"], "matrix-unit");
   EXPECT_EQ(stage_text(timed), "start 0.50 s, reference 1.25 s, run 1 0.12 s");
 
   const std::string table = summary_table({k, skipped});

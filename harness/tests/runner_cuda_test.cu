@@ -15,7 +15,7 @@
 #include <tuple>
 
 #include "harness/generators.h"
-#include "harness/runner.h"
+#include "harness/tests/check_in_process.h"
 #include "kernels/registry.h"
 #include "reference/formats.h"
 #include "reference/scale_layout.h"
@@ -143,72 +143,71 @@ class CudaRunner : public ::testing::Test {
     fill_data(rng, DataSpec{}, p);
     return p;
   }
-  static RunOptions options() {
-    RunOptions o;
+  static CaseOptions options() {
+    CaseOptions o;
     o.case_dir = (std::filesystem::path(::testing::TempDir()) / ("nvfp4-runner-cuda-test-" + std::to_string(getpid()))).string();
-    o.data_spec = DataSpec{}.name();
     o.stale_seed = 31;
     return o;
   }
-  static CheckResult check(const std::string& name) {
+  static CaseOutcome check(const std::string& name) {
     const Kernel* k = registry().find(name);
     EXPECT_NE(k, nullptr) << name;
-    const CheckResult r = check_case(*k, problem(2026), options());
-    std::printf("%s: %s %s\n", name.c_str(), r.check.c_str(), r.message.c_str());
+    const CaseOutcome r = check_in_process(*k, problem(2026), options());
+    std::printf("%s: %s %s\n", name.c_str(), check_of(r).c_str(), message_of(r).c_str());
     return r;
   }
 };
 
 TEST_F(CudaRunner, HonestKernelPasses) {
-  const CheckResult r = check("honest_cuda");
-  EXPECT_EQ(r.verdict, CheckResult::Verdict::pass) << r.check << ": " << r.message;
+  const CaseOutcome r = check("honest_cuda");
+  EXPECT_EQ(r.verdict, CaseOutcome::Verdict::pass) << check_of(r) << ": " << message_of(r);
 }
 
 // Work on another stream runs while the runner's stream is still held before its uploads: it
 // reads stale inputs and its output is overwritten by the poison, or lands after the runner's
 // stream is done. Either way a check fires.
 TEST_F(CudaRunner, LegacyStreamKernelFails) {
-  const CheckResult r = check("legacy_stream_cuda");
-  ASSERT_EQ(r.verdict, CheckResult::Verdict::fail);
+  const CaseOutcome r = check("legacy_stream_cuda");
+  ASSERT_EQ(r.verdict, CaseOutcome::Verdict::fail);
   const std::set<std::string> expected = {"stream", "unwritten-output", "oracle", "nan-padding"};
-  EXPECT_TRUE(expected.count(r.check)) << r.check;
+  EXPECT_TRUE(expected.count(check_of(r))) << check_of(r);
 }
 
 TEST_F(CudaRunner, OwnStreamKernelFails) {
-  const CheckResult r = check("own_stream_cuda");
-  ASSERT_EQ(r.verdict, CheckResult::Verdict::fail);
+  const CaseOutcome r = check("own_stream_cuda");
+  ASSERT_EQ(r.verdict, CaseOutcome::Verdict::fail);
   const std::set<std::string> expected = {"stream", "unwritten-output", "oracle", "nan-padding"};
-  EXPECT_TRUE(expected.count(r.check)) << r.check;
+  EXPECT_TRUE(expected.count(check_of(r))) << check_of(r);
 }
 
 TEST_F(CudaRunner, OutOfBoundsWriteHitsTheGuard) {
-  const CheckResult r = check("write_past_end_cuda");
-  ASSERT_EQ(r.verdict, CheckResult::Verdict::fail);
-  EXPECT_EQ(r.check, "guard") << r.message;
+  const CaseOutcome r = check("write_past_end_cuda");
+  ASSERT_EQ(r.verdict, CaseOutcome::Verdict::fail);
+  EXPECT_EQ(check_of(r), "guard") << message_of(r);
 }
 
 TEST_F(CudaRunner, UnwrittenOutputIsSeen) {
-  const CheckResult r = check("unwritten_cuda");
-  ASSERT_EQ(r.verdict, CheckResult::Verdict::fail);
-  EXPECT_EQ(r.check, "unwritten-output") << r.message;
+  const CaseOutcome r = check("unwritten_cuda");
+  ASSERT_EQ(r.verdict, CaseOutcome::Verdict::fail);
+  EXPECT_EQ(check_of(r), "unwritten-output") << message_of(r);
 }
 
 TEST_F(CudaRunner, ModifiedInputIsSeen) {
-  const CheckResult r = check("modifies_input_cuda");
-  ASSERT_EQ(r.verdict, CheckResult::Verdict::fail);
-  EXPECT_EQ(r.check, "inputs-modified") << r.message;
+  const CaseOutcome r = check("modifies_input_cuda");
+  ASSERT_EQ(r.verdict, CaseOutcome::Verdict::fail);
+  EXPECT_EQ(check_of(r), "inputs-modified") << message_of(r);
 }
 
 TEST_F(CudaRunner, PointerCacheIsStaleState) {
-  const CheckResult r = check("stale_cache_cuda");
-  ASSERT_EQ(r.verdict, CheckResult::Verdict::fail);
-  EXPECT_EQ(r.check, "stale-state") << r.message;
+  const CaseOutcome r = check("stale_cache_cuda");
+  ASSERT_EQ(r.verdict, CaseOutcome::Verdict::fail);
+  EXPECT_EQ(check_of(r), "stale-state") << message_of(r);
 }
 
 TEST_F(CudaRunner, RefusingASupportedShapeFails) {
-  const CheckResult r = check("refuses_supported_cuda");
-  ASSERT_EQ(r.verdict, CheckResult::Verdict::fail);
-  EXPECT_EQ(r.check, "refused-supported") << r.message;
+  const CaseOutcome r = check("refuses_supported_cuda");
+  ASSERT_EQ(r.verdict, CaseOutcome::Verdict::fail);
+  EXPECT_EQ(check_of(r), "refused-supported") << message_of(r);
 }
 
 // The built-in naive CUDA kernels pass every check on every data distribution.
@@ -229,12 +228,11 @@ TEST_F(CudaRunner, BuiltinNaiveKernelsPass) {
       for (Op op : {Op::gemv, Op::gemm}) {
         if (!k->supports_op(static_cast<uint32_t>(op))) continue;
         const Problem p = generate_problem(rng, op, *k->info, spec, ShapeLimits{});
-        RunOptions o = options();
-        o.data_spec = spec.name();
+        CaseOptions o = options();
         o.stale_seed = rng();
-        const CheckResult r = check_case(*k, p, o);
-        EXPECT_EQ(r.verdict, CheckResult::Verdict::pass)
-            << name << " " << spec.name() << ": " << r.check << ": " << r.message << " (" << r.case_file << ")";
+        const CaseOutcome r = check_in_process(*k, p, o);
+        EXPECT_EQ(r.verdict, CaseOutcome::Verdict::pass)
+            << name << " " << spec.name() << ": " << check_of(r) << ": " << message_of(r) << " (" << r.case_file << ")";
       }
     }
   }

@@ -1,0 +1,85 @@
+// One case checked against one kernel, decided in the process that holds the reference: the
+// kernel's calls are made by an Executor (in a worker process, or in this one), and every
+// check of checks.h is applied here to what they left behind.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "harness/checks.h"
+#include "harness/executor.h"
+
+namespace nvfp4 {
+
+struct CaseOptions {
+  bool check_determinism = true;  // a second run with other padding and poison must match bit for bit
+  bool check_stale = true;        // new data through the same pointers, judged again
+  std::optional<Policy> policy;   // instead of the one the kernel's flags call for
+  uint64_t stale_seed = 0;        // picks the stale-state data (stale_variant)
+  // The case is written here before any call is made (a crash or a hang keeps its reproducer)
+  // and removed again when it passes, unless keep_passing. "" = not saved.
+  std::string case_dir;
+  bool keep_passing = false;
+  // A replayed input: reported as the case file, never written or removed.
+  std::string existing_file;
+};
+
+// Where the parent's time went in one case, in seconds.
+struct CaseTimes {
+  double reference = 0, save = 0, kernel = 0, judge = 0;
+};
+
+struct CaseOutcome {
+  enum class Verdict { pass, fail, unsupported, skipped };
+  Verdict verdict = Verdict::pass;
+  std::optional<Finding> finding;  // set when the verdict is fail
+  std::string message;             // why a case was skipped, or what was refused
+  std::string stage;               // the call the finding came from: "run 1", "run 2", "stale", ...
+  Problem problem;                 // the data the judged output belongs to (the stale data if that failed)
+  ExactResult reference;
+  std::vector<uint16_t> c;         // the judged output (the failing one, or run 1's)
+  Policy policy;
+  OracleSummary summary;           // the oracle's judgement of that output
+  std::string case_file;           // the saved case (kept when it failed)
+  int64_t calls = 0;               // kernel calls made
+  bool context_lost = false;       // the kernel's process was lost (crash, timeout, CUDA error)
+  CaseTimes times;
+};
+
+const char* verdict_name(CaseOutcome::Verdict v);
+
+// Runs every check of one case. A problem outside the kernel's declared constraints is instead
+// checked to come back NVFP4_UNSUPPORTED with C untouched (verdict unsupported or fail). A case
+// of the other scale semantics whose scales have sign bits set is skipped. Throws
+// std::invalid_argument for a problem that is not a valid case, or whose `expect` disagrees
+// with the reference (the case or the reference is wrong: nothing can be judged).
+CaseOutcome check_case(Executor& executor, const Problem& problem, const CaseOptions& options);
+
+// One call of the kernel on p (NaN padding, poisoned C), for properties that compare outputs: its
+// output, or std::runtime_error naming the check the call failed (crash, error code, guard, ...).
+std::vector<uint16_t> run_kernel_once(Executor& executor, const Problem& p);
+
+// Why p lies outside what info declares (op, layout, multiples, UNIT_ALPHA); "" when inside.
+// GEMV's n is 1 by definition, so n_multiple constrains GEMM only.
+std::string unsupported_reason(const nvfp4_kernel_info& info, const Problem& p);
+
+// New data in p's shape whose exact result follows from p's without a second reference: A is
+// negated, the whole 16-element blocks of every row of A and B (and their scales) are rotated
+// together, and rows of A, rows of B and batches are rotated. Every input buffer changes (but
+// for degenerate data), C becomes -C permuted, and S, t and g of each output are kept.
+struct StaleVariant {
+  Problem problem;
+  ExactResult reference;
+};
+StaleVariant stale_variant(const Problem& p, const ExactResult& ref, uint64_t seed);
+
+// "<kernel>-<op>-<m>x<n>x<k>x<l>-<hash of the text>": the one naming scheme of saved cases.
+std::string case_file_stem(const std::string& kernel, const Problem& p, const std::string& text);
+// Writes p as a case file in dir (with `expect` from ref when it is small) and returns its path.
+// Data drawn from a seed is saved as that seed above 1 MiB.
+std::string save_case(const std::string& kernel, const Problem& p, const ExactResult* ref, const std::string& dir,
+                      const std::string& suffix = "");
+
+}  // namespace nvfp4

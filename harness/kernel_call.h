@@ -1,0 +1,111 @@
+// The kernel's side of a case: the inputs laid out in guarded buffers of the kernel's memory, the
+// kernel called through the ABI, and what the call left behind, observed and returned. Nothing
+// here judges: the process that calls a kernel (a worker, or the test itself for in-process
+// checks) hands its observations to case_check.cc, which decides.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "harness/device_buffers.h"
+#include "kernels/registry.h"
+#include "reference/problem.h"
+
+namespace nvfp4 {
+
+// The ABI's view of p with its tensors at these addresses (the one place that fills the struct).
+nvfp4_problem to_abi(const Problem& p, const uint8_t* a, const uint8_t* b, const uint8_t* sfa, const uint8_t* sfb,
+                     uint16_t* c, void* stream);
+
+// One case as the kernel's process receives it: the problem (shape, layout, alpha, linear
+// scales) and, for the stale-state call, new data of the same shape.
+struct CaseData {
+  Problem problem;
+  std::optional<Problem> stale;
+};
+
+// One call of the kernel within a case. Buffers persist across the calls of a case, so a later
+// call reuses the pointers of the first (the stale-state check depends on that).
+struct CallSpec {
+  uint8_t pad = 0x7F;         // the byte in the permuted layout's padding cells
+  uint16_t poison = 0x7D5B;   // what C holds before the call
+  bool stale_data = false;    // upload CaseData::stale instead of the problem's data
+  // The inputs are complete before the call (the weaker checks of mutation analysis, as torch's
+  // tensors are); normally the runner's stream is held so work on another stream runs too early.
+  bool inputs_ready_first = false;
+};
+
+struct GuardReport {
+  std::string buffer;  // "a", "b", "sfa", "sfb", "c"
+  GuardDamage damage;
+};
+
+struct InputChange {
+  std::string buffer;
+  int64_t count = 0, first = 0;  // bytes that differ, the first's offset
+  uint8_t was = 0, now = 0;
+};
+
+// What one call left behind.
+struct CallObservation {
+  enum class End : uint8_t {
+    returned,      // the kernel returned and everything was read back
+    exception,     // the kernel threw
+    device_error,  // a CUDA error or a hung device (device_check says which)
+    crash,         // the process died during the call (set by the parent)
+    timeout,       // the watchdog ran out during the call (set by the parent)
+    protocol,      // the process sent the parent garbage (set by the parent)
+    input_fault,   // the kernel wrote to a read-only input during the call
+  };
+  End end = End::returned;
+  int rc = 0;
+  std::string error;         // what went wrong when end != returned
+  std::string device_check;  // "cuda-error" or "timeout" for End::device_error
+  std::vector<uint16_t> c;        // C once the runner's stream was done
+  std::vector<uint16_t> c_later;  // C once the whole device was done (== c for host kernels)
+  std::vector<GuardReport> guards;   // damaged guard regions only
+  std::vector<InputChange> inputs;   // changed inputs only
+  double seconds = 0;                // the call and the wait for its work
+  bool context_lost = false;         // the process must not be used for more cases
+};
+
+// Calls one kernel in this process. Owns the case's buffers between calls.
+class KernelCaller {
+ public:
+  // protect_inputs: host inputs are read-only while the kernel runs (a write faults: worker
+  // processes turn the fault into an input_fault report; in-process callers leave it off).
+  KernelCaller(const Kernel& kernel, double timeout_s, bool protect_inputs = false);
+  ~KernelCaller();
+
+  // Starts a case: the next call allocates buffers for this data.
+  void begin_case(CaseData data);
+  // Uploads (the problem's or the stale data, with spec's padding and poison), calls, waits,
+  // reads back. Never throws for what the kernel does: a CUDA error, a hang of the device or an
+  // exception of the kernel comes back as an observation.
+  CallObservation call(const CallSpec& spec, int expected_rc);
+  // The process's CUDA context is gone (after a device error): no more calls here.
+  bool unusable() const { return unusable_; }
+
+ private:
+  struct Buffers;
+  const Kernel& kernel_;
+  double timeout_s_;
+  bool protect_inputs_;
+  CaseData data_;
+  std::unique_ptr<Buffers> buffers_;
+  bool unusable_ = false;
+};
+
+// The buffer names of an input_fault, by the exit status a faulting worker ends with
+// (kInputFaultExitBase + index of a, b, sfa, sfb).
+constexpr int kInputFaultExitBase = 64;
+const char* input_buffer_name(int index);
+
+// Installs the handler that turns a write into a read-only input into _exit(kInputFaultExitBase
+// + buffer) (worker processes only).
+void install_input_fault_handler();
+
+}  // namespace nvfp4

@@ -1,0 +1,259 @@
+// Each check fires on a host kernel that has exactly that bug, and an honest kernel passes them
+// all (googletest's "one interface, many implementations": a table of kernel -> check); the
+// stale-state data's derived reference is the exact one; saved cases reproduce.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+#include "harness/generators.h"
+#include "harness/tests/check_in_process.h"
+#include "mutation/wrong/wrong_host_kernels.h"
+#include "kernels/registry.h"
+#include "reference/case_file.h"
+
+namespace nvfp4 {
+namespace {
+
+Registry& test_registry() {
+  static Registry* registry = [] {
+    auto* r = new Registry();
+    r->add_provider(test::wrong_host_kernel_count, test::wrong_host_kernel_get, test::wrong_host_kernel_run,
+                    "mutation/wrong/wrong_host_kernels.cc");
+    return r;
+  }();
+  return *registry;
+}
+
+const Kernel& kernel(const std::string& name) {
+  const Kernel* k = test_registry().find(name);
+  if (!k) throw std::runtime_error("test kernel missing: " + name);
+  return *k;
+}
+
+// A problem with generated data; rows 0 of A in batch 0 are zero so some outputs are exactly 0.
+Problem make_problem(Op op, int64_t m, int64_t n, int64_t k, int64_t l, SfLayout layout, uint64_t seed) {
+  Problem p;
+  p.op = op;
+  p.m = m;
+  p.n = op == Op::gemv ? 1 : n;
+  p.k = k;
+  p.l = l;
+  p.sf_layout = layout;
+  Rng rng(seed);
+  std::printf("problem %s %ldx%ldx%ldx%ld %s from seed %lu\n", to_string(op), (long)p.m, (long)p.n, (long)p.k,
+              (long)p.l, to_string(layout), (unsigned long)seed);
+  fill_data(rng, DataSpec{}, p);
+  for (int64_t x = 0; x < k / 2; ++x) p.a[static_cast<size_t>(x)] = 0;
+  return p;
+}
+
+CaseOptions test_options() {
+  CaseOptions o;
+  o.case_dir = (std::filesystem::path(::testing::TempDir()) / ("nvfp4-runner-host-test-" + std::to_string(getpid()))).string();
+  o.stale_seed = 99;
+  return o;
+}
+
+struct Expectation {
+  const char* kernel;
+  const char* check;  // "" = pass, "unsupported" = correctly refused
+  Op op;
+  int64_t m, n, k, l;
+  SfLayout layout;
+};
+
+void PrintTo(const Expectation& e, std::ostream* os) { *os << e.kernel << " -> " << (*e.check ? e.check : "pass"); }
+
+class RunnerCheck : public ::testing::TestWithParam<Expectation> {};
+
+TEST_P(RunnerCheck, FiresExactlyWhereTheBugIs) {
+  const Expectation& e = GetParam();
+  const Problem p = make_problem(e.op, e.m, e.n, e.k, e.l, e.layout, 12345);
+  const CaseOutcome r = check_in_process(kernel(e.kernel), p, test_options());
+  const std::string check = e.check;
+  if (check.empty()) {
+    EXPECT_EQ(r.verdict, CaseOutcome::Verdict::pass) << check_of(r) << ": " << message_of(r);
+    EXPECT_TRUE(r.case_file.empty()) << "a passing case's file is removed";
+  } else if (check == "unsupported") {
+    EXPECT_EQ(r.verdict, CaseOutcome::Verdict::unsupported) << check_of(r) << ": " << message_of(r);
+  } else {
+    ASSERT_EQ(r.verdict, CaseOutcome::Verdict::fail) << "no check fired";
+    EXPECT_EQ(check_of(r), check) << message_of(r);
+    EXPECT_FALSE(message_of(r).empty());
+    ASSERT_FALSE(r.case_file.empty());
+    EXPECT_TRUE(std::filesystem::exists(r.case_file)) << "a failing case keeps its file: " << r.case_file;
+    std::printf("%s: %s: %s\n  %s\n", e.kernel, check_of(r).c_str(), message_of(r).c_str(), r.case_file.c_str());
+  }
+}
+
+constexpr Op G = Op::gemm;
+constexpr SfLayout P = SfLayout::permuted, L = SfLayout::linear;
+
+INSTANTIATE_TEST_SUITE_P(
+    HostKernels, RunnerCheck,
+    ::testing::Values(Expectation{"honest_host", "", G, 37, 5, 80, 2, P},
+                      Expectation{"honest_host", "", G, 37, 5, 80, 2, L},
+                      Expectation{"honest_host", "", Op::gemv, 129, 1, 34, 3, P},
+                      Expectation{"honest_m4_host", "", G, 8, 3, 64, 1, P},
+                      Expectation{"honest_m4_host", "unsupported", G, 5, 3, 64, 1, P},
+                      Expectation{"unwritten_host", "unwritten-output", G, 37, 5, 80, 2, P},
+                      Expectation{"write_past_end_host", "guard", G, 37, 5, 80, 2, P},
+                      Expectation{"modifies_input_host", "inputs-modified", G, 37, 5, 80, 2, P},
+                      Expectation{"stale_cache_host", "stale-state", G, 37, 5, 80, 2, P},
+                      Expectation{"nondeterministic_host", "determinism", G, 37, 5, 80, 2, P},
+                      Expectation{"ignores_unsupported_host", "ignored-unsupported", G, 5, 3, 64, 1, P},
+                      Expectation{"touches_c_when_refusing_host", "unsupported-touched-output", G, 5, 3, 64, 1, P},
+                      Expectation{"refuses_supported_host", "refused-supported", G, 37, 5, 80, 2, P},
+                      Expectation{"wrong_answer_host", "oracle", G, 37, 5, 80, 2, L},
+                      Expectation{"reads_padding_host", "nan-padding", G, 37, 5, 80, 2, P}),
+    [](const ::testing::TestParamInfo<Expectation>& info) {
+      std::string name = std::string(info.param.kernel) + "_" + (*info.param.check ? info.param.check : "passes") +
+                         "_" + to_string(info.param.op) + "_" + to_string(info.param.layout);
+      for (char& ch : name)
+        if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
+      return name;
+    });
+
+// The honest kernel passes on every distribution the generators have (NaN blocks, overflow,
+// subnormal scales, arbitrary alpha), on generated shapes: no check may fire on a correct kernel.
+TEST(RunnerHonest, PassesEveryDistribution) {
+  const Kernel& honest = kernel("honest_host");
+  const uint64_t seed = 20261130;
+  std::printf("seed %lu\n", (unsigned long)seed);
+  Rng rng(seed);
+  ShapeLimits limits;
+  limits.max_m = 140;
+  limits.max_n = 9;
+  limits.max_k = 300;
+  limits.max_l = 3;
+  int checked = 0;
+  for (const DataSpec& spec : DataSpec::all()) {
+    for (Op op : {Op::gemv, Op::gemm}) {
+      const Problem p = generate_problem(rng, op, *honest.info, spec, limits);
+      CaseOptions o = test_options();
+      o.stale_seed = rng();
+      const CaseOutcome r = check_in_process(honest, p, o);
+      EXPECT_EQ(r.verdict, CaseOutcome::Verdict::pass)
+          << spec.name() << " " << to_string(op) << ": " << check_of(r) << ": " << message_of(r) << " (" << r.case_file << ")";
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 10);
+}
+
+// The stale-state data catches a kernel that returns its cached result for the same pointers.
+TEST(CaseStale, DerivedDataCatchesACache) {
+  const Problem p = make_problem(G, 19, 4, 96, 1, P, 777);
+  const CaseOutcome r = check_in_process(kernel("stale_cache_host"), p, test_options());
+  ASSERT_EQ(r.verdict, CaseOutcome::Verdict::fail);
+  EXPECT_EQ(check_of(r), "stale-state") << message_of(r);
+  EXPECT_EQ(r.stage, "stale");
+  // The saved stale case reproduces: its own reference agrees with the outcome's.
+  ASSERT_TRUE(std::filesystem::exists(r.case_file));
+  const Problem saved = read_case_file(r.case_file);
+  EXPECT_EQ(exact_gemm(saved).c, r.reference.c);
+}
+
+// The stale data's reference is derived (negated, rotated), not computed: it must equal the exact
+// reference of that data in every field, for every shape class (m, n, l of 1, partial blocks,
+// NaN scales, alpha not a power of two), and every input buffer must change.
+TEST(CaseStale, DerivedReferenceIsTheExactOne) {
+  const uint64_t seed = 4711;
+  std::printf("seed %lu\n", (unsigned long)seed);
+  Rng rng(seed);
+  ShapeLimits limits;
+  limits.max_m = 40;
+  limits.max_n = 9;
+  limits.max_k = 200;
+  limits.max_l = 3;
+  nvfp4_kernel_info any{};
+  any.ops = (1u << NVFP4_OP_GEMV) | (1u << NVFP4_OP_GEMM);
+  any.sf_layouts = 1u << NVFP4_SF_LINEAR;
+  any.m_multiple = any.n_multiple = any.k_multiple = 1;
+  int changed_all = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    const DataSpec& spec = DataSpec::all()[static_cast<size_t>(trial) % DataSpec::all().size()];
+    const Problem p = generate_problem(rng, trial % 3 ? Op::gemm : Op::gemv, any, spec, limits);
+    const ExactResult ref = exact_gemm(p);
+    const StaleVariant v = stale_variant(p, ref, rng());
+    const ExactResult direct = exact_gemm(v.problem);
+    ASSERT_EQ(v.reference.c, direct.c) << "trial " << trial << " " << spec.name();
+    for (size_t x = 0; x < direct.elems.size(); ++x) {
+      const ExactElement &d = direct.elems[x], &e = v.reference.elems[x];
+      ASSERT_TRUE(d.sum == e.sum && d.abs_sum == e.abs_sum && d.nonzero == e.nonzero && d.min_tz == e.min_tz &&
+                  d.nan == e.nan)
+          << "trial " << trial << " element " << x;
+    }
+    changed_all += v.problem.a != p.a && (v.problem.b != p.b || (p.n == 1 && p.l == 1 && p.k < 32));
+  }
+  EXPECT_GT(changed_all, 250);
+}
+
+// A large case drawn from a seed is saved as that seed (not megabytes of hex); loading the file
+// gives back the same data, so the saved case reproduces the failure. A small one keeps its data.
+TEST(RunnerSave, LargeSeededCaseIsSavedAsItsSeed) {
+  for (const int64_t m : {int64_t(8), int64_t(2048)}) {
+    Problem p;
+    p.op = Op::gemv;
+    p.m = m;
+    p.k = 2048;  // m = 2048: 2 MiB of A, above the 1 MiB limit
+    p.seed = 4242;
+    p.generator = DataSpec{}.name();
+    expand_seeded_case(p);
+    ASSERT_TRUE(p.data_from_seed);
+    const CaseOutcome r = check_in_process(kernel("wrong_answer_host"), p, test_options());
+    ASSERT_EQ(r.verdict, CaseOutcome::Verdict::fail) << message_of(r);
+    ASSERT_TRUE(std::filesystem::exists(r.case_file));
+    Problem loaded = read_case_file(r.case_file);
+    EXPECT_EQ(loaded.has_data(), m == 8) << "m = " << m << ": " << r.case_file;
+    EXPECT_EQ(loaded.seed, p.seed);
+    EXPECT_LT(std::filesystem::file_size(r.case_file), m == 8 ? 100000u : 20000u);
+    expand_seeded_case(loaded);
+    EXPECT_EQ(loaded.a, p.a);
+    EXPECT_EQ(loaded.sfa, p.sfa);
+    EXPECT_EQ(loaded.b, p.b);
+    EXPECT_EQ(loaded.sfb, p.sfb);
+    EXPECT_EQ(loaded.alpha, p.alpha);
+    const CaseOutcome again = check_in_process(kernel("wrong_answer_host"), loaded, test_options());
+    EXPECT_EQ(check_of(again), check_of(r));
+    // Changed data is no longer its seed's expansion: it must be saved in full.
+    Problem edited = p;
+    edited.a[0] ^= 0x11;
+    edited.data_from_seed = false;
+    const CaseOutcome r2 = check_in_process(kernel("wrong_answer_host"), edited, test_options());
+    ASSERT_EQ(r2.verdict, CaseOutcome::Verdict::fail);
+    EXPECT_TRUE(read_case_file(r2.case_file).has_data());
+  }
+}
+
+// run_kernel_once hands back what an honest kernel computed, and names a refusal.
+TEST(RunnerOnce, ReturnsOutputAndNamesErrors) {
+  const Problem p = make_problem(G, 7, 3, 32, 2, P, 5);
+  InProcessExecutor honest(kernel("honest_host"), 30), m4(kernel("honest_m4_host"), 30);
+  const std::vector<uint16_t> c = run_kernel_once(honest, p);
+  EXPECT_EQ(static_cast<int64_t>(c.size()), p.c_elems());
+  Problem refused = make_problem(G, 5, 3, 32, 1, P, 6);
+  EXPECT_THROW(run_kernel_once(m4, refused), std::runtime_error);
+}
+
+TEST(RunnerUnsupportedReason, NamesTheConstraint) {
+  const Kernel& k = kernel("honest_m4_host");
+  Problem p = make_problem(G, 5, 3, 32, 1, P, 1);
+  EXPECT_NE(unsupported_reason(*k.info, p).find("m_multiple"), std::string::npos);
+  p = make_problem(G, 8, 3, 32, 1, P, 1);
+  EXPECT_EQ(unsupported_reason(*k.info, p), "");
+  // GEMV's n is 1 by definition: a declared n_multiple constrains GEMM only.
+  nvfp4_kernel_info n4 = *k.info;
+  n4.m_multiple = 1;
+  n4.n_multiple = 4;
+  p = make_problem(Op::gemv, 8, 1, 32, 1, P, 1);
+  EXPECT_EQ(unsupported_reason(n4, p), "");
+  p = make_problem(G, 8, 3, 32, 1, P, 1);
+  EXPECT_NE(unsupported_reason(n4, p).find("n_multiple"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace nvfp4

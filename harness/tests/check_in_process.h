@@ -1,0 +1,18 @@
+// The harness tests' shorthand: one case checked with the kernel called in this process, and
+// the failing check's name and message of an outcome as plain strings.
+#pragma once
+
+#include <string>
+
+#include "harness/case_check.h"
+
+namespace nvfp4 {
+
+inline CaseOutcome check_in_process(const Kernel& k, const Problem& p, const CaseOptions& o = {}) {
+  InProcessExecutor executor(k, 30);
+  return check_case(executor, p, o);
+}
+inline std::string check_of(const CaseOutcome& r) { return r.finding ? check_name(r.finding->check) : ""; }
+inline std::string message_of(const CaseOutcome& r) { return r.finding ? r.finding->message : r.message; }
+
+}  // namespace nvfp4

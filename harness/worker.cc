@@ -1,0 +1,468 @@
+// Worker processes and the parent's watchdog over them (see worker.h).
+#include "harness/worker.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+
+#include <fmt/format.h>
+
+extern char** environ;
+
+namespace nvfp4 {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+template <typename TimePoint>
+double seconds_until(TimePoint deadline) {
+  return std::chrono::duration<double>(deadline - Clock::now()).count();
+}
+
+std::string self_executable() {
+  char path[4096];
+  const ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
+  if (n <= 0) throw std::runtime_error("cannot find the running executable (/proc/self/exe)");
+  return std::string(path, static_cast<size_t>(n));
+}
+
+// How a worker ended, in words, and what that means for the call it was in.
+CallObservation ended(int status, const std::string& during) {
+  CallObservation o;
+  o.end = CallObservation::End::crash;
+  o.context_lost = true;
+  if (WIFEXITED(status)) {
+    const int code = WEXITSTATUS(status);
+    if (code >= kInputFaultExitBase && code < kInputFaultExitBase + 4) {
+      o.end = CallObservation::End::input_fault;
+      o.error = fmt::format("wrote to its input {} during the call (host inputs are read-only while the kernel "
+                            "runs; the write faulted)", input_buffer_name(code - kInputFaultExitBase));
+      return o;
+    }
+    o.error = fmt::format("the kernel's process exited with status {} {}", code, during);
+  } else if (WIFSIGNALED(status)) {
+    const int sig = WTERMSIG(status);
+    const char* name = strsignal(sig);
+    o.error = fmt::format("the kernel's process was killed by signal {} ({}) {}", sig, name ? name : "?", during);
+  } else {
+    o.error = "the kernel's process ended " + during;
+  }
+  return o;
+}
+
+}  // namespace
+
+// Frames from the socket, and the worker's state as seen from outside.
+class WorkerExecutor::Reader {
+ public:
+  FrameReader frames;
+};
+
+std::string worker_program() {
+  const char* env = std::getenv("NVFP4CHECK_PROGRAM");
+  return env && *env ? std::string(env) : self_executable();
+}
+
+WorkerCommand kernel_worker_command(const std::string& kernel, const std::vector<std::string>& plugins,
+                                    double timeout_s) {
+  WorkerCommand c;
+  c.kernel = kernel;
+  c.argv = {worker_program(), "worker", "--kernel", kernel, "--timeout", fmt::format("{}", timeout_s)};
+  for (const std::string& p : plugins) c.argv.insert(c.argv.end(), {"--plugin", p});
+  return c;
+}
+
+WorkerExecutor::WorkerExecutor(WorkerCommand command, double timeout_s, double startup_s)
+    : command_(std::move(command)), timeout_s_(timeout_s), startup_s_(startup_s) {
+  signal(SIGPIPE, SIG_IGN);  // a dead worker must not kill the parent through a write
+}
+
+WorkerExecutor::~WorkerExecutor() {
+  if (pid_ > 0 && fd_ >= 0) {
+    const std::vector<uint8_t> quit = encode_message(QuitMsg{});
+    (void)!send(fd_, quit.data(), quit.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    // A moment to leave on its own (CUDA teardown), then the whole group goes.
+    const auto deadline = Clock::now() + std::chrono::milliseconds(500);
+    int status = 0;
+    while (!dead_ && Clock::now() < deadline) {
+      if (waitpid(pid_, &status, WNOHANG) == pid_) dead_ = true;
+      else usleep(2000);
+    }
+  }
+  stop();
+}
+
+void WorkerExecutor::start() {
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+    throw WorkerStartError(std::string("socketpair: ") + std::strerror(errno));
+  // Everything the child needs is built before fork (no allocation after it).
+  std::vector<std::string> env_strings;
+  for (char** e = environ; *e; ++e) {
+    const std::string entry = *e;
+    bool replaced = false;
+    for (const auto& [key, value] : command_.env) replaced |= entry.rfind(key + "=", 0) == 0;
+    if (!replaced) env_strings.push_back(entry);
+  }
+  for (const auto& [key, value] : command_.env) env_strings.push_back(key + "=" + value);
+  std::vector<char*> envp, argv;
+  for (std::string& s : env_strings) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  for (std::string& s : command_.argv) argv.push_back(s.data());
+  argv.push_back(nullptr);
+  const pid_t parent = getpid();
+  const pid_t pid = fork();
+  if (pid < 0) {
+    close(sv[0]);
+    close(sv[1]);
+    throw WorkerStartError(std::string("fork: ") + std::strerror(errno));
+  }
+  if (pid == 0) {
+    // Its own process group, so the parent can end everything it forks; and it dies with us.
+    setpgid(0, 0);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(125);
+    if (sv[1] == kWorkerChannelFd) {
+      fcntl(sv[1], F_SETFD, 0);
+    } else if (dup2(sv[1], kWorkerChannelFd) < 0) {
+      _exit(126);
+    }
+    execve(argv[0], argv.data(), envp.data());
+    _exit(127);
+  }
+  setpgid(pid, pid);  // also here: no race with the child's own call
+  close(sv[1]);
+  pid_ = pid;
+  dead_ = false;
+  fd_ = sv[0];
+  fcntl(fd_, F_SETFL, fcntl(fd_, F_GETFL) | O_NONBLOCK);
+  reader_ = std::make_unique<Reader>();
+  ++starts_;
+
+  CallObservation end;
+  std::optional<WorkerMessage> m = receive(startup_s_, &end);
+  if (!m) {
+    stop();
+    throw WorkerStartError(fmt::format("the worker process for {} did not start: {}", command_.kernel, end.error));
+  }
+  const ReadyMsg* ready = std::get_if<ReadyMsg>(&*m);
+  if (!ready) {
+    stop();
+    throw WorkerStartError("the worker's first message was not its kernel list");
+  }
+  if (!ready->error.empty()) {
+    stop();
+    throw WorkerStartError(ready->error);
+  }
+  if (ready->kernels.size() != 1) {
+    stop();
+    throw WorkerStartError("the worker reported " + std::to_string(ready->kernels.size()) + " kernels, not one");
+  }
+  desc_ = ready->kernels.front();
+  have_desc_ = true;
+}
+
+void WorkerExecutor::stop() {
+  if (pid_ > 0) {
+    // The whole group: children the kernel forked die with it.
+    kill(-pid_, SIGKILL);
+    if (!dead_) {
+      kill(pid_, SIGKILL);
+      // A process stuck in the GPU driver may take a while to die; do not wait for it forever.
+      int status = 0;
+      const auto deadline = Clock::now() + std::chrono::seconds(5);
+      while (waitpid(pid_, &status, WNOHANG) == 0 && Clock::now() < deadline) usleep(1000);
+    }
+    pid_ = -1;
+  }
+  if (fd_ >= 0) close(fd_);
+  fd_ = -1;
+  reader_.reset();
+}
+
+std::optional<WorkerMessage> WorkerExecutor::receive(double timeout_s, CallObservation* end) {
+  const auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s);
+  auto lost = [&](CallObservation o) {
+    *end = std::move(o);
+    stop();
+    return std::nullopt;
+  };
+  for (;;) {
+    try {
+      if (std::optional<WorkerMessage> m = reader_->frames.next()) return m;
+    } catch (const ProtocolError& e) {
+      CallObservation o;
+      o.end = CallObservation::End::protocol;
+      o.context_lost = true;
+      o.error = std::string("the kernel's process wrote something into the runner's channel that is no "
+                            "message of the runner's protocol (") + e.what() + ")";
+      return lost(o);
+    }
+    // Whether the worker is still there: a dead worker whose children hold the socket open
+    // must not cost a whole timeout. Once reaped, its status is kept for the report.
+    if (!dead_) {
+      int status = 0;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        dead_ = true;
+        dead_status_ = status;
+      }
+    }
+    pollfd pfd{fd_, POLLIN, 0};
+    const double left = seconds_until(deadline);
+    const int slice = dead_ ? 0 : static_cast<int>(std::clamp(left * 1000, 0.0, 50.0));
+    bool closed = false, got_any = false;
+    if (poll(&pfd, 1, slice) > 0) {
+      uint8_t chunk[1 << 16];
+      for (;;) {
+        const ssize_t got = read(fd_, chunk, sizeof chunk);
+        if (got > 0) {
+          reader_->frames.feed(chunk, static_cast<size_t>(got));
+          got_any = true;
+          continue;
+        }
+        if (got == 0) closed = true;
+        break;  // EOF, or nothing more for now (EAGAIN)
+      }
+    }
+    if (got_any) continue;  // parse what came first
+    if (dead_) return lost(ended(dead_status_, ""));
+    if (closed) {
+      // A process that dies closes its end first: give it a moment to be reaped as a crash.
+      const auto grace = Clock::now() + std::chrono::seconds(2);
+      int status = 0;
+      while (Clock::now() < grace) {
+        if (waitpid(pid_, &status, WNOHANG) == pid_) {
+          dead_ = true;
+          dead_status_ = status;
+          return lost(ended(status, ""));
+        }
+        usleep(1000);
+      }
+      CallObservation o;
+      o.end = CallObservation::End::protocol;
+      o.context_lost = true;
+      o.error = "the kernel's process closed the runner's channel while still running";
+      return lost(o);
+    }
+    if (left <= 0) {
+      CallObservation o;
+      o.end = CallObservation::End::timeout;
+      o.context_lost = true;
+      o.error = fmt::format("no progress for {} s: the watchdog killed the kernel's process", timeout_s);
+      return lost(o);
+    }
+  }
+}
+
+const KernelDesc& WorkerExecutor::kernel() {
+  if (!have_desc_) start();
+  return desc_;
+}
+
+std::vector<CallObservation> WorkerExecutor::run_case(const CaseData& data, const std::vector<PlannedCall>& plan) {
+  std::vector<CallObservation> out;
+  if (pid_ < 0) start();
+  const int64_t id = next_case_++;
+  RunCaseMsg run;
+  run.case_id = id;
+  run.data = data;
+  run.plan = plan;
+  const std::vector<uint8_t> frame = encode_message(run);
+  // Send with the watchdog on: a worker that stops reading is hung.
+  size_t sent = 0;
+  const auto send_deadline = Clock::now() + std::chrono::duration<double>(std::max(timeout_s_, 30.0));
+  while (sent < frame.size()) {
+    const ssize_t w = send(fd_, frame.data() + sent, frame.size() - sent, MSG_NOSIGNAL);
+    if (w > 0) {
+      sent += static_cast<size_t>(w);
+      continue;
+    }
+    if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) break;
+    pollfd pfd{fd_, POLLOUT, 0};
+    poll(&pfd, 1, 50);
+    int status = 0;
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      dead_ = true;
+      out.push_back(ended(status, "before the case's first call"));
+      stop();
+      return out;
+    }
+    if (Clock::now() > send_deadline) break;
+  }
+  if (sent < frame.size()) {
+    CallObservation o;
+    o.end = CallObservation::End::timeout;
+    o.context_lost = true;
+    o.error = "the kernel's process stopped reading the runner's channel";
+    stop();
+    out.push_back(o);
+    return out;
+  }
+  double wait = std::max(timeout_s_, 30.0);  // receiving and laying out the data, then call 0
+  for (;;) {
+    CallObservation end;
+    std::optional<WorkerMessage> m = receive(wait, &end);
+    if (!m) {
+      if (end.end == CallObservation::End::timeout)
+        end.error = fmt::format("no progress for {} s during call {} of the case: the watchdog killed the kernel's "
+                                "process", wait, out.size() + 1);
+      out.push_back(end);
+      return out;
+    }
+    if (const auto* started = std::get_if<CallStartedMsg>(&*m);
+        started && started->case_id == id && started->index == static_cast<int64_t>(out.size())) {
+      wait = timeout_s_;
+      continue;
+    }
+    if (auto* done = std::get_if<CallDoneMsg>(&*m);
+        done && done->case_id == id && done->index == static_cast<int64_t>(out.size())) {
+      out.push_back(std::move(done->observation));
+      const CallObservation& o = out.back();
+      if (o.context_lost) stop();
+      if (o.end != CallObservation::End::returned || out.size() == plan.size()) return out;
+      wait = std::max(timeout_s_, 30.0);
+      continue;
+    }
+    CallObservation o;
+    o.end = CallObservation::End::protocol;
+    o.context_lost = true;
+    o.error = "the kernel's process sent a message the runner did not ask for (a kernel writing into the "
+              "runner's channel?)";
+    stop();
+    out.push_back(o);
+    return out;
+  }
+}
+
+std::vector<KernelDesc> list_kernels(const std::vector<std::string>& plugins, double timeout_s) {
+  WorkerCommand c;
+  c.argv = {worker_program(), "worker", "--list"};
+  for (const std::string& p : plugins) c.argv.insert(c.argv.end(), {"--plugin", p});
+  // The listing child is a worker that sends one Ready with every kernel, then ends.
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+    throw WorkerStartError(std::string("socketpair: ") + std::strerror(errno));
+  std::vector<char*> argv;
+  for (std::string& s : c.argv) argv.push_back(s.data());
+  argv.push_back(nullptr);
+  const pid_t parent = getpid();
+  const pid_t pid = fork();
+  if (pid < 0) throw WorkerStartError(std::string("fork: ") + std::strerror(errno));
+  if (pid == 0) {
+    setpgid(0, 0);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(125);
+    if (sv[1] == kWorkerChannelFd) fcntl(sv[1], F_SETFD, 0);
+    else if (dup2(sv[1], kWorkerChannelFd) < 0) _exit(126);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  setpgid(pid, pid);
+  close(sv[1]);
+  fcntl(sv[0], F_SETFL, fcntl(sv[0], F_GETFL) | O_NONBLOCK);
+  std::string who = plugins.empty() ? std::string("the built-in kernels") : "plugin";
+  for (size_t x = 0; x < plugins.size(); ++x) who += (x ? ", " : " ") + plugins[x];
+  FrameReader frames;
+  std::optional<WorkerMessage> m;
+  const auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s);
+  std::string failure;
+  int status = 0;
+  bool reaped = false;
+  while (!m && failure.empty()) {
+    pollfd pfd{sv[0], POLLIN, 0};
+    poll(&pfd, 1, 50);
+    uint8_t chunk[1 << 16];
+    ssize_t got;
+    while ((got = read(sv[0], chunk, sizeof chunk)) > 0) frames.feed(chunk, static_cast<size_t>(got));
+    try {
+      m = frames.next();
+    } catch (const ProtocolError& e) {
+      failure = std::string("it wrote something that is no message of the runner's protocol (") + e.what() + ")";
+    }
+    if (m || !failure.empty()) break;
+    if (!reaped && waitpid(pid, &status, WNOHANG) == pid) {
+      reaped = true;
+      continue;  // read what it left, then judge
+    }
+    if (reaped) failure = ended(status, "").error;
+    else if (Clock::now() > deadline) failure = fmt::format("loading did not finish within {} s", timeout_s);
+  }
+  kill(-pid, SIGKILL);
+  kill(pid, SIGKILL);
+  if (!reaped) waitpid(pid, &status, 0);
+  close(sv[0]);
+  if (!failure.empty()) throw WorkerStartError("cannot load " + who + ": " + failure);
+  const ReadyMsg* ready = std::get_if<ReadyMsg>(&*m);
+  if (!ready) throw WorkerStartError("cannot load " + who + ": its first message was not the kernel list");
+  if (!ready->error.empty()) throw WorkerStartError(ready->error);
+  return ready->kernels;
+}
+
+int serve_kernel(int fd, const Kernel& kernel, double timeout_s) {
+  install_input_fault_handler();
+  send_message(fd, ReadyMsg{{describe_kernel(kernel)}, ""});
+  KernelCaller caller(kernel, timeout_s, /*protect_inputs=*/true);
+  for (;;) {
+    WorkerMessage m;
+    try {
+      m = receive_message(fd);
+    } catch (const ProtocolError&) {
+      return 0;  // the parent is gone or done
+    }
+    if (std::holds_alternative<QuitMsg>(m)) return 0;
+    auto* run = std::get_if<RunCaseMsg>(&m);
+    if (!run) return 2;
+    caller.begin_case(std::move(run->data));
+    for (size_t x = 0; x < run->plan.size(); ++x) {
+      const int64_t index = static_cast<int64_t>(x);
+      send_message(fd, CallStartedMsg{run->case_id, index});
+      CallObservation o = caller.call(run->plan[x].spec, run->plan[x].expected_rc);
+      const bool stop = o.end != CallObservation::End::returned;
+      const bool lost = o.context_lost;
+      send_message(fd, CallDoneMsg{run->case_id, index, std::move(o)});
+      // A lost CUDA context (or a hung kernel still running) can hang the runtime's teardown.
+      if (lost) _exit(0);
+      if (stop) break;
+    }
+  }
+}
+
+int worker_main(const WorkerArgs& args) {
+  signal(SIGPIPE, SIG_IGN);
+  const int fd = kWorkerChannelFd;
+  if (fcntl(fd, F_GETFD) < 0) {
+    std::fprintf(stderr, "nvfp4check worker: internal command, started by run, replay and list only\n");
+    return 2;
+  }
+  Registry registry = Registry::with_builtins();
+  try {
+    for (const std::string& plugin : args.plugins) registry.load_plugin(plugin);
+  } catch (const PluginError& e) {
+    send_message(fd, ReadyMsg{{}, e.what()});
+    return 2;
+  }
+  if (args.list) {
+    ReadyMsg ready;
+    for (const Kernel& k : registry.kernels()) ready.kernels.push_back(describe_kernel(k));
+    send_message(fd, ready);
+    return 0;
+  }
+  const Kernel* kernel = registry.find(args.kernel);
+  if (!kernel) {
+    send_message(fd, ReadyMsg{{}, "no kernel named " + args.kernel});
+    return 2;
+  }
+  return serve_kernel(fd, *kernel, args.timeout_s);
+}
+
+}  // namespace nvfp4

@@ -1,0 +1,279 @@
+// CBOR encoding of the worker protocol's messages (see worker_protocol.h).
+#include "harness/worker_protocol.h"
+
+#include <poll.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include <nlohmann/json.hpp>
+
+namespace nvfp4 {
+
+using json = nlohmann::json;
+
+namespace {
+
+json bytes(const std::vector<uint8_t>& v) { return json::binary(v); }
+json words(const std::vector<uint16_t>& v) {
+  std::vector<uint8_t> b(v.size() * 2);
+  if (!v.empty()) std::memcpy(b.data(), v.data(), b.size());
+  return json::binary(std::move(b));
+}
+std::vector<uint8_t> get_bytes(const json& j) {
+  if (!j.is_binary()) throw ProtocolError("expected a byte string");
+  return j.get_binary();
+}
+std::vector<uint16_t> get_words(const json& j) {
+  const std::vector<uint8_t> b = get_bytes(j);
+  if (b.size() % 2) throw ProtocolError("odd length of an FP16 array");
+  std::vector<uint16_t> w(b.size() / 2);
+  if (!w.empty()) std::memcpy(w.data(), b.data(), b.size());
+  return w;
+}
+
+json problem_json(const Problem& p) {
+  return {{"op", static_cast<uint32_t>(p.op)},
+          {"m", p.m},
+          {"n", p.n},
+          {"k", p.k},
+          {"l", p.l},
+          {"layout", static_cast<uint32_t>(p.sf_layout)},
+          {"semantics", static_cast<int>(p.semantics)},
+          {"alpha", p.alpha},
+          {"a", bytes(p.a)},
+          {"b", bytes(p.b)},
+          {"sfa", bytes(p.sfa)},
+          {"sfb", bytes(p.sfb)}};
+}
+
+Problem problem_from(const json& j) {
+  Problem p;
+  p.op = static_cast<Op>(j.at("op").get<uint32_t>());
+  p.m = j.at("m").get<int64_t>();
+  p.n = j.at("n").get<int64_t>();
+  p.k = j.at("k").get<int64_t>();
+  p.l = j.at("l").get<int64_t>();
+  p.sf_layout = static_cast<SfLayout>(j.at("layout").get<uint32_t>());
+  p.semantics = static_cast<ScaleSemantics>(j.at("semantics").get<int>());
+  p.alpha = j.at("alpha").get<float>();
+  p.a = get_bytes(j.at("a"));
+  p.b = get_bytes(j.at("b"));
+  p.sfa = get_bytes(j.at("sfa"));
+  p.sfb = get_bytes(j.at("sfb"));
+  if (const std::string e = problem_error(p); !e.empty()) throw ProtocolError("bad problem: " + e);
+  return p;
+}
+
+json info_json(const KernelDesc& k) {
+  const nvfp4_kernel_info& i = k.info;
+  return {{"name", k.name},         {"origin", k.origin},         {"description", k.description},
+          {"abi", i.abi_version},   {"memory", i.memory},         {"ops", i.ops},
+          {"layouts", i.sf_layouts}, {"min_sm", i.min_sm},        {"m_multiple", i.m_multiple},
+          {"n_multiple", i.n_multiple}, {"k_multiple", i.k_multiple}, {"flags", i.flags},
+          {"runnable", k.runnable}, {"why_not", k.why_not}};
+}
+
+KernelDesc desc_from(const json& j) {
+  KernelDesc k;
+  k.name = j.at("name").get<std::string>();
+  k.origin = j.at("origin").get<std::string>();
+  k.description = j.at("description").get<std::string>();
+  k.info.abi_version = j.at("abi").get<uint32_t>();
+  k.info.memory = j.at("memory").get<uint32_t>();
+  k.info.ops = j.at("ops").get<uint32_t>();
+  k.info.sf_layouts = j.at("layouts").get<uint32_t>();
+  k.info.min_sm = j.at("min_sm").get<uint32_t>();
+  k.info.m_multiple = j.at("m_multiple").get<uint32_t>();
+  k.info.n_multiple = j.at("n_multiple").get<uint32_t>();
+  k.info.k_multiple = j.at("k_multiple").get<uint32_t>();
+  k.info.flags = j.at("flags").get<uint32_t>();
+  k.runnable = j.at("runnable").get<bool>();
+  k.why_not = j.at("why_not").get<std::string>();
+  return k;
+}
+
+json observation_json(const CallObservation& o) {
+  json guards = json::array(), inputs = json::array();
+  for (const GuardReport& g : o.guards)
+    guards.push_back({g.buffer, g.damage.before, g.damage.offset, g.damage.expected, g.damage.actual,
+                      g.damage.damaged_bytes});
+  for (const InputChange& x : o.inputs) inputs.push_back({x.buffer, x.count, x.first, x.was, x.now});
+  return {{"end", static_cast<int>(o.end)}, {"rc", o.rc},          {"error", o.error},
+          {"device_check", o.device_check}, {"c", words(o.c)},     {"c_later", words(o.c_later)},
+          {"guards", guards},              {"inputs", inputs},     {"seconds", o.seconds},
+          {"context_lost", o.context_lost}};
+}
+
+CallObservation observation_from(const json& j) {
+  CallObservation o;
+  const int end = j.at("end").get<int>();
+  if (end < 0 || end > static_cast<int>(CallObservation::End::input_fault)) throw ProtocolError("bad call end");
+  o.end = static_cast<CallObservation::End>(end);
+  o.rc = j.at("rc").get<int>();
+  o.error = j.at("error").get<std::string>();
+  o.device_check = j.at("device_check").get<std::string>();
+  o.c = get_words(j.at("c"));
+  o.c_later = get_words(j.at("c_later"));
+  for (const json& g : j.at("guards")) {
+    GuardReport r;
+    r.buffer = g.at(0).get<std::string>();
+    r.damage.intact = false;
+    r.damage.before = g.at(1).get<bool>();
+    r.damage.offset = g.at(2).get<int64_t>();
+    r.damage.expected = g.at(3).get<uint8_t>();
+    r.damage.actual = g.at(4).get<uint8_t>();
+    r.damage.damaged_bytes = g.at(5).get<int64_t>();
+    o.guards.push_back(r);
+  }
+  for (const json& x : j.at("inputs"))
+    o.inputs.push_back({x.at(0).get<std::string>(), x.at(1).get<int64_t>(), x.at(2).get<int64_t>(),
+                        x.at(3).get<uint8_t>(), x.at(4).get<uint8_t>()});
+  o.seconds = j.at("seconds").get<double>();
+  o.context_lost = j.at("context_lost").get<bool>();
+  return o;
+}
+
+struct Encoder {
+  json operator()(const ReadyMsg& m) const {
+    json list = json::array();
+    for (const KernelDesc& k : m.kernels) list.push_back(info_json(k));
+    return {{"type", "ready"}, {"kernels", list}, {"error", m.error}};
+  }
+  json operator()(const RunCaseMsg& m) const {
+    json plan = json::array();
+    for (const PlannedCall& c : m.plan) plan.push_back({c.spec.pad, c.spec.poison, c.spec.stale_data, c.spec.inputs_ready_first, c.expected_rc});
+    json j = {{"type", "run"}, {"case", m.case_id}, {"problem", problem_json(m.data.problem)}, {"plan", plan}};
+    if (m.data.stale) j["stale"] = problem_json(*m.data.stale);
+    return j;
+  }
+  json operator()(const CallStartedMsg& m) const { return {{"type", "call"}, {"case", m.case_id}, {"index", m.index}}; }
+  json operator()(const CallDoneMsg& m) const {
+    return {{"type", "done"}, {"case", m.case_id}, {"index", m.index}, {"observation", observation_json(m.observation)}};
+  }
+  json operator()(const QuitMsg&) const { return {{"type", "quit"}}; }
+};
+
+WorkerMessage message_from(const json& j) {
+  const std::string type = j.at("type").get<std::string>();
+  if (type == "ready") {
+    ReadyMsg m;
+    for (const json& k : j.at("kernels")) m.kernels.push_back(desc_from(k));
+    m.error = j.at("error").get<std::string>();
+    return m;
+  }
+  if (type == "run") {
+    RunCaseMsg m;
+    m.case_id = j.at("case").get<int64_t>();
+    m.data.problem = problem_from(j.at("problem"));
+    if (j.contains("stale")) m.data.stale = problem_from(j.at("stale"));
+    for (const json& c : j.at("plan")) {
+      PlannedCall call;
+      call.spec.pad = c.at(0).get<uint8_t>();
+      call.spec.poison = c.at(1).get<uint16_t>();
+      call.spec.stale_data = c.at(2).get<bool>();
+      call.spec.inputs_ready_first = c.at(3).get<bool>();
+      call.expected_rc = c.at(4).get<int>();
+      m.plan.push_back(call);
+    }
+    return m;
+  }
+  if (type == "call") return CallStartedMsg{j.at("case").get<int64_t>(), j.at("index").get<int64_t>()};
+  if (type == "done")
+    return CallDoneMsg{j.at("case").get<int64_t>(), j.at("index").get<int64_t>(), observation_from(j.at("observation"))};
+  if (type == "quit") return QuitMsg{};
+  throw ProtocolError("unknown message type");
+}
+
+void write_all(int fd, const uint8_t* p, size_t n) {
+  while (n > 0) {
+    const ssize_t w = write(fd, p, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      throw ProtocolError(std::string("the other side of the channel is gone: ") + std::strerror(errno));
+    }
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+}
+
+void read_all(int fd, uint8_t* p, size_t n) {
+  while (n > 0) {
+    const ssize_t r = read(fd, p, n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) throw ProtocolError("the channel closed");
+    p += r;
+    n -= static_cast<size_t>(r);
+  }
+}
+
+}  // namespace
+
+KernelDesc describe_kernel(const Kernel& k) {
+  KernelDesc d;
+  d.name = k.name();
+  d.origin = k.origin;
+  d.description = k.description;
+  d.info = *k.info;
+  d.info.name = nullptr;
+  d.runnable = kernel_runnable(k, &d.why_not);
+  return d;
+}
+
+std::vector<uint8_t> encode_message(const WorkerMessage& m) {
+  std::vector<uint8_t> payload = json::to_cbor(std::visit(Encoder{}, m));
+  std::vector<uint8_t> frame(4 + payload.size());
+  const uint32_t n = static_cast<uint32_t>(payload.size());
+  for (int x = 0; x < 4; ++x) frame[x] = static_cast<uint8_t>(n >> (8 * x));
+  std::memcpy(frame.data() + 4, payload.data(), payload.size());
+  return frame;
+}
+
+WorkerMessage decode_message(const uint8_t* data, size_t size) {
+  try {
+    return message_from(json::from_cbor(data, data + size));
+  } catch (const json::exception& e) {
+    throw ProtocolError(std::string("malformed message: ") + e.what());
+  }
+}
+
+void send_message(int fd, const WorkerMessage& m) {
+  const std::vector<uint8_t> frame = encode_message(m);
+  write_all(fd, frame.data(), frame.size());
+}
+
+WorkerMessage receive_message(int fd) {
+  uint8_t head[4];
+  read_all(fd, head, 4);
+  const uint32_t n = uint32_t(head[0]) | uint32_t(head[1]) << 8 | uint32_t(head[2]) << 16 | uint32_t(head[3]) << 24;
+  std::vector<uint8_t> payload(n);
+  read_all(fd, payload.data(), n);
+  return decode_message(payload.data(), payload.size());
+}
+
+void FrameReader::feed(const uint8_t* data, size_t size) {
+  if (start_ > 0 && start_ == buffer_.size()) {
+    buffer_.clear();
+    start_ = 0;
+  }
+  buffer_.insert(buffer_.end(), data, data + size);
+}
+
+std::optional<WorkerMessage> FrameReader::next() {
+  const size_t have = buffer_.size() - start_;
+  if (have < 4) return std::nullopt;
+  const uint8_t* h = buffer_.data() + start_;
+  const uint64_t n = uint64_t(h[0]) | uint64_t(h[1]) << 8 | uint64_t(h[2]) << 16 | uint64_t(h[3]) << 24;
+  if (n > kMaxFrameBytes) throw ProtocolError("a frame larger than any case");
+  if (have < 4 + n) return std::nullopt;
+  WorkerMessage m = decode_message(h + 4, static_cast<size_t>(n));
+  start_ += 4 + static_cast<size_t>(n);
+  if (start_ > (size_t(1) << 24) && start_ * 2 > buffer_.size()) {
+    buffer_.erase(buffer_.begin(), buffer_.begin() + static_cast<std::ptrdiff_t>(start_));
+    start_ = 0;
+  }
+  return m;
+}
+
+}  // namespace nvfp4

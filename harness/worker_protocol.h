@@ -1,0 +1,91 @@
+// The typed protocol between the runner (parent) and a kernel's process (worker): messages are
+// C++ structs, sent as length-prefixed CBOR frames over a socket. The worker only reports what
+// it observed; every verdict is decided by the parent, so nothing the kernel writes into the
+// channel can pass a case it did not compute.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "harness/kernel_call.h"
+
+namespace nvfp4 {
+
+// A kernel as the parent knows it: its declared info (copied), where it came from and whether it
+// can run on this machine. The parent never holds a plugin's code.
+struct KernelDesc {
+  std::string name, origin, description;  // description: a mutant's one line, else ""
+  nvfp4_kernel_info info{};               // info.name is not kept (use `name`)
+  bool runnable = true;
+  std::string why_not;
+  bool is_cuda() const { return info.memory == NVFP4_MEMORY_CUDA; }
+  bool supports_op(uint32_t op) const { return (info.ops >> op) & 1u; }
+  bool supports_layout(uint32_t layout) const { return (info.sf_layouts >> layout) & 1u; }
+};
+KernelDesc describe_kernel(const Kernel& k);  // runnable/why_not from kernel_runnable()
+
+// One call the parent wants made, and the return code it expects.
+struct PlannedCall {
+  CallSpec spec;
+  int expected_rc = NVFP4_OK;
+};
+
+// worker -> parent, first: the kernels it loaded (one for `worker --kernel`, all for `--list`),
+// or why it could not load them.
+struct ReadyMsg {
+  std::vector<KernelDesc> kernels;
+  std::string error;  // not empty: loading failed (bad plugin, unknown kernel)
+};
+// parent -> worker: run these calls of one case.
+struct RunCaseMsg {
+  int64_t case_id = 0;
+  CaseData data;
+  std::vector<PlannedCall> plan;
+};
+// worker -> parent: call `index` of case `case_id` starts now (the watchdog's heartbeat).
+struct CallStartedMsg {
+  int64_t case_id = 0, index = 0;
+};
+// worker -> parent: what call `index` of case `case_id` left behind. A case's calls stop after
+// one that ended other than `returned`.
+struct CallDoneMsg {
+  int64_t case_id = 0, index = 0;
+  CallObservation observation;
+};
+// parent -> worker: end.
+struct QuitMsg {};
+
+using WorkerMessage = std::variant<ReadyMsg, RunCaseMsg, CallStartedMsg, CallDoneMsg, QuitMsg>;
+
+// Frames: 4-byte little-endian length, then CBOR. Bad input throws ProtocolError.
+class ProtocolError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+std::vector<uint8_t> encode_message(const WorkerMessage& m);
+WorkerMessage decode_message(const uint8_t* data, size_t size);  // one frame's payload
+// Largest frame accepted: the data of the largest case (kMaxCaseBytes) and some.
+constexpr uint64_t kMaxFrameBytes = (uint64_t(1) << 31) + (uint64_t(1) << 20);
+
+// Blocking send of one frame on fd (throws ProtocolError when the peer is gone).
+void send_message(int fd, const WorkerMessage& m);
+// Blocking receive (the worker's side; the parent polls with a deadline instead).
+WorkerMessage receive_message(int fd);
+
+// Incremental frame reader for the parent: feed bytes, take complete messages.
+class FrameReader {
+ public:
+  void feed(const uint8_t* data, size_t size);
+  // A complete message if one is buffered; throws ProtocolError for a malformed frame.
+  std::optional<WorkerMessage> next();
+  bool empty() const { return buffer_.empty(); }
+
+ private:
+  std::vector<uint8_t> buffer_;
+  size_t start_ = 0;
+};
+
+}  // namespace nvfp4

@@ -1,0 +1,68 @@
+// The nvfp4_honest plugin: the honest variants behind the kernel ABI. The mutation analysis runs
+// them through the same checks as the mutants; any failure is a false alarm of the suite.
+#include "mutation/honest/honest_variants.h"
+#include "kernels/problem_fits.h"
+
+namespace nvfp4::honest {
+namespace {
+
+constexpr uint32_t kBothOps = (1u << NVFP4_OP_GEMV) | (1u << NVFP4_OP_GEMM);
+constexpr uint32_t kBothLayouts = (1u << NVFP4_SF_LINEAR) | (1u << NVFP4_SF_PERMUTED);
+
+struct Entry {
+  nvfp4_kernel_info info;
+  bool cuda;
+  int variant;  // HostVariant or CudaVariant
+};
+
+constexpr nvfp4_kernel_info host_info(const char* name, uint32_t flags) {
+  return {NVFP4_ABI_VERSION, name, NVFP4_MEMORY_HOST, kBothOps, kBothLayouts, 0, 1, 1, 1, flags};
+}
+constexpr nvfp4_kernel_info cuda_info(const char* name, uint32_t flags) {
+  return {NVFP4_ABI_VERSION, name, NVFP4_MEMORY_CUDA, kBothOps, kBothLayouts, 90, 1, 1, 1, flags};
+}
+
+const Entry kEntries[] = {
+    {host_info("honest_host_forward", 0), false, static_cast<int>(HostVariant::forward)},
+    {host_info("honest_host_reverse", 0), false, static_cast<int>(HostVariant::reverse)},
+    {host_info("honest_host_pairwise", 0), false, static_cast<int>(HostVariant::pairwise)},
+    {host_info("honest_host_split_k_random", NVFP4_FLAG_NONDETERMINISTIC), false,
+     static_cast<int>(HostVariant::split_k_random)},
+    {host_info("honest_host_fp64", 0), false, static_cast<int>(HostVariant::fp64)},
+    {host_info("honest_host_truncating", 0), false, static_cast<int>(HostVariant::truncating)},
+    {host_info("honest_host_fp16_dequant", 0), false, static_cast<int>(HostVariant::fp16_dequant)},
+    {host_info("honest_host_signed_scales", NVFP4_FLAG_SIGNED_SCALES), false,
+     static_cast<int>(HostVariant::signed_scales)},
+#if defined(NVFP4_HONEST_WITH_CUDA)
+    {cuda_info("honest_cuda_warp_tree", 0), true, static_cast<int>(CudaVariant::warp_tree)},
+    {cuda_info("honest_cuda_atomic_split_k", NVFP4_FLAG_NONDETERMINISTIC), true,
+     static_cast<int>(CudaVariant::atomic_split_k)},
+    {cuda_info("honest_cuda_fp16_dequant", 0), true, static_cast<int>(CudaVariant::fp16_dequant)},
+    {cuda_info("honest_cuda_fp64", 0), true, static_cast<int>(CudaVariant::fp64)},
+#endif
+};
+
+constexpr int kCount = static_cast<int>(sizeof(kEntries) / sizeof(kEntries[0]));
+
+}  // namespace
+}  // namespace nvfp4::honest
+
+using nvfp4::honest::kCount;
+using nvfp4::honest::kEntries;
+
+extern "C" __attribute__((visibility("default"))) int nvfp4_kernel_count(void) { return kCount; }
+
+extern "C" __attribute__((visibility("default"))) const nvfp4_kernel_info* nvfp4_kernel_get(int index) {
+  if (index < 0 || index >= kCount) return nullptr;
+  return &kEntries[index].info;
+}
+
+extern "C" __attribute__((visibility("default"))) int nvfp4_kernel_run(int index, const nvfp4_problem* p) {
+  if (index < 0 || index >= kCount) return NVFP4_ERROR;
+  const auto& e = kEntries[index];
+  if (!nvfp4::kern::problem_fits(e.info, p)) return NVFP4_UNSUPPORTED;
+#if defined(NVFP4_HONEST_WITH_CUDA)
+  if (e.cuda) return nvfp4::honest::run_cuda_variant(static_cast<nvfp4::honest::CudaVariant>(e.variant), p);
+#endif
+  return nvfp4::honest::run_host_variant(static_cast<nvfp4::honest::HostVariant>(e.variant), p);
+}

@@ -1,0 +1,97 @@
+// The host mutant engine: a plain FP32-accumulating NVFP4 GEMV/GEMM (element by element, scales
+// looked up per block, alpha and one rounding at the end) with every bug of mutant_bugs.h
+// available behind a switch. With Bug::none it is a correct kernel (the control).
+#include <cstring>
+#include <mutex>
+#include <vector>
+
+#include "mutation/mutants/mutant_engines.h"
+
+namespace nvfp4::mutants {
+namespace {
+
+// The last call's inputs and output, for Bug::cached_by_pointer: a "memo" keyed by pointers and
+// shape, the bug of kernels that skip work when called again with the same tensors.
+struct LastCall {
+  std::mutex mutex;
+  bool valid = false;
+  nvfp4_problem key{};
+  std::vector<uint16_t> c;
+};
+
+LastCall& last_call() {
+  static LastCall memo;
+  return memo;
+}
+
+bool same_call(const nvfp4_problem& x, const nvfp4_problem& y) {
+  return x.op == y.op && x.m == y.m && x.n == y.n && x.k == y.k && x.l == y.l && x.a == y.a &&
+         x.b == y.b && x.sfa == y.sfa && x.sfb == y.sfb && x.c == y.c && x.sf_layout == y.sf_layout &&
+         x.alpha == y.alpha;
+}
+
+}  // namespace
+
+int run_host_mutant(Bug bug, const nvfp4_problem* p) {
+  const int64_t m = p->m, n = p->n, k = p->k, l = p->l, total = l * m * n;
+  if (bug == Bug::cached_by_pointer) {
+    LastCall& memo = last_call();
+    std::lock_guard<std::mutex> lock(memo.mutex);
+    if (memo.valid && same_call(memo.key, *p)) {
+      std::memcpy(p->c, memo.c.data(), static_cast<size_t>(total) * sizeof(uint16_t));
+      return NVFP4_OK;
+    }
+  }
+
+  const int64_t kb = mutant_kb(k, bug), k_end = mutant_k_end(k, bug), row_bytes = k / 2;
+  const int64_t rows_done = bug == Bug::rows_past_128_skipped ? m / 128 * 128 : m;
+  const bool swap_a = bug == Bug::nibble_swap_a, swap_b = bug == Bug::nibble_swap_b;
+  const uint32_t layout = p->sf_layout;
+  const float alpha = p->alpha;
+
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t b = 0; b < l; ++b) {
+    for (int64_t i = 0; i < rows_done; ++i) {
+      const uint8_t* a_row = p->a + (b * m + i) * row_bytes;
+      const int64_t b_data_batch = bug == Bug::b_batch_broadcast ? 0 : b;
+      const int64_t a_scale_batch = bug == Bug::batch_stride_scales_ignored ? 0 : b;
+      const int64_t b_scale_batch =
+          (bug == Bug::batch_stride_scales_ignored || bug == Bug::b_batch_broadcast) ? 0 : b;
+      float acc = 0.0f;
+      for (int64_t j = 0; j < n; ++j) {
+        if (bug != Bug::acc_not_reset) acc = 0.0f;
+        const uint8_t* b_row = p->b + (b_data_batch * n + j) * row_bytes;
+        int64_t block = -1;
+        float sa = 0.0f, sb = 0.0f;
+        for (int64_t x = 0; x < k_end; ++x) {
+          const int64_t s = mutant_block(x, bug);
+          if (s != block) {
+            block = s;
+            sa = mutant_scale(p->sfa[mutant_scale_offset(layout, m, kb, a_scale_batch, i, s, bug)], false, bug);
+            sb = mutant_scale(p->sfb[mutant_scale_offset(layout, n, kb, b_scale_batch, j, s, bug)], false, bug);
+          }
+          const uint32_t ca = kern::e2m1_code(a_row, swap_a ? (x ^ 1) : x);
+          const uint32_t cb = kern::e2m1_code(b_row, swap_b ? (x ^ 1) : x);
+          if (bug == Bug::zero_skip && (ca & 7u) == 0) continue;
+          acc = mutant_accumulate(acc, mutant_e2m1(ca, bug) * sa, mutant_e2m1(cb, bug) * sb, bug);
+        }
+        const int64_t out = bug == Bug::c_transposed ? (b * n + j) * m + i : (b * m + i) * n + j;
+        p->c[out] = mutant_epilogue(acc, alpha, bug);
+      }
+    }
+  }
+
+  // A half2 store of the last pair: with an odd element count its second half is past the end.
+  if (bug == Bug::write_past_end && (total & 1)) p->c[total] = 0;
+
+  if (bug == Bug::cached_by_pointer) {
+    LastCall& memo = last_call();
+    std::lock_guard<std::mutex> lock(memo.mutex);
+    memo.valid = true;
+    memo.key = *p;
+    memo.c.assign(p->c, p->c + total);
+  }
+  return NVFP4_OK;
+}
+
+}  // namespace nvfp4::mutants

@@ -1,0 +1,145 @@
+// The nvfp4_mutants plugin: every mutant (and the unmutated control of each engine) behind the
+// kernel ABI, so the suite checks them exactly like any outside kernel. Besides the three ABI
+// symbols it exports nvfp4_mutant_describe(index), the bug in one sentence, for kill tables.
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "mutation/mutants/mutant_engines.h"
+#include "kernels/problem_fits.h"
+
+namespace nvfp4::mutants {
+namespace {
+
+constexpr uint32_t kBothOps = (1u << NVFP4_OP_GEMV) | (1u << NVFP4_OP_GEMM);
+constexpr uint32_t kBothLayouts = (1u << NVFP4_SF_LINEAR) | (1u << NVFP4_SF_PERMUTED);
+constexpr unsigned kHost = 1, kCuda = 2;
+
+struct BugEntry {
+  Bug bug;
+  const char* name;  // the mutant is mut_host_<name> / mut_cuda_<name>
+  unsigned engines;  // kHost | kCuda
+  const char* what;
+};
+
+// Where each comes from: issue 8's list, and bugs seen in public NVFP4/MXFP4 kernels and their
+// issue threads (MXFP4 block size and UE8M0 scales mixed up with NVFP4's, floor instead of ceil in
+// the swizzled scale tiles, FP16 epilogues, fast paths that skip zeros).
+const BugEntry kBugs[] = {
+    {Bug::nibble_swap_a, "nibble_swap_a", kHost, "A's nibble order swapped: element 2t read from the high nibble"},
+    {Bug::nibble_swap_b, "nibble_swap_b", kHost | kCuda, "B's nibble order swapped: element 2t read from the high nibble"},
+    {Bug::e2m1_subnormal_as_normal, "e2m1_subnormal_as_normal", kHost, "E2M1 code 1 decoded with an implicit one (0.75, not 0.5)"},
+    {Bug::scale_subnormal_as_normal, "scale_subnormal_as_normal", kHost | kCuda, "E4M3 subnormal scales decoded as normals ((8+m)*2^-10)"},
+    {Bug::nan_scale_as_number, "nan_scale_as_number", kHost, "E4M3 NaN scale (0x7F/0xFF) decoded as the number 480"},
+    {Bug::scale_sign_honoured, "scale_sign_honoured", kHost, "ue4m3 kernel honours the scale's sign bit"},
+    {Bug::scale_as_ue8m0, "scale_as_ue8m0", kHost, "scale byte read as MXFP4's UE8M0 power of two"},
+    {Bug::block32_scales, "block32_scales", kHost, "one scale per 32 elements (MXFP4's block) instead of 16"},
+    {Bug::permuted_32_4_swapped, "permuted_32_4_swapped", kHost | kCuda, "permuted scale index with the 32 and 4 roles swapped"},
+    {Bug::layout_ignored, "layout_ignored", kHost, "linear scale indexing used even for the permuted layout"},
+    {Bug::kt_floor, "kt_floor", kHost | kCuda, "permuted layout's k tiles = kb/4 rounded down (kb%4 != 0 reads other tiles)"},
+    {Bug::mt_floor, "mt_floor", kHost, "permuted layout's row tiles = rows/128 rounded down (batch stride wrong)"},
+    {Bug::kb_floor, "kb_floor", kHost, "kb = k/16 rounded down: last partial block dropped, scale row stride wrong"},
+    {Bug::k_tail_64_dropped, "k_tail_64_dropped", kHost | kCuda, "k loop stops at the last multiple of 64"},
+    {Bug::rows_past_128_skipped, "rows_past_128_skipped", kHost | kCuda, "rows past the last multiple of 128 never computed"},
+    {Bug::batch_stride_scales_ignored, "batch_stride_scales_ignored", kHost | kCuda, "batch 0's scales used for every batch"},
+    {Bug::b_batch_broadcast, "b_batch_broadcast", kHost, "B (data and scales) of batch 0 used for every batch"},
+    {Bug::c_transposed, "c_transposed", kHost, "C written column-major ((b*n + j)*m + i)"},
+    {Bug::acc_not_reset, "acc_not_reset", kHost, "accumulator zeroed once per row, not per output element"},
+    {Bug::fp16_accumulation, "fp16_accumulation", kHost | kCuda, "FP16 accumulation (hfma) without declaring FP16_ACCUMULATE"},
+    {Bug::output_round_toward_zero, "output_round_toward_zero", kHost | kCuda, "FP32 -> FP16 rounded toward zero (__float2half_rz)"},
+    {Bug::output_ftz, "output_ftz", kHost, "FP16 subnormal outputs flushed to zero"},
+    {Bug::saturates_undeclared, "saturates_undeclared", kHost, "overflow clamped to +-65504 without declaring SATURATES"},
+    {Bug::alpha_ignored, "alpha_ignored", kHost, "alpha never applied"},
+    {Bug::alpha_in_fp16, "alpha_in_fp16", kHost, "epilogue in half: RN16(RN16(acc) * RN16(alpha))"},
+    {Bug::zero_skip, "zero_skip", kHost, "skips products whose A element is zero, so 0 * NaN scale is never NaN"},
+    {Bug::cached_by_pointer, "cached_by_pointer", kHost | kCuda, "returns the last output when called again with the same pointers and shape"},
+    {Bug::write_past_end, "write_past_end", kHost | kCuda, "half2 store of the last pair writes one element past C when l*m*n is odd"},
+    {Bug::unsupported_shape_computed, "unsupported_shape_computed", kHost | kCuda, "declares k % 64 == 0 but computes any k anyway"},
+    {Bug::refuses_supported, "refuses_supported", kHost, "declares any k but answers UNSUPPORTED when k % 64 != 0"},
+    {Bug::missing_syncthreads, "missing_syncthreads", kCuda, "shared-memory reduction without __syncthreads"},
+    {Bug::own_stream, "own_stream", kCuda, "work launched on a stream of its own, not the problem's"},
+    {Bug::uninitialised_shared_acc, "uninitialised_shared_acc", kCuda, "block total accumulated in shared memory that was never zeroed"},
+};
+
+struct Entry {
+  nvfp4_kernel_info info;
+  Bug bug;
+  bool cuda;
+  std::string what;
+};
+
+// Built once; names live in a deque so their c_str() stays put.
+struct Catalog {
+  std::deque<std::string> names;
+  std::vector<Entry> entries;
+
+  void add(const std::string& name, Bug bug, bool cuda, const std::string& what) {
+    names.push_back(name);
+    nvfp4_kernel_info info{};
+    info.abi_version = NVFP4_ABI_VERSION;
+    info.name = names.back().c_str();
+    info.memory = cuda ? NVFP4_MEMORY_CUDA : NVFP4_MEMORY_HOST;
+    info.ops = kBothOps;
+    info.sf_layouts = kBothLayouts;
+    info.min_sm = cuda ? 90 : 0;
+    info.m_multiple = info.n_multiple = info.k_multiple = 1;
+    info.flags = 0;
+    if (bug == Bug::unsupported_shape_computed) info.k_multiple = 64;
+    entries.push_back({info, bug, cuda, what});
+  }
+
+  Catalog() {
+    add("ctl_host_unmutated", Bug::none, false, "control: the host mutant engine with no bug (must pass)");
+#if defined(NVFP4_MUTANTS_WITH_CUDA)
+    add("ctl_cuda_unmutated", Bug::none, true, "control: the CUDA mutant engine with no bug (must pass)");
+#endif
+    for (const BugEntry& e : kBugs) {
+      if (e.engines & kHost) add(std::string("mut_host_") + e.name, e.bug, false, e.what);
+    }
+#if defined(NVFP4_MUTANTS_WITH_CUDA)
+    for (const BugEntry& e : kBugs) {
+      if (e.engines & kCuda) add(std::string("mut_cuda_") + e.name, e.bug, true, e.what);
+    }
+#endif
+  }
+};
+
+const Catalog& catalog() {
+  static const Catalog c;
+  return c;
+}
+
+}  // namespace
+}  // namespace nvfp4::mutants
+
+using nvfp4::mutants::Bug;
+using nvfp4::mutants::catalog;
+
+extern "C" __attribute__((visibility("default"))) int nvfp4_kernel_count(void) {
+  return static_cast<int>(catalog().entries.size());
+}
+
+extern "C" __attribute__((visibility("default"))) const nvfp4_kernel_info* nvfp4_kernel_get(int index) {
+  if (index < 0 || index >= nvfp4_kernel_count()) return nullptr;
+  return &catalog().entries[static_cast<size_t>(index)].info;
+}
+
+extern "C" __attribute__((visibility("default"))) const char* nvfp4_mutant_describe(int index) {
+  if (index < 0 || index >= nvfp4_kernel_count()) return nullptr;
+  return catalog().entries[static_cast<size_t>(index)].what.c_str();
+}
+
+extern "C" __attribute__((visibility("default"))) int nvfp4_kernel_run(int index, const nvfp4_problem* p) {
+  if (index < 0 || index >= nvfp4_kernel_count()) return NVFP4_ERROR;
+  const auto& e = catalog().entries[static_cast<size_t>(index)];
+  nvfp4_kernel_info enforced = e.info;
+  // The bug: the declared k multiple is never enforced.
+  if (e.bug == Bug::unsupported_shape_computed) enforced.k_multiple = 1;
+  if (!nvfp4::kern::problem_fits(enforced, p)) return NVFP4_UNSUPPORTED;
+  // The bug: a shape inside the declaration refused anyway.
+  if (e.bug == Bug::refuses_supported && p->k % 64 != 0) return NVFP4_UNSUPPORTED;
+#if defined(NVFP4_MUTANTS_WITH_CUDA)
+  if (e.cuda) return nvfp4::mutants::run_cuda_mutant(e.bug, p);
+#endif
+  return nvfp4::mutants::run_host_mutant(e.bug, p);
+}

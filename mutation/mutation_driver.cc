@@ -1,0 +1,523 @@
+// Mutation analysis driver (see mutation.h): the suite's check and the two weaker checks over the
+// same kernels, and the kill table.
+#include "mutation/mutation_driver.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "harness/case_check.h"
+#include "harness/report.h"
+#include "harness/suite.h"
+#include "reference/exact_gemm.h"
+#include "reference/formats.h"
+#include "reference/oracle.h"
+#include "reference/scale_layout.h"
+
+namespace nvfp4 {
+
+using json = nlohmann::json;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+std::vector<Op> kernel_ops(const nvfp4_kernel_info& info) {
+  std::vector<Op> ops;
+  if ((info.ops >> NVFP4_OP_GEMV) & 1u) ops.push_back(Op::gemv);
+  if ((info.ops >> NVFP4_OP_GEMM) & 1u) ops.push_back(Op::gemm);
+  return ops;
+}
+
+ScaleSemantics kernel_semantics(const nvfp4_kernel_info& info) {
+  return (info.flags & NVFP4_FLAG_SIGNED_SCALES) ? ScaleSemantics::e4m3 : ScaleSemantics::ue4m3;
+}
+
+int64_t round_up(int64_t v, uint32_t multiple) {
+  return multiple > 1 ? (v + multiple - 1) / multiple * multiple : v;
+}
+
+std::string describe_case(const Problem& p, const std::string& data, uint64_t case_seed) {
+  return fmt::format("{} m={} n={} k={} l={} {} {} alpha={} data={} case_seed={:#x}", to_string(p.op), p.m, p.n,
+                     p.k, p.l, to_string(p.sf_layout), to_string(p.semantics), p.alpha, data, case_seed);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The weaker checks' plain call: C zeroed, permuted padding zero, inputs ready before the call
+// (as torch's tensors are), the whole device synchronised afterwards (as torch.cuda.synchronize()
+// does), and only the return code and the output looked at.
+
+// Runs one weak-check case; true when the kernel failed it (out filled in).
+bool weak_case(Executor& executor, const Problem& p, const Policy& policy, const std::string& data, uint64_t case_seed,
+               CheckOutcome& out) {
+  ++out.cases;
+  CallSpec spec;
+  spec.pad = 0x00;
+  spec.poison = 0x0000;
+  spec.inputs_ready_first = true;
+  const std::vector<CallObservation> obs = executor.run_case({p, std::nullopt}, {{spec, NVFP4_OK}});
+  const CallObservation& o = obs.front();
+  if (o.end != CallObservation::End::returned) {
+    const std::optional<Finding> f = check_call_completed(o);
+    out.failed = true;
+    out.check = check_name(f->check);
+    out.message = f->message;
+  } else if (o.rc != NVFP4_OK) {
+    out.failed = true;
+    out.check = "returned-error";
+    out.message = fmt::format("returned {} where their harness expects a result", o.rc);
+  } else {
+    const ExactResult ref = exact_gemm(p);
+    const OracleSummary s = judge(p, ref, o.c_later.data(), policy);
+    if (s.any_failure()) {
+      out.failed = true;
+      out.check = "allclose";
+      out.message = fmt::format("{} of {} outputs outside {}; first at b={} i={} j={}: expected {:#06x}, got {:#06x}",
+                                s.failing, s.elements, policy.name(), s.first_b, s.first_i, s.first_j,
+                                s.first.expected_bits, s.first_actual);
+    }
+  }
+  if (out.failed) out.case_desc = describe_case(p, data, case_seed);
+  return out.failed;
+}
+
+// Nearest E4M3 byte (0x00..0x7E) to a value >= 0, ties to the even byte.
+uint8_t e4m3_nearest(double v) {
+  uint8_t best = 0;
+  double best_err = INFINITY;
+  for (int byte = 0; byte <= 0x7E; ++byte) {
+    const ScaleValue s = e4m3_decode(static_cast<uint8_t>(byte), ScaleSemantics::ue4m3);
+    const double err = std::fabs(std::ldexp(static_cast<double>(s.sig), s.exp) - v);
+    if (err < best_err || (err == best_err && (byte & 1) == 0)) {
+      best = static_cast<uint8_t>(byte);
+      best_err = err;
+    }
+  }
+  return best;
+}
+
+// Uniform in (0, 1] from 53 random bits.
+double uniform01(Rng& rng) { return (static_cast<double>(rng() >> 11) + 1.0) * 0x1p-53; }
+
+Problem shaped(Op op, int64_t m, int64_t n, int64_t k, int64_t l, const nvfp4_kernel_info& info) {
+  Problem p;
+  p.op = op;
+  p.m = round_up(m, info.m_multiple);
+  p.n = op == Op::gemv ? 1 : round_up(n, info.n_multiple);
+  p.k = round_up(k, info.k_multiple);
+  if (p.k % 2) p.k *= 2;
+  p.l = l;
+  p.sf_layout = ((info.sf_layouts >> NVFP4_SF_PERMUTED) & 1u) ? SfLayout::permuted : SfLayout::linear;
+  p.semantics = kernel_semantics(info);
+  p.alpha = 1.0f;
+  return p;
+}
+
+json outcome_json(const CheckOutcome& o) {
+  json j;
+  j["ran"] = o.ran;
+  if (!o.ran) return j;
+  j["failed"] = o.failed;
+  j["cases"] = o.cases;
+  j["seconds"] = o.seconds;
+  if (o.failed) {
+    j["check"] = o.check;
+    j["message"] = o.message;
+    j["case"] = o.case_desc;
+    if (!o.case_file.empty()) j["case_file"] = o.case_file;
+  }
+  return j;
+}
+
+std::string cell(const CheckOutcome& o) {
+  if (!o.ran) return "-";
+  if (o.failed) return fmt::format("KILLED {} @{} {:.2f}s", o.check, o.cases, o.seconds);
+  return fmt::format("survived {} {:.2f}s", o.cases, o.seconds);
+}
+
+}  // namespace
+
+uint64_t mutation_case_seed(uint64_t seed, const std::string& kernel, const std::string& check, int64_t index) {
+  return splitmix64(seed ^ splitmix64(fnv1a(kernel + "/" + check)) ^ splitmix64(static_cast<uint64_t>(index)));
+}
+
+CheckOutcome suite_check(Executor& executor, const MutationOptions& options, int64_t cases) {
+  CheckOutcome out;
+  out.ran = true;
+  const KernelDesc& k = executor.kernel();
+  ScheduleOptions so;
+  so.seed = options.seed;
+  if (options.small_shapes) {
+    // For long honest runs: small cases, still across tile edges of 32 rows and 64 elements.
+    so.limits.max_m = 70;
+    so.limits.max_n = 20;
+    so.limits.max_k = 160;
+    so.limits.max_l = 3;
+    so.large_tail = false;
+  }
+  const Schedule schedule(k.info, k.name, so);
+  CaseOptions co;
+  co.case_dir = options.case_dir;
+  if (options.as_matrix_unit) co.policy = Policy::for_flags(k.info.flags | NVFP4_FLAG_MMA_ACCUMULATE);
+  const auto start = Clock::now();
+  for (int64_t c = 0; c < cases; ++c) {
+    const ScheduledCase sc = schedule.at(c);
+    co.stale_seed = sc.stale_seed;
+    CaseOutcome r;
+    try {
+      r = check_case(executor, sc.problem, co);
+    } catch (const std::runtime_error& e) {  // the kernel's process could not start
+      r.verdict = CaseOutcome::Verdict::fail;
+      r.finding = Finding{Check::crash, e.what()};
+      r.problem = sc.problem;
+    }
+    ++out.cases;
+    if (r.verdict == CaseOutcome::Verdict::fail) {
+      out.failed = true;
+      out.check = check_name(r.finding->check);
+      out.message = r.finding->message;
+      out.case_file = r.case_file;
+      out.case_desc = describe_case(r.problem, sc.spec.name() + " " + sc.kind, schedule.case_seed(c)) +
+                      fmt::format(" (schedule case {})", c);
+      break;
+    }
+  }
+  out.seconds = seconds_since(start);
+  return out;
+}
+
+Problem gpu_mode_problem(Rng& rng, Op op, const nvfp4_kernel_info& info) {
+  RngDraws d(rng);
+  // Their GEMV shapes are m in the thousands, k up to 16384; scaled down so a host reference
+  // checks hundreds of cases, keeping what matters: m a multiple of 128, k of 64, several batches.
+  const bool gemv = op == Op::gemv;
+  const int64_t m = 128 * static_cast<int64_t>(1 + d.below(gemv ? 3 : 2));
+  const int64_t n = 128;
+  const int64_t k = 64 * static_cast<int64_t>(1 + d.below(gemv ? 16 : 8));
+  const int64_t l = static_cast<int64_t>(1 + d.below(gemv ? 4 : 2));
+  Problem p = shaped(op, m, n, k, l, info);
+  // torch.randint(0, 4) bytes: low nibble codes 0-3, high nibble 0.
+  p.a = d.bytes(static_cast<size_t>(p.a_bytes()));
+  p.b = d.bytes(static_cast<size_t>(p.b_bytes()));
+  for (uint8_t& v : p.a) v &= 3u;
+  for (uint8_t& v : p.b) v &= 3u;
+  // torch.randint(0, 3).to(float8_e4m3fn): the values 0, 1, 2.
+  static const uint8_t kScales[3] = {0x00, 0x38, 0x40};
+  p.sfa.resize(static_cast<size_t>(p.sfa_bytes()));
+  p.sfb.resize(static_cast<size_t>(p.sfb_bytes()));
+  for (uint8_t& s : p.sfa) s = kScales[d.below(3)];
+  for (uint8_t& s : p.sfb) s = kScales[d.below(3)];
+  return p;
+}
+
+Problem kernelbench_problem(Rng& rng, Op op, const nvfp4_kernel_info& info) {
+  RngDraws d(rng);
+  Problem p = op == Op::gemv ? shaped(op, 1024, 1, 1024, 1, info) : shaped(op, 256, 128, 512, 1, info);
+  p.a = d.bytes(static_cast<size_t>(p.a_bytes()));
+  p.b = d.bytes(static_cast<size_t>(p.b_bytes()));
+  // |N(0,1)| by Box-Muller from our own uniform draws (std::normal_distribution differs between
+  // standard libraries), rounded to the nearest E4M3.
+  auto scale = [&rng] {
+    const double u1 = uniform01(rng), u2 = uniform01(rng);
+    return e4m3_nearest(std::fabs(std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2)));
+  };
+  p.sfa.resize(static_cast<size_t>(p.sfa_bytes()));
+  p.sfb.resize(static_cast<size_t>(p.sfb_bytes()));
+  for (uint8_t& s : p.sfa) s = scale();
+  for (uint8_t& s : p.sfb) s = scale();
+  return p;
+}
+
+CheckOutcome gpu_mode_check(Executor& executor, const MutationOptions& options, int64_t cases) {
+  CheckOutcome out;
+  out.ran = true;
+  const KernelDesc& kernel = executor.kernel();
+  const std::vector<Op> ops = kernel_ops(kernel.info);
+  const Policy policy = Policy::parse("allclose:1e-3:1e-3");
+  const auto start = Clock::now();
+  for (int64_t c = 0; c < cases; ++c) {
+    const uint64_t case_seed = mutation_case_seed(options.seed, kernel.name, "gpu-mode", c);
+    Rng rng(case_seed);
+    const Problem p = gpu_mode_problem(rng, ops[static_cast<size_t>(c) % ops.size()], kernel.info);
+    if (weak_case(executor, p, policy, "gpu-mode", case_seed, out)) break;
+  }
+  out.seconds = seconds_since(start);
+  return out;
+}
+
+CheckOutcome kernelbench_check(Executor& executor, const MutationOptions& options) {
+  CheckOutcome out;
+  out.ran = true;
+  const KernelDesc& kernel = executor.kernel();
+  const std::vector<Op> ops = kernel_ops(kernel.info);
+  // KernelBench problems are one operation each: the GEMM when the kernel has it.
+  const Op op = ops.back();
+  const Policy policy = Policy::parse("allclose:1e-2:1e-2");
+  const auto start = Clock::now();
+  for (int64_t c = 0; c < 5; ++c) {
+    const uint64_t case_seed = mutation_case_seed(options.seed, kernel.name, "kernelbench", c);
+    Rng rng(case_seed);
+    const Problem p = kernelbench_problem(rng, op, kernel.info);
+    if (weak_case(executor, p, policy, "kernelbench", case_seed, out)) break;
+  }
+  out.seconds = seconds_since(start);
+  return out;
+}
+
+MutantRow analyse_mutant(Executor& executor, const MutationOptions& options) {
+  const KernelDesc& kernel = executor.kernel();
+  MutantRow row;
+  row.name = kernel.name;
+  row.description = kernel.description;
+  row.memory = kernel.is_cuda() ? "cuda" : "host";
+  row.runnable = kernel.runnable;
+  row.why_not = kernel.why_not;
+  if (!row.runnable) return row;
+  row.suite = suite_check(executor, options, options.budget);
+  if (options.weak_checks) {
+    row.gpu_mode = gpu_mode_check(executor, options, options.weak_cases);
+    row.kernelbench = kernelbench_check(executor, options);
+  }
+  return row;
+}
+
+HonestRow run_honest(Executor& executor, int64_t cases, const MutationOptions& options) {
+  const KernelDesc& kernel = executor.kernel();
+  HonestRow row;
+  row.name = kernel.name;
+  row.memory = kernel.is_cuda() ? "cuda" : "host";
+  row.runnable = kernel.runnable;
+  row.why_not = kernel.why_not;
+  if (!row.runnable) return row;
+  row.suite = suite_check(executor, options, cases);
+  return row;
+}
+
+std::string kill_table(const std::vector<MutantRow>& rows) {
+  size_t w = 6;
+  for (const MutantRow& r : rows) w = std::max(w, r.name.size());
+  std::string t = fmt::format("{:<{}}  {:<36}  {:<36}  {:<36}\n", "mutant", w, "this suite", "GPU MODE style",
+                              "KernelBench style");
+  int ran = 0, suite = 0, gpu_mode = 0, kernelbench = 0, skipped = 0;
+  for (const MutantRow& r : rows) {
+    if (!r.runnable) {
+      ++skipped;
+      t += fmt::format("{:<{}}  skipped: {}\n", r.name, w, r.why_not);
+      continue;
+    }
+    ++ran;
+    suite += r.suite.failed;
+    gpu_mode += r.gpu_mode.failed;
+    kernelbench += r.kernelbench.failed;
+    t += fmt::format("{:<{}}  {:<36}  {:<36}  {:<36}\n", r.name, w, cell(r.suite), cell(r.gpu_mode),
+                     cell(r.kernelbench));
+  }
+  t += fmt::format("killed: this suite {}/{}, GPU MODE style {}/{}, KernelBench style {}/{}", suite, ran, gpu_mode,
+                   ran, kernelbench, ran);
+  if (skipped) t += fmt::format(" ({} mutant(s) cannot run here)", skipped);
+  return t + "\n";
+}
+
+std::string honest_table(const std::vector<HonestRow>& rows) {
+  size_t w = 6;
+  for (const HonestRow& r : rows) w = std::max(w, r.name.size());
+  std::string t = fmt::format("{:<{}}  {:>8}  {:>9}  {}\n", "honest", w, "cases", "seconds", "false alarms");
+  int64_t cases = 0, alarms = 0;
+  for (const HonestRow& r : rows) {
+    if (!r.runnable) {
+      t += fmt::format("{:<{}}  skipped: {}\n", r.name, w, r.why_not);
+      continue;
+    }
+    cases += r.suite.cases;
+    alarms += r.suite.failed;
+    t += fmt::format("{:<{}}  {:>8}  {:>9.2f}  {}\n", r.name, w, r.suite.cases, r.suite.seconds,
+                     r.suite.failed ? fmt::format("1: {} ({})", r.suite.check, r.suite.case_file) : "0");
+  }
+  t += fmt::format("honest total: {} cases, {} false alarm(s)\n", cases, alarms);
+  return t;
+}
+
+json mutation_report_json(const MutationOptions& options, const std::vector<MutantRow>& mutants,
+                          const std::vector<HonestRow>& honest, const std::string& command) {
+  json j;
+  j["seed"] = options.seed;
+  j["command"] = command;
+  j["budget"] = options.budget;
+  j["as_matrix_unit"] = options.as_matrix_unit;
+  j["weak_cases"] = options.weak_cases;
+  j["mutants"] = json::array();
+  int killed = 0, ran = 0;
+  for (const MutantRow& r : mutants) {
+    json m;
+    m["name"] = r.name;
+    m["description"] = r.description;
+    m["memory"] = r.memory;
+    m["runnable"] = r.runnable;
+    if (!r.runnable) {
+      m["why_not"] = r.why_not;
+    } else {
+      ++ran;
+      killed += r.suite.failed;
+      m["killed"] = r.suite.failed;
+      m["suite"] = outcome_json(r.suite);
+      m["gpu_mode"] = outcome_json(r.gpu_mode);
+      m["kernelbench"] = outcome_json(r.kernelbench);
+    }
+    j["mutants"].push_back(m);
+  }
+  j["honest"] = json::array();
+  int64_t honest_cases = 0, alarms = 0;
+  for (const HonestRow& r : honest) {
+    json h;
+    h["name"] = r.name;
+    h["memory"] = r.memory;
+    h["runnable"] = r.runnable;
+    if (!r.runnable) {
+      h["why_not"] = r.why_not;
+    } else {
+      honest_cases += r.suite.cases;
+      alarms += r.suite.failed;
+      h["cases"] = r.suite.cases;
+      h["false_alarms"] = r.suite.failed ? 1 : 0;
+      h["suite"] = outcome_json(r.suite);
+    }
+    j["honest"].push_back(h);
+  }
+  j["summary"] = {{"mutants_run", ran},        {"mutants_killed", killed},  {"honest_cases", honest_cases},
+                  {"false_alarms", alarms}, {"all_killed", killed == ran}};
+  return j;
+}
+
+int run_mutation_analysis(const MutationRun& run) {
+  const MutationOptions& options = run.options;
+  std::vector<SuiteKernel> mutants, honest;
+  try {
+    mutants = find_kernels({run.mutant_plugin}, {}, options.timeout_s);
+    honest = find_kernels({run.honest_plugin}, {}, options.timeout_s);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "nvfp4check mutants: {}\n", e.what());
+    return 2;
+  }
+  auto origin_is = [](const std::vector<SuiteKernel>& v, const std::string& plugin) {
+    std::vector<SuiteKernel> out;
+    for (const SuiteKernel& k : v)
+      if (k.desc.origin == plugin) out.push_back(k);  // the plugin's own, not the built-ins
+    return out;
+  };
+  mutants = origin_is(mutants, run.mutant_plugin);
+  honest = origin_is(honest, run.honest_plugin);
+  auto wanted = [&](const SuiteKernel& k) {
+    if (run.memory == "host" && k.desc.is_cuda()) return false;
+    if (run.memory == "cuda" && !k.desc.is_cuda()) return false;
+    return run.kernels.empty() || std::find(run.kernels.begin(), run.kernels.end(), k.desc.name) != run.kernels.end();
+  };
+  for (const std::string& name : run.kernels) {
+    auto named = [&](const SuiteKernel& k) { return k.desc.name == name; };
+    if (std::none_of(mutants.begin(), mutants.end(), named) && std::none_of(honest.begin(), honest.end(), named)) {
+      fmt::print(stderr, "nvfp4check mutants: no kernel named '{}' in either plugin\n", name);
+      return 2;
+    }
+  }
+  if (!run.report.empty()) {
+    try {
+      check_report_writable(run.report);
+    } catch (const std::exception& e) {
+      fmt::print(stderr, "nvfp4check mutants: {}\n", e.what());
+      return 2;
+    }
+  }
+  fmt::print(stderr, "mutants: seed {} (rerun with --seed {}), budget {} suite cases, {} GPU MODE style cases, "
+             "{} honest cases per kernel{}\n", options.seed, options.seed, options.budget,
+             options.weak_checks ? options.weak_cases : 0, run.honest_cases,
+             options.as_matrix_unit ? ", every kernel judged as declaring NVFP4_FLAG_MMA_ACCUMULATE" : "");
+  fmt::print(stderr, "mutants plugin {}\nhonest plugin {}\n", run.mutant_plugin, run.honest_plugin);
+
+  std::vector<MutantRow> rows;
+  std::vector<HonestRow> honest_rows;
+  // The mutants plugin's controls (ctl_*: its engines with no bug) must pass like honest kernels.
+  std::vector<SuiteKernel> honest_kernels;
+  for (const SuiteKernel& k : mutants) {
+    if (!wanted(k)) continue;
+    if (k.desc.name.rfind("mut_", 0) != 0) {
+      honest_kernels.push_back(k);
+      continue;
+    }
+    if (run.honest_only) continue;
+    WorkerExecutor executor(k.command, options.timeout_s);
+    MutantRow row;
+    try {
+      row = analyse_mutant(executor, options);
+    } catch (const WorkerStartError& e) {
+      row.name = k.desc.name;
+      row.runnable = false;
+      row.why_not = e.what();
+    }
+    if (!row.runnable) {
+      fmt::print(stderr, "  {}: skipped ({})\n", row.name, row.why_not);
+    } else {
+      fmt::print(stderr, "  {}: suite {}{} after {} case(s), {:.2f}s\n", row.name,
+                 row.suite.failed ? "KILLED by " : "SURVIVED", row.suite.failed ? row.suite.check : "", row.suite.cases,
+                 row.suite.seconds);
+      if (row.suite.failed && !row.suite.case_desc.empty()) fmt::print(stderr, "    {}\n", row.suite.case_desc);
+    }
+    rows.push_back(row);
+  }
+  for (const SuiteKernel& k : honest)
+    if (wanted(k)) honest_kernels.push_back(k);
+  if (run.honest_cases > 0) {
+    for (const SuiteKernel& k : honest_kernels) {
+      WorkerExecutor executor(k.command, options.timeout_s);
+      HonestRow row;
+      try {
+        row = run_honest(executor, run.honest_cases, options);
+      } catch (const WorkerStartError& e) {
+        row.name = k.desc.name;
+        row.runnable = false;
+        row.why_not = e.what();
+      }
+      if (!row.runnable) {
+        fmt::print(stderr, "  {}: skipped ({})\n", row.name, row.why_not);
+      } else {
+        fmt::print(stderr, "  {}: {} case(s), {}, {:.2f}s\n", row.name, row.suite.cases,
+                   row.suite.failed ? "FALSE ALARM: " + row.suite.check + ": " + row.suite.message : "no false alarm",
+                   row.suite.seconds);
+      }
+      honest_rows.push_back(row);
+    }
+  }
+  if (!rows.empty()) fmt::print("{}\n", kill_table(rows));
+  if (!honest_rows.empty()) fmt::print("{}", honest_table(honest_rows));
+  fmt::print("seed {}\n", options.seed);
+
+  bool ok = true;
+  for (const MutantRow& r : rows) ok = ok && (!r.runnable || r.suite.failed);
+  for (const HonestRow& r : honest_rows) ok = ok && !(r.runnable && r.suite.failed);
+  int exit_code = ok ? 0 : 1;
+  if (!run.report.empty()) {
+    try {
+      write_report_file(run.report, mutation_report_json(options, rows, honest_rows, run.command_line));
+    } catch (const std::exception& e) {
+      fmt::print(stderr, "nvfp4check mutants: {}\n", e.what());
+      if (exit_code == 0) exit_code = 2;
+    }
+  }
+  return exit_code;
+}
+
+}  // namespace nvfp4
