@@ -169,5 +169,37 @@ TEST(Operands, EveryDequantizedFactorIsANormalHalf) {
   EXPECT_GT(scaled_subnormal, 0);
 }
 
+// dequantized_pair, which every tensor-core kernel gathers its operands with, against the
+// element-wise decode: batch and row offsets, nibble order, the scale block, both layouts, and
+// zeros (read from nowhere) past the rows and past k.
+TEST(Operands, DequantizedPairIsTheElementwiseDecode) {
+  const int64_t rows = 130, k = 50, l = 2, kb = (k + 15) / 16;  // 130 rows: two permuted row tiles
+  uint8_t data[l * rows * k / 2];
+  for (size_t i = 0; i < sizeof data; ++i) data[i] = static_cast<uint8_t>(i * 37 + 11);
+  for (uint32_t layout : {uint32_t{NVFP4_SF_LINEAR}, uint32_t{NVFP4_SF_PERMUTED}}) {
+    uint8_t scales[l * 256 * 4 * 4 * 4] = {};  // covers both layouts' sizes
+    for (int64_t b = 0; b < l; ++b)
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t s = 0; s < kb; ++s)
+          scales[scale_offset(layout, rows, kb, b, r, s)] = static_cast<uint8_t>(0x20 + (b * 7 + r * 3 + s) % 0x50);
+    for (int64_t b = 0; b < l; ++b) {
+      for (int64_t r = 0; r < rows + 2; ++r) {
+        for (int64_t x = 0; x < k + 16; x += 2) {
+          const FactorPair f = dequantized_pair(data, scales, layout, rows, k, b, r, x);
+          if (r >= rows || x >= k) {
+            EXPECT_EQ(f.lo, 0.0f);
+            EXPECT_EQ(f.hi, 0.0f);
+            continue;
+          }
+          const uint8_t* row = data + (b * rows + r) * (k / 2);
+          const float s = e4m3_to_float(scales[scale_offset(layout, rows, kb, b, r, x / 16)], false);
+          EXPECT_EQ(f.lo, e2m1_to_float(e2m1_code(row, x)) * s) << layout << " " << b << " " << r << " " << x;
+          EXPECT_EQ(f.hi, e2m1_to_float(e2m1_code(row, x + 1)) * s) << layout << " " << b << " " << r << " " << x;
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace nvfp4::kern::tc
