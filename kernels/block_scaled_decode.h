@@ -87,4 +87,20 @@ NVFP4_KERNEL_HD float block_products(const uint8_t* a_row, const uint8_t* b_row,
   return sum;
 }
 
+// Elements x and x+1 (x even) of row r of batch b of an operand with `rows` rows (A: m, B: n),
+// each times its block's scale under ue4m3 semantics: the factors a*sa a tensor-core kernel
+// feeds its MMA, each exact in FP16 and BF16 (SPEC section 1). Zeros past the operand (r >= rows
+// or x >= k; k is even, so x and x+1 are inside or outside together, and share a block), read
+// from nothing there: padding scales never reach a product.
+struct FactorPair {
+  float lo, hi;  // elements x, x+1
+};
+NVFP4_KERNEL_HD FactorPair dequantized_pair(const uint8_t* data, const uint8_t* scales, uint32_t layout,
+                                            int64_t rows, int64_t k, int64_t b, int64_t r, int64_t x) {
+  if (r >= rows || x >= k) return {0.0f, 0.0f};
+  const uint32_t byte = data[(b * rows + r) * (k / 2) + x / 2];
+  const float s = e4m3_to_float(scales[scale_offset(layout, rows, (k + 15) / 16, b, r, x / 16)], false);
+  return {e2m1_to_float(byte & 0xFu) * s, e2m1_to_float(byte >> 4) * s};
+}
+
 }  // namespace nvfp4::kern

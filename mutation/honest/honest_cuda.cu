@@ -109,6 +109,8 @@ __global__ void block_tree_kernel(nvfp4_problem p) {
 }  // namespace
 
 int run_cuda_variant(CudaVariant v, const nvfp4_problem* p) {
+  if (v == CudaVariant::mma_f16 || v == CudaVariant::mma_split_k_bf16 || v == CudaVariant::wgmma_f16)
+    return run_tensor_core_variant(v, p);
   cudaStream_t stream = static_cast<cudaStream_t>(p->stream);
   const int64_t total = p->l * p->m * p->n;
   const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(total, int64_t{1} << 16));
@@ -127,6 +129,8 @@ int run_cuda_variant(CudaVariant v, const nvfp4_problem* p) {
     case CudaVariant::fp64:
       block_tree_kernel<double, false><<<blocks, kThreads, 0, stream>>>(*p);
       break;
+    default:
+      return NVFP4_ERROR;
   }
   const cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) {

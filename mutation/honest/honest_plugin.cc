@@ -39,6 +39,11 @@ const Entry kEntries[] = {
      static_cast<int>(CudaVariant::atomic_split_k)},
     {cuda_info("honest_cuda_fp16_dequant", 0), true, static_cast<int>(CudaVariant::fp16_dequant)},
     {cuda_info("honest_cuda_fp64", 0), true, static_cast<int>(CudaVariant::fp64)},
+    // Matrix-unit accumulation (SPEC section 3, revision 2): judged by the matrix-unit model.
+    {cuda_info("honest_cuda_mma_f16", NVFP4_FLAG_MMA_ACCUMULATE), true, static_cast<int>(CudaVariant::mma_f16)},
+    {cuda_info("honest_cuda_mma_split_k_bf16", NVFP4_FLAG_MMA_ACCUMULATE), true,
+     static_cast<int>(CudaVariant::mma_split_k_bf16)},
+    {cuda_info("honest_cuda_wgmma_f16", NVFP4_FLAG_MMA_ACCUMULATE), true, static_cast<int>(CudaVariant::wgmma_f16)},
 #endif
 };
 

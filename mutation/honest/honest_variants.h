@@ -26,9 +26,14 @@ enum class CudaVariant {
   atomic_split_k,  // one block per output, threads atomicAdd into shared memory (NONDETERMINISTIC)
   fp16_dequant,    // __half dequantization, FP32 FMA, shared-memory tree
   fp64,            // FP64 accumulation per thread and in the tree
+  // On the tensor cores (declare MMA_ACCUMULATE; honest_tensor_core.cu):
+  mma_f16,           // mma.sync m16n8k16 f16, one warp per 16x8 tile, k in order
+  mma_split_k_bf16,  // mma.sync bf16, k split over warps, FP32 partials added in a rotated order
+  wgmma_f16,         // wgmma m64n32k16 (sm_90a only), both operands from shared memory
 };
 
 int run_cuda_variant(CudaVariant v, const nvfp4_problem* p);
+int run_tensor_core_variant(CudaVariant v, const nvfp4_problem* p);
 #endif
 
 }  // namespace nvfp4::honest

@@ -52,6 +52,10 @@ enum class Bug : int {
   missing_syncthreads,      // shared-memory reduction without __syncthreads between its steps
   own_stream,               // launches on a stream of its own instead of the problem's stream
   uninitialised_shared_acc, // block total in shared memory accumulated without being zeroed
+  // Tensor-core engine only (mutant_tensor_core.cu).
+  mma_k16_step_dropped,     // k loop unrolled by two k16 steps: the last full step skipped when k/16 is odd
+  mma_subnormal_operands,   // FP16 operands stored as value * 2^-14 (subnormal below 1), declares IEEE
+  split_k_partial_twice,    // one of the split-k FP32 partials added twice
 };
 
 // E2M1 code to float, with the data-decoding bugs.

@@ -1,6 +1,6 @@
-// The two mutant engines, one correct GEMV/GEMM kernel each (host with OpenMP, CUDA), both
-// taking the bug to carry as a run-time switch. The plugin checks the problem against what the
-// mutant declares before calling them.
+// The mutant engines, one correct GEMV/GEMM kernel each (host with OpenMP, CUDA on CUDA cores,
+// CUDA on tensor cores), each taking the bug to carry as a run-time switch. The plugin checks the
+// problem against what the mutant declares before calling them.
 #pragma once
 
 #include "mutation/mutants/mutant_bugs.h"
@@ -11,6 +11,7 @@ namespace nvfp4::mutants {
 int run_host_mutant(Bug bug, const nvfp4_problem* p);
 #if defined(NVFP4_MUTANTS_WITH_CUDA)
 int run_cuda_mutant(Bug bug, const nvfp4_problem* p);
+int run_tensor_core_mutant(Bug bug, const nvfp4_problem* p);
 #endif
 
 }  // namespace nvfp4::mutants

@@ -1,6 +1,6 @@
 // The nvfp4_mutants plugin: every mutant (and the unmutated control of each engine) behind the
 // kernel ABI, so the suite checks them exactly like any outside kernel. Besides the three ABI
-// symbols it exports nvfp4_mutant_describe(index), the bug in one sentence, for kill tables.
+// symbols it exports nvfp4_kernel_describe(index), the bug in one sentence, for kill tables.
 #include <deque>
 #include <string>
 #include <vector>
@@ -13,12 +13,13 @@ namespace {
 
 constexpr uint32_t kBothOps = (1u << NVFP4_OP_GEMV) | (1u << NVFP4_OP_GEMM);
 constexpr uint32_t kBothLayouts = (1u << NVFP4_SF_LINEAR) | (1u << NVFP4_SF_PERMUTED);
-constexpr unsigned kHost = 1, kCuda = 2;
+// Engines: host, CUDA cores, tensor cores (the CUDA ones are both named mut_cuda_<bug>).
+constexpr unsigned kHost = 1, kCuda = 2, kTensorCore = 4;
 
 struct BugEntry {
   Bug bug;
   const char* name;  // the mutant is mut_host_<name> / mut_cuda_<name>
-  unsigned engines;  // kHost | kCuda
+  unsigned engines;  // kHost | kCuda, or kTensorCore
   const char* what;
 };
 
@@ -59,12 +60,17 @@ const BugEntry kBugs[] = {
     {Bug::missing_syncthreads, "missing_syncthreads", kCuda, "shared-memory reduction without __syncthreads"},
     {Bug::own_stream, "own_stream", kCuda, "work launched on a stream of its own, not the problem's"},
     {Bug::uninitialised_shared_acc, "uninitialised_shared_acc", kCuda, "block total accumulated in shared memory that was never zeroed"},
+    // Tensor-core kernels (issue 12): an unrolled k loop's remainder, gemm_tc's old subnormal
+    // operands, and a split-k reduction.
+    {Bug::mma_k16_step_dropped, "mma_k16_step_dropped", kTensorCore, "k16 loop unrolled by two skips the last full step when k/16 is odd"},
+    {Bug::mma_subnormal_operands, "mma_subnormal_operands", kTensorCore, "FP16 MMA operands scaled by 2^-14 (subnormal below 1), IEEE accumulation declared"},
+    {Bug::split_k_partial_twice, "split_k_partial_twice", kTensorCore, "the last split-k FP32 partial added twice"},
 };
 
 struct Entry {
   nvfp4_kernel_info info;
   Bug bug;
-  bool cuda;
+  unsigned engine;  // kHost, kCuda or kTensorCore
   std::string what;
 };
 
@@ -73,32 +79,38 @@ struct Catalog {
   std::deque<std::string> names;
   std::vector<Entry> entries;
 
-  void add(const std::string& name, Bug bug, bool cuda, const std::string& what) {
+  void add(const std::string& name, Bug bug, unsigned engine, const std::string& what) {
     names.push_back(name);
     nvfp4_kernel_info info{};
     info.abi_version = NVFP4_ABI_VERSION;
     info.name = names.back().c_str();
-    info.memory = cuda ? NVFP4_MEMORY_CUDA : NVFP4_MEMORY_HOST;
+    info.memory = engine == kHost ? NVFP4_MEMORY_HOST : NVFP4_MEMORY_CUDA;
     info.ops = kBothOps;
     info.sf_layouts = kBothLayouts;
-    info.min_sm = cuda ? 90 : 0;
+    info.min_sm = engine == kHost ? 0 : 90;
     info.m_multiple = info.n_multiple = info.k_multiple = 1;
-    info.flags = 0;
+    // The tensor-core engine adds on matrix units and says so (SPEC section 3), except the mutant
+    // whose bug is the old gemm_tc's: subnormal operands while declaring IEEE accumulation.
+    info.flags = engine == kTensorCore && bug != Bug::mma_subnormal_operands ? NVFP4_FLAG_MMA_ACCUMULATE : 0;
     if (bug == Bug::unsupported_shape_computed) info.k_multiple = 64;
-    entries.push_back({info, bug, cuda, what});
+    entries.push_back({info, bug, engine, what});
   }
 
   Catalog() {
-    add("ctl_host_unmutated", Bug::none, false, "control: the host mutant engine with no bug (must pass)");
+    add("ctl_host_unmutated", Bug::none, kHost, "control: the host mutant engine with no bug (must pass)");
 #if defined(NVFP4_MUTANTS_WITH_CUDA)
-    add("ctl_cuda_unmutated", Bug::none, true, "control: the CUDA mutant engine with no bug (must pass)");
+    add("ctl_cuda_unmutated", Bug::none, kCuda, "control: the CUDA mutant engine with no bug (must pass)");
+    add("ctl_cuda_mma_unmutated", Bug::none, kTensorCore,
+        "control: the tensor-core mutant engine with no bug (must pass)");
 #endif
     for (const BugEntry& e : kBugs) {
-      if (e.engines & kHost) add(std::string("mut_host_") + e.name, e.bug, false, e.what);
+      if (e.engines & kHost) add(std::string("mut_host_") + e.name, e.bug, kHost, e.what);
     }
 #if defined(NVFP4_MUTANTS_WITH_CUDA)
-    for (const BugEntry& e : kBugs) {
-      if (e.engines & kCuda) add(std::string("mut_cuda_") + e.name, e.bug, true, e.what);
+    for (unsigned engine : {kCuda, kTensorCore}) {
+      for (const BugEntry& e : kBugs) {
+        if (e.engines & engine) add(std::string("mut_cuda_") + e.name, e.bug, engine, e.what);
+      }
     }
 #endif
   }
@@ -124,7 +136,7 @@ extern "C" __attribute__((visibility("default"))) const nvfp4_kernel_info* nvfp4
   return &catalog().entries[static_cast<size_t>(index)].info;
 }
 
-extern "C" __attribute__((visibility("default"))) const char* nvfp4_mutant_describe(int index) {
+extern "C" __attribute__((visibility("default"))) const char* nvfp4_kernel_describe(int index) {
   if (index < 0 || index >= nvfp4_kernel_count()) return nullptr;
   return catalog().entries[static_cast<size_t>(index)].what.c_str();
 }
@@ -139,7 +151,8 @@ extern "C" __attribute__((visibility("default"))) int nvfp4_kernel_run(int index
   // The bug: a shape inside the declaration refused anyway.
   if (e.bug == Bug::refuses_supported && p->k % 64 != 0) return NVFP4_UNSUPPORTED;
 #if defined(NVFP4_MUTANTS_WITH_CUDA)
-  if (e.cuda) return nvfp4::mutants::run_cuda_mutant(e.bug, p);
+  if (e.engine == nvfp4::mutants::kTensorCore) return nvfp4::mutants::run_tensor_core_mutant(e.bug, p);
+  if (e.engine == nvfp4::mutants::kCuda) return nvfp4::mutants::run_cuda_mutant(e.bug, p);
 #endif
   return nvfp4::mutants::run_host_mutant(e.bug, p);
 }
