@@ -93,13 +93,15 @@ void add_mutants_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--plugin", args->plugin, "the mutants plugin (default: libnvfp4_mutants.so built with this program)");
   cmd->add_option("--honest-plugin", args->honest_plugin,
                   "the honest kernels' plugin (default: libnvfp4_honest.so built with this program)");
-  cmd->add_option("--budget", args->budget, "suite cases per mutant, at most (default 200)")->check(CLI::PositiveNumber);
+  cmd->add_option("--budget", args->budget, "suite cases per mutant, at most (default 200)")
+      ->check(count_in_range(int64_t(1) << 40));
   cmd->add_option("--seed", args->seed, "seed of every generated case (default: random, printed)")->check(unsigned_seed());
   cmd->add_option("--report", args->report, "write the JSON report here");
   cmd->add_option("--honest-cases", args->honest_cases, "suite cases per honest kernel (default: the budget; 0: none)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Validator(
+          [](std::string& t) { return t == "0" ? std::string() : count_in_range(int64_t(1) << 40)(t); }, "N >= 0"));
   cmd->add_option("--weak-cases", args->weak_cases, "GPU MODE style cases per mutant (default: the budget)")
-      ->check(CLI::PositiveNumber);
+      ->check(count_in_range(int64_t(1) << 40));
   cmd->add_flag("--no-weak", args->no_weak, "skip the GPU MODE and KernelBench style checks");
   cmd->add_flag("--honest-only", args->honest_only, "run only the honest kernels and the controls (long runs)");
   cmd->add_flag("--small-shapes", args->small_shapes,
@@ -111,7 +113,7 @@ void add_mutants_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--kernel", args->kernels, "only these kernels (repeatable)");
   cmd->add_option("--case-dir", args->case_dir, "where failing cases are saved (default nvfp4check-cases/mutants)");
   cmd->add_option("--timeout", args->timeout_s, "seconds per kernel call before it counts as hung (default 30)")
-      ->check(CLI::PositiveNumber);
+      ->check(seconds_in_range(24 * 3600.0));
   cmd->callback([args, &exit_code] {
     exit_code = run_mutants(*args, "nvfp4check mutants");
   });

@@ -6,8 +6,19 @@
 #include <cstdio>
 #include <exception>
 #include <new>
+#include <string>
 
 #include "cli/commands.h"
+
+namespace {
+
+bool known_command(CLI::App& app, const std::string& name) {
+  for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; }))
+    if (sub->get_name() == name) return true;
+  return false;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"nvfp4check: proves NVFP4 block-scaled GEMV/GEMM kernels correct, or finds a small failing input",
@@ -20,6 +31,16 @@ int main(int argc, char** argv) {
   nvfp4::cli::add_run_command(app, exit_code);
   nvfp4::cli::add_replay_command(app, exit_code);
   nvfp4::cli::add_mutants_command(app, exit_code);
+  // An unknown word where the command goes: say so and list the commands (CLI11 alone says only
+  // that a subcommand is required).
+  if (argc > 1 && argv[1][0] != '-' && !known_command(app, argv[1])) {
+    std::string known;
+    for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; }))
+      if (!sub->get_group().empty()) known += (known.empty() ? "" : ", ") + sub->get_name();
+    fmt::print(stderr, "nvfp4check: unknown command '{}'; the commands are {} (nvfp4check --help)\n",
+               std::string(argv[1]).substr(0, 60), known);
+    return 2;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

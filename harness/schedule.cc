@@ -47,7 +47,13 @@ int64_t ragged_large(Draws& d, int64_t multiple) {
 
 }  // namespace
 
-ShapeLimits small_shape_limits() { return ShapeLimits{}; }
+ShapeLimits small_shape_limits() {
+  // n reaches the same tile edges as m (127-129, 255-257): a GEMM's second N tile is in the
+  // small class too, not only in the large tail.
+  ShapeLimits l;
+  l.max_n = 300;
+  return l;
+}
 
 ShapeLimits large_shape_limits() {
   ShapeLimits l;

@@ -26,8 +26,8 @@ struct CaseConstraints {
   int64_t min_full_blocks = 0;     // at least this many whole 16-element blocks per row
 };
 
-// The size classes of the schedule. `small` is most cases: every tile edge of one 128/256 tile,
-// k to 1024, l to 9, cheap to check. `large` spans several tiles in some dimension: m or n past
+// The size classes of the schedule. `small` is most cases: every tile edge up to 257 rows and
+// columns, k to 1024, l to 9, at most 2^16 outputs and 2^24 products: cheap to check. `large` spans several tiles in some dimension: m or n past
 // 3 x 256 with ragged ends, k to 16384 with a tail, or l to 16 (about 2^26 multiply-adds at most;
 // judged by the GPU reference where there is one).
 ShapeLimits small_shape_limits();

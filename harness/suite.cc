@@ -141,7 +141,7 @@ std::vector<SuiteKernel> find_kernels(const std::vector<std::string>& plugins, c
     const Registry builtins = Registry::with_builtins();
     for (const Kernel& k : builtins.kernels()) all.push_back(describe_kernel(k));
   } else {
-    all = list_kernels(plugins);
+    all = list_kernels(plugins, timeout_s);
   }
   std::vector<SuiteKernel> out;
   auto add = [&](const KernelDesc& d) {

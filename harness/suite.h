@@ -25,8 +25,9 @@ struct SuiteKernel {
 
 // The built-in kernels and those of the plugins (loaded only in a child process, so a plugin
 // whose loading crashes, hangs or exits fails its listing, never the suite), selected by name:
-// every kernel when names is empty, each named one once. Throws WorkerStartError for a plugin
-// that cannot be loaded, std::invalid_argument for an unknown name.
+// every kernel when names is empty, each named one once. timeout_s bounds the listing child and
+// is the kernels' watchdog. Throws WorkerStartError for a plugin that cannot be loaded,
+// std::invalid_argument for an unknown name.
 std::vector<SuiteKernel> find_kernels(const std::vector<std::string>& plugins, const std::vector<std::string>& names,
                                       double timeout_s);
 

@@ -203,7 +203,8 @@ class CaseParser {
   int64_t parse_dim(const char* key) const {
     const Entry* e = find(key);
     const uint64_t v = parse_uint(*e, key);
-    if (v < 1) fail(e->line, std::string(key) + " must be at least 1");
+    const uint64_t least = std::string(key) == "k" ? 2 : 1;  // k is even and at least 2
+    if (v < least) fail(e->line, std::string(key) + " must be at least " + std::to_string(least) + ", got " + e->value);
     // Far above the size cap; keeps the products below in range of 128 bits.
     if (v > (uint64_t(1) << 40)) fail(e->line, std::string(key) + " = " + e->value + " is too large");
     return static_cast<int64_t>(v);
@@ -449,17 +450,18 @@ Problem read_case_file(const std::string& path) {
   if (fs::is_directory(path, ec)) throw CaseError(path + ":0: is a directory, not a case file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw CaseError(path + ":0: cannot open: " + std::strerror(errno));
-  in.seekg(0, std::ios::end);
-  const std::streamoff size = in.tellg();
+  // Read in chunks rather than by the size tellg() gives: a pipe (/dev/stdin) has none.
   // Twice the tensor cap (hex) plus the expected output's words and room for comments.
-  constexpr std::streamoff kMaxFileBytes = std::streamoff(4) * kMaxCaseBytes;
-  if (size > kMaxFileBytes) {
-    throw CaseError(path + ":0: file is " + std::to_string(size) + " bytes; case files are limited to " +
-                    std::to_string(kMaxFileBytes));
+  constexpr size_t kMaxFileBytes = size_t(4) * kMaxCaseBytes;
+  std::string text;
+  char chunk[1 << 16];
+  while (in.read(chunk, sizeof chunk) || in.gcount() > 0) {
+    text.append(chunk, static_cast<size_t>(in.gcount()));
+    if (text.size() > kMaxFileBytes)
+      throw CaseError(path + ":0: file is larger than " + std::to_string(kMaxFileBytes) +
+                      " bytes, the limit of case files");
   }
-  in.seekg(0, std::ios::beg);
-  std::string text(static_cast<size_t>(size < 0 ? 0 : size), '\0');
-  if (size > 0 && !in.read(&text[0], size)) throw CaseError(path + ":0: cannot read: " + std::strerror(errno));
+  if (in.bad()) throw CaseError(path + ":0: cannot read: " + std::strerror(errno));
   return parse_case(text, path);
 }
 

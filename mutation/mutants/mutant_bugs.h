@@ -31,6 +31,7 @@ enum class Bug : int {
   // Loop bounds and strides.
   k_tail_64_dropped,            // k loop runs to the last multiple of 64 only
   rows_past_128_skipped,        // rows past the last multiple of 128 never computed
+  n_tile_scales_reused,         // columns past the first 128 read the B scales of column j % 128
   batch_stride_scales_ignored,  // scales of batch 0 used for every batch
   b_batch_broadcast,            // B (data and scales) of batch 0 used for every batch
   c_transposed,                 // C written column-major: (b*n + j)*m + i

@@ -37,7 +37,8 @@ __global__ void mutant_kernel(nvfp4_problem p, Bug bug) {
     for (int64_t x = tid; x < k_end; x += kThreads) {
       const int64_t s = mutant_block(x, bug);
       const float sa = mutant_scale(p.sfa[mutant_scale_offset(p.sf_layout, m, kb, scale_batch, i, s, bug)], false, bug);
-      const float sb = mutant_scale(p.sfb[mutant_scale_offset(p.sf_layout, n, kb, scale_batch, j, s, bug)], false, bug);
+      const int64_t j_scale = bug == Bug::n_tile_scales_reused ? j % 128 : j;
+      const float sb = mutant_scale(p.sfb[mutant_scale_offset(p.sf_layout, n, kb, scale_batch, j_scale, s, bug)], false, bug);
       const uint32_t ca = kern::e2m1_code(a_row, bug == Bug::nibble_swap_a ? (x ^ 1) : x);
       const uint32_t cb = kern::e2m1_code(b_row, bug == Bug::nibble_swap_b ? (x ^ 1) : x);
       acc = mutant_accumulate(acc, mutant_e2m1(ca, bug) * sa, mutant_e2m1(cb, bug) * sb, bug);

@@ -68,7 +68,8 @@ int run_host_mutant(Bug bug, const nvfp4_problem* p) {
           if (s != block) {
             block = s;
             sa = mutant_scale(p->sfa[mutant_scale_offset(layout, m, kb, a_scale_batch, i, s, bug)], false, bug);
-            sb = mutant_scale(p->sfb[mutant_scale_offset(layout, n, kb, b_scale_batch, j, s, bug)], false, bug);
+            const int64_t j_scale = bug == Bug::n_tile_scales_reused ? j % 128 : j;
+            sb = mutant_scale(p->sfb[mutant_scale_offset(layout, n, kb, b_scale_batch, j_scale, s, bug)], false, bug);
           }
           const uint32_t ca = kern::e2m1_code(a_row, swap_a ? (x ^ 1) : x);
           const uint32_t cb = kern::e2m1_code(b_row, swap_b ? (x ^ 1) : x);

@@ -42,6 +42,8 @@ const BugEntry kBugs[] = {
     {Bug::kb_floor, "kb_floor", kHost, "kb = k/16 rounded down: last partial block dropped, scale row stride wrong"},
     {Bug::k_tail_64_dropped, "k_tail_64_dropped", kHost | kCuda, "k loop stops at the last multiple of 64"},
     {Bug::rows_past_128_skipped, "rows_past_128_skipped", kHost | kCuda, "rows past the last multiple of 128 never computed"},
+    {Bug::n_tile_scales_reused, "n_tile_scales_reused", kHost | kCuda,
+     "columns past the first 128 read the B scales of the first 128-column tile (a second N tile's offset bug)"},
     {Bug::batch_stride_scales_ignored, "batch_stride_scales_ignored", kHost | kCuda, "batch 0's scales used for every batch"},
     {Bug::b_batch_broadcast, "b_batch_broadcast", kHost, "B (data and scales) of batch 0 used for every batch"},
     {Bug::c_transposed, "c_transposed", kHost, "C written column-major ((b*n + j)*m + i)"},

@@ -266,7 +266,7 @@ std::vector<BadCase> bad_cases() {
       {"ZeroDim", replace_line(3, "n = 0"), 3, "n must be at least 1"},
       {"HugeNumber", replace_line(2, "m = 99999999999999999999999"), 2, "too large"},
       {"OddK", replace_line(4, "k = 5"), 4, "k must be even"},
-      {"ZeroK", replace_line(4, "k = 0"), 4, "k must be at least 1"},
+      {"ZeroK", replace_line(4, "k = 0"), 4, "k must be at least 2, got 0"},
       {"ShortA", replace_line(6, "a = 001122"), 6, "a: 3 bytes, expected l*m*k/2 = 4"},
       {"LongB", replace_line(7, "b = 445566"), 7, "b: more than 2 bytes"},
       {"NonHexData", replace_line(8, "sfa = 38zz"), 8, "sfa: byte 1 'zz' is not two hex digits"},
