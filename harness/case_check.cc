@@ -139,17 +139,19 @@ std::string case_file_stem(const std::string& kernel, const Problem& p, const st
 }
 
 std::string save_case(const std::string& kernel, const Problem& p, const ExactResult* ref, const std::string& dir,
-                      const std::string& suffix) {
+                      const std::string& suffix, bool compact) {
   // Above 1 MiB of data a case drawn from a seed is saved as the seed (a production GEMV's data
   // is 130 MB of hex), and above 2^20 outputs without `expect` (replay recomputes it).
   constexpr int64_t kSeededSaveBytes = int64_t(1) << 20;
   constexpr int64_t kMaxSavedExpect = int64_t(1) << 20;
   Problem saved = p;
   const int64_t data_bytes = p.a_bytes() + p.b_bytes() + p.sfa_bytes() + p.sfb_bytes();
-  if (p.data_from_seed && p.seed && data_bytes > kSeededSaveBytes)
-    saved.a.clear(), saved.b.clear(), saved.sfa.clear(), saved.sfb.clear();
+  const bool seeded = p.data_from_seed && p.seed && (compact || data_bytes > kSeededSaveBytes);
+  if (seeded) saved.a.clear(), saved.b.clear(), saved.sfa.clear(), saved.sfb.clear();
   saved.expect.reset();
-  if (ref && p.c_elems() <= kMaxSavedExpect) saved.expect = ref->c;
+  if (seeded && compact) {
+    // the write-ahead record: nothing but what reproduces the case
+  } else if (ref && p.c_elems() <= kMaxSavedExpect) saved.expect = ref->c;
   else if (ref) saved.note += fmt::format("{}(expect omitted: {} outputs)", saved.note.empty() ? "" : " ", p.c_elems());
   const std::string text = write_case(saved);
   std::filesystem::create_directories(dir);
@@ -210,7 +212,7 @@ CaseOutcome check_case(Executor& executor, const Problem& input, const CaseOptio
   if (!options.existing_file.empty()) {
     r.case_file = options.existing_file;
   } else if (!options.case_dir.empty()) {
-    r.case_file = save_case(k.name, p, &r.reference, options.case_dir);
+    r.case_file = save_case(k.name, p, &r.reference, options.case_dir, "", /*compact=*/true);
   }
   r.times.save = since(t);
 
@@ -333,11 +335,19 @@ CaseOutcome check_case(Executor& executor, const Problem& input, const CaseOptio
     if (r.verdict != CaseOutcome::Verdict::fail) r.verdict = CaseOutcome::Verdict::pass;
     r.times.judge = since(t);
   }
-  if (r.verdict != CaseOutcome::Verdict::fail && options.existing_file.empty() && !options.keep_passing &&
-      !r.case_file.empty()) {
-    std::error_code ignored;
-    std::filesystem::remove(r.case_file, ignored);
-    r.case_file.clear();
+  if (options.existing_file.empty() && !r.case_file.empty()) {
+    const bool failed = r.verdict == CaseOutcome::Verdict::fail;
+    // A failure keeps its case in full (the write-ahead record named only its seed); a pass
+    // leaves nothing behind unless asked to.
+    if (failed && r.stage != "stale" && p.data_from_seed) {
+      const std::string full = save_case(k.name, p, &r.reference, options.case_dir);
+      if (full != r.case_file) std::filesystem::remove(r.case_file);
+      r.case_file = full;
+    } else if (!failed && !options.keep_passing) {
+      std::error_code ignored;
+      std::filesystem::remove(r.case_file, ignored);
+      r.case_file.clear();
+    }
   }
   return r;
 }

@@ -78,8 +78,10 @@ StaleVariant stale_variant(const Problem& p, const ExactResult& ref, uint64_t se
 // "<kernel>-<op>-<m>x<n>x<k>x<l>-<hash of the text>": the one naming scheme of saved cases.
 std::string case_file_stem(const std::string& kernel, const Problem& p, const std::string& text);
 // Writes p as a case file in dir (with `expect` from ref when it is small) and returns its path.
-// Data drawn from a seed is saved as that seed above 1 MiB.
+// Data drawn from a seed is saved as that seed above 1 MiB, or always with `compact` (the
+// write-ahead record of a case before it runs: a few hundred bytes; a failing case is then
+// written again in full, its data explicit, so it reproduces whatever the generator becomes).
 std::string save_case(const std::string& kernel, const Problem& p, const ExactResult* ref, const std::string& dir,
-                      const std::string& suffix = "");
+                      const std::string& suffix = "", bool compact = false);
 
 }  // namespace nvfp4

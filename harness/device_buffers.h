@@ -39,6 +39,12 @@ struct GuardDamage {
   void record(bool in_before, int64_t at, uint8_t want, uint8_t got);
 };
 
+// Bytes of each guard region (before and after the data).
+constexpr int64_t kGuardBytes = 4096;
+
+// Buffers come from a process-wide pool: a case's buffers go back to it when the case ends and
+// serve the next case of the same sizes (allocating pinned and device memory, or mapping fenced
+// pages, costs more than a small case's whole check).
 class GuardedBuffer {
  public:
   virtual ~GuardedBuffer() = default;
@@ -48,17 +54,27 @@ class GuardedBuffer {
   // Writes size() bytes of src and fresh guards, ordered on the memory's stream (for CUDA,
   // through pinned staging memory, so the copy really is asynchronous).
   virtual void upload(const uint8_t* src) = 0;
-  // The data as it is now: waits for the stream (with a watchdog), then copies.
-  virtual std::vector<uint8_t> download(double timeout_s) = 0;
-  // Compares both guard regions with the pattern (waits for the stream first).
-  virtual GuardDamage check_guards(double timeout_s) = 0;
+  // Copies the whole region (guards and data) to the host copy, ordered on the memory's stream;
+  // KernelMemory::synchronize then waits for every buffer's fetch at once. Host buffers need none.
+  virtual void fetch_async() {}
+  // The data and guards as last fetched (host buffers: as they are now).
+  virtual const uint8_t* staged_data() const = 0;
+  GuardDamage staged_guard_damage() const;
+  // fetch, wait, then the data / the guards (one buffer at a time: tests and simple callers).
+  std::vector<uint8_t> download(double timeout_s);
+  GuardDamage check_guards(double timeout_s);
   // Host buffers: the data and the guard after it become read-only (or writable again), so a
   // kernel that writes an input faults at once. Device buffers cannot be protected: no-op.
   virtual void set_read_only(bool) {}
 
  protected:
-  explicit GuardedBuffer(int64_t size) : size_(size) {}
+  GuardedBuffer(int64_t size, GuardPattern pattern) : size_(size), pattern_(pattern) {}
+  // The staged guard regions: kGuardBytes before the data, after_bytes() after it.
+  virtual const uint8_t* staged_region() const = 0;  // the first guard byte
+  virtual int64_t after_bytes() const { return kGuardBytes; }
+  virtual void wait(double timeout_s) = 0;           // for this buffer's fetch
   int64_t size_;
+  GuardPattern pattern_;
 };
 
 // One kernel's memory and the stream its work is ordered on. Creating a CUDA memory never happens
@@ -73,9 +89,12 @@ class KernelMemory {
   virtual std::unique_ptr<GuardedBuffer> allocate(int64_t bytes, GuardPattern pattern) = 0;
   // The stream handed to the kernel (a non-blocking cudaStream_t, or NULL for host memory).
   virtual void* stream() = 0;
-  // CUDA: makes the stream wait a few milliseconds before the uploads that follow, so a kernel
-  // that works on any other stream runs before its inputs are there and reads stale data.
+  // CUDA: makes the stream wait, before the uploads that follow, until release_stream() (the
+  // kernel call has returned) or at most a few milliseconds (a kernel that synchronises its
+  // stream inside the call must not deadlock), so a kernel that works on any other stream runs
+  // before its inputs are there and reads stale data.
   virtual void hold_stream() {}
+  virtual void release_stream() {}
   // CUDA: picks up launch errors of the kernel call (cudaGetLastError). Throws DeviceError.
   virtual void after_call() {}
   // Waits for the stream, or throws DeviceError("timeout") after timeout_s.
@@ -96,7 +115,7 @@ std::unique_ptr<KernelMemory> make_cuda_memory();  // device_buffers_cuda.cc
 
 // The guard byte at position `index` of a guard region (shared by host and CUDA buffers).
 uint8_t guard_byte(GuardPattern pattern, int64_t index);
-// Bytes of each guard region (before and after the data).
-constexpr int64_t kGuardBytes = 4096;
+// Fills count bytes with the pattern from its start.
+void write_guard_pattern(uint8_t* at, int64_t count, GuardPattern pattern);
 
 }  // namespace nvfp4

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <map>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
@@ -52,77 +53,159 @@ void wait_stream(cudaStream_t stream, double timeout_s) {
   }
 }
 
-// [guard][data][guard] in one cudaMalloc; a pinned staging copy of the whole region carries
-// every upload and download, so copies are truly asynchronous and ordered on the stream.
+// Device regions and their pinned staging copies, kept for reuse by capacity (powers of two).
+struct CudaBlock {
+  uint8_t* device = nullptr;
+  uint8_t* staging = nullptr;
+  int64_t capacity = 0;
+};
+std::mutex g_cuda_pool_mutex;
+std::multimap<int64_t, CudaBlock> g_cuda_pool;
+int64_t g_cuda_pool_bytes = 0;
+constexpr int64_t kCudaPoolLimit = int64_t(2) << 30;
+
+int64_t block_capacity(int64_t bytes) {
+  int64_t c = int64_t(1) << 16;
+  while (c < bytes) c <<= 1;
+  return c;
+}
+
+CudaBlock take_block(int64_t bytes) {
+  const int64_t capacity = block_capacity(bytes);
+  {
+    std::lock_guard<std::mutex> lock(g_cuda_pool_mutex);
+    auto it = g_cuda_pool.find(capacity);
+    if (it != g_cuda_pool.end()) {
+      const CudaBlock b = it->second;
+      g_cuda_pool.erase(it);
+      g_cuda_pool_bytes -= capacity;
+      return b;
+    }
+  }
+  CudaBlock b;
+  b.capacity = capacity;
+  check_cuda(cudaMalloc(reinterpret_cast<void**>(&b.device), static_cast<size_t>(capacity)),
+             "cudaMalloc of a guarded buffer");
+  const cudaError_t e = cudaMallocHost(reinterpret_cast<void**>(&b.staging), static_cast<size_t>(capacity));
+  if (e != cudaSuccess) {
+    cudaFree(b.device);
+    throw_cuda(e, "cudaMallocHost of a staging buffer");
+  }
+  return b;
+}
+
+void give_block(const CudaBlock& b) {
+  if (g_device_unusable) return;  // nothing may be freed or reused once the context broke
+  std::lock_guard<std::mutex> lock(g_cuda_pool_mutex);
+  if (g_cuda_pool_bytes + b.capacity <= kCudaPoolLimit) {
+    g_cuda_pool.emplace(b.capacity, b);
+    g_cuda_pool_bytes += b.capacity;
+  } else {
+    cudaFree(b.device);
+    cudaFreeHost(b.staging);
+  }
+}
+
+// [guard][data][guard] at the start of a pooled device block; its pinned staging copy carries
+// every upload and fetch, so copies are truly asynchronous and ordered on the stream.
 class CudaBuffer final : public GuardedBuffer {
  public:
   CudaBuffer(int64_t bytes, GuardPattern pattern, cudaStream_t stream)
-      : GuardedBuffer(bytes), pattern_(pattern), stream_(stream), total_(2 * kGuardBytes + bytes) {
-    check_cuda(cudaMalloc(reinterpret_cast<void**>(&device_), static_cast<size_t>(total_)),
-               "cudaMalloc of a guarded buffer");
-    const cudaError_t e = cudaMallocHost(reinterpret_cast<void**>(&staging_), static_cast<size_t>(total_));
-    if (e != cudaSuccess) {
-      cudaFree(device_);
-      throw_cuda(e, "cudaMallocHost of a staging buffer");
-    }
-  }
-  ~CudaBuffer() override {
-    if (g_device_unusable) return;
-    cudaFree(device_);
-    cudaFreeHost(staging_);
-  }
+      : GuardedBuffer(bytes, pattern), stream_(stream), total_(2 * kGuardBytes + bytes), block_(take_block(total_)) {}
+  ~CudaBuffer() override { give_block(block_); }
 
-  uint8_t* data() override { return device_ + kGuardBytes; }
+  uint8_t* data() override { return block_.device + kGuardBytes; }
 
   void upload(const uint8_t* src) override {
     // The staging copy is not in flight here: every upload follows a wait on the stream.
-    for (int64_t x = 0; x < kGuardBytes; ++x) {
-      staging_[x] = guard_byte(pattern_, x);
-      staging_[kGuardBytes + size_ + x] = guard_byte(pattern_, x);
-    }
-    if (size_ > 0) std::memcpy(staging_ + kGuardBytes, src, static_cast<size_t>(size_));
-    check_cuda(cudaMemcpyAsync(device_, staging_, static_cast<size_t>(total_), cudaMemcpyHostToDevice, stream_),
+    write_guard_pattern(block_.staging, kGuardBytes, pattern_);
+    write_guard_pattern(block_.staging + kGuardBytes + size_, kGuardBytes, pattern_);
+    if (size_ > 0) std::memcpy(block_.staging + kGuardBytes, src, static_cast<size_t>(size_));
+    check_cuda(cudaMemcpyAsync(block_.device, block_.staging, static_cast<size_t>(total_), cudaMemcpyHostToDevice,
+                               stream_),
                "cudaMemcpyAsync of an input to the device");
   }
 
-  std::vector<uint8_t> download(double timeout_s) override {
-    fetch(timeout_s);
-    return std::vector<uint8_t>(staging_ + kGuardBytes, staging_ + kGuardBytes + size_);
+  void fetch_async() override {
+    check_cuda(cudaMemcpyAsync(block_.staging, block_.device, static_cast<size_t>(total_), cudaMemcpyDeviceToHost,
+                               stream_),
+               "cudaMemcpyAsync of a buffer back to the host");
   }
+  const uint8_t* staged_data() const override { return block_.staging + kGuardBytes; }
 
-  GuardDamage check_guards(double timeout_s) override {
-    fetch(timeout_s);
-    GuardDamage d;
-    for (int64_t x = 0; x < kGuardBytes; ++x) {
-      const uint8_t want = guard_byte(pattern_, x);
-      if (staging_[x] != want) d.record(true, x - kGuardBytes, want, staging_[x]);
-    }
-    for (int64_t x = 0; x < kGuardBytes; ++x) {
-      const uint8_t want = guard_byte(pattern_, x);
-      const uint8_t got = staging_[kGuardBytes + size_ + x];
-      if (got != want) d.record(false, size_ + x, want, got);
-    }
-    return d;
+ protected:
+  const uint8_t* staged_region() const override { return block_.staging; }
+  void wait(double timeout_s) override { wait_stream(stream_, timeout_s); }
+
+ private:
+  cudaStream_t stream_;
+  int64_t total_;
+  CudaBlock block_;
+};
+
+// The hold on the runner's stream: a host function that waits until the kernel call has returned
+// (release), or at most 4 ms, long against a kernel launch and short against a case.
+struct StreamGate {
+  std::mutex mutex;
+  std::condition_variable cv;
+  uint64_t held = 0, released = 0;
+};
+
+void CUDART_CB wait_at_gate(void* arg) {
+  auto* gate = static_cast<StreamGate*>(arg);
+  std::unique_lock<std::mutex> lock(gate->mutex);
+  const uint64_t mine = gate->held;
+  gate->cv.wait_for(lock, std::chrono::milliseconds(4), [&] { return gate->released >= mine; });
+}
+
+// cudaDeviceSynchronize cannot be polled: one helper thread makes the calls, and the caller waits
+// for it with a timeout (on a timeout the thread is abandoned with the process, which ends after
+// reporting: a hung device needs that).
+class DeviceSynchronizer {
+ public:
+  explicit DeviceSynchronizer(int device) : state_(std::make_shared<State>()) {
+    std::thread([s = state_, device] {
+      cudaSetDevice(device);
+      std::unique_lock<std::mutex> lock(s->mutex);
+      for (;;) {
+        s->cv.wait(lock, [&] { return s->requested > s->done || s->quit; });
+        if (s->quit) return;
+        const uint64_t ticket = s->requested;
+        lock.unlock();
+        const cudaError_t e = cudaDeviceSynchronize();
+        lock.lock();
+        s->result = e;
+        s->done = ticket;
+        s->cv.notify_all();
+      }
+    }).detach();
+  }
+  ~DeviceSynchronizer() {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    state_->quit = true;
+    state_->cv.notify_all();
+  }
+  // false on a timeout; *result is cudaDeviceSynchronize's answer otherwise.
+  bool synchronize(double timeout_s, cudaError_t* result) {
+    std::unique_lock<std::mutex> lock(state_->mutex);
+    const uint64_t ticket = ++state_->requested;
+    state_->cv.notify_all();
+    if (!state_->cv.wait_for(lock, std::chrono::duration<double>(timeout_s), [&] { return state_->done >= ticket; }))
+      return false;
+    *result = state_->result;
+    return true;
   }
 
  private:
-  void fetch(double timeout_s) {
-    check_cuda(cudaMemcpyAsync(staging_, device_, static_cast<size_t>(total_), cudaMemcpyDeviceToHost, stream_),
-               "cudaMemcpyAsync of a buffer back to the host");
-    wait_stream(stream_, timeout_s);
-  }
-
-  GuardPattern pattern_;
-  cudaStream_t stream_;
-  int64_t total_;
-  uint8_t* device_ = nullptr;
-  uint8_t* staging_ = nullptr;
+  struct State {
+    std::mutex mutex;
+    std::condition_variable cv;
+    uint64_t requested = 0, done = 0;
+    bool quit = false;
+    cudaError_t result = cudaSuccess;
+  };
+  std::shared_ptr<State> state_;
 };
-
-void CUDART_CB hold_for_a_while(void*) {
-  // Long against a kernel launch (microseconds), short against a whole case.
-  std::this_thread::sleep_for(std::chrono::milliseconds(4));
-}
 
 class CudaMemory final : public KernelMemory {
  public:
@@ -131,9 +214,15 @@ class CudaMemory final : public KernelMemory {
     if (!cuda_memory_available(&why)) throw DeviceError("cuda-error", why);
     check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking),
                "cudaStreamCreateWithFlags for the runner's stream");
+    int device = 0;
+    cudaGetDevice(&device);
+    synchronizer_ = std::make_unique<DeviceSynchronizer>(device);
   }
   ~CudaMemory() override {
-    if (g_device_unusable) return;
+    if (g_device_unusable) {
+      (void)synchronizer_.release();
+      return;
+    }
     cudaStreamSynchronize(stream_);
     cudaStreamDestroy(stream_);
   }
@@ -144,7 +233,16 @@ class CudaMemory final : public KernelMemory {
   void* stream() override { return stream_; }
 
   void hold_stream() override {
-    check_cuda(cudaLaunchHostFunc(stream_, hold_for_a_while, nullptr), "cudaLaunchHostFunc on the runner's stream");
+    {
+      std::lock_guard<std::mutex> lock(gate_.mutex);
+      ++gate_.held;
+    }
+    check_cuda(cudaLaunchHostFunc(stream_, wait_at_gate, &gate_), "cudaLaunchHostFunc on the runner's stream");
+  }
+  void release_stream() override {
+    std::lock_guard<std::mutex> lock(gate_.mutex);
+    gate_.released = gate_.held;
+    gate_.cv.notify_all();
   }
 
   void after_call() override {
@@ -154,38 +252,20 @@ class CudaMemory final : public KernelMemory {
 
   void synchronize(double timeout_s) override { wait_stream(stream_, timeout_s); }
 
-  // cudaDeviceSynchronize cannot be polled, so it runs on a helper thread; on a timeout that
-  // thread is abandoned (the worker process ends after reporting, a hung device needs that).
   void synchronize_device(double timeout_s) override {
-    struct Shared {
-      std::mutex mutex;
-      std::condition_variable done_cv;
-      bool done = false;
-      cudaError_t result = cudaSuccess;
-    };
-    auto shared = std::make_shared<Shared>();
-    int device = 0;
-    cudaGetDevice(&device);
-    std::thread([shared, device] {
-      cudaSetDevice(device);
-      const cudaError_t e = cudaDeviceSynchronize();
-      std::lock_guard<std::mutex> lock(shared->mutex);
-      shared->result = e;
-      shared->done = true;
-      shared->done_cv.notify_all();
-    }).detach();
-    std::unique_lock<std::mutex> lock(shared->mutex);
-    if (!shared->done_cv.wait_for(lock, std::chrono::duration<double>(timeout_s), [&] { return shared->done; })) {
+    cudaError_t result = cudaSuccess;
+    if (!synchronizer_->synchronize(timeout_s, &result)) {
       g_device_unusable = true;
       throw DeviceError("timeout", fmt::format("cudaDeviceSynchronize did not return within {} s: "
                                                "work the kernel left on some stream hangs", timeout_s));
     }
-    if (shared->result != cudaSuccess)
-      throw_cuda(shared->result, "cudaDeviceSynchronize after the kernel (its work on any stream)");
+    if (result != cudaSuccess) throw_cuda(result, "cudaDeviceSynchronize after the kernel (its work on any stream)");
   }
 
  private:
   cudaStream_t stream_ = nullptr;
+  StreamGate gate_;
+  std::unique_ptr<DeviceSynchronizer> synchronizer_;
 };
 
 }  // namespace

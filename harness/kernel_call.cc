@@ -28,11 +28,6 @@ LaidOut lay_out(const Problem& p, uint8_t pad) {
   return in;
 }
 
-std::vector<uint16_t> as_words(const std::vector<uint8_t>& bytes) {
-  std::vector<uint16_t> w(bytes.size() / 2);
-  if (!w.empty()) std::memcpy(w.data(), bytes.data(), w.size() * 2);
-  return w;
-}
 
 // Read-only input ranges for the fault handler: plain globals, read in a signal handler.
 struct ProtectedRange {
@@ -84,17 +79,17 @@ void install_input_fault_handler() {
   sigaction(SIGBUS, &sa, nullptr);
 }
 
+// One case's buffers (from the memory's pool); the memory and its stream last as long as the caller.
 struct KernelCaller::Buffers {
-  std::unique_ptr<KernelMemory> memory;
   std::unique_ptr<GuardedBuffer> a, b, sfa, sfb, c;
 
-  Buffers(uint32_t memory_kind, const Problem& p) : memory(KernelMemory::create(memory_kind)) {
+  Buffers(KernelMemory& memory, const Problem& p) {
     const bool permuted = p.sf_layout == SfLayout::permuted;
-    a = memory->allocate(p.a_bytes(), GuardPattern::bytes);
-    b = memory->allocate(p.b_bytes(), GuardPattern::bytes);
-    sfa = memory->allocate(permuted ? sf_permuted_bytes(p.m, p.kb(), p.l) : p.sfa_bytes(), GuardPattern::nan_scales);
-    sfb = memory->allocate(permuted ? sf_permuted_bytes(p.n, p.kb(), p.l) : p.sfb_bytes(), GuardPattern::nan_scales);
-    c = memory->allocate(p.c_elems() * 2, GuardPattern::nan_fp16);
+    a = memory.allocate(p.a_bytes(), GuardPattern::bytes);
+    b = memory.allocate(p.b_bytes(), GuardPattern::bytes);
+    sfa = memory.allocate(permuted ? sf_permuted_bytes(p.m, p.kb(), p.l) : p.sfa_bytes(), GuardPattern::nan_scales);
+    sfb = memory.allocate(permuted ? sf_permuted_bytes(p.n, p.kb(), p.l) : p.sfb_bytes(), GuardPattern::nan_scales);
+    c = memory.allocate(p.c_elems() * 2, GuardPattern::nan_fp16);
   }
   GuardedBuffer* input(int x) const { return x == 0 ? a.get() : x == 1 ? b.get() : x == 2 ? sfa.get() : sfb.get(); }
 };
@@ -104,7 +99,10 @@ KernelCaller::KernelCaller(const Kernel& kernel, double timeout_s, bool protect_
 
 KernelCaller::~KernelCaller() {
   // After a hang or a broken context nothing may be freed (cudaFree would wait forever).
-  if (unusable_) (void)buffers_.release();
+  if (unusable_) {
+    (void)buffers_.release();
+    (void)memory_.release();
+  }
 }
 
 void KernelCaller::begin_case(CaseData data) {
@@ -124,11 +122,12 @@ CallObservation KernelCaller::call(const CallSpec& spec, int expected_rc) {
   const Problem& p = spec.stale_data && data_.stale ? *data_.stale : data_.problem;
   const auto start = std::chrono::steady_clock::now();
   try {
-    if (!buffers_) buffers_ = std::make_unique<Buffers>(kernel_.info->memory, p);
+    if (!memory_) memory_ = KernelMemory::create(kernel_.info->memory);
+    KernelMemory& mem = *memory_;
+    if (!buffers_) buffers_ = std::make_unique<Buffers>(mem, p);
     Buffers& buf = *buffers_;
     const LaidOut in = lay_out(p, spec.pad);
     const std::vector<uint16_t> poisoned(static_cast<size_t>(p.c_elems()), spec.poison);
-    KernelMemory& mem = *buf.memory;
     // The runner's stream is held first, so work the kernel puts on any other stream runs ahead
     // of its data.
     if (!spec.inputs_ready_first) mem.hold_stream();
@@ -159,6 +158,7 @@ CallObservation KernelCaller::call(const CallSpec& spec, int expected_rc) {
       out.end = CallObservation::End::exception;
       out.error = "an exception that is no std::exception";
     }
+    mem.release_stream();
     if (protect_inputs_) {
       for (int x = 0; x < 4; ++x) {
         g_protected[x].begin = g_protected[x].end = 0;
@@ -167,32 +167,43 @@ CallObservation KernelCaller::call(const CallSpec& spec, int expected_rc) {
     }
     out.rc = rc;
     mem.after_call();
+    // C once the runner's stream is done...
+    buf.c->fetch_async();
     mem.synchronize(timeout_s_);
-    out.c = as_words(buf.c->download(timeout_s_));
-    // Everything the kernel enqueued anywhere must be finished before buffers are compared; if C
-    // changes meanwhile, the kernel wrote it from a stream other than problem.stream.
+    const auto words = [&](const GuardedBuffer& g) {
+      std::vector<uint16_t> w(static_cast<size_t>(g.size() / 2));
+      if (!w.empty()) std::memcpy(w.data(), g.staged_data(), w.size() * 2);
+      return w;
+    };
+    out.c = words(*buf.c);
+    // ...and once everything the kernel enqueued anywhere is finished: if C changed meanwhile,
+    // the kernel wrote it from a stream other than problem.stream. Then every buffer is fetched
+    // once (one wait) for its guards and, for inputs, its data.
     mem.synchronize_device(timeout_s_);
-    out.c_later = kernel_.is_cuda() ? as_words(buf.c->download(timeout_s_)) : out.c;
+    static const char* const kNames[5] = {"a", "b", "sfa", "sfb", "c"};
+    GuardedBuffer* all[5] = {buf.a.get(), buf.b.get(), buf.sfa.get(), buf.sfb.get(), buf.c.get()};
+    for (GuardedBuffer* g : all) g->fetch_async();
+    mem.synchronize(timeout_s_);
+    out.c_later = kernel_.is_cuda() ? words(*buf.c) : out.c;
     if (out.end == CallObservation::End::exception) {
       out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       return out;
     }
-    static const char* const kNames[5] = {"a", "b", "sfa", "sfb", "c"};
-    GuardedBuffer* all[5] = {buf.a.get(), buf.b.get(), buf.sfa.get(), buf.sfb.get(), buf.c.get()};
     for (int x = 0; x < 5; ++x) {
-      const GuardDamage d = all[x]->check_guards(timeout_s_);
+      const GuardDamage d = all[x]->staged_guard_damage();
       if (!d.intact) out.guards.push_back({kNames[x], d});
     }
     const std::vector<uint8_t>* sent[4] = {&in.a, &in.b, &in.sfa, &in.sfb};
     for (int x = 0; x < 4; ++x) {
-      const std::vector<uint8_t> now = all[x]->download(timeout_s_);
-      if (now == *sent[x]) continue;
+      const uint8_t* now = all[x]->staged_data();
+      const std::vector<uint8_t>& was = *sent[x];
+      if (was.empty() || std::memcmp(now, was.data(), was.size()) == 0) continue;
       InputChange change;
       change.buffer = kNames[x];
-      for (size_t y = 0; y < now.size(); ++y)
-        if (now[y] != (*sent[x])[y] && change.count++ == 0) {
+      for (size_t y = 0; y < was.size(); ++y)
+        if (now[y] != was[y] && change.count++ == 0) {
           change.first = static_cast<int64_t>(y);
-          change.was = (*sent[x])[y];
+          change.was = was[y];
           change.now = now[y];
         }
       out.inputs.push_back(change);

@@ -95,6 +95,7 @@ class KernelCaller {
   double timeout_s_;
   bool protect_inputs_;
   CaseData data_;
+  std::unique_ptr<KernelMemory> memory_;  // its stream lasts as long as the caller
   std::unique_ptr<Buffers> buffers_;
   bool unusable_ = false;
 };
