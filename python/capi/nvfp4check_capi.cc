@@ -3,6 +3,7 @@
 #include "python/capi/nvfp4check_capi.h"
 
 #include <chrono>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -226,7 +227,11 @@ void apply_callback_failure(CheckResult& r, const CallNotes& notes) {
   if (r.verdict != CheckResult::Verdict::fail || notes.check.empty()) return;
   if (r.check != "kernel-error" && r.check != "ignored-unsupported") return;
   r.check = notes.check;
-  r.message = fmt::format("in stage \"{}\": {}", notes.stage, notes.message);
+  // A traceback is several lines: each indented under the lead line failure_text prints.
+  const bool lines = notes.message.find('\n') != std::string::npos;
+  std::string text = lines ? "\n    " : " ";
+  for (char ch : notes.message) text += ch == '\n' ? std::string("\n    ") : std::string(1, ch);
+  r.message = fmt::format("in stage \"{}\":{}", notes.stage, text);
 }
 
 bool drawable(const CheckResult& r) {
@@ -439,7 +444,10 @@ NVFP4CHECK_EXPORT int nvfp4check_capi_version(void) { return NVFP4CHECK_CAPI_VER
 
 NVFP4CHECK_EXPORT char* nvfp4check_build_info(void) {
   return guarded([] {
-    json j = {{"capi_version", NVFP4CHECK_CAPI_VERSION}, {"abi_version", NVFP4_ABI_VERSION}, {"version", "0.1.0"}};
+    // The struct sizes let the ctypes mirror of the ABI check its layout against this compiler's.
+    json j = {{"capi_version", NVFP4CHECK_CAPI_VERSION}, {"abi_version", NVFP4_ABI_VERSION}, {"version", "0.1.0"},
+              {"sizeof_kernel_info", sizeof(nvfp4_kernel_info)}, {"sizeof_problem", sizeof(nvfp4_problem)},
+              {"offsetof_problem_stream", offsetof(nvfp4_problem, stream)}};
 #if defined(NVFP4_HAVE_CUDA)
     j["cuda_build"] = true;
 #else

@@ -25,7 +25,8 @@ typedef int (*nvfp4check_run_fn)(void *user, const nvfp4_problem *problem);
 
 int nvfp4check_capi_version(void);
 
-/* {"capi_version", "abi_version", "version", "cuda_build": bool, "cuda_device": bool,
+/* {"capi_version", "abi_version", "version", "sizeof_kernel_info", "sizeof_problem",
+ *  "offsetof_problem_stream", "cuda_build": bool, "cuda_device": bool,
  *  "cuda_why": text when there is no usable device} */
 char *nvfp4check_build_info(void);
 
