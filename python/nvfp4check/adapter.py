@@ -18,6 +18,10 @@ Formats:
   gpumode    fn(data) with the tuple GPU MODE's nvfp4_gemv / nvfp4_gemm reference.py builds
              (github.com/gpu-mode/reference-kernels, problems/nvidia/nvfp4_{gemv,gemm}):
              (a, b, sfa, sfb, sfa_permuted, sfb_permuted, c); fn returns the output tensor.
+             Work may go on torch's current stream (the runner's) or on the legacy default
+             stream, where GPU MODE's own harness runs everything.
+A CUDA fn runs with torch's current stream set to the runner's stream and may return before its
+work ends; work on any stream not ordered after it is caught by the stream checks.
 """
 import numbers
 
@@ -270,24 +274,30 @@ class KernelAdapter:
             return _abi.NVFP4_UNSUPPORTED
         torch = self._get_torch()
         s = Sizes(problem)
-        if self.memory == "cuda":
-            stream = self._stream(torch, problem.stream)
-            with torch.cuda.stream(stream):
-                views = gpumode_views(torch, problem, s, device_tensors=True)
-                data, write_back = gpumode_data(torch, views, s)
-                self._gpumode_cuda_hold(torch, views["c"])
-                out = self.fn(data)
-                return self._gpumode_result(torch, out, data, write_back, s)
-        views = gpumode_views(torch, problem, s, device_tensors=False)
-        data, write_back = gpumode_data(torch, views, s)
-        return self._gpumode_result(torch, self.fn(data), data, write_back, s)
+        if self.memory != "cuda":
+            views = gpumode_views(torch, problem, s, device_tensors=False)
+            data, write_back = gpumode_data(torch, views, s)
+            return self._gpumode_result(torch, self.fn(data), data, write_back, s)
+        stream = self._stream(torch, problem.stream)
+        legacy = torch.cuda.default_stream()
+        with torch.cuda.stream(stream):
+            views = gpumode_views(torch, problem, s, device_tensors=True)
+            data, write_back = gpumode_data(torch, views, s)
+            self._gpumode_cuda_hold(torch, views["c"])
+            # GPU MODE's harness runs everything on the legacy default stream, so a kernel launched
+            # there (a <<<grid, block>>> without a stream) is honest: that stream is ordered after
+            # the hold, and the runner's stream after whatever fn leaves on it.
+            legacy.wait_stream(stream)
+            out = self.fn(data)
+            stream.wait_stream(legacy)
+            return self._gpumode_result(torch, out, data, write_back, s)
 
     def _gpumode_cuda_hold(self, torch, c):
         # GPU MODE hands the linear scales over on the host, and copying them there waited for the
-        # runner's stream, which undid the runner's hold (work a kernel starts on another stream
-        # would find its inputs in place). So hold it again: the stream waits, then C gets its
-        # poison back; a kernel working on another stream wrote C before that (unwritten output)
-        # or after the runner's stream was done (the stream check).
+        # runner's stream, which undid the runner's hold (work a kernel starts on a stream of its
+        # own would find its inputs in place). So hold it again: the stream waits, then C gets its
+        # poison back; a kernel working on a stream of its own wrote C before that (unwritten
+        # output) or after the runner's stream was done (the stream check).
         poison = c.clone()  # same dtype: a bitwise copy, NaN payloads kept
         sleep = getattr(torch.cuda, "_sleep", None)
         if sleep is not None:

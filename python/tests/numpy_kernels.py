@@ -163,3 +163,16 @@ def ignores_m4(p):
 def returns_array_bug(p):
     """Returns its result instead of writing p.c: a kernel-error with the contract in the message."""
     return compute(p)
+
+
+def reads_padding_bug(p):
+    """Adds 0 * every scale cell of its row's tile row, padding included (a kernel loading whole
+    tiles unmasked): harmless unless a padding cell is NaN, which the runner sees to. Mirrors
+    reads_padding_host of harness/tests/wrong_host_kernels.cc."""
+    out = compute(p)
+    if p.sf_layout == "permuted":
+        rows = np.arange(p.m)
+        cells = UE4M3[p.sfa][:, rows // 128, :, rows % 32, (rows % 128) // 32, :]  # (m, l, Kt, 4)
+        poisoned = np.isnan(cells).any(axis=(2, 3)).T  # (l, m)
+        out[poisoned] = np.float16(np.nan)
+    p.c[...] = out
