@@ -112,7 +112,9 @@ def parser():
     p.add_argument("--policy")
     p.add_argument("--timeout", type=float)
     p.add_argument("--shape", type=_shape, help="every case of this shape, MxNxK or MxNxKxL")
-    p.add_argument("--replay", metavar="CASE", action="append", default=[], help="replay saved cases instead")
+    # --input is what harness/worker_process.cc's supervise_worker appends for each replayed input.
+    p.add_argument("--replay", "--input", metavar="CASE", action="append", default=[], dest="replay",
+                   help="replay saved cases instead (repeatable)")
     p.add_argument("--report", help="write the JSON report(s) here")
     p.add_argument("--events-fd", type=int, help="also write worker events (JSON lines) to this file descriptor")
     return p
