@@ -334,9 +334,17 @@ class KernelAdapter:
             return torch.cuda.current_stream()
         stream = self._cuda_streams.get(address)
         if stream is None:
-            # The runner makes a stream per case; a handle may come back with the same address.
-            if len(self._cuda_streams) > 64:
+            # The runner makes a stream per case. torch keeps what was allocated on a stream (its
+            # caching allocator's blocks, a cuBLAS workspace) for that stream only, so every 64 new
+            # streams what dead ones hold is given back, before this call enqueues anything (the
+            # runner synchronised the device after the last call; cudaFree waits for this call's
+            # uploads, which only this one call in 64 notices).
+            if len(self._cuda_streams) >= 64:
                 self._cuda_streams.clear()
+                torch.cuda.empty_cache()
+                clear_workspaces = getattr(torch._C, "_cuda_clearCublasWorkspaces", None)
+                if clear_workspaces is not None:
+                    clear_workspaces()
             stream = torch.cuda.ExternalStream(address)
             self._cuda_streams[address] = stream
         return stream
