@@ -18,10 +18,13 @@ import sys
 from setuptools import setup
 from setuptools.command.build_py import build_py
 
-try:
-    from wheel.bdist_wheel import bdist_wheel
-except ImportError:  # pragma: no cover - setuptools without wheel cannot build wheels anyway
-    bdist_wheel = None
+try:  # setuptools >= 70.1 has its own; before that it is the wheel package's
+    from setuptools.command.bdist_wheel import bdist_wheel
+except ImportError:
+    try:
+        from wheel.bdist_wheel import bdist_wheel
+    except ImportError:  # pragma: no cover - then pip cannot build a wheel here anyway
+        bdist_wheel = None
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
