@@ -156,9 +156,9 @@ __global__ void nvfp4_gemm_kernel(const uint8_t* a, const uint8_t* b, const uint
   const long long idx = blockIdx.x * (long long)blockDim.x + threadIdx.x;
   if (idx >= l * m * n) return;
   const long long j = idx % n, i = (idx / n) % m, bt = idx / (m * n);
-  const long long kb = (k + 15) / 16, half = k / 2;
-  const uint8_t* ar = a + (bt * m + i) * half;
-  const uint8_t* br = b + (bt * b_rows + j) * half;
+  const long long kb = (k + 15) / 16, row_bytes = k / 2;
+  const uint8_t* ar = a + (bt * m + i) * row_bytes;
+  const uint8_t* br = b + (bt * b_rows + j) * row_bytes;
   float acc = 0.f;
   for (long long s = 0; s < kb; ++s) {
     const float sa = ue4m3(sfa[sf_offset(m, kb, bt, i, s)]), sb = ue4m3(sfb[sf_offset(n, kb, bt, j, s)]);
