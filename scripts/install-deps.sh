@@ -6,6 +6,8 @@ packages=(
   cmake ninja-build g++ clang-14 libclang-rt-14-dev libomp-14-dev
   googletest libgtest-dev libgmock-dev librapidcheck-dev libbenchmark-dev
   libcli11-dev nlohmann-json3-dev libfmt-dev libpng-dev zip unzip
+  # The Python package (python/) and its pytest tier, with Debian's interpreter /usr/bin/python3.
+  python3 python3-numpy python3-pytest python3-setuptools python3-pip python3-wheel python3-venv
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -1,0 +1,72 @@
+/* The C API of the nvfp4check Python package (SPEC.md section 7), reached through ctypes so that
+ * nothing is built per interpreter. A kernel is an nvfp4_kernel_info plus a run callback with a
+ * user pointer (the Python trampoline); the suite behind it is the C++ one: the same case
+ * schedule, checks, oracle, case files, error maps and failure text as `nvfp4check run`.
+ * Options and reports are JSON strings, so the surface stays a handful of functions. Every
+ * returned string or array is freed with nvfp4check_free. */
+#ifndef NVFP4CHECK_CAPI_H
+#define NVFP4CHECK_CAPI_H
+
+#include <stdint.h>
+
+#include "kernels/nvfp4_kernel_abi.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define NVFP4CHECK_CAPI_VERSION 1
+
+/* A kernel call: returns NVFP4_OK, NVFP4_UNSUPPORTED or NVFP4_ERROR like nvfp4_kernel_run, or
+ * NVFP4CHECK_STOP to end the whole check at once (an interrupt): the case it was in is dropped
+ * and the report says "stopped": true. */
+typedef int (*nvfp4check_run_fn)(void *user, const nvfp4_problem *problem);
+#define NVFP4CHECK_STOP (-1000)
+
+int nvfp4check_capi_version(void);
+
+/* {"capi_version", "abi_version", "version", "sizeof_kernel_info", "sizeof_problem",
+ *  "offsetof_problem_stream", "cuda_build": bool, "cuda_device": bool,
+ *  "cuda_why": text when there is no usable device} */
+char *nvfp4check_build_info(void);
+
+/* Checks a kernel on seeded generated cases: the case loop of `nvfp4check run` for one kernel,
+ * stopping at the first failure. options_json (all optional):
+ *   {"op": "gemv"|"gemm", "cases": N, "seconds": S, "seed": S, "case_dir": DIR,
+ *    "policy": "fp32"|"exact"|..., "timeout_s": S, "keep_passing_cases": bool,
+ *    "shape": {"m","n","k","l"} (every case of this shape), "event_fd": FD (also write the
+ *    worker events of harness/worker_process.h there), "command": TEXT (for the report)}
+ * Returns the report: {"seed", "command", "kernel": {the kernel's entry of `run --report`},
+ * "failure_text": TEXT when it failed, "stopped": bool} or {"error": TEXT} for bad options or
+ * a bad kernel info (nothing ran). */
+char *nvfp4check_check(const nvfp4_kernel_info *info, nvfp4check_run_fn run, void *user, const char *options_json);
+
+/* Like nvfp4check_check for a kernel of an ABI plugin (what `nvfp4check run --plugin` loads),
+ * in this process: the baseline of the Python overhead benchmark. */
+char *nvfp4check_check_plugin(const char *plugin_path, const char *kernel_name, const char *options_json);
+
+/* Runs one saved case (a case file or a binary fuzz input) through every check, like
+ * `nvfp4check replay`. options_json: {"case_dir", "policy", "timeout_s", "event_fd"}. Same
+ * report as nvfp4check_check ("seed": null). */
+char *nvfp4check_replay(const char *path, const nvfp4_kernel_info *info, nvfp4check_run_fn run, void *user,
+                        const char *options_json);
+
+/* The exact RN16 output of a case file, like `nvfp4check reference`: *out receives l*m*n FP16
+ * words in C order (free it with nvfp4check_free) and *count their number. Returns
+ * {"op", "m", "n", "k", "l", "expect_mismatches": N (when the case has an expect line)} or
+ * {"error": TEXT} (then *out is NULL). */
+char *nvfp4check_reference(const char *path, uint16_t **out, int64_t *count);
+
+/* Called by a run callback, during the call, to say why it fails: check "exception" (a Python
+ * exception, message = the traceback) or another check name of the runner. The callback then
+ * returns NVFP4_ERROR, and the case fails with this check and message instead of
+ * "kernel-error". */
+void nvfp4check_kernel_failed(const char *check, const char *message);
+
+void nvfp4check_free(void *p);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* NVFP4CHECK_CAPI_H */

@@ -1,0 +1,28 @@
+"""nvfp4check for Python kernels (SPEC.md section 7).
+
+    import nvfp4check as nc
+    report = nc.check(fn, op="gemv", memory="cuda", format="canonical")
+    assert report.verdict != "fail", report.failure.text
+
+The checks, the exact reference and the oracle are the suite's C++ ones, reached through a small
+C API (libnvfp4check_capi.so) with ctypes; see nvfp4check.adapter for what fn is called with.
+"""
+from ._abi import (
+    FLAG_EXACT,
+    FLAG_FP16_ACCUMULATE,
+    FLAG_MMA_ACCUMULATE,
+    FLAG_NONDETERMINISTIC,
+    FLAG_SATURATES,
+    FLAG_SIGNED_SCALES,
+    FLAG_UNIT_ALPHA,
+)
+from .adapter import UNSUPPORTED, KernelAdapter, KernelFailure
+from .driver import DEFAULT_SECONDS, Failure, Report, build_info, check, check_plugin, reference, replay
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "check", "replay", "reference", "check_plugin", "build_info", "UNSUPPORTED", "Report", "Failure",
+    "KernelAdapter", "KernelFailure", "DEFAULT_SECONDS", "FLAG_SIGNED_SCALES", "FLAG_NONDETERMINISTIC",
+    "FLAG_FP16_ACCUMULATE", "FLAG_SATURATES", "FLAG_EXACT", "FLAG_UNIT_ALPHA", "FLAG_MMA_ACCUMULATE",
+]

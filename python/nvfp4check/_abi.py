@@ -1,0 +1,85 @@
+"""The kernel ABI of SPEC.md section 5 (kernels/nvfp4_kernel_abi.h) as ctypes structures.
+
+Field for field the C header; build_info() of the C API reports the C sizes so a test can hold the
+two together.
+"""
+import ctypes
+
+NVFP4_ABI_VERSION = 1
+
+NVFP4_OP_GEMV = 1
+NVFP4_OP_GEMM = 2
+NVFP4_SF_LINEAR = 1
+NVFP4_SF_PERMUTED = 2
+NVFP4_MEMORY_HOST = 1
+NVFP4_MEMORY_CUDA = 2
+NVFP4_OK = 0
+NVFP4_UNSUPPORTED = 1
+NVFP4_ERROR = 2
+
+FLAG_SIGNED_SCALES = 1 << 0     # e4m3 semantics; default ue4m3
+FLAG_NONDETERMINISTIC = 1 << 1  # run-to-run bit differences allowed
+FLAG_FP16_ACCUMULATE = 1 << 2   # judged with the fp16-accum policy
+FLAG_SATURATES = 1 << 3         # clamps to +-65504 instead of +-Inf
+FLAG_EXACT = 1 << 4             # accumulates exactly: judged with `exact`
+FLAG_UNIT_ALPHA = 1 << 5        # supports alpha == 1.0 only
+FLAG_MMA_ACCUMULATE = 1 << 6    # adds on matrix units (tensor cores): SPEC.md section 3
+ALL_FLAGS = (FLAG_SIGNED_SCALES | FLAG_NONDETERMINISTIC | FLAG_FP16_ACCUMULATE | FLAG_SATURATES
+             | FLAG_EXACT | FLAG_UNIT_ALPHA | FLAG_MMA_ACCUMULATE)
+
+# What the C API's run callback returns to end a whole check at once (KeyboardInterrupt).
+NVFP4CHECK_STOP = -1000
+
+OPS = {"gemv": NVFP4_OP_GEMV, "gemm": NVFP4_OP_GEMM}
+SF_LAYOUTS = {"linear": NVFP4_SF_LINEAR, "permuted": NVFP4_SF_PERMUTED}
+MEMORIES = {"host": NVFP4_MEMORY_HOST, "cuda": NVFP4_MEMORY_CUDA}
+OP_NAMES = {v: k for k, v in OPS.items()}
+SF_LAYOUT_NAMES = {v: k for k, v in SF_LAYOUTS.items()}
+
+
+class nvfp4_kernel_info(ctypes.Structure):
+    _fields_ = [
+        ("abi_version", ctypes.c_uint32),
+        ("name", ctypes.c_char_p),
+        ("memory", ctypes.c_uint32),
+        ("ops", ctypes.c_uint32),
+        ("sf_layouts", ctypes.c_uint32),
+        ("min_sm", ctypes.c_uint32),
+        ("m_multiple", ctypes.c_uint32),
+        ("n_multiple", ctypes.c_uint32),
+        ("k_multiple", ctypes.c_uint32),
+        ("flags", ctypes.c_uint32),
+    ]
+
+
+class nvfp4_problem(ctypes.Structure):
+    # Pointers as c_void_p: reading one gives an int address (None for NULL).
+    _fields_ = [
+        ("op", ctypes.c_uint32),
+        ("m", ctypes.c_int64),
+        ("n", ctypes.c_int64),
+        ("k", ctypes.c_int64),
+        ("l", ctypes.c_int64),
+        ("a", ctypes.c_void_p),
+        ("b", ctypes.c_void_p),
+        ("sfa", ctypes.c_void_p),
+        ("sfb", ctypes.c_void_p),
+        ("sf_layout", ctypes.c_uint32),
+        ("alpha", ctypes.c_float),
+        ("c", ctypes.c_void_p),
+        ("stream", ctypes.c_void_p),
+    ]
+
+
+# int (*)(void *user, const nvfp4_problem *problem)
+RUN_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(nvfp4_problem))
+
+
+def ceil_div(a, b):
+    return (a + b - 1) // b
+
+
+def sf_permuted_offset(rows, kb, b, i, s):
+    """Byte offset of scale (b, i, s) in the permuted 128x4 tile layout (SPEC.md section 2)."""
+    mt, kt = ceil_div(rows, 128), ceil_div(kb, 4)
+    return ((b * mt + i // 128) * kt + s // 4) * 512 + (i % 32) * 16 + ((i % 128) // 32) * 4 + s % 4

@@ -1,0 +1,434 @@
+"""A Python callable as an nvfp4 kernel (SPEC.md sections 5 and 7).
+
+KernelAdapter turns fn into what the ABI describes: an nvfp4_kernel_info and a call that takes one
+nvfp4_problem (pointers into the runner's guarded buffers) and returns NVFP4_OK or
+NVFP4_UNSUPPORTED. It builds fn's arguments over those buffers without copying them, so guards,
+unchanged inputs and stale state are checked on what fn really did. It knows nothing of who drives
+it: nc.check drives it in this process through the C API; a worker process may drive it for
+`nvfp4check run --python`.
+
+Formats:
+  canonical  fn(p): p.op, p.m, p.n, p.k, p.l, p.alpha, p.sf_layout and the arrays
+             p.a (l, m, k/2) and p.b (l, n, k/2) uint8, packed E2M1;
+             p.sfa, p.sfb uint8 E4M3 scales: linear (l, rows, kb), or permuted
+             (l, ceil(rows/128), ceil(kb/4), 32, 4, 4) = [b, i/128, s/4, i%32, (i%128)/32, s%4];
+             p.c (l, m, n) float16, written in place.
+             numpy arrays over the runner's host buffers (memory="host") or torch CUDA tensors
+             over its device buffers (memory="cuda"). fn returns None or nc.UNSUPPORTED.
+  gpumode    fn(data) with the tuple GPU MODE's nvfp4_gemv / nvfp4_gemm reference.py builds
+             (github.com/gpu-mode/reference-kernels, problems/nvidia/nvfp4_{gemv,gemm}):
+             (a, b, sfa, sfb, sfa_permuted, sfb_permuted, c); fn returns the output tensor.
+             Work may go on torch's current stream (the runner's) or on the legacy default
+             stream, where GPU MODE's own harness runs everything.
+A CUDA fn runs with torch's current stream set to the runner's stream and may return before its
+work ends; work on any stream not ordered after it is caught by the stream checks.
+"""
+import numbers
+
+import numpy as np
+
+from . import _abi
+from ._abi import ceil_div
+
+FORMATS = ("canonical", "gpumode")
+
+
+class _Unsupported:
+    """What fn returns for a problem outside what it declares (it must have touched nothing)."""
+
+    _instance = None
+
+    def __new__(cls):
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self):
+        return "nvfp4check.UNSUPPORTED"
+
+    def __reduce__(self):
+        return (_Unsupported, ())
+
+
+UNSUPPORTED = _Unsupported()
+
+
+class KernelFailure(Exception):
+    """A failure the adapter itself detects in what fn did (e.g. a gpumode fn returning a tensor of
+    the wrong shape), reported as the runner check `check`."""
+
+    def __init__(self, check, message):
+        super().__init__(message)
+        self.check = check
+        self.message = message
+
+
+# ---------------------------------------------------------------------------------------------
+# Memory views without copies.
+
+def host_array(address, shape, dtype=np.uint8):
+    """A numpy array over host memory the runner owns (no copy; valid during the call)."""
+    import ctypes
+
+    dtype = np.dtype(dtype)
+    count = int(np.prod(shape))
+    buf = (ctypes.c_uint8 * (count * dtype.itemsize)).from_address(address)
+    return np.frombuffer(buf, dtype=dtype).reshape(shape)
+
+
+class _CudaBytes:
+    """__cuda_array_interface__ (version 2: no stream synchronisation) over device bytes."""
+
+    __slots__ = ("__cuda_array_interface__",)
+
+    def __init__(self, address, nbytes):
+        self.__cuda_array_interface__ = {"shape": (nbytes,), "typestr": "|u1", "data": (address, False),
+                                         "version": 2, "strides": None}
+
+
+def cuda_tensor(torch, address, shape, dtype=None):
+    """A torch CUDA tensor over device memory the runner owns (no copy; valid during the call)."""
+    nbytes = int(np.prod(shape)) * (2 if dtype is not None and dtype == torch.float16 else 1)
+    t = torch.as_tensor(_CudaBytes(address, nbytes), device="cuda")
+    if dtype is not None:
+        t = t.view(dtype)
+    return t.view(*shape)
+
+
+def _import_torch():
+    try:
+        import torch
+    except ImportError as e:  # reported as the case's "exception", with this text
+        raise ImportError("memory='cuda' and format='gpumode' need torch, which cannot be imported here: "
+                          f"{e}") from e
+    return torch
+
+
+class Sizes:
+    """Shapes of one problem's tensors (SPEC.md section 2)."""
+
+    __slots__ = ("op", "m", "n", "k", "l", "kb", "half", "permuted", "sfa_shape", "sfb_shape")
+
+    def __init__(self, problem):
+        self.op = _abi.OP_NAMES.get(problem.op, str(problem.op))
+        self.m, self.n, self.k, self.l = problem.m, problem.n, problem.k, problem.l
+        self.kb = ceil_div(self.k, 16)
+        self.half = self.k // 2
+        self.permuted = problem.sf_layout == _abi.NVFP4_SF_PERMUTED
+        self.sfa_shape = self.scale_shape(self.m)
+        self.sfb_shape = self.scale_shape(self.n)
+
+    def scale_shape(self, rows):
+        if self.permuted:
+            return (self.l, ceil_div(rows, 128), ceil_div(self.kb, 4), 32, 4, 4)
+        return (self.l, rows, self.kb)
+
+
+class Problem:
+    """One problem as a canonical kernel sees it (see the module's docstring)."""
+
+    __slots__ = ("op", "m", "n", "k", "l", "alpha", "sf_layout", "a", "b", "sfa", "sfb", "c", "stream")
+
+    def __repr__(self):
+        return (f"Problem(op={self.op!r}, m={self.m}, n={self.n}, k={self.k}, l={self.l}, alpha={self.alpha!r}, "
+                f"sf_layout={self.sf_layout!r})")
+
+
+# ---------------------------------------------------------------------------------------------
+
+def kernel_name(fn):
+    """A valid kernel name ([a-z0-9_]+) from fn's name."""
+    raw = getattr(fn, "__name__", "") or ""
+    name = "".join(ch if ch.isascii() and (ch.isalnum() or ch == "_") else "_" for ch in raw.lower())
+    return name or "python_kernel"
+
+
+def _names(value, table, what):
+    if isinstance(value, str):
+        value = (value,)
+    bits = 0
+    for v in value:
+        if v not in table:
+            raise ValueError(f"{what} must be one of {sorted(table)}, not {v!r}")
+        bits |= 1 << table[v]
+    if not bits:
+        raise ValueError(f"no {what} given")
+    return bits
+
+
+class KernelAdapter:
+    """fn as an ABI kernel: .info (an nvfp4_kernel_info) and a call problem -> NVFP4_* code.
+
+    op: "gemv", "gemm", or both as a tuple; None declares both. sf_layouts: a tuple of "linear",
+    "permuted" (None: both for canonical, permuted for gpumode). flags: SPEC.md section 5 bits.
+    A gpumode kernel always reads permuted scales and has no alpha (it declares
+    FLAG_UNIT_ALPHA), and cannot say UNSUPPORTED: the adapter refuses problems outside what it
+    declares on its behalf. A canonical fn is called for every problem and must refuse those
+    itself (the suite checks that it does).
+    """
+
+    # How long the runner's stream is held before C's poison is put back (gpumode on CUDA, see
+    # _gpumode_cuda_hold): GPU clock cycles, about 4 ms at 2 GHz, like the runner's own hold.
+    HOLD_CYCLES = 8_000_000
+
+    def __init__(self, fn, *, op="gemv", memory="cuda", format="canonical", sf_layouts=None, flags=0, name=None,
+                 m_multiple=1, n_multiple=1, k_multiple=1, min_sm=0):
+        if not callable(fn):
+            raise TypeError(f"the kernel must be callable, not {type(fn).__name__}")
+        if format not in FORMATS:
+            raise ValueError(f"format must be one of {FORMATS}, not {format!r}")
+        if memory not in _abi.MEMORIES:
+            raise ValueError(f"memory must be one of {sorted(_abi.MEMORIES)}, not {memory!r}")
+        if not isinstance(flags, numbers.Integral) or flags < 0 or flags & ~_abi.ALL_FLAGS:
+            raise ValueError(f"flags must be a combination of nvfp4check.FLAG_* bits, not {flags!r}")
+        for what, v in (("m_multiple", m_multiple), ("n_multiple", n_multiple), ("k_multiple", k_multiple)):
+            if not isinstance(v, numbers.Integral) or v < 1:
+                raise ValueError(f"{what} must be a positive integer, not {v!r}")
+        if sf_layouts is None:
+            sf_layouts = ("permuted",) if format == "gpumode" else ("linear", "permuted")
+        if format == "gpumode":
+            if isinstance(sf_layouts, str):
+                sf_layouts = (sf_layouts,)
+            if tuple(sf_layouts) != ("permuted",):
+                raise ValueError("a gpumode kernel reads the permuted scale layout only (sf_layouts=('permuted',))")
+            flags |= _abi.FLAG_UNIT_ALPHA
+        self.fn = fn
+        self.format = format
+        self.memory = memory
+        self.name = name if name is not None else kernel_name(fn)
+        self._name_bytes = self.name.encode()  # the info points at it: keep it alive
+        self.info = _abi.nvfp4_kernel_info(
+            abi_version=_abi.NVFP4_ABI_VERSION,
+            name=self._name_bytes,
+            memory=_abi.MEMORIES[memory],
+            ops=_names(("gemv", "gemm") if op is None else op, _abi.OPS, "op"),
+            sf_layouts=_names(sf_layouts, _abi.SF_LAYOUTS, "sf_layouts"),
+            min_sm=int(min_sm),
+            m_multiple=int(m_multiple),
+            n_multiple=int(n_multiple),
+            k_multiple=int(k_multiple),
+            flags=int(flags),
+        )
+        self._torch = None
+        self._cuda_streams = {}
+
+    def __repr__(self):
+        return f"KernelAdapter({self.name!r}, format={self.format!r}, memory={self.memory!r})"
+
+    def declares(self, problem):
+        """Whether problem lies inside what the info declares (runner.h's unsupported_reason)."""
+        i = self.info
+        return bool((i.ops >> problem.op) & 1 and (i.sf_layouts >> problem.sf_layout) & 1
+                    and problem.m % i.m_multiple == 0 and problem.n % i.n_multiple == 0
+                    and problem.k % i.k_multiple == 0
+                    and not (i.flags & _abi.FLAG_UNIT_ALPHA and problem.alpha != 1.0))
+
+    def __call__(self, problem):
+        """Runs fn on one nvfp4_problem; returns NVFP4_OK or NVFP4_UNSUPPORTED. fn's exceptions and
+        KernelFailure propagate (the driver reports them)."""
+        if self.format == "gpumode":
+            return self._call_gpumode(problem)
+        return self._call_canonical(problem)
+
+    # -- canonical ------------------------------------------------------------------------------
+
+    def _call_canonical(self, problem):
+        s = Sizes(problem)
+        p = Problem()
+        p.op, p.m, p.n, p.k, p.l = s.op, s.m, s.n, s.k, s.l
+        p.alpha = float(problem.alpha)
+        p.sf_layout = _abi.SF_LAYOUT_NAMES.get(problem.sf_layout, str(problem.sf_layout))
+        if self.memory == "host":
+            p.a = host_array(problem.a, (s.l, s.m, s.half))
+            p.b = host_array(problem.b, (s.l, s.n, s.half))
+            p.sfa = host_array(problem.sfa, s.sfa_shape)
+            p.sfb = host_array(problem.sfb, s.sfb_shape)
+            p.c = host_array(problem.c, (s.l, s.m, s.n), np.float16)
+            p.stream = None
+            return self._canonical_result(self.fn(p), p)
+        torch = self._get_torch()
+        p.a = cuda_tensor(torch, problem.a, (s.l, s.m, s.half))
+        p.b = cuda_tensor(torch, problem.b, (s.l, s.n, s.half))
+        p.sfa = cuda_tensor(torch, problem.sfa, s.sfa_shape)
+        p.sfb = cuda_tensor(torch, problem.sfb, s.sfb_shape)
+        p.c = cuda_tensor(torch, problem.c, (s.l, s.m, s.n), torch.float16)
+        p.stream = self._stream(torch, problem.stream)
+        with torch.cuda.stream(p.stream):
+            return self._canonical_result(self.fn(p), p)
+
+    @staticmethod
+    def _canonical_result(out, p):
+        if out is None or out is p.c:
+            return _abi.NVFP4_OK
+        if out is UNSUPPORTED:
+            return _abi.NVFP4_UNSUPPORTED
+        raise KernelFailure("kernel-error", f"a canonical kernel writes p.c in place and returns None (or "
+                                            f"nvfp4check.UNSUPPORTED); it returned {type(out).__name__}")
+
+    # -- gpumode --------------------------------------------------------------------------------
+
+    def _call_gpumode(self, problem):
+        if not self.declares(problem):
+            # GPU MODE's protocol has no way to refuse; a gpumode kernel declares exactly what it
+            # computes, and the adapter refuses the rest untouched.
+            return _abi.NVFP4_UNSUPPORTED
+        torch = self._get_torch()
+        s = Sizes(problem)
+        if self.memory != "cuda":
+            views = gpumode_views(torch, problem, s, device_tensors=False)
+            data, write_back = gpumode_data(torch, views, s)
+            return self._gpumode_result(torch, self.fn(data), data, write_back, s)
+        stream = self._stream(torch, problem.stream)
+        legacy = torch.cuda.default_stream()
+        with torch.cuda.stream(stream):
+            views = gpumode_views(torch, problem, s, device_tensors=True)
+            data, write_back = gpumode_data(torch, views, s)
+            self._gpumode_cuda_hold(torch, views["c"])
+            # GPU MODE's harness runs everything on the legacy default stream, so a kernel launched
+            # there (a <<<grid, block>>> without a stream) is honest: that stream is ordered after
+            # the hold, and the runner's stream after whatever fn leaves on it.
+            legacy.wait_stream(stream)
+            out = self.fn(data)
+            stream.wait_stream(legacy)
+            return self._gpumode_result(torch, out, data, write_back, s)
+
+    def _gpumode_cuda_hold(self, torch, c):
+        # GPU MODE hands the linear scales over on the host, and copying them there waited for the
+        # runner's stream, which undid the runner's hold (work a kernel starts on a stream of its
+        # own would find its inputs in place). So hold it again: the stream waits, then C gets its
+        # poison back; a kernel working on a stream of its own wrote C before that (unwritten
+        # output) or after the runner's stream was done (the stream check).
+        poison = c.clone()  # same dtype: a bitwise copy, NaN payloads kept
+        sleep = getattr(torch.cuda, "_sleep", None)
+        if sleep is not None:
+            sleep(self.HOLD_CYCLES)
+        c.copy_(poison)
+
+    @staticmethod
+    def _gpumode_result(torch, out, data, write_back, s):
+        if out is UNSUPPORTED:
+            return _abi.NVFP4_UNSUPPORTED
+        c = data[6]
+        want = (s.m, s.n, s.l)
+        if not isinstance(out, torch.Tensor):
+            raise KernelFailure("kernel-error", f"a gpumode kernel returns the output tensor c {list(want)} "
+                                                f"(torch.float16); it returned {type(out).__name__}")
+        if tuple(out.shape) != want or out.dtype != torch.float16:
+            raise KernelFailure("kernel-error", f"a gpumode kernel returns the output tensor c {list(want)} "
+                                                f"torch.float16; it returned shape {list(out.shape)} {out.dtype}")
+        if not (out.data_ptr() == c.data_ptr() and out.stride() == c.stride() and out.device == c.device):
+            c.copy_(out)  # on the runner's stream, like everything fn enqueued there
+        for source, target in write_back:
+            target.copy_(source)
+        return _abi.NVFP4_OK
+
+    # -- torch ----------------------------------------------------------------------------------
+
+    def _get_torch(self):
+        if self._torch is None:
+            self._torch = _import_torch()
+        return self._torch
+
+    def _stream(self, torch, address):
+        if not address:
+            return torch.cuda.current_stream()
+        stream = self._cuda_streams.get(address)
+        if stream is None:
+            # The runner makes a stream per case. torch keeps what was allocated on a stream (its
+            # caching allocator's blocks, a cuBLAS workspace) for that stream only, so every 64 new
+            # streams what dead ones hold is given back, before this call enqueues anything (the
+            # runner synchronised the device after the last call; cudaFree waits for this call's
+            # uploads, which only this one call in 64 notices).
+            if len(self._cuda_streams) >= 64:
+                self._cuda_streams.clear()
+                torch.cuda.empty_cache()
+                clear_workspaces = getattr(torch._C, "_cuda_clearCublasWorkspaces", None)
+                if clear_workspaces is not None:
+                    clear_workspaces()
+            stream = torch.cuda.ExternalStream(address)
+            self._cuda_streams[address] = stream
+        return stream
+
+
+# ---------------------------------------------------------------------------------------------
+# GPU MODE's tuple (problems/nvidia/nvfp4_gemv and nvfp4_gemm, reference.py generate_input):
+#   a      [m, k/2, l] float4_e2m1fn_x2, physically [l, m, k/2] (permute(1, 2, 0))
+#   b      [n, k/2, l] likewise; for GEMV n is padded to 128 rows (their b_ref has 128 rows so
+#          torch._scaled_mm can run; only row 0 is the vector)
+#   sfa    [m, ceil(k/16), l] float8_e4m3fn on the CPU ("sfa_ref_cpu"), physically [l, m, kb]
+#   sfb    [n, ceil(k/16), l] likewise (GEMV: 128 rows)
+#   sfa_permuted [32, 4, ceil(m/128), 4, ceil(kb/4), l] float8_e4m3fn on the device, the permute
+#          (3, 4, 1, 5, 2, 0) of a contiguous [l, Mt, Kt, 32, 4, 4]: SPEC's permuted layout
+#   sfb_permuted likewise with n (GEMV: the 128 padded rows are one tile)
+#   c      [m, n, l] float16, physically [l, m, n]
+
+def gpumode_views(torch, problem, s, device_tensors):
+    """The runner's buffers as flat-shaped uint8 (and C as FP16 bits) tensors, no copies."""
+    if device_tensors:
+        def view(address, shape, dtype=None):
+            return cuda_tensor(torch, address, shape, dtype)
+    else:
+        def view(address, shape, dtype=None):
+            return torch.from_numpy(host_array(address, shape, np.float16 if dtype is not None else np.uint8))
+    return {
+        "a": view(problem.a, (s.l, s.m, s.half)),
+        "b": view(problem.b, (s.l, s.n, s.half)),
+        "sfa": view(problem.sfa, s.sfa_shape),
+        "sfb": view(problem.sfb, s.sfb_shape),
+        "c": view(problem.c, (s.l, s.m, s.n), torch.float16),
+    }
+
+
+# Rows 1-127 of a GEMV's padded b: fixed arbitrary codes (their b_ref has random ones there), so a
+# kernel that reads the wrong row of b gets a wrong answer. Drawn once from a fixed seed.
+_GEMV_B_FILL_SEED = 0x6E76_6670
+
+
+_gemv_b_fill_cache = {}
+
+
+def _gemv_b_fill(torch, shape, device):
+    key = (shape, str(device))
+    fill = _gemv_b_fill_cache.get(key)
+    if fill is None:
+        g = torch.Generator().manual_seed(_GEMV_B_FILL_SEED)
+        fill = torch.randint(0, 256, shape, dtype=torch.uint8, generator=g).to(device)
+        _gemv_b_fill_cache.clear()  # one shape at a time is all a check needs
+        _gemv_b_fill_cache[key] = fill
+    return fill
+
+
+def unpermute_scales(permuted_u8, rows, kb):
+    """[l, Mt, Kt, 32, 4, 4] -> [l, rows, kb] (linear order): row i = Mt*128 + (i%128)/32*32 + i%32."""
+    l, mt, kt = permuted_u8.shape[:3]
+    return permuted_u8.permute(0, 1, 4, 3, 2, 5).reshape(l, mt * 128, kt * 4)[:, :rows, :kb]
+
+
+def gpumode_data(torch, views, s):
+    """(tuple for fn, [(source, target)] copies to make after fn: GEMV b's row 0 goes back into the
+    runner's b, so a kernel that writes its input is seen by the inputs-modified check)."""
+    fp4, fp8 = torch.float4_e2m1fn_x2, torch.float8_e4m3fn
+    device = views["a"].device
+    a = views["a"].view(fp4).permute(1, 2, 0)
+    write_back = []
+    if s.op == "gemv":
+        b_rows = 128
+        padded = torch.empty((s.l, b_rows, s.half), dtype=torch.uint8, device=device)
+        padded[:, 1:, :] = _gemv_b_fill(torch, (s.l, b_rows - 1, s.half), device)
+        padded[:, 0, :] = views["b"][:, 0, :]
+        b = padded.view(fp4).permute(1, 2, 0)
+        write_back.append((padded[:, 0, :], views["b"][:, 0, :]))
+    else:
+        b_rows = s.n
+        b = views["b"].view(fp4).permute(1, 2, 0)
+    sfa_permuted = views["sfa"].view(fp8).permute(3, 4, 1, 5, 2, 0)
+    sfb_permuted = views["sfb"].view(fp8).permute(3, 4, 1, 5, 2, 0)
+    # The linear scales live on the host in GPU MODE's tuple ("sfa_ref_cpu"), contiguous as
+    # [l, rows, kb] and handed over as the [rows, kb, l] permute. For a GEMV the 127 padded rows of
+    # sfb are the permuted layout's padding: NaN scales, which only the padded columns read.
+    sfa_host = views["sfa"].cpu()
+    sfb_host = views["sfb"].cpu()
+    sfa = unpermute_scales(sfa_host, s.m, s.kb).contiguous().view(fp8).permute(1, 2, 0)
+    sfb = unpermute_scales(sfb_host, b_rows, s.kb).contiguous().view(fp8).permute(1, 2, 0)
+    c = views["c"].permute(1, 2, 0)
+    return (a, b, sfa, sfb, sfa_permuted, sfb_permuted, c), write_back

@@ -1,0 +1,229 @@
+"""nc.check, nc.replay and nc.reference (SPEC.md section 7): the C++ suite driving a KernelAdapter
+in this process, through the C API.
+
+The run callback is the only Python on the C++ side's path. It catches everything fn raises
+(ctypes would swallow it) and hands the traceback to C, where the case fails with check
+"exception" and keeps its case file; KeyboardInterrupt ends the check and is raised again here.
+"""
+import os
+import sys
+import time
+import traceback
+import warnings
+
+import numpy as np
+
+from . import _abi, _capi
+from .adapter import KernelAdapter, KernelFailure
+
+# With neither `cases` nor `seconds`, a check takes about this long.
+DEFAULT_SECONDS = 10.0
+
+
+class Failure:
+    """The first failure of a check: the runner's check name, the saved case, the text to print."""
+
+    __slots__ = ("check", "case_file", "message", "text", "error_map", "element")
+
+    def __init__(self, check, case_file, message, text, error_map=None, element=None):
+        self.check = check
+        self.case_file = case_file
+        self.message = message
+        self.text = text
+        self.error_map = error_map
+        self.element = element
+
+    def __repr__(self):
+        return f"Failure(check={self.check!r}, case_file={self.case_file!r})"
+
+    def __str__(self):
+        return self.text
+
+
+class Report:
+    """What a check or a replay found: verdict "pass" | "fail" | "skipped", cases, seed, failure."""
+
+    def __init__(self, raw, adapter, replay_call):
+        kernel = raw.get("kernel", {})
+        self.json = raw
+        self.name = kernel.get("name")
+        self.verdict = kernel.get("verdict", "fail")
+        self.cases = kernel.get("cases", 0)
+        self.seed = raw.get("seed")
+        self.seconds = kernel.get("seconds", 0.0)
+        self.skip_reason = kernel.get("skip_reason")
+        self.command = raw.get("command")
+        self.failure = None
+        f = kernel.get("failure")
+        if f is not None:
+            text = raw.get("failure_text") or f"FAIL {self.name}: check \"{f.get('check')}\"\n  {f.get('message')}\n"
+            if f.get("case_file"):
+                text += f"  reproduce in Python: {replay_call(f['case_file'])}\n"
+            self.failure = Failure(f.get("check"), f.get("case_file"), f.get("message"), text, f.get("error_map"),
+                                   f.get("element"))
+
+    @property
+    def ok(self):
+        """True unless a check failed (a skipped check is not a failure)."""
+        return self.verdict != "fail"
+
+    def __repr__(self):
+        extra = f", failure={self.failure!r}" if self.failure else ""
+        return f"Report(name={self.name!r}, verdict={self.verdict!r}, cases={self.cases}, seed={self.seed}{extra})"
+
+    def __str__(self):
+        if self.failure:
+            return self.failure.text
+        line = f"{self.verdict.upper()} {self.name}: {self.cases} cases"
+        if self.seed is not None:
+            line += f" (seed {self.seed})"
+        if self.skip_reason:
+            line += f": {self.skip_reason}"
+        return line
+
+
+def _callback(adapter, capi):
+    """The ABI callback over adapter, and a dict where an interrupt is kept for re-raising."""
+    state = {"interrupt": None}
+
+    def run(_user, problem_ptr):
+        try:
+            return adapter(problem_ptr.contents)
+        except KernelFailure as f:
+            capi.kernel_failed(f.check, f.message)
+        except Exception:  # noqa: BLE001 - every error of fn is a failed case, never a crash
+            capi.kernel_failed("exception", _user_traceback())
+        except BaseException as e:  # KeyboardInterrupt, SystemExit: stop the check
+            state["interrupt"] = e
+            return _abi.NVFP4CHECK_STOP
+        return _abi.NVFP4_ERROR
+
+    return _abi.RUN_FN(run), state
+
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def _user_traceback():
+    """The traceback of the exception being handled, without the frames of this package above fn."""
+    etype, value, tb = sys.exc_info()
+    while tb is not None and os.path.dirname(os.path.abspath(tb.tb_frame.f_code.co_filename)) == _PACKAGE_DIR:
+        if tb.tb_next is None:
+            break  # raised inside the package itself (e.g. by the adapter): keep that frame
+        tb = tb.tb_next
+    return "".join(traceback.format_exception(etype, value, tb)).rstrip()
+
+
+def _replay_call(adapter):
+    fn = getattr(adapter.fn, "__name__", "fn")
+    ops = [name for name, bit in _abi.OPS.items() if adapter.info.ops >> bit & 1]
+    op = repr(ops[0]) if len(ops) == 1 else repr(tuple(ops))
+    flags = f", flags={adapter.info.flags}" if adapter.info.flags else ""
+    return lambda path: (f"nvfp4check.replay({path!r}, {fn}, op={op}, memory={adapter.memory!r}, "
+                         f"format={adapter.format!r}{flags})")
+
+
+def _clock_seed():
+    seed = time.time_ns() & 0xFFFF_FFFF_FFFF_FFFF
+    print(f"nvfp4check: seed from the clock: {seed} (repeat with seed={seed})", file=sys.stderr)
+    return seed
+
+
+def _shape_option(shape):
+    if shape is None:
+        return None
+    if isinstance(shape, dict):
+        return shape
+    dims = tuple(int(v) for v in shape)
+    if len(dims) not in (3, 4):
+        raise ValueError(f"shape is (m, n, k) or (m, n, k, l), not {shape!r}")
+    return dict(zip(("m", "n", "k", "l"), dims + (1,) * (4 - len(dims))))
+
+
+def _finish(raw, adapter, state):
+    if state["interrupt"] is not None:
+        raise state["interrupt"]
+    if "error" in raw:
+        raise ValueError(raw["error"])
+    return Report(raw, adapter, _replay_call(adapter))
+
+
+def check(fn, op="gemv", memory="cuda", format="canonical", sf_layouts=None, flags=0, name=None, cases=None,
+          seconds=None, seed=None, case_dir=None, *, policy=None, timeout_s=None, shape=None, m_multiple=1,
+          n_multiple=1, k_multiple=1, min_sm=0, keep_passing_cases=False, event_fd=None):
+    """Checks fn on seeded generated cases with every check of `nvfp4check run`, up to the first
+    failure, and returns a Report. fn is called as the format says (see nvfp4check.adapter).
+
+    cases / seconds bound the check (neither: about DEFAULT_SECONDS); seed None takes one from the
+    clock and prints it. Every case is saved to case_dir (default ./nvfp4check-cases) before it
+    runs and kept when it fails, with a PNG error map beside it. policy overrides the oracle
+    policy the flags call for ("fp32", "exact", "fp16-accum", "allclose:RTOL:ATOL", "ulp:N");
+    shape=(m, n, k[, l]) checks only that shape (production shapes); fn may also be a
+    KernelAdapter.
+    """
+    adapter = fn if isinstance(fn, KernelAdapter) else KernelAdapter(
+        fn, op=op, memory=memory, format=format, sf_layouts=sf_layouts, flags=flags, name=name,
+        m_multiple=m_multiple, n_multiple=n_multiple, k_multiple=k_multiple, min_sm=min_sm)
+    if cases is None and seconds is None:
+        seconds = DEFAULT_SECONDS
+    if seed is None:
+        seed = _clock_seed()
+    capi = _capi.load()
+    run, state = _callback(adapter, capi)
+    options = {"cases": cases, "seconds": seconds, "seed": int(seed), "case_dir": case_dir, "policy": policy,
+               "timeout_s": timeout_s, "shape": _shape_option(shape), "keep_passing_cases": keep_passing_cases,
+               "event_fd": event_fd}
+    raw = capi.check(adapter.info, run, options)
+    return _finish(raw, adapter, state)
+
+
+def replay(path, fn, op=None, memory="cuda", format="canonical", flags=0, *, sf_layouts=None, name=None,
+           case_dir=None, policy=None, timeout_s=None, m_multiple=1, n_multiple=1, k_multiple=1, min_sm=0,
+           event_fd=None):
+    """Runs one saved case (a case file or a binary fuzz input) through every check, like
+    `nvfp4check replay`, and returns a Report. op None declares both ops."""
+    adapter = fn if isinstance(fn, KernelAdapter) else KernelAdapter(
+        fn, op=op, memory=memory, format=format, sf_layouts=sf_layouts, flags=flags, name=name,
+        m_multiple=m_multiple, n_multiple=n_multiple, k_multiple=k_multiple, min_sm=min_sm)
+    capi = _capi.load()
+    run, state = _callback(adapter, capi)
+    options = {"case_dir": case_dir, "policy": policy, "timeout_s": timeout_s, "event_fd": event_fd}
+    raw = capi.replay(os.fspath(path), adapter.info, run, options)
+    return _finish(raw, adapter, state)
+
+
+def check_plugin(plugin, kernel, cases=None, seconds=None, seed=None, case_dir=None, *, op=None, policy=None,
+                 timeout_s=None, shape=None):
+    """A kernel of an ABI plugin (a shared library, as for `nvfp4check run --plugin`) through the same
+    case loop in this process: the baseline the Python overhead is measured against."""
+    if cases is None and seconds is None:
+        seconds = DEFAULT_SECONDS
+    if seed is None:
+        seed = _clock_seed()
+    options = {"op": op, "cases": cases, "seconds": seconds, "seed": int(seed), "case_dir": case_dir,
+               "policy": policy, "timeout_s": timeout_s, "shape": _shape_option(shape)}
+    raw = _capi.load().check_plugin(os.fspath(plugin), kernel, options)
+    if "error" in raw:
+        raise ValueError(raw["error"])
+    return Report(raw, None, lambda path: f"nvfp4check replay {path} --plugin {plugin} --kernel {kernel}")
+
+
+def reference(path):
+    """The exact RN16 output of a case file: numpy float16 of shape (l, m, n), like
+    `nvfp4check reference`. Warns when the case's own `expect` line disagrees."""
+    header, words = _capi.load().reference(os.fspath(path))
+    if "error" in header:
+        raise ValueError(header["error"])
+    out = np.frombuffer(words, dtype=np.uint16).copy().view(np.float16)
+    if header.get("expect_mismatches"):
+        warnings.warn(f"{path}: {header['expect_mismatches']} output(s) differ from the case's expect line; "
+                      "either the case or the reference is wrong", RuntimeWarning, stacklevel=2)
+    return out.reshape(header["l"], header["m"], header["n"])
+
+
+def build_info():
+    """What the loaded C API was built with: {"version", "cuda_build", "cuda_device", ...}."""
+    capi = _capi.load()
+    info = capi.build_info()
+    info["library"] = capi.path
+    return info

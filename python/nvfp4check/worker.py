@@ -1,0 +1,160 @@
+"""python -m nvfp4check.worker FILE[:FUNCTION] [options]: checks a kernel defined in a Python file.
+
+Imports FILE (a GPU MODE submission, a module with a canonical kernel), takes FUNCTION from it
+(default custom_kernel) and runs nc.check on it, or nc.replay with --replay CASE. Prints the
+failure text or a one-line verdict; exit code 0 pass or skipped, 1 a check failed, 2 bad usage or
+input (SPEC.md section 6). With --events-fd FD it also writes the worker events of
+harness/worker_process.h on FD, so `nvfp4check run --python` can supervise it like its own
+workers (a crash or hang of the kernel then cannot take the parent with it).
+"""
+import argparse
+import importlib
+import importlib.util
+import json
+import os
+import sys
+import traceback
+import types
+
+from . import _abi
+from .adapter import KernelAdapter
+from .driver import DEFAULT_SECONDS, check, replay
+
+FLAG_NAMES = {
+    "signed_scales": _abi.FLAG_SIGNED_SCALES,
+    "nondeterministic": _abi.FLAG_NONDETERMINISTIC,
+    "fp16_accumulate": _abi.FLAG_FP16_ACCUMULATE,
+    "saturates": _abi.FLAG_SATURATES,
+    "exact": _abi.FLAG_EXACT,
+    "unit_alpha": _abi.FLAG_UNIT_ALPHA,
+    "mma_accumulate": _abi.FLAG_MMA_ACCUMULATE,
+}
+
+
+class UsageError(Exception):
+    pass
+
+
+def _gpumode_task_module():
+    """GPU MODE submissions `from task import input_t, output_t`; outside their harness there is
+    no task.py, so this stands in for it (the same names as problems/nvidia/nvfp4_*/task.py)."""
+    from typing import TypeVar
+
+    task = types.ModuleType("task")
+    task.input_t = TypeVar("input_t", bound=tuple)
+    task.output_t = TypeVar("output_t")
+    task.TestSpec = dict
+    return task
+
+
+def split_spec(spec, default_function="custom_kernel"):
+    """"path/to/file.py:fn" -> ("path/to/file.py", "fn"); "pkg.module:fn" works too."""
+    head, sep, tail = spec.rpartition(":")
+    if sep and tail.isidentifier() and head:
+        return head, tail
+    return spec, default_function
+
+
+def load_function(spec, default_function="custom_kernel", gpumode=False):
+    """The callable FUNCTION of FILE (or of an importable module) in FILE[:FUNCTION]."""
+    where, name = split_spec(spec, default_function)
+    if where.endswith(".py") or os.sep in where or os.path.isfile(where):
+        path = os.path.abspath(where)
+        if not os.path.isfile(path):
+            raise UsageError(f"{where}: no such file")
+        directory = os.path.dirname(path)
+        if directory not in sys.path:
+            sys.path.insert(0, directory)  # its siblings (task.py, helpers) import as in its own folder
+        if gpumode and importlib.util.find_spec("task") is None:
+            sys.modules["task"] = _gpumode_task_module()
+        module_name = "nvfp4check_kernel_" + "".join(ch if ch.isalnum() else "_" for ch in os.path.basename(path)[:-3])
+        module_spec = importlib.util.spec_from_file_location(module_name, path)
+        module = importlib.util.module_from_spec(module_spec)
+        sys.modules[module_name] = module
+        module_spec.loader.exec_module(module)
+    else:
+        module = importlib.import_module(where)
+    fn = getattr(module, name, None)
+    if fn is None or not callable(fn):
+        raise UsageError(f"{where} defines no callable {name}")
+    return fn
+
+
+def _shape(text):
+    try:
+        dims = tuple(int(v) for v in text.lower().split("x"))
+    except ValueError:
+        dims = ()
+    if len(dims) not in (3, 4):
+        raise argparse.ArgumentTypeError(f"expected MxNxK or MxNxKxL, not {text!r}")
+    return dims
+
+
+def parser():
+    p = argparse.ArgumentParser(prog="python -m nvfp4check.worker", description=__doc__.split("\n\n")[0])
+    p.add_argument("kernel", metavar="FILE[:FUNCTION]", help="Python file (or module) and function (default custom_kernel)")
+    p.add_argument("--format", choices=("canonical", "gpumode"), default="canonical")
+    p.add_argument("--op", choices=("gemv", "gemm"), action="append",
+                   help="op the kernel declares (repeatable; default gemv, both for --replay)")
+    p.add_argument("--memory", choices=("host", "cuda"), default="cuda")
+    p.add_argument("--sf-layout", choices=("linear", "permuted"), action="append", dest="sf_layouts")
+    p.add_argument("--flag", choices=sorted(FLAG_NAMES), action="append", default=[], help="a declared flag (repeatable)")
+    p.add_argument("--flags", type=int, default=0, help="declared flags as a number (SPEC.md section 5 bits)")
+    p.add_argument("--name", help="kernel name (default: FUNCTION, lowercased)")
+    p.add_argument("--m-multiple", type=int, default=1)
+    p.add_argument("--n-multiple", type=int, default=1)
+    p.add_argument("--k-multiple", type=int, default=1)
+    p.add_argument("--min-sm", type=int, default=0)
+    p.add_argument("--cases", type=int)
+    p.add_argument("--seconds", type=float)
+    p.add_argument("--seed", type=int)
+    p.add_argument("--case-dir")
+    p.add_argument("--policy")
+    p.add_argument("--timeout", type=float)
+    p.add_argument("--shape", type=_shape, help="every case of this shape, MxNxK or MxNxKxL")
+    # --input is what harness/worker_process.cc's supervise_worker appends for each replayed input.
+    p.add_argument("--replay", "--input", metavar="CASE", action="append", default=[], dest="replay",
+                   help="replay saved cases instead (repeatable)")
+    p.add_argument("--report", help="write the JSON report(s) here")
+    p.add_argument("--events-fd", type=int, help="also write worker events (JSON lines) to this file descriptor")
+    return p
+
+
+def main(argv=None):
+    args = parser().parse_args(argv)
+    try:
+        try:
+            fn = load_function(args.kernel, gpumode=args.format == "gpumode")
+        except UsageError:
+            raise
+        except Exception as e:  # noqa: BLE001 - whatever importing the file raised
+            raise UsageError(f"cannot import {args.kernel}:\n{traceback.format_exc().rstrip()}") from e
+        flags = args.flags
+        for name in args.flag:
+            flags |= FLAG_NAMES[name]
+        op = tuple(args.op) if args.op else (None if args.replay else "gemv")
+        adapter = KernelAdapter(fn, op=op, memory=args.memory, format=args.format, sf_layouts=args.sf_layouts,
+                                flags=flags, name=args.name, m_multiple=args.m_multiple, n_multiple=args.n_multiple,
+                                k_multiple=args.k_multiple, min_sm=args.min_sm)
+        if args.replay:
+            reports = [replay(path, adapter, case_dir=args.case_dir, policy=args.policy, timeout_s=args.timeout,
+                              event_fd=args.events_fd) for path in args.replay]
+        else:
+            seconds = args.seconds if args.seconds or args.cases else DEFAULT_SECONDS
+            reports = [check(adapter, cases=args.cases, seconds=seconds, seed=args.seed, case_dir=args.case_dir,
+                             policy=args.policy, timeout_s=args.timeout, shape=args.shape, event_fd=args.events_fd)]
+    except (UsageError, ValueError, TypeError, ImportError, SyntaxError) as e:
+        print(f"nvfp4check.worker: {e}", file=sys.stderr)
+        if args.events_fd is not None:
+            os.write(args.events_fd, (json.dumps({"event": "error", "message": str(e)}) + "\n").encode())
+        return 2
+    for r in reports:
+        print(r if r.failure else str(r))
+    if args.report:
+        with open(args.report, "w") as out:
+            json.dump([r.json for r in reports], out, indent=2)
+    return 1 if any(r.verdict == "fail" for r in reports) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

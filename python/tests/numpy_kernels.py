@@ -1,0 +1,178 @@
+"""NVFP4 kernels written with numpy (host memory, canonical format): an honest one, and variants
+that each have one bug a particular check of the suite must catch.
+
+The honest kernel dequantizes to FP32 (a*sa and b*sb are exact there: at most 6 significant
+bits), sums with FP32 matmul (any order is allowed) and rounds once to FP16. An output is NaN
+exactly where a scale its row or column uses is NaN (SPEC.md section 3 rule 1); NaN scales are
+zeroed before the matmul, since a BLAS may skip zero operands and so lose a NaN.
+"""
+import ctypes
+
+import numpy as np
+
+import nvfp4check as nc
+
+E2M1 = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, -4, -6], dtype=np.float32)
+
+
+def e4m3_table(signed):
+    """The 256 E4M3FN scale bytes as float32 (NaN for 0x7F and 0xFF); ue4m3 ignores the sign bit."""
+    t = np.empty(256, dtype=np.float32)
+    for byte in range(256):
+        e, m = (byte >> 3) & 15, byte & 7
+        if byte & 0x7F == 0x7F:
+            v = np.nan
+        elif e == 0:
+            v = m * 2.0 ** -9
+        else:
+            v = (8 + m) * 2.0 ** (e - 10)
+        t[byte] = -v if signed and byte & 0x80 else v
+    return t
+
+
+UE4M3 = e4m3_table(False)
+
+
+def codes(packed, k, swap_nibbles=False):
+    """(..., k/2) packed bytes -> (..., k) E2M1 codes; element 2i is the LOW nibble of byte i."""
+    low, high = packed & 0x0F, packed >> 4
+    if swap_nibbles:
+        low, high = high, low
+    return np.stack([low, high], axis=-1).reshape(*packed.shape[:-1], k)
+
+
+def linear_scales(p, which, rows):
+    """The (l, rows, kb) scale bytes of p.sfa or p.sfb in linear order, whatever p's layout."""
+    sf = p.sfa if which == "a" else p.sfb
+    kb = (p.k + 15) // 16
+    if p.sf_layout == "linear":
+        return sf
+    b = np.arange(p.l)[:, None, None]
+    i = np.arange(rows)[None, :, None]
+    s = np.arange(kb)[None, None, :]
+    mt, kt = (rows + 127) // 128, (kb + 3) // 4
+    offset = ((b * mt + i // 128) * kt + s // 4) * 512 + (i % 32) * 16 + ((i % 128) // 32) * 4 + s % 4
+    return sf.reshape(-1)[offset]
+
+
+def dequantize(packed, scales, k, swap_nibbles=False, keep=None):
+    """(values (l, rows, k) float32 with NaN scales zeroed, NaN mask (l, rows))."""
+    sv = UE4M3[scales]
+    nan_rows = np.isnan(sv).any(axis=-1)
+    sv = np.where(np.isnan(sv), np.float32(0), sv)
+    values = E2M1[codes(packed, k, swap_nibbles)] * np.repeat(sv, 16, axis=-1)[..., :k]
+    if keep is not None:
+        values[..., keep:] = 0
+    return values, nan_rows
+
+
+def compute(p, swap_a_nibbles=False, keep=None):
+    """C = RN16(alpha * FP32 sum) as float16 (l, m, n)."""
+    av, a_nan = dequantize(p.a, linear_scales(p, "a", p.m), p.k, swap_a_nibbles, keep)
+    bv, b_nan = dequantize(p.b, linear_scales(p, "b", p.n), p.k, False, keep)
+    acc = np.matmul(av, bv.transpose(0, 2, 1))
+    acc[a_nan[:, :, None] | b_nan[:, None, :]] = np.nan
+    with np.errstate(over="ignore"):  # beyond 65520 is Inf, as it should be
+        return (np.float32(p.alpha) * acc).astype(np.float16)
+
+
+def honest_gemv(p):
+    """Declared for op "gemv": refuses a GEMM, as a kernel must refuse what it does not declare."""
+    if p.op != "gemv":
+        return nc.UNSUPPORTED
+    p.c[...] = compute(p)
+    return None
+
+
+def honest_gemm(p):
+    """Declared for op "gemm"."""
+    if p.op != "gemm":
+        return nc.UNSUPPORTED
+    p.c[...] = compute(p)
+    return None
+
+
+def honest_any(p):
+    """Declared for both ops."""
+    p.c[...] = compute(p)
+
+
+def nibble_order_bug(p):
+    """Reads element 2i of A from the HIGH nibble (B right): the oracle sees it. (Swapped in both
+    operands, the pairs would still meet their partners and the sum would not change.)"""
+    p.c[...] = compute(p, swap_a_nibbles=True)
+
+
+def k_tail_bug(p):
+    """Drops the last k % 16 elements (only whole scale blocks): the oracle sees it where k % 16 != 0."""
+    p.c[...] = compute(p, keep=(p.k // 16) * 16)
+
+
+_cache = {}
+
+
+def stale_cache_bug(p):
+    """Returns the result it cached for the same A pointer and shape: the stale-state check sees it."""
+    key = (p.a.ctypes.data, p.m, p.n, p.k, p.l)
+    if key not in _cache:
+        _cache[key] = compute(p)
+    p.c[...] = _cache[key]
+
+
+def modifies_input_bug(p):
+    """Flips bits of its input A after computing: the inputs-modified check sees it."""
+    p.c[...] = compute(p)
+    p.a.reshape(-1)[0] ^= 0x11
+
+
+class KernelBug(RuntimeError):
+    pass
+
+
+def raises_bug(p):
+    """Raises: the case fails with check "exception" and the traceback."""
+    raise KernelBug(f"this kernel cannot do k={p.k}")
+
+
+def unwritten_bug(p):
+    """Leaves the last output of every batch unwritten: the unwritten-output check sees it."""
+    out = compute(p)
+    p.c[:, :-1, :] = out[:, :-1, :]
+    p.c[:, -1, :-1] = out[:, -1, :-1]
+
+
+def writes_past_end_bug(p):
+    """Writes one FP16 past the end of C through a raw pointer: the guard check sees it."""
+    p.c[...] = compute(p)
+    ctypes.memmove(p.c.ctypes.data + p.c.nbytes, b"\x00\x3c", 2)
+
+
+def refuses_m4(p):
+    """Honest, declared with m_multiple=4: refuses other m, touching nothing."""
+    if p.m % 4:
+        return nc.UNSUPPORTED
+    p.c[...] = compute(p)
+    return None
+
+
+def ignores_m4(p):
+    """Declared with m_multiple=4 but computes any m: the ignored-unsupported check sees it."""
+    p.c[...] = compute(p)
+
+
+def returns_array_bug(p):
+    """Returns its result instead of writing p.c: a kernel-error with the contract in the message."""
+    return compute(p)
+
+
+def reads_padding_bug(p):
+    """Adds 0 * every scale cell of its row's tile row, padding included (a kernel loading whole
+    tiles unmasked): harmless unless a padding cell is NaN, which the runner sees to. Mirrors
+    reads_padding_host of harness/tests/wrong_host_kernels.cc."""
+    out = compute(p)
+    if p.sf_layout == "permuted":
+        rows = np.arange(p.m)
+        cells = UE4M3[p.sfa][:, rows // 128, :, rows % 32, (rows % 128) // 32, :]  # (m, l, Kt, 4)
+        poisoned = np.isnan(cells).any(axis=(2, 3)).T  # (l, m)
+        out[poisoned] = np.float16(np.nan)
+    p.c[...] = out

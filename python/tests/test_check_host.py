@@ -1,0 +1,184 @@
+"""nc.check and nc.replay on numpy kernels in host memory: honest kernels pass, and each wrong one
+is caught by the check that names its bug, with a saved case that nc.replay reproduces."""
+import os
+
+import numpy as np
+import pytest
+
+import numpy_kernels as K
+import nvfp4check as nc
+
+SEED = 20261201  # every check here is seeded; a failure's text names it too
+BOTH = ("gemv", "gemm")
+
+
+def test_honest_gemv_passes(case_dir):
+    r = nc.check(K.honest_gemv, op="gemv", memory="host", cases=60, seed=SEED, case_dir=case_dir)
+    assert r.verdict == "pass", r.failure
+    assert r.cases == 60 and r.seed == SEED and r.failure is None
+    # Every 8th case is a GEMM, which a GEMV kernel must refuse; it did.
+    assert r.json["kernel"]["unsupported_cases"] > 0
+    assert not os.listdir(case_dir), "passing cases' files are removed"
+
+
+def test_honest_gemm_passes(case_dir):
+    r = nc.check(K.honest_gemm, op="gemm", memory="host", cases=60, seed=SEED, case_dir=case_dir)
+    assert r.verdict == "pass", r.failure
+    assert r.json["kernel"]["exact_regime_share"] > 0.3  # most outputs must be bit-exact
+
+
+def test_honest_kernel_with_declared_multiple_passes(case_dir):
+    r = nc.check(K.refuses_m4, op=BOTH, memory="host", m_multiple=4, cases=40, seed=SEED, case_dir=case_dir)
+    assert r.verdict == "pass", r.failure
+    assert r.json["kernel"]["unsupported_cases"] > 0
+
+
+WRONG = [
+    # kernel, the check that must catch it, extra declarations
+    (K.nibble_order_bug, "oracle", {}),
+    (K.k_tail_bug, "oracle", {}),
+    (K.stale_cache_bug, "stale-state", {}),
+    (K.modifies_input_bug, "inputs-modified", {}),
+    (K.raises_bug, "exception", {}),
+    (K.unwritten_bug, "unwritten-output", {}),
+    (K.writes_past_end_bug, "guard", {}),
+    (K.ignores_m4, "ignored-unsupported", {"m_multiple": 4}),
+    (K.returns_array_bug, "kernel-error", {}),
+]
+
+
+@pytest.mark.parametrize("fn,check,extra", WRONG, ids=[w[0].__name__ for w in WRONG])
+def test_wrong_kernel_is_caught_by_its_check(fn, check, extra, case_dir):
+    r = nc.check(fn, op=BOTH, memory="host", cases=100, seed=SEED, case_dir=case_dir, **extra)
+    assert r.verdict == "fail"
+    assert r.failure.check == check, r.failure.text
+    # The case was saved before it ran, and the text says how to reproduce it.
+    assert os.path.isfile(r.failure.case_file)
+    text = r.failure.text
+    assert f"FAIL {fn.__name__}: check \"{check}\" (seed {SEED})" in text
+    assert f"case file: {r.failure.case_file}" in text
+    assert f"nvfp4check replay {r.failure.case_file} --kernel {fn.__name__}" in text
+    assert f"nvfp4check.replay({r.failure.case_file!r}, {fn.__name__}, " in text
+
+    # nc.replay of the saved case reproduces the failure with the same check.
+    if fn is K.stale_cache_bug:
+        K._cache.clear()  # a fresh process would not have the cache either
+    again = nc.replay(r.failure.case_file, fn, op=BOTH, memory="host", case_dir=case_dir, **extra)
+    assert again.verdict == "fail" and again.failure.check == check, again
+
+
+def test_exception_text_is_the_traceback(case_dir):
+    r = nc.check(K.raises_bug, op="gemv", memory="host", cases=3, seed=SEED, case_dir=case_dir)
+    assert r.failure.check == "exception"
+    assert 'in stage "run 1":' in r.failure.message
+    assert "Traceback (most recent call last):" in r.failure.message
+    assert "numpy_kernels.KernelBug: this kernel cannot do k=" in r.failure.message
+    assert "raise KernelBug(" in r.failure.text
+    # The adapter's and driver's own frames are not part of it: the first frame is the kernel's.
+    assert "adapter.py" not in r.failure.message
+
+
+def test_oracle_failure_draws_an_error_map(case_dir):
+    r = nc.check(K.nibble_order_bug, op=BOTH, memory="host", cases=20, seed=SEED, case_dir=case_dir)
+    assert r.failure.check == "oracle"
+    assert r.failure.error_map and r.failure.error_map.endswith(".png")
+    with open(r.failure.error_map, "rb") as f:
+        assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+    element = r.failure.element
+    assert element is not None and element["expected"] != element["actual"]
+
+
+def test_same_seed_same_cases(case_dir):
+    a = nc.check(K.k_tail_bug, op=BOTH, memory="host", cases=100, seed=7, case_dir=case_dir)
+    b = nc.check(K.k_tail_bug, op=BOTH, memory="host", cases=100, seed=7, case_dir=case_dir)
+    assert a.failure.case_file == b.failure.case_file  # its name is a hash of the case's text
+    assert a.cases == b.cases
+
+
+def test_keyboard_interrupt_stops_the_check(case_dir):
+    calls = []
+
+    def interrupted(p):
+        calls.append(p.m)
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        nc.check(interrupted, op="gemv", memory="host", cases=10, seed=SEED, case_dir=case_dir)
+    assert len(calls) == 1
+
+
+def test_arguments_are_views_of_the_runner_buffers(case_dir):
+    seen = {}
+
+    def inspect(p):
+        seen["types"] = {name: (type(getattr(p, name)).__name__, getattr(p, name).dtype.name, getattr(p, name).shape)
+                         for name in ("a", "b", "sfa", "sfb", "c")}
+        seen["owns"] = [getattr(p, name).base is not None for name in ("a", "b", "sfa", "sfb", "c")]
+        seen["shape"] = (p.op, p.m, p.n, p.k, p.l, p.sf_layout, p.alpha)
+        return K.honest_gemv(p)
+
+    r = nc.check(inspect, op="gemv", memory="host", cases=1, seed=SEED, case_dir=case_dir)
+    assert r.verdict == "pass", r.failure
+    op, m, n, k, l, layout, alpha = seen["shape"]
+    assert op == "gemv" and n == 1 and layout in ("linear", "permuted") and isinstance(alpha, float)
+    t = seen["types"]
+    assert t["a"] == ("ndarray", "uint8", (l, m, k // 2))
+    assert t["b"] == ("ndarray", "uint8", (l, 1, k // 2))
+    assert t["c"] == ("ndarray", "float16", (l, m, 1))
+    kb = (k + 15) // 16
+    if layout == "linear":
+        assert t["sfa"][2] == (l, m, kb)
+    else:
+        assert t["sfa"][2] == (l, (m + 127) // 128, (kb + 3) // 4, 32, 4, 4)
+    assert all(seen["owns"]), "numpy views over the runner's memory, not copies"
+
+
+def test_cuda_kernel_is_skipped_without_cuda(case_dir):
+    if nc.build_info().get("cuda_device"):
+        pytest.skip("this machine has a usable CUDA device")
+    r = nc.check(K.honest_gemv, op="gemv", memory="cuda", cases=3, seed=SEED, case_dir=case_dir)
+    assert r.verdict == "skipped" and r.skip_reason
+    assert r.ok
+
+
+def test_bad_arguments_are_errors(case_dir):
+    with pytest.raises(ValueError, match="op must be one of"):
+        nc.check(K.honest_gemv, op="gemx", memory="host", cases=1, seed=1)
+    with pytest.raises(ValueError, match="format"):
+        nc.check(K.honest_gemv, memory="host", format="tensorrt", cases=1, seed=1)
+    with pytest.raises(ValueError, match="flags"):
+        nc.check(K.honest_gemv, memory="host", flags=1 << 20, cases=1, seed=1)
+    with pytest.raises(ValueError, match="invalid name"):
+        nc.check(K.honest_gemv, memory="host", name="Not A Name", cases=1, seed=1, case_dir=case_dir)
+    with pytest.raises(ValueError, match="policy"):
+        nc.check(K.honest_gemv, memory="host", policy="roughly", cases=1, seed=1, case_dir=case_dir)
+    with pytest.raises(ValueError, match="no_such.case"):
+        nc.replay(os.path.join(case_dir, "no_such.case"), K.honest_gemv, memory="host")
+
+
+def test_policy_override_is_applied(case_dir):
+    # One FP16 ulp off everywhere fails fp32 but passes a loose allclose.
+    def one_ulp_off(p):
+        out = K.compute(p)
+        bits = out.view(np.uint16)
+        finite = np.isfinite(out) & (out != 0)
+        bits[finite] += 1
+        p.c[...] = out
+
+    strict = nc.check(one_ulp_off, op=BOTH, memory="host", cases=10, seed=SEED, case_dir=case_dir)
+    assert strict.failure.check == "oracle"
+    loose = nc.check(one_ulp_off, op=BOTH, memory="host", cases=10, seed=SEED, case_dir=case_dir,
+                     policy="ulp:1")
+    assert loose.verdict == "pass", loose.failure
+
+
+def test_shape_option_checks_one_shape(case_dir):
+    shapes = set()
+
+    def record(p):
+        shapes.add((p.m, p.n, p.k, p.l))
+        return K.honest_gemm(p)
+
+    r = nc.check(record, op="gemm", memory="host", cases=4, seed=SEED, case_dir=case_dir, shape=(96, 8, 272, 2))
+    assert r.verdict == "pass", r.failure
+    assert shapes == {(96, 8, 272, 2)}

@@ -1,0 +1,86 @@
+"""python -m nvfp4check.worker FILE[:FUNCTION]: imports a kernel file and checks it; exit codes of
+SPEC.md section 6; worker events for `nvfp4check run --python`."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+KERNELS = os.path.join(HERE, "numpy_kernels.py")
+
+
+def worker(*args, **kw):
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (os.path.dirname(HERE), env.get("PYTHONPATH")) if p)
+    return subprocess.run([sys.executable, "-m", "nvfp4check.worker", *args], capture_output=True, text=True,
+                          env=env, **kw)
+
+
+def test_passing_kernel_exits_0(tmp_path):
+    r = worker(f"{KERNELS}:honest_gemv", "--memory", "host", "--cases", "20", "--seed", "5",
+               "--case-dir", str(tmp_path))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "PASS honest_gemv: 20 cases (seed 5)" in r.stdout
+
+
+def test_failing_kernel_exits_1_with_the_failure_text(tmp_path):
+    report = tmp_path / "report.json"
+    r = worker(f"{KERNELS}:k_tail_bug", "--op", "gemv", "--op", "gemm", "--memory", "host", "--cases", "100",
+               "--seed", "5", "--case-dir", str(tmp_path), "--report", str(report))
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert 'FAIL k_tail_bug: check "oracle" (seed 5)' in r.stdout
+    assert "nvfp4check replay " in r.stdout and "nvfp4check.replay(" in r.stdout
+    case_file = json.loads(report.read_text())[0]["kernel"]["failure"]["case_file"]
+    # --replay reproduces it.
+    again = worker(f"{KERNELS}:k_tail_bug", "--memory", "host", "--replay", case_file, "--case-dir", str(tmp_path))
+    assert again.returncode == 1 and 'check "oracle"' in again.stdout, again.stdout + again.stderr
+
+
+@pytest.mark.parametrize("spec,message", [
+    ("/no/such/file.py", "no such file"),
+    (f"{KERNELS}:no_such_function", "defines no callable no_such_function"),
+    (KERNELS, "defines no callable custom_kernel"),  # the GPU MODE default name
+])
+def test_usage_errors_exit_2(spec, message):
+    r = worker(spec, "--memory", "host", "--cases", "1")
+    assert r.returncode == 2
+    assert message in r.stderr
+
+
+def test_import_error_exits_2(tmp_path):
+    broken = tmp_path / "broken.py"
+    broken.write_text("import no_such_module_here\n")
+    r = worker(str(broken), "--memory", "host", "--cases", "1")
+    assert r.returncode == 2 and "no_such_module_here" in r.stderr
+
+
+def test_gpumode_submission_imports_task_without_their_harness(tmp_path):
+    # GPU MODE submissions import their task.py; the worker stands in for it. (Importing only: a
+    # gpumode check needs torch.)
+    sub = tmp_path / "submission.py"
+    sub.write_text("from task import input_t, output_t\n\ndef custom_kernel(data: input_t) -> output_t:\n"
+                   "    raise RuntimeError('not run here')\n")
+    sys.path.insert(0, os.path.dirname(HERE))
+    try:
+        from nvfp4check.worker import load_function
+    finally:
+        sys.path.pop(0)
+    fn = load_function(str(sub), gpumode=True)
+    assert fn.__name__ == "custom_kernel"
+
+
+def test_events_for_a_supervising_parent(tmp_path):
+    read_fd, write_fd = os.pipe()
+    r = worker(f"{KERNELS}:unwritten_bug", "--op", "gemm", "--memory", "host", "--cases", "5", "--seed", "5",
+               "--case-dir", str(tmp_path), "--events-fd", str(write_fd), pass_fds=(write_fd,))
+    os.close(write_fd)
+    with os.fdopen(read_fd) as f:
+        events = [json.loads(line) for line in f]
+    assert r.returncode == 1, r.stdout + r.stderr
+    kinds = [e["event"] for e in events]
+    assert kinds[0] == "begin" and kinds[-1] == "done"
+    assert "saved" in kinds and "stage" in kinds
+    result = [e for e in events if e["event"] == "result"][-1]["result"]
+    assert result["verdict"] == "fail" and result["failure"]["check"] == "unwritten-output"
