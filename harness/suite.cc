@@ -203,6 +203,10 @@ KernelReport check_kernel(const std::vector<Executor*>& lanes, const KernelDesc&
         stop = true;
         return;
       }
+      if (settings.should_stop && settings.should_stop()) {
+        stop = true;
+        return;
+      }
       t = Clock::now();
       std::string text, map;
       if (out.verdict == CaseOutcome::Verdict::fail) {

@@ -39,6 +39,9 @@ struct LaneSettings {
   double seconds = 0;      // 0: no limit
   std::optional<uint64_t> seed;  // for the failure text
   CaseOptions case_options;      // stale_seed is taken from each scheduled case
+  // Asked after each case: true ends the check, and that case is dropped (an interrupt in a
+  // Python kernel).
+  std::function<bool()> should_stop;
 };
 // Called under the report's lock after each case (progress displays, Python's callbacks).
 using OnCase = std::function<void(const ScheduledCase&, const CaseOutcome&, const std::string& failure_text)>;

@@ -1,5 +1,6 @@
 // The C API of the Python package (nvfp4check_capi.h): a kernel given as info + callback becomes
-// a registry Kernel, and goes through the harness's check_case exactly like a plugin kernel.
+// a registry Kernel and goes through the suite core (the schedule, check_case, the reports)
+// exactly like a plugin kernel, called in this process or served to a parent `nvfp4check run`.
 #include "python/capi/nvfp4check_capi.h"
 
 #include <chrono>
@@ -19,12 +20,13 @@
 #include <nlohmann/json.hpp>
 
 #include "fuzz/fuzz_problem.h"
+#include "harness/case_check.h"
 #include "harness/case_input.h"
 #include "harness/device_buffers.h"
 #include "harness/generators.h"
 #include "harness/report.h"
-#include "harness/runner.h"
-#include "harness/worker_process.h"
+#include "harness/suite.h"
+#include "harness/worker.h"
 #include "kernels/registry.h"
 #include "reference/case_file.h"
 #include "reference/exact_gemm.h"
@@ -49,21 +51,18 @@ std::mutex g_slots_mutex;
 std::vector<std::optional<Callback>> g_slots;
 
 // What the callback said about the call in progress (nvfp4check_kernel_failed, NVFP4CHECK_STOP).
-// The runner calls the kernel on the thread that called check_case, so it is per thread.
+// The kernel is called on the thread that runs the check, so this is per thread.
 struct CallNotes {
-  std::string check, message, stage;  // check: the first failure the callback reported
-  bool stopped = false;
-  std::string current_stage;
+  std::string check, message;  // the first failure the callback reported during the call
+  bool stopped = false;        // an interrupt: the check ends, the case in progress is dropped
 };
-thread_local CallNotes* t_notes = nullptr;
+thread_local CallNotes t_notes;
 
-// Points t_notes at a check's notes while it runs.
-class NotesScope {
+// A callback that reported a failure (a Python exception) makes the call throw: the core turns a
+// kernel's exception into the check "exception" with this text.
+class CallbackFailure : public std::runtime_error {
  public:
-  explicit NotesScope(CallNotes* notes) { t_notes = notes; }
-  ~NotesScope() { t_notes = nullptr; }
-  NotesScope(const NotesScope&) = delete;
-  NotesScope& operator=(const NotesScope&) = delete;
+  using std::runtime_error::runtime_error;
 };
 
 int slot_run(int index, const nvfp4_problem* problem) {
@@ -73,10 +72,19 @@ int slot_run(int index, const nvfp4_problem* problem) {
     if (index < 0 || static_cast<size_t>(index) >= g_slots.size() || !g_slots[index]) return NVFP4_ERROR;
     cb = *g_slots[index];
   }
+  t_notes.check.clear();
+  t_notes.message.clear();
   const int rc = cb.run(cb.user, problem);
   if (rc == NVFP4CHECK_STOP) {
-    if (t_notes) t_notes->stopped = true;
-    return NVFP4_ERROR;
+    // Thrown, so no further call of the case is made; the case itself is dropped.
+    t_notes.stopped = true;
+    throw CallbackFailure("interrupted");
+  }
+  if (!t_notes.check.empty()) {
+    // A traceback is several lines: each indented under the lead line of the failure text.
+    std::string text = t_notes.check == "exception" ? "" : t_notes.check + ": ";
+    for (char ch : t_notes.message) text += ch == '\n' ? std::string("\n    ") : std::string(1, ch);
+    throw CallbackFailure(text);
   }
   return rc;
 }
@@ -135,7 +143,6 @@ struct Options {
   std::optional<uint64_t> seed;
   bool keep_passing_cases = false;
   std::optional<Shape> shape;
-  int event_fd = -1;
 };
 
 Options parse_options(const char* text) {
@@ -176,8 +183,6 @@ Options parse_options(const char* text) {
       set_shape(p, s);
       if (const std::string err = shape_error(p); !err.empty()) throw std::invalid_argument("shape: " + err);
       o.shape = s;
-    } else if (key == "event_fd") {
-      o.event_fd = value.get<int>();
     } else if (key == "command") {
       o.command = value.get<std::string>();
     } else {
@@ -187,15 +192,11 @@ Options parse_options(const char* text) {
   return o;
 }
 
-RunOptions run_options(const Options& o) {
-  RunOptions r;
+CaseOptions case_options(const Options& o) {
+  CaseOptions r;
   r.case_dir = o.case_dir;
-  r.timeout_s = o.timeout_s;
-  r.keep_passing_cases = o.keep_passing_cases;
-  if (!o.policy.empty()) {
-    r.use_policy_override = true;
-    r.policy_override = Policy::parse(o.policy);
-  }
+  r.keep_passing = o.keep_passing_cases;
+  if (!o.policy.empty()) r.policy = Policy::parse(o.policy);
   return r;
 }
 
@@ -207,62 +208,6 @@ char* dup_string(const std::string& s) {
 
 char* error_json(const std::string& what) { return dup_string(json{{"error", what}}.dump()); }
 
-// Events of the worker protocol (harness/worker_process.h), when the caller asked for them: a
-// Python worker process can then be supervised like the program's own workers.
-class Events {
- public:
-  explicit Events(int fd) : writer_(fd), on_(fd >= 0) {}
-  void emit(const json& event) const {
-    if (on_) writer_.emit(event);
-  }
-
- private:
-  EventWriter writer_;
-  bool on_;
-};
-
-// The failure the callback reported replaces the runner's generic "kernel-error": a Python
-// exception is check "exception" with its traceback.
-void apply_callback_failure(CheckResult& r, const CallNotes& notes) {
-  if (r.verdict != CheckResult::Verdict::fail || notes.check.empty()) return;
-  if (r.check != "kernel-error" && r.check != "ignored-unsupported") return;
-  r.check = notes.check;
-  // A traceback is several lines: each indented under the lead line failure_text prints.
-  const bool lines = notes.message.find('\n') != std::string::npos;
-  std::string text = lines ? "\n    " : " ";
-  for (char ch : notes.message) text += ch == '\n' ? std::string("\n    ") : std::string(1, ch);
-  r.message = fmt::format("in stage \"{}\":{}", notes.stage, text);
-}
-
-bool drawable(const CheckResult& r) {
-  const Problem& p = r.problem;
-  return r.verdict == CheckResult::Verdict::fail && static_cast<int64_t>(r.c.size()) == p.c_elems() &&
-         static_cast<int64_t>(r.reference.elems.size()) == p.c_elems() && p.c_elems() > 0;
-}
-
-// A result as `run` reports it: the error map beside the case file (or in map_dir), the failure
-// text, then case_result_json. (TODO(core): one home for this with cli/cmd_run.cc's report_result.)
-json case_result(const Kernel& kernel, std::optional<uint64_t> seed, const CheckResult& r, const std::string& map_dir,
-                 std::string* text_out) {
-  std::string error_map, text;
-  if (r.verdict == CheckResult::Verdict::fail) {
-    if (drawable(r) && !r.case_file.empty()) {
-      error_map = error_map_path_for(r.case_file, map_dir);
-      try {
-        const std::filesystem::path parent = std::filesystem::path(error_map).parent_path();
-        if (!parent.empty()) std::filesystem::create_directories(parent);
-        write_error_map_png(error_map, r.problem, r.reference, r.c, r.policy);
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "warning: no error map: %s\n", e.what());
-        error_map.clear();
-      }
-    }
-    text = failure_text(kernel.name(), seed, r, error_map);
-  }
-  if (text_out) *text_out = text;
-  return case_result_json(r, text, error_map);
-}
-
 json final_report(std::optional<uint64_t> seed, const KernelReport& k, const std::string& command, bool stopped) {
   json report = report_json(seed, {k}, command);
   json out = {{"seed", report["seed"]}, {"command", command}, {"kernel", report["kernels"][0]}, {"stopped", stopped}};
@@ -270,140 +215,43 @@ json final_report(std::optional<uint64_t> seed, const KernelReport& k, const std
   return out;
 }
 
-// ---------------------------------------------------------------------------------------------
-// TODO(core): replace by the suite core's schedule (issue 13). Until then this section mirrors
-// the case loop of `nvfp4check run` (cli/cmd_run.cc worker_main and its helpers) case for case,
-// so that a seed gives a Python kernel exactly the cases it gives a plugin kernel of the same
-// name and info (python/tests/test_schedule.py compares the two).
-
-bool applies(const nvfp4_kernel_info& info, const DataSpec& spec) {
-  return !(info.flags & NVFP4_FLAG_UNIT_ALPHA) || spec.alpha == AlphaDist::one;
-}
-
-Problem problem_of_shape(Rng& rng, const Shape& s, const nvfp4_kernel_info& info, const DataSpec& spec) {
-  ShapeLimits smallest;
-  smallest.max_m = smallest.max_n = smallest.max_l = 1;
-  smallest.max_k = 2;
-  Problem p = generate_problem(rng, s.op, info, spec, smallest);
-  set_shape(p, s);
-  p.a.clear(), p.b.clear(), p.sfa.clear(), p.sfb.clear();
-  p.seed = rng();
-  p.generator = spec.name();
-  expand_seeded_case(p);
-  if (info.flags & NVFP4_FLAG_UNIT_ALPHA) p.alpha = 1.0f;
-  return p;
-}
-
-std::optional<Problem> unsupported_problem(Rng& rng, Op op, const nvfp4_kernel_info& info, const DataSpec& spec,
-                                           const ShapeLimits& limits) {
-  const Shape s = generate_unsupported_shape(rng, op, info, limits);
-  if (s.m != 0) {
-    Problem p = generate_problem(rng, op, info, spec, limits);
-    set_shape(p, s);
-    fill_data(rng, spec, p);
-    if (info.flags & NVFP4_FLAG_UNIT_ALPHA) p.alpha = 1.0f;
-    return p;
-  }
-  Problem p = generate_problem(rng, op, info, spec, limits);
-  if (!((info.sf_layouts >> NVFP4_SF_LINEAR) & 1u)) {
-    p.sf_layout = SfLayout::linear;
-    return p;
-  }
-  if (!((info.sf_layouts >> NVFP4_SF_PERMUTED) & 1u)) {
-    p.sf_layout = SfLayout::permuted;
-    return p;
-  }
-  if (info.flags & NVFP4_FLAG_UNIT_ALPHA) {
-    p.alpha = 2.0f;
-    return p;
-  }
-  const Op other = op == Op::gemm ? Op::gemv : Op::gemm;
-  if (!((info.ops >> static_cast<uint32_t>(other)) & 1u)) return generate_problem(rng, other, info, spec, limits);
-  return std::nullopt;
-}
-
-// One kernel's cases from a seed, up to the first failure. Returns its report; *stopped when a
-// callback asked to stop (the case in progress is not counted).
-KernelReport run_schedule(const Kernel& kernel, const Options& o, uint64_t seed, const Events& events, bool* stopped) {
+// One kernel's cases from the core's schedule (exactly `nvfp4check run`'s for this kernel and
+// seed), called in this process, up to the first failure; *stopped when a callback asked to stop.
+KernelReport run_schedule(const Kernel& kernel, const Options& o, uint64_t seed, bool* stopped) {
+  InProcessExecutor executor(kernel, o.timeout_s);
+  const KernelDesc& desc = executor.kernel();
   KernelReport report;
-  report.name = kernel.name();
-  report.origin = kernel.origin;
-  const auto started = std::chrono::steady_clock::now();
-  auto finish = [&] {
-    report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-    events.emit({{"event", "done"}});
+  report.name = desc.name;
+  report.origin = desc.origin;
+  report.flags = desc.info.flags;
+  if (!desc.runnable) {
+    report.verdict = "skipped";
+    report.skip_reason = desc.why_not;
     return report;
-  };
-  std::string why;
-  if (!kernel_runnable(kernel, &why)) {
+  }
+  ScheduleOptions so;
+  so.seed = seed;
+  if (!o.op.empty()) so.op = o.op == "gemv" ? Op::gemv : Op::gemm;
+  so.shape = o.shape;
+  std::optional<Schedule> schedule;
+  try {
+    schedule.emplace(desc.info, desc.name, so);
+  } catch (const std::invalid_argument&) {
     report.verdict = "skipped";
-    report.skip_reason = why;
-    events.emit({{"event", "skipped"}, {"why", why}});
-    return finish();
+    report.skip_reason = o.op.empty() ? "declares no op" : "does not support " + o.op;
+    return report;
   }
-  const nvfp4_kernel_info& info = *kernel.info;
-  std::optional<Shape> fixed = o.shape;
-  if (fixed && fixed->op == Op::gemv && !kernel.supports_op(NVFP4_OP_GEMV)) fixed->op = Op::gemm;
-  std::vector<Op> ops;
-  for (Op op : {Op::gemv, Op::gemm})
-    if (kernel.supports_op(static_cast<uint32_t>(op)) && (o.op.empty() || o.op == to_string(op)))
-      if (!fixed || fixed->op == op) ops.push_back(op);
-  if (ops.empty()) {
-    const std::string wanted = fixed ? to_string(fixed->op) : o.op;
-    report.verdict = "skipped";
-    report.skip_reason = wanted.empty() ? "declares no op" : "does not support " + wanted;
-    events.emit({{"event", "skipped"}, {"why", report.skip_reason}});
-    return finish();
-  }
-  std::vector<DataSpec> specs;
-  for (const DataSpec& s : DataSpec::all())
-    if (applies(info, s)) specs.push_back(s);
-
-  RunOptions options = run_options(o);
-  CallNotes notes;
-  const NotesScope scope(&notes);
-  options.on_stage = [&](const std::string& stage) {
-    notes.current_stage = stage;
-    events.emit({{"event", "stage"}, {"stage", stage}});
-  };
-  options.on_case_saved = [&](const std::string& path) { events.emit({{"event", "saved"}, {"case_file", path}}); };
-
-  Rng rng(seed ^ fnv1a(kernel.name()));
-  const ShapeLimits limits;
-  using Clock = std::chrono::steady_clock;
-  const auto start = Clock::now();
-  for (int64_t i = 0;; ++i) {
-    if (o.cases > 0 && i >= o.cases) break;
-    if (o.seconds > 0 && i > 0 && std::chrono::duration<double>(Clock::now() - start).count() >= o.seconds) break;
-    const Op op = ops[static_cast<size_t>(i) % ops.size()];
-    const DataSpec spec = (i % 2 == 0 || specs.empty()) ? DataSpec{} : specs[rng() % specs.size()];
-    std::optional<Problem> p;
-    if (fixed) {
-      p = problem_of_shape(rng, *fixed, info, spec);
-    } else {
-      if (i % 8 == 7) p = unsupported_problem(rng, op, info, spec, limits);
-      if (!p) p = generate_problem(rng, op, info, spec, limits);
-    }
-    p->note = fmt::format("nvfp4check run --seed {} --kernel {}: case {}, data {}", seed, kernel.name(), i, spec.name());
-    options.data_spec = spec.name();
-    options.stale_seed = rng();
-    events.emit({{"event", "begin"}, {"index", i}});
-    notes = CallNotes{};
-    CheckResult r = check_case(kernel, *p, options);
-    if (notes.stopped) {
-      *stopped = true;
-      break;
-    }
-    apply_callback_failure(r, notes);
-    const json result = case_result(kernel, seed, r, "", nullptr);
-    accumulate(report, result);
-    events.emit({{"event", "result"}, {"result", result}});
-    if (r.verdict == CheckResult::Verdict::fail) break;  // the first failure is the reproducer
-  }
-  return finish();
+  LaneSettings ls;
+  ls.cases = o.cases;
+  ls.seconds = o.seconds;
+  ls.seed = seed;
+  ls.case_options = case_options(o);
+  t_notes = CallNotes{};
+  ls.should_stop = [] { return t_notes.stopped; };
+  report = check_kernel({&executor}, desc, *schedule, ls);
+  *stopped = t_notes.stopped;
+  return report;
 }
-// End of the TODO(core) section.
-// ---------------------------------------------------------------------------------------------
 
 uint64_t chosen_seed(const Options& o) {
   if (o.seed) return *o.seed;
@@ -469,9 +317,8 @@ NVFP4CHECK_EXPORT char* nvfp4check_check(const nvfp4_kernel_info* info, nvfp4che
     Registry holder;
     const Kernel kernel = callback_kernel(holder, info, slot.index());
     const uint64_t seed = chosen_seed(o);
-    const Events events(o.event_fd);
     bool stopped = false;
-    const KernelReport report = run_schedule(kernel, o, seed, events, &stopped);
+    const KernelReport report = run_schedule(kernel, o, seed, &stopped);
     return final_report(seed, report, check_command(kernel, o, seed), stopped);
   });
 }
@@ -485,9 +332,8 @@ NVFP4CHECK_EXPORT char* nvfp4check_check_plugin(const char* plugin_path, const c
     const Kernel* kernel = registry.find(kernel_name ? kernel_name : "");
     if (!kernel) throw std::invalid_argument(fmt::format("the plugin {} has no kernel named {}", plugin_path, kernel_name));
     const uint64_t seed = chosen_seed(o);
-    const Events events(o.event_fd);
     bool stopped = false;
-    const KernelReport report = run_schedule(*kernel, o, seed, events, &stopped);
+    const KernelReport report = run_schedule(*kernel, o, seed, &stopped);
     return final_report(seed, report, check_command(*kernel, o, seed) + " --plugin " + plugin_path, stopped);
   });
 }
@@ -501,44 +347,44 @@ NVFP4CHECK_EXPORT char* nvfp4check_replay(const char* path, const nvfp4_kernel_i
     const SlotLease slot(run, user);
     Registry holder;
     const Kernel kernel = callback_kernel(holder, info, slot.index());
-    // Binary inputs are the kernel fuzzer's encoding, as for `nvfp4check replay`.
-    if (!have_binary_case_decoder()) set_binary_case_decoder(decode_fuzz_case);
-    const Problem p = load_case_input(path, kernel.info);  // CaseError: a bad file is a usage error
-    const Events events(o.event_fd);
+    // A case file, validated as `nvfp4check replay` does (CaseError: a bad file is a usage error).
+    const ReplayInput in = read_replay_input(path, false);
+    InProcessExecutor executor(kernel, o.timeout_s);
     KernelReport report;
     report.name = kernel.name();
     report.origin = kernel.origin;
+    report.flags = kernel.info->flags;
     bool stopped = false;
-    std::string why;
-    if (!kernel_runnable(kernel, &why)) {
+    if (!executor.kernel().runnable) {
       report.verdict = "skipped";
-      report.skip_reason = why;
-      events.emit({{"event", "skipped"}, {"why", why}});
+      report.skip_reason = executor.kernel().why_not;
     } else {
-      RunOptions options = run_options(o);
-      options.save_case = false;
-      // The stale-state refill depends on the case, not on the path it was given by.
-      options.stale_seed = fnv1a(write_case(p));
-      CallNotes notes;
-      const NotesScope scope(&notes);
-      options.on_stage = [&](const std::string& stage) {
-        notes.current_stage = stage;
-        events.emit({{"event", "stage"}, {"stage", stage}});
-      };
-      events.emit({{"event", "begin"}, {"index", 0}, {"input", path}});
+      CaseOptions options = case_options(o);
+      options.existing_file = in.path;
+      // The stale-state data depends on the case, not on the path it was given by.
+      options.stale_seed = fnv1a(write_case(in.problem));
+      t_notes = CallNotes{};
       const auto started = std::chrono::steady_clock::now();
-      CheckResult r = check_case(kernel, p, options);
-      stopped = notes.stopped;
+      const CaseOutcome r = check_case(executor, in.problem, options);
+      stopped = t_notes.stopped;
       if (!stopped) {
-        apply_callback_failure(r, notes);
-        if (r.case_file.empty()) r.case_file = path;
-        const json result = case_result(kernel, std::nullopt, r, o.case_dir, nullptr);
-        accumulate(report, result);
-        events.emit({{"event", "result"}, {"result", result}});
+        std::string text, map;
+        if (r.verdict == CaseOutcome::Verdict::fail) {
+          map = error_map_path_for(r.case_file, o.case_dir);
+          try {
+            std::filesystem::create_directories(std::filesystem::path(map).parent_path());
+            write_error_map_png(map, r.problem, r.reference, r.c, r.policy);
+          } catch (const std::exception& e) {
+            std::fprintf(stderr, "warning: no error map: %s\n", e.what());
+            map.clear();
+          }
+          text = failure_text(kernel.name(), std::nullopt, r, map);
+        }
+        add_outcome(report, r, 0, text, map);
+        finish_report(report);
       }
       report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     }
-    events.emit({{"event", "done"}});
     return final_report(std::nullopt, report, fmt::format("nvfp4check replay {} --kernel {}", path, kernel.name()),
                         stopped);
   });
@@ -572,10 +418,26 @@ NVFP4CHECK_EXPORT char* nvfp4check_reference(const char* path, uint16_t** out, i
 }
 
 NVFP4CHECK_EXPORT void nvfp4check_kernel_failed(const char* check, const char* message) {
-  if (t_notes == nullptr || !t_notes->check.empty()) return;  // the first report of a call wins
-  t_notes->check = check && *check ? check : "kernel-error";
-  t_notes->message = message ? message : "";
-  t_notes->stage = t_notes->current_stage;
+  if (!t_notes.check.empty()) return;  // the first report of a call wins
+  t_notes.check = check && *check ? check : "exception";
+  t_notes.message = message ? message : "";
+}
+
+NVFP4CHECK_EXPORT int nvfp4check_serve(const nvfp4_kernel_info* info, nvfp4check_run_fn run, void* user, int fd,
+                                       double timeout_s) {
+  try {
+    if (run == nullptr) throw std::invalid_argument("no run callback was given");
+    const SlotLease slot(run, user);
+    Registry holder;
+    const Kernel kernel = callback_kernel(holder, info, slot.index());
+    return serve_kernel(fd, kernel, timeout_s);
+  } catch (const std::exception& e) {
+    try {
+      send_message(fd, ReadyMsg{{}, e.what()});
+    } catch (...) {
+    }
+    return 2;
+  }
 }
 
 NVFP4CHECK_EXPORT void nvfp4check_free(void* p) { std::free(p); }

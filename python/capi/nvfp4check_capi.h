@@ -30,12 +30,12 @@ int nvfp4check_capi_version(void);
  *  "cuda_why": text when there is no usable device} */
 char *nvfp4check_build_info(void);
 
-/* Checks a kernel on seeded generated cases: the case loop of `nvfp4check run` for one kernel,
- * stopping at the first failure. options_json (all optional):
+/* Checks a kernel on seeded generated cases: the suite core's schedule for one kernel (the cases
+ * `nvfp4check run --seed S` gives a kernel of this name and info), stopping at the first failure.
+ * The kernel is called in this process. options_json (all optional):
  *   {"op": "gemv"|"gemm", "cases": N, "seconds": S, "seed": S, "case_dir": DIR,
- *    "policy": "fp32"|"exact"|..., "timeout_s": S, "keep_passing_cases": bool,
- *    "shape": {"m","n","k","l"} (every case of this shape), "event_fd": FD (also write the
- *    worker events of harness/worker_process.h there), "command": TEXT (for the report)}
+ *    "policy": "fp32"|"matrix-unit"|"exact"|..., "timeout_s": S, "keep_passing_cases": bool,
+ *    "shape": {"m","n","k","l"} (every case of this shape), "command": TEXT (for the report)}
  * Returns the report: {"seed", "command", "kernel": {the kernel's entry of `run --report`},
  * "failure_text": TEXT when it failed, "stopped": bool} or {"error": TEXT} for bad options or
  * a bad kernel info (nothing ran). */
@@ -45,9 +45,8 @@ char *nvfp4check_check(const nvfp4_kernel_info *info, nvfp4check_run_fn run, voi
  * in this process: the baseline of the Python overhead benchmark. */
 char *nvfp4check_check_plugin(const char *plugin_path, const char *kernel_name, const char *options_json);
 
-/* Runs one saved case (a case file or a binary fuzz input) through every check, like
- * `nvfp4check replay`. options_json: {"case_dir", "policy", "timeout_s", "event_fd"}. Same
- * report as nvfp4check_check ("seed": null). */
+/* Runs one saved case file through every check, like `nvfp4check replay`. options_json:
+ * {"case_dir", "policy", "timeout_s"}. Same report as nvfp4check_check ("seed": null). */
 char *nvfp4check_replay(const char *path, const nvfp4_kernel_info *info, nvfp4check_run_fn run, void *user,
                         const char *options_json);
 
@@ -58,10 +57,14 @@ char *nvfp4check_replay(const char *path, const nvfp4_kernel_info *info, nvfp4ch
 char *nvfp4check_reference(const char *path, uint16_t **out, int64_t *count);
 
 /* Called by a run callback, during the call, to say why it fails: check "exception" (a Python
- * exception, message = the traceback) or another check name of the runner. The callback then
- * returns NVFP4_ERROR, and the case fails with this check and message instead of
- * "kernel-error". */
+ * exception, message = the traceback). The callback then returns, and the case fails with the
+ * check "exception" and this text instead of "kernel-error". */
 void nvfp4check_kernel_failed(const char *check, const char *message);
+
+/* Serves the kernel as a worker process of `nvfp4check run --python` (harness/worker.h): sends
+ * its info on fd, then makes the calls the parent asks for and sends back what it observed, until
+ * the parent ends. The verdicts are decided by the parent. Returns the process's exit code. */
+int nvfp4check_serve(const nvfp4_kernel_info *info, nvfp4check_run_fn run, void *user, int fd, double timeout_s);
 
 void nvfp4check_free(void *p);
 

@@ -69,6 +69,9 @@ class CApi:
                                              ctypes.POINTER(ctypes.c_int64)]
         lib.nvfp4check_kernel_failed.restype = None
         lib.nvfp4check_kernel_failed.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
+        lib.nvfp4check_serve.restype = ctypes.c_int
+        lib.nvfp4check_serve.argtypes = [ctypes.POINTER(_abi.nvfp4_kernel_info), _abi.RUN_FN, ctypes.c_void_p,
+                                         ctypes.c_int, ctypes.c_double]
         lib.nvfp4check_free.restype = None
         lib.nvfp4check_free.argtypes = [ctypes.c_void_p]
         version = lib.nvfp4check_capi_version()
@@ -108,6 +111,10 @@ class CApi:
         finally:
             self._lib.nvfp4check_free(out)
         return header, words
+
+    def serve(self, info, run, fd, timeout_s):
+        """Serves the kernel to a parent `nvfp4check run` over fd; returns the exit code."""
+        return self._lib.nvfp4check_serve(ctypes.byref(info), run, None, fd, timeout_s)
 
     def kernel_failed(self, check, message):
         self._lib.nvfp4check_kernel_failed(check.encode(), message.encode("utf-8", errors="replace"))

@@ -150,7 +150,7 @@ def _finish(raw, adapter, state):
 
 def check(fn, op="gemv", memory="cuda", format="canonical", sf_layouts=None, flags=0, name=None, cases=None,
           seconds=None, seed=None, case_dir=None, *, policy=None, timeout_s=None, shape=None, m_multiple=1,
-          n_multiple=1, k_multiple=1, min_sm=0, keep_passing_cases=False, event_fd=None):
+          n_multiple=1, k_multiple=1, min_sm=0, keep_passing_cases=False):
     """Checks fn on seeded generated cases with every check of `nvfp4check run`, up to the first
     failure, and returns a Report. fn is called as the format says (see nvfp4check.adapter).
 
@@ -171,15 +171,13 @@ def check(fn, op="gemv", memory="cuda", format="canonical", sf_layouts=None, fla
     capi = _capi.load()
     run, state = _callback(adapter, capi)
     options = {"cases": cases, "seconds": seconds, "seed": int(seed), "case_dir": case_dir, "policy": policy,
-               "timeout_s": timeout_s, "shape": _shape_option(shape), "keep_passing_cases": keep_passing_cases,
-               "event_fd": event_fd}
+               "timeout_s": timeout_s, "shape": _shape_option(shape), "keep_passing_cases": keep_passing_cases}
     raw = capi.check(adapter.info, run, options)
     return _finish(raw, adapter, state)
 
 
 def replay(path, fn, op=None, memory="cuda", format="canonical", flags=0, *, sf_layouts=None, name=None,
-           case_dir=None, policy=None, timeout_s=None, m_multiple=1, n_multiple=1, k_multiple=1, min_sm=0,
-           event_fd=None):
+           case_dir=None, policy=None, timeout_s=None, m_multiple=1, n_multiple=1, k_multiple=1, min_sm=0):
     """Runs one saved case (a case file or a binary fuzz input) through every check, like
     `nvfp4check replay`, and returns a Report. op None declares both ops."""
     adapter = fn if isinstance(fn, KernelAdapter) else KernelAdapter(
@@ -187,9 +185,25 @@ def replay(path, fn, op=None, memory="cuda", format="canonical", flags=0, *, sf_
         m_multiple=m_multiple, n_multiple=n_multiple, k_multiple=k_multiple, min_sm=min_sm)
     capi = _capi.load()
     run, state = _callback(adapter, capi)
-    options = {"case_dir": case_dir, "policy": policy, "timeout_s": timeout_s, "event_fd": event_fd}
+    options = {"case_dir": case_dir, "policy": policy, "timeout_s": timeout_s}
     raw = capi.replay(os.fspath(path), adapter.info, run, options)
     return _finish(raw, adapter, state)
+
+
+def serve(fn, fd, *, op="gemv", memory="cuda", format="canonical", sf_layouts=None, flags=0, name=None,
+          timeout_s=30.0, m_multiple=1, n_multiple=1, k_multiple=1, min_sm=0):
+    """Serves fn as the kernel process of `nvfp4check run --python` over the channel fd: the parent
+    schedules and judges every case; this process only calls fn and reports what it left behind.
+    Returns the exit code."""
+    adapter = fn if isinstance(fn, KernelAdapter) else KernelAdapter(
+        fn, op=op, memory=memory, format=format, sf_layouts=sf_layouts, flags=flags, name=name,
+        m_multiple=m_multiple, n_multiple=n_multiple, k_multiple=k_multiple, min_sm=min_sm)
+    capi = _capi.load()
+    run, state = _callback(adapter, capi)
+    code = capi.serve(adapter.info, run, fd, float(timeout_s))
+    if state["interrupt"] is not None:
+        raise state["interrupt"]
+    return code
 
 
 def check_plugin(plugin, kernel, cases=None, seconds=None, seed=None, case_dir=None, *, op=None, policy=None,

@@ -3,9 +3,9 @@
 Imports FILE (a GPU MODE submission, a module with a canonical kernel), takes FUNCTION from it
 (default custom_kernel) and runs nc.check on it, or nc.replay with --replay CASE. Prints the
 failure text or a one-line verdict; exit code 0 pass or skipped, 1 a check failed, 2 bad usage or
-input (SPEC.md section 6). With --events-fd FD it also writes the worker events of
-harness/worker_process.h on FD, so `nvfp4check run --python` can supervise it like its own
-workers (a crash or hang of the kernel then cannot take the parent with it).
+input (SPEC.md section 6). With --serve-fd FD it is instead the kernel process of
+`nvfp4check run --python` (harness/worker.h): the parent schedules and judges every case, this
+process only calls the kernel, so a crash or hang of the kernel cannot take the parent with it.
 """
 import argparse
 import importlib
@@ -18,7 +18,7 @@ import types
 
 from . import _abi
 from .adapter import KernelAdapter
-from .driver import DEFAULT_SECONDS, check, replay
+from .driver import DEFAULT_SECONDS, check, replay, serve
 
 FLAG_NAMES = {
     "signed_scales": _abi.FLAG_SIGNED_SCALES,
@@ -116,7 +116,7 @@ def parser():
     p.add_argument("--replay", "--input", metavar="CASE", action="append", default=[], dest="replay",
                    help="replay saved cases instead (repeatable)")
     p.add_argument("--report", help="write the JSON report(s) here")
-    p.add_argument("--events-fd", type=int, help="also write worker events (JSON lines) to this file descriptor")
+    p.add_argument("--serve-fd", type=int, help="serve the kernel to a parent `nvfp4check run` over this descriptor")
     return p
 
 
@@ -136,17 +136,17 @@ def main(argv=None):
         adapter = KernelAdapter(fn, op=op, memory=args.memory, format=args.format, sf_layouts=args.sf_layouts,
                                 flags=flags, name=args.name, m_multiple=args.m_multiple, n_multiple=args.n_multiple,
                                 k_multiple=args.k_multiple, min_sm=args.min_sm)
+        if args.serve_fd is not None:
+            return serve(adapter, args.serve_fd, timeout_s=args.timeout or 30.0)
         if args.replay:
-            reports = [replay(path, adapter, case_dir=args.case_dir, policy=args.policy, timeout_s=args.timeout,
-                              event_fd=args.events_fd) for path in args.replay]
+            reports = [replay(path, adapter, case_dir=args.case_dir, policy=args.policy, timeout_s=args.timeout)
+                       for path in args.replay]
         else:
             seconds = args.seconds if args.seconds or args.cases else DEFAULT_SECONDS
             reports = [check(adapter, cases=args.cases, seconds=seconds, seed=args.seed, case_dir=args.case_dir,
-                             policy=args.policy, timeout_s=args.timeout, shape=args.shape, event_fd=args.events_fd)]
+                             policy=args.policy, timeout_s=args.timeout, shape=args.shape)]
     except (UsageError, ValueError, TypeError, ImportError, SyntaxError) as e:
         print(f"nvfp4check.worker: {e}", file=sys.stderr)
-        if args.events_fd is not None:
-            os.write(args.events_fd, (json.dumps({"event": "error", "message": str(e)}) + "\n").encode())
         return 2
     for r in reports:
         print(r if r.failure else str(r))

@@ -71,16 +71,30 @@ def test_gpumode_submission_imports_task_without_their_harness(tmp_path):
     assert fn.__name__ == "custom_kernel"
 
 
-def test_events_for_a_supervising_parent(tmp_path):
-    read_fd, write_fd = os.pipe()
-    r = worker(f"{KERNELS}:unwritten_bug", "--op", "gemm", "--memory", "host", "--cases", "5", "--seed", "5",
-               "--case-dir", str(tmp_path), "--events-fd", str(write_fd), pass_fds=(write_fd,))
-    os.close(write_fd)
-    with os.fdopen(read_fd) as f:
-        events = [json.loads(line) for line in f]
+def program(*args):
+    """`nvfp4check` itself (NVFP4CHECK_PROGRAM), with this package importable by its Python worker."""
+    exe = os.environ.get("NVFP4CHECK_PROGRAM")
+    if not exe:
+        pytest.skip("NVFP4CHECK_PROGRAM does not name the nvfp4check program")
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (os.path.dirname(HERE), env.get("PYTHONPATH")) if p)
+    env["NVFP4_PYTHON"] = sys.executable
+    return subprocess.run([exe, *args], capture_output=True, text=True, env=env)
+
+
+def test_run_python_judges_in_the_parent(tmp_path):
+    # `nvfp4check run --python`: the function runs in Python's worker process, the program
+    # schedules and judges; the report and exit codes are run's.
+    report = tmp_path / "report.json"
+    r = program("run", "--python", f"{KERNELS}:unwritten_bug", "--op", "gemm", "--memory", "host", "--cases", "5",
+                "--seed", "5", "--case-dir", str(tmp_path), "--report", str(report))
     assert r.returncode == 1, r.stdout + r.stderr
-    kinds = [e["event"] for e in events]
-    assert kinds[0] == "begin" and kinds[-1] == "done"
-    assert "saved" in kinds and "stage" in kinds
-    result = [e for e in events if e["event"] == "result"][-1]["result"]
-    assert result["verdict"] == "fail" and result["failure"]["check"] == "unwritten-output"
+    kernel = json.loads(report.read_text())["kernels"][0]
+    assert kernel["verdict"] == "fail" and kernel["failure"]["check"] == "unwritten-output"
+    assert os.path.exists(kernel["failure"]["case_file"])
+    ok = program("run", "--python", f"{KERNELS}:honest_gemv", "--memory", "host", "--cases", "8", "--seed", "5",
+                 "--case-dir", str(tmp_path), "--report", str(report))
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert json.loads(report.read_text())["kernels"][0]["cases"] == 8
+    bad = program("run", "--python", f"{KERNELS}:no_such_function", "--memory", "host", "--cases", "1")
+    assert bad.returncode == 2 and "no_such_function" in bad.stderr, bad.stdout + bad.stderr
