@@ -112,14 +112,15 @@ u128 cut(uint64_t sig, int vexp, int unit, bool neg, WindowRounding r) {
   return q;
 }
 
-// One fused addition: every nonzero term aligned to the largest aexp E, cut to multiples of
-// 2^(E - p), summed exactly. The result is exact (not yet rounded to FP32).
-Exact fused_add(const std::vector<Term>& terms, int kept_bits, WindowRounding r) {
+// One fused addition: every nonzero term aligned to the largest aexp E (at least `floor`), cut to
+// multiples of 2^(E - p), summed exactly. The result is exact (not yet rounded to FP32).
+Exact fused_add(const std::vector<Term>& terms, int kept_bits, WindowRounding r, int floor) {
   int e_ref = std::numeric_limits<int>::min();
   for (const Term& t : terms)
     if (t.sig) e_ref = std::max(e_ref, t.aexp);
   Exact out;
   if (e_ref == std::numeric_limits<int>::min()) return out;
+  e_ref = std::max(e_ref, floor);
   const int unit = e_ref - kept_bits;
   i128 sum = 0;
   for (const Term& t : terms) {
@@ -294,9 +295,9 @@ uint32_t matrix_unit_dot(const MatrixUnitModel& m, const uint32_t* a, const uint
     Exact sum;
     if (m.c_entry == CEntry::with_products) {
       terms.push_back(acc);
-      sum = fused_add(terms, m.kept_bits, m.window_rounding);
+      sum = fused_add(terms, m.kept_bits, m.window_rounding, m.alignment_floor);
     } else {
-      const Exact ps = fused_add(terms, m.kept_bits, m.window_rounding);
+      const Exact ps = fused_add(terms, m.kept_bits, m.window_rounding, m.alignment_floor);
       // The products' exact sum as one term, aligned at its own leading exponent.
       std::vector<Term> two{acc};
       if (ps.mag) {
@@ -309,7 +310,7 @@ uint32_t matrix_unit_dot(const MatrixUnitModel& m, const uint32_t* a, const uint
         t.aexp = ps.exp + w - 1;
         two.push_back(t);
       }
-      sum = fused_add(two, m.kept_bits, m.window_rounding);
+      sum = fused_add(two, m.kept_bits, m.window_rounding, m.alignment_floor);
     }
     acc_bits = round_to_fp32(sum, m.result_fraction_bits, m.result_rounding, m.overflow_to_inf, zero_neg);
     if ((acc_bits & 0x7FFFFFFFu) == 0x7F800000u) return acc_bits;  // overflowed: Inf propagates
@@ -451,11 +452,12 @@ std::string describe(const MatrixUnitModel& m) {
   }
   std::snprintf(buf, sizeof buf,
                 "operand=%s k=%d block=%d kept_bits=%d window_rounding=%s result_rounding=%s c_entry=%s "
-                "subnormal_operands=%s zero_sign=%s product_bits=%d result_fraction_bits=%d overflow=%s",
+                "subnormal_operands=%s zero_sign=%s product_bits=%d result_fraction_bits=%d overflow=%s "
+                "alignment_floor=%d",
                 to_string(m.operand), m.k, m.block, m.kept_bits, kWindow[static_cast<int>(m.window_rounding)],
                 kResult[static_cast<int>(m.result_rounding)], kC[static_cast<int>(m.c_entry)],
                 kSub[static_cast<int>(m.subnormal_operands)], kZero[static_cast<int>(m.zero_sign)], m.product_bits,
-                m.result_fraction_bits, m.overflow_to_inf ? "inf" : "max_finite");
+                m.result_fraction_bits, m.overflow_to_inf ? "inf" : "max_finite", m.alignment_floor);
   return buf;
 }
 
