@@ -11,6 +11,8 @@ const std::vector<InstructionInfo>& probe_instructions() {
        false, &kH200MmaBf16, kMatrixUnitRule},
       {ProbeInstruction::mma_s8, "mma_s8", "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32", 16, 8, 32, false,
        &kH200MmaS8, kIntegerExactRule},
+      {ProbeInstruction::mma_s8_k16, "mma_s8_k16", "mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32", 16, 8, 16,
+       false, &kH200MmaS8K16, kIntegerExactRule},
       {ProbeInstruction::wgmma_f16, "wgmma_f16", "wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16", 64, 8, 16,
        true, &kH200WgmmaF16, kMatrixUnitRule},
       {ProbeInstruction::wgmma_bf16, "wgmma_bf16", "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16", 64, 8,

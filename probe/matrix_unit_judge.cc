@@ -124,34 +124,33 @@ void merge(Judgement& a, const Judgement& b) {
 }
 
 ModelFit fit_models(const MatrixUnitModel& base, const std::vector<FitData>& data) {
-  std::vector<MatrixUnitModel> variants;
-  // Result precision: the base's, and FP32's where the base has fewer bits (Hopper's FP8 path).
-  std::vector<int> result_bits{base.result_fraction_bits};
-  if (base.result_fraction_bits != 23) result_bits.push_back(23);
-  std::set<int> kept;
+  // The grid, one axis at a time: every variant so far times every value of the next axis.
+  std::vector<MatrixUnitModel> variants{base};
+  auto axis = [&variants](const auto& values, auto set) {
+    std::vector<MatrixUnitModel> next;
+    for (const MatrixUnitModel& m : variants)
+      for (const auto& v : values) {
+        MatrixUnitModel x = m;
+        set(x, v);
+        next.push_back(x);
+      }
+    variants.swap(next);
+  };
+  std::set<int> kept{22, 23, 24, 25, 26, 27};  // the SPEC's assumption and around FP32's 24 bits
   for (int p = std::max(8, base.kept_bits - 4); p <= base.kept_bits + 4; ++p) kept.insert(p);
-  for (int p = 22; p <= 27; ++p) kept.insert(p);  // the SPEC's assumption and around FP32's 24 bits
-  for (int p : kept)
-    for (int wr = 0; wr < 3; ++wr)
-      for (int rr = 0; rr < 2; ++rr)
-        for (int blk : {base.k, base.k / 2, base.k / 4})
-          for (int ce = 0; ce < 2; ++ce)
-            for (int sub = 0; sub < 3; ++sub)
-              for (int zs = 0; zs < 2; ++zs)
-                for (int rf : result_bits)
-                  for (bool inf : {true, false}) {
-                    MatrixUnitModel m = base;
-                    m.kept_bits = p;
-                    m.window_rounding = static_cast<WindowRounding>(wr);
-                    m.result_rounding = static_cast<ResultRounding>(rr);
-                    m.block = blk;
-                    m.c_entry = static_cast<CEntry>(ce);
-                    m.subnormal_operands = static_cast<SubnormalOperands>(sub);
-                    m.zero_sign = static_cast<ZeroSign>(zs);
-                    m.result_fraction_bits = rf;
-                    m.overflow_to_inf = inf;
-                    variants.push_back(m);
-                  }
+  axis(kept, [](MatrixUnitModel& m, int v) { m.kept_bits = v; });
+  axis(std::vector<int>{0, 1, 2}, [](MatrixUnitModel& m, int v) { m.window_rounding = static_cast<WindowRounding>(v); });
+  axis(std::vector<int>{0, 1}, [](MatrixUnitModel& m, int v) { m.result_rounding = static_cast<ResultRounding>(v); });
+  axis(std::vector<int>{base.k, base.k / 2, base.k / 4}, [](MatrixUnitModel& m, int v) { m.block = v; });
+  axis(std::vector<int>{0, 1}, [](MatrixUnitModel& m, int v) { m.c_entry = static_cast<CEntry>(v); });
+  axis(std::vector<int>{0, 1, 2},
+       [](MatrixUnitModel& m, int v) { m.subnormal_operands = static_cast<SubnormalOperands>(v); });
+  axis(std::vector<int>{0, 1}, [](MatrixUnitModel& m, int v) { m.zero_sign = static_cast<ZeroSign>(v); });
+  // Result precision: the base's, and FP32's where the base has fewer bits (Hopper's FP8 path).
+  std::set<int> result_bits{base.result_fraction_bits, 23};
+  axis(result_bits, [](MatrixUnitModel& m, int v) { m.result_fraction_bits = v; });
+  axis(std::vector<bool>{true, false}, [](MatrixUnitModel& m, bool v) { m.overflow_to_inf = v; });
+  axis(std::set<int>{base.alignment_floor, kNoAlignmentFloor}, [](MatrixUnitModel& m, int v) { m.alignment_floor = v; });
   // The outputs to check, as (tiles, tile, i, j, hardware).
   struct Output {
     const ProbeTiles* tiles;

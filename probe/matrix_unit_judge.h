@@ -76,7 +76,7 @@ struct FitData {
 
 // Every variant of `base` over kept_bits (base +-4 and 22..27), window and result rounding, block
 // size (k, k/2, k/4), C entry, subnormal handling, zero sign, result precision (the base's and
-// FP32's) and overflow, checked on the data.
+// FP32's), overflow and the alignment floor (the base's or none), checked on the data.
 ModelFit fit_models(const MatrixUnitModel& base, const std::vector<FitData>& data);
 
 }  // namespace nvfp4

@@ -112,6 +112,25 @@ __global__ void mma_m16n8k32_s8(const uint8_t* __restrict__ a, const uint8_t* __
   store_d(d + tile * 128, g, t, acc);
 }
 
+// The same at k = 16 (the GPU reference's shape): A's rows g, g + 8 at k = 4t..4t + 3, B's column
+// g at the same k.
+__global__ void mma_m16n8k16_s8(const uint8_t* __restrict__ a, const uint8_t* __restrict__ b,
+                                const uint32_t* __restrict__ c, uint32_t* __restrict__ d, int64_t tiles) {
+  const int64_t tile = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
+  if (tile >= tiles) return;
+  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const uint8_t* A = a + tile * 16 * 16;
+  const uint8_t* B = b + tile * 8 * 16;
+  const uint32_t a0 = load32(A + g * 16 + 4 * t), a1 = load32(A + (g + 8) * 16 + 4 * t);
+  const uint32_t b0 = load32(B + g * 16 + 4 * t);
+  uint32_t acc[4];
+  load_c(c + tile * 128, g, t, acc);
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};\n"
+               : "+r"(acc[0]), "+r"(acc[1]), "+r"(acc[2]), "+r"(acc[3])
+               : "r"(a0), "r"(a1), "r"(b0));
+  store_d(d + tile * 128, g, t, acc);
+}
+
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL) || !defined(__CUDA_ARCH__)
 // A shared-memory matrix descriptor for the no-swizzle K-major layout: 8 rows x 16 bytes per core
 // matrix, 128 bytes apart in K (LBO) and in N (SBO; B has one 8-row group here).
@@ -242,9 +261,11 @@ std::vector<uint32_t> run_on_device(const ProbeTiles& tiles) {
     DeviceArray<uint8_t> da(tiles.a.size()), db(tiles.b.size());
     upload(da, narrow<uint8_t>(tiles.a));
     upload(db, narrow<uint8_t>(tiles.b));
+    const unsigned mma_blocks = static_cast<unsigned>((n + kWarpsPerBlock - 1) / kWarpsPerBlock);
     if (in.id == ProbeInstruction::mma_s8) {
-      mma_m16n8k32_s8<<<static_cast<unsigned>((n + kWarpsPerBlock - 1) / kWarpsPerBlock), 32 * kWarpsPerBlock>>>(
-          da.ptr, db.ptr, dc.ptr, dd.ptr, n);
+      mma_m16n8k32_s8<<<mma_blocks, 32 * kWarpsPerBlock>>>(da.ptr, db.ptr, dc.ptr, dd.ptr, n);
+    } else if (in.id == ProbeInstruction::mma_s8_k16) {
+      mma_m16n8k16_s8<<<mma_blocks, 32 * kWarpsPerBlock>>>(da.ptr, db.ptr, dc.ptr, dd.ptr, n);
     } else {
       wgmma_m64n8<2><<<static_cast<unsigned>(n), 128>>>(da.ptr, db.ptr, dc.ptr, dd.ptr);
     }

@@ -67,7 +67,7 @@ json rule_json(const RuleTally& r, MmaOperand op) {
 
 // The values each parameter takes among the consistent variants: the measured parameters.
 json fit_summary(const ModelFit& fit) {
-  std::set<int> p, blk, rf;
+  std::set<int> p, blk, rf, fl;
   std::set<std::string> wr, rr, ce, sub, zs, ov;
   for (const MatrixUnitModel& m : fit.consistent) {
     const std::string d = describe(m);
@@ -85,6 +85,7 @@ json fit_summary(const ModelFit& fit) {
     zs.insert(field("zero_sign="));
     ov.insert(field("overflow="));
     rf.insert(m.result_fraction_bits);
+    fl.insert(m.alignment_floor);
   }
   json j = {{"variants", fit.variants}, {"outputs", fit.outputs}, {"consistent", fit.consistent.size()}};
   if (!fit.consistent.empty()) {
@@ -97,6 +98,7 @@ json fit_summary(const ModelFit& fit) {
     j["zero_sign"] = zs;
     j["result_fraction_bits"] = rf;
     j["overflow"] = ov;
+    j["alignment_floor"] = fl;
   }
   for (const auto& [m, misses] : fit.closest) j["closest"].push_back({{"model", describe(m)}, {"mismatches", misses}});
   return j;
@@ -127,9 +129,15 @@ void load_hardware(const std::string& path, uint64_t seed, uint64_t vectors, std
   if (h.seed != seed || h.vectors != vectors)
     throw std::runtime_error(path + ": saved with --seed " + std::to_string(h.seed) + " --vectors " +
                              std::to_string(h.vectors) + "; run with the same");
-  if (h.targeted_outputs != t.size() || h.random_outputs != r.size())
-    throw std::runtime_error(path + ": output counts differ from this build's vectors");
-  in.read(reinterpret_cast<char*>(t.data()), static_cast<std::streamsize>(t.size() * 4));
+  if (h.random_outputs != r.size()) throw std::runtime_error(path + ": random output counts differ from this build's");
+  if (h.targeted_outputs != t.size()) {
+    // Saved by a build with other targeted families: judge the random vectors alone.
+    std::printf("%s: targeted families differ from this build's; judging the random vectors only\n", path.c_str());
+    t.clear();
+    in.seekg(static_cast<std::streamoff>(h.targeted_outputs * 4), std::ios::cur);
+  } else {
+    in.read(reinterpret_cast<char*>(t.data()), static_cast<std::streamsize>(t.size() * 4));
+  }
   in.read(reinterpret_cast<char*>(r.data()), static_cast<std::streamsize>(r.size() * 4));
   if (!in) throw std::runtime_error(path + ": truncated");
 }
@@ -170,8 +178,8 @@ int run(int argc, char** argv) {
   size_t max_listed = 20;
   app.add_option("--seed", seed, "seed of the random vectors (printed)");
   app.add_option("--vectors", vectors, "random vectors per instruction (each tile output is one)");
-  app.add_option("--instructions", instructions, "comma-separated: mma_f16, mma_bf16, mma_s8, wgmma_f16, wgmma_bf16, "
-                                                 "wgmma_e4m3, or all");
+  app.add_option("--instructions", instructions, "comma-separated: mma_f16, mma_bf16, mma_s8, mma_s8_k16, wgmma_f16, "
+                                                 "wgmma_bf16, wgmma_e4m3, or all");
   app.add_option("--json", json_path, "write the full report as JSON");
   app.add_flag("--fit", fit, "search the candidate models consistent with the hardware");
   app.add_option("--fit-outputs", fit_outputs, "random outputs per instruction the search uses (plus all targeted)");
@@ -229,7 +237,7 @@ int run(int argc, char** argv) {
       continue;
     }
     const auto t0 = std::chrono::steady_clock::now();
-    const ProbeTiles targeted = targeted_tiles(*in);
+    ProbeTiles targeted = targeted_tiles(*in);
     const ProbeTiles random = random_tiles(*in, seed, vectors);
     std::vector<uint32_t> hw_t(static_cast<size_t>(targeted.outputs())), hw_r(static_cast<size_t>(random.outputs()));
     if (load_dir.empty()) {
@@ -237,6 +245,11 @@ int run(int argc, char** argv) {
       hw_r = run_on_device(random);
     } else {
       load_hardware(load_dir + "/" + in->name + ".bin", seed, static_cast<uint64_t>(vectors), hw_t, hw_r);
+      if (hw_t.empty()) {
+        ProbeTiles none;
+        none.instr = in;
+        targeted = std::move(none);
+      }
     }
     if (!save_dir.empty()) save_hardware(save_dir + "/" + in->name + ".bin", seed, static_cast<uint64_t>(vectors), hw_t, hw_r);
     const auto t1 = std::chrono::steady_clock::now();

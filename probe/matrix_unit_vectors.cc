@@ -341,6 +341,17 @@ void float_targeted(TileBuilder& tb, const InstructionInfo& in) {
     tb.vector("overflow", {normal_bits(f, true, 127, 127)}, {normal_bits(f, false, 0, 127)}, 0);
     tb.vector("overflow", {normal_bits(f, false, 52, 0)}, {normal_bits(f, true, 51, 0)}, 0xFF7FFFFFu);
   }
+  // The alignment floor (bf16): 2^E - 2^s for E around -133 and s = E - 27..E - 22. A floor F
+  // raises the window's bottom to 2^(max(E, F) - p), which decides whether 2^s survives the cut.
+  if (in.model->operand == MmaOperand::bf16) {
+    for (int e = -137; e <= -129; ++e)
+      for (int s = e - 27; s <= e - 22; ++s) {
+        uint32_t pa, pb, qa, qb;
+        if (!product_operands(op, e, 1.0, &pa, &pb) || !product_operands(op, s, 1.0, &qa, &qb)) continue;
+        tb.vector("alignment_floor", {pa, negate(f, qa)}, {pb, qb}, 0);
+        tb.vector("alignment_floor", {negate(f, pa), qa}, {pb, qb}, 0);
+      }
+  }
   // Results in FP32's subnormal range (bf16): tiny products, with and without a subnormal C.
   if (in.model->operand == MmaOperand::bf16) {
     for (int e = -160; e <= -120; e += 4) {
