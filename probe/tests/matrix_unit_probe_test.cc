@@ -4,12 +4,17 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <ostream>
 #include <string>
 
 #include "probe/matrix_unit_judge.h"
 #include "probe/matrix_unit_probe.h"
 
 namespace nvfp4 {
+
+// The instruction's name where gtest and ctest print the parameter (not the pointer).
+void PrintTo(const InstructionInfo* info, std::ostream* os) { *os << info->name; }
+
 namespace {
 
 constexpr uint64_t kSeed = 1212;
