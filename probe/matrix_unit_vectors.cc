@@ -153,7 +153,7 @@ int reference_exponent(MmaOperand op) {
 void float_targeted(TileBuilder& tb, const InstructionInfo& in) {
   const MmaOperand op = in.model->operand;
   const Fields& f = fields(op);
-  const int k = in.k, R = reference_exponent(in.model->operand);
+  const int k = in.k, R = reference_exponent(op);
   const int p0 = in.model->kept_bits, frac = in.model->result_fraction_bits;
   const int dmax = std::min(40, R - 2 * f.emin);
   uint32_t ra, rb, sa, sb;
@@ -270,7 +270,7 @@ void float_targeted(TileBuilder& tb, const InstructionInfo& in) {
     for (uint32_t man : {1u, 3u, 5u, (1u << f.man_bits) - 1u}) {
       for (int eb = f.emin; eb <= f.emax; eb += std::max(1, (f.emax - f.emin) / 12)) {
         const uint32_t sub = subnormal_bits(f, false, man), nb = normal_bits(f, true, eb, 0x5A5A5);
-        const double p = operand_value(in.model->operand, sub) * operand_value(in.model->operand, nb);
+        const double p = operand_value(op, sub) * operand_value(op, nb);
         for (int cs : c_shift) {
           int pe = 0;
           std::frexp(p, &pe);
@@ -288,7 +288,7 @@ void float_targeted(TileBuilder& tb, const InstructionInfo& in) {
   // The evidence step (shared/evidence/mma_subnormal_probe.cu, section 6): C = acc * 2^-28,
   // product (-640 * 2^-14) * (-0.01171875 * 2^-14) with the second operand an FP16 subnormal,
   // beside the same product from normal operands and unscaled.
-  if (in.model->operand == MmaOperand::fp16) {
+  if (op == MmaOperand::fp16) {
     const double acc = static_cast<double>(-32.258827209472656f);
     const uint32_t c28 = encode_fp32(std::ldexp(acc, -28)), c0 = encode_fp32(acc);
     const auto h = [&](double v) { return encode_operand(MmaOperand::fp16, v); };
@@ -310,7 +310,7 @@ void float_targeted(TileBuilder& tb, const InstructionInfo& in) {
   // Specials and signed zeros.
   {
     const uint32_t one = normal_bits(f, false, 0, 0), zero = 0, neg_zero = sign_bit(f);
-    const uint32_t nan = in.model->operand == MmaOperand::e4m3 ? 0x7Fu : (((1u << f.exp_bits) - 1u) << f.man_bits) | 1u;
+    const uint32_t nan = op == MmaOperand::e4m3 ? 0x7Fu : (((1u << f.exp_bits) - 1u) << f.man_bits) | 1u;
     tb.vector("specials", {nan}, {one}, 0);
     tb.vector("specials", {one}, {one}, 0x7FC00000u);  // C NaN
     tb.vector("specials", {one}, {one}, 0x7F800000u);  // C +Inf
@@ -332,7 +332,7 @@ void float_targeted(TileBuilder& tb, const InstructionInfo& in) {
     }
   }
   // Overflow of the FP32 result (bf16 reaches it): FLT_MAX + ulp, 3 * 2^127, -FLT_MAX - 2^103.
-  if (in.model->operand == MmaOperand::bf16) {
+  if (op == MmaOperand::bf16) {
     const uint32_t two104a = normal_bits(f, false, 52, 0), two104b = normal_bits(f, false, 52, 0);
     tb.vector("overflow", {two104a}, {two104b}, 0x7F7FFFFFu);  // FLT_MAX + 2^104 = 2^128
     tb.vector("overflow", {normal_bits(f, false, 103 / 2, 0)}, {normal_bits(f, false, 103 - 103 / 2, 0)},
@@ -343,7 +343,7 @@ void float_targeted(TileBuilder& tb, const InstructionInfo& in) {
   }
   // The alignment floor (bf16): 2^E - 2^s for E around -133 and s = E - 27..E - 22. A floor F
   // raises the window's bottom to 2^(max(E, F) - p), which decides whether 2^s survives the cut.
-  if (in.model->operand == MmaOperand::bf16) {
+  if (op == MmaOperand::bf16) {
     for (int e = -137; e <= -129; ++e)
       for (int s = e - 27; s <= e - 22; ++s) {
         uint32_t pa, pb, qa, qb;
@@ -353,7 +353,7 @@ void float_targeted(TileBuilder& tb, const InstructionInfo& in) {
       }
   }
   // Results in FP32's subnormal range (bf16): tiny products, with and without a subnormal C.
-  if (in.model->operand == MmaOperand::bf16) {
+  if (op == MmaOperand::bf16) {
     for (int e = -160; e <= -120; e += 4) {
       uint32_t pa, pb;
       if (!product_operands(op, e, 1.75, &pa, &pb)) continue;
