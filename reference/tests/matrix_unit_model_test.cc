@@ -265,7 +265,17 @@ uint32_t draw_operand(const Draw& d) {
   }
   const int e = d.centre + *rc::gen::inRange(-d.width, d.width + 1);
   const int man_bits = d.op == MmaOperand::fp16 ? 10 : 7;
-  const uint32_t man = *rc::gen::inRange<uint32_t>(0, 1u << man_bits);
+  // Extreme significands (1, 1 + ulp, 2 - ulp, 2 - 2 ulp) put sums at binade edges, where the
+  // cut and the final truncation can both take close to their maximum.
+  const uint32_t top = (1u << man_bits) - 1u;
+  uint32_t man = 0;
+  switch (*rc::gen::inRange(0, 6)) {
+    case 0: man = 0; break;
+    case 1: man = 1; break;
+    case 2: man = top; break;
+    case 3: man = top - 1; break;
+    default: man = *rc::gen::inRange<uint32_t>(0, 1u << man_bits);
+  }
   if (d.op == MmaOperand::fp16) {
     const int ec = std::clamp(e, -14, 15);
     return (neg ? 0x8000u : 0u) | (static_cast<uint32_t>(ec + 15) << 10) | man;
