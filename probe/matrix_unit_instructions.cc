@@ -19,6 +19,15 @@ const std::vector<InstructionInfo>& probe_instructions() {
        16, true, &kH200WgmmaBf16, kMatrixUnitRule},
       {ProbeInstruction::wgmma_e4m3, "wgmma_e4m3", "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3", 64, 8,
        32, true, &kH200WgmmaE4m3, kH200Fp8SingleInstructionRule},
+      // The same with A from shared memory (descriptor A, as most wgmma kernels use it).
+      {ProbeInstruction::wgmma_f16_ss, "wgmma_f16_ss", "wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 (A in smem)",
+       64, 8, 16, true, &kH200WgmmaF16, kMatrixUnitRule},
+      {ProbeInstruction::wgmma_bf16_ss, "wgmma_bf16_ss",
+       "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 (A in smem)", 64, 8, 16, true, &kH200WgmmaBf16,
+       kMatrixUnitRule},
+      {ProbeInstruction::wgmma_e4m3_ss, "wgmma_e4m3_ss",
+       "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 (A in smem)", 64, 8, 32, true, &kH200WgmmaE4m3,
+       kH200Fp8SingleInstructionRule},
   };
   return kTable;
 }

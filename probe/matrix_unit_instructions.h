@@ -11,7 +11,10 @@
 namespace nvfp4 {
 
 // The values seed the random vectors (random_tiles): new instructions go at the end.
-enum class ProbeInstruction { mma_f16, mma_bf16, mma_s8, wgmma_f16, wgmma_bf16, wgmma_e4m3, mma_s8_k16 };
+enum class ProbeInstruction {
+  mma_f16, mma_bf16, mma_s8, wgmma_f16, wgmma_bf16, wgmma_e4m3, mma_s8_k16,
+  wgmma_f16_ss, wgmma_bf16_ss, wgmma_e4m3_ss,  // A from shared memory too
+};
 
 struct InstructionInfo {
   ProbeInstruction id;

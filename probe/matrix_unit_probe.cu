@@ -132,63 +132,91 @@ __global__ void mma_m16n8k16_s8(const uint8_t* __restrict__ a, const uint8_t* __
 }
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL) || !defined(__CUDA_ARCH__)
-// A shared-memory matrix descriptor for the no-swizzle K-major layout: 8 rows x 16 bytes per core
-// matrix, 128 bytes apart in K (LBO) and in N (SBO; B has one 8-row group here).
-__device__ __forceinline__ uint64_t smem_descriptor(const void* smem) {
+// A shared-memory matrix descriptor for the no-swizzle K-major layout (8 rows x 16 bytes per core
+// matrix): lbo bytes between core matrices adjacent in K, sbo between those adjacent in M or N.
+__device__ __forceinline__ uint64_t smem_descriptor(const void* smem, uint32_t lbo, uint32_t sbo) {
   const uint32_t addr = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  return static_cast<uint64_t>((addr >> 4) & 0x3FFFu) | (static_cast<uint64_t>(128 >> 4) << 16) |
-         (static_cast<uint64_t>(128 >> 4) << 32);
+  return static_cast<uint64_t>((addr >> 4) & 0x3FFFu) | (static_cast<uint64_t>((lbo >> 4) & 0x3FFFu) << 16) |
+         (static_cast<uint64_t>((sbo >> 4) & 0x3FFFu) << 32);
 }
 #endif
 
-// wgmma m64n8k16 (kType 0: f16, 1: bf16) or m64n8k32 e4m3 (kType 2); one warpgroup per tile, A in
-// registers, B in shared memory.
-template <int kType>
+// wgmma m64n8k16 (kType 0: f16, 1: bf16) or m64n8k32 e4m3 (kType 2); one warpgroup per tile, B in
+// shared memory, A in registers or (kASmem) in shared memory as well.
+template <int kType, bool kASmem>
 __global__ void __launch_bounds__(128) wgmma_m64n8(const uint8_t* __restrict__ a, const uint8_t* __restrict__ b,
                                                    const uint32_t* __restrict__ c, uint32_t* __restrict__ d) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int kBytes = kType == 2 ? 1 : 2;  // bytes per operand
   constexpr int kK = kType == 2 ? 32 : 16;
+  constexpr int kPerRow = 16 / kBytes;  // operands in one 16-byte core-matrix row
   __shared__ __align__(128) uint8_t sb[256];
+  __shared__ __align__(128) uint8_t sa[kASmem ? 64 * kK * kBytes : 16];
   const int64_t tile = blockIdx.x;
   const uint8_t* A = a + tile * 64 * kK * kBytes;
   const uint8_t* B = b + tile * 8 * kK * kBytes;
   const int tid = threadIdx.x;
-  // B: column n, k = x goes to core matrix x / (16 / kBytes), row n, byte (x % (16 / kBytes)) * kBytes.
+  // B: column n, k = x goes to core matrix x / kPerRow (128 bytes apart), row n, byte
+  // (x % kPerRow) * kBytes. The one 8-column group makes SBO unused; it is set equal to LBO.
   for (int e = tid; e < 8 * kK; e += 128) {
-    const int n = e / kK, x = e % kK, per_row = 16 / kBytes;
-    uint8_t* dst = sb + (x / per_row) * 128 + n * 16 + (x % per_row) * kBytes;
+    const int n = e / kK, x = e % kK;
+    uint8_t* dst = sb + (x / kPerRow) * 128 + n * 16 + (x % kPerRow) * kBytes;
     for (int y = 0; y < kBytes; ++y) dst[y] = B[(n * kK + x) * kBytes + y];
+  }
+  if constexpr (kASmem) {
+    // A: row r, k = x goes to core matrix (r / 8, x / kPerRow): K neighbours 128 bytes apart (LBO),
+    // 8-row groups 256 bytes apart (SBO).
+    for (int e = tid; e < 64 * kK; e += 128) {
+      const int r = e / kK, x = e % kK;
+      uint8_t* dst = sa + ((r / 8) * 2 + x / kPerRow) * 128 + (r % 8) * 16 + (x % kPerRow) * kBytes;
+      for (int y = 0; y < kBytes; ++y) dst[y] = A[(r * kK + x) * kBytes + y];
+    }
   }
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // generic writes -> async proxy
   __syncthreads();
   const int warp = tid / 32, lane = tid & 31, g = lane >> 2, t = lane & 3, r0 = warp * 16 + g;
-  uint32_t af[4], acc[4];
-  if constexpr (kType == 2) {
-    a_fragment8(A, r0, t, af);
-  } else {
-    a_fragment16(reinterpret_cast<const uint16_t*>(A), r0, t, af);
+  uint32_t af[4] = {0, 0, 0, 0}, acc[4];
+  if constexpr (!kASmem) {
+    if constexpr (kType == 2) {
+      a_fragment8(A, r0, t, af);
+    } else {
+      a_fragment16(reinterpret_cast<const uint16_t*>(A), r0, t, af);
+    }
   }
   load_c(c + tile * 512, r0, t, acc);
   float f0 = __uint_as_float(acc[0]), f1 = __uint_as_float(acc[1]), f2 = __uint_as_float(acc[2]),
         f3 = __uint_as_float(acc[3]);
-  const uint64_t desc = smem_descriptor(sb);
+  const uint64_t desc_b = smem_descriptor(sb, 128, 128), desc_a = smem_descriptor(sa, 128, 256);
   asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-  if constexpr (kType == 0) {
+  if constexpr (kASmem) {
+    if constexpr (kType == 0) {
+      asm volatile("wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {%0,%1,%2,%3}, %4, %5, 1, 1, 1, 0, 0;\n"
+                   : "+f"(f0), "+f"(f1), "+f"(f2), "+f"(f3)
+                   : "l"(desc_a), "l"(desc_b));
+    } else if constexpr (kType == 1) {
+      asm volatile("wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {%0,%1,%2,%3}, %4, %5, 1, 1, 1, 0, 0;\n"
+                   : "+f"(f0), "+f"(f1), "+f"(f2), "+f"(f3)
+                   : "l"(desc_a), "l"(desc_b));
+    } else {
+      asm volatile("wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 {%0,%1,%2,%3}, %4, %5, 1, 1, 1;\n"
+                   : "+f"(f0), "+f"(f1), "+f"(f2), "+f"(f3)
+                   : "l"(desc_a), "l"(desc_b));
+    }
+  } else if constexpr (kType == 0) {
     asm volatile(
         "wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {%0,%1,%2,%3}, {%4,%5,%6,%7}, %8, 1, 1, 1, 0;\n"
         : "+f"(f0), "+f"(f1), "+f"(f2), "+f"(f3)
-        : "r"(af[0]), "r"(af[1]), "r"(af[2]), "r"(af[3]), "l"(desc));
+        : "r"(af[0]), "r"(af[1]), "r"(af[2]), "r"(af[3]), "l"(desc_b));
   } else if constexpr (kType == 1) {
     asm volatile(
         "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {%0,%1,%2,%3}, {%4,%5,%6,%7}, %8, 1, 1, 1, 0;\n"
         : "+f"(f0), "+f"(f1), "+f"(f2), "+f"(f3)
-        : "r"(af[0]), "r"(af[1]), "r"(af[2]), "r"(af[3]), "l"(desc));
+        : "r"(af[0]), "r"(af[1]), "r"(af[2]), "r"(af[3]), "l"(desc_b));
   } else {
     asm volatile(
         "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 {%0,%1,%2,%3}, {%4,%5,%6,%7}, %8, 1, 1, 1;\n"
         : "+f"(f0), "+f"(f1), "+f"(f2), "+f"(f3)
-        : "r"(af[0]), "r"(af[1]), "r"(af[2]), "r"(af[3]), "l"(desc));
+        : "r"(af[0]), "r"(af[1]), "r"(af[2]), "r"(af[3]), "l"(desc_b));
   }
   asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
   asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
@@ -266,8 +294,10 @@ std::vector<uint32_t> run_on_device(const ProbeTiles& tiles) {
       mma_m16n8k32_s8<<<mma_blocks, 32 * kWarpsPerBlock>>>(da.ptr, db.ptr, dc.ptr, dd.ptr, n);
     } else if (in.id == ProbeInstruction::mma_s8_k16) {
       mma_m16n8k16_s8<<<mma_blocks, 32 * kWarpsPerBlock>>>(da.ptr, db.ptr, dc.ptr, dd.ptr, n);
+    } else if (in.id == ProbeInstruction::wgmma_e4m3) {
+      wgmma_m64n8<2, false><<<static_cast<unsigned>(n), 128>>>(da.ptr, db.ptr, dc.ptr, dd.ptr);
     } else {
-      wgmma_m64n8<2><<<static_cast<unsigned>(n), 128>>>(da.ptr, db.ptr, dc.ptr, dd.ptr);
+      wgmma_m64n8<2, true><<<static_cast<unsigned>(n), 128>>>(da.ptr, db.ptr, dc.ptr, dd.ptr);
     }
     check_cuda(cudaGetLastError(), "kernel launch");
     check_cuda(cudaDeviceSynchronize(), in.name);
@@ -276,6 +306,8 @@ std::vector<uint32_t> run_on_device(const ProbeTiles& tiles) {
     upload(da, narrow<uint16_t>(tiles.a));
     upload(db, narrow<uint16_t>(tiles.b));
     const unsigned mma_blocks = static_cast<unsigned>((n + kWarpsPerBlock - 1) / kWarpsPerBlock);
+    const uint8_t* a8 = reinterpret_cast<const uint8_t*>(da.ptr);
+    const uint8_t* b8 = reinterpret_cast<const uint8_t*>(db.ptr);
     switch (in.id) {
       case ProbeInstruction::mma_f16:
         mma_m16n8k16<false><<<mma_blocks, 32 * kWarpsPerBlock>>>(da.ptr, db.ptr, dc.ptr, dd.ptr, n);
@@ -284,12 +316,16 @@ std::vector<uint32_t> run_on_device(const ProbeTiles& tiles) {
         mma_m16n8k16<true><<<mma_blocks, 32 * kWarpsPerBlock>>>(da.ptr, db.ptr, dc.ptr, dd.ptr, n);
         break;
       case ProbeInstruction::wgmma_f16:
-        wgmma_m64n8<0><<<static_cast<unsigned>(n), 128>>>(reinterpret_cast<const uint8_t*>(da.ptr),
-                                                          reinterpret_cast<const uint8_t*>(db.ptr), dc.ptr, dd.ptr);
+        wgmma_m64n8<0, false><<<static_cast<unsigned>(n), 128>>>(a8, b8, dc.ptr, dd.ptr);
         break;
       case ProbeInstruction::wgmma_bf16:
-        wgmma_m64n8<1><<<static_cast<unsigned>(n), 128>>>(reinterpret_cast<const uint8_t*>(da.ptr),
-                                                          reinterpret_cast<const uint8_t*>(db.ptr), dc.ptr, dd.ptr);
+        wgmma_m64n8<1, false><<<static_cast<unsigned>(n), 128>>>(a8, b8, dc.ptr, dd.ptr);
+        break;
+      case ProbeInstruction::wgmma_f16_ss:
+        wgmma_m64n8<0, true><<<static_cast<unsigned>(n), 128>>>(a8, b8, dc.ptr, dd.ptr);
+        break;
+      case ProbeInstruction::wgmma_bf16_ss:
+        wgmma_m64n8<1, true><<<static_cast<unsigned>(n), 128>>>(a8, b8, dc.ptr, dd.ptr);
         break;
       default: throw std::logic_error("not a 16-bit instruction");
     }

@@ -179,7 +179,8 @@ int run(int argc, char** argv) {
   app.add_option("--seed", seed, "seed of the random vectors (printed)");
   app.add_option("--vectors", vectors, "random vectors per instruction (each tile output is one)");
   app.add_option("--instructions", instructions, "comma-separated: mma_f16, mma_bf16, mma_s8, mma_s8_k16, wgmma_f16, "
-                                                 "wgmma_bf16, wgmma_e4m3, or all");
+                                                 "wgmma_bf16, wgmma_e4m3, wgmma_f16_ss, wgmma_bf16_ss, "
+                                                 "wgmma_e4m3_ss, or all");
   app.add_option("--json", json_path, "write the full report as JSON");
   app.add_flag("--fit", fit, "search the candidate models consistent with the hardware");
   app.add_option("--fit-outputs", fit_outputs, "random outputs per instruction the search uses (plus all targeted)");
@@ -333,13 +334,13 @@ int run(int argc, char** argv) {
     }
   }
   std::printf("\nsummary (seed %llu): hw!=model counts every output; rule = the instruction's single-instruction "
-              "rule, SPEC r2 = {22, 9}\n%-11s %-9s %10s %10s %12s %12s %10s %10s\n",
+              "rule, SPEC r2 = {22, 9}\n%-14s %-9s %10s %10s %12s %12s %10s %10s\n",
               static_cast<unsigned long long>(seed), "instruction", "status", "vectors", "hw!=model", "rule", "violations",
               "SPEC r2", "fits");
   for (const Row& r : rows) {
     char rule[32];
     std::snprintf(rule, sizeof rule, "{%d, %d}", r.rule.exact_bits, r.rule.t_factor);
-    std::printf("%-11s %-9s %10lld %10lld %12s %12lld %10lld %10zu\n", r.name.c_str(), r.status.c_str(),
+    std::printf("%-14s %-9s %10lld %10lld %12s %12lld %10lld %10zu\n", r.name.c_str(), r.status.c_str(),
                 static_cast<long long>(r.vectors), static_cast<long long>(r.mismatches), rule,
                 static_cast<long long>(r.rule_violations), static_cast<long long>(r.spec_violations), r.consistent);
   }
