@@ -81,8 +81,9 @@ struct MatrixUnitModel {
 inline constexpr int kNoAlignmentFloor = -100000;
 
 // Measured on the H200 (sm_90a) by probe/matrix_unit_probe, 2026-12-01: the model search leaves
-// exactly these parameters, and they match every output of 10^6 random vectors per instruction
-// (docs/MATRIX_UNITS.md has the runs). Every floating-point instruction there: exact products, one
+// exactly these parameters, and they match every output of 2 x 10^6 random vectors per instruction
+// (docs/MATRIX_UNITS.md has the runs). The wgmma models hold for A from registers and from shared
+// memory alike. Every floating-point instruction there: exact products, one
 // fused addition per instruction (block == k) with C aligned together with the products, a window
 // of 25 bits below the largest alignment exponent, addends truncated toward zero, the sum
 // truncated (RZ) to FP32, subnormal operands aligned at emin (the quirk behind gemm_tc's seed-11
