@@ -27,10 +27,10 @@ inline constexpr AccumulationRule kIeeeFp32Rule{24, 1};
 // and gave {22, 9}. Measured on the H200 for every instruction a kernel may use with FP16 or BF16
 // operands and FP32 accumulators (mma.sync m16n8k16, wgmma m64nNk16 with A from registers or
 // shared memory; reference/matrix_unit_model.h, docs/MATRIX_UNITS.md; the model matches 2 x 10^6
-// random vectors each bit for bit): one fused addition of C and the instruction's products; every nonzero addend is aligned at
-// E, the largest alignment exponent among them (ea + eb for a product, C's exponent), and cut
-// toward zero to a multiple of w = 2^(E - 25) (p = 25); the exact sum T of the cut addends is
-// truncated (RZ) to FP32. Proof that this obeys the IEEE FP32 numbers, {24, 1}:
+// random vectors each bit for bit): one fused addition of C and the instruction's products; every
+// nonzero addend is aligned at E, the largest alignment exponent among them (ea + eb for a
+// product, C's exponent), and cut toward zero to a multiple of w = 2^(E - 25) (p = 25); the exact
+// sum T of the cut addends is truncated (RZ) to FP32. Proof that this obeys the IEEE FP32 numbers, {24, 1}:
 //
 // Conditions, which a kernel declaring the flag is responsible for: (A) every operand is zero or
 // normal: an FP16 subnormal operand aligns its product at -14 + eb, up to 2^10 above the
