@@ -78,6 +78,12 @@ const char* verdict_name(CaseOutcome::Verdict v) {
   return "?";
 }
 
+Policy kernel_policy(const KernelDesc& k) {
+  Policy policy = Policy::for_flags(k.info.flags);
+  if (k.is_cuda() && policy.accumulation == Accumulation::matrix_unit) policy.device_sm = cuda_compute_capability();
+  return policy;
+}
+
 std::string unsupported_reason(const nvfp4_kernel_info& info, const Problem& p) {
   const uint32_t op = static_cast<uint32_t>(p.op), layout = static_cast<uint32_t>(p.sf_layout);
   if (!((info.ops >> op) & 1u)) return fmt::format("the kernel does not declare op {}", to_string(p.op));
@@ -191,7 +197,7 @@ CaseOutcome check_case(Executor& executor, const Problem& input, const CaseOptio
     }
     p.semantics = semantics;
   }
-  r.policy = options.policy ? *options.policy : Policy::for_flags(k.info.flags);
+  r.policy = options.policy ? *options.policy : kernel_policy(k);
 
   auto t = Clock::now();
   // Large problems are judged against the GPU reference (bit-identical to the CPU one).

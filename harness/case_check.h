@@ -61,6 +61,10 @@ CaseOutcome check_case(Executor& executor, const Problem& problem, const CaseOpt
 // output, or std::runtime_error naming the check the call failed (crash, error code, guard, ...).
 std::vector<uint16_t> run_kernel_once(Executor& executor, const Problem& p);
 
+// The policy a kernel's flags call for; a CUDA kernel adding on matrix units gets the rule of this
+// machine's device (measured for Hopper, provisional elsewhere: reference/accumulation.h).
+Policy kernel_policy(const KernelDesc& k);
+
 // Why p lies outside what info declares (op, layout, multiples, UNIT_ALPHA); "" when inside.
 // GEMV's n is 1 by definition, so n_multiple constrains GEMM only.
 std::string unsupported_reason(const nvfp4_kernel_info& info, const Problem& p);

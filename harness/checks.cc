@@ -166,13 +166,14 @@ std::string oracle_text(const Problem& p, const ExactResult& ref, const std::vec
                      : "");
   // SPEC section 3: a kernel judged as adding in IEEE FP32 that fails only by what matrix units
   // may lose is told so, with the flag that declares it.
+  const Policy as_mma = policy.with_accumulation(Accumulation::matrix_unit);
   if (policy.models_accumulation() && policy.accumulation == Accumulation::ieee_fp32 &&
-      !judge(p, ref, c.data(), policy.with_accumulation(Accumulation::matrix_unit)).any_failure())
+      !judge(p, ref, c.data(), as_mma).any_failure())
     text += fmt::format(
-        ". Every output is within what the matrix-unit accumulation model allows (exact below 2^{} g, t' = {}t): if "
-        "the kernel adds on tensor cores, it should declare NVFP4_FLAG_MMA_ACCUMULATE (and keep its operands "
-        "normal: see docs/MATRIX_UNITS.md)",
-        rule_for(Accumulation::matrix_unit).exact_bits, rule_for(Accumulation::matrix_unit).t_factor);
+        ". Every output is within what the matrix-unit accumulation model ({}: exact below 2^{} g, t' = {}t) "
+        "allows: if the kernel adds on tensor cores, it should declare NVFP4_FLAG_MMA_ACCUMULATE (and keep its "
+        "operands normal: see docs/MATRIX_UNITS.md)",
+        as_mma.name(), as_mma.rule().exact_bits, as_mma.rule().t_factor);
   return text;
 }
 

@@ -174,7 +174,7 @@ KernelReport check_kernel(const std::vector<Executor*>& lanes, const KernelDesc&
   report.name = kernel.name;
   report.origin = kernel.origin;
   report.flags = kernel.info.flags;
-  report.policy = (settings.case_options.policy ? *settings.case_options.policy : Policy::for_flags(kernel.info.flags)).name();
+  report.policy = (settings.case_options.policy ? *settings.case_options.policy : kernel_policy(kernel)).name();
   std::mutex mutex;
   std::atomic<int64_t> next{0};
   std::atomic<bool> stop{false};

@@ -234,6 +234,8 @@ const DeviceQuery& device_query() {
 
 }  // namespace
 
+int cuda_compute_capability() { return device_query().usable ? device_query().compute_capability : 0; }
+
 bool kernel_runnable(const Kernel& k, std::string* why) {
   std::string reason;
   if (k.info->memory == NVFP4_MEMORY_HOST) return true;

@@ -64,6 +64,9 @@ class Registry {
   std::vector<std::shared_ptr<void>> libraries_;  // dlopen handles, closed with the registry
 };
 
+// The compute capability (major * 10 + minor) of this process's CUDA device, 0 when there is none.
+int cuda_compute_capability();
+
 // Whether this kernel can run on this machine; when not, *why says why (no CUDA device,
 // compute capability below min_sm, built without CUDA).
 bool kernel_runnable(const Kernel& k, std::string* why);

@@ -174,7 +174,11 @@ CheckOutcome suite_check(Executor& executor, const MutationOptions& options, int
   const Schedule schedule(k.info, k.name, so);
   CaseOptions co;
   co.case_dir = options.case_dir;
-  if (options.as_matrix_unit) co.policy = Policy::for_flags(k.info.flags | NVFP4_FLAG_MMA_ACCUMULATE);
+  if (options.as_matrix_unit) {
+    KernelDesc declared = k;
+    declared.info.flags |= NVFP4_FLAG_MMA_ACCUMULATE;
+    co.policy = kernel_policy(declared);
+  }
   const auto start = Clock::now();
   for (int64_t c = 0; c < cases; ++c) {
     const ScheduledCase sc = schedule.at(c);

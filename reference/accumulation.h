@@ -23,8 +23,15 @@ struct AccumulationRule {
 // IEEE FP32: 24 significand bits; each addition loses at most u = 2^-23 relative, so t' = t.
 inline constexpr AccumulationRule kIeeeFp32Rule{24, 1};
 
-// Matrix units (NVFP4_FLAG_MMA_ACCUMULATE). SPEC revision 2 assumed an adder keeping p >= 22 bits
-// and gave {22, 9}. Measured on the H200 for every instruction a kernel may use with FP16 or BF16
+// Matrix units (NVFP4_FLAG_MMA_ACCUMULATE) whose adders have not been measured: SPEC revision 2's
+// provisional rule, for an adder keeping p >= 22 bits below the largest addend and truncating the
+// rest and its result: less than 2^(1-p) S lost on each nonzero product and on the incoming
+// partial sum, less than u S when the result is truncated, t (2 * 2^-21 + 2^-23) S = 9t u S in all;
+// exact when S < 2^22 g. Blackwell's block-scaled FP4 MMA is judged by this until its probe has
+// run (docs/BLACKWELL.md).
+inline constexpr AccumulationRule kMatrixUnitProvisionalRule{22, 9};
+
+// Hopper's matrix units, measured. Measured on the H200 for every instruction a kernel may use with FP16 or BF16
 // operands and FP32 accumulators (mma.sync m16n8k16, wgmma m64nNk16 with A from registers or
 // shared memory; reference/matrix_unit_model.h, docs/MATRIX_UNITS.md; the model matches 2 x 10^6
 // random vectors each bit for bit): one fused addition of C and the instruction's products; every
@@ -71,8 +78,11 @@ inline constexpr AccumulationRule kIeeeFp32Rule{24, 1};
 // the IEEE rule.
 inline constexpr AccumulationRule kMatrixUnitRule{24, 1};
 
-inline const AccumulationRule& rule_for(Accumulation a) {
-  return a == Accumulation::matrix_unit ? kMatrixUnitRule : kIeeeFp32Rule;
+// The matrix-unit rule for a CUDA device of this compute capability (major * 10 + minor): the
+// measured one where a probe of its matrix units backs it (Hopper, 9.x), else the provisional one
+// (0: no device known, e.g. a host kernel declaring the flag).
+inline const AccumulationRule& matrix_unit_rule(int compute_capability) {
+  return compute_capability / 10 == 9 ? kMatrixUnitRule : kMatrixUnitProvisionalRule;
 }
 
 // "ieee-fp32" | "matrix-unit": the names reports and the JSON use.

@@ -103,10 +103,24 @@ bool exact_regime_for_policy(const ExactElement& e, float alpha, const Policy& p
   if (policy.kind == Policy::Kind::fp16_accum) {
     // FP16: 11 significand bits, normal from 2^-14, largest finite 65504 < 2^16; partial sums
     // below 2^15 keep clear of it. Matrix units keep as many bits fewer as they do for FP32.
-    const int lost = kIeeeFp32Rule.exact_bits - rule_for(policy.accumulation).exact_bits;
+    const int lost = kIeeeFp32Rule.exact_bits - policy.rule().exact_bits;
     return exact_regime_for(e, alpha, 11 - lost, -14, 15);
   }
-  return exact_regime(e, alpha, policy.accumulation);
+  return exact_regime(e, alpha, policy.rule());
+}
+
+// The rest of "matrix-unit[:SM]" after its name: "" or ":SM" (a compute capability, e.g. 90).
+bool parse_matrix_unit(const std::string& rest, Policy* p) {
+  p->accumulation = Accumulation::matrix_unit;
+  if (rest.empty()) return true;
+  if (rest[0] != ':' || rest.size() < 2 || rest.size() > 4) return false;
+  int sm = 0;
+  for (size_t x = 1; x < rest.size(); ++x) {
+    if (rest[x] < '0' || rest[x] > '9') return false;
+    sm = sm * 10 + (rest[x] - '0');
+  }
+  p->device_sm = sm;
+  return sm > 0;
 }
 
 std::string format_double(double v) {
@@ -126,26 +140,24 @@ double parse_double(const std::string& text, const std::string& what) {
 
 }  // namespace
 
-bool exact_regime(const ExactElement& e, float alpha, Accumulation accumulation) {
+bool exact_regime(const ExactElement& e, float alpha, const AccumulationRule& rule) {
   // FP32: normal from 2^-126, largest finite below 2^128; IEEE adders keep all 24 significand
-  // bits, matrix units rule_for(matrix_unit).exact_bits of them.
-  return exact_regime_for(e, alpha, rule_for(accumulation).exact_bits, -126, 127);
+  // bits, matrix units their rule's exact_bits of them.
+  return exact_regime_for(e, alpha, rule.exact_bits, -126, 127);
 }
 
 Policy Policy::parse(const std::string& text) {
   Policy p;
   if (text == "fp32") {
     p.kind = Kind::fp32;
-  } else if (text == "matrix-unit") {
+  } else if (text.rfind("matrix-unit", 0) == 0 && parse_matrix_unit(text.substr(11), &p)) {
     p.kind = Kind::fp32;
-    p.accumulation = Accumulation::matrix_unit;
   } else if (text == "exact") {
     p.kind = Kind::exact;
   } else if (text == "fp16-accum") {
     p.kind = Kind::fp16_accum;
-  } else if (text == "fp16-accum/matrix-unit") {
+  } else if (text.rfind("fp16-accum/matrix-unit", 0) == 0 && parse_matrix_unit(text.substr(22), &p)) {
     p.kind = Kind::fp16_accum;
-    p.accumulation = Accumulation::matrix_unit;
   } else if (text.rfind("allclose:", 0) == 0) {
     const std::string rest = text.substr(9);
     const size_t colon = rest.find(':');
@@ -164,7 +176,7 @@ Policy Policy::parse(const std::string& text) {
     p.ulps = v;
   } else {
     throw std::invalid_argument("unknown policy '" + text +
-                                "' (expected fp32, matrix-unit, exact, fp16-accum, fp16-accum/matrix-unit, "
+                                "' (expected fp32, matrix-unit[:SM], exact, fp16-accum, fp16-accum/matrix-unit[:SM], "
                                 "allclose:RTOL:ATOL or ulp:N)");
   }
   return p;
@@ -191,10 +203,11 @@ Policy Policy::with_accumulation(Accumulation a) const {
 std::string Policy::name() const {
   std::string s;
   const bool mma = accumulation == Accumulation::matrix_unit;
+  const std::string unit = device_sm > 0 ? "matrix-unit:" + std::to_string(device_sm) : "matrix-unit";
   switch (kind) {
-    case Kind::fp32: s = mma ? "matrix-unit" : "fp32"; break;
+    case Kind::fp32: s = mma ? unit : "fp32"; break;
     case Kind::exact: s = "exact"; break;
-    case Kind::fp16_accum: s = mma ? "fp16-accum/matrix-unit" : "fp16-accum"; break;
+    case Kind::fp16_accum: s = mma ? "fp16-accum/" + unit : "fp16-accum"; break;
     case Kind::allclose: s = "allclose:" + format_double(rtol) + ":" + format_double(atol); break;
     case Kind::ulp: s = "ulp:" + std::to_string(ulps); break;
   }
@@ -271,7 +284,7 @@ ElementVerdict judge_plain(const ExactElement& e, float alpha, uint16_t actual, 
   // rounding.
   const long double u = policy.kind == Policy::Kind::fp16_accum ? 0x1p-10L : 0x1p-23L;
   int alpha_exp = 0;
-  const long double terms = static_cast<long double>(e.nonzero) * rule_for(policy.accumulation).t_factor +
+  const long double terms = static_cast<long double>(e.nonzero) * policy.rule().t_factor +
                             (alpha_power_of_two(alpha, &alpha_exp) ? 0 : 2);
   const long double tu = terms * u;
   const long double abs_alpha = std::fabs(static_cast<long double>(alpha));

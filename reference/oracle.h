@@ -17,11 +17,14 @@ struct Policy {
   int64_t ulps = 0;           // ulp:N
   bool saturates = false;     // kernel clamps to +-65504 where Inf would be expected/accepted
   // How the kernel adds (rules 2 and 3 of fp32 and fp16-accum): IEEE adders, or matrix units
-  // (NVFP4_FLAG_MMA_ACCUMULATE), whose exact regime is narrower and rounding bound wider.
+  // (NVFP4_FLAG_MMA_ACCUMULATE), whose rule depends on the device's matrix units: measured where
+  // a probe backs it (device_sm 90: Hopper), SPEC's provisional one otherwise (device_sm 0).
   Accumulation accumulation = Accumulation::ieee_fp32;
+  int device_sm = 0;
 
-  // "fp32", "matrix-unit" (fp32 accumulators on matrix units), "exact", "fp16-accum",
-  // "fp16-accum/matrix-unit", "allclose:RTOL:ATOL", "ulp:N"; throws std::invalid_argument.
+  // "fp32", "matrix-unit" (fp32 accumulators on matrix units, provisional rule), "matrix-unit:SM"
+  // (the rule measured for that compute capability), "exact", "fp16-accum",
+  // "fp16-accum/matrix-unit[:SM]", "allclose:RTOL:ATOL", "ulp:N"; throws std::invalid_argument.
   static Policy parse(const std::string& text);
   // The policy SPEC.md section 5's flags call for (NVFP4_FLAG_EXACT -> exact, FP16_ACCUMULATE ->
   // fp16-accum, else fp32; MMA_ACCUMULATE -> the matrix-unit model; SATURATES sets saturates).
@@ -31,6 +34,10 @@ struct Policy {
   Policy with_accumulation(Accumulation a) const;
   // Whether the accumulation model takes part in this policy's rules.
   bool models_accumulation() const { return kind == Kind::fp32 || kind == Kind::fp16_accum; }
+  // The two numbers rules 2 and 3 use.
+  const AccumulationRule& rule() const {
+    return accumulation == Accumulation::matrix_unit ? matrix_unit_rule(device_sm) : kIeeeFp32Rule;
+  }
   std::string name() const;
 };
 
@@ -38,7 +45,7 @@ struct Policy {
 // bits for matrix units) and |alpha| a power of two (-2^e counts: negation is exact), and, beyond
 // the SPEC's words, g*|alpha| and S*|alpha| inside FP32's normal range so that no partial sum can
 // underflow or overflow. False for NaN elements.
-bool exact_regime(const ExactElement& e, float alpha, Accumulation accumulation = Accumulation::ieee_fp32);
+bool exact_regime(const ExactElement& e, float alpha, const AccumulationRule& rule = kIeeeFp32Rule);
 
 // What the policy tests, per element. `error` and `bound` are in the policy's own terms:
 // fp32 / fp16-accum / exact: error = |c - alpha*r|, bound = the allowed error (rule 3), or in the

@@ -169,9 +169,17 @@ TEST(OracleRules, RoundingBoundAdmitsExactlyTheInterval) {
 TEST(OracleRules, MatrixUnitModelNarrowsTheExactRegimeAndWidensTheBound) {
   const Policy mma = Policy::parse("matrix-unit");
   EXPECT_EQ(mma.accumulation, Accumulation::matrix_unit);
-  EXPECT_TRUE(exact_regime(element(1, (1 << 22) - 1, 3, 0), 1.0f, Accumulation::matrix_unit));
-  EXPECT_FALSE(exact_regime(element(1, 1 << 22, 3, 0), 1.0f, Accumulation::matrix_unit));
-  EXPECT_TRUE(exact_regime(element(1, 1 << 22, 3, 0), 1.0f, Accumulation::ieee_fp32));
+  EXPECT_EQ(mma.device_sm, 0);  // no device: SPEC revision 2's provisional rule
+  EXPECT_TRUE(exact_regime(element(1, (1 << 22) - 1, 3, 0), 1.0f, mma.rule()));
+  EXPECT_FALSE(exact_regime(element(1, 1 << 22, 3, 0), 1.0f, mma.rule()));
+  EXPECT_TRUE(exact_regime(element(1, 1 << 22, 3, 0), 1.0f, kIeeeFp32Rule));
+  // Hopper's matrix units were measured (docs/MATRIX_UNITS.md): with normal operands their rule
+  // is FP32's own.
+  const Policy hopper = Policy::parse("matrix-unit:90");
+  EXPECT_EQ(hopper.rule().exact_bits, 24);
+  EXPECT_EQ(hopper.rule().t_factor, 1);
+  EXPECT_EQ(hopper.name(), "matrix-unit:90");
+  EXPECT_EQ(Policy::parse("matrix-unit:100").rule().exact_bits, 22);  // Blackwell: not yet measured
   // Between 2^22 g and 2^24 g: exact for IEEE adders, the rounding bound for matrix units.
   const ExactElement mid = element((int64_t(1) << 23) + 1, (int64_t(1) << 23) + 1, 40, 0);
   EXPECT_TRUE(judge_element(mid, 1.0f, round_result(mid, 1.0f), kFp32).exact_regime);
@@ -300,7 +308,8 @@ TEST(OraclePolicies, ParseNameAndFlags) {
   EXPECT_EQ(a.rtol, 1e-3);
   EXPECT_EQ(a.atol, 2.5e-2);
   EXPECT_EQ(Policy::parse("ulp:17").ulps, 17);
-  for (const char* bad : {"", "fp64", "allclose", "allclose:1e-3", "allclose:x:1", "allclose:1:-1",
+  for (const char* bad : {"", "fp64", "matrix-unit:", "matrix-unit:x", "matrix-unit:0", "allclose", "allclose:1e-3",
+                          "allclose:x:1", "allclose:1:-1",
                           "allclose:1:inf", "ulp:", "ulp:-1", "ulp:1.5", "exact ", "FP32"})
     EXPECT_THROW(Policy::parse(bad), std::invalid_argument) << "'" << bad << "'";
   EXPECT_EQ(Policy::for_flags(0).kind, Policy::Kind::fp32);
@@ -651,7 +660,7 @@ TEST(OracleHonestKernels, MatrixUnitTieBreakFailsIeeeAndPassesMatrixUnit) {
   const ExactResult ref = exact_gemm(p);
   ASSERT_EQ(ref.c[0], 0x4801);  // 8 + 2^-8 + 2^-20 rounds up to 8.0078125
   ASSERT_TRUE(exact_regime(ref.elems[0], 1.0f));
-  ASSERT_FALSE(exact_regime(ref.elems[0], 1.0f, Accumulation::matrix_unit));
+  ASSERT_FALSE(exact_regime(ref.elems[0], 1.0f, kMatrixUnitProvisionalRule));
   const std::vector<uint16_t> c = fp32_kernel(p, Adder::matrix_unit);
   EXPECT_EQ(c[0], 0x4800);
   EXPECT_TRUE(judge(p, ref, c.data(), kFp32).any_failure());
