@@ -13,9 +13,12 @@
 namespace nvfp4 {
 namespace {
 
-const char* const kValueNames[] = {"uniform", "edge", "sparse", "one_sign", "alternating"};
+const char* const kValueNames[] = {"uniform", "edge", "sparse", "one_sign", "alternating", "fine_cancel"};
 const char* const kScaleNames[] = {"narrow",   "full",      "subnormal", "near_max",
-                                   "sign_bit", "nan_block", "zero"};
+                                   "sign_bit", "nan_block", "zero",      "fine_cancel"};
+
+// fine_cancel's pair blocks of a row of kb blocks: the middle one and the last (one when kb <= 2).
+bool fine_cancel_pair_block(int64_t s, int64_t kb) { return kb >= 2 && (s == kb / 2 || s == kb - 1); }
 const char* const kAlphaNames[] = {"one", "pow2", "arbitrary"};
 
 template <typename Enum, size_t N>
@@ -119,9 +122,15 @@ int64_t e2m1_elements(int64_t rows, int64_t k, int64_t l) { return l * rows * k;
 void pack_codes(const std::vector<uint8_t>& raw, ValueDist dist, int64_t k, bool tensor_b,
                 bool negative, std::vector<uint8_t>& out) {
   out.assign(raw.size() / 2, 0);
+  const int64_t kb = (k + 15) / 16;
   for (size_t e = 0; e < raw.size(); ++e) {
     const int64_t x = static_cast<int64_t>(e) % k;
-    const uint8_t code = e2m1_code_from_raw(dist, raw[e], x, tensor_b, negative);
+    uint8_t code = e2m1_code_from_raw(dist, raw[e], x, tensor_b, negative);
+    if (dist == ValueDist::fine_cancel && fine_cancel_pair_block(x / 16, kb)) {
+      // The pair: elements 0 and 1 of the block; A +0.5 (code 1), -0.5 (code 9); B 6 (code 7).
+      const int64_t in_block = x % 16;
+      code = in_block > 1 ? 0 : tensor_b ? 7 : (in_block == 0 ? 1 : 9);
+    }
     out[e / 2] |= static_cast<uint8_t>((e % 2) ? code << 4 : code);
   }
 }
@@ -176,8 +185,8 @@ DataSpec DataSpec::parse(const std::string& name) {
 const std::vector<DataSpec>& DataSpec::all() {
   static const std::vector<DataSpec> every = [] {
     std::vector<DataSpec> v;
-    for (int a = 0; a < 5; ++a) {
-      for (int b = 0; b < 7; ++b) {
+    for (int a = 0; a < 6; ++a) {
+      for (int b = 0; b < 8; ++b) {
         for (int c = 0; c < 3; ++c) {
           v.push_back({static_cast<ValueDist>(a), static_cast<ScaleDist>(b), static_cast<AlphaDist>(c)});
         }
@@ -228,6 +237,8 @@ uint8_t e2m1_code_from_raw(ValueDist dist, uint8_t raw, int64_t x, bool tensor_b
       const uint8_t magnitude = raw & 7u;
       return magnitude && negative ? static_cast<uint8_t>(magnitude | 8u) : magnitude;
     }
+    case ValueDist::fine_cancel:
+      return raw & 3u;  // 0, 0.5, 1, 1.5 (the pair blocks are set by the caller)
     case ValueDist::alternating: {
       // A alternates every element, B every two: products then alternate in pairs, so sums
       // cancel (same signs in A and B would make every product positive).
@@ -255,6 +266,8 @@ uint8_t scale_from_raw(ScaleDist dist, uint8_t raw) {
       return static_cast<uint8_t>(narrow_scale(raw) | ((raw & 16u) ? 0u : 0x80u));
     case ScaleDist::zero:
       return (raw & 1u) ? 0x80 : 0x00;  // +0 and -0
+    case ScaleDist::fine_cancel:
+      return static_cast<uint8_t>(1 + raw % 7);  // subnormal (the pair blocks are set by draw_data)
   }
   return 0x38;
 }
@@ -379,14 +392,14 @@ Shape generate_unsupported_shape(Rng& rng, Op op, const nvfp4_kernel_info& info,
 
 DataSpec draw_spec(Draws& d) {
   DataSpec s;
-  s.values = static_cast<ValueDist>(d.below(5));
+  s.values = static_cast<ValueDist>(d.below(6));
   // Scales: narrow 9 in 16 (the exact regime, where every bug shows), the others 1 in 16 each,
   // full twice.
-  const uint64_t sc = d.below(16);
-  static const ScaleDist kScaleAfterNarrow[7] = {ScaleDist::full,     ScaleDist::subnormal,
-                                                 ScaleDist::near_max, ScaleDist::sign_bit,
+  const uint64_t sc = d.below(17);
+  static const ScaleDist kScaleAfterNarrow[8] = {ScaleDist::full,      ScaleDist::subnormal,
+                                                 ScaleDist::near_max,  ScaleDist::sign_bit,
                                                  ScaleDist::nan_block, ScaleDist::zero,
-                                                 ScaleDist::full};
+                                                 ScaleDist::full,      ScaleDist::fine_cancel};
   s.scales = sc < 9 ? ScaleDist::narrow : kScaleAfterNarrow[sc - 9];
   // alpha: 1 five in eight, a power of two two in eight, arbitrary one in eight.
   const uint64_t al = d.below(8);
@@ -409,6 +422,13 @@ void draw_data(Draws& d, const DataSpec& spec, Problem& p) {
   p.sfb.resize(raw_sfb.size());
   for (size_t i = 0; i < raw_sfa.size(); ++i) p.sfa[i] = scale_from_raw(spec.scales, raw_sfa[i]);
   for (size_t i = 0; i < raw_sfb.size(); ++i) p.sfb[i] = scale_from_raw(spec.scales, raw_sfb[i]);
+  if (spec.scales == ScaleDist::fine_cancel) {
+    const int64_t kb = p.kb();
+    for (size_t i = 0; i < p.sfa.size(); ++i)
+      if (fine_cancel_pair_block(static_cast<int64_t>(i) % kb, kb)) p.sfa[i] = 0x01;  // 2^-9
+    for (size_t i = 0; i < p.sfb.size(); ++i)
+      if (fine_cancel_pair_block(static_cast<int64_t>(i) % kb, kb)) p.sfb[i] = 0x6B;  // 88
+  }
   if (spec.scales == ScaleDist::nan_block) {
     // Every scale of the linear layout is used by some output (n, m >= 1), so any position is a
     // used block. Both NaN encodings occur (0x7F and 0xFF), chosen by the position's parity.

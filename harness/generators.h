@@ -20,11 +20,20 @@ using Rng = std::mt19937_64;
 uint64_t fnv1a(const std::string& text);
 
 // E2M1 data: uniform over all 16 codes; edge-heavy (+-6, +-0, +-0.5); sparse (mostly zero);
-// one sign only; alternating signs (cancellation).
-enum class ValueDist { uniform, edge, sparse, one_sign, alternating };
+// one sign only; alternating signs (cancellation); fine_cancel (small values in every block but
+// two, the middle one and the last, which hold one pair of products that cancel exactly: A
+// +0.5, -0.5 against B 6, 6).
+enum class ValueDist { uniform, edge, sparse, one_sign, alternating, fine_cancel };
 // E4M3 scales: a narrow exponent window (outputs in the exact regime), the full range,
-// subnormals only, near 448 (FP16 overflow), sign bit set, NaN in one used block, all zero.
-enum class ScaleDist { narrow, full, subnormal, near_max, sign_bit, nan_block, zero };
+// subnormals only, near 448 (FP16 overflow), sign bit set, NaN in one used block, all zero;
+// fine_cancel (subnormal scales, but in fine_cancel's two pair blocks A's is 2^-9 and B's 88).
+//
+// fine_cancel/fine_cancel is the tensor-core quirk behind gemm_tc's seed-11 failure made
+// likely: each pair's A operand a*sa = 2^-10 is an FP16 subnormal once scaled by 2^-14, and a
+// matrix unit then aligns the pair as if it were 2^10 larger (b*sb = 528), cutting the running
+// sum of the fine blocks (multiples of 2^-20) at 2^-16. S stays near 1 (the pairs) while the
+// output is the small fine sum: the exact regime, where every lost bit shows.
+enum class ScaleDist { narrow, full, subnormal, near_max, sign_bit, nan_block, zero, fine_cancel };
 // alpha: 1, a power of two, an arbitrary finite FP32.
 enum class AlphaDist { one, pow2, arbitrary };
 

@@ -56,7 +56,7 @@ struct ScheduledCase {
   int64_t index = 0;
   Problem problem;      // its data drawn from problem.seed with problem.generator
   DataSpec spec;
-  std::string kind;     // "plain", "mixed", "large", "unsupported", "shape"
+  std::string kind;     // "plain", "mixed", "targeted", "large", "unsupported", "shape"
   uint64_t stale_seed = 0;
 };
 
@@ -65,7 +65,8 @@ class Schedule {
   // Throws std::invalid_argument when the kernel declares no op the options allow.
   Schedule(const nvfp4_kernel_info& info, std::string kernel_name, ScheduleOptions options);
   // Case i: every second one the plainest data (uniform/narrow/one: the exact regime, where every
-  // bug shows), the others any distribution the kernel allows; one in eight a problem just
+  // bug shows), the others any distribution the kernel allows (one in sixteen aimed at the
+  // tensor-core quirk of generators.h's fine_cancel); one in eight a problem just
   // outside the kernel's declared constraints (when it declares any that can be broken); one in
   // sixteen of the large class.
   ScheduledCase at(int64_t index) const;

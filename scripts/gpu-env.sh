@@ -14,3 +14,4 @@ if [ ! -f "$module" ]; then
   mkdir -p "$(dirname "$module")" && cp .carry/gpu/cmake-modules/GoogleTestAddTests.cmake "$module"
 fi
 [ -d /usr/local/cuda/lib64 ] && export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:/usr/local/cuda/lib64"
+export NVFP4_PYTHON=${NVFP4_PYTHON:-$(command -v python3)}  # the interpreter with torch and pytest there

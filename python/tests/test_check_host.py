@@ -165,10 +165,12 @@ def test_policy_override_is_applied(case_dir):
         bits[finite] += 1
         p.c[...] = out
 
-    strict = nc.check(one_ulp_off, op=BOTH, memory="host", cases=10, seed=SEED, case_dir=case_dir)
+    # Small k: the FP32 sum is within an ulp of RN16, so the shifted output is within a few.
+    strict = nc.check(one_ulp_off, op=BOTH, memory="host", cases=10, seed=SEED, case_dir=case_dir,
+                      shape=(32, 16, 64))
     assert strict.failure.check == "oracle"
     loose = nc.check(one_ulp_off, op=BOTH, memory="host", cases=10, seed=SEED, case_dir=case_dir,
-                     policy="ulp:1")
+                     shape=(32, 16, 64), policy="ulp:4")
     assert loose.verdict == "pass", loose.failure
 
 

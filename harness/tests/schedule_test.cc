@@ -1,0 +1,164 @@
+// The one schedule: a pure function of (seed, kernel, index); its mix (plain, mixed, targeted,
+// large, unsupported) as documented; shapes that leave the first tile in every dimension; and its
+// targeted cases kill the tensor-core quirk of subnormal operands, shown here on the H200's
+// measured matrix-unit model (reference/matrix_unit_model.h) without a GPU.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <set>
+
+#include "harness/schedule.h"
+#include "reference/exact_gemm.h"
+#include "reference/formats.h"
+#include "reference/matrix_unit_model.h"
+#include "reference/oracle.h"
+
+namespace nvfp4 {
+namespace {
+
+nvfp4_kernel_info any_gemm() {
+  nvfp4_kernel_info info{};
+  info.abi_version = NVFP4_ABI_VERSION;
+  info.memory = NVFP4_MEMORY_CUDA;
+  info.ops = (1u << NVFP4_OP_GEMV) | (1u << NVFP4_OP_GEMM);
+  info.sf_layouts = (1u << NVFP4_SF_LINEAR) | (1u << NVFP4_SF_PERMUTED);
+  info.m_multiple = info.n_multiple = info.k_multiple = 1;
+  return info;
+}
+
+TEST(Schedule, CaseIIsAPureFunctionOfSeedKernelAndIndex) {
+  ScheduleOptions o;
+  o.seed = 77;
+  const Schedule a(any_gemm(), "k1", o), b(any_gemm(), "k1", o), other(any_gemm(), "k2", o);
+  for (int64_t i : {0, 1, 5, 9, 63, 1000}) {
+    const ScheduledCase x = a.at(i), y = b.at(i);
+    EXPECT_EQ(x.problem.a, y.problem.a) << i;
+    EXPECT_EQ(x.problem.sfb, y.problem.sfb) << i;
+    EXPECT_EQ(x.stale_seed, y.stale_seed) << i;
+    EXPECT_EQ(x.kind, y.kind) << i;
+  }
+  EXPECT_NE(a.at(3).problem.a, other.at(3).problem.a) << "the kernel's name is part of the seed";
+}
+
+TEST(Schedule, MixAndShapesLeaveTheFirstTile) {
+  ScheduleOptions o;
+  o.seed = 20261201;
+  nvfp4_kernel_info m8 = any_gemm();
+  m8.m_multiple = 8;  // so that some cases are outside its constraints
+  const Schedule s(m8, "mix", o);
+  ScheduleStats stats;
+  int64_t past_m = 0, past_n = 0, deep_k = 0, many_l = 0;
+  for (int64_t i = 0; i < 800; ++i) {
+    const ScheduledCase c = s.at(i);
+    stats.add(c);
+    const Problem& p = c.problem;
+    if (c.kind == "targeted") {
+      EXPECT_EQ(c.spec.name(), "fine_cancel/fine_cancel/one");
+    }
+    if (c.kind != "unsupported") {
+      EXPECT_EQ(p.m % 8, 0) << "inside the declared multiple";
+    }
+    past_m += p.m > 3 * 256;
+    past_n += p.op == Op::gemm && p.n > 128;
+    deep_k += p.k > 8192;
+    many_l += p.l > 9;
+  }
+  std::printf("%s\npast 3x256 rows %lld, columns past 128 %lld, k > 8192 %lld, l > 9 %lld\n", stats.text().c_str(),
+              (long long)past_m, (long long)past_n, (long long)deep_k, (long long)many_l);
+  EXPECT_EQ(stats.by_kind["plain"] + stats.by_kind["unsupported"] + stats.by_kind["large"] + stats.by_kind["mixed"] +
+                stats.by_kind["targeted"],
+            800);
+  EXPECT_GE(stats.by_kind["plain"], 300);
+  EXPECT_GE(stats.by_kind["unsupported"], 90);
+  EXPECT_GE(stats.by_kind["targeted"], 40);
+  EXPECT_GE(stats.by_kind["large"], 40);
+  EXPECT_GT(past_m, 0);
+  EXPECT_GT(past_n, 20);
+  EXPECT_GT(deep_k, 0);
+  EXPECT_GT(many_l, 0);
+  // At least half the cases where bugs live: tile edges, tails, batches, padding.
+  EXPECT_GT(stats.tile_edge * 2, stats.cases);
+  EXPECT_GT(stats.k_tail * 2, stats.cases);
+}
+
+// FP16 bits of a value that FP16 holds exactly (a*sa, or a*sa * 2^-14).
+uint16_t fp16_bits(double v) {
+  if (v == 0) return std::signbit(v) ? 0x8000 : 0;
+  int e = 0;
+  const double m = std::frexp(std::fabs(v), &e);
+  return fp16_round(v < 0, static_cast<u128>(std::ldexp(m, 53)), e - 53);
+}
+
+double e2m1(const std::vector<uint8_t>& packed, int64_t x) {
+  const uint8_t code = (packed[x / 2] >> (4 * (x % 2))) & 15;
+  return 0.5 * e2m1_twice(code);
+}
+
+double scale(uint8_t byte) {
+  const ScaleValue v = e4m3_decode(byte, ScaleSemantics::ue4m3);
+  return v.nan ? NAN : std::ldexp(static_cast<double>(v.sig), v.exp);
+}
+
+// A tensor-core GEMM on the H200's measured mma.sync f16 model: each 16-element block one
+// instruction, k in order, operands a*sa and b*sb as FP16, times 2^-14 each when `scaled` (the old
+// gemm_tc), the FP32 accumulator rounded once to FP16 at the end.
+std::vector<uint16_t> tensor_core_gemm(const Problem& p, bool scaled) {
+  std::vector<uint16_t> c(static_cast<size_t>(p.c_elems()));
+  const double f = scaled ? std::ldexp(1.0, -14) : 1.0;
+  const int64_t kb = p.kb();
+  for (int64_t b = 0; b < p.l; ++b)
+    for (int64_t i = 0; i < p.m; ++i)
+      for (int64_t j = 0; j < p.n; ++j) {
+        uint32_t acc = 0;
+        std::vector<uint8_t> arow(p.a.begin() + (b * p.m + i) * (p.k / 2), p.a.begin() + (b * p.m + i + 1) * (p.k / 2));
+        std::vector<uint8_t> brow(p.b.begin() + (b * p.n + j) * (p.k / 2), p.b.begin() + (b * p.n + j + 1) * (p.k / 2));
+        for (int64_t s = 0; s < kb; ++s) {
+          uint32_t av[16] = {}, bv[16] = {};
+          const double sa = scale(p.sfa[(b * p.m + i) * kb + s]), sb = scale(p.sfb[(b * p.n + j) * kb + s]);
+          for (int64_t x = 16 * s; x < std::min(p.k, 16 * s + 16); ++x) {
+            av[x % 16] = fp16_bits(e2m1(arow, x) * sa * f);
+            bv[x % 16] = fp16_bits(e2m1(brow, x) * sb * f);
+          }
+          acc = matrix_unit_dot(kH200MmaF16, av, bv, acc);
+        }
+        float sum;
+        std::memcpy(&sum, &acc, 4);
+        // One rounding to FP16 of the FP32 accumulator scaled back (exact: a power of two).
+        const double v = static_cast<double>(sum) / (f * f) * p.alpha;
+        int e = 0;
+        const double m = std::frexp(std::fabs(v), &e);
+        c[(b * p.m + i) * p.n + j] = v == 0 ? 0 : fp16_round(v < 0, static_cast<u128>(std::ldexp(m, 53)), e - 53);
+      }
+  return c;
+}
+
+// The targeted cases of the schedule make the subnormal-operand quirk show in the exact regime;
+// the same matrix unit fed normal operands passes them (the measured Hopper rule).
+TEST(Schedule, TargetedCasesCatchSubnormalOperandsOnTheMeasuredMatrixUnit) {
+  ScheduleOptions o;
+  o.seed = 11;
+  o.large_tail = false;
+  const Schedule s(any_gemm(), "gemm_tc", o);
+  const Policy hopper = Policy::parse("matrix-unit:90");
+  int targeted = 0, caught = 0;
+  for (int64_t i = 9; i < 16 * 60; i += 16) {
+    const ScheduledCase c = s.at(i);
+    ASSERT_EQ(c.kind, "targeted");
+    Problem p = c.problem;
+    if (p.m * p.n * p.l * p.k > (int64_t(1) << 20)) continue;  // keep the test quick
+    const ExactResult ref = exact_gemm(p);
+    ++targeted;
+    const std::vector<uint16_t> honest = tensor_core_gemm(p, false);
+    const OracleSummary h = judge(p, ref, honest.data(), hopper);
+    ASSERT_FALSE(h.any_failure()) << "case " << i << ": normal operands must pass, first failing (" << h.first_i
+                                  << "," << h.first_j << ")";
+    caught += judge(p, ref, tensor_core_gemm(p, true).data(), hopper).any_failure();
+  }
+  std::printf("targeted cases: %d, the subnormal-operand kernel caught in %d\n", targeted, caught);
+  EXPECT_GE(targeted, 20);
+  EXPECT_GT(caught * 2, targeted) << "most targeted cases must catch it";
+}
+
+}  // namespace
+}  // namespace nvfp4
