@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <future>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -181,15 +182,35 @@ KernelReport check_kernel(const std::vector<Executor*>& lanes, const KernelDesc&
   const auto start = Clock::now();
   std::exception_ptr error;
 
+  // A lane draws its next case on another thread while this one is checked (drawing data is a
+  // good part of a small case's time); a case drawn but not reached is simply not counted.
+  struct Drawn {
+    int64_t index = -1;
+    ScheduledCase c;
+    double seconds = 0;
+  };
+  auto draw = [&]() -> std::optional<Drawn> {
+    const int64_t index = next.fetch_add(1);
+    if (settings.cases > 0 && index >= settings.cases) return std::nullopt;
+    const auto t = Clock::now();
+    Drawn d;
+    d.index = index;
+    d.c = schedule.at(index);
+    d.seconds = since(t);
+    return d;
+  };
   auto lane = [&](Executor* executor) {
+    std::future<std::optional<Drawn>> ahead = std::async(std::launch::deferred, draw);
     for (;;) {
       if (stop) return;
-      const int64_t index = next.fetch_add(1);
-      if (settings.cases > 0 && index >= settings.cases) return;
+      std::optional<Drawn> drawn = ahead.get();
+      if (!drawn) return;
+      const int64_t index = drawn->index;
       if (settings.seconds > 0 && index > 0 && since(start) >= settings.seconds) return;
+      ahead = std::async(std::launch::async, draw);
+      const ScheduledCase& sc = drawn->c;
+      const double generate = drawn->seconds;
       auto t = Clock::now();
-      const ScheduledCase sc = schedule.at(index);
-      const double generate = since(t);
       CaseOptions options = settings.case_options;
       options.stale_seed = sc.stale_seed;
       CaseOutcome out;

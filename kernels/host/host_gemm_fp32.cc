@@ -42,7 +42,10 @@ int run_block_scaled(const nvfp4_kernel_info& info, const nvfp4_problem* p) {
   const uint32_t layout = p->sf_layout;
   const float alpha = p->alpha;
 
-#pragma omp parallel for collapse(2) schedule(static)
+  // Below about 2^18 multiply-adds a parallel region costs more than it saves (waking a team,
+  // worse when another process holds the other cores).
+  const bool parallel = l * m * n * k >= (int64_t(1) << 18);
+#pragma omp parallel for collapse(2) schedule(static) if (parallel)
   for (int64_t b = 0; b < l; ++b) {
     for (int64_t i = 0; i < m; ++i) {
       const uint8_t* a_row = p->a + (b * m + i) * row_bytes;
