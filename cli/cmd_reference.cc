@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "cli/commands.h"
-#include "cli/fp16_text.h"
+#include "harness/checks.h"
 #include "harness/generators.h"
 #include "reference/case_file.h"
 #include "reference/exact_gemm.h"

@@ -1,6 +1,8 @@
 // Decoder of the fuzzers' binary problem encoding (the format is described in fuzz_problem.h).
 #include "fuzz/fuzz_problem.h"
 
+#include "reference/stable_hash.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -214,11 +216,7 @@ std::optional<Problem> decode_fuzz_case(const std::string& bytes, const nvfp4_ke
 }
 
 std::string content_hash_hex(const uint8_t* data, size_t size) {
-  uint64_t h = 0xCBF29CE484222325ull;
-  for (size_t i = 0; i < size; ++i) {
-    h ^= data[i];
-    h *= 0x100000001B3ull;
-  }
+  uint64_t h = fnv1a(std::string_view(reinterpret_cast<const char*>(data), size));
   static const char* kHex = "0123456789abcdef";
   std::string s(16, '0');
   for (int i = 15; i >= 0; --i, h >>= 4) s[static_cast<size_t>(i)] = kHex[h & 0xF];

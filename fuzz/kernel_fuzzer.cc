@@ -97,15 +97,9 @@ std::string describe(const nvfp4::Problem& p) {
   return buf;
 }
 
-// Writes p to the case directory, named by kernel and content; returns the path.
+// Writes p to the case directory under the suite's one naming scheme; returns the path.
 std::string save_case(const nvfp4::Problem& p, const std::string& kernel) {
-  std::filesystem::create_directories(g_setup->case_dir);
-  const std::string text = nvfp4::write_case(p);
-  const std::string path = g_setup->case_dir + "/" + kernel + "-" +
-                           nvfp4::content_hash_hex(reinterpret_cast<const uint8_t*>(text.data()), text.size()) +
-                           ".case";
-  nvfp4::write_case_file(p, path);
-  return path;
+  return nvfp4::save_case(kernel, p, nullptr, g_setup->case_dir);
 }
 
 [[noreturn]] void report_failure(const nvfp4::Kernel& kernel, nvfp4::Problem p, const std::string& check,

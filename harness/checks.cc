@@ -60,7 +60,9 @@ bool blames_elements(Check c) {
   return c == Check::oracle || c == Check::nan_padding || c == Check::stale_state;
 }
 
-std::string fp16_text(uint16_t h) { return fmt::format("{:g} (0x{:04x})", fp16_to_double(h), h); }
+// The shortest decimal that reads back to the same double (every FP16 value is one), so the text
+// identifies the value; the bits settle NaN payloads and -0.
+std::string fp16_text(uint16_t h) { return fmt::format("{} (0x{:04x})", fp16_to_double(h), h); }
 
 std::optional<Finding> check_call_completed(const CallObservation& o) {
   using End = CallObservation::End;

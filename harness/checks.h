@@ -97,7 +97,8 @@ std::optional<Finding> check_oracle(const Problem& p, const ExactResult& ref, co
 std::string oracle_text(const Problem& p, const ExactResult& ref, const std::vector<uint16_t>& c,
                         const OracleSummary& s, const Policy& policy);
 
-// "1.5 (0x3e00)": an FP16 output as messages write it (the value to 6 significant digits, then the bits).
+// "1.5 (0x3e00)": an FP16 value as every message writes it (the shortest decimal of its value, then
+// its bits).
 std::string fp16_text(uint16_t h);
 
 }  // namespace nvfp4

@@ -148,15 +148,6 @@ void pack_codes(const std::vector<uint8_t>& raw, ValueDist dist, int64_t k, bool
 // ---------------------------------------------------------------------------------------------
 // DataSpec
 
-uint64_t fnv1a(const std::string& text) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char ch : text) {
-    h ^= ch;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
-
 void set_shape(Problem& p, const Shape& s) {
   p.op = s.op;
   p.m = s.m;

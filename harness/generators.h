@@ -10,14 +10,12 @@
 
 #include "kernels/nvfp4_kernel_abi.h"
 #include "reference/problem.h"
+#include "reference/stable_hash.h"
 
 namespace nvfp4 {
 
 using Rng = std::mt19937_64;
 
-// FNV-1a of text: a stable 64-bit seed from a name or a case's text (kernel names in `run`,
-// case files for the stale refill and case file names, mutant/check pairs).
-uint64_t fnv1a(const std::string& text);
 
 // E2M1 data: uniform over all 16 codes; edge-heavy (+-6, +-0, +-0.5); sparse (mostly zero);
 // one sign only; alternating signs (cancellation); fine_cancel (small values in every block but

@@ -65,8 +65,9 @@ class Schedule {
   // Throws std::invalid_argument when the kernel declares no op the options allow.
   Schedule(const nvfp4_kernel_info& info, std::string kernel_name, ScheduleOptions options);
   // Case i: every second one the plainest data (uniform/narrow/one: the exact regime, where every
-  // bug shows), the others any distribution the kernel allows (one in sixteen aimed at the
-  // tensor-core quirk of generators.h's fine_cancel); one in eight a problem just
+  // bug shows), the others any distribution the kernel allows (two in sixteen targeted: the
+  // tensor-core quirk of generators.h's fine_cancel, and NaN scales in sparse data); one in eight
+  // a problem just
   // outside the kernel's declared constraints (when it declares any that can be broken); one in
   // sixteen of the large class.
   ScheduledCase at(int64_t index) const;

@@ -243,19 +243,6 @@ struct Pending {
 };
 std::optional<Pending> g_pending;
 
-// FNV-1a 64 of the case text without its note: the same data always gets the same name.
-uint64_t content_hash(const Problem& p) {
-  Problem q = p;
-  q.note.clear();
-  q.expect.reset();
-  const std::string text = write_case(q);
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : text) {
-    h ^= c;
-    h *= 0x100000001b3ull;
-  }
-  return h;
-}
 
 }  // namespace
 
@@ -265,9 +252,12 @@ std::string regressions_dir() {
 }
 
 std::string regression_path(const std::string& kernel, const Problem& p) {
-  char name[32];
-  std::snprintf(name, sizeof name, "%016llx.case", static_cast<unsigned long long>(content_hash(p)));
-  return regressions_dir() + "/" + kernel + "/" + name;
+  // The suite's one naming scheme, of the case text without its note: the same data always gets
+  // the same name.
+  Problem q = p;
+  q.note.clear();
+  q.expect.reset();
+  return regressions_dir() + "/" + kernel + "/" + case_file_stem(kernel, q, write_case(q)) + ".case";
 }
 
 void fail_case(const Kernel& k, const Problem& p, const std::string& property, const std::string& message) {

@@ -26,6 +26,7 @@
 
 #include "kernels/block_scaled_decode.h"
 #include "kernels/registry.h"
+#include "harness/kernel_call.h"
 #include "reference/exact_gemm.h"
 #include "reference/oracle.h"
 #include "reference/problem.h"
@@ -144,15 +145,7 @@ void release(DeviceSet& d) {
 }
 
 nvfp4_problem abi_problem(const nvfp4::Problem& p, const DeviceSet& d, cudaStream_t stream) {
-  nvfp4_problem q{};
-  q.op = static_cast<uint32_t>(p.op);
-  q.m = p.m, q.n = p.n, q.k = p.k, q.l = p.l;
-  q.a = d.a, q.b = d.b, q.sfa = d.sfa, q.sfb = d.sfb;
-  q.sf_layout = static_cast<uint32_t>(p.sf_layout);
-  q.alpha = p.alpha;
-  q.c = d.c;
-  q.stream = stream;
-  return q;
+  return nvfp4::to_abi(p, d.a, d.b, d.sfa, d.sfb, d.c, stream);
 }
 
 // ---- correctness ------------------------------------------------------------------------

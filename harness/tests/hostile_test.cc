@@ -16,6 +16,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "harness/tests/program_runner.h"
+
 #ifndef NVFP4CHECK_EXE
 #error "NVFP4CHECK_EXE must name the nvfp4check executable"
 #endif
@@ -25,27 +27,10 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-struct Outcome {
-  int exit_code = -1;
-  std::string output;
-  double seconds = 0;
-};
+using nvfp4::test::Outcome;
 
 Outcome run(const std::string& args, const std::string& stdin_text = "") {
-  const std::string command = std::string(NVFP4CHECK_EXE) + " " + args + " 2>&1";
-  std::printf("$ %s\n", command.c_str());
-  Outcome o;
-  const auto start = Clock::now();
-  FILE* pipe = popen((stdin_text.empty() ? command : "printf '%s' '" + stdin_text + "' | " + command).c_str(), "r");
-  if (!pipe) return o;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) o.output.append(buf, n);
-  const int status = pclose(pipe);
-  o.seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  o.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::printf("%s(exit %d, %.1f s)\n", o.output.c_str(), o.exit_code, o.seconds);
-  return o;
+  return nvfp4::test::run_program(NVFP4CHECK_EXE, args, stdin_text);
 }
 
 fs::path fresh_dir(const std::string& name) {

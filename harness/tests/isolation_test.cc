@@ -14,6 +14,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "harness/tests/program_runner.h"
+
 #ifndef NVFP4CHECK_EXE
 #error "NVFP4CHECK_EXE must name the nvfp4check executable"
 #endif
@@ -25,25 +27,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Outcome {
-  int exit_code = -1;
-  std::string output;
-};
+using nvfp4::test::Outcome;
 
-Outcome run(const std::string& args) {
-  const std::string command = std::string(NVFP4CHECK_EXE) + " " + args + " 2>&1";
-  std::printf("$ %s\n", command.c_str());
-  Outcome o;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (!pipe) return o;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) o.output.append(buf, n);
-  const int status = pclose(pipe);
-  o.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::printf("%s(exit %d)\n", o.output.c_str(), o.exit_code);
-  return o;
-}
+Outcome run(const std::string& args) { return nvfp4::test::run_program(NVFP4CHECK_EXE, args); }
 
 fs::path fresh_dir(const std::string& name) {
   // The pid keeps concurrent runs of this test (several build trees, ctest -j) apart.

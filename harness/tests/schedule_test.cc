@@ -54,7 +54,8 @@ TEST(Schedule, MixAndShapesLeaveTheFirstTile) {
     stats.add(c);
     const Problem& p = c.problem;
     if (c.kind == "targeted") {
-      EXPECT_EQ(c.spec.name(), "fine_cancel/fine_cancel/one");
+      EXPECT_TRUE(c.spec.name() == "fine_cancel/fine_cancel/one" || c.spec.name() == "sparse/nan_block/one")
+          << c.spec.name();
     }
     if (c.kind != "unsupported") {
       EXPECT_EQ(p.m % 8, 0) << "inside the declared multiple";
@@ -71,7 +72,7 @@ TEST(Schedule, MixAndShapesLeaveTheFirstTile) {
             800);
   EXPECT_GE(stats.by_kind["plain"], 300);
   EXPECT_GE(stats.by_kind["unsupported"], 90);
-  EXPECT_GE(stats.by_kind["targeted"], 40);
+  EXPECT_GE(stats.by_kind["targeted"], 80);
   EXPECT_GE(stats.by_kind["large"], 40);
   EXPECT_GT(past_m, 0);
   EXPECT_GT(past_n, 20);
@@ -142,7 +143,7 @@ TEST(Schedule, TargetedCasesCatchSubnormalOperandsOnTheMeasuredMatrixUnit) {
   const Schedule s(any_gemm(), "gemm_tc", o);
   const Policy hopper = Policy::parse("matrix-unit:90");
   int targeted = 0, caught = 0;
-  for (int64_t i = 9; i < 16 * 60; i += 16) {
+  for (int64_t i = 9; i < 16 * 90; i += 16) {
     const ScheduledCase c = s.at(i);
     ASSERT_EQ(c.kind, "targeted");
     Problem p = c.problem;

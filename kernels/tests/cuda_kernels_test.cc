@@ -57,14 +57,7 @@ void run_on_device(const Kernel& k, const SmallProblem& t, uint32_t layout, std:
   ASSERT_CUDA(cudaMemcpyAsync(dsfa.ptr, sfa.data(), sfa.size(), cudaMemcpyHostToDevice, stream));
   ASSERT_CUDA(cudaMemcpyAsync(dsfb.ptr, sfb.data(), sfb.size(), cudaMemcpyHostToDevice, stream));
   ASSERT_CUDA(cudaMemcpyAsync(dc.ptr, c.data(), c.size() * 2, cudaMemcpyHostToDevice, stream));
-  nvfp4_problem p{};
-  p.op = t.op;
-  p.m = t.m, p.n = t.n, p.k = t.k, p.l = t.l;
-  p.a = da.ptr, p.b = db.ptr, p.sfa = dsfa.ptr, p.sfb = dsfb.ptr;
-  p.sf_layout = layout;
-  p.alpha = t.alpha;
-  p.c = dc.ptr;
-  p.stream = stream;
+  const nvfp4_problem p = t.abi(da.ptr, db.ptr, dsfa.ptr, dsfb.ptr, layout, dc.ptr, stream);
   ASSERT_EQ(k.run(p), NVFP4_OK) << k.name();
   ASSERT_CUDA(cudaMemcpyAsync(c.data(), dc.ptr, c.size() * 2, cudaMemcpyDeviceToHost, stream));
   ASSERT_CUDA(cudaStreamSynchronize(stream));
@@ -104,13 +97,8 @@ TEST_P(CudaKernel, MatchesHostKernelBitForBitInTheExactRegime) {
           SmallProblem h = t;
           h.op = NVFP4_OP_GEMM;
           std::vector<uint16_t> expect(t.l * t.m * t.n);
-          nvfp4_problem p{};
-          p.op = h.op;
-          p.m = h.m, p.n = h.n, p.k = h.k, p.l = h.l;
-          p.a = h.a.data(), p.b = h.b.data(), p.sfa = h.sfa.data(), p.sfb = h.sfb.data();
-          p.sf_layout = NVFP4_SF_LINEAR;
-          p.alpha = h.alpha;
-          p.c = expect.data();
+          const nvfp4_problem p = h.abi(h.a.data(), h.b.data(), h.sfa.data(), h.sfb.data(), NVFP4_SF_LINEAR,
+                                        expect.data());
           ASSERT_EQ(host.run(p), NVFP4_OK);
           for (size_t e = 0; e < got.size(); ++e) {
             if ((got[e] | expect[e]) == 0x8000) continue;  // +0 == -0

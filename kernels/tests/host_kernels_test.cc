@@ -205,13 +205,7 @@ std::vector<uint16_t> run(const Kernel& k, const SmallProblem& t, uint32_t layou
     sfb = to_permuted(t.sfb, t.n, t.kb(), t.l);
   }
   std::vector<uint16_t> c(t.l * t.m * t.n, 0x7E55);
-  nvfp4_problem p{};
-  p.op = t.op;
-  p.m = t.m, p.n = t.n, p.k = t.k, p.l = t.l;
-  p.a = t.a.data(), p.b = t.b.data(), p.sfa = sfa.data(), p.sfb = sfb.data();
-  p.sf_layout = layout;
-  p.alpha = t.alpha;
-  p.c = c.data();
+  const nvfp4_problem p = t.abi(t.a.data(), t.b.data(), sfa.data(), sfb.data(), layout, c.data());
   const int rc = k.run(p);
   if (status) *status = rc;
   else EXPECT_EQ(rc, NVFP4_OK) << k.name();
@@ -303,14 +297,9 @@ TEST(HostKernels, RefuseProblemsOutsideTheirInfoTouchingNothing) {
   std::vector<uint8_t> sfa = base.sfa, sfb = base.sfb;
   std::vector<uint16_t> c(base.l * base.m * base.n, 0x1234);
   auto make = [&] {
-    nvfp4_problem p{};
-    p.op = base.op;
-    p.m = base.m, p.n = base.n, p.k = base.k, p.l = base.l;
-    p.a = base.a.data(), p.b = base.b.data(), p.sfa = sfa.data(), p.sfb = sfb.data();
-    p.sf_layout = NVFP4_SF_LINEAR;
-    p.alpha = 1.0f;
-    p.c = c.data();
-    return p;
+    SmallProblem unit = base;
+    unit.alpha = 1.0f;
+    return unit.abi(base.a.data(), base.b.data(), sfa.data(), sfb.data(), NVFP4_SF_LINEAR, c.data());
   };
   struct Bad {
     const char* what;

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "reference/scale_layout.h"
 #include "kernels/block_scaled_decode.h"
 #include "kernels/registry.h"
 
@@ -21,17 +22,26 @@ struct SmallProblem {
   float alpha = 1.0f;
   std::vector<uint8_t> a, b, sfa, sfb;  // sfa/sfb LINEAR
   int64_t kb() const { return (k + 15) / 16; }
+  // The ABI's view of it with these tensors (the one place these tests fill the struct).
+  nvfp4_problem abi(const uint8_t* pa, const uint8_t* pb, const uint8_t* psfa, const uint8_t* psfb, uint32_t layout,
+                    uint16_t* pc, void* stream = nullptr) const {
+    nvfp4_problem p{};
+    p.op = op;
+    p.m = m, p.n = n, p.k = k, p.l = l;
+    p.a = pa, p.b = pb, p.sfa = psfa, p.sfb = psfb;
+    p.sf_layout = layout;
+    p.alpha = alpha;
+    p.c = pc;
+    p.stream = stream;
+    return p;
+  }
 };
 
 // Linear -> permuted, padding filled with NaN scale bytes so a kernel that reads it shows NaN.
+// (The reference's converter: the kernels' own offset function is tested against SPEC's formula
+// in host_kernels_test, independently.)
 inline std::vector<uint8_t> to_permuted(const std::vector<uint8_t>& linear, int64_t rows, int64_t kb, int64_t l) {
-  const int64_t rt = (rows + 127) / 128, kt = (kb + 3) / 4;
-  std::vector<uint8_t> out(l * rt * kt * 512, 0x7F);
-  for (int64_t b = 0; b < l; ++b)
-    for (int64_t i = 0; i < rows; ++i)
-      for (int64_t s = 0; s < kb; ++s)
-        out[kern::scale_offset(NVFP4_SF_PERMUTED, rows, kb, b, i, s)] = linear[(b * rows + i) * kb + s];
-  return out;
+  return sf_to_permuted(linear.data(), rows, kb, l, 0x7F);
 }
 
 // Random data whose sums stay in SPEC's exact regime: scales 0.5, 1, 2 (and their negatives).

@@ -42,7 +42,7 @@ def test_same_first_failure_as_run(tmp_path):
     exe, plugin = program(), os.environ.get("NVFP4CHECK_WRONG_PLUGIN")
     if exe is None or not plugin or not os.path.exists(plugin):
         pytest.skip("needs the nvfp4check program and the wrong-kernels plugin")
-    seed = 9  # its first failure is the 7th case (the linear-layout and unpadded cases before it pass)
+    seed = 2  # its first failure is the 9th case (the linear-layout and unpadded cases before it pass)
     run = subprocess.run([exe, "run", "--plugin", plugin, "--kernel", "reads_padding_host", "--seed", str(seed),
                           "--cases", "200", "--case-dir", str(tmp_path / "run-cases"),
                           "--report", str(tmp_path / "run.json")], capture_output=True, text=True)

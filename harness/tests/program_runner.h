@@ -1,0 +1,37 @@
+// The isolation and hostile tests' way of running the nvfp4check program: its output (stdout and
+// stderr together), exit code and time, printed as the test's log.
+#pragma once
+
+#include <sys/wait.h>
+
+#include <chrono>
+#include <cstdio>
+#include <string>
+
+namespace nvfp4::test {
+
+struct Outcome {
+  int exit_code = -1;
+  std::string output;
+  double seconds = 0;
+};
+
+// Runs `program args` (with stdin_text piped in when given) through the shell.
+inline Outcome run_program(const std::string& program, const std::string& args, const std::string& stdin_text = "") {
+  const std::string command = program + " " + args + " 2>&1";
+  std::printf("$ %s\n", command.c_str());
+  Outcome o;
+  const auto start = std::chrono::steady_clock::now();
+  FILE* pipe = popen((stdin_text.empty() ? command : "printf '%s' '" + stdin_text + "' | " + command).c_str(), "r");
+  if (!pipe) return o;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) o.output.append(buf, n);
+  const int status = pclose(pipe);
+  o.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  o.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::printf("%s(exit %d, %.1f s)\n", o.output.c_str(), o.exit_code, o.seconds);
+  return o;
+}
+
+}  // namespace nvfp4::test
