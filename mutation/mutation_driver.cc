@@ -408,6 +408,26 @@ json mutation_report_json(const MutationOptions& options, const std::vector<Muta
   return j;
 }
 
+namespace {
+
+// A row made with the kernel in a worker process of its own; a worker that cannot start (its
+// plugin fails to load there) makes the kernel's row "cannot run", with why.
+template <typename Row, typename Body>
+Row in_worker(const SuiteKernel& k, double timeout_s, Body body) {
+  WorkerExecutor executor(k.command, timeout_s);
+  try {
+    return body(executor);
+  } catch (const WorkerStartError& e) {
+    Row row;
+    row.name = k.desc.name;
+    row.runnable = false;
+    row.why_not = e.what();
+    return row;
+  }
+}
+
+}  // namespace
+
 int run_mutation_analysis(const MutationRun& run) {
   const MutationOptions& options = run.options;
   std::vector<SuiteKernel> mutants, honest;
@@ -463,15 +483,7 @@ int run_mutation_analysis(const MutationRun& run) {
       continue;
     }
     if (run.honest_only) continue;
-    WorkerExecutor executor(k.command, options.timeout_s);
-    MutantRow row;
-    try {
-      row = analyse_mutant(executor, options);
-    } catch (const WorkerStartError& e) {
-      row.name = k.desc.name;
-      row.runnable = false;
-      row.why_not = e.what();
-    }
+    const MutantRow row = in_worker<MutantRow>(k, options.timeout_s, [&](Executor& e) { return analyse_mutant(e, options); });
     if (!row.runnable) {
       fmt::print(stderr, "  {}: skipped ({})\n", row.name, row.why_not);
     } else {
@@ -486,15 +498,8 @@ int run_mutation_analysis(const MutationRun& run) {
     if (wanted(k)) honest_kernels.push_back(k);
   if (run.honest_cases > 0) {
     for (const SuiteKernel& k : honest_kernels) {
-      WorkerExecutor executor(k.command, options.timeout_s);
-      HonestRow row;
-      try {
-        row = run_honest(executor, run.honest_cases, options);
-      } catch (const WorkerStartError& e) {
-        row.name = k.desc.name;
-        row.runnable = false;
-        row.why_not = e.what();
-      }
+      const HonestRow row =
+          in_worker<HonestRow>(k, options.timeout_s, [&](Executor& e) { return run_honest(e, run.honest_cases, options); });
       if (!row.runnable) {
         fmt::print(stderr, "  {}: skipped ({})\n", row.name, row.why_not);
       } else {

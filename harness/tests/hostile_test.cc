@@ -33,17 +33,8 @@ Outcome run(const std::string& args, const std::string& stdin_text = "") {
   return nvfp4::test::run_program(NVFP4CHECK_EXE, args, stdin_text);
 }
 
-fs::path fresh_dir(const std::string& name) {
-  const fs::path d = fs::path(::testing::TempDir()) / ("nvfp4-hostile-" + name + "-" + std::to_string(getpid()));
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
-
-nlohmann::json read_json(const fs::path& path) {
-  std::ifstream in(path);
-  return nlohmann::json::parse(in);
-}
+fs::path fresh_dir(const std::string& name) { return nvfp4::test::fresh_dir("hostile-" + name); }
+using nvfp4::test::read_json;
 
 bool contains(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
 

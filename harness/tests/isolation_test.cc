@@ -31,18 +31,8 @@ using nvfp4::test::Outcome;
 
 Outcome run(const std::string& args) { return nvfp4::test::run_program(NVFP4CHECK_EXE, args); }
 
-fs::path fresh_dir(const std::string& name) {
-  // The pid keeps concurrent runs of this test (several build trees, ctest -j) apart.
-  const fs::path d = fs::path(::testing::TempDir()) / ("nvfp4-isolation-" + name + "-" + std::to_string(getpid()));
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
-
-nlohmann::json read_json(const fs::path& path) {
-  std::ifstream in(path);
-  return nlohmann::json::parse(in);
-}
+fs::path fresh_dir(const std::string& name) { return nvfp4::test::fresh_dir("isolation-" + name); }
+using nvfp4::test::read_json;
 
 const std::string kPlugin = std::string("--plugin ") + CRASHING_PLUGIN;
 

@@ -1,12 +1,20 @@
-// The isolation and hostile tests' way of running the nvfp4check program: its output (stdout and
-// stderr together), exit code and time, printed as the test's log.
+// The isolation and hostile tests' way of running the nvfp4check program (its output, stdout and
+// stderr together, exit code and time, printed as the test's log), a fresh folder per test, and
+// the JSON reports it writes.
 #pragma once
 
 #include <sys/wait.h>
 
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 namespace nvfp4::test {
 
@@ -32,6 +40,21 @@ inline Outcome run_program(const std::string& program, const std::string& args, 
   o.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   std::printf("%s(exit %d, %.1f s)\n", o.output.c_str(), o.exit_code, o.seconds);
   return o;
+}
+
+// An empty folder of its own under the test's temporary directory (the pid keeps concurrent runs
+// of a test, from several build trees or ctest -j, apart).
+inline std::filesystem::path fresh_dir(const std::string& name) {
+  const std::filesystem::path d =
+      std::filesystem::path(::testing::TempDir()) / ("nvfp4-" + name + "-" + std::to_string(getpid()));
+  std::filesystem::remove_all(d);
+  std::filesystem::create_directories(d);
+  return d;
+}
+
+inline nlohmann::json read_json(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  return nlohmann::json::parse(in);
 }
 
 }  // namespace nvfp4::test
