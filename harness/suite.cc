@@ -275,26 +275,35 @@ int run_suite(const std::vector<SuiteKernel>& kernels, const RunSettings& settin
   Progress progress(settings.progress_bar, kernels.size());
   std::vector<KernelReport> reports;
   const auto session_start = Clock::now();
+  // Schedules first: a kernel that is skipped (no device, an op it lacks) leaves its share of the
+  // time to the kernels that run, so `--seconds` is the length of the run.
+  std::vector<std::optional<Schedule>> schedules(kernels.size());
+  std::vector<std::string> skips(kernels.size());
   for (size_t x = 0; x < kernels.size(); ++x) {
     const SuiteKernel& sk = kernels[x];
+    skips[x] = sk.desc.runnable ? "" : sk.desc.why_not;
+    if (!skips[x].empty()) continue;
+    try {
+      ScheduleOptions so;
+      so.seed = seed;
+      so.op = settings.op;
+      so.shape = settings.shape;
+      schedules[x].emplace(sk.desc.info, sk.desc.name, so);
+    } catch (const std::invalid_argument&) {
+      skips[x] = settings.op ? fmt::format("does not support {}", to_string(*settings.op)) : "declares no op";
+    }
+  }
+  for (size_t x = 0; x < kernels.size(); ++x) {
+    const SuiteKernel& sk = kernels[x];
+    const std::string& skip = skips[x];
+    std::optional<Schedule>& schedule = schedules[x];
     double budget = 0;
-    if (total_seconds > 0)
-      budget = std::max(0.5, (total_seconds - since(session_start)) / double(kernels.size() - x));
+    if (total_seconds > 0 && skip.empty()) {
+      const auto to_run = std::count(skips.begin() + static_cast<std::ptrdiff_t>(x), skips.end(), std::string());
+      budget = std::max(0.5, (total_seconds - since(session_start)) / double(to_run));
+    }
     progress.start_kernel(x, sk.desc.name, budget, settings.cases);
     KernelReport report;
-    std::optional<Schedule> schedule;
-    std::string skip = sk.desc.runnable ? "" : sk.desc.why_not;
-    if (skip.empty()) {
-      try {
-        ScheduleOptions so;
-        so.seed = seed;
-        so.op = settings.op;
-        so.shape = settings.shape;
-        schedule.emplace(sk.desc.info, sk.desc.name, so);
-      } catch (const std::invalid_argument&) {
-        skip = settings.op ? fmt::format("does not support {}", to_string(*settings.op)) : "declares no op";
-      }
-    }
     if (!skip.empty()) {
       report.name = sk.desc.name;
       report.origin = sk.desc.origin;

@@ -117,6 +117,21 @@ TEST(Cli, WrongKernelFailureIsSelfContained) {
   EXPECT_EQ(honest.exit_code, 0);
 }
 
+// `--seconds` is the length of the run: a kernel skipped for an op it lacks leaves its share of the
+// time to the kernels that run (the H200 run of every CUDA kernel lost cublaslt_nvfp4's fifth).
+TEST(Cli, SkippedKernelLeavesItsTimeToTheOthers) {
+  const fs::path dir = fresh_dir("budget");
+  const Outcome o = run("run --op gemm --kernel host_gemm_fp32 --kernel host_gemv_fp32 --seconds 3 --seed 5"
+                        " --case-dir " + (dir / "cases").string() + " --report " + (dir / "report.json").string());
+  ASSERT_EQ(o.exit_code, 0) << o.output;
+  const nlohmann::json report = read_json(dir / "report.json");
+  ASSERT_EQ(report["kernels"].size(), 2u);
+  EXPECT_EQ(report["kernels"][0]["verdict"], "pass");
+  EXPECT_GE(report["kernels"][0]["seconds"].get<double>(), 2.5) << "the runnable kernel got the whole 3 s";
+  EXPECT_EQ(report["kernels"][1]["verdict"], "skipped");
+  EXPECT_EQ(report["kernels"][1]["skip_reason"], "does not support gemm");
+}
+
 TEST(Isolation, ListShowsPluginKernels) {
   const Outcome o = run("list " + kPlugin);
   EXPECT_EQ(o.exit_code, 0);
