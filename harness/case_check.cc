@@ -20,10 +20,6 @@ using Clock = std::chrono::steady_clock;
 
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-ScaleSemantics kernel_semantics(const nvfp4_kernel_info& info) {
-  return (info.flags & NVFP4_FLAG_SIGNED_SCALES) ? ScaleSemantics::e4m3 : ScaleSemantics::ue4m3;
-}
-
 bool any_sign_bit(const std::vector<uint8_t>& scales) {
   return std::any_of(scales.begin(), scales.end(), [](uint8_t s) { return (s & 0x80u) && (s & 0x7Fu) != 0x7F; });
 }
@@ -187,7 +183,7 @@ CaseOutcome check_case(Executor& executor, const Problem& input, const CaseOptio
 
   // The ABI has no semantics field: a kernel computes with the semantics its flags declare. A case
   // of the other semantics only fits when no used scale has its sign bit set.
-  const ScaleSemantics semantics = kernel_semantics(k.info);
+  const ScaleSemantics semantics = declared_semantics(k.info);
   if (p.semantics != semantics) {
     if (any_sign_bit(p.sfa) || any_sign_bit(p.sfb)) {
       r.verdict = CaseOutcome::Verdict::skipped;

@@ -148,6 +148,17 @@ void pack_codes(const std::vector<uint8_t>& raw, ValueDist dist, int64_t k, bool
 // ---------------------------------------------------------------------------------------------
 // DataSpec
 
+std::vector<Op> declared_ops(const nvfp4_kernel_info& info, std::optional<Op> only) {
+  std::vector<Op> ops;
+  for (Op op : {Op::gemv, Op::gemm})
+    if (((info.ops >> static_cast<uint32_t>(op)) & 1u) && (!only || *only == op)) ops.push_back(op);
+  return ops;
+}
+
+ScaleSemantics declared_semantics(const nvfp4_kernel_info& info) {
+  return (info.flags & NVFP4_FLAG_SIGNED_SCALES) ? ScaleSemantics::e4m3 : ScaleSemantics::ue4m3;
+}
+
 void set_shape(Problem& p, const Shape& s) {
   p.op = s.op;
   p.m = s.m;
@@ -455,7 +466,7 @@ Problem generate_problem(Rng& rng, Op op, const nvfp4_kernel_info& info, const D
   p.sf_layout = linear && permuted ? (layout_draw ? SfLayout::linear : SfLayout::permuted)
                 : linear           ? SfLayout::linear
                                    : SfLayout::permuted;
-  p.semantics = (info.flags & NVFP4_FLAG_SIGNED_SCALES) ? ScaleSemantics::e4m3 : ScaleSemantics::ue4m3;
+  p.semantics = declared_semantics(info);
   draw_data(d, spec, p);
   if (info.flags & NVFP4_FLAG_UNIT_ALPHA) p.alpha = 1.0f;  // the kernel declares alpha = 1 only
   return p;

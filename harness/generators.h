@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -58,6 +59,15 @@ struct Shape {
 
 // Sets p's op, m, n, k and l from s (nothing else).
 void set_shape(Problem& p, const Shape& s);
+
+// What a kernel's info declares, as the generators and the checks read it: its ops in the
+// order gemv, gemm (only `only`, when given), and the scale semantics its flags call for.
+std::vector<Op> declared_ops(const nvfp4_kernel_info& info, std::optional<Op> only = std::nullopt);
+ScaleSemantics declared_semantics(const nvfp4_kernel_info& info);
+// v rounded up to a multiple (itself when multiple <= 1).
+inline int64_t round_up(int64_t v, int64_t multiple) {
+  return multiple > 1 ? (v + multiple - 1) / multiple * multiple : v;
+}
 
 // A shape inside info's constraints, weighted toward tile edges (1, 2, 3, 15-17, 31-33,
 // 63-65, 127-129, 255-257), k = 2, k % 16 != 0, k % 64 != 0, multiples of 64, batches 1-9.

@@ -10,20 +10,6 @@
 namespace nvfp4 {
 namespace {
 
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
-std::vector<Op> kernel_ops(const nvfp4_kernel_info& info, std::optional<Op> only) {
-  std::vector<Op> ops;
-  for (Op op : {Op::gemv, Op::gemm})
-    if (((info.ops >> static_cast<uint32_t>(op)) & 1u) && (!only || *only == op)) ops.push_back(op);
-  return ops;
-}
-
 SfLayout pick_layout(const nvfp4_kernel_info& info, uint64_t pick) {
   const bool linear = (info.sf_layouts >> NVFP4_SF_LINEAR) & 1u;
   const bool permuted = (info.sf_layouts >> NVFP4_SF_PERMUTED) & 1u;
@@ -31,12 +17,6 @@ SfLayout pick_layout(const nvfp4_kernel_info& info, uint64_t pick) {
          : linear           ? SfLayout::linear
                             : SfLayout::permuted;
 }
-
-ScaleSemantics semantics_of(const nvfp4_kernel_info& info) {
-  return (info.flags & NVFP4_FLAG_SIGNED_SCALES) ? ScaleSemantics::e4m3 : ScaleSemantics::ue4m3;
-}
-
-int64_t round_up(int64_t v, int64_t multiple) { return multiple > 1 ? (v + multiple - 1) / multiple * multiple : v; }
 
 // A dimension past three 256-wide tiles with a ragged end (or a multiple of the kernel's).
 int64_t ragged_large(Draws& d, int64_t multiple) {
@@ -123,7 +103,7 @@ DrawnCase draw_case(Draws& d, const nvfp4_kernel_info& info, const CaseConstrain
   }
   const uint64_t layout_pick = d.below(2);
   p.sf_layout = o.layout ? *o.layout : pick_layout(info, layout_pick);
-  p.semantics = semantics_of(info);
+  p.semantics = declared_semantics(info);
   if (o.exact_regime) {
     c.spec.scales = ScaleDist::narrow;
     if (c.spec.alpha == AlphaDist::arbitrary) c.spec.alpha = AlphaDist::pow2;
@@ -138,12 +118,12 @@ DrawnCase draw_case(Draws& d, const nvfp4_kernel_info& info, const CaseConstrain
 Schedule::Schedule(const nvfp4_kernel_info& info, std::string kernel_name, ScheduleOptions options)
     : info_(info), name_(std::move(kernel_name)), options_(std::move(options)) {
   info_.name = nullptr;
-  ops_ = kernel_ops(info_, options_.shape ? std::optional<Op>() : options_.op);
+  ops_ = declared_ops(info_, options_.shape ? std::optional<Op>() : options_.op);
   if (options_.shape) {
     // A kernel without GEMV takes an n = 1 shape as a GEMM.
     Op op = options_.shape->op;
     if (op == Op::gemv && !((info_.ops >> NVFP4_OP_GEMV) & 1u)) op = Op::gemm;
-    ops_ = kernel_ops(info_, op);
+    ops_ = declared_ops(info_, op);
   }
   if (ops_.empty())
     throw std::invalid_argument(options_.shape || options_.op ? "the kernel does not declare that op"
@@ -173,7 +153,7 @@ ScheduledCase Schedule::at(int64_t index) const {
   if (index % 16 == 13) c.spec = DataSpec{ValueDist::sparse, ScaleDist::nan_block, AlphaDist::one};
   Problem& p = c.problem;
   p.sf_layout = pick_layout(info_, d.below(2));
-  p.semantics = semantics_of(info_);
+  p.semantics = declared_semantics(info_);
   bool shaped = false;
   if (options_.shape) {
     Shape s = *options_.shape;

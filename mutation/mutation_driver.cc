@@ -31,28 +31,6 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
-std::vector<Op> kernel_ops(const nvfp4_kernel_info& info) {
-  std::vector<Op> ops;
-  if ((info.ops >> NVFP4_OP_GEMV) & 1u) ops.push_back(Op::gemv);
-  if ((info.ops >> NVFP4_OP_GEMM) & 1u) ops.push_back(Op::gemm);
-  return ops;
-}
-
-ScaleSemantics kernel_semantics(const nvfp4_kernel_info& info) {
-  return (info.flags & NVFP4_FLAG_SIGNED_SCALES) ? ScaleSemantics::e4m3 : ScaleSemantics::ue4m3;
-}
-
-int64_t round_up(int64_t v, uint32_t multiple) {
-  return multiple > 1 ? (v + multiple - 1) / multiple * multiple : v;
-}
-
 std::string describe_case(const Problem& p, const std::string& data, uint64_t case_seed) {
   return fmt::format("{} m={} n={} k={} l={} {} {} alpha={} data={} case_seed={:#x}", to_string(p.op), p.m, p.n,
                      p.k, p.l, to_string(p.sf_layout), to_string(p.semantics), p.alpha, data, case_seed);
@@ -124,7 +102,7 @@ Problem shaped(Op op, int64_t m, int64_t n, int64_t k, int64_t l, const nvfp4_ke
   if (p.k % 2) p.k *= 2;
   p.l = l;
   p.sf_layout = ((info.sf_layouts >> NVFP4_SF_PERMUTED) & 1u) ? SfLayout::permuted : SfLayout::linear;
-  p.semantics = kernel_semantics(info);
+  p.semantics = declared_semantics(info);
   p.alpha = 1.0f;
   return p;
 }
@@ -252,7 +230,7 @@ CheckOutcome gpu_mode_check(Executor& executor, const MutationOptions& options, 
   CheckOutcome out;
   out.ran = true;
   const KernelDesc& kernel = executor.kernel();
-  const std::vector<Op> ops = kernel_ops(kernel.info);
+  const std::vector<Op> ops = declared_ops(kernel.info);
   const Policy policy = Policy::parse("allclose:1e-3:1e-3");
   const auto start = Clock::now();
   for (int64_t c = 0; c < cases; ++c) {
@@ -269,7 +247,7 @@ CheckOutcome kernelbench_check(Executor& executor, const MutationOptions& option
   CheckOutcome out;
   out.ran = true;
   const KernelDesc& kernel = executor.kernel();
-  const std::vector<Op> ops = kernel_ops(kernel.info);
+  const std::vector<Op> ops = declared_ops(kernel.info);
   // KernelBench problems are one operation each: the GEMM when the kernel has it.
   const Op op = ops.back();
   const Policy policy = Policy::parse("allclose:1e-2:1e-2");

@@ -9,19 +9,19 @@
 #include <stdexcept>
 
 #include "reference/formats.h"
+#include "reference/stable_hash.h"
 
 namespace nvfp4 {
 namespace {
 
-// splitmix64: every random choice here derives from the seed through this.
+// The splitmix64 generator: every random choice here derives from the seed through this.
 struct Rng {
   uint64_t state;
   explicit Rng(uint64_t seed) : state(seed) {}
   uint64_t next() {
-    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
+    const uint64_t z = splitmix64(state);
+    state += 0x9E3779B97F4A7C15ull;
+    return z;
   }
   uint64_t below(uint64_t n) { return next() % n; }
   int range(int lo, int hi) { return lo + static_cast<int>(below(static_cast<uint64_t>(hi - lo + 1))); }
