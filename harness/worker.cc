@@ -36,11 +36,18 @@ std::string self_executable() {
   return std::string(path, static_cast<size_t>(n));
 }
 
+// A call that ended with the worker's process lost (the parent kills it).
+CallObservation lost_call(CallObservation::End end, std::string error) {
+  CallObservation o;
+  o.end = end;
+  o.context_lost = true;
+  o.error = std::move(error);
+  return o;
+}
+
 // How a worker ended, in words, and what that means for the call it was in.
 CallObservation ended(int status, const std::string& during) {
-  CallObservation o;
-  o.end = CallObservation::End::crash;
-  o.context_lost = true;
+  CallObservation o = lost_call(CallObservation::End::crash, "");
   if (WIFEXITED(status)) {
     const int code = WEXITSTATUS(status);
     if (code >= kInputFaultExitBase && code < kInputFaultExitBase + 4) {
@@ -60,13 +67,49 @@ CallObservation ended(int status, const std::string& during) {
   return o;
 }
 
-}  // namespace
-
-// Frames from the socket, and the worker's state as seen from outside.
-class WorkerExecutor::Reader {
- public:
-  FrameReader frames;
+// A started worker: its pid and the parent's (non-blocking) end of the channel.
+struct Spawned {
+  pid_t pid;
+  int fd;
 };
+
+// Starts argv as a worker with environment envp: in its own process group (the parent ends
+// everything it forks by killing the group), killed when the parent dies, the channel on
+// kWorkerChannelFd. Throws WorkerStartError when no process could be made.
+Spawned spawn_worker(std::vector<std::string>& argv_strings, char* const* envp) {
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+    throw WorkerStartError(std::string("socketpair: ") + std::strerror(errno));
+  // Everything the child needs is built before fork (no allocation after it).
+  std::vector<char*> argv;
+  for (std::string& s : argv_strings) argv.push_back(s.data());
+  argv.push_back(nullptr);
+  const pid_t parent = getpid();
+  const pid_t pid = fork();
+  if (pid < 0) {
+    close(sv[0]);
+    close(sv[1]);
+    throw WorkerStartError(std::string("fork: ") + std::strerror(errno));
+  }
+  if (pid == 0) {
+    setpgid(0, 0);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(125);
+    if (sv[1] == kWorkerChannelFd) {
+      fcntl(sv[1], F_SETFD, 0);
+    } else if (dup2(sv[1], kWorkerChannelFd) < 0) {
+      _exit(126);
+    }
+    execve(argv[0], argv.data(), envp);
+    _exit(127);
+  }
+  setpgid(pid, pid);  // also here: no race with the child's own call
+  close(sv[1]);
+  fcntl(sv[0], F_SETFL, fcntl(sv[0], F_GETFL) | O_NONBLOCK);
+  return {pid, sv[0]};
+}
+
+}  // namespace
 
 std::string worker_program() {
   const char* env = std::getenv("NVFP4CHECK_PROGRAM");
@@ -103,10 +146,6 @@ WorkerExecutor::~WorkerExecutor() {
 }
 
 void WorkerExecutor::start() {
-  int sv[2];
-  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
-    throw WorkerStartError(std::string("socketpair: ") + std::strerror(errno));
-  // Everything the child needs is built before fork (no allocation after it).
   std::vector<std::string> env_strings;
   for (char** e = environ; *e; ++e) {
     const std::string entry = *e;
@@ -115,38 +154,14 @@ void WorkerExecutor::start() {
     if (!replaced) env_strings.push_back(entry);
   }
   for (const auto& [key, value] : command_.env) env_strings.push_back(key + "=" + value);
-  std::vector<char*> envp, argv;
+  std::vector<char*> envp;
   for (std::string& s : env_strings) envp.push_back(s.data());
   envp.push_back(nullptr);
-  for (std::string& s : command_.argv) argv.push_back(s.data());
-  argv.push_back(nullptr);
-  const pid_t parent = getpid();
-  const pid_t pid = fork();
-  if (pid < 0) {
-    close(sv[0]);
-    close(sv[1]);
-    throw WorkerStartError(std::string("fork: ") + std::strerror(errno));
-  }
-  if (pid == 0) {
-    // Its own process group, so the parent can end everything it forks; and it dies with us.
-    setpgid(0, 0);
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(125);
-    if (sv[1] == kWorkerChannelFd) {
-      fcntl(sv[1], F_SETFD, 0);
-    } else if (dup2(sv[1], kWorkerChannelFd) < 0) {
-      _exit(126);
-    }
-    execve(argv[0], argv.data(), envp.data());
-    _exit(127);
-  }
-  setpgid(pid, pid);  // also here: no race with the child's own call
-  close(sv[1]);
-  pid_ = pid;
+  const Spawned child = spawn_worker(command_.argv, envp.data());
+  pid_ = child.pid;
   dead_ = false;
-  fd_ = sv[0];
-  fcntl(fd_, F_SETFL, fcntl(fd_, F_GETFL) | O_NONBLOCK);
-  reader_ = std::make_unique<Reader>();
+  fd_ = child.fd;
+  frames_ = FrameReader();
   ++starts_;
 
   CallObservation end;
@@ -187,7 +202,7 @@ void WorkerExecutor::stop() {
   }
   if (fd_ >= 0) close(fd_);
   fd_ = -1;
-  reader_.reset();
+  frames_ = FrameReader();
 }
 
 std::optional<WorkerMessage> WorkerExecutor::receive(double timeout_s, CallObservation* end) {
@@ -199,14 +214,11 @@ std::optional<WorkerMessage> WorkerExecutor::receive(double timeout_s, CallObser
   };
   for (;;) {
     try {
-      if (std::optional<WorkerMessage> m = reader_->frames.next()) return m;
+      if (std::optional<WorkerMessage> m = frames_.next()) return m;
     } catch (const ProtocolError& e) {
-      CallObservation o;
-      o.end = CallObservation::End::protocol;
-      o.context_lost = true;
-      o.error = std::string("the kernel's process wrote something into the runner's channel that is no "
-                            "message of the runner's protocol (") + e.what() + ")";
-      return lost(o);
+      return lost(lost_call(CallObservation::End::protocol,
+                            std::string("the kernel's process wrote something into the runner's channel that is "
+                                        "no message of the runner's protocol (") + e.what() + ")"));
     }
     // Whether the worker is still there: a dead worker whose children hold the socket open
     // must not cost a whole timeout. Once reaped, its status is kept for the report.
@@ -226,7 +238,7 @@ std::optional<WorkerMessage> WorkerExecutor::receive(double timeout_s, CallObser
       for (;;) {
         const ssize_t got = read(fd_, chunk, sizeof chunk);
         if (got > 0) {
-          reader_->frames.feed(chunk, static_cast<size_t>(got));
+          frames_.feed(chunk, static_cast<size_t>(got));
           got_any = true;
           continue;
         }
@@ -248,18 +260,12 @@ std::optional<WorkerMessage> WorkerExecutor::receive(double timeout_s, CallObser
         }
         usleep(1000);
       }
-      CallObservation o;
-      o.end = CallObservation::End::protocol;
-      o.context_lost = true;
-      o.error = "the kernel's process closed the runner's channel while still running";
-      return lost(o);
+      return lost(lost_call(CallObservation::End::protocol,
+                            "the kernel's process closed the runner's channel while still running"));
     }
     if (left <= 0) {
-      CallObservation o;
-      o.end = CallObservation::End::timeout;
-      o.context_lost = true;
-      o.error = fmt::format("no progress for {} s: the watchdog killed the kernel's process", timeout_s);
-      return lost(o);
+      return lost(lost_call(CallObservation::End::timeout,
+                            fmt::format("no progress for {} s: the watchdog killed the kernel's process", timeout_s)));
     }
   }
 }
@@ -300,12 +306,8 @@ std::vector<CallObservation> WorkerExecutor::run_case(const CaseData& data, cons
     if (Clock::now() > send_deadline) break;
   }
   if (sent < frame.size()) {
-    CallObservation o;
-    o.end = CallObservation::End::timeout;
-    o.context_lost = true;
-    o.error = "the kernel's process stopped reading the runner's channel";
     stop();
-    out.push_back(o);
+    out.push_back(lost_call(CallObservation::End::timeout, "the kernel's process stopped reading the runner's channel"));
     return out;
   }
   double wait = std::max(timeout_s_, 30.0);  // receiving and laying out the data, then call 0
@@ -333,43 +335,20 @@ std::vector<CallObservation> WorkerExecutor::run_case(const CaseData& data, cons
       wait = std::max(timeout_s_, 30.0);
       continue;
     }
-    CallObservation o;
-    o.end = CallObservation::End::protocol;
-    o.context_lost = true;
-    o.error = "the kernel's process sent a message the runner did not ask for (a kernel writing into the "
-              "runner's channel?)";
     stop();
-    out.push_back(o);
+    out.push_back(lost_call(CallObservation::End::protocol,
+                            "the kernel's process sent a message the runner did not ask for (a kernel writing "
+                            "into the runner's channel?)"));
     return out;
   }
 }
 
 std::vector<KernelDesc> list_kernels(const std::vector<std::string>& plugins, double timeout_s) {
-  WorkerCommand c;
-  c.argv = {worker_program(), "worker", "--list"};
-  for (const std::string& p : plugins) c.argv.insert(c.argv.end(), {"--plugin", p});
+  std::vector<std::string> argv = {worker_program(), "worker", "--list"};
+  for (const std::string& p : plugins) argv.insert(argv.end(), {"--plugin", p});
   // The listing child is a worker that sends one Ready with every kernel, then ends.
-  int sv[2];
-  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
-    throw WorkerStartError(std::string("socketpair: ") + std::strerror(errno));
-  std::vector<char*> argv;
-  for (std::string& s : c.argv) argv.push_back(s.data());
-  argv.push_back(nullptr);
-  const pid_t parent = getpid();
-  const pid_t pid = fork();
-  if (pid < 0) throw WorkerStartError(std::string("fork: ") + std::strerror(errno));
-  if (pid == 0) {
-    setpgid(0, 0);
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(125);
-    if (sv[1] == kWorkerChannelFd) fcntl(sv[1], F_SETFD, 0);
-    else if (dup2(sv[1], kWorkerChannelFd) < 0) _exit(126);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
-  setpgid(pid, pid);
-  close(sv[1]);
-  fcntl(sv[0], F_SETFL, fcntl(sv[0], F_GETFL) | O_NONBLOCK);
+  const Spawned child = spawn_worker(argv, environ);
+  const pid_t pid = child.pid;
   std::string who = plugins.empty() ? std::string("the built-in kernels") : "plugin";
   for (size_t x = 0; x < plugins.size(); ++x) who += (x ? ", " : " ") + plugins[x];
   FrameReader frames;
@@ -379,11 +358,11 @@ std::vector<KernelDesc> list_kernels(const std::vector<std::string>& plugins, do
   int status = 0;
   bool reaped = false;
   while (!m && failure.empty()) {
-    pollfd pfd{sv[0], POLLIN, 0};
+    pollfd pfd{child.fd, POLLIN, 0};
     poll(&pfd, 1, 50);
     uint8_t chunk[1 << 16];
     ssize_t got;
-    while ((got = read(sv[0], chunk, sizeof chunk)) > 0) frames.feed(chunk, static_cast<size_t>(got));
+    while ((got = read(child.fd, chunk, sizeof chunk)) > 0) frames.feed(chunk, static_cast<size_t>(got));
     try {
       m = frames.next();
     } catch (const ProtocolError& e) {
@@ -400,7 +379,7 @@ std::vector<KernelDesc> list_kernels(const std::vector<std::string>& plugins, do
   kill(-pid, SIGKILL);
   kill(pid, SIGKILL);
   if (!reaped) waitpid(pid, &status, 0);
-  close(sv[0]);
+  close(child.fd);
   if (!failure.empty()) throw WorkerStartError("cannot load " + who + ": " + failure);
   const ReadyMsg* ready = std::get_if<ReadyMsg>(&*m);
   if (!ready) throw WorkerStartError("cannot load " + who + ": its first message was not the kernel list");

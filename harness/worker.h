@@ -66,9 +66,7 @@ class WorkerExecutor final : public Executor {
   int64_t next_case_ = 0;
   bool have_desc_ = false;
   KernelDesc desc_;
-  std::vector<uint8_t> pending_;
-  class Reader;
-  std::unique_ptr<Reader> reader_;
+  FrameReader frames_;  // what the worker sent that is not taken yet
 };
 
 // A worker that could not start: missing plugin symbol, unknown kernel, a plugin whose loading
