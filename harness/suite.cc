@@ -134,6 +134,35 @@ void write_report(const std::string& path, const nlohmann::json& j, int* exit_co
 
 }  // namespace
 
+KernelReport kernel_report(const KernelDesc& kernel) {
+  KernelReport report;
+  report.name = kernel.name;
+  report.origin = kernel.origin;
+  report.flags = kernel.info.flags;
+  return report;
+}
+
+KernelReport skipped_report(const KernelDesc& kernel, const std::string& why) {
+  KernelReport report = kernel_report(kernel);
+  report.verdict = "skipped";
+  report.skip_reason = why;
+  return report;
+}
+
+std::optional<Schedule> kernel_schedule(const KernelDesc& kernel, const ScheduleOptions& options,
+                                        std::string* why_not) {
+  if (!kernel.runnable) {
+    *why_not = kernel.why_not;
+    return std::nullopt;
+  }
+  try {
+    return Schedule(kernel.info, kernel.name, options);
+  } catch (const std::invalid_argument&) {
+    *why_not = options.op ? fmt::format("does not support {}", to_string(*options.op)) : "declares no op";
+    return std::nullopt;
+  }
+}
+
 std::vector<SuiteKernel> find_kernels(const std::vector<std::string>& plugins, const std::vector<std::string>& names,
                                       double timeout_s) {
   std::vector<KernelDesc> all;
@@ -171,10 +200,7 @@ std::vector<SuiteKernel> find_kernels(const std::vector<std::string>& plugins, c
 
 KernelReport check_kernel(const std::vector<Executor*>& lanes, const KernelDesc& kernel, const Schedule& schedule,
                           const LaneSettings& settings, const OnCase& on_case) {
-  KernelReport report;
-  report.name = kernel.name;
-  report.origin = kernel.origin;
-  report.flags = kernel.info.flags;
+  KernelReport report = kernel_report(kernel);
   report.policy = (settings.case_options.policy ? *settings.case_options.policy : kernel_policy(kernel)).name();
   std::mutex mutex;
   std::atomic<int64_t> next{0};
@@ -277,39 +303,26 @@ int run_suite(const std::vector<SuiteKernel>& kernels, const RunSettings& settin
   const auto session_start = Clock::now();
   // Schedules first: a kernel that is skipped (no device, an op it lacks) leaves its share of the
   // time to the kernels that run, so `--seconds` is the length of the run.
-  std::vector<std::optional<Schedule>> schedules(kernels.size());
+  ScheduleOptions so;
+  so.seed = seed;
+  so.op = settings.op;
+  so.shape = settings.shape;
+  std::vector<std::optional<Schedule>> schedules;
   std::vector<std::string> skips(kernels.size());
+  for (size_t x = 0; x < kernels.size(); ++x) schedules.push_back(kernel_schedule(kernels[x].desc, so, &skips[x]));
   for (size_t x = 0; x < kernels.size(); ++x) {
     const SuiteKernel& sk = kernels[x];
-    skips[x] = sk.desc.runnable ? "" : sk.desc.why_not;
-    if (!skips[x].empty()) continue;
-    try {
-      ScheduleOptions so;
-      so.seed = seed;
-      so.op = settings.op;
-      so.shape = settings.shape;
-      schedules[x].emplace(sk.desc.info, sk.desc.name, so);
-    } catch (const std::invalid_argument&) {
-      skips[x] = settings.op ? fmt::format("does not support {}", to_string(*settings.op)) : "declares no op";
-    }
-  }
-  for (size_t x = 0; x < kernels.size(); ++x) {
-    const SuiteKernel& sk = kernels[x];
-    const std::string& skip = skips[x];
-    std::optional<Schedule>& schedule = schedules[x];
+    const std::optional<Schedule>& schedule = schedules[x];
     double budget = 0;
-    if (total_seconds > 0 && skip.empty()) {
-      const auto to_run = std::count(skips.begin() + static_cast<std::ptrdiff_t>(x), skips.end(), std::string());
+    if (total_seconds > 0 && schedule) {
+      const auto to_run = std::count_if(schedules.begin() + static_cast<std::ptrdiff_t>(x), schedules.end(),
+                                        [](const std::optional<Schedule>& s) { return s.has_value(); });
       budget = std::max(0.5, (total_seconds - since(session_start)) / double(to_run));
     }
     progress.start_kernel(x, sk.desc.name, budget, settings.cases);
     KernelReport report;
-    if (!skip.empty()) {
-      report.name = sk.desc.name;
-      report.origin = sk.desc.origin;
-      report.flags = sk.desc.info.flags;
-      report.verdict = "skipped";
-      report.skip_reason = skip;
+    if (!schedule) {
+      report = skipped_report(sk.desc, skips[x]);
     } else {
       // Lanes: `jobs` kernel processes per GPU for CUDA kernels, `jobs` in all for host ones.
       const int lanes = sk.desc.is_cuda() ? settings.jobs * gpus : settings.jobs;
@@ -387,6 +400,25 @@ ReplayInput read_replay_input(const std::string& path, bool fuzz_input) {
   return in;
 }
 
+ReplayedCase replay_case(Executor& executor, const KernelDesc& kernel, const ReplayInput& input,
+                         const CaseOptions& base) {
+  CaseOptions options = base;
+  options.existing_file = input.path;
+  // The stale-state data depends on the case, not on the path it was given by.
+  options.stale_seed = fnv1a(write_case(input.problem));
+  ReplayedCase r;
+  try {
+    r.outcome = check_case(executor, input.problem, options);
+  } catch (const WorkerStartError& e) {
+    r.outcome = start_failure(input.problem, e.what());
+  }
+  if (r.outcome.verdict == CaseOutcome::Verdict::fail) {
+    r.error_map = error_map_for(r.outcome, base.case_dir);
+    r.failure_text = failure_text(kernel.name, std::nullopt, r.outcome, r.error_map);
+  }
+  return r;
+}
+
 int replay_suite(const std::vector<SuiteKernel>& kernels, const std::vector<ReplayInput>& inputs,
                  const ReplaySettings& settings) {
   if (!settings.report.empty()) check_report_writable(settings.report);
@@ -405,38 +437,25 @@ int replay_suite(const std::vector<SuiteKernel>& kernels, const std::vector<Repl
     if (mine.empty()) continue;
     progress.start_kernel(x, sk.desc.name, 0, static_cast<int64_t>(mine.size()));
     KernelReport report;
-    report.name = sk.desc.name;
-    report.origin = sk.desc.origin;
-    report.flags = sk.desc.info.flags;
     if (!sk.desc.runnable) {
-      report.verdict = "skipped";
-      report.skip_reason = sk.desc.why_not;
+      report = skipped_report(sk.desc, sk.desc.why_not);
     } else {
+      report = kernel_report(sk.desc);
       WorkerExecutor executor(sk.command, settings.timeout_s);
+      CaseOptions base;
+      base.case_dir = settings.case_dir;
+      base.policy = settings.policy;
       const auto start = Clock::now();
       for (size_t y = 0; y < mine.size(); ++y) {
-        CaseOptions options;
-        options.existing_file = mine[y]->path;
-        options.case_dir = settings.case_dir;
-        options.policy = settings.policy;
-        // The stale-state data depends on the case, not on the path it was given by.
-        options.stale_seed = fnv1a(write_case(mine[y]->problem));
-        CaseOutcome out;
-        try {
-          out = check_case(executor, mine[y]->problem, options);
-        } catch (const WorkerStartError& e) {
-          out = start_failure(mine[y]->problem, e.what());
-        }
-        std::string text, map;
-        if (out.verdict == CaseOutcome::Verdict::fail) {
-          map = error_map_for(out, settings.case_dir);
-          text = failure_text(sk.desc.name, std::nullopt, out, map);
+        const ReplayedCase r = replay_case(executor, sk.desc, *mine[y], base);
+        const bool failed = r.outcome.verdict == CaseOutcome::Verdict::fail;
+        if (failed) {
           progress.clear();
-          fmt::print("{}\n", text);
+          fmt::print("{}\n", r.failure_text);
           std::fflush(stdout);
         }
-        add_outcome(report, out, static_cast<int64_t>(y), text, map);
-        progress.case_done(out.verdict == CaseOutcome::Verdict::fail);
+        add_outcome(report, r.outcome, static_cast<int64_t>(y), r.failure_text, r.error_map);
+        progress.case_done(failed);
       }
       report.seconds = since(start);
       report.workers = executor.starts();

@@ -48,6 +48,16 @@ using OnCase = std::function<void(const ScheduledCase&, const CaseOutcome&, cons
 KernelReport check_kernel(const std::vector<Executor*>& lanes, const KernelDesc& kernel, const Schedule& schedule,
                           const LaneSettings& settings, const OnCase& on_case = {});
 
+// A kernel's report before any case: its name, origin and flags.
+KernelReport kernel_report(const KernelDesc& kernel);
+// The report of a kernel that was not checked, and why.
+KernelReport skipped_report(const KernelDesc& kernel, const std::string& why);
+
+// The kernel's schedule under these options, or nullopt with *why_not set when the kernel is
+// skipped: it cannot run here, or declares no op the options allow.
+std::optional<Schedule> kernel_schedule(const KernelDesc& kernel, const ScheduleOptions& options,
+                                        std::string* why_not);
+
 struct RunSettings {
   std::optional<uint64_t> seed;  // else from the clock (printed)
   std::optional<Op> op;
@@ -83,6 +93,14 @@ struct ReplaySettings {
 // Reads and validates a case file (or, with fuzz_input, decodes a kernel fuzzer input for no
 // particular kernel); throws CaseError "FILE: what is wrong".
 ReplayInput read_replay_input(const std::string& path, bool fuzz_input);
+// One input through every check (base gives the case directory for error maps and stale-state
+// cases, and the policy), its failure rendered as `replay` prints it.
+struct ReplayedCase {
+  CaseOutcome outcome;
+  std::string failure_text, error_map;  // of a failure
+};
+ReplayedCase replay_case(Executor& executor, const KernelDesc& kernel, const ReplayInput& input,
+                         const CaseOptions& base);
 // 0 all passed, 1 a kernel failed, 2 nothing was checked at all or the report failed.
 int replay_suite(const std::vector<SuiteKernel>& kernels, const std::vector<ReplayInput>& inputs,
                  const ReplaySettings& settings);

@@ -8,7 +8,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -220,27 +219,13 @@ json final_report(std::optional<uint64_t> seed, const KernelReport& k, const std
 KernelReport run_schedule(const Kernel& kernel, const Options& o, uint64_t seed, bool* stopped) {
   InProcessExecutor executor(kernel, o.timeout_s);
   const KernelDesc& desc = executor.kernel();
-  KernelReport report;
-  report.name = desc.name;
-  report.origin = desc.origin;
-  report.flags = desc.info.flags;
-  if (!desc.runnable) {
-    report.verdict = "skipped";
-    report.skip_reason = desc.why_not;
-    return report;
-  }
   ScheduleOptions so;
   so.seed = seed;
   if (!o.op.empty()) so.op = o.op == "gemv" ? Op::gemv : Op::gemm;
   so.shape = o.shape;
-  std::optional<Schedule> schedule;
-  try {
-    schedule.emplace(desc.info, desc.name, so);
-  } catch (const std::invalid_argument&) {
-    report.verdict = "skipped";
-    report.skip_reason = o.op.empty() ? "declares no op" : "does not support " + o.op;
-    return report;
-  }
+  std::string why_not;
+  const std::optional<Schedule> schedule = kernel_schedule(desc, so, &why_not);
+  if (!schedule) return skipped_report(desc, why_not);
   LaneSettings ls;
   ls.cases = o.cases;
   ls.seconds = o.seconds;
@@ -248,7 +233,7 @@ KernelReport run_schedule(const Kernel& kernel, const Options& o, uint64_t seed,
   ls.case_options = case_options(o);
   t_notes = CallNotes{};
   ls.should_stop = [] { return t_notes.stopped; };
-  report = check_kernel({&executor}, desc, *schedule, ls);
+  const KernelReport report = check_kernel({&executor}, desc, *schedule, ls);
   *stopped = t_notes.stopped;
   return report;
 }
@@ -350,37 +335,19 @@ NVFP4CHECK_EXPORT char* nvfp4check_replay(const char* path, const nvfp4_kernel_i
     // A case file, validated as `nvfp4check replay` does (CaseError: a bad file is a usage error).
     const ReplayInput in = read_replay_input(path, false);
     InProcessExecutor executor(kernel, o.timeout_s);
+    const KernelDesc& desc = executor.kernel();
     KernelReport report;
-    report.name = kernel.name();
-    report.origin = kernel.origin;
-    report.flags = kernel.info->flags;
     bool stopped = false;
-    if (!executor.kernel().runnable) {
-      report.verdict = "skipped";
-      report.skip_reason = executor.kernel().why_not;
+    if (!desc.runnable) {
+      report = skipped_report(desc, desc.why_not);
     } else {
-      CaseOptions options = case_options(o);
-      options.existing_file = in.path;
-      // The stale-state data depends on the case, not on the path it was given by.
-      options.stale_seed = fnv1a(write_case(in.problem));
+      report = kernel_report(desc);
       t_notes = CallNotes{};
       const auto started = std::chrono::steady_clock::now();
-      const CaseOutcome r = check_case(executor, in.problem, options);
+      const ReplayedCase r = replay_case(executor, desc, in, case_options(o));
       stopped = t_notes.stopped;
       if (!stopped) {
-        std::string text, map;
-        if (r.verdict == CaseOutcome::Verdict::fail) {
-          map = error_map_path_for(r.case_file, o.case_dir);
-          try {
-            std::filesystem::create_directories(std::filesystem::path(map).parent_path());
-            write_error_map_png(map, r.problem, r.reference, r.c, r.policy);
-          } catch (const std::exception& e) {
-            std::fprintf(stderr, "warning: no error map: %s\n", e.what());
-            map.clear();
-          }
-          text = failure_text(kernel.name(), std::nullopt, r, map);
-        }
-        add_outcome(report, r, 0, text, map);
+        add_outcome(report, r.outcome, 0, r.failure_text, r.error_map);
         finish_report(report);
       }
       report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
