@@ -384,6 +384,19 @@ NVFP4CHECK_EXPORT char* nvfp4check_reference(const char* path, uint16_t** out, i
   });
 }
 
+NVFP4CHECK_EXPORT char* nvfp4check_unsupported_reason(const nvfp4_kernel_info* info, const nvfp4_problem* problem) {
+  if (info == nullptr || problem == nullptr) return dup_string("null argument");
+  Problem p;
+  p.op = static_cast<Op>(problem->op);
+  p.m = problem->m;
+  p.n = problem->n;
+  p.k = problem->k;
+  p.l = problem->l;
+  p.sf_layout = static_cast<SfLayout>(problem->sf_layout);
+  p.alpha = problem->alpha;
+  return dup_string(unsupported_reason(*info, p));
+}
+
 NVFP4CHECK_EXPORT void nvfp4check_kernel_failed(const char* check, const char* message) {
   if (!t_notes.check.empty()) return;  // the first report of a call wins
   t_notes.check = check && *check ? check : "exception";

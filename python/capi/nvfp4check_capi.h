@@ -56,6 +56,11 @@ char *nvfp4check_replay(const char *path, const nvfp4_kernel_info *info, nvfp4ch
  * {"error": TEXT} (then *out is NULL). */
 char *nvfp4check_reference(const char *path, uint16_t **out, int64_t *count);
 
+/* Why problem lies outside what info declares, by the suite's own rule (op, scale layout, the
+ * m/n/k multiples, UNIT_ALPHA; n_multiple constrains GEMMs only): a text, empty when the problem
+ * is inside. For adapters that refuse on a kernel's behalf (GPU MODE's format cannot refuse). */
+char *nvfp4check_unsupported_reason(const nvfp4_kernel_info *info, const nvfp4_problem *problem);
+
 /* Called by a run callback, during the call, to say why it fails: check "exception" (a Python
  * exception, message = the traceback). The callback then returns, and the case fails with the
  * check "exception" and this text instead of "kernel-error". */

@@ -67,6 +67,9 @@ class CApi:
         lib.nvfp4check_reference.restype = cp
         lib.nvfp4check_reference.argtypes = [ctypes.c_char_p, ctypes.POINTER(ctypes.POINTER(ctypes.c_uint16)),
                                              ctypes.POINTER(ctypes.c_int64)]
+        lib.nvfp4check_unsupported_reason.restype = cp
+        lib.nvfp4check_unsupported_reason.argtypes = [ctypes.POINTER(_abi.nvfp4_kernel_info),
+                                                      ctypes.POINTER(_abi.nvfp4_problem)]
         lib.nvfp4check_kernel_failed.restype = None
         lib.nvfp4check_kernel_failed.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
         lib.nvfp4check_serve.restype = ctypes.c_int
@@ -78,12 +81,14 @@ class CApi:
         if version != 1:
             raise ImportError(f"{path} implements C API version {version}; this package needs version 1")
 
-    def _json(self, raw):
+    def _text(self, raw):
         try:
-            text = ctypes.string_at(raw).decode("utf-8", errors="replace")
+            return ctypes.string_at(raw).decode("utf-8", errors="replace")
         finally:
             self._lib.nvfp4check_free(raw)
-        return json.loads(text)
+
+    def _json(self, raw):
+        return json.loads(self._text(raw))
 
     def build_info(self):
         return self._json(self._lib.nvfp4check_build_info())
@@ -115,6 +120,10 @@ class CApi:
     def serve(self, info, run, fd, timeout_s):
         """Serves the kernel to a parent `nvfp4check run` over fd; returns the exit code."""
         return self._lib.nvfp4check_serve(ctypes.byref(info), run, None, fd, timeout_s)
+
+    def unsupported_reason(self, info, problem):
+        """Why problem (an nvfp4_problem) lies outside what info declares; "" when inside."""
+        return self._text(self._lib.nvfp4check_unsupported_reason(ctypes.byref(info), ctypes.byref(problem)))
 
     def kernel_failed(self, check, message):
         self._lib.nvfp4check_kernel_failed(check.encode(), message.encode("utf-8", errors="replace"))

@@ -27,7 +27,7 @@ import numbers
 
 import numpy as np
 
-from . import _abi
+from . import _abi, _capi
 from ._abi import ceil_div
 
 FORMATS = ("canonical", "gpumode")
@@ -216,12 +216,9 @@ class KernelAdapter:
         return f"KernelAdapter({self.name!r}, format={self.format!r}, memory={self.memory!r})"
 
     def declares(self, problem):
-        """Whether problem lies inside what the info declares (runner.h's unsupported_reason)."""
-        i = self.info
-        return bool((i.ops >> problem.op) & 1 and (i.sf_layouts >> problem.sf_layout) & 1
-                    and problem.m % i.m_multiple == 0 and problem.n % i.n_multiple == 0
-                    and problem.k % i.k_multiple == 0
-                    and not (i.flags & _abi.FLAG_UNIT_ALPHA and problem.alpha != 1.0))
+        """Whether problem (an nvfp4_problem) lies inside what the info declares, by the suite's
+        own rule (harness/case_check.h's unsupported_reason, through the C API)."""
+        return _capi.load().unsupported_reason(self.info, problem) == ""
 
     def __call__(self, problem):
         """Runs fn on one nvfp4_problem; returns NVFP4_OK or NVFP4_UNSUPPORTED. fn's exceptions and

@@ -184,3 +184,20 @@ def test_shape_option_checks_one_shape(case_dir):
     r = nc.check(record, op="gemm", memory="host", cases=4, seed=SEED, case_dir=case_dir, shape=(96, 8, 272, 2))
     assert r.verdict == "pass", r.failure
     assert shapes == {(96, 8, 272, 2)}
+
+
+def test_adapter_refuses_by_the_suites_own_rule():
+    # A gpumode kernel cannot refuse, so its adapter refuses on its behalf: exactly the problems the
+    # suite counts as undeclared. n_multiple constrains GEMMs only (a GEMV's n is 1 by definition).
+    from nvfp4check import _abi
+    from nvfp4check.adapter import KernelAdapter
+
+    a = KernelAdapter(lambda data: None, op=BOTH, memory="host", format="gpumode", n_multiple=8, k_multiple=64)
+
+    def problem(op, n, k=64):
+        return _abi.nvfp4_problem(op=_abi.OPS[op], m=4, n=n, k=k, l=1, sf_layout=_abi.NVFP4_SF_PERMUTED, alpha=1.0)
+
+    assert a.declares(problem("gemv", 1))
+    assert a.declares(problem("gemm", 16))
+    assert not a.declares(problem("gemm", 12))
+    assert not a.declares(problem("gemv", 1, k=96))
