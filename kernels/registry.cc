@@ -5,6 +5,7 @@
 #include <dlfcn.h>
 
 #include <cstring>
+#include <numeric>
 #include <set>
 #include <sstream>
 
@@ -43,8 +44,6 @@ constexpr uint64_t kMaxCaseBytes = uint64_t(1) << 30;
 // one answer.
 constexpr uint32_t kExactExcludes = NVFP4_FLAG_FP16_ACCUMULATE | NVFP4_FLAG_MMA_ACCUMULATE | NVFP4_FLAG_NONDETERMINISTIC;
 
-uint64_t gcd(uint64_t a, uint64_t b) { return b == 0 ? a : gcd(b, a % b); }
-
 // Empty when info is a usable ABI v1 description, else why not. The name is checked apart.
 std::string info_error(const nvfp4_kernel_info& info) {
   std::ostringstream why;
@@ -72,7 +71,7 @@ std::string info_error(const nvfp4_kernel_info& info) {
     why << "is a host kernel declaring min_sm " << info.min_sm << "; min_sm is for CUDA kernels (0 for host ones)";
   } else {
     // The smallest problem inside the declared multiples must be one the suite can allocate.
-    const uint64_t k = info.k_multiple / gcd(info.k_multiple, 2) * 2;  // lcm(k_multiple, 2)
+    const uint64_t k = std::lcm<uint64_t>(info.k_multiple, 2);
     const bool gemm = (info.ops >> NVFP4_OP_GEMM) & 1u;
     const uint64_t rows = uint64_t{info.m_multiple} + (gemm ? uint64_t{info.n_multiple} : 1);
     if (rows * k > kMaxCaseBytes)

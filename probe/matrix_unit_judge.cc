@@ -64,7 +64,7 @@ Judgement judge(const ProbeTiles& tiles, const std::vector<uint32_t>& hardware, 
   for (Judgement& p : part) {
     p.families.resize(tiles.family_names.size());
     for (size_t f = 0; f < p.families.size(); ++f) p.families[f].name = tiles.family_names[f];
-    p.spec_rule.rule = kSpecRevision2Rule;
+    p.spec_rule.rule = kMatrixUnitProvisionalRule;
     p.instruction_rule.rule = instruction_rule;
   }
 #pragma omp parallel for schedule(dynamic, 16)
@@ -89,7 +89,7 @@ Judgement judge(const ProbeTiles& tiles, const std::vector<uint32_t>& hardware, 
         if (!facts.special && facts.exact == (model.operand == MmaOperand::s8 ? static_cast<int32_t>(hw)
                                                                                : fp32_value(hw)))
           ++fam.hardware_exact;
-        tally_rule(p.spec_rule, check_rule(kSpecRevision2Rule, model.operand, in.k, a, b, c, hw), facts, tiles, t, i, j,
+        tally_rule(p.spec_rule, check_rule(kMatrixUnitProvisionalRule, model.operand, in.k, a, b, c, hw), facts, tiles, t, i, j,
                    hw, md);
         tally_rule(p.instruction_rule, check_rule(instruction_rule, model.operand, in.k, a, b, c, hw), facts, tiles, t,
                    i, j, hw, md);

@@ -47,8 +47,6 @@ struct Judgement {
   RuleTally instruction_rule;       // the rule the instruction table names (reference/accumulation.h)
 };
 
-inline constexpr AccumulationRule kSpecRevision2Rule{22, 9};
-
 Judgement judge(const ProbeTiles& tiles, const std::vector<uint32_t>& hardware, const MatrixUnitModel& model,
                 const AccumulationRule& instruction_rule, size_t max_listed);
 

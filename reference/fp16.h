@@ -97,5 +97,7 @@ inline double fp16_to_double(uint16_t h) {
 }
 
 NVFP4_HD inline bool fp16_is_nan(uint16_t h) { return (h & 0x7C00u) == 0x7C00u && (h & 0x3FFu); }
+// The same result: equal bits, or both NaN (a NaN's payload and sign are no part of the answer).
+NVFP4_HD inline bool fp16_same_result(uint16_t x, uint16_t y) { return x == y || (fp16_is_nan(x) && fp16_is_nan(y)); }
 
 }  // namespace nvfp4

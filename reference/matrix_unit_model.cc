@@ -9,19 +9,12 @@
 #include <limits>
 #include <vector>
 
+#include "reference/fp16.h"
+
 namespace nvfp4 {
 namespace {
 
-using u128 = unsigned __int128;
-using i128 = __int128;
-
 constexpr uint32_t kNaN32 = 0x7FFFFFFFu;
-
-int bit_width(u128 v) {
-  const uint64_t hi = static_cast<uint64_t>(v >> 64), lo = static_cast<uint64_t>(v);
-  if (hi) return 128 - __builtin_clzll(hi);
-  return lo ? 64 - __builtin_clzll(lo) : 0;
-}
 
 // A finite value sig * 2^vexp with the exponent it aligns at (aexp), or a special.
 struct Term {
@@ -68,7 +61,7 @@ Term decode(const Format& f, uint32_t bits, SubnormalOperands sub) {
     if (m == 0 || sub == SubnormalOperands::flush_to_zero) return t;  // zero
     t.sig = m;
     t.vexp = emin - f.man_bits;
-    t.aexp = sub == SubnormalOperands::minimum_exponent ? emin : emin - f.man_bits + bit_width(m) - 1;
+    t.aexp = sub == SubnormalOperands::minimum_exponent ? emin : emin - f.man_bits + bit_width_u128(m) - 1;
     return t;
   }
   t.sig = (1u << f.man_bits) | m;
@@ -139,7 +132,7 @@ Exact fused_add(const std::vector<Term>& terms, int kept_bits, WindowRounding r,
 uint32_t round_to_fp32(const Exact& x, int frac_bits, ResultRounding r, bool overflow_to_inf, bool zero_neg) {
   const uint32_t sign = x.neg ? 0x80000000u : 0u;
   if (x.mag == 0) return zero_neg ? 0x80000000u : 0u;
-  const int width = bit_width(x.mag);
+  const int width = bit_width_u128(x.mag);
   const int top = width - 1 + x.exp;  // x in [2^top, 2^(top + 1))
   const int unit = std::max(top - frac_bits, -149);
   const int shift = unit - x.exp;
@@ -158,7 +151,7 @@ uint32_t round_to_fp32(const Exact& x, int frac_bits, ResultRounding r, bool ove
   }
   if (q == 0) return sign;  // underflow to a zero of the sum's sign
   // q * 2^unit is on the target grid; encode it (a carry may have moved it up one binade).
-  const int qw = bit_width(q);
+  const int qw = bit_width_u128(q);
   const int qtop = qw - 1 + unit;
   if (qtop >= 128) return sign | (overflow_to_inf ? 0x7F800000u : 0x7F7FFFFFu);
   if (qtop < -126) return sign | static_cast<uint32_t>(q << (unit + 149));  // subnormal
@@ -275,7 +268,7 @@ uint32_t matrix_unit_dot(const MatrixUnitModel& m, const uint32_t* a, const uint
     p.vexp = x.vexp + y.vexp;
     p.aexp = x.aexp + y.aexp;
     if (p.sig && m.product_bits > 0) {
-      const int w = bit_width(p.sig);
+      const int w = bit_width_u128(p.sig);
       if (w > m.product_bits) {
         const int drop = w - m.product_bits;
         p.sig >>= drop;
@@ -303,7 +296,7 @@ uint32_t matrix_unit_dot(const MatrixUnitModel& m, const uint32_t* a, const uint
       if (ps.mag) {
         Term t;
         t.neg = ps.neg;
-        const int w = bit_width(ps.mag);
+        const int w = bit_width_u128(ps.mag);
         const int drop = std::max(0, w - 64);  // keep it in 64 bits: those bits are below any window
         t.sig = static_cast<uint64_t>(ps.mag >> drop);
         t.vexp = ps.exp + drop;

@@ -369,9 +369,7 @@ NVFP4CHECK_EXPORT char* nvfp4check_reference(const char* path, uint16_t** out, i
     if (p.expect) {
       int64_t differing = 0;
       for (size_t x = 0; x < ref.c.size(); ++x) {
-        const uint16_t e = (*p.expect)[x], c = ref.c[x];
-        const bool both_nan = (e & 0x7C00) == 0x7C00 && (e & 0x3FF) && (c & 0x7C00) == 0x7C00 && (c & 0x3FF);
-        differing += !(e == c || both_nan);
+        differing += !fp16_same_result((*p.expect)[x], ref.c[x]);
       }
       j["expect_mismatches"] = differing;
     }
