@@ -199,15 +199,9 @@ CaseOutcome check_case(Executor& executor, const Problem& input, const CaseOptio
   // Large problems are judged against the GPU reference (bit-identical to the CPU one).
   r.reference = exact_gemm_auto(p);
   r.times.reference = since(t);
-  if (p.expect && *p.expect != r.reference.c) {
-    const auto& e = *p.expect;
-    int64_t x = 0;
-    while (e[x] == r.reference.c[x]) ++x;
-    throw std::invalid_argument(fmt::format(
-        "the case's expect line disagrees with the exact reference at (b={}, i={}, j={}): expect {}, reference {} "
-        "(the case file or the reference is wrong; nothing is judged against either)",
-        x / (p.m * p.n), (x / p.n) % p.m, x % p.n, fp16_text(e[x]), fp16_text(r.reference.c[x])));
-  }
+  if (const std::string mismatch = expect_mismatch(p, r.reference.c); !mismatch.empty())
+    throw std::invalid_argument("the case's " + mismatch +
+                                " (the case file or the reference is wrong; nothing is judged against either)");
   p.expect.reset();
 
   t = Clock::now();

@@ -41,8 +41,7 @@ const CheckEntry& entry(Check c) {
 }
 
 std::string element_text(const Problem& p, int64_t e, uint16_t expected, uint16_t actual) {
-  return fmt::format("(b={}, i={}, j={}): expected {}, actual {}", e / (p.m * p.n), (e / p.n) % p.m, e % p.n,
-                     fp16_text(expected), fp16_text(actual));
+  return fmt::format("{}: expected {}, actual {}", position_text(p, e), fp16_text(expected), fp16_text(actual));
 }
 
 }  // namespace
@@ -63,6 +62,19 @@ bool blames_elements(Check c) {
 // The shortest decimal that reads back to the same double (every FP16 value is one), so the text
 // identifies the value; the bits settle NaN payloads and -0.
 std::string fp16_text(uint16_t h) { return fmt::format("{} (0x{:04x})", fp16_to_double(h), h); }
+
+std::string position_text(const Problem& p, int64_t e) {
+  return fmt::format("(b={}, i={}, j={})", e / (p.m * p.n), (e / p.n) % p.m, e % p.n);
+}
+
+std::string expect_mismatch(const Problem& p, const std::vector<uint16_t>& reference) {
+  if (!p.expect || *p.expect == reference) return "";
+  const std::vector<uint16_t>& e = *p.expect;
+  size_t x = 0;
+  while (e[x] == reference[x]) ++x;
+  return fmt::format("the expect line disagrees with the exact reference at {}: expect {}, reference {}",
+                     position_text(p, static_cast<int64_t>(x)), fp16_text(e[x]), fp16_text(reference[x]));
+}
 
 std::optional<Finding> check_call_completed(const CallObservation& o) {
   using End = CallObservation::End;
@@ -134,10 +146,9 @@ std::optional<Finding> check_untouched(const Problem& p, const std::vector<uint1
                                        const std::string& why) {
   for (size_t e = 0; e < c.size(); ++e) {
     if (c[e] == poison) continue;
-    const int64_t x = static_cast<int64_t>(e);
     return Finding{Check::unsupported_touched_output,
-                   fmt::format("returned NVFP4_UNSUPPORTED ({}) but wrote C at (b={}, i={}, j={}): {}", why,
-                               x / (p.m * p.n), (x / p.n) % p.m, x % p.n, fp16_text(c[e]))};
+                   fmt::format("returned NVFP4_UNSUPPORTED ({}) but wrote C at {}: {}", why,
+                               position_text(p, static_cast<int64_t>(e)), fp16_text(c[e]))};
   }
   return std::nullopt;
 }
@@ -150,9 +161,8 @@ std::optional<Finding> check_deterministic(const Problem& p, const std::vector<u
   if (differing == 0) return std::nullopt;
   return Finding{Check::determinism,
                  fmt::format("two runs on the same inputs differ in {} element(s) and the kernel does not declare "
-                             "NVFP4_FLAG_NONDETERMINISTIC; the first (b={}, i={}, j={}): run 1 {}, run 2 {}",
-                             differing, first / (p.m * p.n), (first / p.n) % p.m, first % p.n,
-                             fp16_text(run1[first]), fp16_text(run2[first]))};
+                             "NVFP4_FLAG_NONDETERMINISTIC; the first {}: run 1 {}, run 2 {}",
+                             differing, position_text(p, first), fp16_text(run1[first]), fp16_text(run2[first]))};
 }
 
 std::string oracle_text(const Problem& p, const ExactResult& ref, const std::vector<uint16_t>& c,

@@ -100,5 +100,10 @@ std::string oracle_text(const Problem& p, const ExactResult& ref, const std::vec
 // "1.5 (0x3e00)": an FP16 value as every message writes it (the shortest decimal of its value, then
 // its bits).
 std::string fp16_text(uint16_t h);
+// "(b=0, i=3, j=1)": output element e of p (C order) as every message names it.
+std::string position_text(const Problem& p, int64_t e);
+// Where p's expect line first disagrees with the reference output, in words; "" when it has none
+// or agrees.
+std::string expect_mismatch(const Problem& p, const std::vector<uint16_t>& reference);
 
 }  // namespace nvfp4

@@ -385,16 +385,8 @@ ReplayInput read_replay_input(const std::string& path, bool fuzz_input) {
     throw CaseError(path + ": " + e.what());
   }
   if (in.problem.expect) {
-    const ExactResult ref = exact_gemm_auto(in.problem);
-    const std::vector<uint16_t>& e = *in.problem.expect;
-    for (size_t x = 0; x < e.size(); ++x)
-      if (e[x] != ref.c[x]) {
-        const Problem& p = in.problem;
-        const int64_t i = static_cast<int64_t>(x);
-        throw CaseError(fmt::format("{}: the expect line disagrees with the exact reference at (b={}, i={}, j={}): "
-                                    "expect {}, reference {} (the case file or the reference is wrong)",
-                                    path, i / (p.m * p.n), (i / p.n) % p.m, i % p.n, fp16_text(e[x]), fp16_text(ref.c[x])));
-      }
+    const std::string mismatch = expect_mismatch(in.problem, exact_gemm_auto(in.problem).c);
+    if (!mismatch.empty()) throw CaseError(path + ": " + mismatch + " (the case file or the reference is wrong)");
     in.problem.expect.reset();  // checked once here
   }
   return in;
