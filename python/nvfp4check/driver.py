@@ -43,7 +43,7 @@ class Failure:
 class Report:
     """What a check or a replay found: verdict "pass" | "fail" | "skipped", cases, seed, failure."""
 
-    def __init__(self, raw, adapter, replay_call):
+    def __init__(self, raw, replay_call):
         kernel = raw.get("kernel", {})
         self.json = raw
         self.name = kernel.get("name")
@@ -140,12 +140,17 @@ def _shape_option(shape):
     return dict(zip(("m", "n", "k", "l"), dims + (1,) * (4 - len(dims))))
 
 
+def _adapter(fn, **declared):
+    """fn itself when it is a KernelAdapter, else fn adapted with these declarations."""
+    return fn if isinstance(fn, KernelAdapter) else KernelAdapter(fn, **declared)
+
+
 def _finish(raw, adapter, state):
     if state["interrupt"] is not None:
         raise state["interrupt"]
     if "error" in raw:
         raise ValueError(raw["error"])
-    return Report(raw, adapter, _replay_call(adapter))
+    return Report(raw, _replay_call(adapter))
 
 
 def check(fn, op="gemv", memory="cuda", format="canonical", sf_layouts=None, flags=0, name=None, cases=None,
@@ -161,9 +166,8 @@ def check(fn, op="gemv", memory="cuda", format="canonical", sf_layouts=None, fla
     shape=(m, n, k[, l]) checks only that shape (production shapes); fn may also be a
     KernelAdapter.
     """
-    adapter = fn if isinstance(fn, KernelAdapter) else KernelAdapter(
-        fn, op=op, memory=memory, format=format, sf_layouts=sf_layouts, flags=flags, name=name,
-        m_multiple=m_multiple, n_multiple=n_multiple, k_multiple=k_multiple, min_sm=min_sm)
+    adapter = _adapter(fn, op=op, memory=memory, format=format, sf_layouts=sf_layouts, flags=flags, name=name,
+                       m_multiple=m_multiple, n_multiple=n_multiple, k_multiple=k_multiple, min_sm=min_sm)
     if cases is None and seconds is None:
         seconds = DEFAULT_SECONDS
     if seed is None:
@@ -180,9 +184,8 @@ def replay(path, fn, op=None, memory="cuda", format="canonical", flags=0, *, sf_
            case_dir=None, policy=None, timeout_s=None, m_multiple=1, n_multiple=1, k_multiple=1, min_sm=0):
     """Runs one saved case (a case file or a binary fuzz input) through every check, like
     `nvfp4check replay`, and returns a Report. op None declares both ops."""
-    adapter = fn if isinstance(fn, KernelAdapter) else KernelAdapter(
-        fn, op=op, memory=memory, format=format, sf_layouts=sf_layouts, flags=flags, name=name,
-        m_multiple=m_multiple, n_multiple=n_multiple, k_multiple=k_multiple, min_sm=min_sm)
+    adapter = _adapter(fn, op=op, memory=memory, format=format, sf_layouts=sf_layouts, flags=flags, name=name,
+                       m_multiple=m_multiple, n_multiple=n_multiple, k_multiple=k_multiple, min_sm=min_sm)
     capi = _capi.load()
     run, state = _callback(adapter, capi)
     options = {"case_dir": case_dir, "policy": policy, "timeout_s": timeout_s}
@@ -195,9 +198,8 @@ def serve(fn, fd, *, op="gemv", memory="cuda", format="canonical", sf_layouts=No
     """Serves fn as the kernel process of `nvfp4check run --python` over the channel fd: the parent
     schedules and judges every case; this process only calls fn and reports what it left behind.
     Returns the exit code."""
-    adapter = fn if isinstance(fn, KernelAdapter) else KernelAdapter(
-        fn, op=op, memory=memory, format=format, sf_layouts=sf_layouts, flags=flags, name=name,
-        m_multiple=m_multiple, n_multiple=n_multiple, k_multiple=k_multiple, min_sm=min_sm)
+    adapter = _adapter(fn, op=op, memory=memory, format=format, sf_layouts=sf_layouts, flags=flags, name=name,
+                       m_multiple=m_multiple, n_multiple=n_multiple, k_multiple=k_multiple, min_sm=min_sm)
     capi = _capi.load()
     run, state = _callback(adapter, capi)
     code = capi.serve(adapter.info, run, fd, float(timeout_s))
@@ -219,7 +221,7 @@ def check_plugin(plugin, kernel, cases=None, seconds=None, seed=None, case_dir=N
     raw = _capi.load().check_plugin(os.fspath(plugin), kernel, options)
     if "error" in raw:
         raise ValueError(raw["error"])
-    return Report(raw, None, lambda path: f"nvfp4check replay {path} --plugin {plugin} --kernel {kernel}")
+    return Report(raw, lambda path: f"nvfp4check replay {path} --plugin {plugin} --kernel {kernel}")
 
 
 def reference(path):
@@ -228,7 +230,7 @@ def reference(path):
     header, words = _capi.load().reference(os.fspath(path))
     if "error" in header:
         raise ValueError(header["error"])
-    out = np.frombuffer(words, dtype=np.uint16).copy().view(np.float16)
+    out = np.frombuffer(words, dtype=np.uint16).view(np.float16)  # words is already our own copy
     if header.get("expect_mismatches"):
         warnings.warn(f"{path}: {header['expect_mismatches']} output(s) differ from the case's expect line; "
                       "either the case or the reference is wrong", RuntimeWarning, stacklevel=2)

@@ -149,7 +149,7 @@ def main(argv=None):
         print(f"nvfp4check.worker: {e}", file=sys.stderr)
         return 2
     for r in reports:
-        print(r if r.failure else str(r))
+        print(r)
     if args.report:
         with open(args.report, "w") as out:
             json.dump([r.json for r in reports], out, indent=2)

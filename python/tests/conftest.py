@@ -65,16 +65,6 @@ def torch_cuda_reason():
     return None
 
 
-@pytest.fixture
-def torch_cuda():
-    reason = torch_cuda_reason()
-    if reason:
-        pytest.skip(reason)
-    import torch
-
-    return torch
-
-
 _counts = {"ran": 0, "skipped": 0}
 
 
