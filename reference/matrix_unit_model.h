@@ -55,7 +55,6 @@ enum class ZeroSign : uint8_t {
 };
 
 struct MatrixUnitModel {
-  const char* name;
   MmaOperand operand;
   int k;      // products per output element in one instruction
   int block;  // products in one fused addition; the k / block additions are chained in k order,
@@ -87,37 +86,36 @@ inline constexpr int kNoAlignmentFloor = -100000;
 // fused addition per instruction (block == k) with C aligned together with the products, a window
 // of 25 bits below the largest alignment exponent, addends truncated toward zero, the sum
 // truncated (RZ) to FP32, subnormal operands aligned at emin (the quirk behind gemm_tc's seed-11
-// failure), and an exact zero always +0, even from -0 + (-0) products.
-inline constexpr MatrixUnitModel kH200MmaF16{
-    "mma.sync.m16n8k16.f32.f16.f16.f32", MmaOperand::fp16, 16, 16, 25,
-    WindowRounding::toward_zero, ResultRounding::toward_zero, CEntry::with_products,
-    SubnormalOperands::minimum_exponent, ZeroSign::always_positive, 0, 23, true, -133};
-inline constexpr MatrixUnitModel kH200MmaBf16{
-    "mma.sync.m16n8k16.f32.bf16.bf16.f32", MmaOperand::bf16, 16, 16, 25,
-    WindowRounding::toward_zero, ResultRounding::toward_zero, CEntry::with_products,
-    SubnormalOperands::minimum_exponent, ZeroSign::always_positive, 0, 23, true, -133};
-inline constexpr MatrixUnitModel kH200WgmmaF16{
-    "wgmma.m64n8k16.f32.f16.f16", MmaOperand::fp16, 16, 16, 25,
-    WindowRounding::toward_zero, ResultRounding::toward_zero, CEntry::with_products,
-    SubnormalOperands::minimum_exponent, ZeroSign::always_positive, 0, 23, true, -133};
-inline constexpr MatrixUnitModel kH200WgmmaBf16{
-    "wgmma.m64n8k16.f32.bf16.bf16", MmaOperand::bf16, 16, 16, 25,
-    WindowRounding::toward_zero, ResultRounding::toward_zero, CEntry::with_products,
-    SubnormalOperands::minimum_exponent, ZeroSign::always_positive, 0, 23, true, -133};
-// FP8 on Hopper keeps 13 bits (the "FP22" accumulator DeepSeek-V3 reported): C is cut too.
-inline constexpr MatrixUnitModel kH200WgmmaE4m3{
-    "wgmma.m64n8k32.f32.e4m3.e4m3", MmaOperand::e4m3, 32, 32, 13,
-    WindowRounding::toward_zero, ResultRounding::toward_zero, CEntry::with_products,
-    SubnormalOperands::minimum_exponent, ZeroSign::always_positive, 0, 13, true, -133};
-// Integer: exact, modulo 2^32 (no .satfinite). k16 is the shape gpu_reference/ uses.
-inline constexpr MatrixUnitModel kH200MmaS8{
-    "mma.sync.m16n8k32.s32.s8.s8.s32", MmaOperand::s8, 32, 32, 0,
-    WindowRounding::toward_zero, ResultRounding::toward_zero, CEntry::with_products,
-    SubnormalOperands::minimum_exponent, ZeroSign::always_positive, 0, 0, false, -133};
-inline constexpr MatrixUnitModel kH200MmaS8K16{
-    "mma.sync.m16n8k16.s32.s8.s8.s32", MmaOperand::s8, 16, 16, 0,
-    WindowRounding::toward_zero, ResultRounding::toward_zero, CEntry::with_products,
-    SubnormalOperands::minimum_exponent, ZeroSign::always_positive, 0, 0, false, -133};
+// failure), and an exact zero always +0, even from -0 + (-0) products. What differs between
+// Hopper's instructions is the operand type, k, the bits kept and the result's fraction bits.
+constexpr MatrixUnitModel hopper_model(MmaOperand operand, int k, int kept_bits, int result_fraction_bits,
+                                       bool overflow_to_inf = true) {
+  return {operand,
+          k,
+          k,
+          kept_bits,
+          WindowRounding::toward_zero,
+          ResultRounding::toward_zero,
+          CEntry::with_products,
+          SubnormalOperands::minimum_exponent,
+          ZeroSign::always_positive,
+          0,
+          result_fraction_bits,
+          overflow_to_inf,
+          -133};
+}
+// mma.sync.m16n8k16.f32.{f16,bf16} and wgmma.m64n8k16.f32.{f16,bf16}: the same model.
+inline constexpr MatrixUnitModel kH200MmaF16 = hopper_model(MmaOperand::fp16, 16, 25, 23);
+inline constexpr MatrixUnitModel kH200MmaBf16 = hopper_model(MmaOperand::bf16, 16, 25, 23);
+inline constexpr MatrixUnitModel kH200WgmmaF16 = kH200MmaF16;
+inline constexpr MatrixUnitModel kH200WgmmaBf16 = kH200MmaBf16;
+// wgmma.m64n8k32.f32.e4m3.e4m3: FP8 on Hopper keeps 13 bits (the "FP22" accumulator DeepSeek-V3
+// reported): C is cut too.
+inline constexpr MatrixUnitModel kH200WgmmaE4m3 = hopper_model(MmaOperand::e4m3, 32, 13, 13);
+// mma.sync.m16n8k{32,16}.s32.s8.s8.s32: exact, modulo 2^32 (no .satfinite); the floating-point
+// fields do not apply. k16 is the shape gpu_reference/ uses.
+inline constexpr MatrixUnitModel kH200MmaS8 = hopper_model(MmaOperand::s8, 32, 0, 0, false);
+inline constexpr MatrixUnitModel kH200MmaS8K16 = hopper_model(MmaOperand::s8, 16, 0, 0, false);
 
 // d for one output element: a[0..k) and b[0..k) are operand bit patterns (a row of A, a column of
 // B), c and the result are FP32 bits (int32 for s8). NaN results are 0x7FFFFFFF.
