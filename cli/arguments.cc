@@ -6,9 +6,7 @@
 
 #include <fmt/format.h>
 
-#include "reference/case_file.h"
 #include "reference/problem.h"
-#include "reference/scale_layout.h"
 
 namespace nvfp4::cli {
 
@@ -71,18 +69,8 @@ Shape parse_shape(const std::string& text) {
   s.k = v[2];
   s.l = v[3];
   s.op = s.n == 1 ? Op::gemv : Op::gemm;
-  Problem p;
-  set_shape(p, s);
   if (error.empty() && (count < 3 || pos != text.size())) error = "expected MxNxK or MxNxKxL";
-  if (error.empty()) error = shape_error(p);
-  if (error.empty()) {
-    // The same limit as a case file's: what the tensors need in both scale layouts, and C.
-    const double bytes = double(p.a_bytes()) + double(p.b_bytes()) + 2.0 * (double(p.sfa_bytes()) + double(p.sfb_bytes())) +
-                         2.0 * double(p.c_elems());
-    if (bytes > double(kMaxCaseBytes))
-      error = fmt::format("its tensors would need {:.3g} GiB, more than the suite's limit of 1 GiB per case",
-                          bytes / double(kMaxCaseBytes));
-  }
+  if (error.empty()) error = case_shape_error(s);
   if (!error.empty()) throw std::invalid_argument(fmt::format("--shape {}: {}", text.substr(0, 60), error));
   return s;
 }

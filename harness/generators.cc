@@ -10,6 +10,10 @@
 #include <numeric>
 #include <stdexcept>
 
+#include <fmt/format.h>
+
+#include "reference/case_file.h"
+
 namespace nvfp4 {
 namespace {
 
@@ -147,6 +151,19 @@ void pack_codes(const std::vector<uint8_t>& raw, ValueDist dist, int64_t k, bool
 
 // ---------------------------------------------------------------------------------------------
 // DataSpec
+
+std::string case_shape_error(const Shape& s) {
+  Problem p;
+  set_shape(p, s);
+  if (std::string error = shape_error(p); !error.empty()) return error;
+  // The same limit as a case file's: what the tensors need in both scale layouts, and C.
+  const double bytes = double(p.a_bytes()) + double(p.b_bytes()) + 2.0 * (double(p.sfa_bytes()) + double(p.sfb_bytes())) +
+                       2.0 * double(p.c_elems());
+  if (bytes > double(kMaxCaseBytes))
+    return fmt::format("its tensors would need {:.3g} GiB, more than the suite's limit of 1 GiB per case",
+                       bytes / double(kMaxCaseBytes));
+  return "";
+}
 
 std::vector<Op> declared_ops(const nvfp4_kernel_info& info, std::optional<Op> only) {
   std::vector<Op> ops;

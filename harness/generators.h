@@ -59,6 +59,10 @@ struct Shape {
 
 // Sets p's op, m, n, k and l from s (nothing else).
 void set_shape(Problem& p, const Shape& s);
+// Why s cannot be a case of the suite: shape_error's reasons, or tensors (in both scale layouts,
+// and C) beyond the 1 GiB a case may hold (kMaxCaseBytes); "" when it can. `run --shape` and the
+// Python API's shape option check a shape given by a person through this.
+std::string case_shape_error(const Shape& s);
 
 // What a kernel's info declares, as the generators and the checks read it: its ops in the
 // order gemv, gemm (only `only`, when given), and the scale semantics its flags call for.

@@ -178,9 +178,7 @@ Options parse_options(const char* text) {
       s.k = value.at("k").get<int64_t>();
       s.l = value.value("l", int64_t{1});
       s.op = s.n == 1 ? Op::gemv : Op::gemm;
-      Problem p;
-      set_shape(p, s);
-      if (const std::string err = shape_error(p); !err.empty()) throw std::invalid_argument("shape: " + err);
+      if (const std::string err = case_shape_error(s); !err.empty()) throw std::invalid_argument("shape: " + err);
       o.shape = s;
     } else if (key == "command") {
       o.command = value.get<std::string>();
