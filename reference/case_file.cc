@@ -200,10 +200,9 @@ class CaseParser {
     return v;
   }
 
-  int64_t parse_dim(const char* key) const {
+  int64_t parse_dim(const char* key, uint64_t least = 1) const {
     const Entry* e = find(key);
     const uint64_t v = parse_uint(*e, key);
-    const uint64_t least = std::string(key) == "k" ? 2 : 1;  // k is even and at least 2
     if (v < least) fail(e->line, std::string(key) + " must be at least " + std::to_string(least) + ", got " + e->value);
     // Far above the size cap; keeps the products below in range of 128 bits.
     if (v > (uint64_t(1) << 40)) fail(e->line, std::string(key) + " = " + e->value + " is too large");
@@ -225,7 +224,7 @@ class CaseParser {
     }
     if (p.op == Op::gemm && !find("n")) fail_missing("missing required key 'n' (required for gemm)");
     p.m = parse_dim("m");
-    p.k = parse_dim("k");
+    p.k = parse_dim("k", 2);  // k is even and at least 2
     p.l = parse_dim("l");
     p.n = find("n") ? parse_dim("n") : 1;
     if (p.op == Op::gemv && p.n != 1) fail(find("n")->line, "n must be 1 for gemv, got " + find("n")->value);
