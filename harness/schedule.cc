@@ -79,40 +79,147 @@ Shape draw_large_shape(Draws& d, Op op, const nvfp4_kernel_info& info) {
   return s;
 }
 
-DrawnCase draw_case(Draws& d, const nvfp4_kernel_info& info, const CaseConstraints& o, const ShapeLimits& limits) {
-  DrawnCase c;
-  Op op = Op::gemm;
-  if (o.op) {
-    op = *o.op;
+const char* to_string(CaseKind kind) {
+  switch (kind) {
+    case CaseKind::small: return "small";
+    case CaseKind::large: return "large";
+    case CaseKind::unsupported: return "unsupported";
+    case CaseKind::shape: return "shape";
+  }
+  return "?";
+}
+
+const char* to_string(DataClass data) {
+  switch (data) {
+    case DataClass::plain: return "plain";
+    case DataClass::mixed: return "mixed";
+    case DataClass::fine_cancel: return "fine-cancel";
+    case DataClass::nan_sparse: return "nan-sparse";
+  }
+  return "?";
+}
+
+namespace {
+
+// The shares of the one draw, out of 16 (raw 0 is always the plainest choice). Shape class: the
+// small class 13, just outside the declaration 2 (when the kernel declares something that can be
+// broken), the large class 1. Data class: plain 8, mixed 6, each targeted kind 1.
+constexpr uint64_t kShares = 16;
+constexpr uint64_t kSmallShare = 13, kUnsupportedShare = 2;
+constexpr uint64_t kPlainShare = 8, kMixedShare = 6;
+
+CaseKind kind_from_raw(uint64_t raw, const CaseConstraints& c) {
+  if (raw < kSmallShare) return CaseKind::small;
+  if (raw < kSmallShare + kUnsupportedShare) return c.unsupported ? CaseKind::unsupported : CaseKind::small;
+  return c.large ? CaseKind::large : CaseKind::small;
+}
+
+DataClass data_from_raw(uint64_t raw) {
+  if (raw < kPlainShare) return DataClass::plain;
+  if (raw < kPlainShare + kMixedShare) return DataClass::mixed;
+  return raw == kPlainShare + kMixedShare ? DataClass::fine_cancel : DataClass::nan_sparse;
+}
+
+// Problems just outside what the kernel declares: a broken multiple, else an undeclared layout,
+// else alpha != 1 for a UNIT_ALPHA kernel, else the op it lacks. False when nothing the kernel
+// declares can be broken (the case is then an ordinary one).
+bool draw_unsupported(Draws& d, const nvfp4_kernel_info& info, Op op, const ShapeLimits& limits, CasePlan& plan) {
+  Problem& p = plan.problem;
+  const Shape s = draw_unsupported_shape(d, op, info, limits);
+  const bool linear = (info.sf_layouts >> NVFP4_SF_LINEAR) & 1u;
+  const bool permuted = (info.sf_layouts >> NVFP4_SF_PERMUTED) & 1u;
+  const Op other = op == Op::gemm ? Op::gemv : Op::gemm;
+  if (s.m != 0) {
+    set_shape(p, s);
+    return true;
+  }
+  set_shape(p, draw_shape(d, op, info, limits));
+  const uint64_t alpha_pick = d.below(2);
+  if (!linear) {
+    p.sf_layout = SfLayout::linear;
+  } else if (!permuted) {
+    p.sf_layout = SfLayout::permuted;
+  } else if (info.flags & NVFP4_FLAG_UNIT_ALPHA) {
+    plan.spec.alpha = alpha_pick ? AlphaDist::arbitrary : AlphaDist::pow2;
+  } else if (!((info.ops >> static_cast<uint32_t>(other)) & 1u)) {
+    nvfp4_kernel_info any = info;
+    any.ops = 1u << static_cast<uint32_t>(other);
+    set_shape(p, draw_shape(d, other, any, limits));
   } else {
-    const bool gemv = (info.ops >> NVFP4_OP_GEMV) & 1u, gemm = (info.ops >> NVFP4_OP_GEMM) & 1u;
-    const uint64_t pick = d.below(2);
-    op = gemv && gemm ? (pick ? Op::gemm : Op::gemv) : gemv ? Op::gemv : Op::gemm;
+    return false;
   }
-  // The distribution is drawn before the shape so that it shrinks first, toward
-  // uniform/narrow/one, where a failure shows in almost any data: RapidCheck shrinks picks left to
-  // right and never returns to an earlier one, so a shape shrunk under sparse data would stay big.
-  c.spec = draw_spec(d);
-  const Shape s = draw_shape(d, op, info, limits);
-  Problem& p = c.problem;
-  set_shape(p, s);
-  p.l = std::max(p.l, o.min_l);
-  if (o.min_full_blocks > 0 && p.k / 16 < o.min_full_blocks) {
-    const int64_t km = std::lcm<int64_t>(2, info.k_multiple > 1 ? info.k_multiple : 1);
-    p.k = (16 * o.min_full_blocks + km - 1) / km * km;
+  return true;
+}
+
+}  // namespace
+
+CasePlan draw_plan(Draws& d, const nvfp4_kernel_info& info, const CaseConstraints& c, const ShapeLimits& limits,
+                   const std::optional<Shape>& shape) {
+  CasePlan plan;
+  Problem& p = plan.problem;
+  const bool unit_alpha = info.flags & NVFP4_FLAG_UNIT_ALPHA;
+  // Draw order: shape class, data class and distribution, op, layout, shape. RapidCheck shrinks
+  // picks left to right and never returns to an earlier one, so the classes shrink first,
+  // toward small and plain, where a failure shows in almost any data; a shape shrunk under
+  // sparse data would stay big.
+  plan.kind = shape ? CaseKind::shape : kind_from_raw(d.below(kShares), c);
+  plan.data = data_from_raw(d.below(kShares));
+  const uint64_t values = d.below(6), scales = d.below(8), alpha = d.below(unit_alpha ? 1 : 3);
+  switch (plan.data) {
+    case DataClass::plain: plan.spec = DataSpec{}; break;
+    case DataClass::mixed:
+      plan.spec = DataSpec{static_cast<ValueDist>(values), static_cast<ScaleDist>(scales), static_cast<AlphaDist>(alpha)};
+      break;
+    case DataClass::fine_cancel: plan.spec = DataSpec{ValueDist::fine_cancel, ScaleDist::fine_cancel, AlphaDist::one}; break;
+    case DataClass::nan_sparse: plan.spec = DataSpec{ValueDist::sparse, ScaleDist::nan_block, AlphaDist::one}; break;
   }
+  if (c.exact_regime) {
+    plan.spec.scales = ScaleDist::narrow;
+    if (plan.spec.alpha == AlphaDist::arbitrary) plan.spec.alpha = AlphaDist::pow2;
+  }
+  if (c.no_nan && plan.spec.scales == ScaleDist::nan_block) plan.spec.scales = ScaleDist::narrow;
+
+  std::vector<Op> ops = declared_ops(info, c.op);
+  if (shape) {
+    // A kernel without GEMV takes an n = 1 shape as a GEMM.
+    const Op op = shape->op == Op::gemv && !((info.ops >> NVFP4_OP_GEMV) & 1u) ? Op::gemm : shape->op;
+    ops = declared_ops(info, op);
+  }
+  if (ops.empty()) throw std::invalid_argument("the kernel declares no op the case may have");
+  const Op op = ops[d.below(ops.size())];
   const uint64_t layout_pick = d.below(2);
-  p.sf_layout = o.layout ? *o.layout : pick_layout(info, layout_pick);
+  p.sf_layout = c.layout ? *c.layout : pick_layout(info, layout_pick);
   p.semantics = declared_semantics(info);
-  if (o.exact_regime) {
-    c.spec.scales = ScaleDist::narrow;
-    if (c.spec.alpha == AlphaDist::arbitrary) c.spec.alpha = AlphaDist::pow2;
+
+  if (plan.kind == CaseKind::unsupported && !draw_unsupported(d, info, op, limits, plan)) plan.kind = CaseKind::small;
+  if (plan.kind == CaseKind::shape) {
+    Shape s = *shape;
+    s.op = op;
+    set_shape(p, s);
+  } else if (plan.kind != CaseKind::unsupported) {
+    set_shape(p, plan.kind == CaseKind::large ? draw_large_shape(d, op, info) : draw_shape(d, op, info, limits));
+    const int64_t km = std::lcm<int64_t>(2, std::max<uint32_t>(1, info.k_multiple));
+    p.l = std::max(p.l, c.min_l);
+    if (c.min_full_blocks > 0 && p.k / 16 < c.min_full_blocks) p.k = round_up(16 * c.min_full_blocks, km);
+    // fine_cancel needs fine blocks before its middle pair block: at least three blocks.
+    const uint64_t extra = d.below(4);
+    if (plan.data == DataClass::fine_cancel && p.k < 48)
+      p.k = round_up(48 + static_cast<int64_t>(extra) * 16 + (p.k % 16), km);
   }
-  if (o.no_nan && c.spec.scales == ScaleDist::nan_block) c.spec.scales = ScaleDist::narrow;
-  if (info.flags & NVFP4_FLAG_UNIT_ALPHA) c.spec.alpha = AlphaDist::one;
-  draw_data(d, c.spec, p);
-  if (info.flags & NVFP4_FLAG_UNIT_ALPHA) p.alpha = 1.0f;
-  return c;
+  if (unit_alpha && plan.kind != CaseKind::unsupported) plan.spec.alpha = AlphaDist::one;
+  return plan;
+}
+
+DrawnCase draw_case(Draws& d, const nvfp4_kernel_info& info, const CaseConstraints& c, const ShapeLimits& limits) {
+  CasePlan plan = draw_plan(d, info, c, limits);
+  DrawnCase out;
+  out.problem = std::move(plan.problem);
+  out.spec = plan.spec;
+  out.kind = plan.kind;
+  out.data = plan.data;
+  draw_data(d, out.spec, out.problem);
+  if ((info.flags & NVFP4_FLAG_UNIT_ALPHA) && out.kind != CaseKind::unsupported) out.problem.alpha = 1.0f;
+  return out;
 }
 
 Schedule::Schedule(const nvfp4_kernel_info& info, std::string kernel_name, ScheduleOptions options)
@@ -120,16 +227,12 @@ Schedule::Schedule(const nvfp4_kernel_info& info, std::string kernel_name, Sched
   info_.name = nullptr;
   ops_ = declared_ops(info_, options_.shape ? std::optional<Op>() : options_.op);
   if (options_.shape) {
-    // A kernel without GEMV takes an n = 1 shape as a GEMM.
-    Op op = options_.shape->op;
-    if (op == Op::gemv && !((info_.ops >> NVFP4_OP_GEMV) & 1u)) op = Op::gemm;
+    const Op op = options_.shape->op == Op::gemv && !((info_.ops >> NVFP4_OP_GEMV) & 1u) ? Op::gemm : options_.shape->op;
     ops_ = declared_ops(info_, op);
   }
   if (ops_.empty())
     throw std::invalid_argument(options_.shape || options_.op ? "the kernel does not declare that op"
                                                               : "the kernel declares no op");
-  for (const DataSpec& s : DataSpec::all())
-    if (!(info_.flags & NVFP4_FLAG_UNIT_ALPHA) || s.alpha == AlphaDist::one) specs_.push_back(s);
 }
 
 uint64_t Schedule::case_seed(int64_t index) const {
@@ -142,78 +245,32 @@ ScheduledCase Schedule::at(int64_t index) const {
   ScheduledCase c;
   c.index = index;
   c.stale_seed = rng();
-  const Op op = ops_[static_cast<size_t>(index) % ops_.size()];
-  c.spec = index % 2 == 0 ? DataSpec{} : specs_[d.below(specs_.size())];
-  // Two cases in sixteen aim at bugs that random data meets rarely: the matrix-unit quirk of
-  // subnormal operands (generators.h: fine_cancel; it took gemm_tc one case in 3,500 to show),
-  // and a NaN scale in mostly-zero data (a kernel that skips zero products never multiplies
-  // 0 by NaN).
-  const bool targeted = index % 16 == 9 || index % 16 == 13;
-  if (index % 16 == 9) c.spec = DataSpec{ValueDist::fine_cancel, ScaleDist::fine_cancel, AlphaDist::one};
-  if (index % 16 == 13) c.spec = DataSpec{ValueDist::sparse, ScaleDist::nan_block, AlphaDist::one};
+  CaseConstraints constraints;
+  constraints.op = options_.shape ? std::nullopt : options_.op;
+  constraints.unsupported = true;
+  constraints.large = options_.large_tail;
+  CasePlan plan = draw_plan(d, info_, constraints, options_.limits, options_.shape);
+  c.kind = plan.kind;
+  c.data = plan.data;
+  c.spec = plan.spec;
+  c.problem = std::move(plan.problem);
   Problem& p = c.problem;
-  p.sf_layout = pick_layout(info_, d.below(2));
-  p.semantics = declared_semantics(info_);
-  bool shaped = false;
-  if (options_.shape) {
-    Shape s = *options_.shape;
-    s.op = op;
-    set_shape(p, s);
-    c.kind = "shape";
-    shaped = true;
-  } else if (index % 8 == 7) {
-    // Just outside what the kernel declares: a broken multiple, else an undeclared layout, else
-    // alpha != 1 for a UNIT_ALPHA kernel, else the op it lacks.
-    const Shape s = draw_unsupported_shape(d, op, info_, options_.limits);
-    const bool linear = (info_.sf_layouts >> NVFP4_SF_LINEAR) & 1u;
-    const bool permuted = (info_.sf_layouts >> NVFP4_SF_PERMUTED) & 1u;
-    const Op other = op == Op::gemm ? Op::gemv : Op::gemm;
-    shaped = true;
-    c.kind = "unsupported";
-    if (s.m != 0) {
-      set_shape(p, s);
-    } else {
-      set_shape(p, draw_shape(d, op, info_, options_.limits));
-      if (!linear) {
-        p.sf_layout = SfLayout::linear;
-      } else if (!permuted) {
-        p.sf_layout = SfLayout::permuted;
-      } else if (info_.flags & NVFP4_FLAG_UNIT_ALPHA) {
-        c.spec.alpha = AlphaDist::pow2;
-        if (d.below(2)) c.spec.alpha = AlphaDist::arbitrary;
-      } else if (!((info_.ops >> static_cast<uint32_t>(other)) & 1u)) {
-        nvfp4_kernel_info any = info_;
-        any.ops = 1u << static_cast<uint32_t>(other);
-        set_shape(p, draw_shape(d, other, any, options_.limits));
-      } else {
-        shaped = false;  // nothing the kernel declares can be broken: an ordinary case
-        c.kind.clear();
-      }
-    }
-  }
-  if (!shaped) {
-    const bool large = options_.large_tail && index % 16 == 5;
-    set_shape(p, large ? draw_large_shape(d, op, info_) : draw_shape(d, op, info_, options_.limits));
-    c.kind = large ? "large" : targeted ? "targeted" : index % 2 == 0 ? "plain" : "mixed";
-    if (index % 16 == 9 && p.k < 48) {
-      // Fine blocks before the middle pair block: at least three blocks.
-      const int64_t km = std::lcm<int64_t>(2, std::max<uint32_t>(1, info_.k_multiple));
-      p.k = round_up(48 + static_cast<int64_t>(d.below(4)) * 16 + (p.k % 16), km);
-    }
-  }
   p.seed = rng();
   p.generator = c.spec.name();
   expand_seeded_case(p);
-  if ((info_.flags & NVFP4_FLAG_UNIT_ALPHA) && c.kind != "unsupported") p.alpha = 1.0f;
-  p.note = fmt::format("schedule seed {} kernel {} case {} ({}, data {})", options_.seed, name_, index, c.kind,
-                       c.spec.name());
+  if ((info_.flags & NVFP4_FLAG_UNIT_ALPHA) && c.kind != CaseKind::unsupported) p.alpha = 1.0f;
+  p.note = fmt::format("schedule seed {} kernel {} case {} ({}, {}, data {})", options_.seed, name_, index,
+                       to_string(c.kind), to_string(c.data), c.spec.name());
   return c;
 }
 
 void ScheduleStats::add(const ScheduledCase& c) {
   const Problem& p = c.problem;
   ++cases;
-  ++by_kind[c.kind];
+  ++by_kind[to_string(c.kind)];
+  ++by_data[to_string(c.data)];
+  ++by_op[to_string(p.op)];
+  ++by_op_data[fmt::format("{} {}", to_string(p.op), to_string(c.data))];
   const std::string spec = c.spec.name();  // values/scales/alpha
   const size_t a = spec.find('/'), b = spec.find('/', a + 1);
   ++by_scales[spec.substr(a + 1, b - a - 1)];
@@ -231,6 +288,9 @@ void ScheduleStats::merge(const ScheduleStats& o) {
   k_tail += o.k_tail;
   padded += o.padded;
   for (const auto& [k, v] : o.by_kind) by_kind[k] += v;
+  for (const auto& [k, v] : o.by_data) by_data[k] += v;
+  for (const auto& [k, v] : o.by_op) by_op[k] += v;
+  for (const auto& [k, v] : o.by_op_data) by_op_data[k] += v;
   for (const auto& [k, v] : o.by_scales) by_scales[k] += v;
   for (const auto& [k, v] : o.by_values) by_values[k] += v;
 }
@@ -240,6 +300,8 @@ std::string ScheduleStats::text() const {
   auto pct = [&](int64_t v) { return fmt::format("{:.0f}%", 100.0 * double(v) / double(cases)); };
   std::string t = fmt::format("{} cases:", cases);
   for (const auto& [k, v] : by_kind) t += fmt::format(" {} {}", k, v);
+  t += ";";
+  for (const auto& [k, v] : by_op_data) t += fmt::format(" {} {}", k, v);
   t += fmt::format("; tile edge {}, batched {}, k tail {}, permuted padding {}; scales", pct(tile_edge), pct(batched),
                    pct(k_tail), pct(padded));
   for (const auto& [k, v] : by_scales) t += fmt::format(" {} {}", k, v);

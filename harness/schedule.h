@@ -16,7 +16,8 @@
 
 namespace nvfp4 {
 
-// What a drawn case must be (property tests ask for some of these; the schedule for none).
+// What the one draw may produce (the schedule allows everything it was asked for; property tests
+// ask for some of these).
 struct CaseConstraints {
   std::optional<Op> op;            // else drawn among the kernel's ops
   std::optional<SfLayout> layout;  // else drawn among the kernel's layouts
@@ -24,7 +25,21 @@ struct CaseConstraints {
   bool no_nan = false;             // no NaN scale in a used block
   int64_t min_l = 1;               // at least this many batches
   int64_t min_full_blocks = 0;     // at least this many whole 16-element blocks per row
+  bool unsupported = false;        // may draw a problem just outside the kernel's constraints
+  bool large = false;              // may draw from the large size class
 };
+
+// The shape class of a case: the small class, the large one, just outside what the kernel
+// declares, or the one shape a run was given (`run --shape`).
+enum class CaseKind : uint8_t { small, large, unsupported, shape };
+// The data class of a case: the plainest data (uniform/narrow/one: the exact regime, where every
+// bug shows), any distribution the kernel allows, or one of two targeted kinds that random data
+// meets rarely: the matrix-unit quirk of subnormal operands (generators.h: fine_cancel; it took
+// gemm_tc one case in 3,500 to show) and a NaN scale in mostly-zero data (a kernel that skips
+// zero products never multiplies 0 by NaN).
+enum class DataClass : uint8_t { plain, mixed, fine_cancel, nan_sparse };
+const char* to_string(CaseKind kind);
+const char* to_string(DataClass data);
 
 // The size classes of the schedule. `small` is most cases: every tile edge up to 257 rows and
 // columns, k to 1024, l to 9, at most 2^16 outputs and 2^24 products: cheap to check. `large` spans several tiles in some dimension: m or n past
@@ -34,14 +49,30 @@ ShapeLimits small_shape_limits();
 ShapeLimits large_shape_limits();
 Shape draw_large_shape(Draws& d, Op op, const nvfp4_kernel_info& info);
 
+// Everything about a case but its data, drawn independently of each other: shape class, data
+// class (and distribution), op, layout, shape. problem has its op, shape, layout and semantics
+// set; alpha and the tensors are not drawn yet.
+struct CasePlan {
+  CaseKind kind = CaseKind::small;
+  DataClass data = DataClass::plain;
+  DataSpec spec;
+  Problem problem;
+};
+// The one draw of the suite, behind the schedule (raw draws from the case's seed), the property
+// tests (RapidCheck's draws, which shrink toward raw 0: small, plain data, the kernel's first op
+// and layout) and the kernel fuzzer (the fuzz input's bytes). Inside the kernel's declared
+// constraints (shape, layout, UNIT_ALPHA, scale semantics) unless c.unsupported drew a case
+// just outside them. `shape` fixes the shape (its op is taken when the kernel declares it).
+CasePlan draw_plan(Draws& d, const nvfp4_kernel_info& info, const CaseConstraints& c, const ShapeLimits& limits,
+                   const std::optional<Shape>& shape = std::nullopt);
+
 struct DrawnCase {
   Problem problem;
   DataSpec spec;
+  CaseKind kind = CaseKind::small;
+  DataClass data = DataClass::plain;
 };
-
-// One case inside the kernel's declared constraints (shape, layout, UNIT_ALPHA, scale
-// semantics), from raw draws: the distribution first (it shrinks toward uniform/narrow/one),
-// then the shape, the layout, the data.
+// draw_plan, then the data from the same draws.
 DrawnCase draw_case(Draws& d, const nvfp4_kernel_info& info, const CaseConstraints& c, const ShapeLimits& limits);
 
 struct ScheduleOptions {
@@ -56,7 +87,8 @@ struct ScheduledCase {
   int64_t index = 0;
   Problem problem;      // its data drawn from problem.seed with problem.generator
   DataSpec spec;
-  std::string kind;     // "plain", "mixed", "targeted", "large", "unsupported", "shape"
+  CaseKind kind = CaseKind::small;
+  DataClass data = DataClass::plain;
   uint64_t stale_seed = 0;
 };
 
@@ -64,12 +96,8 @@ class Schedule {
  public:
   // Throws std::invalid_argument when the kernel declares no op the options allow.
   Schedule(const nvfp4_kernel_info& info, std::string kernel_name, ScheduleOptions options);
-  // Case i: every second one the plainest data (uniform/narrow/one: the exact regime, where every
-  // bug shows), the others any distribution the kernel allows (two in sixteen targeted: the
-  // tensor-core quirk of generators.h's fine_cancel, and NaN scales in sparse data); one in eight
-  // a problem just
-  // outside the kernel's declared constraints (when it declares any that can be broken); one in
-  // sixteen of the large class.
+  // Case i: draw_plan from the case's own seed (every op sees every data class, shape class and
+  // layout), its data from a seed of its own (so a case file can name it).
   ScheduledCase at(int64_t index) const;
   const std::vector<Op>& ops() const { return ops_; }
   // The data seed of case i (for the case's note and for reproducing it).
@@ -80,14 +108,14 @@ class Schedule {
   std::string name_;
   ScheduleOptions options_;
   std::vector<Op> ops_;
-  std::vector<DataSpec> specs_;
 };
 
-// What a run drew, for its report: cases by kind and by distribution, and how many sat on a tile
-// edge, had several batches, a partial last block, or padding in the permuted layout.
+// What a run drew, for its report: cases by shape class, data class, op (and op by data class),
+// distribution, and how many sat on a tile edge, had several batches, a partial last block, or
+// padding in the permuted layout.
 struct ScheduleStats {
   int64_t cases = 0, tile_edge = 0, batched = 0, k_tail = 0, padded = 0;
-  std::map<std::string, int64_t> by_kind, by_scales, by_values;
+  std::map<std::string, int64_t> by_kind, by_data, by_op, by_op_data, by_scales, by_values;
   void add(const ScheduledCase& c);
   void merge(const ScheduleStats& other);
   // "1000 cases: plain 500, mixed 375, ...; tile edge 62%, ..."

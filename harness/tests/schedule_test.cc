@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <set>
 
 #include "harness/schedule.h"
@@ -37,6 +38,7 @@ TEST(Schedule, CaseIIsAPureFunctionOfSeedKernelAndIndex) {
     EXPECT_EQ(x.problem.sfb, y.problem.sfb) << i;
     EXPECT_EQ(x.stale_seed, y.stale_seed) << i;
     EXPECT_EQ(x.kind, y.kind) << i;
+    EXPECT_EQ(x.data, y.data) << i;
   }
   EXPECT_NE(a.at(3).problem.a, other.at(3).problem.a) << "the kernel's name is part of the seed";
 }
@@ -53,11 +55,9 @@ TEST(Schedule, MixAndShapesLeaveTheFirstTile) {
     const ScheduledCase c = s.at(i);
     stats.add(c);
     const Problem& p = c.problem;
-    if (c.kind == "targeted") {
-      EXPECT_TRUE(c.spec.name() == "fine_cancel/fine_cancel/one" || c.spec.name() == "sparse/nan_block/one")
-          << c.spec.name();
-    }
-    if (c.kind != "unsupported") {
+    if (c.data == DataClass::fine_cancel) EXPECT_EQ(c.spec.name(), "fine_cancel/fine_cancel/one");
+    if (c.data == DataClass::nan_sparse) EXPECT_EQ(c.spec.name(), "sparse/nan_block/one");
+    if (c.kind != CaseKind::unsupported) {
       EXPECT_EQ(p.m % 8, 0) << "inside the declared multiple";
     }
     past_m += p.m > 3 * 256;
@@ -67,13 +67,15 @@ TEST(Schedule, MixAndShapesLeaveTheFirstTile) {
   }
   std::printf("%s\npast 3x256 rows %lld, columns past 128 %lld, k > 8192 %lld, l > 9 %lld\n", stats.text().c_str(),
               (long long)past_m, (long long)past_n, (long long)deep_k, (long long)many_l);
-  EXPECT_EQ(stats.by_kind["plain"] + stats.by_kind["unsupported"] + stats.by_kind["large"] + stats.by_kind["mixed"] +
-                stats.by_kind["targeted"],
+  EXPECT_EQ(stats.by_kind["small"] + stats.by_kind["unsupported"] + stats.by_kind["large"], 800);
+  EXPECT_EQ(stats.by_data["plain"] + stats.by_data["mixed"] + stats.by_data["fine-cancel"] + stats.by_data["nan-sparse"],
             800);
-  EXPECT_GE(stats.by_kind["plain"], 300);
-  EXPECT_GE(stats.by_kind["unsupported"], 90);
-  EXPECT_GE(stats.by_kind["targeted"], 80);
-  EXPECT_GE(stats.by_kind["large"], 40);
+  // Shares of 16: small 13, unsupported 2, large 1; plain 8, mixed 6, each targeted class 1.
+  EXPECT_GE(stats.by_data["plain"], 340);
+  EXPECT_GE(stats.by_data["mixed"], 240);
+  EXPECT_GE(stats.by_kind["unsupported"], 70);
+  EXPECT_GE(stats.by_data["fine-cancel"] + stats.by_data["nan-sparse"], 70);
+  EXPECT_GE(stats.by_kind["large"], 30);
   EXPECT_GT(past_m, 0);
   EXPECT_GT(past_n, 20);
   EXPECT_GT(deep_k, 0);
@@ -134,6 +136,42 @@ std::vector<uint16_t> tensor_core_gemm(const Problem& p, bool scaled) {
   return c;
 }
 
+// Op, shape class, data class and layout are drawn independently: a kernel declaring GEMV and
+// GEMM gets every data class, every scale distribution and alpha != 1 in its GEMV cases too (a
+// bug in a GEMV path of its own must meet the data that shows it), and both layouts in each.
+TEST(Schedule, EveryOpSeesEveryDataClassAndLayout) {
+  ScheduleOptions o;
+  o.seed = 20261202;
+  const Schedule s(any_gemm(), "two_ops", o);
+  std::map<std::string, int64_t> seen;
+  const int64_t n = 4000;
+  for (int64_t i = 0; i < n; ++i) {
+    const ScheduledCase c = s.at(i);
+    const std::string op = to_string(c.problem.op);
+    ++seen[op];
+    ++seen[op + " " + to_string(c.data)];
+    ++seen[op + " " + to_string(c.kind)];
+    ++seen[op + " " + to_string(c.problem.sf_layout)];
+    const std::string spec = c.spec.name();  // values/scales/alpha
+    const size_t a = spec.find('/'), b = spec.find('/', a + 1);
+    ++seen[op + " scales " + spec.substr(a + 1, b - a - 1)];
+    if (c.problem.alpha != 1.0f) ++seen[op + " alpha != 1"];
+  }
+  for (const std::string op : {"gemv", "gemm"}) {
+    const double ops = double(seen[op]);
+    EXPECT_NEAR(ops / n, 0.5, 0.05) << op;
+    EXPECT_NEAR(seen[op + " plain"] / ops, 8.0 / 16, 0.05) << op;
+    EXPECT_NEAR(seen[op + " mixed"] / ops, 6.0 / 16, 0.05) << op;
+    EXPECT_NEAR(seen[op + " fine-cancel"] / ops, 1.0 / 16, 0.03) << op;
+    EXPECT_NEAR(seen[op + " nan-sparse"] / ops, 1.0 / 16, 0.03) << op;
+    EXPECT_NEAR(seen[op + " large"] / ops, 1.0 / 16, 0.03) << op;
+    EXPECT_NEAR(seen[op + " linear"] / ops, 0.5, 0.05) << op;
+    for (const std::string scales : {"full", "subnormal", "near_max", "sign_bit", "nan_block", "zero"})
+      EXPECT_GE(seen[op + " scales " + scales], 40) << op << " " << scales;
+    EXPECT_GE(seen[op + " alpha != 1"], 300) << op;
+  }
+}
+
 // The targeted cases of the schedule make the subnormal-operand quirk show in the exact regime;
 // the same matrix unit fed normal operands passes them (the measured Hopper rule).
 TEST(Schedule, TargetedCasesCatchSubnormalOperandsOnTheMeasuredMatrixUnit) {
@@ -143,9 +181,9 @@ TEST(Schedule, TargetedCasesCatchSubnormalOperandsOnTheMeasuredMatrixUnit) {
   const Schedule s(any_gemm(), "gemm_tc", o);
   const Policy hopper = Policy::parse("matrix-unit:90");
   int targeted = 0, caught = 0;
-  for (int64_t i = 9; i < 16 * 90; i += 16) {
+  for (int64_t i = 0; i < 16 * 90; ++i) {
     const ScheduledCase c = s.at(i);
-    ASSERT_EQ(c.kind, "targeted");
+    if (c.data != DataClass::fine_cancel || c.kind != CaseKind::small) continue;
     Problem p = c.problem;
     if (p.m * p.n * p.l * p.k > (int64_t(1) << 20)) continue;  // keep the test quick
     const ExactResult ref = exact_gemm(p);

@@ -20,6 +20,7 @@ enum class Bug : int {
   scale_subnormal_as_normal,  // E4M3 exponent field 0 decoded as (8+m)*2^-10 instead of m*2^-9
   nan_scale_as_number,        // E4M3 0x7F/0xFF decoded as 480 instead of NaN
   scale_sign_honoured,        // a ue4m3 kernel that negates blocks whose scale has the sign bit
+  scale_subnormal_flushed,    // E4M3 exponent field 0 (subnormal scales) read as zero
   scale_as_ue8m0,             // MXFP4 confusion: the scale byte read as a power of two 2^(byte-127)
   block32_scales,             // MXFP4 confusion: one scale per 32 elements (index x/32, not x/16)
   // Finding the scales.
@@ -79,6 +80,9 @@ NVFP4_KERNEL_HD float mutant_scale(uint32_t byte, bool signed_scales, Bug bug) {
       break;
     case Bug::scale_sign_honoured:
       return kern::e4m3_to_float(byte, true);
+    case Bug::scale_subnormal_flushed:
+      if (((byte >> 3) & 0xFu) == 0) return (signed_scales && (byte & 0x80u)) ? -0.0f : 0.0f;
+      break;
     case Bug::scale_as_ue8m0:
       // UE8M0: 0xFF is NaN, otherwise 2^(byte-127); byte 0 is the float subnormal 2^-127.
       if (byte == 0xFFu) return kern::float_from_bits(0x7FC00000u);

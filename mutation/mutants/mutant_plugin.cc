@@ -69,11 +69,24 @@ const BugEntry kBugs[] = {
     {Bug::split_k_partial_twice, "split_k_partial_twice", kTensorCore, "the last split-k FP32 partial added twice"},
 };
 
+// Two-op kernels that send n = 1 down a GEMV path of their own (as production libraries do), the
+// bug in that path only: their GEMM cases are right, so only GEMV cases with the data that shows
+// the bug can kill them.
+const BugEntry kGemvPathBugs[] = {
+    {Bug::alpha_ignored, "alpha_ignored", kHost | kCuda, "GEMV path only: alpha never applied"},
+    {Bug::zero_skip, "zero_skip", kHost, "GEMV path only: zero A elements skipped, so 0 * NaN scale is never NaN"},
+    {Bug::scale_subnormal_flushed, "scale_subnormal_flushed", kHost | kCuda, "GEMV path only: subnormal E4M3 scales read as zero"},
+    {Bug::scale_sign_honoured, "scale_sign_honoured", kHost, "GEMV path only: a ue4m3 kernel honours the scale's sign bit"},
+    {Bug::nan_scale_as_number, "nan_scale_as_number", kHost | kCuda, "GEMV path only: E4M3 NaN scale decoded as 480"},
+    {Bug::k_tail_64_dropped, "k_tail_64_dropped", kHost, "GEMV path only: k loop stops at the last multiple of 64"},
+};
+
 struct Entry {
   nvfp4_kernel_info info;
   Bug bug;
   unsigned engine;  // kHost, kCuda or kTensorCore
   std::string what;
+  bool gemv_path_only = false;  // the bug applies to GEMV problems only
 };
 
 // Built once; names live in a deque so their c_str() stays put.
@@ -81,7 +94,7 @@ struct Catalog {
   std::deque<std::string> names;
   std::vector<Entry> entries;
 
-  void add(const std::string& name, Bug bug, unsigned engine, const std::string& what) {
+  void add(const std::string& name, Bug bug, unsigned engine, const std::string& what, bool gemv_path_only = false) {
     names.push_back(name);
     nvfp4_kernel_info info{};
     info.abi_version = NVFP4_ABI_VERSION;
@@ -95,7 +108,7 @@ struct Catalog {
     // whose bug is the old gemm_tc's: subnormal operands while declaring IEEE accumulation.
     info.flags = engine == kTensorCore && bug != Bug::mma_subnormal_operands ? NVFP4_FLAG_MMA_ACCUMULATE : 0;
     if (bug == Bug::unsupported_shape_computed) info.k_multiple = 64;
-    entries.push_back({info, bug, engine, what});
+    entries.push_back({info, bug, engine, what, gemv_path_only});
   }
 
   Catalog() {
@@ -108,11 +121,17 @@ struct Catalog {
     for (const BugEntry& e : kBugs) {
       if (e.engines & kHost) add(std::string("mut_host_") + e.name, e.bug, kHost, e.what);
     }
+    for (const BugEntry& e : kGemvPathBugs) {
+      if (e.engines & kHost) add(std::string("mut_host_gemv_path_") + e.name, e.bug, kHost, e.what, true);
+    }
 #if defined(NVFP4_MUTANTS_WITH_CUDA)
     for (unsigned engine : {kCuda, kTensorCore}) {
       for (const BugEntry& e : kBugs) {
         if (e.engines & engine) add(std::string("mut_cuda_") + e.name, e.bug, engine, e.what);
       }
+    }
+    for (const BugEntry& e : kGemvPathBugs) {
+      if (e.engines & kCuda) add(std::string("mut_cuda_gemv_path_") + e.name, e.bug, kCuda, e.what, true);
     }
 #endif
   }
@@ -152,9 +171,10 @@ extern "C" __attribute__((visibility("default"))) int nvfp4_kernel_run(int index
   if (!nvfp4::kern::problem_fits(enforced, p)) return NVFP4_UNSUPPORTED;
   // The bug: a shape inside the declaration refused anyway.
   if (e.bug == Bug::refuses_supported && p->k % 64 != 0) return NVFP4_UNSUPPORTED;
+  const Bug bug = e.gemv_path_only && p->op != NVFP4_OP_GEMV ? Bug::none : e.bug;
 #if defined(NVFP4_MUTANTS_WITH_CUDA)
-  if (e.engine == nvfp4::mutants::kTensorCore) return nvfp4::mutants::run_tensor_core_mutant(e.bug, p);
-  if (e.engine == nvfp4::mutants::kCuda) return nvfp4::mutants::run_cuda_mutant(e.bug, p);
+  if (e.engine == nvfp4::mutants::kTensorCore) return nvfp4::mutants::run_tensor_core_mutant(bug, p);
+  if (e.engine == nvfp4::mutants::kCuda) return nvfp4::mutants::run_cuda_mutant(bug, p);
 #endif
-  return nvfp4::mutants::run_host_mutant(e.bug, p);
+  return nvfp4::mutants::run_host_mutant(bug, p);
 }
