@@ -12,6 +12,8 @@
 #include "cli/commands.h"
 #include "fuzz/fuzz_problem.h"
 #include "harness/case_input.h"
+#include "cli/python_kernel.h"
+#include "harness/listeners.h"
 #include "harness/suite.h"
 
 namespace nvfp4::cli {
@@ -20,7 +22,8 @@ namespace {
 struct ReplayArgs {
   std::vector<std::string> files, plugins, kernels;
   std::string report, case_dir = "nvfp4check-cases", policy;
-  double timeout_s = 30;
+  PythonArgs python;
+  double timeout_s = kDefaultCallTimeout;
   bool fuzz_input = false;
 };
 
@@ -31,14 +34,32 @@ int replay_main(const ReplayArgs& args) {
   // anything runs.
   std::vector<ReplayInput> inputs;
   for (const std::string& path : args.files) inputs.push_back(read_replay_input(path, args.fuzz_input));
+  if (!args.report.empty()) check_report_writable(args.report);
   s.case_dir = args.case_dir;
-  s.report = args.report;
   s.timeout_s = args.timeout_s;
-  s.named = !args.kernels.empty();
-  s.progress_bar = isatty(2) != 0;
   s.command_line = "nvfp4check replay";
   for (const std::string& f : args.files) s.command_line += " " + f;
-  return replay_suite(find_kernels(args.plugins, args.kernels, args.timeout_s), inputs, s);
+  std::vector<SuiteKernel> kernels;
+  if (!args.python.python.empty()) {
+    if (!args.plugins.empty() || !args.kernels.empty())
+      throw std::invalid_argument("--python replays with one Python function; --plugin and --kernel do not go with it");
+    kernels.push_back(python_kernel(args.python, args.timeout_s));
+    s.named = true;
+  } else {
+    kernels = find_kernels(args.plugins, args.kernels, args.timeout_s);
+    s.named = !args.kernels.empty();
+  }
+  ConsoleListener console(isatty(2) != 0);
+  ErrorMapListener maps(s.case_dir);
+  Listeners listeners({&maps, &console});
+  const SuiteResult result = replay_suite(kernels, inputs, s, listeners);
+  console.summary(result);
+  const int code = suite_exit_code(result, write_json_report(args.report, result), true);
+  if (!result.any_failed() && result.checked == 0)
+    fmt::print(stderr, "nvfp4check replay: nothing was checked: {}\n",
+               result.kernels.empty() ? "no kernel declares the op and scale layout of these inputs"
+                                      : "every kernel skipped every input (see the table)");
+  return code;
 }
 
 }  // namespace
@@ -59,6 +80,7 @@ void add_replay_command(CLI::App& app, int& exit_code) {
                      "Judge with this oracle policy instead of the one the kernel's flags call for");
   replay->add_option("--timeout", args->timeout_s, "Watchdog: seconds one kernel call may take (default 30)")
       ->check(seconds_in_range(24 * 3600.0));
+  add_python_options(replay, args->python, true);
   replay->add_flag("--fuzz-input", args->fuzz_input,
                    "The files are binary inputs of the kernel fuzzer (fuzz/fuzz_problem.h), not case files");
   replay->callback([args, &exit_code] {

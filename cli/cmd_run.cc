@@ -2,6 +2,7 @@
 // and the hidden `worker` command the kernel processes run. Argument parsing only.
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <memory>
 #include <optional>
@@ -13,6 +14,8 @@
 
 #include "cli/arguments.h"
 #include "cli/commands.h"
+#include "cli/python_kernel.h"
+#include "harness/listeners.h"
 #include "harness/suite.h"
 
 namespace nvfp4::cli {
@@ -21,11 +24,9 @@ namespace {
 struct RunArgs {
   std::vector<std::string> plugins, kernels, gpus;
   std::string op, report, case_dir = "nvfp4check-cases", policy, shape;
-  // run --python FILE[:FUNCTION] (SPEC.md sections 6 and 7)
-  std::string python, format = "canonical", memory = "cuda", python_exe;
-  uint32_t flags = 0;
+  PythonArgs python;  // run --python FILE[:FUNCTION] (SPEC.md sections 6 and 7)
   int64_t cases = 0;
-  double seconds = 0, timeout_s = 30;
+  double seconds = 0, timeout_s = kDefaultCallTimeout;
   std::optional<uint64_t> seed;
   int64_t jobs = 0;
 };
@@ -37,55 +38,38 @@ int default_jobs() {
   return static_cast<int>(std::clamp(cores / 2, 1u, 8u));
 }
 
-// A Python callable as a kernel: its process is Python's nvfp4check worker, serving the function
-// over the same protocol as the program's own workers; the kernel's info comes from its first
-// start (importing the file), which also shows a file that does not import as bad input.
-SuiteKernel python_kernel(const RunArgs& args) {
-  SuiteKernel k;
-  const char* env_python = std::getenv("NVFP4_PYTHON");
-  const std::string python = !args.python_exe.empty() ? args.python_exe : env_python && *env_python ? env_python : "python3";
-  k.command.kernel = args.python;
-  k.command.argv = {python, "-m", "nvfp4check.worker", args.python, "--format", args.format, "--memory", args.memory,
-                    "--flags", std::to_string(args.flags), "--timeout", fmt::format("{}", args.timeout_s),
-                    "--serve-fd", std::to_string(kWorkerChannelFd)};
-  if (!args.op.empty()) k.command.argv.insert(k.command.argv.end(), {"--op", args.op});
-  // execve needs a path: find the interpreter on PATH here.
-  if (k.command.argv[0].find('/') == std::string::npos) {
-    const char* path = std::getenv("PATH");
-    std::string dirs = path ? path : "/usr/bin:/bin";
-    for (size_t start = 0; start <= dirs.size();) {
-      const size_t end = std::min(dirs.find(':', start), dirs.size());
-      const std::string candidate = dirs.substr(start, end - start) + "/" + k.command.argv[0];
-      if (access(candidate.c_str(), X_OK) == 0) {
-        k.command.argv[0] = candidate;
-        break;
-      }
-      start = end + 1;
-    }
-  }
-  WorkerExecutor first(k.command, args.timeout_s);
-  k.desc = first.kernel();  // WorkerStartError: the file does not import, or declares nonsense
-  k.desc.origin = args.python;
-  return k;
-}
-
 int run_main(const RunArgs& args, const std::string& command_line) {
   RunSettings s;
-  s.seed = args.seed;
+  if (args.seed) {
+    s.seed = *args.seed;
+  } else {
+    s.seed = static_cast<uint64_t>(std::chrono::system_clock::now().time_since_epoch().count());
+    fmt::print(stderr, "seed from the clock: {} (repeat this run with --seed {})\n", s.seed, s.seed);
+  }
   if (!args.op.empty()) s.op = args.op == "gemv" ? Op::gemv : Op::gemm;
   if (!args.shape.empty()) s.shape = parse_shape(args.shape);
   if (!args.policy.empty()) s.policy = Policy::parse(args.policy);
   s.cases = args.cases;
   s.seconds = args.seconds;
   s.case_dir = args.case_dir;
-  s.report = args.report;
   s.timeout_s = args.timeout_s;
   s.jobs = args.jobs > 0 ? static_cast<int>(args.jobs) : default_jobs();
   s.gpus = args.gpus;
-  s.progress_bar = isatty(2) != 0;
   s.command_line = command_line;
-  if (!args.python.empty()) return run_suite({python_kernel(args)}, s);
-  return run_suite(find_kernels(args.plugins, args.kernels, args.timeout_s), s);
+  if (!args.report.empty()) check_report_writable(args.report);
+  PythonArgs python = args.python;
+  if (!args.op.empty()) python.ops = {args.op};  // run --op names the op it declares too
+  const std::vector<SuiteKernel> kernels = !args.python.python.empty()
+                                               ? std::vector<SuiteKernel>{python_kernel(python, args.timeout_s)}
+                                               : find_kernels(args.plugins, args.kernels, args.timeout_s);
+  fmt::print("seed: {}\n", s.seed);
+  std::fflush(stdout);
+  ConsoleListener console(isatty(2) != 0, s.shape.has_value());
+  ErrorMapListener maps;
+  Listeners listeners({&maps, &console});
+  const SuiteResult result = run_suite(kernels, s, listeners);
+  console.summary(result);
+  return suite_exit_code(result, write_json_report(args.report, result), false);
 }
 
 }  // namespace
@@ -115,16 +99,7 @@ void add_run_command(CLI::App& app, int& exit_code) {
                   "Kernel processes per kernel and GPU, taking cases from one schedule (default: half the cores, "
                   "at most 8)")
       ->check(count_in_range(256));
-  run->add_option("--python", args->python,
-                  "Check a Python function instead: FILE[:FUNCTION] (default custom_kernel), called by Python's "
-                  "nvfp4check worker (the package must be importable by --python-exe)");
-  run->add_option("--format", args->format, "--python: what the function takes (SPEC.md section 7)")
-      ->check(CLI::IsMember({"canonical", "gpumode"}));
-  run->add_option("--memory", args->memory, "--python: where the function's tensors live (default cuda)")
-      ->check(CLI::IsMember({"host", "cuda"}));
-  run->add_option("--flags", args->flags, "--python: the function's declared flags (SPEC.md section 5 bits)");
-  run->add_option("--python-exe", args->python_exe,
-                  "--python: the interpreter (default: env NVFP4_PYTHON, else python3 on PATH)");
+  add_python_options(run, args->python, false);
   run->add_option("--gpus", args->gpus,
                   "CUDA devices to spread CUDA kernels' processes over, as CUDA_VISIBLE_DEVICES values "
                   "(repeatable or comma-separated; default: the environment's)")
@@ -139,8 +114,8 @@ void add_run_command(CLI::App& app, int& exit_code) {
       if (args->seconds > 0) command += fmt::format(" --seconds {}", args->seconds);
       if (!args->policy.empty()) command += " --policy " + args->policy;
       if (!args->shape.empty()) command += " --shape " + args->shape;
-      if (!args->python.empty()) command += " --python " + args->python + " --format " + args->format;
-      if (!args->python.empty() && (!args->plugins.empty() || !args->kernels.empty()))
+      if (!args->python.python.empty()) command += " --python " + args->python.python + " --format " + args->python.format;
+      if (!args->python.python.empty() && (!args->plugins.empty() || !args->kernels.empty()))
         throw std::invalid_argument("--python checks one Python function; --plugin and --kernel do not go with it");
       exit_code = run_main(*args, command);
     } catch (const std::exception& e) {

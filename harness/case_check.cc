@@ -24,17 +24,14 @@ bool any_sign_bit(const std::vector<uint8_t>& scales) {
   return std::any_of(scales.begin(), scales.end(), [](uint8_t s) { return (s & 0x80u) && (s & 0x7Fu) != 0x7F; });
 }
 
-bool has_padding(const Problem& p) {
-  return p.sf_layout == SfLayout::permuted && (p.m % 128 != 0 || p.n % 128 != 0 || p.kb() % 4 != 0);
-}
-
-// The checks every returned call goes through before its output is looked at.
-std::optional<Finding> check_call(const CallObservation& o, int expected_rc) {
-  if (auto f = check_call_completed(o)) return f;
-  if (auto f = check_return_code(o, expected_rc)) return f;
-  if (auto f = check_guards(o)) return f;
-  if (auto f = check_inputs_unchanged(o)) return f;
-  return check_stream(o);
+// The checks of every call before its output is looked at (how it ended, what it returned and
+// touched): the list's call-level part, for callers that only want an output.
+std::optional<Finding> call_finding(const Problem& p, const CallObservation& o) {
+  CallContext x;
+  x.call = CaseCall::none;  // no output check applies
+  x.problem = &p;
+  x.observation = &o;
+  return first_finding(x);
 }
 
 // Rotates the rows [0, rows) of each of `groups` groups of `row_bytes` bytes by r.
@@ -168,7 +165,7 @@ std::vector<uint16_t> run_kernel_once(Executor& executor, const Problem& input) 
   if (!p.has_data()) expand_seeded_case(p);
   if (const std::string err = problem_error(p); !err.empty()) throw std::runtime_error("bad problem: " + err);
   const std::vector<CallObservation> obs = executor.run_case({p, std::nullopt}, {{{kPad1, kPoison1, false}, NVFP4_OK}});
-  if (std::optional<Finding> f = check_call(obs.front(), NVFP4_OK))
+  if (std::optional<Finding> f = call_finding(p, obs.front()))
     throw std::runtime_error(executor.kernel().name + ": " + check_name(f->check) + ": " + f->message);
   return obs.front().c;
 }
@@ -212,11 +209,6 @@ CaseOutcome check_case(Executor& executor, const Problem& input, const CaseOptio
   }
   r.times.save = since(t);
 
-  auto fail = [&](Finding f, const std::string& stage) {
-    r.verdict = CaseOutcome::Verdict::fail;
-    r.finding = std::move(f);
-    r.stage = stage;
-  };
   auto run = [&](const CaseData& data, const std::vector<PlannedCall>& plan) {
     const auto t0 = Clock::now();
     std::vector<CallObservation> obs = executor.run_case(data, plan);
@@ -226,116 +218,98 @@ CaseOutcome check_case(Executor& executor, const Problem& input, const CaseOptio
     return obs;
   };
 
+  // The calls of the case: one expecting NVFP4_UNSUPPORTED for a problem outside the declared
+  // constraints; else run 1, run 2 (other padding and poison) and the stale-state call (new data
+  // through the same pointers; its reference follows from this one's).
   const std::string why = unsupported_reason(k.info, p);
+  std::optional<StaleVariant> stale;
+  std::vector<PlannedCall> plan;
+  std::vector<CaseCall> calls;
   if (!why.empty()) {
-    // Outside the declared constraints: NVFP4_UNSUPPORTED, and C, the guards and the inputs
-    // exactly as they were.
-    const std::vector<CallObservation> obs = run({p, std::nullopt}, {{{kPad1, kPoison1, false}, NVFP4_UNSUPPORTED}});
-    t = Clock::now();
-    const CallObservation& o = obs.front();
-    r.c = o.c;
-    if (auto f = check_call(o, NVFP4_UNSUPPORTED)) {
-      f->message += " (" + why + ")";
-      fail(std::move(*f), "unsupported");
-    } else if (auto f2 = check_untouched(p, o.c, kPoison1, why)) {
-      fail(std::move(*f2), "unsupported");
-    } else {
-      r.verdict = CaseOutcome::Verdict::unsupported;
-      r.message = "correctly refused: " + why;
-    }
-    r.times.judge = since(t);
+    plan.push_back({{kPad1, kPoison1, false}, NVFP4_UNSUPPORTED});
+    calls.push_back(CaseCall::unsupported);
   } else {
-    std::optional<StaleVariant> stale;
     if (options.check_stale) stale = stale_variant(p, r.reference, options.stale_seed);
-    std::vector<PlannedCall> plan = {{{kPad1, kPoison1, false}, NVFP4_OK}};
-    if (options.check_determinism) plan.push_back({{kPad2, kPoison2, false}, NVFP4_OK});
-    if (stale) plan.push_back({{kPad1, kPoison1, true}, NVFP4_OK});
-    const std::vector<CallObservation> obs =
-        run({p, stale ? std::optional<Problem>(stale->problem) : std::nullopt}, plan);
-    t = Clock::now();
-    const bool nondeterministic = k.info.flags & NVFP4_FLAG_NONDETERMINISTIC;
-    // Run 1: NaN padding 0x7F, poison 1.
-    const CallObservation& run1 = obs[0];
-    r.c = run1.c;
-    if (auto f = check_call(run1, NVFP4_OK)) {
-      fail(std::move(*f), "run 1");
-    } else if (auto f2 = check_unwritten(p, r.reference, run1.c, kPoison1)) {
-      fail(std::move(*f2), "run 1");
-    } else if (auto f3 = check_oracle(p, r.reference, run1.c, r.policy, &r.summary)) {
-      fail(std::move(*f3), "run 1");
-      if (has_padding(p)) {
-        // Does the output depend on the padding cells? Again with zero padding.
-        const std::vector<CallObservation> zero = run({p, std::nullopt}, {{{0x00, kPoison1, false}, NVFP4_OK}});
-        if (zero.front().end == CallObservation::End::returned && zero.front().rc == NVFP4_OK &&
-            !judge(p, r.reference, zero.front().c.data(), r.policy).any_failure())
-          r.finding = Finding{Check::nan_padding,
-                              "the output depends on the permuted layout's padding cells (the runner fills them "
-                              "with NaN scales; with zero padding the output is right): " + r.finding->message};
-      }
+    plan.push_back({{kPad1, kPoison1, false}, NVFP4_OK});
+    calls.push_back(CaseCall::run1);
+    if (options.check_determinism) {
+      plan.push_back({{kPad2, kPoison2, false}, NVFP4_OK});
+      calls.push_back(CaseCall::run2);
     }
-    // Run 2: the other NaN padding byte and poison; the output must not change.
-    size_t next = 1;
-    if (r.verdict != CaseOutcome::Verdict::fail && options.check_determinism) {
-      const CallObservation& run2 = obs.at(next++);
-      OracleSummary s2;
-      if (auto f = check_call(run2, NVFP4_OK)) {
-        r.c = run2.c;
-        f->message = "second run: " + f->message;
-        fail(std::move(*f), "run 2");
-      } else if (auto f2 = check_unwritten(p, r.reference, run2.c, kPoison2, &run1.c, kPoison1)) {
-        r.c = run2.c;
-        fail(std::move(*f2), "run 2");
-      } else if (nondeterministic) {
-        if (auto f3 = check_oracle(p, r.reference, run2.c, r.policy, &s2)) {
-          r.c = run2.c;
-          r.summary = s2;
-          f3->message = "second run: " + f3->message;
-          fail(std::move(*f3), "run 2");
-        } else {
-          r.summary.max_error_ulps = std::max(r.summary.max_error_ulps, s2.max_error_ulps);
-          r.summary.max_error_over_bound = std::max(r.summary.max_error_over_bound, s2.max_error_over_bound);
-        }
-      } else if (auto f4 = check_deterministic(p, run1.c, run2.c)) {
-        r.c = run2.c;
-        fail(std::move(*f4), "run 2");
-      }
+    if (stale) {
+      plan.push_back({{kPad1, kPoison1, true}, NVFP4_OK});
+      calls.push_back(CaseCall::stale);
     }
-    // Stale state: new data through the same pointers; the output must follow the new data.
-    if (r.verdict != CaseOutcome::Verdict::fail && stale) {
-      const CallObservation& run3 = obs.at(next);
-      OracleSummary s3;
-      std::optional<Finding> f = check_call(run3, NVFP4_OK);
-      if (f) {
-        f->message = "after new data in place: " + f->message;
-      } else if ((f = check_unwritten(stale->problem, stale->reference, run3.c, kPoison1))) {
-        f = Finding{Check::stale_state, "after new input data in the same buffers, " + f->message};
-      } else if ((f = check_oracle(stale->problem, stale->reference, run3.c, r.policy, &s3))) {
-        f = Finding{Check::stale_state,
-                    "after new input data was written to the same buffers (same pointers, same shape), the output "
-                    "does not match the new data (does the kernel cache results or decoded inputs by pointer?): " +
-                        f->message};
-        r.summary = s3;
-      }
-      if (f) {
-        // The stale data is what the output is judged against from here on.
-        r.c = run3.c;
-        r.problem = stale->problem;
-        r.reference = stale->reference;
-        fail(std::move(*f), "stale");
-        if (!options.case_dir.empty()) r.case_file = save_case(k.name, r.problem, &r.reference, options.case_dir, "-stale");
-      } else {
-        r.summary.max_error_ulps = std::max(r.summary.max_error_ulps, s3.max_error_ulps);
-        r.summary.max_error_over_bound = std::max(r.summary.max_error_over_bound, s3.max_error_over_bound);
-      }
-    }
-    if (r.verdict != CaseOutcome::Verdict::fail) r.verdict = CaseOutcome::Verdict::pass;
-    r.times.judge = since(t);
   }
+  const std::vector<CallObservation> obs =
+      run({p, stale ? std::optional<Problem>(stale->problem) : std::nullopt}, plan);
+  t = Clock::now();
+  r.c = obs.front().c;
+  // Every check of the list, in order, on each call; the first finding decides the case. A call
+  // the worker did not get to (it stops at a call that did not return) is not judged.
+  for (size_t x = 0; x < calls.size() && x < obs.size() && r.verdict != CaseOutcome::Verdict::fail; ++x) {
+    const CaseCall call = calls[x];
+    CallContext ctx;
+    CallContext::Judgement judgement;
+    ctx.call = call;
+    ctx.problem = call == CaseCall::stale ? &stale->problem : &p;
+    ctx.reference = call == CaseCall::stale ? &stale->reference : &r.reference;
+    ctx.observation = &obs[x];
+    ctx.expected_rc = plan[x].expected_rc;
+    ctx.poison = plan[x].spec.poison;
+    ctx.run1 = call == CaseCall::run2 ? &obs[0] : nullptr;
+    ctx.policy = &r.policy;
+    ctx.nondeterministic = k.info.flags & NVFP4_FLAG_NONDETERMINISTIC;
+    ctx.unsupported_why = why;
+    ctx.judgement = &judgement;
+    if (call == CaseCall::run1)
+      ctx.rerun_zero_padding = [&]() -> std::optional<std::vector<uint16_t>> {
+        const std::vector<CallObservation> zero = run({p, std::nullopt}, {{{0x00, kPoison1, false}, NVFP4_OK}});
+        if (zero.front().end != CallObservation::End::returned || zero.front().rc != NVFP4_OK) return std::nullopt;
+        return zero.front().c;
+      };
+    std::optional<Finding> f = first_finding(ctx);
+    if (judgement.done) {
+      // The reported errors are the largest over every judged call.
+      const OracleSummary& s = judgement.summary;
+      if (f || x == 0) {
+        const double ulps = std::max(r.summary.max_error_ulps, s.max_error_ulps);
+        const double over = std::max(r.summary.max_error_over_bound, s.max_error_over_bound);
+        r.summary = s;
+        r.summary.max_error_ulps = ulps;
+        r.summary.max_error_over_bound = over;
+      } else {
+        r.summary.max_error_ulps = std::max(r.summary.max_error_ulps, s.max_error_ulps);
+        r.summary.max_error_over_bound = std::max(r.summary.max_error_over_bound, s.max_error_over_bound);
+      }
+    }
+    if (!f) continue;
+    // Findings about how a later call ended say which call it was.
+    const bool about_the_call = f->check < Check::unsupported_touched_output;
+    if (about_the_call && call == CaseCall::unsupported) f->message += " (" + why + ")";
+    if (call == CaseCall::run2 && (about_the_call || f->check == Check::oracle)) f->message = "second run: " + f->message;
+    if (call == CaseCall::stale && about_the_call) f->message = "after new data in place: " + f->message;
+    r.verdict = CaseOutcome::Verdict::fail;
+    r.finding = std::move(f);
+    r.call = call;
+    r.c = obs[x].c;
+    if (call == CaseCall::stale) {
+      // The stale data is what the output is judged against from here on.
+      r.problem = stale->problem;
+      r.reference = stale->reference;
+      if (!options.case_dir.empty()) r.case_file = save_case(k.name, r.problem, &r.reference, options.case_dir, "-stale");
+    }
+  }
+  if (r.verdict != CaseOutcome::Verdict::fail) {
+    r.verdict = why.empty() ? CaseOutcome::Verdict::pass : CaseOutcome::Verdict::unsupported;
+    if (!why.empty()) r.message = "correctly refused: " + why;
+  }
+  r.times.judge = since(t);
   if (options.existing_file.empty() && !r.case_file.empty()) {
     const bool failed = r.verdict == CaseOutcome::Verdict::fail;
     // A failure keeps its case in full (the write-ahead record named only its seed); a pass
     // leaves nothing behind unless asked to.
-    if (failed && r.stage != "stale" && p.data_from_seed) {
+    if (failed && r.call != CaseCall::stale && p.data_from_seed) {
       const std::string full = save_case(k.name, p, &r.reference, options.case_dir);
       if (full != r.case_file) std::filesystem::remove(r.case_file);
       r.case_file = full;

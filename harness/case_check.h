@@ -36,7 +36,7 @@ struct CaseOutcome {
   Verdict verdict = Verdict::pass;
   std::optional<Finding> finding;  // set when the verdict is fail
   std::string message;             // why a case was skipped, or what was refused
-  std::string stage;               // the call the finding came from: "run 1", "run 2", "stale", ...
+  CaseCall call = CaseCall::none;  // the call the finding came from
   Problem problem;                 // the data the judged output belongs to (the stale data if that failed)
   ExactResult reference;
   std::vector<uint16_t> c;         // the judged output (the failing one, or run 1's)

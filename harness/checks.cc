@@ -9,54 +9,106 @@ namespace nvfp4 {
 namespace {
 
 struct CheckEntry {
-  Check check;
   const char* name;
+  bool blames_elements;
   const char* meaning;
 };
 
 constexpr CheckEntry kEntries[] = {
-    {Check::oracle, "oracle", "an output element outside what the oracle accepts (SPEC section 3)"},
-    {Check::nan_padding, "nan-padding", "the output depends on the permuted layout's padding cells (filled with NaN scales)"},
-    {Check::unwritten_output, "unwritten-output", "an output element still holds the runner's NaN poison"},
-    {Check::guard, "guard", "a write before or past the end of a buffer"},
-    {Check::inputs_modified, "inputs-modified", "an input buffer changed during the call"},
-    {Check::determinism, "determinism", "two runs on the same inputs differ, and NONDETERMINISTIC is not declared"},
-    {Check::stale_state, "stale-state", "after new data through the same pointers, the output did not follow the data"},
-    {Check::stream, "stream", "C changed after the runner's stream had finished: work on another stream"},
-    {Check::unsupported_touched_output, "unsupported-touched-output", "NVFP4_UNSUPPORTED returned, but C was written"},
-    {Check::ignored_unsupported, "ignored-unsupported", "a problem outside the declared constraints was not refused"},
-    {Check::refused_supported, "refused-supported", "NVFP4_UNSUPPORTED for a problem inside the declared constraints"},
-    {Check::kernel_error, "kernel-error", "NVFP4_ERROR, or a return code that is no NVFP4_* code"},
-    {Check::exception, "exception", "the kernel threw an exception (C++ or Python)"},
-    {Check::cuda_error, "cuda-error", "a CUDA error during or after the call"},
-    {Check::timeout, "timeout", "a call did not finish within the watchdog's time"},
-    {Check::crash, "crash", "the kernel's process died"},
-    {Check::protocol, "protocol", "the kernel's process sent the runner something it did not ask for"},
+#define NVFP4_CHECK_ENTRY(id, name, blames, meaning) {name, blames, meaning},
+    NVFP4_CHECKS(NVFP4_CHECK_ENTRY)
+#undef NVFP4_CHECK_ENTRY
 };
 
-const CheckEntry& entry(Check c) {
-  for (const CheckEntry& e : kEntries)
-    if (e.check == c) return e;
-  return kEntries[0];
-}
+using CheckFunction = std::optional<Finding> (*)(const CallContext&);
+constexpr CheckFunction kFunctions[] = {
+#define NVFP4_CHECK_POINTER(id, name, blames, meaning) &check_##id,
+    NVFP4_CHECKS(NVFP4_CHECK_POINTER)
+#undef NVFP4_CHECK_POINTER
+};
+
+const CheckEntry& entry(Check c) { return kEntries[static_cast<size_t>(c)]; }
 
 std::string element_text(const Problem& p, int64_t e, uint16_t expected, uint16_t actual) {
   return fmt::format("{}: expected {}, actual {}", position_text(p, e), fp16_text(expected), fp16_text(actual));
+}
+
+bool returned(const CallContext& x) { return x.observation->end == CallObservation::End::returned; }
+
+bool has_padding(const Problem& p) {
+  return p.sf_layout == SfLayout::permuted && (p.m % 128 != 0 || p.n % 128 != 0 || p.kb() % 4 != 0);
+}
+
+std::optional<Finding> ended(const CallContext& x, CallObservation::End end, Check check, const std::string& lead = "") {
+  if (x.observation->end != end) return std::nullopt;
+  return Finding{check, lead + x.observation->error};
+}
+
+// An element still holding the poison where the reference wants a number (or, for run 2, one
+// that held each run's poison: unwritten even where NaN is the right answer).
+std::optional<Finding> unwritten(const CallContext& x) {
+  const std::vector<uint16_t>& c = x.observation->c;
+  const std::vector<uint16_t>* other = x.call == CaseCall::run2 && x.run1 ? &x.run1->c : nullptr;
+  for (size_t e = 0; e < c.size(); ++e) {
+    if (c[e] != x.poison) continue;
+    if (x.reference->elems[e].nan && !(other && (*other)[e] == kPoison1)) continue;
+    return Finding{Check::unwritten_output,
+                   "left output elements unwritten (still the runner's NaN poison); the first " +
+                       element_text(*x.problem, static_cast<int64_t>(e), x.reference->c[e], c[e])};
+  }
+  return std::nullopt;
+}
+
+std::optional<Finding> oracle_finding(const CallContext& x) {
+  const OracleSummary& s = judged(x);
+  if (!s.any_failure()) return std::nullopt;
+  Finding f{Check::oracle, oracle_text(s, *x.policy), "",
+            accumulation_hint(*x.problem, *x.reference, x.observation->c, *x.policy)};
+  if (!f.hint.empty()) f.message += ". " + f.hint;
+  return f;
+}
+
+// f (an oracle finding) under another check, with what leads up to it.
+Finding blamed(Check check, const std::string& context, Finding f) {
+  return Finding{check, context + ": " + f.message, context, f.hint};
 }
 
 }  // namespace
 
 const char* check_name(Check c) { return entry(c).name; }
 const char* check_meaning(Check c) { return entry(c).meaning; }
+bool blames_elements(Check c) { return entry(c).blames_elements; }
 
 std::optional<Check> check_from_name(std::string_view name) {
-  for (const CheckEntry& e : kEntries)
-    if (name == e.name) return e.check;
+  for (Check c : kAllChecks)
+    if (name == check_name(c)) return c;
   return std::nullopt;
 }
 
-bool blames_elements(Check c) {
-  return c == Check::oracle || c == Check::nan_padding || c == Check::stale_state;
+const char* to_string(CaseCall call) {
+  switch (call) {
+    case CaseCall::none: return "";
+    case CaseCall::start: return "start";
+    case CaseCall::unsupported: return "unsupported";
+    case CaseCall::run1: return "run 1";
+    case CaseCall::run2: return "run 2";
+    case CaseCall::stale: return "stale";
+  }
+  return "?";
+}
+
+const OracleSummary& judged(const CallContext& x) {
+  if (!x.judgement->done) {
+    x.judgement->summary = judge(*x.problem, *x.reference, x.observation->c.data(), *x.policy);
+    x.judgement->done = true;
+  }
+  return x.judgement->summary;
+}
+
+std::optional<Finding> first_finding(const CallContext& x) {
+  for (CheckFunction f : kFunctions)
+    if (std::optional<Finding> found = f(x)) return found;
+  return std::nullopt;
 }
 
 // The shortest decimal that reads back to the same double (every FP16 value is one), so the text
@@ -68,93 +120,132 @@ std::string position_text(const Problem& p, int64_t e) {
 }
 
 std::string expect_mismatch(const Problem& p, const std::vector<uint16_t>& reference) {
-  if (!p.expect || *p.expect == reference) return "";
+  if (!p.expect) return "";
   const std::vector<uint16_t>& e = *p.expect;
-  size_t x = 0;
-  while (e[x] == reference[x]) ++x;
-  return fmt::format("the expect line disagrees with the exact reference at {}: expect {}, reference {}",
-                     position_text(p, static_cast<int64_t>(x)), fp16_text(e[x]), fp16_text(reference[x]));
-}
-
-std::optional<Finding> check_call_completed(const CallObservation& o) {
-  using End = CallObservation::End;
-  switch (o.end) {
-    case End::returned:
-      return std::nullopt;
-    case End::exception:
-      return Finding{Check::exception, "the kernel threw: " + o.error};
-    case End::device_error:
-      return Finding{o.device_check == "timeout" ? Check::timeout : Check::cuda_error, o.error};
-    case End::crash:
-      return Finding{Check::crash, o.error};
-    case End::timeout:
-      return Finding{Check::timeout, o.error};
-    case End::protocol:
-      return Finding{Check::protocol, o.error};
-    case End::input_fault:
-      return Finding{Check::inputs_modified, o.error};
+  for (size_t x = 0; x < e.size() && x < reference.size(); ++x) {
+    if (fp16_same_result(e[x], reference[x])) continue;
+    return fmt::format("the expect line disagrees with the exact reference at {}: expect {}, reference {}",
+                       position_text(p, static_cast<int64_t>(x)), fp16_text(e[x]), fp16_text(reference[x]));
   }
-  return Finding{Check::crash, "unknown end of a call"};
+  if (e.size() != reference.size())
+    return fmt::format("the expect line has {} words, the reference {}", e.size(), reference.size());
+  return "";
 }
 
-std::optional<Finding> check_return_code(const CallObservation& o, int expected_rc) {
-  if (o.rc == expected_rc) return std::nullopt;
-  if (expected_rc == NVFP4_UNSUPPORTED)
-    return Finding{Check::ignored_unsupported,
-                   fmt::format("returned {} for a problem outside its declared constraints; it must return "
-                               "NVFP4_UNSUPPORTED (1) and touch nothing", o.rc)};
-  if (o.rc == NVFP4_UNSUPPORTED)
-    return Finding{Check::refused_supported, "returned NVFP4_UNSUPPORTED for a problem inside its declared constraints"};
+// ---- How the call ended --------------------------------------------------------------------
+
+std::optional<Finding> check_crash(const CallContext& x) {
+  return ended(x, CallObservation::End::crash, Check::crash);
+}
+
+std::optional<Finding> check_timeout(const CallContext& x) {
+  if (auto f = ended(x, CallObservation::End::timeout, Check::timeout)) return f;
+  return ended(x, CallObservation::End::device_hang, Check::timeout);
+}
+
+std::optional<Finding> check_protocol(const CallContext& x) {
+  return ended(x, CallObservation::End::protocol, Check::protocol);
+}
+
+std::optional<Finding> check_exception(const CallContext& x) {
+  return ended(x, CallObservation::End::exception, Check::exception, "the kernel threw: ");
+}
+
+std::optional<Finding> check_cuda_error(const CallContext& x) {
+  return ended(x, CallObservation::End::cuda_error, Check::cuda_error);
+}
+
+// ---- What it returned and what it touched besides C -------------------------------------------
+
+std::optional<Finding> check_ignored_unsupported(const CallContext& x) {
+  const int rc = x.observation->rc;
+  if (!returned(x) || x.expected_rc != NVFP4_UNSUPPORTED || rc == NVFP4_UNSUPPORTED) return std::nullopt;
+  return Finding{Check::ignored_unsupported,
+                 fmt::format("returned {} for a problem outside its declared constraints; it must return "
+                             "NVFP4_UNSUPPORTED (1) and touch nothing", rc)};
+}
+
+std::optional<Finding> check_refused_supported(const CallContext& x) {
+  if (!returned(x) || x.expected_rc == NVFP4_UNSUPPORTED || x.observation->rc != NVFP4_UNSUPPORTED)
+    return std::nullopt;
+  return Finding{Check::refused_supported, "returned NVFP4_UNSUPPORTED for a problem inside its declared constraints"};
+}
+
+std::optional<Finding> check_kernel_error(const CallContext& x) {
+  const int rc = x.observation->rc;
+  if (!returned(x) || rc == x.expected_rc || rc == NVFP4_UNSUPPORTED || x.expected_rc == NVFP4_UNSUPPORTED)
+    return std::nullopt;
   return Finding{Check::kernel_error,
-                 fmt::format("returned {} ({})", o.rc, o.rc == NVFP4_ERROR ? "NVFP4_ERROR" : "not an NVFP4_* code")};
+                 fmt::format("returned {} ({})", rc, rc == NVFP4_ERROR ? "NVFP4_ERROR" : "not an NVFP4_* code")};
 }
 
-std::optional<Finding> check_guards(const CallObservation& o) {
-  if (o.guards.empty()) return std::nullopt;
+std::optional<Finding> check_guard(const CallContext& x) {
+  const CallObservation& o = *x.observation;
+  if (!returned(x) || o.guards.empty()) return std::nullopt;
   return Finding{Check::guard, "wrote out of bounds: " + o.guards.front().damage.describe(o.guards.front().buffer)};
 }
 
-std::optional<Finding> check_inputs_unchanged(const CallObservation& o) {
-  if (o.inputs.empty()) return std::nullopt;
-  const InputChange& x = o.inputs.front();
+std::optional<Finding> check_inputs_modified(const CallContext& x) {
+  const CallObservation& o = *x.observation;
+  if (auto f = ended(x, CallObservation::End::input_fault, Check::inputs_modified)) return f;
+  if (!returned(x) || o.inputs.empty()) return std::nullopt;
+  const InputChange& c = o.inputs.front();
   return Finding{Check::inputs_modified,
                  fmt::format("changed its input {}: {} byte(s) differ, the first at offset {} (was 0x{:02x}, now "
-                             "0x{:02x})", x.buffer, x.count, x.first, x.was, x.now)};
+                             "0x{:02x})", c.buffer, c.count, c.first, c.was, c.now)};
 }
 
-std::optional<Finding> check_stream(const CallObservation& o) {
-  if (o.c_later == o.c) return std::nullopt;
+std::optional<Finding> check_stream(const CallContext& x) {
+  const CallObservation& o = *x.observation;
+  if (!returned(x) || o.c_later == o.c) return std::nullopt;
   return Finding{Check::stream,
                  "C changed after the runner's stream had finished: the kernel does work on a stream other than "
                  "problem.stream (the legacy default stream, or its own)"};
 }
 
-std::optional<Finding> check_unwritten(const Problem& p, const ExactResult& ref, const std::vector<uint16_t>& c,
-                                       uint16_t poison, const std::vector<uint16_t>* other_c, uint16_t other_poison) {
-  for (size_t e = 0; e < c.size(); ++e) {
-    if (c[e] != poison) continue;
-    const bool unwritten = !ref.elems[e].nan || (other_c && (*other_c)[e] == other_poison);
-    if (!unwritten) continue;
-    return Finding{Check::unwritten_output,
-                   "left output elements unwritten (still the runner's NaN poison); the first " +
-                       element_text(p, static_cast<int64_t>(e), ref.c[e], c[e])};
-  }
-  return std::nullopt;
-}
+// ---- C ---------------------------------------------------------------------------------------
 
-std::optional<Finding> check_untouched(const Problem& p, const std::vector<uint16_t>& c, uint16_t poison,
-                                       const std::string& why) {
+std::optional<Finding> check_unsupported_touched_output(const CallContext& x) {
+  if (x.call != CaseCall::unsupported) return std::nullopt;
+  const std::vector<uint16_t>& c = x.observation->c;
   for (size_t e = 0; e < c.size(); ++e) {
-    if (c[e] == poison) continue;
+    if (c[e] == x.poison) continue;
     return Finding{Check::unsupported_touched_output,
-                   fmt::format("returned NVFP4_UNSUPPORTED ({}) but wrote C at {}: {}", why,
-                               position_text(p, static_cast<int64_t>(e)), fp16_text(c[e]))};
+                   fmt::format("returned NVFP4_UNSUPPORTED ({}) but wrote C at {}: {}", x.unsupported_why,
+                               position_text(*x.problem, static_cast<int64_t>(e)), fp16_text(c[e]))};
   }
   return std::nullopt;
 }
 
-std::optional<Finding> check_deterministic(const Problem& p, const std::vector<uint16_t>& run1,
-                                           const std::vector<uint16_t>& run2) {
+std::optional<Finding> check_unwritten_output(const CallContext& x) {
+  if (x.call != CaseCall::run1 && x.call != CaseCall::run2) return std::nullopt;
+  return unwritten(x);
+}
+
+// Run 1 only: when the output fails the oracle, does it depend on the padding cells? Run again
+// with zero padding: right then, the NaN scales in the padding are to blame.
+std::optional<Finding> check_nan_padding(const CallContext& x) {
+  if (x.call != CaseCall::run1 || !has_padding(*x.problem) || !x.rerun_zero_padding) return std::nullopt;
+  std::optional<Finding> oracle = oracle_finding(x);
+  if (!oracle) return std::nullopt;
+  const std::optional<std::vector<uint16_t>> zero = x.rerun_zero_padding();
+  if (!zero || judge(*x.problem, *x.reference, zero->data(), *x.policy).any_failure()) return std::nullopt;
+  return blamed(Check::nan_padding,
+                 "the output depends on the permuted layout's padding cells (the runner fills them with NaN scales; "
+                 "with zero padding the output is right)",
+                 std::move(*oracle));
+}
+
+std::optional<Finding> check_oracle(const CallContext& x) {
+  // A deterministic kernel's run 2 is judged by matching run 1 bit for bit.
+  if (x.call != CaseCall::run1 && !(x.call == CaseCall::run2 && x.nondeterministic)) return std::nullopt;
+  return oracle_finding(x);
+}
+
+std::optional<Finding> check_determinism(const CallContext& x) {
+  if (x.call != CaseCall::run2 || x.nondeterministic || !x.run1) return std::nullopt;
+  const std::vector<uint16_t>& run1 = x.run1->c;
+  const std::vector<uint16_t>& run2 = x.observation->c;
   int64_t differing = 0, first = -1;
   for (size_t e = 0; e < run1.size(); ++e)
     if (run1[e] != run2[e] && differing++ == 0) first = static_cast<int64_t>(e);
@@ -162,13 +253,24 @@ std::optional<Finding> check_deterministic(const Problem& p, const std::vector<u
   return Finding{Check::determinism,
                  fmt::format("two runs on the same inputs differ in {} element(s) and the kernel does not declare "
                              "NVFP4_FLAG_NONDETERMINISTIC; the first {}: run 1 {}, run 2 {}",
-                             differing, position_text(p, first), fp16_text(run1[first]), fp16_text(run2[first]))};
+                             differing, position_text(*x.problem, first), fp16_text(run1[first]), fp16_text(run2[first]))};
 }
 
-std::string oracle_text(const Problem& p, const ExactResult& ref, const std::vector<uint16_t>& c,
-                        const OracleSummary& s, const Policy& policy) {
+std::optional<Finding> check_stale_state(const CallContext& x) {
+  if (x.call != CaseCall::stale) return std::nullopt;
+  if (std::optional<Finding> f = unwritten(x))
+    return Finding{Check::stale_state, "after new input data in the same buffers, " + f->message};
+  if (std::optional<Finding> f = oracle_finding(x))
+    return blamed(Check::stale_state,
+                  "after new input data was written to the same buffers (same pointers, same shape), the output "
+                  "does not match the new data (does the kernel cache results or decoded inputs by pointer?)",
+                  std::move(*f));
+  return std::nullopt;
+}
+
+std::string oracle_text(const OracleSummary& s, const Policy& policy) {
   const ElementVerdict& v = s.first;
-  std::string text = fmt::format(
+  return fmt::format(
       "{} of {} outputs are wrong under policy {}; the first (b={}, i={}, j={}): expected {}, actual {}; error "
       "{:.4g} ulps, {:.4g} x the allowed bound {:.4g}{}",
       s.failing, s.elements, policy.name(), s.first_b, s.first_i, s.first_j, fp16_text(v.expected_bits),
@@ -176,24 +278,18 @@ std::string oracle_text(const Problem& p, const ExactResult& ref, const std::vec
       v.exact_regime ? " (exact regime: only the bit-exact RN16 result is right; the bound shown is its own half-ulp "
                        "rounding)"
                      : "");
-  // SPEC section 3: a kernel judged as adding in IEEE FP32 that fails only by what matrix units
-  // may lose is told so, with the flag that declares it.
-  const Policy as_mma = policy.with_accumulation(Accumulation::matrix_unit);
-  if (policy.models_accumulation() && policy.accumulation == Accumulation::ieee_fp32 &&
-      !judge(p, ref, c.data(), as_mma).any_failure())
-    text += fmt::format(
-        ". Every output is within what the matrix-unit accumulation model ({}: exact below 2^{} g, t' = {}t) "
-        "allows: if the kernel adds on tensor cores, it should declare NVFP4_FLAG_MMA_ACCUMULATE (and keep its "
-        "operands normal: see docs/MATRIX_UNITS.md)",
-        as_mma.name(), as_mma.rule().exact_bits, as_mma.rule().t_factor);
-  return text;
 }
 
-std::optional<Finding> check_oracle(const Problem& p, const ExactResult& ref, const std::vector<uint16_t>& c,
-                                    const Policy& policy, OracleSummary* summary) {
-  *summary = judge(p, ref, c.data(), policy);
-  if (!summary->any_failure()) return std::nullopt;
-  return Finding{Check::oracle, oracle_text(p, ref, c, *summary, policy)};
+std::string accumulation_hint(const Problem& p, const ExactResult& ref, const std::vector<uint16_t>& c,
+                              const Policy& policy) {
+  if (!policy.models_accumulation() || policy.accumulation != Accumulation::ieee_fp32) return "";
+  const Policy as_mma = policy.with_accumulation(Accumulation::matrix_unit);
+  if (judge(p, ref, c.data(), as_mma).any_failure()) return "";
+  return fmt::format(
+      "Every output is within what the matrix-unit accumulation model ({}: exact below 2^{} g, t' = {}t) allows: "
+      "if the kernel adds on tensor cores, it should declare NVFP4_FLAG_MMA_ACCUMULATE (and keep its operands "
+      "normal: see docs/MATRIX_UNITS.md)",
+      as_mma.name(), as_mma.rule().exact_bits, as_mma.rule().t_factor);
 }
 
 }  // namespace nvfp4

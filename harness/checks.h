@@ -1,9 +1,12 @@
-// The checks a case goes through, as one enumerated list: each has a name (what reports and the
-// JSON use), one line saying what it catches, and one function in checks.cc that looks at what a
-// kernel call left behind. Adding a check is one entry here and one function there.
+// The checks a case goes through, as one list: each entry is a check's name (what reports and the
+// JSON use), whether its failure blames output elements, one line saying what it catches, and one
+// function in checks.cc that looks at what a kernel call left behind. The list's order is the
+// order they are applied in; the first finding decides the case. Adding a check is one entry here
+// and one function there.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -16,32 +19,40 @@
 
 namespace nvfp4 {
 
+// X(id, name, blames_elements, meaning)
+#define NVFP4_CHECKS(X)                                                                                              \
+  /* How the call ended. */                                                                                          \
+  X(crash, "crash", false, "the kernel's process died")                                                              \
+  X(timeout, "timeout", false, "a call did not finish within the watchdog's time")                                   \
+  X(protocol, "protocol", false, "the kernel's process sent the runner something it did not ask for")                \
+  X(exception, "exception", false, "the kernel threw an exception (C++ or Python)")                                  \
+  X(cuda_error, "cuda-error", false, "a CUDA error during or after the call")                                        \
+  /* What it returned and what it touched besides C. */                                                              \
+  X(ignored_unsupported, "ignored-unsupported", false, "a problem outside the declared constraints was not refused") \
+  X(refused_supported, "refused-supported", false, "NVFP4_UNSUPPORTED for a problem inside the declared constraints") \
+  X(kernel_error, "kernel-error", false, "NVFP4_ERROR, or a return code that is no NVFP4_* code")                     \
+  X(guard, "guard", false, "a write before or past the end of a buffer")                                             \
+  X(inputs_modified, "inputs-modified", false, "an input buffer changed during the call")                            \
+  X(stream, "stream", false, "C changed after the runner's stream had finished: work on another stream")             \
+  /* C. */                                                                                                           \
+  X(unsupported_touched_output, "unsupported-touched-output", false, "NVFP4_UNSUPPORTED returned, but C was written") \
+  X(unwritten_output, "unwritten-output", false, "an output element still holds the runner's NaN poison")            \
+  X(nan_padding, "nan-padding", true,                                                                                \
+    "the output depends on the permuted layout's padding cells (filled with NaN scales)")                            \
+  X(oracle, "oracle", true, "an output element outside what the oracle accepts (SPEC section 3)")                    \
+  X(determinism, "determinism", false, "two runs on the same inputs differ, and NONDETERMINISTIC is not declared")   \
+  X(stale_state, "stale-state", true, "after new data through the same pointers, the output did not follow the data")
+
 enum class Check : uint8_t {
-  oracle,                      // an output element outside what the oracle accepts
-  nan_padding,                 // the output depends on the permuted layout's padding cells
-  unwritten_output,            // an output element still holds the runner's NaN poison
-  guard,                       // a write before or past a buffer
-  inputs_modified,             // an input buffer changed
-  determinism,                 // two runs on the same inputs differ (and NONDETERMINISTIC is not declared)
-  stale_state,                 // new data through the same pointers, and the output did not follow
-  stream,                      // C changed after the runner's stream had finished
-  unsupported_touched_output,  // NVFP4_UNSUPPORTED returned, but C was written
-  ignored_unsupported,         // a problem outside the declared constraints was computed
-  refused_supported,           // NVFP4_UNSUPPORTED for a problem inside the declared constraints
-  kernel_error,                // NVFP4_ERROR or a code that is no NVFP4_* code
-  exception,                   // the kernel threw (a C++ or a Python exception)
-  cuda_error,                  // a CUDA error, named
-  timeout,                     // a call did not finish within the watchdog's time
-  crash,                       // the kernel's process died
-  protocol,                    // the kernel's process sent the runner something it did not ask for
+#define NVFP4_CHECK_ENUM(id, name, blames, meaning) id,
+  NVFP4_CHECKS(NVFP4_CHECK_ENUM)
+#undef NVFP4_CHECK_ENUM
 };
 
 inline constexpr Check kAllChecks[] = {
-    Check::oracle,          Check::nan_padding,   Check::unwritten_output,           Check::guard,
-    Check::inputs_modified, Check::determinism,   Check::stale_state,                Check::stream,
-    Check::unsupported_touched_output,            Check::ignored_unsupported,        Check::refused_supported,
-    Check::kernel_error,    Check::exception,     Check::cuda_error,                 Check::timeout,
-    Check::crash,           Check::protocol,
+#define NVFP4_CHECK_VALUE(id, name, blames, meaning) Check::id,
+    NVFP4_CHECKS(NVFP4_CHECK_VALUE)
+#undef NVFP4_CHECK_VALUE
 };
 
 // "oracle", "nan-padding", "unwritten-output", ... (stable: reports and scripts use them).
@@ -54,8 +65,14 @@ bool blames_elements(Check c);
 
 // A failed check: which, and one paragraph a person can act on.
 struct Finding {
+  Finding(Check c, std::string m, std::string ctx = "", std::string h = "")
+      : check(c), message(std::move(m)), context(std::move(ctx)), hint(std::move(h)) {}
   Check check;
-  std::string message;
+  std::string message;  // the whole paragraph
+  // For checks that blame elements: what the message says before it names them ("the output
+  // depends on ..."), so a report that prints the element itself need not parse the message.
+  std::string context;
+  std::string hint;     // a likely cause the suite can name (a flag to declare), or ""
 };
 
 // The runner's NaN poisons of C and the E4M3 NaN bytes it puts in padding cells, one per run.
@@ -67,35 +84,58 @@ constexpr uint16_t kPoison2 = 0xFEA7;
 constexpr uint8_t kPad1 = 0x7F;
 constexpr uint8_t kPad2 = 0xFF;
 
-// ---- One function per check ---------------------------------------------------------------
-// Each looks at what calls left behind and returns a Finding when its check fails. They are
-// applied in the order case_check.cc gives; the first finding decides the case.
+// The calls of one case (a call's role decides which checks apply to it).
+enum class CaseCall : uint8_t {
+  none,
+  start,        // the kernel's process could not be started
+  unsupported,  // a problem outside the declared constraints: must come back NVFP4_UNSUPPORTED
+  run1,         // NaN padding kPad1, poison kPoison1
+  run2,         // the other padding and poison: must match run 1 bit for bit
+  stale,        // new data through the same pointers
+};
+const char* to_string(CaseCall call);  // "start", "unsupported", "run 1", "run 2", "stale"
 
-// The call itself: the kernel's process or device failed (crash, timeout, CUDA error,
-// exception, protocol), or the return code is not the one expected.
-std::optional<Finding> check_call_completed(const CallObservation& o);
-std::optional<Finding> check_return_code(const CallObservation& o, int expected_rc);
-std::optional<Finding> check_guards(const CallObservation& o);
-std::optional<Finding> check_inputs_unchanged(const CallObservation& o);
-std::optional<Finding> check_stream(const CallObservation& o);
-// An element still holding `poison` where the reference wants a number (or, with `other`, an
-// element that held each run's poison).
-std::optional<Finding> check_unwritten(const Problem& p, const ExactResult& ref, const std::vector<uint16_t>& c,
-                                       uint16_t poison, const std::vector<uint16_t>* other_c = nullptr,
-                                       uint16_t other_poison = 0);
-std::optional<Finding> check_untouched(const Problem& p, const std::vector<uint16_t>& c, uint16_t poison,
-                                       const std::string& why);
-std::optional<Finding> check_deterministic(const Problem& p, const std::vector<uint16_t>& run1,
-                                           const std::vector<uint16_t>& run2);
-// The oracle (rules 1-4 of SPEC section 3 under `policy`); *summary gets the judgement either way.
-std::optional<Finding> check_oracle(const Problem& p, const ExactResult& ref, const std::vector<uint16_t>& c,
-                                    const Policy& policy, OracleSummary* summary);
+// Everything one check may look at for one call. The check functions take only this, so they
+// share one signature and check_case is a loop over the list.
+struct CallContext {
+  CaseCall call = CaseCall::none;
+  const Problem* problem = nullptr;      // the data this call computed on (the stale data for `stale`)
+  const ExactResult* reference = nullptr;
+  const CallObservation* observation = nullptr;
+  int expected_rc = NVFP4_OK;
+  uint16_t poison = kPoison1;            // what C held before this call
+  const CallObservation* run1 = nullptr;  // run 1's observation, for run 2
+  const Policy* policy = nullptr;
+  bool nondeterministic = false;          // the kernel declares NVFP4_FLAG_NONDETERMINISTIC
+  std::string unsupported_why;            // for `unsupported`: why the problem is outside
+  // Runs the case again with zero padding (nan_padding's second opinion); empty when none can.
+  std::function<std::optional<std::vector<uint16_t>>()> rerun_zero_padding;
+  // The oracle's judgement of this call's output, made once by whichever check needs it first.
+  struct Judgement {
+    bool done = false;
+    OracleSummary summary;
+  };
+  Judgement* judgement = nullptr;
+};
+// x's output judged under x.policy (once; later calls return the same judgement).
+const OracleSummary& judged(const CallContext& x);
+
+// One function per check: a Finding when the check fails for this call, nullopt when it passes
+// or does not apply to this call.
+#define NVFP4_CHECK_FUNCTION(id, name, blames, meaning) std::optional<Finding> check_##id(const CallContext& x);
+NVFP4_CHECKS(NVFP4_CHECK_FUNCTION)
+#undef NVFP4_CHECK_FUNCTION
+
+// The list applied in order to one call: the first finding, else nullopt.
+std::optional<Finding> first_finding(const CallContext& x);
 
 // The oracle's failure in words: how many outputs, the first (b, i, j), expected and actual,
-// error in ulps and against the bound. When the policy assumes IEEE adders and the output would
-// pass the matrix-unit model, says so and names NVFP4_FLAG_MMA_ACCUMULATE.
-std::string oracle_text(const Problem& p, const ExactResult& ref, const std::vector<uint16_t>& c,
-                        const OracleSummary& s, const Policy& policy);
+// error in ulps and against the bound.
+std::string oracle_text(const OracleSummary& s, const Policy& policy);
+// When the policy assumes IEEE adders and every output would pass the matrix-unit model, a
+// sentence saying so that names NVFP4_FLAG_MMA_ACCUMULATE (SPEC section 3); else "".
+std::string accumulation_hint(const Problem& p, const ExactResult& ref, const std::vector<uint16_t>& c,
+                              const Policy& policy);
 
 // "1.5 (0x3e00)": an FP16 value as every message writes it (the shortest decimal of its value, then
 // its bits).
@@ -103,7 +143,7 @@ std::string fp16_text(uint16_t h);
 // "(b=0, i=3, j=1)": output element e of p (C order) as every message names it.
 std::string position_text(const Problem& p, int64_t e);
 // Where p's expect line first disagrees with the reference output, in words; "" when it has none
-// or agrees.
+// or agrees. Any two NaNs agree (SPEC section 3, rule 1: any NaN payload is right).
 std::string expect_mismatch(const Problem& p, const std::vector<uint16_t>& reference);
 
 }  // namespace nvfp4

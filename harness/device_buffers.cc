@@ -203,7 +203,7 @@ std::unique_ptr<KernelMemory> KernelMemory::create(uint32_t memory) {
 #if defined(NVFP4_HAVE_CUDA)
     return make_cuda_memory();
 #else
-    throw DeviceError("cuda-error", "this nvfp4check was built without CUDA (NVFP4_CUDA=OFF)");
+    throw DeviceError(DeviceError::Kind::cuda_error, "this nvfp4check was built without CUDA (NVFP4_CUDA=OFF)");
 #endif
   }
   throw std::invalid_argument(fmt::format("unknown kernel memory kind {}", memory));

@@ -11,16 +11,16 @@
 
 namespace nvfp4 {
 
-// A failure of the memory or the stream rather than of the kernel's arithmetic. check() is the
-// runner's check name: "cuda-error" (named with cudaGetErrorName) or "timeout".
+// A failure of the memory or the stream rather than of the kernel's arithmetic: a CUDA error
+// (named with cudaGetErrorName), or a device that did not finish in time.
 class DeviceError : public std::runtime_error {
  public:
-  DeviceError(std::string check, const std::string& message)
-      : std::runtime_error(message), check_(std::move(check)) {}
-  const std::string& check() const { return check_; }
+  enum class Kind : uint8_t { cuda_error, hang };
+  DeviceError(Kind kind, const std::string& message) : std::runtime_error(message), kind_(kind) {}
+  bool hung() const { return kind_ == Kind::hang; }
 
  private:
-  std::string check_;
+  Kind kind_;
 };
 
 // The repeating byte pattern of a guard region. Scale buffers use NaN scale bytes (0x7F, 0xFF),
@@ -97,7 +97,7 @@ class KernelMemory {
   virtual void release_stream() {}
   // CUDA: picks up launch errors of the kernel call (cudaGetLastError). Throws DeviceError.
   virtual void after_call() {}
-  // Waits for the stream, or throws DeviceError("timeout") after timeout_s.
+  // Waits for the stream, or throws DeviceError (Kind::hang) after timeout_s.
   virtual void synchronize(double timeout_s) = 0;
   // CUDA: waits for the whole device and names any error, so work a kernel left on another
   // stream is finished (and its errors seen) before buffers are read again or freed.

@@ -27,7 +27,7 @@ bool g_device_unusable = false;
 
 [[noreturn]] void throw_cuda(cudaError_t e, const std::string& what) {
   g_device_unusable = true;
-  throw DeviceError("cuda-error",
+  throw DeviceError(DeviceError::Kind::cuda_error,
                     fmt::format("{}: {} ({})", what, cudaGetErrorName(e), cudaGetErrorString(e)));
 }
 
@@ -45,7 +45,7 @@ void wait_stream(cudaStream_t stream, double timeout_s) {
     if (e != cudaErrorNotReady) throw_cuda(e, "while waiting for the kernel's work on the runner's stream");
     if (Clock::now() > deadline) {
       g_device_unusable = true;
-      throw DeviceError("timeout", fmt::format("the work on the runner's stream did not finish "
+      throw DeviceError(DeviceError::Kind::hang, fmt::format("the work on the runner's stream did not finish "
                                                "within {} s (a hung kernel?)", timeout_s));
     }
     usleep(static_cast<useconds_t>(sleep_us));
@@ -211,7 +211,7 @@ class CudaMemory final : public KernelMemory {
  public:
   CudaMemory() {
     std::string why;
-    if (!cuda_memory_available(&why)) throw DeviceError("cuda-error", why);
+    if (!cuda_memory_available(&why)) throw DeviceError(DeviceError::Kind::cuda_error, why);
     check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking),
                "cudaStreamCreateWithFlags for the runner's stream");
     int device = 0;
@@ -256,7 +256,7 @@ class CudaMemory final : public KernelMemory {
     cudaError_t result = cudaSuccess;
     if (!synchronizer_->synchronize(timeout_s, &result)) {
       g_device_unusable = true;
-      throw DeviceError("timeout", fmt::format("cudaDeviceSynchronize did not return within {} s: "
+      throw DeviceError(DeviceError::Kind::hang, fmt::format("cudaDeviceSynchronize did not return within {} s: "
                                                "work the kernel left on some stream hangs", timeout_s));
     }
     if (result != cudaSuccess) throw_cuda(result, "cudaDeviceSynchronize after the kernel (its work on any stream)");

@@ -10,7 +10,7 @@ std::vector<CallObservation> InProcessExecutor::run_case(const CaseData& data, c
   std::vector<CallObservation> out;
   caller_.begin_case(data);
   for (const PlannedCall& call : plan) {
-    out.push_back(caller_.call(call.spec, call.expected_rc));
+    out.push_back(caller_.call(call.spec));
     if (out.back().end != CallObservation::End::returned) break;
   }
   return out;

@@ -110,11 +110,10 @@ void KernelCaller::begin_case(CaseData data) {
   if (!unusable_) buffers_.reset();
 }
 
-CallObservation KernelCaller::call(const CallSpec& spec, int expected_rc) {
+CallObservation KernelCaller::call(const CallSpec& spec) {
   CallObservation out;
   if (unusable_) {
-    out.end = CallObservation::End::device_error;
-    out.device_check = "cuda-error";
+    out.end = CallObservation::End::cuda_error;
     out.error = "the process's CUDA context was lost by an earlier call";
     out.context_lost = true;
     return out;
@@ -209,8 +208,7 @@ CallObservation KernelCaller::call(const CallSpec& spec, int expected_rc) {
       out.inputs.push_back(change);
     }
   } catch (const DeviceError& e) {
-    out.end = CallObservation::End::device_error;
-    out.device_check = e.check();
+    out.end = e.hung() ? CallObservation::End::device_hang : CallObservation::End::cuda_error;
     out.error = e.what();
     out.context_lost = kernel_.is_cuda();
     unusable_ = out.context_lost;

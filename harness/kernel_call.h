@@ -54,7 +54,8 @@ struct CallObservation {
   enum class End : uint8_t {
     returned,      // the kernel returned and everything was read back
     exception,     // the kernel threw
-    device_error,  // a CUDA error or a hung device (device_check says which)
+    cuda_error,    // a CUDA error (named)
+    device_hang,   // the device did not finish the call's work within the watchdog's time
     crash,         // the process died during the call (set by the parent)
     timeout,       // the watchdog ran out during the call (set by the parent)
     protocol,      // the process sent the parent garbage (set by the parent)
@@ -63,7 +64,6 @@ struct CallObservation {
   End end = End::returned;
   int rc = 0;
   std::string error;         // what went wrong when end != returned
-  std::string device_check;  // "cuda-error" or "timeout" for End::device_error
   std::vector<uint16_t> c;        // C once the runner's stream was done
   std::vector<uint16_t> c_later;  // C once the whole device was done (== c for host kernels)
   std::vector<GuardReport> guards;   // damaged guard regions only
@@ -85,7 +85,7 @@ class KernelCaller {
   // Uploads (the problem's or the stale data, with spec's padding and poison), calls, waits,
   // reads back. Never throws for what the kernel does: a CUDA error, a hang of the device or an
   // exception of the kernel comes back as an observation.
-  CallObservation call(const CallSpec& spec, int expected_rc);
+  CallObservation call(const CallSpec& spec);
   // The process's CUDA context is gone (after a device error): no more calls here.
   bool unusable() const { return unusable_; }
 

@@ -26,17 +26,41 @@ nlohmann::json number(double v) {
 
 }  // namespace
 
+const char* to_string(KernelVerdict v) {
+  switch (v) {
+    case KernelVerdict::pass: return "pass";
+    case KernelVerdict::fail: return "fail";
+    case KernelVerdict::skipped: return "skipped";
+  }
+  return "?";
+}
+
+std::string shell_quote(const std::string& word) {
+  const bool plain = !word.empty() && word.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                                            "0123456789_-+=/.,:@%") == std::string::npos;
+  if (plain) return word;
+  std::string q = "'";
+  for (char ch : word) q += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+  return q + "'";
+}
+
+std::string reproduce_command(const std::string& case_file, const KernelArgs& kernel_args) {
+  std::string t = "nvfp4check replay " + shell_quote(case_file);
+  for (const std::string& a : kernel_args) t += " " + shell_quote(a);
+  return t;
+}
+
 void KernelReport::add_time(const std::string& step, double sec) {
-  for (auto& [name, total] : stage_seconds)
+  for (auto& [name, total] : step_seconds)
     if (name == step) {
       total += sec;
       return;
     }
-  stage_seconds.emplace_back(step, sec);
+  step_seconds.emplace_back(step, sec);
 }
 
 void add_outcome(KernelReport& k, const CaseOutcome& r, int64_t case_index, const std::string& text,
-                 const std::string& error_map) {
+                 const std::string& error_map, const std::string& reproduce) {
   k.add_time("reference", r.times.reference);
   k.add_time("save", r.times.save);
   k.add_time("kernel", r.times.kernel);
@@ -54,15 +78,17 @@ void add_outcome(KernelReport& k, const CaseOutcome& r, int64_t case_index, cons
   k.max_error_over_bound = std::max(k.max_error_over_bound, r.summary.max_error_over_bound);
   if (r.verdict != CaseOutcome::Verdict::fail) return;
   ++k.failed_cases;
-  k.verdict = "fail";
+  k.verdict = KernelVerdict::fail;
   if (k.failure) return;
   FailureRecord rec;
   rec.check = r.finding->check;
   rec.message = r.finding->message;
+  rec.hint = r.finding->hint;
+  rec.reproduce = reproduce;
   rec.case_file = r.case_file;
   rec.error_map = error_map;
   rec.text = text;
-  rec.stage = r.stage;
+  rec.call = r.call;
   rec.case_index = case_index;
   if (blames_elements(rec.check) && r.summary.any_failure()) {
     const OracleSummary& s = r.summary;
@@ -80,15 +106,15 @@ void add_outcome(KernelReport& k, const CaseOutcome& r, int64_t case_index, cons
 }
 
 void finish_report(KernelReport& k) {
-  if (k.verdict == "pass" && k.cases == 0) {
-    k.verdict = "skipped";
+  if (k.verdict == KernelVerdict::pass && k.cases == 0) {
+    k.verdict = KernelVerdict::skipped;
     if (k.skip_reason.empty())
       k.skip_reason = k.skipped_cases > 0 ? "no case applied: " + k.first_skip : "no case was checked";
   }
 }
 
 std::string failure_text(const std::string& kernel, std::optional<uint64_t> seed, const CaseOutcome& r,
-                         const std::string& error_map) {
+                         const std::string& error_map, const std::string& reproduce) {
   const Problem& p = r.problem;
   const Check check = r.finding->check;
   const bool element = blames_elements(check) && r.summary.any_failure();
@@ -97,7 +123,7 @@ std::string failure_text(const std::string& kernel, std::optional<uint64_t> seed
   t += "\n";
   t += fmt::format("  case: {} m={} n={} k={} l={}, {} scales, {}, alpha={}, policy {}\n", to_string(p.op), p.m, p.n,
                    p.k, p.l, to_string(p.sf_layout), to_string(p.semantics), p.alpha, r.policy.name());
-  if (!r.stage.empty()) t += fmt::format("  during: {}\n", r.stage);
+  if (r.call != CaseCall::none) t += fmt::format("  during: {}\n", to_string(r.call));
   if (element) {
     const OracleSummary& s = r.summary;
     t += fmt::format("  first bad element (b={}, i={}, j={}): expected {}, actual {}\n", s.first_b, s.first_i,
@@ -106,17 +132,11 @@ std::string failure_text(const std::string& kernel, std::optional<uint64_t> seed
                      s.first.error_ulps, s.first.error_over_bound, s.first.bound, s.failing, s.elements);
   }
   // The element and its error are printed above; of the message keep what leads up to them.
-  std::string lead = r.finding->message;
-  if (element) {
-    const size_t at = lead.find(fmt::format("{} of {} outputs are wrong", r.summary.failing, r.summary.elements));
-    if (at != std::string::npos) lead = lead.substr(0, at);
-    while (!lead.empty() && (lead.back() == ' ' || lead.back() == ':')) lead.pop_back();
-  }
+  const std::string& lead = element ? r.finding->context : r.finding->message;
   if (!lead.empty()) t += "  " + lead + "\n";
-  if (!r.case_file.empty()) {
-    t += "  case file: " + r.case_file + "\n";
-    t += fmt::format("  reproduce: nvfp4check replay {} --kernel {}\n", r.case_file, kernel);
-  }
+  if (!r.finding->hint.empty()) t += "  likely cause: " + r.finding->hint + "\n";
+  if (!r.case_file.empty()) t += "  case file: " + r.case_file + "\n";
+  if (!r.case_file.empty() && !reproduce.empty()) t += "  reproduce: " + reproduce + "\n";
   if (!error_map.empty()) t += "  error map: " + error_map + "\n";
   return t;
 }
@@ -130,7 +150,7 @@ nlohmann::json report_json(std::optional<uint64_t> seed, const std::vector<Kerne
   for (const KernelReport& k : kernels) {
     nlohmann::json e = {{"name", k.name},
                         {"origin", k.origin},
-                        {"verdict", k.verdict},
+                        {"verdict", to_string(k.verdict)},
                         {"cases", k.cases},
                         {"unsupported_cases", k.unsupported_cases},
                         {"skipped_cases", k.skipped_cases},
@@ -148,21 +168,26 @@ nlohmann::json report_json(std::optional<uint64_t> seed, const std::vector<Kerne
       nlohmann::json d = {{"cases", k.drawn.cases},   {"tile_edge", k.drawn.tile_edge}, {"batched", k.drawn.batched},
                           {"k_tail", k.drawn.k_tail}, {"padded", k.drawn.padded}};
       d["by_kind"] = k.drawn.by_kind;
+      d["by_data"] = k.drawn.by_data;
+      d["by_op"] = k.drawn.by_op;
+      d["by_op_data"] = k.drawn.by_op_data;
       d["by_scales"] = k.drawn.by_scales;
       d["by_values"] = k.drawn.by_values;
       e["drawn"] = d;
     }
-    if (!k.stage_seconds.empty()) {
-      nlohmann::json stages = nlohmann::json::object();
-      for (const auto& [name, sec] : k.stage_seconds) stages[name] = sec;
-      e["stage_seconds"] = stages;
+    if (!k.step_seconds.empty()) {
+      nlohmann::json steps = nlohmann::json::object();
+      for (const auto& [name, sec] : k.step_seconds) steps[name] = sec;
+      e["step_seconds"] = steps;
     }
     if (!k.skip_reason.empty()) e["skip_reason"] = k.skip_reason;
     if (k.skipped_cases > 0) e["first_skip"] = k.first_skip;
     if (k.failure) {
       const FailureRecord& f = *k.failure;
       nlohmann::json fj = {{"check", check_name(f.check)}, {"case_file", f.case_file}, {"message", f.message},
-                           {"stage", f.stage},         {"case_index", f.case_index}};
+                           {"call", to_string(f.call)},  {"case_index", f.case_index}};
+      if (!f.hint.empty()) fj["hint"] = f.hint;
+      if (!f.reproduce.empty()) fj["reproduce"] = f.reproduce;
       if (!f.error_map.empty()) fj["error_map"] = f.error_map;
       if (f.has_element)
         fj["element"] = {{"b", f.b},
@@ -203,22 +228,22 @@ std::string summary_table(const std::vector<KernelReport>& kernels) {
   std::string t = fmt::format("{:<{}}  {:>7}  {:<7}  {:<26}  {:>9}  {:>11}  {:>6}\n", "kernel", w, "cases", "verdict",
                               "failing check", "max ulps", "max err/bnd", "exact");
   for (const KernelReport& k : kernels) {
-    std::string check = k.failure ? check_name(k.failure->check) : (k.verdict == "skipped" ? "-" : "");
+    std::string check = k.failure ? check_name(k.failure->check) : (k.verdict == KernelVerdict::skipped ? "-" : "");
     if (check.size() > 26) check = check.substr(0, 26);
     const std::string exact =
         k.elements ? fmt::format("{:.1f}%", 100.0 * double(k.exact_elements) / double(k.elements)) : "-";
-    t += fmt::format("{:<{}}  {:>7}  {:<7}  {:<26}  {:>9.3g}  {:>11.3g}  {:>6}\n", k.name, w, k.cases, k.verdict, check,
+    t += fmt::format("{:<{}}  {:>7}  {:<7}  {:<26}  {:>9.3g}  {:>11.3g}  {:>6}\n", k.name, w, k.cases, to_string(k.verdict), check,
                      k.max_error_ulps, k.max_error_over_bound, exact);
-    if (k.verdict == "skipped" && !k.skip_reason.empty()) t += fmt::format("{:<{}}    skipped: {}\n", "", w, k.skip_reason);
+    if (k.verdict == KernelVerdict::skipped && !k.skip_reason.empty()) t += fmt::format("{:<{}}    skipped: {}\n", "", w, k.skip_reason);
     if (k.skipped_cases > 0)
       t += fmt::format("{:<{}}    {} more case(s) did not apply, e.g.: {}\n", "", w, k.skipped_cases, k.first_skip);
   }
   return t;
 }
 
-std::string stage_text(const KernelReport& report) {
+std::string step_text(const KernelReport& report) {
   std::string t;
-  for (const auto& [name, sec] : report.stage_seconds) t += fmt::format("{}{} {:.2f} s", t.empty() ? "" : ", ", name, sec);
+  for (const auto& [name, sec] : report.step_seconds) t += fmt::format("{}{} {:.2f} s", t.empty() ? "" : ", ", name, sec);
   return t;
 }
 

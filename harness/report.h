@@ -1,6 +1,6 @@
-// What `run` and `replay` tell people and scripts: per-case results as JSON lines (the worker
-// protocol), the per-kernel summary, the JSON report of SPEC.md section 6, failure text and the
-// PNG error map of a failing output.
+// What `run` and `replay` tell people and scripts, built from typed outcomes: the per-kernel
+// report, the JSON report of SPEC.md section 6, the summary table, failure text with the command
+// that reproduces it, and the PNG error map of a failing output.
 #pragma once
 
 #include <cstdint>
@@ -15,10 +15,22 @@
 
 namespace nvfp4 {
 
+enum class KernelVerdict : uint8_t { pass, fail, skipped };
+const char* to_string(KernelVerdict v);  // "pass", "fail", "skipped" (SPEC section 6)
+
+// How to name a kernel on nvfp4check's command line so that `replay` reaches it again: the
+// arguments after `nvfp4check replay CASE` (`--kernel NAME`, with `--plugin PATH` for a plugin's,
+// or `--python FILE:FN --format F` and the declarations for a Python function).
+using KernelArgs = std::vector<std::string>;
+// "nvfp4check replay CASE ARGS...", each word quoted for a POSIX shell where it needs to be.
+std::string reproduce_command(const std::string& case_file, const KernelArgs& kernel_args);
+std::string shell_quote(const std::string& word);
+
 // The first failure of a kernel, as reported.
 struct FailureRecord {
   Check check = Check::oracle;
-  std::string message, case_file, error_map, text, stage;
+  std::string message, hint, case_file, error_map, text, reproduce;
+  CaseCall call = CaseCall::none;
   int64_t case_index = -1;   // in the schedule (run), or the input's position (replay)
   bool has_element = false;  // an output element is to blame (oracle-like checks)
   int64_t b = -1, i = -1, j = -1;
@@ -29,7 +41,7 @@ struct FailureRecord {
 // Everything one kernel's cases added up to.
 struct KernelReport {
   std::string name, origin;
-  std::string verdict = "pass";  // "pass" | "fail" | "skipped"
+  KernelVerdict verdict = KernelVerdict::pass;
   std::string skip_reason;
   uint32_t flags = 0;             // the kernel's declared flags
   std::string policy;             // the policy its outputs were judged with
@@ -44,7 +56,7 @@ struct KernelReport {
   int64_t workers = 0;            // kernel processes started (a crash or timeout costs one)
   // Time by step, summed over cases and lanes: "reference", "save", "kernel", "judge",
   // "generate", "report" (the parent's side), in the order they first occurred.
-  std::vector<std::pair<std::string, double>> stage_seconds;
+  std::vector<std::pair<std::string, double>> step_seconds;
   ScheduleStats drawn;            // what the schedule drew (run)
   std::optional<FailureRecord> failure;  // the first one
   void add_time(const std::string& step, double seconds);
@@ -53,17 +65,18 @@ struct KernelReport {
 // Adds one case's outcome to a kernel's totals (the first failure is kept, with `text` and
 // `error_map` as rendered for it).
 void add_outcome(KernelReport& report, const CaseOutcome& outcome, int64_t case_index, const std::string& text,
-                 const std::string& error_map);
+                 const std::string& error_map, const std::string& reproduce = "");
 // A kernel with no case checked and no failure is "skipped", never "pass".
 void finish_report(KernelReport& report);
 
-// "reference 1.2 s, run 1 0.3 s, ..." for a report's stage_seconds.
-std::string stage_text(const KernelReport& report);
+// "reference 1.2 s, kernel 0.3 s, ..." for a report's step_seconds.
+std::string step_text(const KernelReport& report);
 
 // A failure as people read it: kernel, seed, check, first bad (b, i, j) with expected and actual
-// (value and hex), error in ulps and against the bound, saved case, error map, replay command.
+// (value and hex), error in ulps and against the bound, a likely cause, saved case, error map,
+// and `reproduce` (the command that replays it) when there is one.
 std::string failure_text(const std::string& kernel, std::optional<uint64_t> seed, const CaseOutcome& r,
-                         const std::string& error_map);
+                         const std::string& error_map, const std::string& reproduce);
 
 // The JSON report: {"seed": S, "kernels": [{"name", "verdict", "cases", "failure": {...}}, ...]}.
 nlohmann::json report_json(std::optional<uint64_t> seed, const std::vector<KernelReport>& kernels,

@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <future>
+#include <limits>
+#include <map>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -24,115 +26,68 @@ using Clock = std::chrono::steady_clock;
 
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-// Progress on stderr: a bar redrawn in place on a terminal, otherwise one line per kernel.
-class Progress {
- public:
-  Progress(bool bar, size_t kernels) : bar_(bar), kernels_(kernels) {}
-
-  void start_kernel(size_t index, const std::string& name, double budget_s, int64_t planned) {
-    index_ = index;
-    name_ = name;
-    budget_s_ = budget_s;
-    planned_ = planned;
-    cases_ = failed_ = 0;
-    started_ = Clock::now();
-    if (!bar_) {
-      const std::string plan = budget_s > 0 ? fmt::format(" (about {:.0f} s)", budget_s)
-                               : planned > 0 ? fmt::format(" ({} cases)", planned)
-                                             : "";
-      fmt::print(stderr, "[{}/{}] {}{}\n", index + 1, kernels_, name, plan);
-    }
-    draw();
-  }
-
-  void case_done(bool failed) {
-    ++cases_;
-    failed_ += failed;
-    // Fast kernels finish hundreds of cases a second: redraw at most ten times a second.
-    if (failed || Clock::now() - last_draw_ > std::chrono::milliseconds(100)) draw();
-  }
-
-  void end_kernel(const KernelReport& r) {
-    if (bar_) {
-      clear();
-    } else {
-      fmt::print(stderr, "[{}/{}] {}: {}, {} cases in {:.1f} s{}\n", index_ + 1, kernels_, r.name, r.verdict, r.cases,
-                 r.seconds, r.verdict == "skipped" ? " (" + r.skip_reason + ")" : "");
-    }
-  }
-
-  // Before other output: the bar's line is cleared, and redrawn by the next update.
-  void clear() {
-    if (bar_) {
-      fmt::print(stderr, "\r\033[K");
-      std::fflush(stderr);
-    }
-  }
-
- private:
-  void draw() {
-    if (!bar_) return;
-    last_draw_ = Clock::now();
-    const double elapsed = since(started_);
-    double within = 0;
-    if (budget_s_ > 0) within = std::min(1.0, elapsed / budget_s_);
-    else if (planned_ > 0) within = std::min(1.0, double(cases_) / double(planned_));
-    const double whole = (double(index_) + within) / double(std::max<size_t>(1, kernels_));
-    const int width = 24, filled = static_cast<int>(whole * width);
-    fmt::print(stderr, "\r\033[K[{}{}] {}/{} {}: {} cases{} {:.0f}s", std::string(filled, '#'),
-               std::string(width - filled, '.'), index_ + 1, kernels_, name_, cases_,
-               failed_ ? fmt::format(", {} failed", failed_) : "", elapsed);
-    std::fflush(stderr);
-  }
-
-  bool bar_;
-  size_t kernels_, index_ = 0;
-  std::string name_;
-  double budget_s_ = 0;
-  int64_t planned_ = 0, cases_ = 0, failed_ = 0;
-  Clock::time_point started_, last_draw_;
-};
-
-// A failing output drawn as an error map beside its case file (when there is one to draw).
-std::string error_map_for(const CaseOutcome& r, const std::string& dir) {
-  const Problem& p = r.problem;
-  if (r.verdict != CaseOutcome::Verdict::fail || r.case_file.empty() || p.c_elems() == 0 ||
-      static_cast<int64_t>(r.c.size()) != p.c_elems() || static_cast<int64_t>(r.reference.elems.size()) != p.c_elems())
-    return "";
-  const std::string path = error_map_path_for(r.case_file, dir);
-  try {
-    const std::filesystem::path parent = std::filesystem::path(path).parent_path();
-    if (!parent.empty()) std::filesystem::create_directories(parent);
-    write_error_map_png(path, p, r.reference, r.c, r.policy);
-    return path;
-  } catch (const std::exception& e) {
-    fmt::print(stderr, "warning: no error map: {}\n", e.what());
-    return "";
-  }
-}
-
 // A case whose kernel process could not even start counts as that kernel's crash.
 CaseOutcome start_failure(const Problem& p, const std::string& why) {
   CaseOutcome r;
   r.problem = p;
   r.verdict = CaseOutcome::Verdict::fail;
-  r.finding = Finding{Check::crash, why};
-  r.stage = "start";
+  r.finding = Finding{Check::crash, why, "", ""};
+  r.call = CaseCall::start;
   r.context_lost = true;
   return r;
 }
 
-void write_report(const std::string& path, const nlohmann::json& j, int* exit_code) {
-  if (path.empty()) return;
-  try {
-    write_report_file(path, j);
-  } catch (const std::exception& e) {
-    fmt::print(stderr, "nvfp4check: {}\n", e.what());
-    if (*exit_code == 0) *exit_code = 2;  // a failure's exit code 1 stays: it is the more important news
-  }
+// A case's outcome without its data, kept until the kernel's first failure is decided.
+CaseOutcome without_data(CaseOutcome out) {
+  out.problem.a.clear(), out.problem.b.clear(), out.problem.sfa.clear(), out.problem.sfb.clear();
+  out.problem.a.shrink_to_fit(), out.problem.b.shrink_to_fit(), out.problem.sfa.shrink_to_fit(),
+      out.problem.sfb.shrink_to_fit();
+  out.reference = ExactResult{};
+  out.c.clear();
+  out.c.shrink_to_fit();
+  return out;
+}
+
+// The first failure, annotated by the listeners and rendered.
+void report_failure(KernelReport& report, const KernelDesc& kernel, const CaseOutcome& out, int64_t index,
+                    std::optional<uint64_t> seed, const KernelArgs& replay_args, SuiteListener& listener) {
+  const std::string reproduce =
+      replay_args.empty() || out.case_file.empty() ? "" : reproduce_command(out.case_file, replay_args);
+  add_outcome(report, out, index, "", "", reproduce);
+  FailureRecord& f = *report.failure;
+  listener.annotate_failure(kernel, out, f);
+  f.text = failure_text(kernel.name, seed, out, f.error_map, f.reproduce);
+  listener.failed(kernel, f);
 }
 
 }  // namespace
+
+void Listeners::kernel_started(size_t index, size_t kernels, const KernelDesc& kernel, double budget_s,
+                               int64_t planned) {
+  for (SuiteListener* l : all_) l->kernel_started(index, kernels, kernel, budget_s, planned);
+}
+void Listeners::case_done(const KernelDesc& kernel, int64_t index, const CaseOutcome& outcome) {
+  for (SuiteListener* l : all_) l->case_done(kernel, index, outcome);
+}
+void Listeners::annotate_failure(const KernelDesc& kernel, const CaseOutcome& outcome, FailureRecord& failure) {
+  for (SuiteListener* l : all_) l->annotate_failure(kernel, outcome, failure);
+}
+void Listeners::failed(const KernelDesc& kernel, const FailureRecord& failure) {
+  for (SuiteListener* l : all_) l->failed(kernel, failure);
+}
+void Listeners::kernel_finished(const KernelReport& report) {
+  for (SuiteListener* l : all_) l->kernel_finished(report);
+}
+bool Listeners::should_stop() {
+  bool stop = false;
+  for (SuiteListener* l : all_) stop |= l->should_stop();
+  return stop;
+}
+
+bool SuiteResult::any_failed() const {
+  return std::any_of(kernels.begin(), kernels.end(),
+                     [](const KernelReport& r) { return r.verdict == KernelVerdict::fail; });
+}
 
 KernelReport kernel_report(const KernelDesc& kernel) {
   KernelReport report;
@@ -144,7 +99,7 @@ KernelReport kernel_report(const KernelDesc& kernel) {
 
 KernelReport skipped_report(const KernelDesc& kernel, const std::string& why) {
   KernelReport report = kernel_report(kernel);
-  report.verdict = "skipped";
+  report.verdict = KernelVerdict::skipped;
   report.skip_reason = why;
   return report;
 }
@@ -178,6 +133,8 @@ std::vector<SuiteKernel> find_kernels(const std::vector<std::string>& plugins, c
     SuiteKernel k;
     k.desc = d;
     k.command = kernel_worker_command(d.name, plugins, timeout_s);
+    if (d.origin != "builtin") k.replay_args = {"--plugin", std::filesystem::absolute(d.origin).string()};
+    k.replay_args.insert(k.replay_args.end(), {"--kernel", d.name});
     out.push_back(std::move(k));
   };
   if (names.empty()) {
@@ -199,14 +156,24 @@ std::vector<SuiteKernel> find_kernels(const std::vector<std::string>& plugins, c
 }
 
 KernelReport check_kernel(const std::vector<Executor*>& lanes, const KernelDesc& kernel, const Schedule& schedule,
-                          const LaneSettings& settings, const OnCase& on_case) {
+                          const LaneSettings& settings, SuiteListener& listener) {
   KernelReport report = kernel_report(kernel);
   report.policy = (settings.case_options.policy ? *settings.case_options.policy : kernel_policy(kernel)).name();
   std::mutex mutex;
   std::atomic<int64_t> next{0};
+  // The lowest failing index found so far: no lane starts a case past it, and the lower ones in
+  // flight finish, so the first failure and the count do not depend on the number of lanes.
+  std::atomic<int64_t> first_failure{std::numeric_limits<int64_t>::max()};
   std::atomic<bool> stop{false};
   const auto start = Clock::now();
   std::exception_ptr error;
+  struct Done {
+    ScheduledCase c;  // without data
+    CaseOutcome outcome;
+    double generate = 0, report = 0;  // drawing it; telling the listener
+  };
+  std::map<int64_t, Done> done;
+  std::map<int64_t, CaseOutcome> failures;  // with their data, to be rendered
 
   // A lane draws its next case on another thread while this one is checked (drawing data is a
   // good part of a small case's time); a case drawn but not reached is simply not counted.
@@ -218,6 +185,7 @@ KernelReport check_kernel(const std::vector<Executor*>& lanes, const KernelDesc&
   auto draw = [&]() -> std::optional<Drawn> {
     const int64_t index = next.fetch_add(1);
     if (settings.cases > 0 && index >= settings.cases) return std::nullopt;
+    if (index > first_failure) return std::nullopt;
     const auto t = Clock::now();
     Drawn d;
     d.index = index;
@@ -232,11 +200,10 @@ KernelReport check_kernel(const std::vector<Executor*>& lanes, const KernelDesc&
       std::optional<Drawn> drawn = ahead.get();
       if (!drawn) return;
       const int64_t index = drawn->index;
+      if (index > first_failure) return;
       if (settings.seconds > 0 && index > 0 && since(start) >= settings.seconds) return;
       ahead = std::async(std::launch::async, draw);
-      const ScheduledCase& sc = drawn->c;
-      const double generate = drawn->seconds;
-      auto t = Clock::now();
+      ScheduledCase& sc = drawn->c;
       CaseOptions options = settings.case_options;
       options.stale_seed = sc.stale_seed;
       CaseOutcome out;
@@ -250,25 +217,27 @@ KernelReport check_kernel(const std::vector<Executor*>& lanes, const KernelDesc&
         stop = true;
         return;
       }
-      if (settings.should_stop && settings.should_stop()) {
+      if (listener.should_stop()) {
         stop = true;
         return;
       }
-      t = Clock::now();
-      std::string text, map;
-      if (out.verdict == CaseOutcome::Verdict::fail) {
-        map = error_map_for(out, "");
-        text = failure_text(kernel.name, settings.seed, out, map);
-      }
-      const double rendering = since(t);
+      const bool failed = out.verdict == CaseOutcome::Verdict::fail;
       std::lock_guard<std::mutex> lock(mutex);
-      report.add_time("generate", generate);
-      report.drawn.add(sc);
-      // The first failure found is the reproducer; later ones (other lanes) are only counted.
-      add_outcome(report, out, index, report.failure ? "" : text, map);
-      report.add_time("report", rendering);
-      if (on_case) on_case(sc, out, report.failure && report.failure->case_index == index ? text : "");
-      if (out.verdict == CaseOutcome::Verdict::fail) stop = true;
+      const auto told = Clock::now();
+      listener.case_done(kernel, index, out);
+      const double report_s = since(told);
+      sc.problem.a.clear(), sc.problem.b.clear(), sc.problem.sfa.clear(), sc.problem.sfb.clear();
+      Done d{std::move(sc), CaseOutcome{}, drawn->seconds, report_s};
+      if (failed) {
+        int64_t lowest = first_failure;
+        while (index < lowest && !first_failure.compare_exchange_weak(lowest, index)) {
+        }
+        d.outcome = without_data(out);
+        failures.emplace(index, std::move(out));
+      } else {
+        d.outcome = without_data(std::move(out));
+      }
+      done.emplace(index, std::move(d));
     }
   };
   if (lanes.size() == 1) {
@@ -279,32 +248,36 @@ KernelReport check_kernel(const std::vector<Executor*>& lanes, const KernelDesc&
     for (std::thread& t : threads) t.join();
   }
   if (error) std::rethrow_exception(error);
+  // What one lane would have found: every case up to the first failure, in order.
+  for (auto& [index, d] : done) {
+    if (index > first_failure) break;
+    report.add_time("generate", d.generate);
+    report.drawn.add(d.c);
+    const auto t = Clock::now();
+    if (index == first_failure) {
+      report_failure(report, kernel, failures.at(index), index, settings.seed, settings.replay_args, listener);
+    } else {
+      add_outcome(report, d.outcome, index, "", "");
+    }
+    report.add_time("report", d.report + (index == first_failure ? since(t) : 0.0));
+  }
   report.seconds = since(start);
   finish_report(report);
   return report;
 }
 
-int run_suite(const std::vector<SuiteKernel>& kernels, const RunSettings& settings) {
-  uint64_t seed = 0;
-  if (settings.seed) {
-    seed = *settings.seed;
-  } else {
-    seed = static_cast<uint64_t>(std::chrono::system_clock::now().time_since_epoch().count());
-    fmt::print(stderr, "seed from the clock: {} (repeat this run with --seed {})\n", seed, seed);
-  }
-  if (!settings.report.empty()) check_report_writable(settings.report);
-  fmt::print("seed: {}\n", seed);
-  std::fflush(stdout);
+SuiteResult run_suite(const std::vector<SuiteKernel>& kernels, const RunSettings& settings, SuiteListener& listener) {
+  SuiteResult result;
+  result.seed = settings.seed;
+  result.command = settings.command_line;
   // With neither a case count nor a time, `run` is the main job: about a minute in all.
   const double total_seconds = settings.seconds > 0 ? settings.seconds : (settings.cases > 0 ? 0 : 60);
   const int gpus = std::max<int>(1, static_cast<int>(settings.gpus.size()));
-  Progress progress(settings.progress_bar, kernels.size());
-  std::vector<KernelReport> reports;
   const auto session_start = Clock::now();
   // Schedules first: a kernel that is skipped (no device, an op it lacks) leaves its share of the
   // time to the kernels that run, so `--seconds` is the length of the run.
   ScheduleOptions so;
-  so.seed = seed;
+  so.seed = settings.seed;
   so.op = settings.op;
   so.shape = settings.shape;
   std::vector<std::optional<Schedule>> schedules;
@@ -319,7 +292,7 @@ int run_suite(const std::vector<SuiteKernel>& kernels, const RunSettings& settin
                                         [](const std::optional<Schedule>& s) { return s.has_value(); });
       budget = std::max(0.5, (total_seconds - since(session_start)) / double(to_run));
     }
-    progress.start_kernel(x, sk.desc.name, budget, settings.cases);
+    listener.kernel_started(x, kernels.size(), sk.desc, budget, settings.cases);
     KernelReport report;
     if (!schedule) {
       report = skipped_report(sk.desc, skips[x]);
@@ -338,37 +311,18 @@ int run_suite(const std::vector<SuiteKernel>& kernels, const RunSettings& settin
       LaneSettings ls;
       ls.cases = settings.cases;
       ls.seconds = budget;
-      ls.seed = seed;
+      ls.seed = settings.seed;
       ls.case_options.case_dir = settings.case_dir;
       ls.case_options.policy = settings.policy;
-      report = check_kernel(raw, sk.desc, *schedule, ls, [&](const ScheduledCase&, const CaseOutcome& out,
-                                                             const std::string& text) {
-        const bool failed = out.verdict == CaseOutcome::Verdict::fail;
-        if (failed && !text.empty()) {
-          progress.clear();
-          fmt::print("{}\n", text);
-          std::fflush(stdout);
-        }
-        progress.case_done(failed);
-      });
+      ls.replay_args = sk.replay_args;
+      report = check_kernel(raw, sk.desc, *schedule, ls, listener);
       for (const auto& e : executors) report.workers += e->starts();
     }
-    progress.end_kernel(report);
-    reports.push_back(report);
+    listener.kernel_finished(report);
+    result.checked += report.cases;
+    result.kernels.push_back(std::move(report));
   }
-  fmt::print("\n{}", summary_table(reports));
-  for (const KernelReport& r : reports)
-    if (r.drawn.cases > 0) fmt::print("drawn, {}: {}\n", r.name, r.drawn.text());
-  if (settings.shape) {
-    for (const KernelReport& r : reports)
-      if (!r.stage_seconds.empty()) fmt::print("time by step, {}: {}\n", r.name, stage_text(r));
-  }
-  std::fflush(stdout);
-  const bool any_failed =
-      std::any_of(reports.begin(), reports.end(), [](const KernelReport& r) { return r.verdict == "fail"; });
-  int exit_code = any_failed ? 1 : 0;
-  write_report(settings.report, report_json(seed, reports, settings.command_line), &exit_code);
-  return exit_code;
+  return result;
 }
 
 ReplayInput read_replay_input(const std::string& path, bool fuzz_input) {
@@ -392,31 +346,41 @@ ReplayInput read_replay_input(const std::string& path, bool fuzz_input) {
   return in;
 }
 
-ReplayedCase replay_case(Executor& executor, const KernelDesc& kernel, const ReplayInput& input,
-                         const CaseOptions& base) {
+CaseOutcome replay_case(Executor& executor, const ReplayInput& input, const CaseOptions& base) {
   CaseOptions options = base;
   options.existing_file = input.path;
   // The stale-state data depends on the case, not on the path it was given by.
   options.stale_seed = fnv1a(write_case(input.problem));
-  ReplayedCase r;
   try {
-    r.outcome = check_case(executor, input.problem, options);
+    return check_case(executor, input.problem, options);
   } catch (const WorkerStartError& e) {
-    r.outcome = start_failure(input.problem, e.what());
+    return start_failure(input.problem, e.what());
   }
-  if (r.outcome.verdict == CaseOutcome::Verdict::fail) {
-    r.error_map = error_map_for(r.outcome, base.case_dir);
-    r.failure_text = failure_text(kernel.name, std::nullopt, r.outcome, r.error_map);
-  }
-  return r;
 }
 
-int replay_suite(const std::vector<SuiteKernel>& kernels, const std::vector<ReplayInput>& inputs,
-                 const ReplaySettings& settings) {
-  if (!settings.report.empty()) check_report_writable(settings.report);
-  Progress progress(settings.progress_bar, kernels.size());
-  std::vector<KernelReport> reports;
-  int64_t checked = 0;
+KernelReport replay_kernel(Executor& executor, const KernelDesc& kernel, const std::vector<const ReplayInput*>& inputs,
+                           const CaseOptions& base, const KernelArgs& replay_args, SuiteListener& listener) {
+  KernelReport report = kernel_report(kernel);
+  const auto start = Clock::now();
+  for (size_t y = 0; y < inputs.size(); ++y) {
+    const CaseOutcome out = replay_case(executor, *inputs[y], base);
+    if (listener.should_stop()) break;
+    listener.case_done(kernel, static_cast<int64_t>(y), out);
+    // Every input is checked; the first failure is the one reported in full.
+    if (out.verdict == CaseOutcome::Verdict::fail && !report.failure)
+      report_failure(report, kernel, out, static_cast<int64_t>(y), std::nullopt, replay_args, listener);
+    else
+      add_outcome(report, out, static_cast<int64_t>(y), "", "");
+  }
+  report.seconds = since(start);
+  finish_report(report);
+  return report;
+}
+
+SuiteResult replay_suite(const std::vector<SuiteKernel>& kernels, const std::vector<ReplayInput>& inputs,
+                         const ReplaySettings& settings, SuiteListener& listener) {
+  SuiteResult result;
+  result.command = settings.command_line;
   for (size_t x = 0; x < kernels.size(); ++x) {
     const SuiteKernel& sk = kernels[x];
     // A named kernel gets every input (one outside its constraints checks its UNSUPPORTED path);
@@ -427,49 +391,23 @@ int replay_suite(const std::vector<SuiteKernel>& kernels, const std::vector<Repl
                              sk.desc.supports_layout(static_cast<uint32_t>(in.problem.sf_layout))))
         mine.push_back(&in);
     if (mine.empty()) continue;
-    progress.start_kernel(x, sk.desc.name, 0, static_cast<int64_t>(mine.size()));
+    listener.kernel_started(x, kernels.size(), sk.desc, 0, static_cast<int64_t>(mine.size()));
     KernelReport report;
     if (!sk.desc.runnable) {
       report = skipped_report(sk.desc, sk.desc.why_not);
     } else {
-      report = kernel_report(sk.desc);
       WorkerExecutor executor(sk.command, settings.timeout_s);
       CaseOptions base;
       base.case_dir = settings.case_dir;
       base.policy = settings.policy;
-      const auto start = Clock::now();
-      for (size_t y = 0; y < mine.size(); ++y) {
-        const ReplayedCase r = replay_case(executor, sk.desc, *mine[y], base);
-        const bool failed = r.outcome.verdict == CaseOutcome::Verdict::fail;
-        if (failed) {
-          progress.clear();
-          fmt::print("{}\n", r.failure_text);
-          std::fflush(stdout);
-        }
-        add_outcome(report, r.outcome, static_cast<int64_t>(y), r.failure_text, r.error_map);
-        progress.case_done(failed);
-      }
-      report.seconds = since(start);
+      report = replay_kernel(executor, sk.desc, mine, base, sk.replay_args, listener);
       report.workers = executor.starts();
-      finish_report(report);
     }
-    checked += report.cases;
-    progress.end_kernel(report);
-    reports.push_back(report);
+    listener.kernel_finished(report);
+    result.checked += report.cases;
+    result.kernels.push_back(std::move(report));
   }
-  fmt::print("\n{}", summary_table(reports));
-  std::fflush(stdout);
-  const bool any_failed =
-      std::any_of(reports.begin(), reports.end(), [](const KernelReport& r) { return r.verdict == "fail"; });
-  int exit_code = any_failed ? 1 : 0;
-  if (!any_failed && checked == 0) {
-    fmt::print(stderr, "nvfp4check replay: nothing was checked: {}\n",
-               reports.empty() ? "no kernel declares the op and scale layout of these inputs"
-                               : "every kernel skipped every input (see the table)");
-    exit_code = 2;
-  }
-  write_report(settings.report, report_json(std::nullopt, reports, settings.command_line), &exit_code);
-  return exit_code;
+  return result;
 }
 
 std::string kernel_table(const std::vector<SuiteKernel>& kernels) {

@@ -1,11 +1,12 @@
-// The suite core's top: which kernels, their cases from the one schedule spread over lanes (a
-// kernel process each, on one GPU or several), progress, failures as they come, the summary
-// table, the JSON report and the exit code. `run`, `replay` and `list` are thin callers of this;
-// Python's nc.check runs check_kernel with an in-process executor.
+// The suite engine: which kernels, their cases from the one schedule spread over lanes (a kernel
+// process each, on one GPU or several), and a typed result. How results are shown is not its
+// business: it tells a SuiteListener (the console, the JSON report and the error maps are
+// listeners, harness/listeners.h; Python's C API and `mutants` are callers of check_kernel).
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -17,10 +18,60 @@
 
 namespace nvfp4 {
 
-// A kernel the suite checks, and how to start its worker process.
+// The watchdog's default: seconds one kernel call may take.
+inline constexpr double kDefaultCallTimeout = 30;
+
+// A kernel the suite checks, how to start its worker process, and how to name it on the command
+// line (for the "reproduce:" line of its failures).
 struct SuiteKernel {
   KernelDesc desc;
   WorkerCommand command;
+  KernelArgs replay_args;  // e.g. {"--plugin", "/abs/lib.so", "--kernel", "name"}
+};
+
+// What the engine tells as it goes. Every method has an empty default. Calls come from the
+// engine's thread or, for case_done, under a lock from a lane's.
+class SuiteListener {
+ public:
+  virtual ~SuiteListener() = default;
+  // A kernel's cases start; budget_s (time) or planned (cases, or inputs) says how long.
+  virtual void kernel_started(size_t index, size_t kernels, const KernelDesc& kernel, double budget_s,
+                              int64_t planned) {}
+  // One case checked (any lane; the verdict of the kernel is not decided by it).
+  virtual void case_done(const KernelDesc& kernel, int64_t index, const CaseOutcome& outcome) {}
+  // A kernel's first failure, before it is rendered: a listener may attach what it made for it
+  // (the error map's path).
+  virtual void annotate_failure(const KernelDesc& kernel, const CaseOutcome& outcome, FailureRecord& failure) {}
+  // The first failure, rendered (failure.text).
+  virtual void failed(const KernelDesc& kernel, const FailureRecord& failure) {}
+  virtual void kernel_finished(const KernelReport& report) {}
+  // True ends the current kernel's check; the case in progress is dropped (an interrupt).
+  virtual bool should_stop() { return false; }
+};
+
+// Several listeners as one, called in order.
+class Listeners final : public SuiteListener {
+ public:
+  explicit Listeners(std::vector<SuiteListener*> all) : all_(std::move(all)) {}
+  void kernel_started(size_t index, size_t kernels, const KernelDesc& kernel, double budget_s,
+                      int64_t planned) override;
+  void case_done(const KernelDesc& kernel, int64_t index, const CaseOutcome& outcome) override;
+  void annotate_failure(const KernelDesc& kernel, const CaseOutcome& outcome, FailureRecord& failure) override;
+  void failed(const KernelDesc& kernel, const FailureRecord& failure) override;
+  void kernel_finished(const KernelReport& report) override;
+  bool should_stop() override;
+
+ private:
+  std::vector<SuiteListener*> all_;
+};
+
+// What a run or a replay came to.
+struct SuiteResult {
+  std::optional<uint64_t> seed;  // run: the schedule's seed
+  std::vector<KernelReport> kernels;
+  int64_t checked = 0;           // cases checked over all kernels
+  std::string command;           // the command line, for the JSON report
+  bool any_failed() const;
 };
 
 // The built-in kernels and those of the plugins (loaded only in a child process, so a plugin
@@ -33,20 +84,18 @@ std::vector<SuiteKernel> find_kernels(const std::vector<std::string>& plugins, c
 
 // One kernel's cases from a schedule, spread over lanes (executors) that take the next case
 // index as they finish one. Stops at the case limit, at the deadline (after at least one case),
-// or at the first failure (the reproducer).
+// or at the first failure (the reproducer). The report is what one lane would have found: the
+// first failure is the failing case of lowest index (lanes finish the lower cases in flight
+// before it is decided), and only cases up to and including it are counted.
 struct LaneSettings {
   int64_t cases = 0;       // 0: no limit
   double seconds = 0;      // 0: no limit
   std::optional<uint64_t> seed;  // for the failure text
   CaseOptions case_options;      // stale_seed is taken from each scheduled case
-  // Asked after each case: true ends the check, and that case is dropped (an interrupt in a
-  // Python kernel).
-  std::function<bool()> should_stop;
+  KernelArgs replay_args;        // for the failure's "reproduce:" line; empty: none is printed
 };
-// Called under the report's lock after each case (progress displays, Python's callbacks).
-using OnCase = std::function<void(const ScheduledCase&, const CaseOutcome&, const std::string& failure_text)>;
 KernelReport check_kernel(const std::vector<Executor*>& lanes, const KernelDesc& kernel, const Schedule& schedule,
-                          const LaneSettings& settings, const OnCase& on_case = {});
+                          const LaneSettings& settings, SuiteListener& listener);
 
 // A kernel's report before any case: its name, origin and flags.
 KernelReport kernel_report(const KernelDesc& kernel);
@@ -59,23 +108,19 @@ std::optional<Schedule> kernel_schedule(const KernelDesc& kernel, const Schedule
                                         std::string* why_not);
 
 struct RunSettings {
-  std::optional<uint64_t> seed;  // else from the clock (printed)
+  uint64_t seed = 0;    // the caller picks one (and prints it) when none was given
   std::optional<Op> op;
   std::optional<Shape> shape;
   int64_t cases = 0;    // per kernel
   double seconds = 0;   // for all kernels together; with neither, the main job: 60 s
   std::string case_dir = "nvfp4check-cases";
-  std::string report;
   std::optional<Policy> policy;
-  double timeout_s = 30;
+  double timeout_s = kDefaultCallTimeout;
   int jobs = 1;                   // kernel processes (lanes) per GPU, or in all for host kernels
   std::vector<std::string> gpus;  // CUDA_VISIBLE_DEVICES of the lanes; empty: the environment's
-  bool progress_bar = false;
   std::string command_line;
 };
-// Returns the exit code: 0 every kernel passed or was skipped, 1 one failed, 2 the report could
-// not be written.
-int run_suite(const std::vector<SuiteKernel>& kernels, const RunSettings& settings);
+SuiteResult run_suite(const std::vector<SuiteKernel>& kernels, const RunSettings& settings, SuiteListener& listener);
 
 struct ReplayInput {
   std::string path;
@@ -83,27 +128,24 @@ struct ReplayInput {
 };
 struct ReplaySettings {
   std::string case_dir = "nvfp4check-cases";  // error maps and stale-state cases of failures
-  std::string report;
   std::optional<Policy> policy;
-  double timeout_s = 30;
+  double timeout_s = kDefaultCallTimeout;
   bool named = false;  // kernels were named: every input goes to every one
-  bool progress_bar = false;
   std::string command_line;
 };
 // Reads and validates a case file (or, with fuzz_input, decodes a kernel fuzzer input for no
 // particular kernel); throws CaseError "FILE: what is wrong".
 ReplayInput read_replay_input(const std::string& path, bool fuzz_input);
 // One input through every check (base gives the case directory for error maps and stale-state
-// cases, and the policy), its failure rendered as `replay` prints it.
-struct ReplayedCase {
-  CaseOutcome outcome;
-  std::string failure_text, error_map;  // of a failure
-};
-ReplayedCase replay_case(Executor& executor, const KernelDesc& kernel, const ReplayInput& input,
-                         const CaseOptions& base);
-// 0 all passed, 1 a kernel failed, 2 nothing was checked at all or the report failed.
-int replay_suite(const std::vector<SuiteKernel>& kernels, const std::vector<ReplayInput>& inputs,
-                 const ReplaySettings& settings);
+// cases, and the policy).
+CaseOutcome replay_case(Executor& executor, const ReplayInput& input, const CaseOptions& base);
+// One kernel's inputs, as check_kernel does a schedule's cases (every input is checked).
+KernelReport replay_kernel(Executor& executor, const KernelDesc& kernel, const std::vector<const ReplayInput*>& inputs,
+                           const CaseOptions& base, const KernelArgs& replay_args, SuiteListener& listener);
+// The inputs a kernel gets (all when named, else those of an op and layout it declares), each
+// kernel through replay_kernel. result.checked == 0 means nothing was checked at all.
+SuiteResult replay_suite(const std::vector<SuiteKernel>& kernels, const std::vector<ReplayInput>& inputs,
+                         const ReplaySettings& settings, SuiteListener& listener);
 
 // The table of `list`.
 std::string kernel_table(const std::vector<SuiteKernel>& kernels);

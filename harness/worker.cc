@@ -282,7 +282,7 @@ std::vector<CallObservation> WorkerExecutor::run_case(const CaseData& data, cons
   RunCaseMsg run;
   run.case_id = id;
   run.data = data;
-  run.plan = plan;
+  for (const PlannedCall& call : plan) run.plan.push_back(call.spec);
   const std::vector<uint8_t> frame = encode_message(run);
   // Send with the watchdog on: a worker that stops reading is hung.
   size_t sent = 0;
@@ -405,7 +405,7 @@ int serve_kernel(int fd, const Kernel& kernel, double timeout_s) {
     for (size_t x = 0; x < run->plan.size(); ++x) {
       const int64_t index = static_cast<int64_t>(x);
       send_message(fd, CallStartedMsg{run->case_id, index});
-      CallObservation o = caller.call(run->plan[x].spec, run->plan[x].expected_rc);
+      CallObservation o = caller.call(run->plan[x]);
       const bool stop = o.end != CallObservation::End::returned;
       const bool lost = o.context_lost;
       send_message(fd, CallDoneMsg{run->case_id, index, std::move(o)});

@@ -101,7 +101,7 @@ json observation_json(const CallObservation& o) {
                       g.damage.damaged_bytes});
   for (const InputChange& x : o.inputs) inputs.push_back({x.buffer, x.count, x.first, x.was, x.now});
   return {{"end", static_cast<int>(o.end)}, {"rc", o.rc},          {"error", o.error},
-          {"device_check", o.device_check}, {"c", words(o.c)},     {"c_later", words(o.c_later)},
+          {"c", words(o.c)},               {"c_later", words(o.c_later)},
           {"guards", guards},              {"inputs", inputs},     {"seconds", o.seconds},
           {"context_lost", o.context_lost}};
 }
@@ -113,7 +113,6 @@ CallObservation observation_from(const json& j) {
   o.end = static_cast<CallObservation::End>(end);
   o.rc = j.at("rc").get<int>();
   o.error = j.at("error").get<std::string>();
-  o.device_check = j.at("device_check").get<std::string>();
   o.c = get_words(j.at("c"));
   o.c_later = get_words(j.at("c_later"));
   for (const json& g : j.at("guards")) {
@@ -143,7 +142,7 @@ struct Encoder {
   }
   json operator()(const RunCaseMsg& m) const {
     json plan = json::array();
-    for (const PlannedCall& c : m.plan) plan.push_back({c.spec.pad, c.spec.poison, c.spec.stale_data, c.spec.inputs_ready_first, c.expected_rc});
+    for (const CallSpec& c : m.plan) plan.push_back({c.pad, c.poison, c.stale_data, c.inputs_ready_first});
     json j = {{"type", "run"}, {"case", m.case_id}, {"problem", problem_json(m.data.problem)}, {"plan", plan}};
     if (m.data.stale) j["stale"] = problem_json(*m.data.stale);
     return j;
@@ -169,12 +168,11 @@ WorkerMessage message_from(const json& j) {
     m.data.problem = problem_from(j.at("problem"));
     if (j.contains("stale")) m.data.stale = problem_from(j.at("stale"));
     for (const json& c : j.at("plan")) {
-      PlannedCall call;
-      call.spec.pad = c.at(0).get<uint8_t>();
-      call.spec.poison = c.at(1).get<uint16_t>();
-      call.spec.stale_data = c.at(2).get<bool>();
-      call.spec.inputs_ready_first = c.at(3).get<bool>();
-      call.expected_rc = c.at(4).get<int>();
+      CallSpec call;
+      call.pad = c.at(0).get<uint8_t>();
+      call.poison = c.at(1).get<uint16_t>();
+      call.stale_data = c.at(2).get<bool>();
+      call.inputs_ready_first = c.at(3).get<bool>();
       m.plan.push_back(call);
     }
     return m;

@@ -43,7 +43,7 @@ struct ReadyMsg {
 struct RunCaseMsg {
   int64_t case_id = 0;
   CaseData data;
-  std::vector<PlannedCall> plan;
+  std::vector<CallSpec> plan;  // the return codes the parent expects stay with the parent
 };
 // worker -> parent: call `index` of case `case_id` starts now (the watchdog's heartbeat).
 struct CallStartedMsg {

@@ -52,10 +52,14 @@ bool weak_case(Executor& executor, const Problem& p, const Policy& policy, const
   const std::vector<CallObservation> obs = executor.run_case({p, std::nullopt}, {{spec, NVFP4_OK}});
   const CallObservation& o = obs.front();
   if (o.end != CallObservation::End::returned) {
-    const std::optional<Finding> f = check_call_completed(o);
+    CallContext x;
+    x.call = CaseCall::run1;
+    x.problem = &p;
+    x.observation = &o;
+    const std::optional<Finding> f = first_finding(x);  // how the call ended decides it
     out.failed = true;
-    out.check = check_name(f->check);
-    out.message = f->message;
+    out.check = f ? check_name(f->check) : "crash";
+    out.message = f ? f->message : o.error;
   } else if (o.rc != NVFP4_OK) {
     out.failed = true;
     out.check = "returned-error";
@@ -150,35 +154,38 @@ CheckOutcome suite_check(Executor& executor, const MutationOptions& options, int
     so.large_tail = false;
   }
   const Schedule schedule(k.info, k.name, so);
-  CaseOptions co;
-  co.case_dir = options.case_dir;
+  LaneSettings ls;
+  ls.cases = cases;
+  ls.seed = options.seed;
+  ls.case_options.case_dir = options.case_dir;
   if (options.as_matrix_unit) {
     KernelDesc declared = k;
     declared.info.flags |= NVFP4_FLAG_MMA_ACCUMULATE;
-    co.policy = kernel_policy(declared);
+    ls.case_options.policy = kernel_policy(declared);
   }
+  // The failing case's description, from the schedule that drew it.
+  class Describe final : public SuiteListener {
+   public:
+    Describe(const Schedule& s, CheckOutcome& o) : schedule_(s), out_(o) {}
+    void annotate_failure(const KernelDesc&, const CaseOutcome& r, FailureRecord& f) override {
+      const ScheduledCase sc = schedule_.at(f.case_index);
+      out_.case_desc = describe_case(r.problem, sc.spec.name() + " " + to_string(sc.kind) + " " + to_string(sc.data),
+                                     schedule_.case_seed(f.case_index)) +
+                       fmt::format(" (schedule case {})", f.case_index);
+    }
+
+   private:
+    const Schedule& schedule_;
+    CheckOutcome& out_;
+  } describe(schedule, out);
   const auto start = Clock::now();
-  for (int64_t c = 0; c < cases; ++c) {
-    const ScheduledCase sc = schedule.at(c);
-    co.stale_seed = sc.stale_seed;
-    CaseOutcome r;
-    try {
-      r = check_case(executor, sc.problem, co);
-    } catch (const std::runtime_error& e) {  // the kernel's process could not start
-      r.verdict = CaseOutcome::Verdict::fail;
-      r.finding = Finding{Check::crash, e.what()};
-      r.problem = sc.problem;
-    }
-    ++out.cases;
-    if (r.verdict == CaseOutcome::Verdict::fail) {
-      out.failed = true;
-      out.check = check_name(r.finding->check);
-      out.message = r.finding->message;
-      out.case_file = r.case_file;
-      out.case_desc = describe_case(r.problem, sc.spec.name() + " " + sc.kind, schedule.case_seed(c)) +
-                      fmt::format(" (schedule case {})", c);
-      break;
-    }
+  const KernelReport report = check_kernel({&executor}, k, schedule, ls, describe);
+  out.cases = report.cases + report.skipped_cases;
+  if (report.failure) {
+    out.failed = true;
+    out.check = check_name(report.failure->check);
+    out.message = report.failure->message;
+    out.case_file = report.failure->case_file;
   }
   out.seconds = seconds_since(start);
   return out;

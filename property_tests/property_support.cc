@@ -138,7 +138,7 @@ DrawnCase draw_case(Draws& d, const Kernel& k, const CaseConstraints& constraint
 
 bool fp16_is_zero(uint16_t h) { return (h & 0x7FFFu) == 0; }
 
-bool same_bits_or_nan(uint16_t x, uint16_t y) { return x == y || (fp16_is_nan(x) && fp16_is_nan(y)); }
+bool same_bits_or_nan(uint16_t x, uint16_t y) { return fp16_same_result(x, y); }
 bool same_value(uint16_t x, uint16_t y) {
   return same_bits_or_nan(x, y) || (fp16_is_zero(x) && fp16_is_zero(y));
 }
@@ -170,7 +170,8 @@ std::vector<bool> exact_mask(const Problem& p, const ExactResult& ref, const Pol
   return mask;
 }
 
-Policy policy_of(const Kernel& k) { return Policy::for_flags(k.info->flags); }
+// The policy `run` judges the kernel with (a CUDA matrix-unit kernel: the rule of this device).
+Policy policy_of(const Kernel& k) { return kernel_policy(describe_kernel(k)); }
 bool deterministic(const Kernel& k) { return !(k.info->flags & NVFP4_FLAG_NONDETERMINISTIC); }
 
 std::vector<uint16_t> run_or_fail(const Kernel& k, const Problem& p, const std::string& property) {

@@ -150,7 +150,7 @@ TEST(CaseStale, DerivedDataCatchesACache) {
   const CaseOutcome r = check_in_process(kernel("stale_cache_host"), p, test_options());
   ASSERT_EQ(r.verdict, CaseOutcome::Verdict::fail);
   EXPECT_EQ(check_of(r), "stale-state") << message_of(r);
-  EXPECT_EQ(r.stage, "stale");
+  EXPECT_EQ(r.call, CaseCall::stale);
   // The saved stale case reproduces: its own reference agrees with the outcome's.
   ASSERT_TRUE(std::filesystem::exists(r.case_file));
   const Problem saved = read_case_file(r.case_file);

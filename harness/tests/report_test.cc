@@ -79,14 +79,15 @@ CaseOutcome failing_result() {
   r.summary = judge(r.problem, r.reference, r.c.data(), r.policy);
   r.verdict = CaseOutcome::Verdict::fail;
   r.finding = Finding{Check::oracle, "wrong"};
-  r.stage = "run 1";
+  r.call = CaseCall::run1;
   r.case_file = "cases/k.case";
   return r;
 }
 
 TEST(Report, FailureTextSaysWhereAndHowFar) {
   const CaseOutcome r = failing_result();
-  const std::string t = failure_text("kern", 77, r, "cases/k.png");
+  const std::string t =
+      failure_text("kern", 77, r, "cases/k.png", reproduce_command(r.case_file, {"--plugin", "/p/lib k.so", "--kernel", "kern"}));
   EXPECT_NE(t.find("during: run 1"), std::string::npos);
   EXPECT_NE(t.find("FAIL kern"), std::string::npos);
   EXPECT_NE(t.find("seed 77"), std::string::npos);
@@ -95,7 +96,15 @@ TEST(Report, FailureTextSaysWhereAndHowFar) {
   EXPECT_NE(t.find("ulps"), std::string::npos);
   EXPECT_NE(t.find("cases/k.case"), std::string::npos);
   EXPECT_NE(t.find("cases/k.png"), std::string::npos);
-  EXPECT_NE(t.find("nvfp4check replay cases/k.case --kernel kern"), std::string::npos);
+  // The plugin is named, and quoted for the shell where its path needs it.
+  EXPECT_NE(t.find("reproduce: nvfp4check replay cases/k.case --plugin '/p/lib k.so' --kernel kern"),
+            std::string::npos) << t;
+}
+
+TEST(Report, ShellQuotingSurvivesQuotes) {
+  EXPECT_EQ(shell_quote("plain/path-1.case"), "plain/path-1.case");
+  EXPECT_EQ(shell_quote("it's"), "'it'\\''s'");
+  EXPECT_EQ(shell_quote(""), "''");
 }
 
 TEST(Report, ResultsAddUpAndTheReportHasSpecFields) {
@@ -106,13 +115,13 @@ TEST(Report, ResultsAddUpAndTheReportHasSpecFields) {
   pass.finding.reset();
   pass.summary = judge(pass.problem, pass.reference, pass.reference.c.data(), pass.policy);
   add_outcome(k, pass, 0, "", "");
-  EXPECT_EQ(k.verdict, "pass");
+  EXPECT_EQ(k.verdict, KernelVerdict::pass);
   const CaseOutcome fail = failing_result();
   add_outcome(k, fail, 1, "text", "map.png");
   add_outcome(k, fail, 2, "second", "");
   EXPECT_EQ(k.cases, 3);
   EXPECT_EQ(k.failed_cases, 2);
-  EXPECT_EQ(k.verdict, "fail");
+  EXPECT_EQ(k.verdict, KernelVerdict::fail);
   ASSERT_TRUE(k.failure.has_value());
   EXPECT_EQ(k.failure->text, "text");  // the first failure is kept
   EXPECT_EQ(k.failure->error_map, "map.png");
@@ -128,12 +137,12 @@ TEST(Report, ResultsAddUpAndTheReportHasSpecFields) {
   skipped_case.message = "e4m3 scales with sign bits";
   add_outcome(none, skipped_case, 0, "", "");
   finish_report(none);
-  EXPECT_EQ(none.verdict, "skipped");
+  EXPECT_EQ(none.verdict, KernelVerdict::skipped);
   EXPECT_NE(none.skip_reason.find("sign bits"), std::string::npos);
 
   KernelReport skipped;
   skipped.name = "gpu_only";
-  skipped.verdict = "skipped";
+  skipped.verdict = KernelVerdict::skipped;
   skipped.skip_reason = "no CUDA device";
   const nlohmann::json j = report_json(uint64_t{9}, {k, skipped}, "nvfp4check run");
   EXPECT_EQ(j["seed"], 9);
@@ -149,12 +158,12 @@ TEST(Report, ResultsAddUpAndTheReportHasSpecFields) {
   EXPECT_EQ(j["kernels"][0]["accumulation"], "ieee-fp32");
   KernelReport timed = k;
   timed.flags = NVFP4_FLAG_MMA_ACCUMULATE;
-  timed.stage_seconds = {{"start", 0.5}, {"reference", 1.25}, {"run 1", 0.125}};
+  timed.step_seconds = {{"start", 0.5}, {"reference", 1.25}, {"run 1", 0.125}};
   const nlohmann::json t = report_json(std::nullopt, {timed}, "nvfp4check run --shape 7168x1x16384");
-  EXPECT_EQ(t["kernels"][0]["stage_seconds"]["reference"], 1.25);
-  EXPECT_EQ(t["kernels"][0]["stage_seconds"].size(), 3u);
+  EXPECT_EQ(t["kernels"][0]["step_seconds"]["reference"], 1.25);
+  EXPECT_EQ(t["kernels"][0]["step_seconds"].size(), 3u);
   EXPECT_EQ(t["kernels"][0]["accumulation"], "matrix-unit");
-  EXPECT_EQ(stage_text(timed), "start 0.50 s, reference 1.25 s, run 1 0.12 s");
+  EXPECT_EQ(step_text(timed), "start 0.50 s, reference 1.25 s, run 1 0.12 s");
 
   const std::string table = summary_table({k, skipped});
   EXPECT_NE(table.find("kern"), std::string::npos);

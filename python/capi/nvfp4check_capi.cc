@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -18,11 +19,11 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "fuzz/fuzz_problem.h"
 #include "harness/case_check.h"
 #include "harness/case_input.h"
 #include "harness/device_buffers.h"
 #include "harness/generators.h"
+#include "harness/listeners.h"
 #include "harness/report.h"
 #include "harness/suite.h"
 #include "harness/worker.h"
@@ -138,10 +139,11 @@ Kernel callback_kernel(Registry& holder, const nvfp4_kernel_info* info, int slot
 struct Options {
   std::string op, case_dir = "nvfp4check-cases", policy, command;
   int64_t cases = 0;
-  double seconds = 0, timeout_s = 30;
+  double seconds = 0, timeout_s = kDefaultCallTimeout;
   std::optional<uint64_t> seed;
   bool keep_passing_cases = false;
   std::optional<Shape> shape;
+  KernelArgs replay_args;
 };
 
 Options parse_options(const char* text) {
@@ -180,6 +182,9 @@ Options parse_options(const char* text) {
       s.op = s.n == 1 ? Op::gemv : Op::gemm;
       if (const std::string err = case_shape_error(s); !err.empty()) throw std::invalid_argument("shape: " + err);
       o.shape = s;
+    } else if (key == "replay_args") {
+      // How the program names this kernel again (Python's worker gives its --python arguments).
+      o.replay_args = value.get<std::vector<std::string>>();
     } else if (key == "command") {
       o.command = value.get<std::string>();
     } else {
@@ -214,7 +219,14 @@ json final_report(std::optional<uint64_t> seed, const KernelReport& k, const std
 
 // One kernel's cases from the core's schedule (exactly `nvfp4check run`'s for this kernel and
 // seed), called in this process, up to the first failure; *stopped when a callback asked to stop.
-KernelReport run_schedule(const Kernel& kernel, const Options& o, uint64_t seed, bool* stopped) {
+// Python's callbacks say when to stop (an interrupt in the kernel).
+class StopListener final : public SuiteListener {
+ public:
+  bool should_stop() override { return t_notes.stopped; }
+};
+
+KernelReport run_schedule(const Kernel& kernel, const Options& o, uint64_t seed, const KernelArgs& replay_args,
+                          bool* stopped) {
   InProcessExecutor executor(kernel, o.timeout_s);
   const KernelDesc& desc = executor.kernel();
   ScheduleOptions so;
@@ -229,9 +241,12 @@ KernelReport run_schedule(const Kernel& kernel, const Options& o, uint64_t seed,
   ls.seconds = o.seconds;
   ls.seed = seed;
   ls.case_options = case_options(o);
+  ls.replay_args = replay_args;
   t_notes = CallNotes{};
-  ls.should_stop = [] { return t_notes.stopped; };
-  const KernelReport report = check_kernel({&executor}, desc, *schedule, ls);
+  StopListener stop;
+  ErrorMapListener maps;
+  Listeners listeners({&stop, &maps});
+  const KernelReport report = check_kernel({&executor}, desc, *schedule, ls, listeners);
   *stopped = t_notes.stopped;
   return report;
 }
@@ -301,7 +316,9 @@ NVFP4CHECK_EXPORT char* nvfp4check_check(const nvfp4_kernel_info* info, nvfp4che
     const Kernel kernel = callback_kernel(holder, info, slot.index());
     const uint64_t seed = chosen_seed(o);
     bool stopped = false;
-    const KernelReport report = run_schedule(kernel, o, seed, &stopped);
+    // Python prints how to replay a callback in Python; the program reaches it only where the
+    // caller says how (a file's function, through --python).
+    const KernelReport report = run_schedule(kernel, o, seed, o.replay_args, &stopped);
     return final_report(seed, report, check_command(kernel, o, seed), stopped);
   });
 }
@@ -316,7 +333,9 @@ NVFP4CHECK_EXPORT char* nvfp4check_check_plugin(const char* plugin_path, const c
     if (!kernel) throw std::invalid_argument(fmt::format("the plugin {} has no kernel named {}", plugin_path, kernel_name));
     const uint64_t seed = chosen_seed(o);
     bool stopped = false;
-    const KernelReport report = run_schedule(*kernel, o, seed, &stopped);
+    const KernelArgs replay_args = {"--plugin", std::filesystem::absolute(plugin_path).string(), "--kernel",
+                                    kernel->name()};
+    const KernelReport report = run_schedule(*kernel, o, seed, replay_args, &stopped);
     return final_report(seed, report, check_command(*kernel, o, seed) + " --plugin " + plugin_path, stopped);
   });
 }
@@ -339,16 +358,12 @@ NVFP4CHECK_EXPORT char* nvfp4check_replay(const char* path, const nvfp4_kernel_i
     if (!desc.runnable) {
       report = skipped_report(desc, desc.why_not);
     } else {
-      report = kernel_report(desc);
       t_notes = CallNotes{};
-      const auto started = std::chrono::steady_clock::now();
-      const ReplayedCase r = replay_case(executor, desc, in, case_options(o));
+      StopListener stop;
+      ErrorMapListener maps(case_options(o).case_dir);
+      Listeners listeners({&stop, &maps});
+      report = replay_kernel(executor, desc, {&in}, case_options(o), {}, listeners);
       stopped = t_notes.stopped;
-      if (!stopped) {
-        add_outcome(report, r.outcome, 0, r.failure_text, r.error_map);
-        finish_report(report);
-      }
-      report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     }
     return final_report(std::nullopt, report, fmt::format("nvfp4check replay {} --kernel {}", path, kernel.name()),
                         stopped);

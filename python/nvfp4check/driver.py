@@ -118,9 +118,18 @@ def _replay_call(adapter):
     fn = getattr(adapter.fn, "__name__", "fn")
     ops = [name for name, bit in _abi.OPS.items() if adapter.info.ops >> bit & 1]
     op = repr(ops[0]) if len(ops) == 1 else repr(tuple(ops))
-    flags = f", flags={adapter.info.flags}" if adapter.info.flags else ""
+    # Every declaration that is not the default, so the line replays under the same ones.
+    extra = f", flags={adapter.info.flags}" if adapter.info.flags else ""
+    layouts = tuple(name for name, bit in _abi.SF_LAYOUTS.items() if adapter.info.sf_layouts >> bit & 1)
+    default_layouts = ("permuted",) if adapter.format == "gpumode" else ("linear", "permuted")
+    if tuple(sorted(layouts)) != tuple(sorted(default_layouts)):
+        extra += f", sf_layouts={layouts!r}"
+    for what in ("m_multiple", "n_multiple", "k_multiple", "min_sm"):
+        value = getattr(adapter.info, what)
+        if value not in (0, 1):
+            extra += f", {what}={value}"
     return lambda path: (f"nvfp4check.replay({path!r}, {fn}, op={op}, memory={adapter.memory!r}, "
-                         f"format={adapter.format!r}{flags})")
+                         f"format={adapter.format!r}{extra})")
 
 
 def _clock_seed():
@@ -155,7 +164,7 @@ def _finish(raw, adapter, state):
 
 def check(fn, op="gemv", memory="cuda", format="canonical", sf_layouts=None, flags=0, name=None, cases=None,
           seconds=None, seed=None, case_dir=None, *, policy=None, timeout_s=None, shape=None, m_multiple=1,
-          n_multiple=1, k_multiple=1, min_sm=0, keep_passing_cases=False):
+          n_multiple=1, k_multiple=1, min_sm=0, keep_passing_cases=False, program_args=None):
     """Checks fn on seeded generated cases with every check of `nvfp4check run`, up to the first
     failure, and returns a Report. fn is called as the format says (see nvfp4check.adapter).
 
@@ -164,7 +173,8 @@ def check(fn, op="gemv", memory="cuda", format="canonical", sf_layouts=None, fla
     runs and kept when it fails, with a PNG error map beside it. policy overrides the oracle
     policy the flags call for ("fp32", "exact", "fp16-accum", "allclose:RTOL:ATOL", "ulp:N");
     shape=(m, n, k[, l]) checks only that shape (production shapes); fn may also be a
-    KernelAdapter.
+    KernelAdapter. program_args: how `nvfp4check replay` reaches fn (["--python", FILE:FN, ...]), for
+    a "reproduce:" line of the program's beside Python's own.
     """
     adapter = _adapter(fn, op=op, memory=memory, format=format, sf_layouts=sf_layouts, flags=flags, name=name,
                        m_multiple=m_multiple, n_multiple=n_multiple, k_multiple=k_multiple, min_sm=min_sm)
@@ -175,7 +185,8 @@ def check(fn, op="gemv", memory="cuda", format="canonical", sf_layouts=None, fla
     capi = _capi.load()
     run, state = _callback(adapter, capi)
     options = {"cases": cases, "seconds": seconds, "seed": int(seed), "case_dir": case_dir, "policy": policy,
-               "timeout_s": timeout_s, "shape": _shape_option(shape), "keep_passing_cases": keep_passing_cases}
+               "timeout_s": timeout_s, "shape": _shape_option(shape), "keep_passing_cases": keep_passing_cases,
+               "replay_args": list(program_args) if program_args else None}
     raw = capi.check(adapter.info, run, options)
     return _finish(raw, adapter, state)
 

@@ -120,6 +120,30 @@ def parser():
     return p
 
 
+def program_args(args):
+    """How `nvfp4check replay --python` reaches this function with these declarations."""
+    path, colon, function = args.kernel.partition(":")
+    if os.path.exists(path):
+        path = os.path.abspath(path)  # the line must work from any directory
+    out = ["--python", path + colon + function, "--format", args.format, "--memory", args.memory]
+    for op in args.op or ["gemv"]:
+        out += ["--op", op]
+    for layout in args.sf_layouts or []:
+        out += ["--sf-layout", layout]
+    for name in args.flag:
+        out += ["--flag", name]
+    if args.flags:
+        out += ["--flags", str(args.flags)]
+    for what in ("m_multiple", "n_multiple", "k_multiple"):
+        if getattr(args, what) > 1:
+            out += ["--" + what.replace("_", "-"), str(getattr(args, what))]
+    if args.min_sm:
+        out += ["--min-sm", str(args.min_sm)]
+    if args.name:
+        out += ["--name", args.name]
+    return out
+
+
 def main(argv=None):
     args = parser().parse_args(argv)
     try:
@@ -144,7 +168,8 @@ def main(argv=None):
         else:
             seconds = args.seconds if args.seconds or args.cases else DEFAULT_SECONDS
             reports = [check(adapter, cases=args.cases, seconds=seconds, seed=args.seed, case_dir=args.case_dir,
-                             policy=args.policy, timeout_s=args.timeout, shape=args.shape)]
+                             policy=args.policy, timeout_s=args.timeout, shape=args.shape,
+                             program_args=program_args(args))]
     except (UsageError, ValueError, TypeError, ImportError, SyntaxError) as e:
         print(f"nvfp4check.worker: {e}", file=sys.stderr)
         return 2

@@ -98,3 +98,35 @@ def test_run_python_judges_in_the_parent(tmp_path):
     assert json.loads(report.read_text())["kernels"][0]["cases"] == 8
     bad = program("run", "--python", f"{KERNELS}:no_such_function", "--memory", "host", "--cases", "1")
     assert bad.returncode == 2 and "no_such_function" in bad.stderr, bad.stdout + bad.stderr
+
+
+def reproduce_line(output):
+    lines = [line.split("reproduce: ", 1)[1] for line in output.splitlines() if line.startswith("  reproduce: ")]
+    assert lines, output
+    return lines[0]
+
+
+def run_as_printed(line):
+    """A printed command run by a shell as a person would paste it, nvfp4check on PATH."""
+    exe = os.environ["NVFP4CHECK_PROGRAM"]
+    env = dict(os.environ)
+    env["PATH"] = os.pathsep.join((os.path.dirname(os.path.abspath(exe)), env.get("PATH", "")))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (os.path.dirname(HERE), env.get("PYTHONPATH")) if p)
+    env["NVFP4_PYTHON"] = sys.executable
+    return subprocess.run(["/bin/sh", "-c", line], capture_output=True, text=True, env=env)
+
+
+def test_reproduce_lines_of_run_python_and_replay_reproduce(tmp_path):
+    # The line run prints replays the failing case with the same function, format and op; the
+    # line replay prints then does it again.
+    r = program("run", "--python", f"{KERNELS}:k_tail_bug", "--op", "gemm", "--memory", "host", "--cases", "60",
+                "--seed", "5", "--case-dir", str(tmp_path))
+    assert r.returncode == 1, r.stdout + r.stderr
+    check = r.stdout.split('check "', 1)[1].split('"', 1)[0]
+    line = reproduce_line(r.stdout)
+    assert "--python" in line and "--op gemm" in line, line
+    again = run_as_printed(line)
+    assert again.returncode == 1, line + "\n" + again.stdout + again.stderr
+    assert f'check "{check}"' in again.stdout, again.stdout
+    third = run_as_printed(reproduce_line(again.stdout))
+    assert third.returncode == 1 and f'check "{check}"' in third.stdout, third.stdout + third.stderr
