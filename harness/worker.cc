@@ -284,6 +284,11 @@ std::vector<CallObservation> WorkerExecutor::run_case(const CaseData& data, cons
   run.data = data;
   for (const PlannedCall& call : plan) run.plan.push_back(call.spec);
   const std::vector<uint8_t> frame = encode_message(run);
+  // What can come back: per call, C twice as CBOR words (at most 3 bytes each) and the report of
+  // guards, inputs and an error (a traceback: 1 MiB is plenty).
+  int64_t words = data.problem.c_elems();
+  if (data.stale) words = std::max(words, data.stale->c_elems());
+  frames_.set_limit(static_cast<uint64_t>(6 * words) + (uint64_t(1) << 20));
   // Send with the watchdog on: a worker that stops reading is hung.
   size_t sent = 0;
   const auto send_deadline = Clock::now() + std::chrono::duration<double>(std::max(timeout_s_, 30.0));
@@ -331,7 +336,16 @@ std::vector<CallObservation> WorkerExecutor::run_case(const CaseData& data, cons
       out.push_back(std::move(done->observation));
       const CallObservation& o = out.back();
       if (o.context_lost) stop();
-      if (o.end != CallObservation::End::returned || out.size() == plan.size()) return out;
+      if (o.end != CallObservation::End::returned || out.size() == plan.size()) {
+        // The worker sends nothing after the last answer: bytes after it were written by another.
+        if (!frames_.empty() && fd_ >= 0) {
+          stop();
+          out.back() = lost_call(CallObservation::End::protocol,
+                                 "the kernel's process wrote something into the runner's channel after the last "
+                                 "answer (a kernel writing into the runner's descriptors?)");
+        }
+        return out;
+      }
       wait = std::max(timeout_s_, 30.0);
       continue;
     }

@@ -4,9 +4,11 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 namespace nvfp4 {
@@ -221,10 +223,11 @@ KernelDesc describe_kernel(const Kernel& k) {
 
 std::vector<uint8_t> encode_message(const WorkerMessage& m) {
   std::vector<uint8_t> payload = json::to_cbor(std::visit(Encoder{}, m));
-  std::vector<uint8_t> frame(4 + payload.size());
+  std::vector<uint8_t> frame(8 + payload.size());
   const uint32_t n = static_cast<uint32_t>(payload.size());
-  for (int x = 0; x < 4; ++x) frame[x] = static_cast<uint8_t>(n >> (8 * x));
-  std::memcpy(frame.data() + 4, payload.data(), payload.size());
+  std::memcpy(frame.data(), kFrameMark, 4);
+  for (int x = 0; x < 4; ++x) frame[4 + x] = static_cast<uint8_t>(n >> (8 * x));
+  std::memcpy(frame.data() + 8, payload.data(), payload.size());
   return frame;
 }
 
@@ -242,9 +245,10 @@ void send_message(int fd, const WorkerMessage& m) {
 }
 
 WorkerMessage receive_message(int fd) {
-  uint8_t head[4];
-  read_all(fd, head, 4);
-  const uint32_t n = uint32_t(head[0]) | uint32_t(head[1]) << 8 | uint32_t(head[2]) << 16 | uint32_t(head[3]) << 24;
+  uint8_t head[8];
+  read_all(fd, head, 8);
+  if (std::memcmp(head, kFrameMark, 4) != 0) throw ProtocolError("bytes that are no frame of the protocol");
+  const uint32_t n = uint32_t(head[4]) | uint32_t(head[5]) << 8 | uint32_t(head[6]) << 16 | uint32_t(head[7]) << 24;
   std::vector<uint8_t> payload(n);
   read_all(fd, payload.data(), n);
   return decode_message(payload.data(), payload.size());
@@ -260,13 +264,15 @@ void FrameReader::feed(const uint8_t* data, size_t size) {
 
 std::optional<WorkerMessage> FrameReader::next() {
   const size_t have = buffer_.size() - start_;
-  if (have < 4) return std::nullopt;
   const uint8_t* h = buffer_.data() + start_;
-  const uint64_t n = uint64_t(h[0]) | uint64_t(h[1]) << 8 | uint64_t(h[2]) << 16 | uint64_t(h[3]) << 24;
-  if (n > kMaxFrameBytes) throw ProtocolError("a frame larger than any case");
-  if (have < 4 + n) return std::nullopt;
-  WorkerMessage m = decode_message(h + 4, static_cast<size_t>(n));
-  start_ += 4 + static_cast<size_t>(n);
+  if (std::memcmp(h, kFrameMark, std::min<size_t>(have, 4)) != 0)
+    throw ProtocolError("bytes that cannot begin a frame");
+  if (have < 8) return std::nullopt;
+  const uint64_t n = uint64_t(h[4]) | uint64_t(h[5]) << 8 | uint64_t(h[6]) << 16 | uint64_t(h[7]) << 24;
+  if (n > limit_) throw ProtocolError(fmt::format("a frame of {} bytes where at most {} can come", n, limit_));
+  if (have < 8 + n) return std::nullopt;
+  WorkerMessage m = decode_message(h + 8, static_cast<size_t>(n));
+  start_ += 8 + static_cast<size_t>(n);
   if (start_ > (size_t(1) << 24) && start_ * 2 > buffer_.size()) {
     buffer_.erase(buffer_.begin(), buffer_.begin() + static_cast<std::ptrdiff_t>(start_));
     start_ = 0;

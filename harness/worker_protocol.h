@@ -60,7 +60,9 @@ struct QuitMsg {};
 
 using WorkerMessage = std::variant<ReadyMsg, RunCaseMsg, CallStartedMsg, CallDoneMsg, QuitMsg>;
 
-// Frames: 4-byte little-endian length, then CBOR. Bad input throws ProtocolError.
+// Frames: the 4 bytes "NVF4", a 4-byte little-endian length, then CBOR. The mark makes bytes that
+// someone else wrote into the channel show at their first byte, instead of as a length the
+// parent would wait on. Bad input throws ProtocolError.
 class ProtocolError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
@@ -75,17 +77,25 @@ void send_message(int fd, const WorkerMessage& m);
 // Blocking receive (the worker's side; the parent polls with a deadline instead).
 WorkerMessage receive_message(int fd);
 
+constexpr uint8_t kFrameMark[4] = {'N', 'V', 'F', '4'};
+
 // Incremental frame reader for the parent: feed bytes, take complete messages.
 class FrameReader {
  public:
   void feed(const uint8_t* data, size_t size);
-  // A complete message if one is buffered; throws ProtocolError for a malformed frame.
+  // A complete message if one is buffered; throws ProtocolError for bytes that cannot begin a
+  // frame, a frame longer than the limit, or a malformed one.
   std::optional<WorkerMessage> next();
-  bool empty() const { return buffer_.empty(); }
+  // No buffered byte is waiting (after the last frame the parent asked for, anything buffered was
+  // written by someone else).
+  bool empty() const { return start_ == buffer_.size(); }
+  // The longest frame the parent can be sent now (what it asked for bounds it); kMaxFrameBytes by default.
+  void set_limit(uint64_t bytes) { limit_ = bytes; }
 
  private:
   std::vector<uint8_t> buffer_;
   size_t start_ = 0;
+  uint64_t limit_ = kMaxFrameBytes;
 };
 
 }  // namespace nvfp4

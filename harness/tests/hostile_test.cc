@@ -109,6 +109,20 @@ TEST(HostileKernel, ForgedDoneAndClosedChannelAreFailures) {
   }
 }
 
+// Bytes in the runner's channel that are no frame of its protocol are the check `protocol` at once,
+// not a wait for the rest of a frame that never comes (the watchdog's 60 s here).
+TEST(HostileKernel, GarbageInTheChannelIsProtocolAtOnce) {
+  const fs::path dir = fresh_dir("garbage");
+  const auto start = std::chrono::steady_clock::now();
+  const Outcome o = run("run " + kHostile + " --kernel writes_every_fd_host --cases 2 --seed 5 --timeout 60" +
+                        " --case-dir " + (dir / "cases").string() + " --report " + (dir / "report.json").string());
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(o.exit_code, 1);
+  const nlohmann::json r = read_json(dir / "report.json");
+  EXPECT_EQ(r["kernels"][0]["failure"]["check"], "protocol") << r.dump(2);
+  EXPECT_LT(seconds, 20) << "waited for the watchdog";
+}
+
 TEST(HostileKernel, ChdirDoesNotMoveTheSavedCase) {
   const fs::path dir = fresh_dir("chdir");
   const Outcome o = run("run " + kHostile + " --kernel chdir_and_wrong_host --cases 2 --seed 5 --case-dir cases-rel" +

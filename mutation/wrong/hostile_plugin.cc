@@ -27,6 +27,7 @@ enum Attack {
   kForksHoldingChannel,    // forks a child that keeps fd 3 open and sleeps, then crashes
   kModifiesAndRestores,    // changes an input during the call and puts it back before returning
   kExitsZero,              // exit(0) in the middle of the call
+  kWritesEveryFd,          // writes bytes into every descriptor it can, then computes honestly
   kCount
 };
 
@@ -34,7 +35,7 @@ enum Attack {
 const nvfp4_kernel_info kInfos[kCount] = {
     HOSTILE("throws_runtime_error_host"), HOSTILE("throws_bad_alloc_host"),   HOSTILE("forges_verdict_host"),
     HOSTILE("closes_channel_host"),       HOSTILE("chdir_and_wrong_host"),    HOSTILE("forks_holding_channel_host"),
-    HOSTILE("modifies_and_restores_host"), HOSTILE("exits_zero_host"),
+    HOSTILE("modifies_and_restores_host"), HOSTILE("exits_zero_host"),    HOSTILE("writes_every_fd_host"),
 };
 
 }  // namespace
@@ -96,6 +97,14 @@ int nvfp4_kernel_run(int index, const nvfp4_problem* p) {
     }
     case kExitsZero:
       std::exit(0);
+    case kWritesEveryFd: {
+      // A length prefix that promises more than will ever come, then noise: what a Python kernel
+      // writing into every descriptor it finds sends the runner.
+      static const unsigned char kNoise[] = {0x10, 0x00, 0x00, 0x01, 'f', 'o', 'r', 'g', 'e', 'd'};
+      for (int fd = 0; fd < 64; ++fd) (void)!write(fd, kNoise, sizeof kNoise);
+      nvfp4::test::honest_host_gemm(p, false);
+      return NVFP4_OK;
+    }
   }
   return NVFP4_ERROR;
 }
