@@ -1,4 +1,4 @@
-// Times the exact GPU reference on production shapes (issue 7): the decode and compute kernels
+// Times the exact GPU reference on production shapes: the decode and compute kernels
 // by CUDA events, the whole call (copies of inputs and of every ExactElement back) by the host
 // clock. Prints a table and writes JSON: gpu_reference_bench [--json FILE] [--repeat N]
 // [--only gemv|gemm].

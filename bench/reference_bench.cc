@@ -1,5 +1,5 @@
 // Speed of the exact CPU reference (exact_gemm), GEMV and GEMM, in multiply-adds per second per
-// core: the figure issue 2 asks for (at least 1e9). Data are uniform random codes and scales
+// core (the target is at least 1e9). Data are uniform random codes and scales
 // from a fixed seed; the work does not depend on the values.
 #include <benchmark/benchmark.h>
 #include <omp.h>

@@ -14,7 +14,7 @@ namespace nvfp4::cli {
 
 void add_list_command(CLI::App& app, int& exit_code) {
   auto plugins = std::make_shared<std::vector<std::string>>();
-  auto timeout = std::make_shared<double>(30);
+  auto timeout = std::make_shared<double>(kDefaultCallTimeout);
   CLI::App* list = app.add_subcommand("list", "Every kernel known, its declared info and whether it can run here");
   list->add_option("--plugin", *plugins, "Shared library exporting the nvfp4 kernel ABI (repeatable)");
   list->add_option("--timeout", *timeout, "Seconds loading the plugins (in a child process) may take (default 30)")

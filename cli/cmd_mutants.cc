@@ -1,4 +1,4 @@
-// `nvfp4check mutants`: mutation analysis (issue 8, docs/MUTANTS.md). Loads the mutants plugin and
+// `nvfp4check mutants`: mutation analysis (docs/MUTANTS.md). Loads the mutants plugin and
 // the honest plugin, runs every mutant through the suite and the two weaker checks, every honest
 // kernel through the suite, prints the kill table and exits 0 only when the suite killed every
 // mutant that could run and raised no false alarm.
@@ -32,7 +32,7 @@ struct MutantsArgs {
   int64_t budget = 200;
   std::optional<int64_t> honest_cases, weak_cases;
   bool no_weak = false, honest_only = false, small_shapes = false, as_matrix_unit = false;
-  double timeout_s = 30;
+  double timeout_s = kDefaultCallTimeout;
 };
 
 // A plugin built with this program: next to the executable, in the build tree's kernels/ folder,

@@ -149,7 +149,7 @@ void fuzz_one_kernel(const nvfp4::Kernel& kernel, const uint8_t* data, size_t si
   options.stale_seed = nvfp4::fnv1a(std::string(reinterpret_cast<const char*>(data), size));
   nvfp4::CaseOutcome r;
   try {
-    nvfp4::InProcessExecutor executor(kernel, 30);
+    nvfp4::InProcessExecutor executor(kernel, nvfp4::kDefaultCallTimeout);
     r = nvfp4::check_case(executor, *p, options);
   } catch (const std::exception& e) {
     report_failure(kernel, *p, "exception", std::string("check_case threw: ") + e.what());

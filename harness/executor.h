@@ -11,6 +11,9 @@
 
 namespace nvfp4 {
 
+// The watchdog's default: seconds one kernel call may take.
+inline constexpr double kDefaultCallTimeout = 30;
+
 class Executor {
  public:
   virtual ~Executor() = default;

@@ -18,9 +18,6 @@
 
 namespace nvfp4 {
 
-// The watchdog's default: seconds one kernel call may take.
-inline constexpr double kDefaultCallTimeout = 30;
-
 // A kernel the suite checks, how to start its worker process, and how to name it on the command
 // line (for the "reproduce:" line of its failures).
 struct SuiteKernel {

@@ -86,7 +86,7 @@ struct WorkerArgs {
   bool list = false;
   std::string kernel;
   std::vector<std::string> plugins;
-  double timeout_s = 30;
+  double timeout_s = kDefaultCallTimeout;
 };
 int worker_main(const WorkerArgs& args);
 // Serves one kernel on the channel fd (worker_main's loop; Python's worker calls it too).

@@ -42,7 +42,7 @@ struct MutationOptions {
   // how many bugs the looser rule lets through.
   bool as_matrix_unit = false;
   std::string case_dir = "nvfp4check-cases/mutants";
-  double timeout_s = 30;
+  double timeout_s = kDefaultCallTimeout;
   // Called with a line of progress (kernel started, verdict); may be empty.
   std::function<void(const std::string&)> progress;
 };

@@ -1,4 +1,4 @@
-// The eleven properties of issue 4. Comparisons between two runs are bit for bit for
+// The eleven properties. Comparisons between two runs are bit for bit for
 // deterministic kernels and, for kernels that declare NONDETERMINISTIC, on the outputs the oracle
 // pins to one value (the exact regime), where any correct kernel is deterministic too.
 #include "property_tests/properties.h"
@@ -385,7 +385,7 @@ void check_unsupported(const Kernel& k, Draws& d, CaseTags& tags) {
   tags.shape(p);
   CaseOptions options;
   options.check_stale = false;
-  InProcessExecutor executor(k, 30);
+  InProcessExecutor executor(k, kDefaultCallTimeout);
   const CaseOutcome r = check_case(executor, p, options);
   if (r.verdict != CaseOutcome::Verdict::unsupported) {
     fail_case(k, p, kUnsupportedIsRefused.name,
@@ -404,7 +404,7 @@ void check_runner(const Kernel& k, Draws& d, CaseTags& tags) {
   tags.shape(p);
   CaseOptions options;
   options.stale_seed = d.below(uint64_t(1) << 32);
-  InProcessExecutor executor(k, 30);
+  InProcessExecutor executor(k, kDefaultCallTimeout);
   const CaseOutcome r = check_case(executor, p, options);
   tags.exact(r.summary.exact_regime, r.summary.elements);
   if (r.verdict != CaseOutcome::Verdict::pass) {

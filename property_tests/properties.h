@@ -1,4 +1,4 @@
-// The properties of issue 4, each a check of ONE kernel on one drawn case. The property tests
+// The properties, each a check of ONE kernel on one drawn case. The property tests
 // run each over every kernel under test; the shrinking test runs them on deliberately broken
 // kernels. A check fails the current RapidCheck case through fail_case (which keeps the case).
 #pragma once

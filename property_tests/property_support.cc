@@ -176,7 +176,7 @@ bool deterministic(const Kernel& k) { return !(k.info->flags & NVFP4_FLAG_NONDET
 
 std::vector<uint16_t> run_or_fail(const Kernel& k, const Problem& p, const std::string& property) {
   try {
-    InProcessExecutor executor(k, 30);
+    InProcessExecutor executor(k, kDefaultCallTimeout);
     return run_kernel_once(executor, p);
   } catch (const std::exception& e) {
     fail_case(k, p, property, std::string("the kernel run failed: ") + e.what());

@@ -162,8 +162,8 @@ TEST_F(Shrinking, DroppedPartialBlockIsCaughtAndShrunkToAFewBytes) {
   EXPECT_NE(text.find("RapidCheck seed"), std::string::npos) << "the note carries the seed";
   // The shrunk case is a real reproducer: the runner fails the broken kernel on it and passes
   // its honest twin.
-  InProcessExecutor broken(*test_kernels().find("drops_last_partial_block"), 30);
-  InProcessExecutor honest(*test_kernels().find("honest_linear_test"), 30);
+  InProcessExecutor broken(*test_kernels().find("drops_last_partial_block"), kDefaultCallTimeout);
+  InProcessExecutor honest(*test_kernels().find("honest_linear_test"), kDefaultCallTimeout);
   EXPECT_EQ(check_case(broken, p, {}).verdict, CaseOutcome::Verdict::fail);
   EXPECT_EQ(check_case(honest, p, {}).verdict, CaseOutcome::Verdict::pass);
 }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 12 on the H200 in one command: gemm_tc after its fix (the seed-11 case, the seed-11 run,
+# The tensor-core validation on the H200 in one command: gemm_tc after its fix (the seed-11 case, the seed-11 run,
 # production shapes including split-k, its speed), the tensor-core mutants with their control, and
 # the honest tensor-core variants (mutation analysis, timed runs, one large shape each). For the
 # device machine with the `gpu` preset built at build/gpu or carried in .carry/gpu

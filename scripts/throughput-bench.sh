@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The suite's throughput (issue 15): cases per second of `nvfp4check run` by kernel and size class,
+# The suite's throughput: cases per second of `nvfp4check run` by kernel and size class,
 # with every check on, and where the time goes (the kernel's process, the reference, the rest),
 # side by side with another build of the program (e.g. the previous main) in the same run.
 #

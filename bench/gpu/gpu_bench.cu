@@ -1,4 +1,4 @@
-// nvfp4_gpu_bench: the fast NVFP4 kernels on the GPU against the two yardsticks of issue 6,
+// nvfp4_gpu_bench: the fast NVFP4 kernels on the GPU against two yardsticks,
 // measured in the same run: the byte floor (bytes of A, SFA, B, SFB and C over the device's own
 // copy bandwidth) and cuBLAS FP16 (cublasGemmEx on FP16 copies of the dequantized data, made on
 // the GPU). Before any timing it checks the kernels against the exact reference (small ragged

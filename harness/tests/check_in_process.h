@@ -9,7 +9,7 @@
 namespace nvfp4 {
 
 inline CaseOutcome check_in_process(const Kernel& k, const Problem& p, const CaseOptions& o = {}) {
-  InProcessExecutor executor(k, 30);
+  InProcessExecutor executor(k, kDefaultCallTimeout);
   return check_case(executor, p, o);
 }
 inline std::string check_of(const CaseOutcome& r) { return r.finding ? check_name(r.finding->check) : ""; }

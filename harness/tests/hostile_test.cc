@@ -1,4 +1,4 @@
-// Issue 13's defects, each tried as an adversarial kernel or a careless user would, through the
+// The runner's isolation, each attack tried as an adversarial kernel or a careless user would, through the
 // real program: a hostile plugin (at load time or in its kernel), a kernel that forges, closes or
 // holds the runner's channel, changes directory, or edits an input and puts it back; replay
 // inputs that used to pass having checked nothing; a watchdog that counted the suite's own time;

@@ -4,7 +4,8 @@
 // Operands (SPEC section 1): a*sa has at most 6 significant bits and lies in [2^-10, 2688] (or is
 // 0 or NaN), so it is exact and NORMAL in FP16, and both tiles hold exactly these values, unscaled.
 // They must be normal: Hopper's mma.sync drops low bits of a product whose FP16 operand is
-// subnormal (issue 12: the tiles used to hold value * 2^-14, and seed 11's case 265 lost a bit).
+// subnormal (a tile holding value * 2^-14 has subnormal operands, which the tensor core aligns at
+// emin: a bit of the exact result is lost; corpus/regressions/gemm_tc/ holds such a case).
 // Decode: an E2M1 pair is first built as value * 2^-14 with integer ops (code 1 is an FP16
 // subnormal there, fine for the CUDA-core HMUL2, which keeps subnormals), then multiplied by 2^14
 // and by the scale, both exact. No single FP16 factor could do both: sa * 2^14 overflows FP16.

@@ -16,7 +16,7 @@
 // (8 products per half, every partial sum a multiple of 2^-16 below 2^-5); the block sum goes to
 // FP32 and is multiplied by sa * sb * 2^14 (exact) into the FP32 row accumulator. A NaN scale
 // therefore reaches the output even when the block's values are all zero. alpha is applied last.
-// Issue 12: no tensor cores here; its FP16 subnormals meet only CUDA-core HFMA2 (IEEE, exact).
+// No tensor cores here: its FP16 subnormals meet only CUDA-core HFMA2 (IEEE, exact).
 //
 // Other shapes (k % 64 != 0, misaligned pointers, k too large for the shared B) take a simple
 // warp-per-row kernel with byte loads: same arithmetic contract, any shape.

@@ -143,7 +143,7 @@ TEST(Wgmma, DescriptorFields) {
 
 // SPEC section 1: a*sa is exact in FP16 and lies in [2^-10, 2688]. The tensor-core kernels need
 // more: a NORMAL FP16 number (Hopper's mma.sync drops bits of products of subnormal operands,
-// issue 12), and exact in BF16 too for the BF16 variant. Every E2M1 code with every scale byte.
+// docs/MATRIX_UNITS.md), and exact in BF16 too for the BF16 variant. Every E2M1 code with every scale byte.
 TEST(Operands, EveryDequantizedFactorIsANormalHalf) {
   int scaled_subnormal = 0;
   for (uint32_t code = 0; code < 16; ++code) {

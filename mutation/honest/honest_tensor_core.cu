@@ -5,7 +5,7 @@
 //
 // Operands: every factor a*sa (and b*sb) is 0, NaN or a normal number in [2^-10, 2688] with at
 // most 6 significant bits, so it is exact in FP16 and in BF16, and never an FP16 subnormal (whose
-// products Hopper's mma.sync truncates, issue 12). Elements past k and rows past m or n are zeros
+// products Hopper's mma.sync truncates). Elements past k and rows past m or n are zeros
 // and never read, so no padding scale reaches a product. A NaN scale makes its factor NaN even
 // for a zero element, and the MMA spreads it to every output of that row or column.
 //

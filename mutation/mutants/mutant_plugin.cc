@@ -23,7 +23,7 @@ struct BugEntry {
   const char* what;
 };
 
-// Where each comes from: issue 8's list, and bugs seen in public NVFP4/MXFP4 kernels and their
+// Where each comes from: the classes of a block-scaled decode that can go wrong, and bugs seen in public NVFP4/MXFP4 kernels and their
 // issue threads (MXFP4 block size and UE8M0 scales mixed up with NVFP4's, floor instead of ceil in
 // the swizzled scale tiles, FP16 epilogues, fast paths that skip zeros).
 const BugEntry kBugs[] = {
@@ -62,7 +62,7 @@ const BugEntry kBugs[] = {
     {Bug::missing_syncthreads, "missing_syncthreads", kCuda, "shared-memory reduction without __syncthreads"},
     {Bug::own_stream, "own_stream", kCuda, "work launched on a stream of its own, not the problem's"},
     {Bug::uninitialised_shared_acc, "uninitialised_shared_acc", kCuda, "block total accumulated in shared memory that was never zeroed"},
-    // Tensor-core kernels (issue 12): an unrolled k loop's remainder, gemm_tc's old subnormal
+    // Tensor-core kernels: an unrolled k loop's remainder, gemm_tc's old subnormal
     // operands, and a split-k reduction.
     {Bug::mma_k16_step_dropped, "mma_k16_step_dropped", kTensorCore, "k16 loop unrolled by two skips the last full step when k/16 is odd"},
     {Bug::mma_subnormal_operands, "mma_subnormal_operands", kTensorCore, "FP16 MMA operands scaled by 2^-14 (subnormal below 1), IEEE accumulation declared"},

@@ -52,7 +52,7 @@ const Kernel& kernel(const std::string& name) {
 // Each kernel is called in a worker process of the nvfp4check program, as the analysis does.
 WorkerExecutor executor_for(const Kernel& k) {
   setenv("NVFP4CHECK_PROGRAM", NVFP4CHECK_EXE, 1);
-  return WorkerExecutor(kernel_worker_command(k.name(), {k.origin}, 30), 30);
+  return WorkerExecutor(kernel_worker_command(k.name(), {k.origin}, kDefaultCallTimeout), kDefaultCallTimeout);
 }
 
 MutationOptions options() {

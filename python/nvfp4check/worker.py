@@ -112,7 +112,7 @@ def parser():
     p.add_argument("--policy")
     p.add_argument("--timeout", type=float)
     p.add_argument("--shape", type=_shape, help="every case of this shape, MxNxK or MxNxKxL")
-    # --input is what harness/worker_process.cc's supervise_worker appends for each replayed input.
+    # --input: the same, under the name a person replaying inputs may reach for first.
     p.add_argument("--replay", "--input", metavar="CASE", action="append", default=[], dest="replay",
                    help="replay saved cases instead (repeatable)")
     p.add_argument("--report", help="write the JSON report(s) here")
