@@ -5,6 +5,7 @@
 
 #include <filesystem>
 
+#include "harness/checks.h"
 #include "harness/generators.h"
 #include "harness/report.h"
 #include "reference/exact_gemm.h"
@@ -99,6 +100,57 @@ TEST(Report, FailureTextSaysWhereAndHowFar) {
   // The plugin is named, and quoted for the shell where its path needs it.
   EXPECT_NE(t.find("reproduce: nvfp4check replay cases/k.case --plugin '/p/lib k.so' --kernel kern"),
             std::string::npos) << t;
+}
+
+// SPEC section 3: a kernel declaring IEEE adds that fails only by what the matrix-unit rule allows
+// is told to declare NVFP4_FLAG_MMA_ACCUMULATE, in the text a person reads (the element is
+// printed apart from the message there, and the hint must not go with the message's tail).
+TEST(Report, FailureTextNamesTheMatrixUnitFlagWhenThatRuleWouldPass) {
+  const Policy ieee = Policy::for_flags(0);
+  const Policy mma = ieee.with_accumulation(Accumulation::matrix_unit);  // provisional: 9t, 2^22 g
+  for (uint64_t seed = 1; seed < 200; ++seed) {
+    Problem p;
+    p.op = Op::gemm;
+    p.m = 4, p.n = 4, p.k = 1024, p.l = 1;
+    Rng rng(seed);
+    fill_data(rng, DataSpec{ValueDist::uniform, ScaleDist::full, AlphaDist::one}, p);
+    const ExactResult ref = exact_gemm(p);
+    for (size_t e = 0; e < ref.c.size(); ++e) {
+      if (judge_element(ref.elems[e], p.alpha, ref.c[e], ieee).exact_regime || ref.elems[e].nan) continue;
+      // Walk away from the right bits until IEEE's bound is passed; keep it if the rule allows it.
+      uint16_t h = ref.c[e];
+      while (judge_element(ref.elems[e], p.alpha, h, ieee).ok && (h & 0x7C00u) != 0x7C00u) ++h;
+      if ((h & 0x7C00u) == 0x7C00u || !judge_element(ref.elems[e], p.alpha, h, mma).ok) continue;
+      CallObservation o;
+      o.c = ref.c;
+      o.c[e] = h;
+      o.c_later = o.c;
+      CallContext x;
+      CallContext::Judgement judgement;
+      x.call = CaseCall::run1;
+      x.problem = &p;
+      x.reference = &ref;
+      x.observation = &o;
+      x.policy = &ieee;
+      x.judgement = &judgement;
+      std::optional<Finding> f = first_finding(x);
+      ASSERT_TRUE(f && f->check == Check::oracle);
+      CaseOutcome r;
+      r.problem = p;
+      r.reference = ref;
+      r.c = o.c;
+      r.policy = ieee;
+      r.summary = judgement.summary;
+      r.verdict = CaseOutcome::Verdict::fail;
+      r.finding = std::move(f);
+      r.call = CaseCall::run1;
+      const std::string t = failure_text("truncating_host", 1, r, "", "");
+      EXPECT_NE(t.find("NVFP4_FLAG_MMA_ACCUMULATE"), std::string::npos) << t;
+      EXPECT_NE(t.find("first bad element"), std::string::npos) << t;
+      return;
+    }
+  }
+  FAIL() << "no element in the rounding regime found where only the matrix-unit rule passes";
 }
 
 TEST(Report, ShellQuotingSurvivesQuotes) {
