@@ -10,7 +10,6 @@
 
 #include "cli/arguments.h"
 #include "cli/commands.h"
-#include "fuzz/fuzz_problem.h"
 #include "harness/case_input.h"
 #include "cli/python_kernel.h"
 #include "harness/listeners.h"
@@ -65,8 +64,6 @@ int replay_main(const ReplayArgs& args) {
 }  // namespace
 
 void add_replay_command(CLI::App& app, int& exit_code) {
-  // The kernel fuzzer's binary encoding, for --fuzz-input.
-  set_binary_case_decoder(decode_fuzz_case);
   auto args = std::make_shared<ReplayArgs>();
   CLI::App* replay = app.add_subcommand("replay", "Run saved case files (or binary fuzz inputs) against kernels");
   replay->add_option("files", args->files, "Case files (or, with --fuzz-input, binary inputs of the kernel fuzzer)")
@@ -82,7 +79,7 @@ void add_replay_command(CLI::App& app, int& exit_code) {
       ->check(seconds_in_range(24 * 3600.0));
   add_python_options(replay, args->python, true);
   replay->add_flag("--fuzz-input", args->fuzz_input,
-                   "The files are binary inputs of the kernel fuzzer (fuzz/fuzz_problem.h), not case files");
+                   "The files are inputs of the kernel fuzzer (drawn for each kernel as the fuzzer did), not case files");
   replay->callback([args, &exit_code] {
     try {
       exit_code = replay_main(*args);

@@ -1,6 +1,7 @@
-// Fuzz target `kernel`: bytes -> a problem (fuzz_problem.h: shape within caps, layout, semantics,
-// alpha and every code and scale byte) -> a kernel -> every check of the runner, judged by the
-// oracle. On a failure it saves the case file (SPEC.md section 4) and aborts with the diagnosis.
+// Fuzz target `kernel`: bytes -> the suite's one draw (harness/schedule.h draw_fuzz_case: the
+// schedule's shape classes, data classes, layouts and generators, each choice a few bytes of the
+// input, so every generator the schedule has reaches fuzzing) -> a kernel -> every check of the
+// runner, judged by the oracle. On a failure it saves the case file (SPEC.md section 4) and aborts with the diagnosis.
 // Text inputs are read as case files, so saved cases and hand-written seeds work as inputs too.
 //
 // Environment:
@@ -9,7 +10,7 @@
 //   NVFP4_FUZZ_PLUGIN    shared library(ies) exporting the kernel ABI, separated by ':'
 //   NVFP4_FUZZ_MEMORY    host | cuda: limit the default choice to host or CUDA kernels
 //   NVFP4_FUZZ_CASE_DIR  where case files go (default ./fuzz-cases)
-//   NVFP4_FUZZ_MAX_PRODUCTS  cap on l*m*n*k of decoded problems (default FuzzCaps, 2^18): lower
+//   NVFP4_FUZZ_MAX_PRODUCTS  cap on l*m*n*k of drawn problems (default fuzz_shape_limits, 2^18): lower
 //                        for more executions per second on small problems
 //   NVFP4_FUZZ_SAVE      failures (default) | always (save each case before it runs, so even a
 //                        kernel that kills the process leaves it) | only (save, do not run: turns
@@ -35,6 +36,8 @@
 #include "fuzz/fuzz_problem.h"
 #include "harness/generators.h"
 #include "harness/case_check.h"
+#include "harness/report.h"
+#include "harness/schedule.h"
 #include "kernels/registry.h"
 #include "reference/case_file.h"
 
@@ -51,7 +54,7 @@ struct FuzzSetup {
   std::vector<const nvfp4::Kernel*> kernels;
   std::string case_dir = "fuzz-cases";
   SaveMode save = SaveMode::failures;
-  nvfp4::FuzzCaps caps;
+  nvfp4::ShapeLimits limits = nvfp4::fuzz_shape_limits();
 };
 
 FuzzSetup* g_setup = nullptr;
@@ -111,13 +114,14 @@ std::string save_case(const nvfp4::Problem& p, const std::string& kernel) {
   } catch (const std::exception& e) {
     path = std::string("(not saved: ") + e.what() + ")";
   }
+  nvfp4::KernelArgs args;
+  if (kernel.origin != "builtin") args = {"--plugin", std::filesystem::absolute(kernel.origin).string()};
+  args.insert(args.end(), {"--kernel", kernel.name()});
   std::fprintf(stderr,
                "\n==== kernel fuzzer: FAILURE ====\nkernel:  %s (%s)\ncheck:   %s\nproblem: %s\n%s\n"
-               "case file: %s\nreplay:  nvfp4check replay %s --kernel %s%s%s\n",
-               kernel.name().c_str(), kernel.origin.c_str(), check.c_str(), describe(p).c_str(),
-               message.c_str(), path.c_str(), path.c_str(), kernel.name().c_str(),
-               kernel.origin == "builtin" ? "" : " --plugin ",
-               kernel.origin == "builtin" ? "" : kernel.origin.c_str());
+               "case file: %s\nreproduce: %s\n",
+               kernel.name().c_str(), kernel.origin.c_str(), check.c_str(), describe(p).c_str(), message.c_str(),
+               path.c_str(), nvfp4::reproduce_command(path, args).c_str());
   std::abort();
 }
 
@@ -127,11 +131,7 @@ void fuzz_one_kernel(const nvfp4::Kernel& kernel, const uint8_t* data, size_t si
     if (nvfp4::looks_like_case_text(data, size)) {
       p = nvfp4::load_case_or_fuzz_input(data, size, "fuzz-input", kernel.info);
     } else {
-      nvfp4::FuzzDecodeOptions options;
-      options.caps = g_setup->caps;
-      options.kernel = kernel.info;
-      nvfp4::Problem decoded;
-      if (nvfp4::decode_fuzz_input(data, size, options, &decoded)) p = std::move(decoded);
+      p = nvfp4::draw_fuzz_case(data, size, kernel.info, g_setup->limits).problem;
     }
     if (p && !p->has_data()) nvfp4::expand_seeded_case(*p);  // a case file naming a seed
   } catch (const nvfp4::CaseError&) {
@@ -139,7 +139,7 @@ void fuzz_one_kernel(const nvfp4::Kernel& kernel, const uint8_t* data, size_t si
   } catch (const std::invalid_argument&) {
     return;  // a case naming an unknown generator
   }
-  if (!p) return;  // over the size caps
+  if (!p) return;
   if (g_setup->save != SaveMode::failures) {
     const std::string path = save_case(*p, kernel.name());
     std::fprintf(stderr, "kernel fuzzer: saved %s\n", path.c_str());
@@ -184,7 +184,7 @@ extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
     char* end = nullptr;
     const long long v = std::strtoll(cap, &end, 10);
     if (end == cap || *end != '\0' || v < 2) setup_error("NVFP4_FUZZ_MAX_PRODUCTS must be an integer >= 2");
-    g_setup->caps.max_products = v;
+    g_setup->limits.max_products = v;
   }
   if (const char* save = std::getenv("NVFP4_FUZZ_SAVE")) {
     const std::string s = save;

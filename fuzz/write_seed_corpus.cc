@@ -254,7 +254,11 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "seed %s does not decode back to itself\n", seed.name.c_str());
       return 1;
     }
-    write_file(root / "kernel" / ("seed-" + seed.name), data);
+    // The kernel fuzzer draws binary inputs through the suite's draw (harness/schedule.h), which
+    // has no inverse: its seeds are the same problems as case files, which it reads as text.
+    Problem kernel_seed = seed.p;
+    kernel_seed.note = "seed " + seed.name;
+    write_file(root / "kernel" / ("seed-" + seed.name + ".case"), nvfp4::write_case(kernel_seed));
     ++written;
     nvfp4::FuzzDecodeOptions small;
     small.caps = nvfp4::reference_fuzzer_caps();

@@ -245,6 +245,30 @@ std::vector<uint8_t> RngDraws::bytes(std::size_t count) {
   return out;
 }
 
+ByteDraws::ByteDraws(const uint8_t* data, std::size_t size)
+    : data_(data), size_(size), rest_(fnv1a(std::string(reinterpret_cast<const char*>(data), size))),
+      rest_draws_(rest_) {}
+
+uint64_t ByteDraws::below(uint64_t bound) {
+  if (bound <= 1) return 0;
+  if (at_ >= size_) return rest_draws_.below(bound);
+  uint64_t x = 0;
+  int shift = 0;
+  for (uint64_t span = bound - 1; span > 0 && at_ < size_; span >>= 8, shift += 8) x |= uint64_t(data_[at_++]) << shift;
+  return x % bound;
+}
+
+std::vector<uint8_t> ByteDraws::bytes(std::size_t count) {
+  const std::size_t own = std::min(count, size_ - std::min(at_, size_));
+  std::vector<uint8_t> out(data_ + at_, data_ + at_ + own);
+  at_ += own;
+  if (own < count) {
+    const std::vector<uint8_t> rest = rest_draws_.bytes(count - own);
+    out.insert(out.end(), rest.begin(), rest.end());
+  }
+  return out;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Per-distribution maps
 

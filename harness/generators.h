@@ -119,6 +119,23 @@ class RngDraws final : public Draws {
   Rng& rng_;
 };
 
+// Draws from a fuzzer's input: each choice takes the next bytes (as many as its bound needs, little
+// endian), so a mutation of one byte changes one choice; past the input's end, draws continue from
+// an Rng seeded with the input's hash, so a short input still makes a whole case with varied data
+// and the same input always the same case.
+class ByteDraws final : public Draws {
+ public:
+  ByteDraws(const uint8_t* data, std::size_t size);
+  uint64_t below(uint64_t bound) override;
+  std::vector<uint8_t> bytes(std::size_t count) override;
+
+ private:
+  const uint8_t* data_;
+  std::size_t size_, at_ = 0;
+  Rng rest_;
+  RngDraws rest_draws_;
+};
+
 // The edge values dimensions m and n are drawn from (besides uniform ones).
 const std::vector<int64_t>& tile_edge_dims();
 // Whether a shape lies on a tile edge: m or n one of tile_edge_dims() other than 1, or k % 64 != 0.

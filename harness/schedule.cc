@@ -47,6 +47,16 @@ ShapeLimits large_shape_limits() {
   return l;
 }
 
+ShapeLimits fuzz_shape_limits() {
+  ShapeLimits l;
+  l.max_m = 264;
+  l.max_n = 136;
+  l.max_k = 1056;
+  l.max_l = 4;
+  l.max_products = int64_t(1) << 18;
+  return l;
+}
+
 Shape draw_large_shape(Draws& d, Op op, const nvfp4_kernel_info& info) {
   const ShapeLimits small = small_shape_limits(), large = large_shape_limits();
   const int64_t mm = std::max<uint32_t>(1, info.m_multiple), nm = std::max<uint32_t>(1, info.n_multiple);
@@ -220,6 +230,26 @@ DrawnCase draw_case(Draws& d, const nvfp4_kernel_info& info, const CaseConstrain
   draw_data(d, out.spec, out.problem);
   if ((info.flags & NVFP4_FLAG_UNIT_ALPHA) && out.kind != CaseKind::unsupported) out.problem.alpha = 1.0f;
   return out;
+}
+
+DrawnCase draw_fuzz_case(const uint8_t* data, std::size_t size, const nvfp4_kernel_info* kernel,
+                         const ShapeLimits& limits) {
+  nvfp4_kernel_info any{};
+  any.abi_version = NVFP4_ABI_VERSION;
+  any.ops = (1u << NVFP4_OP_GEMV) | (1u << NVFP4_OP_GEMM);
+  any.sf_layouts = (1u << NVFP4_SF_LINEAR) | (1u << NVFP4_SF_PERMUTED);
+  any.m_multiple = any.n_multiple = any.k_multiple = 1;
+  ByteDraws d(data, size);
+  CaseConstraints c;
+  c.unsupported = true;
+  DrawnCase out = draw_case(d, kernel ? *kernel : any, c, limits);
+  out.problem.note = fmt::format("kernel fuzzer input ({} bytes): {}, {}, data {}", size, to_string(out.kind),
+                                 to_string(out.data), out.spec.name());
+  return out;
+}
+
+std::optional<Problem> decode_fuzz_draws(const std::string& bytes, const nvfp4_kernel_info* kernel, std::string*) {
+  return draw_fuzz_case(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), kernel).problem;
 }
 
 Schedule::Schedule(const nvfp4_kernel_info& info, std::string kernel_name, ScheduleOptions options)

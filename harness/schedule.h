@@ -47,6 +47,10 @@ const char* to_string(DataClass data);
 // judged by the GPU reference where there is one).
 ShapeLimits small_shape_limits();
 ShapeLimits large_shape_limits();
+// The kernel fuzzer's: every tile edge the kernels and the permuted layout have (rows 127-129 and
+// 255-257, k tails past 1024, several batches) with at most 2^18 products, so one check stays cheap
+// enough for hundreds of executions a second (big problems find no more bugs than small ones).
+ShapeLimits fuzz_shape_limits();
 Shape draw_large_shape(Draws& d, Op op, const nvfp4_kernel_info& info);
 
 // Everything about a case but its data, drawn independently of each other: shape class, data
@@ -74,6 +78,15 @@ struct DrawnCase {
 };
 // draw_plan, then the data from the same draws.
 DrawnCase draw_case(Draws& d, const nvfp4_kernel_info& info, const CaseConstraints& c, const ShapeLimits& limits);
+
+// The kernel fuzzer's case: draw_case over the fuzz input's bytes (ByteDraws), with problems just
+// outside the declaration among them, for `kernel` (the generic kernel of every op, layout and
+// shape when null: a fuzz input replayed for no particular kernel).
+DrawnCase draw_fuzz_case(const uint8_t* data, std::size_t size, const nvfp4_kernel_info* kernel,
+                         const ShapeLimits& limits = fuzz_shape_limits());
+// The same as a case_input.h BinaryCaseDecoder, for `nvfp4check replay --fuzz-input`.
+std::optional<Problem> decode_fuzz_draws(const std::string& bytes, const nvfp4_kernel_info* kernel, std::string* why);
+
 
 struct ScheduleOptions {
   uint64_t seed = 0;

@@ -6,7 +6,9 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <future>
+#include <iterator>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -329,7 +331,10 @@ ReplayInput read_replay_input(const std::string& path, bool fuzz_input) {
   ReplayInput in;
   in.path = std::filesystem::absolute(path).string();
   if (fuzz_input) {
-    in.problem = load_case_input(path, nullptr, /*binary=*/true);
+    std::ifstream file(path, std::ios::binary);
+    if (!file) throw CaseError(path + ": cannot read it");
+    in.fuzz_bytes = std::string(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
+    in.problem = *decode_fuzz_draws(*in.fuzz_bytes, nullptr, nullptr);
   } else {
     in.problem = read_case_file(path);
   }
@@ -349,8 +354,9 @@ ReplayInput read_replay_input(const std::string& path, bool fuzz_input) {
 CaseOutcome replay_case(Executor& executor, const ReplayInput& input, const CaseOptions& base) {
   CaseOptions options = base;
   options.existing_file = input.path;
-  // The stale-state data depends on the case, not on the path it was given by.
-  options.stale_seed = fnv1a(write_case(input.problem));
+  // The stale-state data depends on the case, not on the path it was given by (a fuzz input's, on
+  // its bytes, as in the fuzzer).
+  options.stale_seed = input.fuzz_bytes ? fnv1a(*input.fuzz_bytes) : fnv1a(write_case(input.problem));
   try {
     return check_case(executor, input.problem, options);
   } catch (const WorkerStartError& e) {
@@ -385,11 +391,21 @@ SuiteResult replay_suite(const std::vector<SuiteKernel>& kernels, const std::vec
     const SuiteKernel& sk = kernels[x];
     // A named kernel gets every input (one outside its constraints checks its UNSUPPORTED path);
     // by default a kernel gets the inputs of an op and layout it declares.
+    std::vector<ReplayInput> drawn;  // fuzz inputs as the fuzzer drew them for this kernel
+    drawn.reserve(inputs.size());
     std::vector<const ReplayInput*> mine;
-    for (const ReplayInput& in : inputs)
-      if (settings.named || (sk.desc.supports_op(static_cast<uint32_t>(in.problem.op)) &&
-                             sk.desc.supports_layout(static_cast<uint32_t>(in.problem.sf_layout))))
-        mine.push_back(&in);
+    for (const ReplayInput& given : inputs) {
+      const ReplayInput* in = &given;
+      if (given.fuzz_bytes) {
+        drawn.push_back(given);
+        drawn.back().problem = *decode_fuzz_draws(*given.fuzz_bytes, &sk.desc.info, nullptr);
+        in = &drawn.back();
+      }
+      if (settings.named || given.fuzz_bytes ||
+          (sk.desc.supports_op(static_cast<uint32_t>(in->problem.op)) &&
+           sk.desc.supports_layout(static_cast<uint32_t>(in->problem.sf_layout))))
+        mine.push_back(in);
+    }
     if (mine.empty()) continue;
     listener.kernel_started(x, kernels.size(), sk.desc, 0, static_cast<int64_t>(mine.size()));
     KernelReport report;

@@ -122,6 +122,9 @@ SuiteResult run_suite(const std::vector<SuiteKernel>& kernels, const RunSettings
 struct ReplayInput {
   std::string path;
   Problem problem;  // parsed, validated (and its `expect` checked) before anything runs
+  // A kernel fuzzer input: its bytes, drawn again for each kernel (draw_fuzz_case), as the
+  // fuzzer drew them for the kernel it ran; `problem` is the draw for no particular kernel.
+  std::optional<std::string> fuzz_bytes;
 };
 struct ReplaySettings {
   std::string case_dir = "nvfp4check-cases";  // error maps and stale-state cases of failures
@@ -130,8 +133,8 @@ struct ReplaySettings {
   bool named = false;  // kernels were named: every input goes to every one
   std::string command_line;
 };
-// Reads and validates a case file (or, with fuzz_input, decodes a kernel fuzzer input for no
-// particular kernel); throws CaseError "FILE: what is wrong".
+// Reads and validates a case file (or, with fuzz_input, a kernel fuzzer input); throws CaseError
+// "FILE: what is wrong".
 ReplayInput read_replay_input(const std::string& path, bool fuzz_input);
 // One input through every check (base gives the case directory for error maps and stale-state
 // cases, and the policy).

@@ -55,8 +55,12 @@ TEST(Schedule, MixAndShapesLeaveTheFirstTile) {
     const ScheduledCase c = s.at(i);
     stats.add(c);
     const Problem& p = c.problem;
-    if (c.data == DataClass::fine_cancel) EXPECT_EQ(c.spec.name(), "fine_cancel/fine_cancel/one");
-    if (c.data == DataClass::nan_sparse) EXPECT_EQ(c.spec.name(), "sparse/nan_block/one");
+    if (c.data == DataClass::fine_cancel) {
+      EXPECT_EQ(c.spec.name(), "fine_cancel/fine_cancel/one");
+    }
+    if (c.data == DataClass::nan_sparse) {
+      EXPECT_EQ(c.spec.name(), "sparse/nan_block/one");
+    }
     if (c.kind != CaseKind::unsupported) {
       EXPECT_EQ(p.m % 8, 0) << "inside the declared multiple";
     }
@@ -170,6 +174,39 @@ TEST(Schedule, EveryOpSeesEveryDataClassAndLayout) {
       EXPECT_GE(seen[op + " scales " + scales], 40) << op << " " << scales;
     EXPECT_GE(seen[op + " alpha != 1"], 300) << op;
   }
+}
+
+// The kernel fuzzer's bytes back the same draw: what the schedule reaches, random inputs reach
+// (every data class, scale distribution, op, layout, shape class), each input one case always, and
+// a case outside the declaration only as the unsupported kind.
+TEST(Schedule, FuzzInputsReachWhatTheScheduleDraws) {
+  nvfp4_kernel_info m8 = any_gemm();
+  m8.m_multiple = 8;
+  const uint64_t seed = 20261203;
+  std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
+  Rng rng(seed);
+  RngDraws raw(rng);
+  std::map<std::string, int> seen;
+  for (int x = 0; x < 3000; ++x) {
+    const std::vector<uint8_t> bytes = raw.bytes(raw.below(48));
+    const DrawnCase c = draw_fuzz_case(bytes.data(), bytes.size(), &m8);
+    const DrawnCase again = draw_fuzz_case(bytes.data(), bytes.size(), &m8);
+    ASSERT_EQ(c.problem.a, again.problem.a);
+    ASSERT_EQ(c.problem.sfb, again.problem.sfb);
+    ASSERT_TRUE(problem_error(c.problem).empty()) << problem_error(c.problem);
+    if (c.kind != CaseKind::unsupported) ASSERT_EQ(c.problem.m % 8, 0) << "inside the declared multiple";
+    ++seen[to_string(c.data)];
+    ++seen[to_string(c.kind)];
+    ++seen[to_string(c.problem.op)];
+    ++seen[to_string(c.problem.sf_layout)];
+    const std::string spec = c.spec.name();
+    const size_t a = spec.find('/'), b = spec.find('/', a + 1);
+    ++seen[spec.substr(a + 1, b - a - 1)];
+  }
+  for (const char* what : {"plain", "mixed", "fine-cancel", "nan-sparse", "small", "unsupported", "gemv", "gemm",
+                           "linear", "permuted", "narrow", "full", "subnormal", "near_max", "sign_bit", "nan_block",
+                           "zero", "fine_cancel"})
+    EXPECT_GT(seen[what], 0) << what;
 }
 
 // The targeted cases of the schedule make the subnormal-operand quirk show in the exact regime;
