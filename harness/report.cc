@@ -186,6 +186,7 @@ nlohmann::json report_json(std::optional<uint64_t> seed, const std::vector<Kerne
       const FailureRecord& f = *k.failure;
       nlohmann::json fj = {{"check", check_name(f.check)}, {"case_file", f.case_file}, {"message", f.message},
                            {"call", to_string(f.call)},  {"case_index", f.case_index}};
+      fj["meaning"] = check_meaning(f.check);
       if (!f.hint.empty()) fj["hint"] = f.hint;
       if (!f.reproduce.empty()) fj["reproduce"] = f.reproduce;
       if (!f.error_map.empty()) fj["error_map"] = f.error_map;

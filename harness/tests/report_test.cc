@@ -4,6 +4,7 @@
 #include <png.h>
 
 #include <filesystem>
+#include <set>
 
 #include "harness/checks.h"
 #include "harness/generators.h"
@@ -151,6 +152,17 @@ TEST(Report, FailureTextNamesTheMatrixUnitFlagWhenThatRuleWouldPass) {
     }
   }
   FAIL() << "no element in the rounding regime found where only the matrix-unit rule passes";
+}
+
+TEST(Report, EveryCheckHasOneNameAndMeaningThatReadBack) {
+  std::set<std::string> names;
+  for (Check c : kAllChecks) {
+    EXPECT_TRUE(names.insert(check_name(c)).second) << check_name(c);
+    EXPECT_EQ(check_from_name(check_name(c)), c);
+    EXPECT_GT(std::string(check_meaning(c)).size(), 10u) << check_name(c);
+  }
+  EXPECT_EQ(names.size(), 17u);
+  EXPECT_FALSE(check_from_name("no-such-check"));
 }
 
 TEST(Report, ShellQuotingSurvivesQuotes) {
