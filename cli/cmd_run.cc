@@ -66,7 +66,14 @@ int run_main(const RunArgs& args, const std::string& command_line) {
   std::fflush(stdout);
   ConsoleListener console(isatty(2) != 0, s.shape.has_value());
   ErrorMapListener maps;
-  Listeners listeners({&maps, &console});
+  // A Python CUDA function's stream failures are run once more on the other stream, before the
+  // failure is shown.
+  const std::unique_ptr<SuiteListener> streams =
+      !args.python.python.empty() ? other_stream_listener(kernels.front(), python, args.timeout_s, args.case_dir)
+                                  : nullptr;
+  std::vector<SuiteListener*> all = {&maps, &console};
+  if (streams) all.insert(all.begin(), streams.get());
+  Listeners listeners(all);
   const SuiteResult result = run_suite(kernels, s, listeners);
   console.summary(result);
   return suite_exit_code(result, write_json_report(args.report, result), false);
@@ -114,7 +121,16 @@ void add_run_command(CLI::App& app, int& exit_code) {
       if (args->seconds > 0) command += fmt::format(" --seconds {}", args->seconds);
       if (!args->policy.empty()) command += " --policy " + args->policy;
       if (!args->shape.empty()) command += " --shape " + args->shape;
-      if (!args->python.python.empty()) command += " --python " + args->python.python + " --format " + args->python.format;
+      if (!args->python.python.empty()) {
+        command += " --python " + args->python.python + " --format " +
+                   (args->python.problem.empty() ? args->python.format : "gpumode");
+        if (!args->python.problem.empty()) command += " --problem " + args->python.problem;
+        if (args->python.stream != "current") command += " --stream " + args->python.stream;
+      }
+      if (args->python.python.empty() && declares_anything(args->python))
+        throw std::invalid_argument("--problem, --stream, --m-multiple, --n-multiple, --k-multiple, --min-sm, --flag, "
+                                    "--flags, --sf-layout, --out-type and --name declare a --python function; a "
+                                    "plugin's kernels declare for themselves");
       if (!args->python.python.empty() && (!args->plugins.empty() || !args->kernels.empty()))
         throw std::invalid_argument("--python checks one Python function; --plugin and --kernel do not go with it");
       exit_code = run_main(*args, command);

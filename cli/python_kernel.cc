@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -13,8 +14,23 @@ void add_python_options(CLI::App* c, PythonArgs& args, bool with_op) {
   c->add_option("--python", args.python,
                 "Check a Python function instead: FILE[:FUNCTION] (default custom_kernel), called by Python's "
                 "nvfp4check worker (the package must be importable by --python-exe)");
-  c->add_option("--format", args.format, "--python: what the function takes (SPEC.md section 7)")
-      ->check(CLI::IsMember({"canonical", "gpumode"}));
+  c->add_option("--format", args.format, "--python: what the function takes (SPEC.md section 7; gpumode with --problem)")
+      ->check(CLI::IsMember({"canonical", "gpumode"}))
+      ->each([&args](const std::string&) { args.format_given = true; });
+  c->add_option("--problem", args.problem,
+                "--python: a GPU MODE problem (gpu-mode/reference-kernels, problems/nvidia): the function gets the "
+                "tuple its reference.py builds, declares its op and the shape limits of its task.yml")
+      ->check(CLI::IsMember({"nvfp4_gemv", "nvfp4_gemm", "nvfp4_group_gemm", "nvfp4_dual_gemm"}));
+  c->add_option("--stream", args.stream,
+                "--python: torch's current stream during the call: the runner's (current, default) or the legacy "
+                "default stream, as GPU MODE's harness runs (legacy)")
+      ->check(CLI::IsMember({"current", "legacy"}));
+  c->add_option("--out-type", args.out_types, "--python: a declared output type (repeatable; fp16 only so far)")
+      ->check(CLI::IsMember({"fp16", "bf16", "fp32"}));
+  c->add_option("--warmup-timeout", args.warmup_timeout_s,
+                "--python: seconds the first call of each kernel process may take (compiling; default 900), "
+                "outside --timeout and --seconds")
+      ->check(CLI::Range(0.001, 24 * 3600.0));
   c->add_option("--memory", args.memory, "--python: where the function's tensors live (default cuda)")
       ->check(CLI::IsMember({"host", "cuda"}));
   if (with_op)
@@ -38,7 +54,12 @@ void add_python_options(CLI::App* c, PythonArgs& args, bool with_op) {
 }
 
 std::vector<std::string> python_declaration_args(const PythonArgs& args) {
-  std::vector<std::string> a = {"--format", args.format, "--memory", args.memory};
+  if (!args.problem.empty() && args.format_given && args.format != "gpumode")
+    throw std::invalid_argument("--problem " + args.problem + " is a GPU MODE problem: --format gpumode");
+  std::vector<std::string> a = {"--format", args.problem.empty() ? args.format : "gpumode", "--memory", args.memory};
+  if (!args.problem.empty()) a.insert(a.end(), {"--problem", args.problem});
+  if (args.stream != "current") a.insert(a.end(), {"--stream", args.stream});
+  for (const std::string& t : args.out_types) a.insert(a.end(), {"--out-type", t});
   for (const std::string& op : args.ops) a.insert(a.end(), {"--op", op});
   for (const std::string& layout : args.sf_layouts) a.insert(a.end(), {"--sf-layout", layout});
   for (const std::string& flag : args.flag_names) a.insert(a.end(), {"--flag", flag});
@@ -78,10 +99,73 @@ SuiteKernel python_kernel(const PythonArgs& args, double timeout_s) {
       start = end + 1;
     }
   }
+  k.command.warmup_timeout_s = args.warmup_timeout_s;
+  k.stream = args.stream;
   WorkerExecutor first(k.command, timeout_s);
   k.desc = first.kernel();  // WorkerStartError: the file does not import, or declares nonsense
   k.desc.origin = args.python;
   return k;
+}
+
+bool declares_anything(const PythonArgs& a) {
+  return !a.problem.empty() || a.stream != "current" || !a.out_types.empty() || a.m_multiple > 1 ||
+         a.n_multiple > 1 || a.k_multiple > 1 || a.min_sm > 0 || !a.flag_names.empty() || !a.sf_layouts.empty() ||
+         !a.name.empty() || a.flags != 0;
+}
+
+namespace {
+
+class OtherStreamListener final : public SuiteListener {
+ public:
+  OtherStreamListener(WorkerCommand command, std::string mine, double timeout_s, std::string case_dir)
+      : command_(std::move(command)), mine_(std::move(mine)), timeout_s_(timeout_s), case_dir_(std::move(case_dir)) {
+    other_ = mine_ == "legacy" ? "current" : "legacy";
+    bool found = false;
+    for (size_t x = 0; x + 1 < command_.argv.size(); ++x)
+      if (command_.argv[x] == "--stream") command_.argv[x + 1] = other_, found = true;
+    if (!found) command_.argv.insert(command_.argv.end() - 2, {"--stream", other_});  // before --serve-fd FD
+  }
+
+  void annotate_failure(const KernelDesc&, const CaseOutcome& out, FailureRecord& f) override {
+    if ((f.check != Check::determinism && f.check != Check::stale_state && f.check != Check::unwritten_output) ||
+        out.case_file.empty())
+      return;
+    std::string note;
+    try {
+      const ReplayInput input = read_replay_input(out.case_file, false);
+      WorkerExecutor executor(command_, timeout_s_);
+      CaseOptions base;
+      base.case_dir = case_dir_ + "/other-stream";
+      const CaseOutcome again = replay_case(executor, input, base);
+      if (again.verdict != CaseOutcome::Verdict::pass) return;  // not the streams, or not only
+      note = fmt::format(
+          "the same case passes with --stream {}: {}", other_,
+          mine_ == "current"
+              ? "work on the legacy default stream (a <<<grid, block>>> launch without a stream, raw stream 0) is "
+                "not ordered against the runner's stream, torch's current stream, where the rest of the function's "
+                "work went (a .contiguous() or a copy); GPU MODE's harness runs everything on the legacy stream"
+              : "work on the runner's stream is not ordered against the legacy default stream, where the rest of "
+                "the function's work went");
+    } catch (const std::exception& e) {
+      note = fmt::format("running it again with --stream {} did not work: {}", other_, e.what());
+    }
+    f.message += ". " + note;
+    f.hint = f.hint.empty() ? note : f.hint + "; " + note;
+  }
+
+ private:
+  WorkerCommand command_;
+  std::string mine_, other_;
+  double timeout_s_;
+  std::string case_dir_;
+};
+
+}  // namespace
+
+std::unique_ptr<SuiteListener> other_stream_listener(const SuiteKernel& kernel, const PythonArgs& args,
+                                                     double timeout_s, const std::string& case_dir) {
+  if (!kernel.desc.is_cuda()) return nullptr;
+  return std::make_unique<OtherStreamListener>(kernel.command, args.stream, timeout_s, case_dir);
 }
 
 }  // namespace nvfp4::cli

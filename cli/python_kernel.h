@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,13 @@ struct PythonArgs {
   std::string format = "canonical", memory = "cuda", python_exe, name;
   std::vector<std::string> ops, sf_layouts, flag_names;  // the declared ops (default gemv), layouts, flags
   uint32_t flags = 0, m_multiple = 1, n_multiple = 1, k_multiple = 1, min_sm = 0;
+  // A GPU MODE problem (nvfp4_gemv, nvfp4_gemm): format gpumode, its op and task.yml's multiples
+  // (a multiple above 1 given here overrides its).
+  std::string problem;
+  std::string stream = "current";   // torch's current stream during the call: or "legacy"
+  std::vector<std::string> out_types;
+  double warmup_timeout_s = 900;    // the warm-up call of each kernel process (harness/warmup.h)
+  bool format_given = false;
 };
 
 // The options that say which function, how it is called and what it declares, shared by run and
@@ -30,5 +38,14 @@ std::vector<std::string> python_declaration_args(const PythonArgs& args);
 // The kernel, its info from its first start (importing the file, which also shows a file that
 // does not import as bad input: WorkerStartError), and the arguments that name it again.
 SuiteKernel python_kernel(const PythonArgs& args, double timeout_s);
+
+// Whether any declaration was given, for commands without --python (a plugin declares for itself).
+bool declares_anything(const PythonArgs& args);
+
+// For a CUDA function: a listener that runs a determinism, stale-state or unwritten-output
+// failure once more with torch's current stream the other one (SPEC.md section 7, "Streams") and
+// says in the failure when that passes. nullptr for a host function.
+std::unique_ptr<SuiteListener> other_stream_listener(const SuiteKernel& kernel, const PythonArgs& args,
+                                                     double timeout_s, const std::string& case_dir);
 
 }  // namespace nvfp4::cli

@@ -52,8 +52,21 @@ void ConsoleListener::kernel_finished(const KernelReport& r) {
   if (bar_) {
     clear();
   } else {
-    fmt::print(stderr, "[{}/{}] {}: {}, {} cases in {:.1f} s{}\n", index_ + 1, kernels_, r.name, to_string(r.verdict),
-               r.cases, r.seconds, r.verdict == KernelVerdict::skipped ? " (" + r.skip_reason + ")" : "");
+    fmt::print(stderr, "[{}/{}] {}: {}, {} cases in {:.1f} s{}{}\n", index_ + 1, kernels_, r.name, to_string(r.verdict),
+               r.cases, r.seconds,
+               r.warmup_seconds > 0 ? fmt::format(" after a {:.1f} s warm-up", r.warmup_seconds) : "",
+               r.verdict == KernelVerdict::skipped ? " (" + r.skip_reason + ")" : "");
+  }
+}
+
+// The kernel's first call compiling: the line says so instead of a count.
+void ConsoleListener::warming_up(const KernelDesc&, double seconds) {
+  if (bar_) {
+    fmt::print(stderr, "\r\033[K{} {}/{} {}: compiling/warming up: {:.0f} s", std::string(26, ' '), index_ + 1,
+               kernels_, name_, seconds);
+    std::fflush(stderr);
+  } else if (static_cast<int64_t>(seconds) % 15 == 0) {
+    fmt::print(stderr, "[{}/{}] {}: compiling/warming up: {:.0f} s\n", index_ + 1, kernels_, name_, seconds);
   }
 }
 

@@ -21,6 +21,7 @@ class ConsoleListener final : public SuiteListener {
   void case_done(const KernelDesc& kernel, int64_t index, const CaseOutcome& outcome) override;
   void failed(const KernelDesc& kernel, const FailureRecord& failure) override;
   void kernel_finished(const KernelReport& report) override;
+  void warming_up(const KernelDesc& kernel, double seconds) override;
   // The summary table (and the schedule's distribution, and the steps' times when asked).
   void summary(const SuiteResult& result);
 

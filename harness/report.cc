@@ -164,6 +164,8 @@ nlohmann::json report_json(std::optional<uint64_t> seed, const std::vector<Kerne
                                                                                          : Accumulation::ieee_fp32)},
                         {"policy", k.policy},
                         {"workers", k.workers}};
+    if (k.warmup_seconds > 0) e["warmup_seconds"] = k.warmup_seconds;
+    if (!k.stream.empty()) e["stream"] = k.stream;
     if (k.drawn.cases > 0) {
       nlohmann::json d = {{"cases", k.drawn.cases},   {"tile_edge", k.drawn.tile_edge}, {"batched", k.drawn.batched},
                           {"k_tail", k.drawn.k_tail}, {"padded", k.drawn.padded}};

@@ -54,6 +54,8 @@ struct KernelReport {
   double max_error_ulps = 0, max_error_over_bound = 0;
   double seconds = 0;
   int64_t workers = 0;            // kernel processes started (a crash or timeout costs one)
+  double warmup_seconds = 0;      // the first process's warm-up call (harness/warmup.h), not in `seconds`
+  std::string stream;             // a Python kernel's stream: "current" or "legacy"
   // Time by step, summed over cases and lanes: "reference", "save", "kernel", "judge",
   // "generate", "report" (the parent's side), in the order they first occurred.
   std::vector<std::pair<std::string, double>> step_seconds;

@@ -19,6 +19,7 @@
 
 #include "gpu_reference/exact_gemm_gpu.h"
 #include "harness/case_input.h"
+#include "harness/warmup.h"
 #include "reference/case_file.h"
 
 namespace nvfp4 {
@@ -58,7 +59,15 @@ void report_failure(KernelReport& report, const KernelDesc& kernel, const CaseOu
   add_outcome(report, out, index, "", "", reproduce);
   FailureRecord& f = *report.failure;
   listener.annotate_failure(kernel, out, f);
-  f.text = failure_text(kernel.name, seed, out, f.error_map, f.reproduce);
+  if (f.message != out.finding->message || f.hint != out.finding->hint) {
+    // A listener had more to say (a second run of the case): the text says it too.
+    CaseOutcome annotated = out;
+    annotated.finding->message = f.message;
+    annotated.finding->hint = f.hint;
+    f.text = failure_text(kernel.name, seed, annotated, f.error_map, f.reproduce);
+  } else {
+    f.text = failure_text(kernel.name, seed, out, f.error_map, f.reproduce);
+  }
   listener.failed(kernel, f);
 }
 
@@ -71,6 +80,10 @@ void Listeners::kernel_started(size_t index, size_t kernels, const KernelDesc& k
 void Listeners::case_done(const KernelDesc& kernel, int64_t index, const CaseOutcome& outcome) {
   for (SuiteListener* l : all_) l->case_done(kernel, index, outcome);
 }
+void Listeners::warming_up(const KernelDesc& kernel, double seconds) {
+  for (SuiteListener* l : all_) l->warming_up(kernel, seconds);
+}
+
 void Listeners::annotate_failure(const KernelDesc& kernel, const CaseOutcome& outcome, FailureRecord& failure) {
   for (SuiteListener* l : all_) l->annotate_failure(kernel, outcome, failure);
 }
@@ -310,6 +323,10 @@ SuiteResult run_suite(const std::vector<SuiteKernel>& kernels, const RunSettings
         executors.push_back(std::make_unique<WorkerExecutor>(std::move(command), settings.timeout_s));
         raw.push_back(executors.back().get());
       }
+      // A compiling kernel warms up first, outside its time (harness/warmup.h).
+      std::vector<WorkerExecutor*> workers;
+      for (const auto& e : executors) workers.push_back(e.get());
+      const double warmup = warm_up_lanes(workers, [&](double s) { listener.warming_up(sk.desc, s); });
       LaneSettings ls;
       ls.cases = settings.cases;
       ls.seconds = budget;
@@ -319,7 +336,9 @@ SuiteResult run_suite(const std::vector<SuiteKernel>& kernels, const RunSettings
       ls.replay_args = sk.replay_args;
       report = check_kernel(raw, sk.desc, *schedule, ls, listener);
       for (const auto& e : executors) report.workers += e->starts();
+      report.warmup_seconds = warmup;
     }
+    report.stream = sk.stream;
     listener.kernel_finished(report);
     result.checked += report.cases;
     result.kernels.push_back(std::move(report));

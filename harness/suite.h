@@ -24,6 +24,7 @@ struct SuiteKernel {
   KernelDesc desc;
   WorkerCommand command;
   KernelArgs replay_args;  // e.g. {"--plugin", "/abs/lib.so", "--kernel", "name"}
+  std::string stream;      // a Python kernel's --stream, for the report ("" for ABI kernels)
 };
 
 // What the engine tells as it goes. Every method has an empty default. Calls come from the
@@ -44,6 +45,9 @@ class SuiteListener {
   virtual void kernel_finished(const KernelReport& report) {}
   // True ends the current kernel's check; the case in progress is dropped (an interrupt).
   virtual bool should_stop() { return false; }
+  // About once a second while a kernel's first process makes its warm-up call (a Python kernel
+  // compiling: harness/warmup.h), with the seconds so far.
+  virtual void warming_up(const KernelDesc& kernel, double seconds) {}
 };
 
 // Several listeners as one, called in order.
@@ -57,6 +61,7 @@ class Listeners final : public SuiteListener {
   void failed(const KernelDesc& kernel, const FailureRecord& failure) override;
   void kernel_finished(const KernelReport& report) override;
   bool should_stop() override;
+  void warming_up(const KernelDesc& kernel, double seconds) override;
 
  private:
   std::vector<SuiteListener*> all_;

@@ -1,6 +1,8 @@
 // Worker processes and the parent's watchdog over them (see worker.h).
 #include "harness/worker.h"
 
+#include "harness/warmup.h"
+
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -76,7 +78,7 @@ struct Spawned {
 // Starts argv as a worker with environment envp: in its own process group (the parent ends
 // everything it forks by killing the group), killed when the parent dies, the channel on
 // kWorkerChannelFd. Throws WorkerStartError when no process could be made.
-Spawned spawn_worker(std::vector<std::string>& argv_strings, char* const* envp) {
+Spawned spawn_worker(std::vector<std::string>& argv_strings, char* const* envp, int death_signal = SIGKILL) {
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
     throw WorkerStartError(std::string("socketpair: ") + std::strerror(errno));
@@ -93,7 +95,7 @@ Spawned spawn_worker(std::vector<std::string>& argv_strings, char* const* envp) 
   }
   if (pid == 0) {
     setpgid(0, 0);
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    prctl(PR_SET_PDEATHSIG, death_signal);
     if (getppid() != parent) _exit(125);
     if (sv[1] == kWorkerChannelFd) {
       fcntl(sv[1], F_SETFD, 0);
@@ -157,15 +159,21 @@ void WorkerExecutor::start() {
   std::vector<char*> envp;
   for (std::string& s : env_strings) envp.push_back(s.data());
   envp.push_back(nullptr);
-  const Spawned child = spawn_worker(command_.argv, envp.data());
+  // A compiling kernel's process that loses its parent gets SIGTERM: Python's worker then ends
+  // the compiler and unlocks its cache (nvfp4check.worker), and dies by the default action after.
+  const Spawned child = spawn_worker(command_.argv, envp.data(), warms_up() ? SIGTERM : SIGKILL);
   pid_ = child.pid;
   dead_ = false;
   fd_ = child.fd;
   frames_ = FrameReader();
   ++starts_;
+  warm_ = false;
 
   CallObservation end;
-  std::optional<WorkerMessage> m = receive(startup_s_, &end);
+  // A submission may compile when it is imported: its start has the warm-up's limit.
+  gentle_ = warms_up();
+  std::optional<WorkerMessage> m = receive(std::max(startup_s_, command_.warmup_timeout_s), &end);
+  gentle_ = false;
   if (!m) {
     stop();
     throw WorkerStartError(fmt::format("the worker process for {} did not start: {}", command_.kernel, end.error));
@@ -188,6 +196,19 @@ void WorkerExecutor::start() {
 }
 
 void WorkerExecutor::stop() {
+  if (pid_ > 0 && gentle_ && !dead_) {
+    // A compiler may be running: SIGTERM lets it end and leave its cache unlocked.
+    kill(-pid_, SIGTERM);
+    const auto grace = Clock::now() + std::chrono::duration<double>(kStopGraceSeconds);
+    int status = 0;
+    while (Clock::now() < grace) {
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        dead_ = true;
+        break;
+      }
+      usleep(10000);
+    }
+  }
   if (pid_ > 0) {
     // The whole group: children the kernel forked die with it.
     kill(-pid_, SIGKILL);
@@ -275,7 +296,57 @@ const KernelDesc& WorkerExecutor::kernel() {
   return desc_;
 }
 
+double WorkerExecutor::warm_up() {
+  if (!warms_up() || warmup_failure_ || (warm_ && pid_ > 0)) return 0;
+  const auto t = Clock::now();
+  try {
+    if (pid_ < 0) start();
+  } catch (const WorkerStartError&) {
+    return 0;  // the next case starts it again and reports why it does not start
+  }
+  CaseData data;
+  try {
+    data = warmup_case(desc_.info);
+  } catch (const std::invalid_argument&) {
+    return 0;  // it declares nothing to call: the schedule skips it
+  }
+  const double watchdog = timeout_s_;
+  timeout_s_ = command_.warmup_timeout_s;
+  gentle_ = true;
+  std::vector<CallObservation> out = run_calls(data, {PlannedCall{}});
+  gentle_ = false;
+  timeout_s_ = watchdog;
+  const double seconds = std::chrono::duration<double>(Clock::now() - t).count();
+  if (!out.empty() && out.back().end == CallObservation::End::returned) {
+    warm_ = true;  // its output is not judged: the cases are
+    return seconds;
+  }
+  CallObservation o = out.empty() ? lost_call(CallObservation::End::protocol, "no answer") : out.back();
+  const std::string what = fmt::format("the warm-up call (one {} before the first case, --warmup-timeout {} s)",
+                                       warmup_shape_text(data.problem), command_.warmup_timeout_s);
+  if (o.end == CallObservation::End::timeout) {
+    o.error = fmt::format("{} did not finish within {:.0f} s: the compile takes longer (raise --warmup-timeout) or "
+                          "the kernel hangs; its process group got SIGTERM, then SIGKILL after {:.0f} s",
+                          what, command_.warmup_timeout_s, kStopGraceSeconds);
+  } else {
+    o.error = "during " + what + ": " + o.error;
+  }
+  warmup_failure_ = std::move(o);
+  return seconds;
+}
+
 std::vector<CallObservation> WorkerExecutor::run_case(const CaseData& data, const std::vector<PlannedCall>& plan) {
+  if (warms_up() && !warmup_failure_ && !(warm_ && pid_ > 0)) warm_up();
+  if (warmup_failure_) {
+    // Handed to one case, as its first call; a later case tries again in a fresh process.
+    std::vector<CallObservation> out = {std::move(*warmup_failure_)};
+    warmup_failure_.reset();
+    return out;
+  }
+  return run_calls(data, plan);
+}
+
+std::vector<CallObservation> WorkerExecutor::run_calls(const CaseData& data, const std::vector<PlannedCall>& plan) {
   std::vector<CallObservation> out;
   if (pid_ < 0) start();
   const int64_t id = next_case_++;

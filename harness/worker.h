@@ -24,7 +24,14 @@ struct WorkerCommand {
   std::string kernel;  // for messages
   std::vector<std::string> argv;
   std::vector<std::pair<std::string, std::string>> env;
+  // > 0: a kernel that compiles on its first call (Python's): each process makes one warm-up
+  // call (harness/warmup.h) within this many seconds before its first case, its start may take
+  // as long, and a process stopped while starting or warming up gets SIGTERM first (so the
+  // compiler's cache is left unlocked), SIGKILL after kStopGraceSeconds. 0: none (ABI plugins
+  // are compiled ahead; their first call is watched like any other).
+  double warmup_timeout_s = 0;
 };
+constexpr double kStopGraceSeconds = 5;
 
 // The nvfp4check program whose hidden `worker` command serves kernels: env NVFP4CHECK_PROGRAM
 // when set (tests, the Python package), else the running executable.
@@ -49,9 +56,18 @@ class WorkerExecutor final : public Executor {
   // Workers started so far (a crash, a timeout or a lost context costs one).
   int starts() const { return starts_; }
 
+  // Warm-up (command.warmup_timeout_s > 0): makes the warm-up call now when this process has not
+  // made it (run_case makes it first otherwise, e.g. after a restart) and returns its seconds.
+  // A failed warm-up is kept and becomes the next case's first call. Never throws.
+  bool warms_up() const { return command_.warmup_timeout_s > 0; }
+  double warm_up();
+  const std::optional<CallObservation>& warmup_failure() const { return warmup_failure_; }
+  void set_warmup_failure(CallObservation o) { warmup_failure_ = std::move(o); }
+
  private:
   void start();
   void stop();  // kills the process group and reaps
+  std::vector<CallObservation> run_calls(const CaseData& data, const std::vector<PlannedCall>& plan);
   // The next message within the deadline; nullopt with *end set when the worker is gone, timed
   // out or sent garbage.
   std::optional<WorkerMessage> receive(double timeout_s, CallObservation* end);
@@ -65,6 +81,9 @@ class WorkerExecutor final : public Executor {
   int starts_ = 0;
   int64_t next_case_ = 0;
   bool have_desc_ = false;
+  bool warm_ = false;       // this process made its warm-up call
+  bool gentle_ = false;     // starting or warming up: stop() sends SIGTERM first
+  std::optional<CallObservation> warmup_failure_;
   KernelDesc desc_;
   FrameReader frames_;  // what the worker sent that is not taken yet
 };

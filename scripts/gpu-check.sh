@@ -15,6 +15,11 @@
 #   gpuref     the GPU reference's timings on production shapes
 #   throughput scripts/throughput-bench.sh (cases/s by size class; NVFP4_BASELINE: another build)
 #   python     the Python package's GPU tier (torch, load_inline, Triton, the GPU MODE cheats)
+#   gpumode    GPU MODE submissions as submitted (corpus/python/gpumode): a load_inline GEMV whose
+#              first call compiles 40 s or more passes run --python --problem nvfp4_gemv with every
+#              default, and checks as many cases in 60 s as when compiled already (within 20%); a
+#              run killed during the compile leaves the next one working (no lock left); the
+#              two-stream submission fails naming the streams and passes with --stream legacy
 #   campaign   a fuzz campaign (NVFP4_CAMPAIGN_SECONDS, default 240) against the CUDA kernels,
 #              naive and fast, one worker per GPU, in the background while later steps run
 #   broken     a campaign with no seeds against a CUDA kernel that drops the k tail (must find it)
@@ -91,8 +96,53 @@ for s in "${steps[@]}"; do
       step "the Python package's GPU tier"
       NVFP4CHECK_LIBRARY="$B/python/libnvfp4check_capi.so" NVFP4CHECK_PROGRAM="$B/cli/nvfp4check" \
         NVFP4CHECK_WRONG_PLUGIN="$B/mutation/libnvfp4_wrong_host_plugin.so" PYTHONPATH="$PWD/python" \
-        timeout 500 python3 -m pytest -p no:cacheprovider -q -rs python/tests >"$OUT/python.log" 2>&1 || status=1
+        timeout 1200 python3 -m pytest -p no:cacheprovider -q -rs python/tests >"$OUT/python.log" 2>&1 || status=1
       tail -25 "$OUT/python.log"
+      ;;
+    gpumode)
+      step "GPU MODE submissions as submitted (warm-up, cache lock, streams)"
+      G=corpus/python/gpumode
+      ext="$OUT/torch-extensions"
+      rm -rf "$ext" && mkdir -p "$ext"
+      export NVFP4_PYTHON=${NVFP4_PYTHON:-python3} PYTHONPATH="$PWD/python" NVFP4CHECK_LIBRARY="$B/python/libnvfp4check_capi.so"
+      gm() { timeout 1500 "$B/cli/nvfp4check" run --python "$@"; }
+      field() { python3 -c "import json,sys; k=json.load(open(sys.argv[1]))['kernels'][0]; print(*[k.get(f) for f in sys.argv[2:]])" "$@"; }
+      # Cold: a fresh extensions folder, the first call at least 40 s (the compile, padded if faster).
+      TORCH_EXTENSIONS_DIR="$ext" GEMV_FIRST_CALL_AT_LEAST_S=40 gm "$G/load_inline_gemv.py" --format gpumode \
+        --problem nvfp4_gemv --seconds 60 --seed 2001 --report "$OUT/gm-cold.json" --case-dir "$OUT/gm-cases" \
+        >"$OUT/gm-cold.log" 2>&1 || status=1
+      echo "cold (compiles):  verdict cases warmup_s workers: $(field "$OUT/gm-cold.json" verdict cases warmup_seconds workers)"
+      TORCH_EXTENSIONS_DIR="$ext" gm "$G/load_inline_gemv.py" --format gpumode --problem nvfp4_gemv --seconds 60 \
+        --seed 2001 --report "$OUT/gm-warm.json" --case-dir "$OUT/gm-cases" >"$OUT/gm-warm.log" 2>&1 || status=1
+      echo "warm (compiled):  verdict cases warmup_s workers: $(field "$OUT/gm-warm.json" verdict cases warmup_seconds workers)"
+      python3 -c "import json,sys
+c, w = (json.load(open(f))['kernels'][0]['cases'] for f in sys.argv[1:])
+ok = w > 0 and abs(c - w) <= 0.2 * w
+print(f'cases cold {c} / warm {w}: {\"within\" if ok else \"NOT within\"} 20%'); sys.exit(0 if ok else 1)" \
+        "$OUT/gm-cold.json" "$OUT/gm-warm.json" || status=1
+      # Killed during the compile (the parent, as a Ctrl-C or a kill would): the next run works.
+      ext2="$OUT/torch-extensions-killed"
+      rm -rf "$ext2" && mkdir -p "$ext2"
+      TORCH_EXTENSIONS_DIR="$ext2" "$B/cli/nvfp4check" run --python "$G/load_inline_gemv.py" --problem nvfp4_gemv \
+        --seconds 60 --case-dir "$OUT/gm-cases" >"$OUT/gm-killed.log" 2>&1 &
+      kpid=$!
+      sleep 20
+      kill -TERM "$kpid"; wait "$kpid"
+      sleep 8
+      echo "locks left after the kill: $(find "$ext2" -name lock | wc -l) (want 0)"
+      [ "$(find "$ext2" -name lock | wc -l)" -eq 0 ] || status=1
+      TORCH_EXTENSIONS_DIR="$ext2" gm "$G/load_inline_gemv.py" --problem nvfp4_gemv --seconds 30 --seed 2002 \
+        --report "$OUT/gm-after-kill.json" --case-dir "$OUT/gm-cases" >"$OUT/gm-after-kill.log" 2>&1 || status=1
+      echo "after the kill:   verdict cases warmup_s: $(field "$OUT/gm-after-kill.json" verdict cases warmup_seconds)"
+      # The two-stream mistake: fails naming the streams (or oracle, when the race shows in run 1);
+      # passes as GPU MODE runs it.
+      TORCH_EXTENSIONS_DIR="$ext" gm "$G/two_stream_gemv.py" --problem nvfp4_gemv --cases 200 --seed 2003 \
+        --report "$OUT/gm-two-stream.json" --case-dir "$OUT/gm-cases" >"$OUT/gm-two-stream.log" 2>&1
+      [ $? -eq 1 ] || status=1
+      echo "two streams:      verdict check: $(field "$OUT/gm-two-stream.json" verdict) $(python3 -c "import json,sys; f=json.load(open(sys.argv[1]))['kernels'][0].get('failure') or {}; print(f.get('check'), '|', f.get('message'))" "$OUT/gm-two-stream.json")"
+      TORCH_EXTENSIONS_DIR="$ext" gm "$G/two_stream_gemv.py" --problem nvfp4_gemv --cases 200 --seed 2003 \
+        --stream legacy --report "$OUT/gm-legacy.json" --case-dir "$OUT/gm-cases" >"$OUT/gm-legacy.log" 2>&1 || status=1
+      echo "--stream legacy:  verdict cases stream: $(field "$OUT/gm-legacy.json" verdict cases stream)"
       ;;
     shapes)
       step "nvfp4check run on production shapes (GPU reference)"

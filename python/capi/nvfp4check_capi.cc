@@ -26,6 +26,7 @@
 #include "harness/listeners.h"
 #include "harness/report.h"
 #include "harness/suite.h"
+#include "harness/warmup.h"
 #include "harness/worker.h"
 #include "kernels/registry.h"
 #include "reference/case_file.h"
@@ -142,6 +143,7 @@ struct Options {
   double seconds = 0, timeout_s = kDefaultCallTimeout;
   std::optional<uint64_t> seed;
   bool keep_passing_cases = false;
+  bool warmup = false;  // one warm-up call before the first case (harness/warmup.h)
   std::optional<Shape> shape;
   KernelArgs replay_args;
 };
@@ -173,6 +175,8 @@ Options parse_options(const char* text) {
       if (!(o.timeout_s > 0)) throw std::invalid_argument("timeout_s must be positive");
     } else if (key == "keep_passing_cases") {
       o.keep_passing_cases = value.get<bool>();
+    } else if (key == "warmup") {
+      o.warmup = value.get<bool>();
     } else if (key == "shape") {
       Shape s;
       s.m = value.at("m").get<int64_t>();
@@ -217,6 +221,38 @@ json final_report(std::optional<uint64_t> seed, const KernelReport& k, const std
   return out;
 }
 
+// An executor whose first case gets a failed warm-up call as its first call (the warm-up's
+// reproducer is that case; its own output is never judged).
+class AfterWarmup final : public Executor {
+ public:
+  explicit AfterWarmup(Executor& inner) : inner_(inner) {}
+  const KernelDesc& kernel() override { return inner_.kernel(); }
+  std::vector<CallObservation> run_case(const CaseData& data, const std::vector<PlannedCall>& plan) override {
+    if (failure_) {
+      std::vector<CallObservation> out = {std::move(*failure_)};
+      failure_.reset();
+      return out;
+    }
+    return inner_.run_case(data, plan);
+  }
+  // Makes the warm-up call; returns its seconds.
+  double warm_up() {
+    const auto t = std::chrono::steady_clock::now();
+    const CaseData data = warmup_case(inner_.kernel().info);
+    std::vector<CallObservation> out = inner_.run_case(data, {PlannedCall{}});
+    if (!out.empty() && out.back().end != CallObservation::End::returned && !t_notes.stopped) {
+      failure_ = std::move(out.back());
+      failure_->error = fmt::format("during the warm-up call (one {} before the first case): {}",
+                                    warmup_shape_text(data.problem), failure_->error);
+    }
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+  }
+
+ private:
+  Executor& inner_;
+  std::optional<CallObservation> failure_;
+};
+
 // One kernel's cases from the core's schedule (exactly `nvfp4check run`'s for this kernel and
 // seed), called in this process, up to the first failure; *stopped when a callback asked to stop.
 // Python's callbacks say when to stop (an interrupt in the kernel).
@@ -225,9 +261,12 @@ class StopListener final : public SuiteListener {
   bool should_stop() override { return t_notes.stopped; }
 };
 
+// With o.warmup (Python kernels, which compile on their first call) one warm-up call comes first,
+// outside o.seconds.
 KernelReport run_schedule(const Kernel& kernel, const Options& o, uint64_t seed, const KernelArgs& replay_args,
                           bool* stopped) {
-  InProcessExecutor executor(kernel, o.timeout_s);
+  InProcessExecutor in_process(kernel, o.timeout_s);
+  AfterWarmup executor(in_process);
   const KernelDesc& desc = executor.kernel();
   ScheduleOptions so;
   so.seed = seed;
@@ -243,10 +282,16 @@ KernelReport run_schedule(const Kernel& kernel, const Options& o, uint64_t seed,
   ls.case_options = case_options(o);
   ls.replay_args = replay_args;
   t_notes = CallNotes{};
+  const double warmup = o.warmup ? executor.warm_up() : 0;
+  if (t_notes.stopped) {
+    *stopped = true;
+    return kernel_report(desc);
+  }
   StopListener stop;
   ErrorMapListener maps;
   Listeners listeners({&stop, &maps});
-  const KernelReport report = check_kernel({&executor}, desc, *schedule, ls, listeners);
+  KernelReport report = check_kernel({&executor}, desc, *schedule, ls, listeners);
+  report.warmup_seconds = warmup;
   *stopped = t_notes.stopped;
   return report;
 }

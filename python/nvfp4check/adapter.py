@@ -18,10 +18,14 @@ Formats:
   gpumode    fn(data) with the tuple GPU MODE's nvfp4_gemv / nvfp4_gemm reference.py builds
              (github.com/gpu-mode/reference-kernels, problems/nvidia/nvfp4_{gemv,gemm}):
              (a, b, sfa, sfb, sfa_permuted, sfb_permuted, c); fn returns the output tensor.
-             Work may go on torch's current stream (the runner's) or on the legacy default
-             stream, where GPU MODE's own harness runs everything.
-A CUDA fn runs with torch's current stream set to the runner's stream and may return before its
-work ends; work on any stream not ordered after it is caught by the stream checks.
+             `problem` names the GPU MODE problem (PROBLEMS): its op and, by default, the shape
+             limits its task.yml states.
+
+Declarations (op, sf_layouts, the shape multiples, min_sm, out types) are the adapter's to keep:
+fn is never called with a problem outside them; the adapter answers NVFP4_UNSUPPORTED for it,
+untouched. A CUDA fn runs with torch's current stream set to the runner's stream (stream="current")
+or to the legacy default stream, as GPU MODE's harness runs everything (stream="legacy"), and may
+return before its work ends; work on any stream not ordered after it is caught by the stream checks.
 """
 import numbers
 
@@ -31,6 +35,37 @@ from . import _abi, _capi
 from ._abi import ceil_div
 
 FORMATS = ("canonical", "gpumode")
+STREAMS = ("current", "legacy")
+# The only output type this build's suite judges (SPEC.md revision 3 adds bf16 and fp32).
+OUT_TYPES = ("fp16",)
+
+# GPU MODE's NVFP4 problems (gpu-mode/reference-kernels, problems/nvidia/<name>): the op, and the
+# shape limits their task.yml states, as declarations. nvfp4_gemv: "M is divisible by
+# mma_tiler_mn[0] defined in the kernel, K is divisible by 64" (its template_cute.py tiles M by
+# 128, and every test and benchmark shape has M a multiple of 128). nvfp4_gemm: "M is divisible by
+# mma_tiler_mn[0], N by mma_tiler_mn[1], K by 256" (its submission.py: mma_tiler_mnk = (128, 128,
+# 256)). nvfp4_group_gemm and nvfp4_dual_gemm come with the grouped and dual ops.
+PROBLEMS = {
+    "nvfp4_gemv": {"op": "gemv", "m_multiple": 128, "n_multiple": 1, "k_multiple": 64},
+    "nvfp4_gemm": {"op": "gemm", "m_multiple": 128, "n_multiple": 128, "k_multiple": 256},
+}
+LATER_PROBLEMS = ("nvfp4_group_gemm", "nvfp4_dual_gemm")
+
+
+def problem_declarations(problem, op=None, m_multiple=None, n_multiple=None, k_multiple=None):
+    """(op, m_multiple, n_multiple, k_multiple) for GPU MODE's problem (None: no problem), the
+    given values overriding its task.yml's; ValueError for an unknown problem or an op it is not."""
+    if problem is None:
+        return (op, m_multiple or 1, n_multiple or 1, k_multiple or 1)
+    if problem in LATER_PROBLEMS:
+        raise ValueError(f"problem {problem!r} needs the {problem[6:].replace('_', ' ')} op, which this version "
+                         f"does not check yet; known: {sorted(PROBLEMS)}")
+    if problem not in PROBLEMS:
+        raise ValueError(f"problem must be one of {sorted(PROBLEMS)}, not {problem!r}")
+    d = PROBLEMS[problem]
+    if op is not None and (op if isinstance(op, str) else tuple(op)) not in (d["op"], (d["op"],)):
+        raise ValueError(f"problem {problem!r} is op {d['op']!r}, not {op!r}")
+    return (d["op"], m_multiple or d["m_multiple"], n_multiple or d["n_multiple"], k_multiple or d["k_multiple"])
 
 
 class _Unsupported:
@@ -127,7 +162,7 @@ class Sizes:
 class Problem:
     """One problem as a canonical kernel sees it (see the module's docstring)."""
 
-    __slots__ = ("op", "m", "n", "k", "l", "alpha", "sf_layout", "a", "b", "sfa", "sfb", "c", "stream")
+    __slots__ = ("op", "m", "n", "k", "l", "alpha", "sf_layout", "out_type", "a", "b", "sfa", "sfb", "c", "stream")
 
     def __repr__(self):
         return (f"Problem(op={self.op!r}, m={self.m}, n={self.n}, k={self.k}, l={self.l}, alpha={self.alpha!r}, "
@@ -159,12 +194,14 @@ def _names(value, table, what):
 class KernelAdapter:
     """fn as an ABI kernel: .info (an nvfp4_kernel_info) and a call problem -> NVFP4_* code.
 
-    op: "gemv", "gemm", or both as a tuple; None declares both. sf_layouts: a tuple of "linear",
-    "permuted" (None: both for canonical, permuted for gpumode). flags: SPEC.md section 5 bits.
+    op: "gemv", "gemm", or both as a tuple; None declares both (or the problem's op). sf_layouts:
+    a tuple of "linear", "permuted" (None: both for canonical, permuted for gpumode). flags:
+    SPEC.md section 5 bits. problem: a GPU MODE problem name (PROBLEMS; gpumode only), which sets
+    op and the default multiples. stream: "current" or "legacy" (see the module's docstring).
+    out_types: ("fp16",), the one output type of this version.
     A gpumode kernel always reads permuted scales and has no alpha (it declares
-    FLAG_UNIT_ALPHA), and cannot say UNSUPPORTED: the adapter refuses problems outside what it
-    declares on its behalf. A canonical fn is called for every problem and must refuse those
-    itself (the suite checks that it does).
+    FLAG_UNIT_ALPHA). The adapter refuses every problem outside the declaration on fn's behalf,
+    so fn never sees one; fn returning UNSUPPORTED inside it is the suite's refused-supported.
     """
 
     # How long the runner's stream is held before C's poison is put back (gpumode on CUDA, see
@@ -172,11 +209,26 @@ class KernelAdapter:
     HOLD_CYCLES = 8_000_000
 
     def __init__(self, fn, *, op="gemv", memory="cuda", format="canonical", sf_layouts=None, flags=0, name=None,
-                 m_multiple=1, n_multiple=1, k_multiple=1, min_sm=0):
+                 m_multiple=None, n_multiple=None, k_multiple=None, min_sm=0, problem=None, stream="current",
+                 out_types=None):
         if not callable(fn):
             raise TypeError(f"the kernel must be callable, not {type(fn).__name__}")
         if format not in FORMATS:
             raise ValueError(f"format must be one of {FORMATS}, not {format!r}")
+        if problem is not None and format != "gpumode":
+            raise ValueError(f"problem={problem!r} is a GPU MODE problem: it goes with format='gpumode'")
+        op, m_multiple, n_multiple, k_multiple = problem_declarations(problem, op if problem is None or op != "gemv"
+                                                                      else None, m_multiple, n_multiple, k_multiple)
+        if stream not in STREAMS:
+            raise ValueError(f"stream must be one of {STREAMS}, not {stream!r}")
+        if out_types is not None:
+            for t in (out_types,) if isinstance(out_types, str) else out_types:
+                if t not in ("fp16", "bf16", "fp32"):
+                    raise ValueError(f"out_types are fp16, bf16 or fp32, not {t!r}")
+                if t not in OUT_TYPES:
+                    raise ValueError(f"out type {t!r}: this version of the suite judges fp16 outputs only")
+        if not isinstance(min_sm, numbers.Integral) or min_sm < 0:
+            raise ValueError(f"min_sm must be a non-negative integer (e.g. 100 for sm_100), not {min_sm!r}")
         if memory not in _abi.MEMORIES:
             raise ValueError(f"memory must be one of {sorted(_abi.MEMORIES)}, not {memory!r}")
         if not isinstance(flags, numbers.Integral) or flags < 0 or flags & ~_abi.ALL_FLAGS:
@@ -195,6 +247,8 @@ class KernelAdapter:
         self.fn = fn
         self.format = format
         self.memory = memory
+        self.problem = problem
+        self.stream_mode = stream
         self.name = name if name is not None else kernel_name(fn)
         self._name_bytes = self.name.encode()  # the info points at it: keep it alive
         self.info = _abi.nvfp4_kernel_info(
@@ -223,6 +277,9 @@ class KernelAdapter:
     def __call__(self, problem):
         """Runs fn on one nvfp4_problem; returns NVFP4_OK or NVFP4_UNSUPPORTED. fn's exceptions and
         KernelFailure propagate (the driver reports them)."""
+        if not self.declares(problem):
+            # The declaration lives here, not in fn: fn is never handed what it did not promise.
+            return _abi.NVFP4_UNSUPPORTED
         if self.format == "gpumode":
             return self._call_gpumode(problem)
         return self._call_canonical(problem)
@@ -235,6 +292,7 @@ class KernelAdapter:
         p.op, p.m, p.n, p.k, p.l = s.op, s.m, s.n, s.k, s.l
         p.alpha = float(problem.alpha)
         p.sf_layout = _abi.SF_LAYOUT_NAMES.get(problem.sf_layout, str(problem.sf_layout))
+        p.out_type = "fp16"
         if self.memory == "host":
             p.a = host_array(problem.a, (s.l, s.m, s.half))
             p.b = host_array(problem.b, (s.l, s.n, s.half))
@@ -249,7 +307,17 @@ class KernelAdapter:
         p.sfa = cuda_tensor(torch, problem.sfa, s.sfa_shape)
         p.sfb = cuda_tensor(torch, problem.sfb, s.sfb_shape)
         p.c = cuda_tensor(torch, problem.c, (s.l, s.m, s.n), torch.float16)
-        p.stream = self._stream(torch, problem.stream)
+        runner = self._stream(torch, problem.stream)
+        if self.stream_mode == "legacy":
+            # fn's work goes on the legacy default stream, ordered after the runner's stream's
+            # uploads, and the runner's stream after it: what fn leaves there is its output.
+            p.stream = torch.cuda.default_stream()
+            p.stream.wait_stream(runner)
+            with torch.cuda.stream(p.stream):
+                out = self._canonical_result(self.fn(p), p)
+            runner.wait_stream(p.stream)
+            return out
+        p.stream = runner
         with torch.cuda.stream(p.stream):
             return self._canonical_result(self.fn(p), p)
 
@@ -265,10 +333,6 @@ class KernelAdapter:
     # -- gpumode --------------------------------------------------------------------------------
 
     def _call_gpumode(self, problem):
-        if not self.declares(problem):
-            # GPU MODE's protocol has no way to refuse; a gpumode kernel declares exactly what it
-            # computes, and the adapter refuses the rest untouched.
-            return _abi.NVFP4_UNSUPPORTED
         torch = self._get_torch()
         s = Sizes(problem)
         if self.memory != "cuda":
@@ -283,15 +347,20 @@ class KernelAdapter:
             self._gpumode_cuda_hold(torch, views["c"])
             # GPU MODE's harness runs everything on the legacy default stream, so a kernel launched
             # there (a <<<grid, block>>> without a stream) is honest: that stream is ordered after
-            # the hold, and the runner's stream after whatever fn leaves on it.
+            # the hold, and the runner's stream after whatever fn leaves on it. With
+            # stream="legacy" torch's current stream is that stream too, as in their harness.
             legacy.wait_stream(stream)
-            out = self.fn(data)
+            if self.stream_mode == "legacy":
+                with torch.cuda.stream(legacy):
+                    out = self.fn(data)
+            else:
+                out = self.fn(data)
             stream.wait_stream(legacy)
             return self._gpumode_result(torch, out, data, write_back, s)
 
     def _gpumode_cuda_hold(self, torch, c):
-        # GPU MODE hands the linear scales over on the host, and copying them there waited for the
-        # runner's stream, which undid the runner's hold (work a kernel starts on a stream of its
+        # Building the tuple may wait for the runner's stream (the first GEMV fill of a shape comes
+        # from the host), which undoes the runner's hold (work a kernel starts on a stream of its
         # own would find its inputs in place). So hold it again: the stream waits, then C gets its
         # poison back; a kernel working on a stream of its own wrote C before that (unwritten
         # output) or after the runner's stream was done (the stream check).
@@ -352,7 +421,7 @@ class KernelAdapter:
 #   a      [m, k/2, l] float4_e2m1fn_x2, physically [l, m, k/2] (permute(1, 2, 0))
 #   b      [n, k/2, l] likewise; for GEMV n is padded to 128 rows (their b_ref has 128 rows so
 #          torch._scaled_mm can run; only row 0 is the vector)
-#   sfa    [m, ceil(k/16), l] float8_e4m3fn on the CPU ("sfa_ref_cpu"), physically [l, m, kb]
+#   sfa    [m, ceil(k/16), l] float8_e4m3fn on the device (sfa_ref_cpu.to("cuda")), physically [l, m, kb]
 #   sfb    [n, ceil(k/16), l] likewise (GEMV: 128 rows)
 #   sfa_permuted [32, 4, ceil(m/128), 4, ceil(kb/4), l] float8_e4m3fn on the device, the permute
 #          (3, 4, 1, 5, 2, 0) of a contiguous [l, Mt, Kt, 32, 4, 4]: SPEC's permuted layout
@@ -420,12 +489,12 @@ def gpumode_data(torch, views, s):
         b = views["b"].view(fp4).permute(1, 2, 0)
     sfa_permuted = views["sfa"].view(fp8).permute(3, 4, 1, 5, 2, 0)
     sfb_permuted = views["sfb"].view(fp8).permute(3, 4, 1, 5, 2, 0)
-    # The linear scales live on the host in GPU MODE's tuple ("sfa_ref_cpu"), contiguous as
-    # [l, rows, kb] and handed over as the [rows, kb, l] permute. For a GEMV the 127 padded rows of
-    # sfb are the permuted layout's padding: NaN scales, which only the padded columns read.
-    sfa_host = views["sfa"].cpu()
-    sfb_host = views["sfb"].cpu()
-    sfa = unpermute_scales(sfa_host, s.m, s.kb).contiguous().view(fp8).permute(1, 2, 0)
-    sfb = unpermute_scales(sfb_host, b_rows, s.kb).contiguous().view(fp8).permute(1, 2, 0)
+    # The linear scales, contiguous as [l, rows, kb] and handed over as the [rows, kb, l] permute,
+    # live where the rest does: reference.py builds them on the CPU and moves them to the device
+    # (sfa_ref_cpu.to("cuda"), which keeps the strides; since their commit 14fec19 "Fix: to gpu
+    # scales"). For a GEMV the 127 padded rows of sfb are the permuted layout's padding: NaN
+    # scales, which only the padded columns read.
+    sfa = unpermute_scales(views["sfa"], s.m, s.kb).contiguous().view(fp8).permute(1, 2, 0)
+    sfb = unpermute_scales(views["sfb"], b_rows, s.kb).contiguous().view(fp8).permute(1, 2, 0)
     c = views["c"].permute(1, 2, 0)
     return (a, b, sfa, sfb, sfa_permuted, sfb_permuted, c), write_back

@@ -8,12 +8,12 @@ The run callback is the only Python on the C++ side's path. It catches everythin
 import os
 import sys
 import time
-import traceback
 import warnings
 
 import numpy as np
 
 from . import _abi, _capi
+from ._compile import describe_exception
 from .adapter import KernelAdapter, KernelFailure
 
 # With neither `cases` nor `seconds`, a check takes about this long.
@@ -51,6 +51,7 @@ class Report:
         self.cases = kernel.get("cases", 0)
         self.seed = raw.get("seed")
         self.seconds = kernel.get("seconds", 0.0)
+        self.warmup_seconds = kernel.get("warmup_seconds", 0.0)  # the warm-up call, not in `seconds`
         self.skip_reason = kernel.get("skip_reason")
         self.command = raw.get("command")
         self.failure = None
@@ -82,8 +83,10 @@ class Report:
         return line
 
 
-def _callback(adapter, capi):
-    """The ABI callback over adapter, and a dict where an interrupt is kept for re-raising."""
+def _callback(adapter, capi, serving=False):
+    """The ABI callback over adapter, and a dict where an interrupt is kept for re-raising. A
+    serving kernel process ends at an interrupt (SIGTERM from the runner, once fn's `finally`
+    blocks, a compiler's among them, have run)."""
     state = {"interrupt": None}
 
     def run(_user, problem_ptr):
@@ -94,6 +97,9 @@ def _callback(adapter, capi):
         except Exception:  # noqa: BLE001 - every error of fn is a failed case, never a crash
             capi.kernel_failed("exception", _user_traceback())
         except BaseException as e:  # KeyboardInterrupt, SystemExit: stop the check
+            if serving:
+                sys.stderr.flush()
+                os._exit(e.code if isinstance(e, SystemExit) and isinstance(e.code, int) else 130)
             state["interrupt"] = e
             return _abi.NVFP4CHECK_STOP
         return _abi.NVFP4_ERROR
@@ -111,7 +117,7 @@ def _user_traceback():
         if tb.tb_next is None:
             break  # raised inside the package itself (e.g. by the adapter): keep that frame
         tb = tb.tb_next
-    return "".join(traceback.format_exception(etype, value, tb)).rstrip()
+    return describe_exception(etype, value, tb)
 
 
 def _replay_call(adapter):
@@ -128,6 +134,8 @@ def _replay_call(adapter):
         value = getattr(adapter.info, what)
         if value not in (0, 1):
             extra += f", {what}={value}"
+    if adapter.stream_mode != "current":
+        extra += f", stream={adapter.stream_mode!r}"
     return lambda path: (f"nvfp4check.replay({path!r}, {fn}, op={op}, memory={adapter.memory!r}, "
                          f"format={adapter.format!r}{extra})")
 
@@ -162,9 +170,46 @@ def _finish(raw, adapter, state):
     return Report(raw, _replay_call(adapter))
 
 
-def check(fn, op="gemv", memory="cuda", format="canonical", sf_layouts=None, flags=0, name=None, cases=None,
-          seconds=None, seed=None, case_dir=None, *, policy=None, timeout_s=None, shape=None, m_multiple=1,
-          n_multiple=1, k_multiple=1, min_sm=0, keep_passing_cases=False, program_args=None):
+# Checks a second run on the other stream can explain (work on two streams not ordered).
+STREAM_CHECKS = ("determinism", "stale-state", "unwritten-output")
+
+
+def _declared(op, format, problem):
+    """op and format with their defaults: a GPU MODE problem sets both."""
+    if format is None:
+        format = "gpumode" if problem is not None else "canonical"
+    if op is None and problem is None:
+        op = "gemv"
+    return op, format
+
+
+def _other_stream_note(adapter, report, replay_one):
+    """A failure a stream ordering explains, run again with torch's current stream the other one:
+    the sentence to add to its text when that passes."""
+    f = report.failure
+    if f is None or f.check not in STREAM_CHECKS or adapter.memory != "cuda" or not f.case_file:
+        return None
+    mine = adapter.stream_mode
+    other = "legacy" if mine == "current" else "current"
+    adapter.stream_mode = other
+    try:
+        again = replay_one(f.case_file)
+    finally:
+        adapter.stream_mode = mine
+    if again.verdict != "pass":
+        return None
+    if mine == "current":
+        why = ("work on the legacy default stream (a <<<grid, block>>> launch without a stream, raw stream 0) is "
+               "not ordered against the runner's stream, torch's current stream, where the rest of fn's work went")
+    else:
+        why = "work on the runner's stream is not ordered against the legacy default stream, where the rest went"
+    return f"the same case passes with stream={other!r}: {why}"
+
+
+def check(fn, op=None, memory="cuda", format=None, sf_layouts=None, flags=0, name=None, cases=None,
+          seconds=None, seed=None, case_dir=None, *, policy=None, timeout_s=None, shape=None, m_multiple=None,
+          n_multiple=None, k_multiple=None, min_sm=0, keep_passing_cases=False, program_args=None, problem=None,
+          stream="current", out_types=None):
     """Checks fn on seeded generated cases with every check of `nvfp4check run`, up to the first
     failure, and returns a Report. fn is called as the format says (see nvfp4check.adapter).
 
@@ -173,11 +218,17 @@ def check(fn, op="gemv", memory="cuda", format="canonical", sf_layouts=None, fla
     runs and kept when it fails, with a PNG error map beside it. policy overrides the oracle
     policy the flags call for ("fp32", "exact", "fp16-accum", "allclose:RTOL:ATOL", "ulp:N");
     shape=(m, n, k[, l]) checks only that shape (production shapes); fn may also be a
-    KernelAdapter. program_args: how `nvfp4check replay` reaches fn (["--python", FILE:FN, ...]), for
-    a "reproduce:" line of the program's beside Python's own.
+    KernelAdapter. op defaults to "gemv", format to "canonical"; problem (a GPU MODE problem,
+    "nvfp4_gemv" or "nvfp4_gemm") means format "gpumode", its op and its task.yml's multiples.
+    stream "legacy" runs fn with torch's current stream the legacy default stream, as GPU MODE's
+    harness does; a determinism, stale-state or unwritten-output failure is run once more the
+    other way, and the text says when that passes. program_args: how `nvfp4check replay` reaches fn
+    (["--python", FILE:FN, ...]), for a "reproduce:" line of the program's beside Python's own.
     """
+    op, format = _declared(op, format, problem)
     adapter = _adapter(fn, op=op, memory=memory, format=format, sf_layouts=sf_layouts, flags=flags, name=name,
-                       m_multiple=m_multiple, n_multiple=n_multiple, k_multiple=k_multiple, min_sm=min_sm)
+                       m_multiple=m_multiple, n_multiple=n_multiple, k_multiple=k_multiple, min_sm=min_sm,
+                       problem=problem, stream=stream, out_types=out_types)
     if cases is None and seconds is None:
         seconds = DEFAULT_SECONDS
     if seed is None:
@@ -186,17 +237,26 @@ def check(fn, op="gemv", memory="cuda", format="canonical", sf_layouts=None, fla
     run, state = _callback(adapter, capi)
     options = {"cases": cases, "seconds": seconds, "seed": int(seed), "case_dir": case_dir, "policy": policy,
                "timeout_s": timeout_s, "shape": _shape_option(shape), "keep_passing_cases": keep_passing_cases,
-               "replay_args": list(program_args) if program_args else None}
+               "replay_args": list(program_args) if program_args else None, "warmup": True}
     raw = capi.check(adapter.info, run, options)
-    return _finish(raw, adapter, state)
+    report = _finish(raw, adapter, state)
+    note = _other_stream_note(adapter, report, lambda path: replay(path, adapter, case_dir=os.path.join(
+        case_dir or "nvfp4check-cases", "other-stream"), policy=policy, timeout_s=timeout_s))
+    if note:
+        report.failure.message += "; " + note
+        report.failure.text = report.failure.text.rstrip("\n") + "\n  " + note + "\n"
+    return report
 
 
-def replay(path, fn, op=None, memory="cuda", format="canonical", flags=0, *, sf_layouts=None, name=None,
-           case_dir=None, policy=None, timeout_s=None, m_multiple=1, n_multiple=1, k_multiple=1, min_sm=0):
+def replay(path, fn, op=None, memory="cuda", format=None, flags=0, *, sf_layouts=None, name=None,
+           case_dir=None, policy=None, timeout_s=None, m_multiple=None, n_multiple=None, k_multiple=None, min_sm=0,
+           problem=None, stream="current", out_types=None):
     """Runs one saved case (a case file or a binary fuzz input) through every check, like
-    `nvfp4check replay`, and returns a Report. op None declares both ops."""
+    `nvfp4check replay`, and returns a Report. op None declares both ops (or the problem's)."""
+    format = format or ("gpumode" if problem is not None else "canonical")
     adapter = _adapter(fn, op=op, memory=memory, format=format, sf_layouts=sf_layouts, flags=flags, name=name,
-                       m_multiple=m_multiple, n_multiple=n_multiple, k_multiple=k_multiple, min_sm=min_sm)
+                       m_multiple=m_multiple, n_multiple=n_multiple, k_multiple=k_multiple, min_sm=min_sm,
+                       problem=problem, stream=stream, out_types=out_types)
     capi = _capi.load()
     run, state = _callback(adapter, capi)
     options = {"case_dir": case_dir, "policy": policy, "timeout_s": timeout_s}
@@ -205,14 +265,14 @@ def replay(path, fn, op=None, memory="cuda", format="canonical", flags=0, *, sf_
 
 
 def serve(fn, fd, *, op="gemv", memory="cuda", format="canonical", sf_layouts=None, flags=0, name=None,
-          timeout_s=30.0, m_multiple=1, n_multiple=1, k_multiple=1, min_sm=0):
+          timeout_s=30.0, m_multiple=None, n_multiple=None, k_multiple=None, min_sm=0):
     """Serves fn as the kernel process of `nvfp4check run --python` over the channel fd: the parent
     schedules and judges every case; this process only calls fn and reports what it left behind.
     Returns the exit code."""
     adapter = _adapter(fn, op=op, memory=memory, format=format, sf_layouts=sf_layouts, flags=flags, name=name,
                        m_multiple=m_multiple, n_multiple=n_multiple, k_multiple=k_multiple, min_sm=min_sm)
     capi = _capi.load()
-    run, state = _callback(adapter, capi)
+    run, state = _callback(adapter, capi, serving=True)
     code = capi.serve(adapter.info, run, fd, float(timeout_s))
     if state["interrupt"] is not None:
         raise state["interrupt"]

@@ -13,11 +13,11 @@ import importlib.util
 import json
 import os
 import sys
-import traceback
 import types
 
 from . import _abi
-from .adapter import KernelAdapter
+from ._compile import LockWatch, describe_exception, end_gently_on_sigterm
+from .adapter import PROBLEMS, LATER_PROBLEMS, STREAMS, KernelAdapter
 from .driver import DEFAULT_SECONDS, check, replay, serve
 
 FLAG_NAMES = {
@@ -93,17 +93,23 @@ def _shape(text):
 def parser():
     p = argparse.ArgumentParser(prog="python -m nvfp4check.worker", description=__doc__.split("\n\n")[0])
     p.add_argument("kernel", metavar="FILE[:FUNCTION]", help="Python file (or module) and function (default custom_kernel)")
-    p.add_argument("--format", choices=("canonical", "gpumode"), default="canonical")
+    p.add_argument("--format", choices=("canonical", "gpumode"), help="default canonical (gpumode with --problem)")
     p.add_argument("--op", choices=("gemv", "gemm"), action="append",
-                   help="op the kernel declares (repeatable; default gemv, both for --replay)")
+                   help="op the kernel declares (repeatable; default gemv, both for --replay, the problem's)")
+    p.add_argument("--problem", choices=sorted(PROBLEMS) + list(LATER_PROBLEMS),
+                   help="a GPU MODE problem (gpumode format): its reference.py's tuple, op and task.yml's limits")
+    p.add_argument("--stream", choices=STREAMS, default="current",
+                   help="torch's current stream during the call: the runner's, or the legacy default stream")
+    p.add_argument("--out-type", choices=("fp16", "bf16", "fp32"), action="append", dest="out_types",
+                   help="an output type the kernel declares (fp16 only in this version)")
     p.add_argument("--memory", choices=("host", "cuda"), default="cuda")
     p.add_argument("--sf-layout", choices=("linear", "permuted"), action="append", dest="sf_layouts")
     p.add_argument("--flag", choices=sorted(FLAG_NAMES), action="append", default=[], help="a declared flag (repeatable)")
     p.add_argument("--flags", type=int, default=0, help="declared flags as a number (SPEC.md section 5 bits)")
     p.add_argument("--name", help="kernel name (default: FUNCTION, lowercased)")
-    p.add_argument("--m-multiple", type=int, default=1)
-    p.add_argument("--n-multiple", type=int, default=1)
-    p.add_argument("--k-multiple", type=int, default=1)
+    p.add_argument("--m-multiple", type=int, help="declared: m is a multiple of this (default 1, or the problem's)")
+    p.add_argument("--n-multiple", type=int, help="declared: n is a multiple of this (default 1, or the problem's)")
+    p.add_argument("--k-multiple", type=int, help="declared: k is a multiple of this (default 1, or the problem's)")
     p.add_argument("--min-sm", type=int, default=0)
     p.add_argument("--cases", type=int)
     p.add_argument("--seconds", type=float)
@@ -126,7 +132,13 @@ def program_args(args):
     if os.path.exists(path):
         path = os.path.abspath(path)  # the line must work from any directory
     out = ["--python", path + colon + function, "--format", args.format, "--memory", args.memory]
-    for op in args.op or ["gemv"]:
+    if args.problem:
+        out += ["--problem", args.problem]
+    if args.stream != "current":
+        out += ["--stream", args.stream]
+    for t in args.out_types or []:
+        out += ["--out-type", t]
+    for op in args.op or ([] if args.problem else ["gemv"]):
         out += ["--op", op]
     for layout in args.sf_layouts or []:
         out += ["--sf-layout", layout]
@@ -135,7 +147,7 @@ def program_args(args):
     if args.flags:
         out += ["--flags", str(args.flags)]
     for what in ("m_multiple", "n_multiple", "k_multiple"):
-        if getattr(args, what) > 1:
+        if (getattr(args, what) or 1) > 1:
             out += ["--" + what.replace("_", "-"), str(getattr(args, what))]
     if args.min_sm:
         out += ["--min-sm", str(args.min_sm)]
@@ -146,20 +158,29 @@ def program_args(args):
 
 def main(argv=None):
     args = parser().parse_args(argv)
+    # A submission may compile when imported or on its first call: SIGTERM lets that compile end
+    # cleanly, and a wait on a compiler's lock that a dead process left is ended and named.
+    end_gently_on_sigterm()
+    LockWatch().start()
+    if args.format is None:
+        args.format = "gpumode" if args.problem else "canonical"
     try:
+        if args.problem and args.format != "gpumode":
+            raise UsageError(f"--problem {args.problem} is a GPU MODE problem: --format gpumode")
         try:
             fn = load_function(args.kernel, gpumode=args.format == "gpumode")
         except UsageError:
             raise
         except Exception as e:  # noqa: BLE001 - whatever importing the file raised
-            raise UsageError(f"cannot import {args.kernel}:\n{traceback.format_exc().rstrip()}") from e
+            raise UsageError(f"cannot import {args.kernel}: {describe_exception(*sys.exc_info())}") from e
         flags = args.flags
         for name in args.flag:
             flags |= FLAG_NAMES[name]
-        op = tuple(args.op) if args.op else (None if args.replay else "gemv")
+        op = tuple(args.op) if args.op else (None if args.replay or args.problem else "gemv")
         adapter = KernelAdapter(fn, op=op, memory=args.memory, format=args.format, sf_layouts=args.sf_layouts,
                                 flags=flags, name=args.name, m_multiple=args.m_multiple, n_multiple=args.n_multiple,
-                                k_multiple=args.k_multiple, min_sm=args.min_sm)
+                                k_multiple=args.k_multiple, min_sm=args.min_sm, problem=args.problem,
+                                stream=args.stream, out_types=args.out_types)
         if args.serve_fd is not None:
             return serve(adapter, args.serve_fd, timeout_s=args.timeout or 30.0)
         if args.replay:

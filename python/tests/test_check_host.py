@@ -33,6 +33,23 @@ def test_honest_kernel_with_declared_multiple_passes(case_dir):
     assert r.json["kernel"]["unsupported_cases"] > 0
 
 
+def test_the_declaration_is_the_adapters(case_dir):
+    """fn never sees a problem outside what nc.check declares: a GEMV that does not look at p.op,
+    or at m, passes (the adapter refuses the GEMMs and other m on its behalf)."""
+    seen = []
+
+    def gemv_only(p):
+        seen.append((p.op, p.m))
+        p.c[...] = K.compute(p)
+
+    r = nc.check(gemv_only, op="gemv", memory="host", m_multiple=4, cases=60, seed=SEED, case_dir=case_dir)
+    assert r.verdict == "pass", r.failure
+    assert r.json["kernel"]["unsupported_cases"] > 0  # the schedule did draw them
+    assert seen and all(op == "gemv" and m % 4 == 0 for op, m in seen), seen
+    r = nc.check(K.ignores_m4, op=BOTH, memory="host", m_multiple=4, cases=60, seed=SEED, case_dir=case_dir)
+    assert r.verdict == "pass", r.failure
+
+
 WRONG = [
     # kernel, the check that must catch it, extra declarations
     (K.nibble_order_bug, "oracle", {}),
@@ -42,7 +59,7 @@ WRONG = [
     (K.raises_bug, "exception", {}),
     (K.unwritten_bug, "unwritten-output", {}),
     (K.writes_past_end_bug, "guard", {}),
-    (K.ignores_m4, "ignored-unsupported", {"m_multiple": 4}),
+    (K.refuses_m4, "refused-supported", {}),  # refuses an m its (empty) declaration allows
     (K.returns_array_bug, "exception", {}),  # the adapter's complaint about what fn returned
 ]
 
@@ -179,15 +196,16 @@ def test_policy_override_is_applied(case_dir):
 
 
 def test_shape_option_checks_one_shape(case_dir):
-    shapes = set()
+    shapes = []
 
     def record(p):
-        shapes.add((p.m, p.n, p.k, p.l))
+        shapes.append((p.m, p.n, p.k, p.l))
         return K.honest_gemm(p)
 
     r = nc.check(record, op="gemm", memory="host", cases=4, seed=SEED, case_dir=case_dir, shape=(96, 8, 272, 2))
     assert r.verdict == "pass", r.failure
-    assert shapes == {(96, 8, 272, 2)}
+    # The first call is the warm-up, on the smallest declared problem; every case has the shape.
+    assert shapes[0] == (1, 1, 64, 1) and set(shapes[1:]) == {(96, 8, 272, 2)}, shapes
 
 
 def test_adapter_refuses_by_the_suites_own_rule():

@@ -1,0 +1,82 @@
+// The warm-up call of Python kernel processes (see warmup.h).
+#include "harness/warmup.h"
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "harness/generators.h"
+#include "harness/worker.h"
+
+namespace nvfp4 {
+
+CaseData warmup_case(const nvfp4_kernel_info& info) {
+  const std::vector<Op> ops = declared_ops(info);
+  if (ops.empty()) throw std::invalid_argument("the kernel declares no op: nothing to warm up");
+  Problem p;
+  p.op = ops.front();
+  p.m = std::max<int64_t>(1, info.m_multiple);
+  p.n = p.op == Op::gemv ? 1 : std::max<int64_t>(1, info.n_multiple);
+  // k even and at least 64 (whole 16-element blocks, as a compiled kernel's tiles want), a
+  // multiple of what the kernel declares.
+  p.k = round_up(64, std::max<int64_t>(2, info.k_multiple));
+  if (p.k % 2) p.k *= 2;
+  p.l = 1;
+  p.sf_layout = (info.sf_layouts >> NVFP4_SF_PERMUTED) & 1u ? SfLayout::permuted : SfLayout::linear;
+  p.semantics = declared_semantics(info);
+  Rng rng(0x7761726D);  // "warm": the warm-up's data is the same every time
+  fill_data(rng, DataSpec{}, p);
+  p.alpha = 1.0f;
+  CaseData data;
+  data.problem = std::move(p);
+  return data;
+}
+
+std::string warmup_shape_text(const Problem& p) {
+  return fmt::format("{}x{}x{} {}", p.m, p.n, p.k, to_string(p.op));
+}
+
+namespace {
+
+// Runs work on this thread (a worker started on a thread that ends would get its parent-death
+// signal), ticking about once a second from another until it is done.
+template <typename Work>
+void with_ticks(Work work, std::chrono::steady_clock::time_point start, const std::function<void(double)>& tick) {
+  std::mutex mutex;
+  std::condition_variable cv;
+  bool done = false;
+  std::thread ticker([&] {
+    std::unique_lock<std::mutex> lock(mutex);
+    while (!cv.wait_for(lock, std::chrono::seconds(1), [&] { return done; }))
+      if (tick) tick(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  });
+  work();
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    done = true;
+  }
+  cv.notify_all();
+  ticker.join();
+}
+
+}  // namespace
+
+double warm_up_lanes(const std::vector<WorkerExecutor*>& lanes, const std::function<void(double)>& tick) {
+  if (lanes.empty() || !lanes.front()->warms_up()) return 0;
+  const auto start = std::chrono::steady_clock::now();
+  double first = 0;
+  with_ticks([&] { first = lanes.front()->warm_up(); }, start, tick);
+  if (const std::optional<CallObservation>& failed = lanes.front()->warmup_failure()) {
+    for (size_t x = 1; x < lanes.size(); ++x) lanes[x]->set_warmup_failure(*failed);
+    return first;
+  }
+  // The other lanes warm up as their cases begin, each on its lane's thread (their processes
+  // must not outlive the thread that started them), loading what the first one compiled.
+  return first;
+}
+
+}  // namespace nvfp4

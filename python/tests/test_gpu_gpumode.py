@@ -1,0 +1,112 @@
+"""GPU MODE-style submissions of corpus/python/gpumode, as submitted (marker gpu; skipped with the
+reason without torch, CUDA or a CUDA build): each with its expected verdict and check, through
+`nvfp4check run --python` (the program's default limits: the compile is the warm-up) and nc.check."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+import nvfp4check as nc
+from conftest import SOURCE_DIR, program
+
+pytestmark = pytest.mark.gpu
+
+GPUMODE = os.path.join(SOURCE_DIR, "corpus", "python", "gpumode")
+STREAM_CHECKS = ("determinism", "stale-state", "unwritten-output")
+
+
+@pytest.fixture(scope="module")
+def torch():
+    from conftest import torch_cuda_reason
+
+    reason = torch_cuda_reason()
+    if reason:
+        pytest.skip(reason)
+    import torch
+
+    return torch
+
+
+def run(tmp_path, name, *args):
+    exe = program()
+    if exe is None:
+        pytest.skip("needs the nvfp4check program (NVFP4CHECK_PROGRAM)")
+    report = tmp_path / f"{name}.json"
+    r = subprocess.run([exe, "run", "--python", os.path.join(GPUMODE, name), "--seed", "11", "--case-dir",
+                        str(tmp_path / "cases"), "--report", str(report), *args], capture_output=True, text=True,
+                       env=dict(os.environ, NVFP4_PYTHON=os.environ.get("NVFP4_PYTHON", sys.executable)), timeout=1200)
+    assert report.exists(), r.stdout + r.stderr
+    return r, json.loads(report.read_text())["kernels"][0]
+
+
+def load(name):
+    sys.path.insert(0, GPUMODE)
+    from nvfp4check.worker import load_function
+
+    return load_function(os.path.join(GPUMODE, name), gpumode=True)
+
+
+def test_load_inline_submission_passes_with_every_default(torch, tmp_path):
+    r, k = run(tmp_path, "load_inline_gemv.py", "--problem", "nvfp4_gemv", "--seconds", "30")
+    assert r.returncode == 0 and k["verdict"] == "pass", r.stdout + r.stderr
+    assert k["warmup_seconds"] > 0 and k["stream"] == "current"
+
+
+def test_two_stream_submission_fails_naming_the_streams_and_passes_on_legacy(torch, tmp_path):
+    r, k = run(tmp_path, "two_stream_gemv.py", "--problem", "nvfp4_gemv", "--cases", "60")
+    assert r.returncode == 1 and k["verdict"] == "fail", r.stdout + r.stderr
+    check = k["failure"]["check"]
+    assert check in STREAM_CHECKS + ("oracle",), k["failure"]
+    if check in STREAM_CHECKS:
+        assert "passes with --stream legacy" in k["failure"]["message"], k["failure"]["message"]
+    r, k = run(tmp_path, "two_stream_gemv.py", "--problem", "nvfp4_gemv", "--cases", "60", "--stream", "legacy")
+    # On the legacy stream only the SPEC's own defects remain (NaN scales are NaN here): it passes.
+    assert r.returncode == 0 and k["verdict"] == "pass" and k["stream"] == "legacy", r.stdout + r.stderr
+
+
+def test_two_stream_submission_through_nc_check(torch, tmp_path):
+    r = nc.check(load("two_stream_gemv.py"), problem="nvfp4_gemv", cases=60, seed=13, case_dir=str(tmp_path / "c"))
+    assert r.verdict == "fail" and r.failure.check in STREAM_CHECKS + ("oracle",), r.failure
+    if r.failure.check in STREAM_CHECKS:
+        assert "passes with stream='legacy'" in r.failure.text, r.failure.text
+    r = nc.check(load("two_stream_gemv.py"), problem="nvfp4_gemv", stream="legacy", cases=60, seed=13,
+                 case_dir=str(tmp_path / "d"))
+    assert r.verdict == "pass", r.failure
+
+
+def test_triton_submission_passes(torch, tmp_path):
+    pytest.importorskip("triton")
+    r = nc.check(load("triton_gemv.py"), problem="nvfp4_gemv", cases=40, seed=12, case_dir=str(tmp_path / "c"))
+    assert r.verdict == "pass", r.failure
+
+
+def test_scaled_mm_submission_declaring_sm_100_is_skipped_below_it(torch, tmp_path):
+    major, minor = torch.cuda.get_device_capability()
+    r, k = run(tmp_path, "scaled_mm_gemm.py", "--problem", "nvfp4_gemm", "--min-sm", "100", "--cases", "20")
+    if major * 10 + minor < 100:
+        assert r.returncode == 0 and k["verdict"] == "skipped", r.stdout + r.stderr
+        assert "needs compute capability 10.0" in k["skip_reason"], k
+    else:
+        assert k["verdict"] == "pass", r.stdout + r.stderr
+
+
+def test_problem_tuple_has_the_reference_devices_and_strides(torch, tmp_path):
+    """reference.py's generate_input (since their 14fec19) puts every tensor on the device, the
+    linear scales moved there with their strides; a and b are permuted views."""
+    seen = {}
+
+    def probe(data):
+        seen["devices"] = [t.device.type for t in data]
+        seen["sfa_stride"] = data[2].stride()
+        seen["shape"] = [tuple(t.shape) for t in data]
+        c = data[6]
+        c.zero_()
+        return c
+
+    nc.check(probe, problem="nvfp4_gemv", cases=1, seed=1, case_dir=str(tmp_path / "c"), shape=(256, 1, 128, 2))
+    assert seen["devices"] == ["cuda"] * 7
+    m, kb, l = 256, 8, 2
+    assert seen["shape"][2] == (m, kb, l) and seen["sfa_stride"] == (kb, 1, m * kb)
+    assert seen["shape"][1] == (128, 64, l)

@@ -1,0 +1,188 @@
+"""`nvfp4check run --python` with kernels that compile on their first call (SPEC.md section 7,
+revision 3): the warm-up call, its limit, what a stopped compile leaves behind, the messages of
+compile failures, and the declarations run --python takes. Host kernels: no torch needed."""
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import SOURCE_DIR, program
+
+CORPUS = os.path.join(SOURCE_DIR, "corpus", "python")
+KERNELS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "numpy_kernels.py")
+
+
+def run(*args, env=None, timeout=600):
+    exe = program()
+    if exe is None:
+        pytest.skip("needs the nvfp4check program (NVFP4CHECK_PROGRAM)")
+    full_env = dict(os.environ, NVFP4_PYTHON=os.environ.get("NVFP4_PYTHON", sys.executable), **(env or {}))
+    return subprocess.run([exe, "run", *args], capture_output=True, text=True, env=full_env, timeout=timeout)
+
+
+def report_of(r, path):
+    assert path.exists(), r.stdout + r.stderr
+    return json.loads(path.read_text())["kernels"][0]
+
+
+def test_a_45_s_first_call_passes_with_default_limits(tmp_path):
+    """The first call of the first process "compiles" for 45 s (a per-call watchdog of 30 s would
+    kill it); the second lane starts after it and loads from the cache; the 10 s asked for are
+    spent on cases, as many as an already-compiled kernel checks in them."""
+    cache = tmp_path / "compiled"
+    common = ["--python", os.path.join(CORPUS, "slow_first_call.py"), "--memory", "host", "--seconds", "10",
+              "--jobs", "2", "--seed", "7", "--case-dir", str(tmp_path / "cases")]
+    start = time.monotonic()
+    r = run(*common, "--report", str(tmp_path / "cold.json"), env={"SLOW_FIRST_CALL_CACHE": str(cache)})
+    wall = time.monotonic() - start
+    assert r.returncode == 0, r.stdout + r.stderr
+    cold = report_of(r, tmp_path / "cold.json")
+    assert cold["verdict"] == "pass" and cold["workers"] == 2
+    assert cold["warmup_seconds"] >= 45, cold
+    assert "compiling/warming up" in r.stderr
+    assert cold["seconds"] >= 9, "the warm-up is not the checks' time"
+    assert wall < 45 + 10 + 30, f"one compile, not one per lane: {wall:.0f} s"
+    # The same, compiled already.
+    r = run(*common, "--report", str(tmp_path / "warm.json"), env={"SLOW_FIRST_CALL_CACHE": str(cache)})
+    warm = report_of(r, tmp_path / "warm.json")
+    assert warm["verdict"] == "pass" and warm["warmup_seconds"] < 10
+    assert cold["cases"] >= 0.6 * warm["cases"], (cold["cases"], warm["cases"])
+
+
+def test_a_warm_up_past_its_limit_is_stopped_cleanly(tmp_path):
+    """A compile killed at --warmup-timeout gets SIGTERM first: its `finally` runs, so the lock
+    it held (here a stand-in for torch's) is gone for the next run."""
+    lock = tmp_path / "lock"
+    kernel = tmp_path / "locking.py"
+    kernel.write_text(f"""
+import os, time
+def custom_kernel(p):
+    fd = os.open({str(lock)!r}, os.O_CREAT | os.O_EXCL)
+    try:
+        time.sleep(120)  # compiling, past the limit
+    finally:
+        os.close(fd)
+        os.remove({str(lock)!r})
+""")
+    r = run("--python", str(kernel), "--memory", "host", "--cases", "3", "--seed", "1", "--warmup-timeout", "3",
+            "--case-dir", str(tmp_path / "cases"), "--report", str(tmp_path / "r.json"), timeout=120)
+    assert r.returncode == 1, r.stdout + r.stderr
+    k = report_of(r, tmp_path / "r.json")
+    assert k["failure"]["check"] == "timeout"
+    assert "warm-up call" in k["failure"]["message"] and "--warmup-timeout" in k["failure"]["message"]
+    assert not lock.exists(), "SIGTERM let the compile's finally release its lock"
+
+
+def test_a_lock_left_by_a_dead_process_is_named(tmp_path):
+    """A wait on torch_extensions' lock (torch.utils.file_baton.FileBaton.wait spins while the file
+    exists) that no live process holds and that is older than the kernel's process ends with a
+    failure naming the file and the command that removes it; the file is left alone."""
+    build = tmp_path / "torch_extensions" / "py3_cu12" / "nvfp4_gemv"
+    build.mkdir(parents=True)
+    lock = build / "lock"
+    lock.write_text("")
+    old = time.time() - 3600
+    os.utime(lock, (old, old))
+    kernel = tmp_path / "waits.py"
+    kernel.write_text(f"""
+import os, time
+class FileBaton:  # torch/utils/file_baton.py's wait, as cpp_extension calls it
+    def __init__(self, lock_file_path, wait_seconds=0.1):
+        self.lock_file_path, self.wait_seconds = lock_file_path, wait_seconds
+    def wait(self):
+        while os.path.exists(self.lock_file_path):
+            time.sleep(self.wait_seconds)
+def custom_kernel(p):
+    FileBaton({str(lock)!r}).wait()
+    raise AssertionError("the lock is never released")
+""")
+    r = run("--python", str(kernel), "--memory", "host", "--cases", "3", "--seed", "1",
+            "--case-dir", str(tmp_path / "cases"), "--report", str(tmp_path / "r.json"), timeout=300)
+    assert r.returncode == 1, r.stdout + r.stderr
+    k = report_of(r, tmp_path / "r.json")
+    assert k["failure"]["check"] == "exception"
+    message = k["failure"]["message"]
+    assert f"rm {lock}" in message and "died while it compiled" in message
+    assert message.index("is locked by") < message.index("Traceback"), message
+    assert lock.exists(), "a lock is never removed behind the user's back"
+
+
+def test_a_compile_error_leads_with_the_compilers_words(tmp_path):
+    r = run("--python", os.path.join(CORPUS, "compile_error.py"), "--memory", "host", "--cases", "2", "--seed", "1",
+            "--case-dir", str(tmp_path / "cases"))
+    assert r.returncode == 1, r.stdout + r.stderr
+    out = r.stdout
+    head = out.index("compile error: torch's cpp_extension could not build 'nvfp4_gemv_v1'")
+    assert out.index("cuda.cu:3:10: fatal error: cutlass/cutlass.h: No such file or directory") > head
+    assert out.index("Traceback") > out.index("fatal error"), out
+    assert "compile_error.py:" in out[head:out.index("Traceback")], "the file that called the compiler"
+
+
+def test_a_missing_module_is_bad_input_led_by_its_name(tmp_path):
+    r = run("--python", os.path.join(CORPUS, "needs_cutlass.py"), "--format", "gpumode", "--cases", "2",
+            "--case-dir", str(tmp_path / "cases"))
+    assert r.returncode == 2, r.stdout + r.stderr
+    err = r.stderr
+    assert "module 'cutlass' is not installed" in err and "nvidia-cutlass-dsl" in err
+    assert err.index("module 'cutlass'") < err.index("Traceback")
+
+
+def test_run_python_takes_the_declarations(tmp_path):
+    """refuses_m4 refuses m % 4 != 0: failing refused-supported unless --m-multiple 4 declares it;
+    --name and --flag reach the report."""
+    base = ["--python", f"{KERNELS}:refuses_m4", "--memory", "host", "--cases", "40", "--seed", "3",
+            "--case-dir", str(tmp_path / "cases")]
+    r = run(*base, "--report", str(tmp_path / "a.json"))
+    assert r.returncode == 1 and report_of(r, tmp_path / "a.json")["failure"]["check"] == "refused-supported"
+    r = run(*base, "--m-multiple", "4", "--name", "m4_kernel", "--flag", "saturates", "--report",
+            str(tmp_path / "b.json"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    k = report_of(r, tmp_path / "b.json")
+    assert k["name"] == "m4_kernel" and k["verdict"] == "pass" and k["flags"] == 8 and k["stream"] == "current"
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--out-type", "bf16"], "fp16 outputs only"),
+    (["--problem", "nvfp4_group_gemm"], "does not check yet"),
+    (["--problem", "nvfp4_gemv", "--format", "canonical"], "--format gpumode"),
+])
+def test_run_python_rejects_what_it_cannot_check(tmp_path, args, message):
+    r = run("--python", KERNELS + ":honest_any", "--memory", "host", "--cases", "2", *args,
+            "--case-dir", str(tmp_path / "cases"))
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert message in r.stderr
+
+
+def test_declarations_belong_to_python_functions(tmp_path):
+    r = run("--kernel", "host_ref_fp32", "--m-multiple", "4", "--cases", "1")
+    assert r.returncode == 2 and "declare a --python function" in r.stderr
+
+
+def test_nc_check_warms_up_outside_its_seconds(tmp_path):
+    """nc.check makes the warm-up call in the caller's process too: a 12 s first call does not eat
+    the 3 s asked for, and its failure is the first case's, named as the warm-up's."""
+    import numpy_kernels as K
+    import nvfp4check as nc
+
+    state = {"calls": 0}
+
+    def compiles_first(p):
+        state["calls"] += 1
+        if state["calls"] == 1:
+            time.sleep(12)
+        p.c[...] = K.compute(p)
+
+    r = nc.check(compiles_first, op="gemm", memory="host", seconds=3, seed=5, case_dir=str(tmp_path / "a"))
+    assert r.verdict == "pass", r.failure
+    assert r.warmup_seconds >= 12 and r.seconds < 12 and r.cases > 3, (r.warmup_seconds, r.seconds, r.cases)
+
+    def cannot_compile(p):
+        raise RuntimeError("Error building extension 'x': x.cu:1:1: error: expected a declaration\n")
+
+    r = nc.check(cannot_compile, op="gemm", memory="host", cases=5, seed=5, case_dir=str(tmp_path / "b"))
+    assert r.verdict == "fail" and r.failure.check == "exception" and r.cases == 1
+    assert "during the warm-up call (one 1x1x64 gemm" in r.failure.message
+    assert "x.cu:1:1: error: expected a declaration" in r.failure.message
