@@ -65,7 +65,7 @@ WRONG = [
 
 
 @pytest.mark.parametrize("fn,check,extra", WRONG, ids=[w[0].__name__ for w in WRONG])
-def test_wrong_kernel_is_caught_by_its_check(fn, check, extra, case_dir):
+def test_wrong_kernel_is_caught_by_its_check(fn, check, extra, case_dir, monkeypatch):
     r = nc.check(fn, op=BOTH, memory="host", cases=100, seed=SEED, case_dir=case_dir, **extra)
     assert r.verdict == "fail"
     assert r.failure.check == check, r.failure.text
@@ -82,6 +82,7 @@ def test_wrong_kernel_is_caught_by_its_check(fn, check, extra, case_dir):
     # The printed line, run as printed, reproduces the failure with the same check.
     if fn is K.stale_cache_bug:
         K._cache.clear()  # a fresh process would not have the cache either
+    monkeypatch.chdir(case_dir)  # the line names no case directory: its error map goes to ./nvfp4check-cases
     again = eval(line, {"nvfp4check": nc, fn.__name__: fn})
     assert again.verdict == "fail" and again.failure.check == check, (line, again)
 
