@@ -164,6 +164,9 @@ KernelReport kernel_report_from_json(const json& e) {
     k.drawn.k_tail = count_field(d, "k_tail", at);
     k.drawn.padded = count_field(d, "padded", at);
     k.drawn.by_kind = count_map(d, "by_kind", at);
+    k.drawn.by_data = count_map(d, "by_data", at);
+    k.drawn.by_op = count_map(d, "by_op", at);
+    k.drawn.by_op_data = count_map(d, "by_op_data", at);
     k.drawn.by_scales = count_map(d, "by_scales", at);
     k.drawn.by_values = count_map(d, "by_values", at);
   }

@@ -262,6 +262,7 @@ finish_main() {
     [[ $found -eq 0 ]] && echo "  none" >> "$summary"
   else
     fuzz_env
+    export NVFP4_FUZZ_CASE_DIR="$round/cases/merge"  # a failure met while merging saves its case here
     campaign_env=()
     # The corpus: minimized (-merge=1) into a new folder that then replaces it, so the next
     # round starts from the smallest set with the same coverage.

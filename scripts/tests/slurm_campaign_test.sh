@@ -7,10 +7,13 @@
 #      drops the k tail, mutation/wrong/broken_k_tail.h) and replays it with its kernel and plugin;
 #   2. a task that Slurm cancels (scancel) is reported as CANCELLED, the campaign as incomplete
 #      (exit 3), never a pass; resubmitting the folder runs only that shard and then passes.
+# With `fuzz` (a libFuzzer build): 2 kernel-fuzzer workers over one corpus against the planted bug
+# instead: the crash becomes a case file replayed with its kernel and plugin, exec/s per task, and
+# a resubmitted round starts from the merged corpus.
 # Exit 77 (ctest's skip) with the reason where Slurm cannot be installed or started.
-# Usage: slurm_campaign_test.sh BUILD_DIR BROKEN_PLUGIN
+# Usage: slurm_campaign_test.sh BUILD_DIR BROKEN_PLUGIN [fuzz]
 set -uo pipefail
-build=$(cd "$1" && pwd) plugin=$2
+build=$(cd "$1" && pwd) plugin=$2 mode=${3:-run}
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 scripts="$here/.."
 work=$(mktemp -d "${TMPDIR:-/tmp}/nvfp4-slurm-test.XXXXXX")
@@ -38,6 +41,33 @@ wait_round() {
   done
   squeue; fail "no exit-status in $round after $limit s"
 }
+
+if [[ $mode == fuzz ]]; then
+  "$scripts/slurm-campaign.sh" submit --dir "$work/cf" --mode fuzz --tasks 2 --build "$build" --plugin "$plugin" \
+    --kernel broken_k_tail_host --seconds 15 --seed 1130 --cpus-per-task 1 --wait > "$work/fuzz1.log" 2>&1
+  rc=$?
+  cat "$work/fuzz1.log"
+  [[ $rc -eq 1 ]] || fail "the fuzz workers must find the planted bug (exit 1, got $rc)"
+  summary="$work/cf/rounds/1/summary.txt"
+  for i in 0 1; do
+    grep -qE "^$i +[0-9]+_$i +COMPLETED .* [0-9]+ execs +[0-9.]+/s" "$summary" || fail "task $i: COMPLETED with its exec/s"
+  done
+  grep -qE "^executions: [1-9][0-9]* in all; coverage of the merged corpus: cov: [0-9]+ ft: [0-9]+" "$summary" ||
+    fail "total executions and coverage"
+  grep -qE "task-[01]-crash-[0-9a-f]+ \(found by task-[01]\)" "$summary" || fail "the crash and the task that found it"
+  grep -qE -- "--kernel broken_k_tail_host --plugin $plugin  -> reproduced" "$summary" ||
+    fail "the crash's case file replayed with its kernel and plugin reproduces"
+  merged=$(find "$work/cf/corpus" -type f | wc -l)
+  [[ $merged -gt 0 ]] || fail "no merged corpus in $work/cf/corpus"
+  # Round 2 starts from the merged corpus of round 1.
+  "$scripts/slurm-campaign.sh" submit --dir "$work/cf" --wait > "$work/fuzz2.log" 2>&1
+  cat "$work/fuzz2.log"
+  grep -qE "INFO: +seed corpus: files: ([0-9]+)" "$work/cf/rounds/2/logs/task-0.log" || fail "round 2 read no corpus"
+  files=$(grep -oE "INFO: +seed corpus: files: [0-9]+" "$work/cf/rounds/2/logs/task-0.log" | head -1 | grep -oE "[0-9]+$")
+  [[ $files -ge $merged ]] || fail "round 2 read $files inputs, fewer than round 1's merged corpus of $merged"
+  echo "slurm fuzz campaign: 1 passed, 0 failed"
+  exit 0
+fi
 
 # ---- 1. GPUs per task, host kernels, the planted bug found and replayed. ----
 # Held, then released: both tasks start in one scheduling pass, so they hold their GPUs at once.
