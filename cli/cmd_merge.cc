@@ -27,17 +27,15 @@ int merge_main(const MergeArgs& args) {
   for (size_t x = 0; x < m.kernels.size(); ++x) {
     const KernelReport& k = m.kernels[x];
     if (!k.failure) continue;
-    std::string replay = "nvfp4check";
-    for (const std::string& a : replay_arguments(k, m.command, k.failure->case_file)) replay += " " + a;
-    fmt::print("FAIL {}: first failure at case {} (shard {}/{}), check \"{}\"\n  case file: {}\n  reproduce: {}\n",
-               k.name, k.failure->case_index, m.failure_shard[x], m.shards, check_name(k.failure->check),
-               k.failure->case_file, replay);
+    fmt::print("FAIL {}: first failure at case {} (shard {}/{}), check \"{}\"\n  case file: {}\n", k.name,
+               k.failure->case_index, m.failure_shard[x], m.shards, check_name(k.failure->check), k.failure->case_file);
+    if (!k.failure->reproduce.empty()) fmt::print("  reproduce: {}\n", k.failure->reproduce);
     for (const ShardFailure& f : m.shard_failures[x])
       if (f.failure.case_index != k.failure->case_index)
         fmt::print("  shard {} stopped at its own first failure, case {} ({})\n", f.shard, f.failure.case_index,
                    check_name(f.failure.check));
   }
-  const bool failed = std::any_of(m.kernels.begin(), m.kernels.end(), [](const KernelReport& k) { return k.verdict == "fail"; });
+  const bool failed = std::any_of(m.kernels.begin(), m.kernels.end(), [](const KernelReport& k) { return k.verdict == KernelVerdict::fail; });
   if (!args.out.empty()) {
     try {
       write_report_file(args.out, merged_report_json(m));

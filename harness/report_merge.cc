@@ -73,7 +73,14 @@ FailureRecord failure_from_json(const json& f, const std::string& where) {
   r.check = *c;
   r.case_file = text_field(f, "case_file", where);
   r.message = text_field(f, "message", where);
-  r.stage = text_field(f, "stage", where);
+  const std::string call = text_field(f, "call", where);
+  bool known_call = false;
+  for (CaseCall c : {CaseCall::none, CaseCall::start, CaseCall::unsupported, CaseCall::run1, CaseCall::run2,
+                     CaseCall::stale})
+    if (call == to_string(c)) r.call = c, known_call = true;
+  if (!known_call) bad(where, "unknown call \"" + call + "\"");
+  if (f.contains("hint")) r.hint = text_field(f, "hint", where);
+  if (f.contains("reproduce")) r.reproduce = text_field(f, "reproduce", where);
   const json& index = field(f, "case_index", where);
   if (!index.is_number_integer()) bad(where, "\"case_index\" is not an integer");
   r.case_index = index.get<int64_t>();
@@ -131,8 +138,11 @@ KernelReport kernel_report_from_json(const json& e) {
   KernelReport k;
   k.name = text_field(e, "name", where);
   k.origin = text_field(e, "origin", where);
-  k.verdict = text_field(e, "verdict", where);
-  if (k.verdict != "pass" && k.verdict != "fail" && k.verdict != "skipped") bad(where, "unknown verdict " + k.verdict);
+  const std::string verdict = text_field(e, "verdict", where);
+  bool known_verdict = false;
+  for (KernelVerdict v : {KernelVerdict::pass, KernelVerdict::fail, KernelVerdict::skipped})
+    if (verdict == to_string(v)) k.verdict = v, known_verdict = true;
+  if (!known_verdict) bad(where, "unknown verdict \"" + verdict + "\"");
   k.cases = count_field(e, "cases", where);
   k.unsupported_cases = count_field(e, "unsupported_cases", where);
   k.skipped_cases = count_field(e, "skipped_cases", where);
@@ -147,11 +157,11 @@ KernelReport kernel_report_from_json(const json& e) {
   k.workers = count_field(e, "workers", where);
   if (e.contains("skip_reason")) k.skip_reason = text_field(e, "skip_reason", where);
   if (e.contains("first_skip")) k.first_skip = text_field(e, "first_skip", where);
-  if (e.contains("stage_seconds")) {
-    const json& st = e.at("stage_seconds");
-    if (!st.is_object()) bad(where, "\"stage_seconds\" is not an object");
+  if (e.contains("step_seconds")) {
+    const json& st = e.at("step_seconds");
+    if (!st.is_object()) bad(where, "\"step_seconds\" is not an object");
     for (const auto& [name, v] : st.items()) {
-      if (!v.is_number()) bad(where, "\"stage_seconds\" holds a non-number");
+      if (!v.is_number()) bad(where, "\"step_seconds\" holds a non-number");
       k.add_time(name, v.get<double>());
     }
   }
@@ -171,7 +181,7 @@ KernelReport kernel_report_from_json(const json& e) {
     k.drawn.by_values = count_map(d, "by_values", at);
   }
   if (e.contains("failure")) k.failure = failure_from_json(e.at("failure"), where + ": failure");
-  if ((k.verdict == "fail") != k.failure.has_value()) bad(where, "a failure without verdict fail, or the reverse");
+  if ((k.verdict == KernelVerdict::fail) != k.failure.has_value()) bad(where, "a failure without verdict fail, or the reverse");
   return k;
 }
 
@@ -231,7 +241,7 @@ MergedReport merge_shard_reports(const std::vector<ShardReport>& reports) {
     k.name = parts.front()[x].name;
     k.origin = parts.front()[x].origin;
     k.flags = parts.front()[x].flags;
-    k.verdict = "skipped";
+    k.verdict = KernelVerdict::skipped;
     int64_t found_by = -1;
     std::vector<ShardFailure> failures;
     for (size_t s = 0; s < parts.size(); ++s) {
@@ -248,9 +258,10 @@ MergedReport merge_shard_reports(const std::vector<ShardReport>& reports) {
       k.workers += p.workers;
       if (k.skipped_cases == 0 && p.skipped_cases > 0) k.first_skip = p.first_skip;
       k.skipped_cases += p.skipped_cases;
-      for (const auto& [name, sec] : p.stage_seconds) k.add_time(name, sec);
+      for (const auto& [name, sec] : p.step_seconds) k.add_time(name, sec);
       k.drawn.merge(p.drawn);
-      if (p.verdict == "fail" || (p.verdict == "pass" && k.verdict == "skipped")) k.verdict = p.verdict;
+      if (p.verdict == KernelVerdict::fail || (p.verdict == KernelVerdict::pass && k.verdict == KernelVerdict::skipped))
+        k.verdict = p.verdict;
       if (p.failure) {
         failures.push_back({static_cast<int64_t>(s), *p.failure});
         if (!k.failure || p.failure->case_index < k.failure->case_index) {
@@ -261,7 +272,7 @@ MergedReport merge_shard_reports(const std::vector<ShardReport>& reports) {
     }
     // Skipped everywhere: why, as the shards said (one that had no share of the cases says only
     // that; a kernel that cannot run here says so in every shard).
-    if (k.verdict == "skipped") {
+    if (k.verdict == KernelVerdict::skipped) {
       for (const auto& part : parts)
         if (!part[x].skip_reason.empty() && (k.skip_reason.empty() || part[x].skip_reason != "no case was checked"))
           k.skip_reason = part[x].skip_reason;
@@ -273,16 +284,6 @@ MergedReport merge_shard_reports(const std::vector<ShardReport>& reports) {
     m.shard_failures.push_back(std::move(failures));
   }
   return m;
-}
-
-std::vector<std::string> replay_arguments(const KernelReport& kernel, const std::string& command,
-                                          const std::string& case_file) {
-  std::vector<std::string> args = {"replay", case_file, "--kernel", kernel.name};
-  // A kernel from a plugin names the plugin as its origin; a Python kernel names its file, which
-  // is no plugin: only an origin the run loaded with --plugin goes back as one.
-  if (kernel.origin != "builtin" && command.find(" --plugin " + kernel.origin) != std::string::npos)
-    args.insert(args.end(), {"--plugin", kernel.origin});
-  return args;
 }
 
 nlohmann::json merged_report_json(const MergedReport& m) {
@@ -297,10 +298,7 @@ nlohmann::json merged_report_json(const MergedReport& m) {
                       {"check", check_name(f.failure.check)},
                       {"case_file", f.failure.case_file}});
     e["shard_failures"] = list;
-    if (m.kernels[x].failure) {
-      e["failure"]["shard"] = m.failure_shard[x];
-      e["failure"]["replay"] = replay_arguments(m.kernels[x], m.command, m.kernels[x].failure->case_file);
-    }
+    if (m.kernels[x].failure) e["failure"]["shard"] = m.failure_shard[x];
   }
   return j;
 }

@@ -61,14 +61,8 @@ struct MergedReport {
 // kernels in the same order) and merges them; throws MergeError otherwise.
 MergedReport merge_shard_reports(const std::vector<ShardReport>& reports);
 
-// The merged report as JSON: report_json's fields, plus "merged_shards": N and, per kernel,
-// "shard_failures" and the failure's "shard" and "replay" (the arguments of the `nvfp4check
-// replay` that reproduces it, with the kernel's plugin where it came from one).
+// The merged report as JSON: report_json's fields (the failure's "reproduce" as its shard wrote
+// it), plus "merged_shards": N and, per kernel, "shard_failures" and the failure's "shard".
 nlohmann::json merged_report_json(const MergedReport& merged);
-
-// `nvfp4check replay CASE --kernel NAME [--plugin PATH]` for a failure of this kernel, as
-// arguments after the program's name.
-std::vector<std::string> replay_arguments(const KernelReport& kernel, const std::string& command,
-                                          const std::string& case_file);
 
 }  // namespace nvfp4

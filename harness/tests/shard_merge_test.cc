@@ -60,12 +60,13 @@ void expect_same_kernel(const json& merged, const json& whole) {
   for (const char* key : {"name", "origin", "verdict", "cases", "unsupported_cases", "skipped_cases", "failed_cases",
                           "elements", "exact_elements", "max_error_ulps", "max_error_over_bound", "flags", "policy",
                           "accumulation", "drawn"})
-    EXPECT_EQ(merged[key], whole[key]) << key;
+    EXPECT_EQ(merged.value(key, json()), whole.value(key, json())) << key;
   EXPECT_DOUBLE_EQ(merged["exact_regime_share"].get<double>(), whole["exact_regime_share"].get<double>());
   ASSERT_EQ(merged.contains("failure"), whole.contains("failure"));
   if (whole.contains("failure")) {
     const json &m = merged["failure"], &w = whole["failure"];
-    for (const char* key : {"check", "case_index", "stage", "message", "element"}) EXPECT_EQ(m[key], w[key]) << key;
+    for (const char* key : {"check", "case_index", "call", "message", "hint", "element"})
+      EXPECT_EQ(m.value(key, json()), w.value(key, json())) << key;
     // The same case: the same file name (kernel, shape and a hash of the content), in the shard's folder.
     EXPECT_EQ(fs::path(m["case_file"].get<std::string>()).filename(), fs::path(w["case_file"].get<std::string>()).filename());
   }
@@ -123,13 +124,13 @@ TEST(ShardMerge, PassingKernelsMergeToTheUnshardedReport) {
 }
 
 #ifdef NVFP4_MUTANTS_PLUGIN
-// A mutant that saturates without declaring it: under seed 11 the first case it fails is index 5,
-// and shards of 2, 3 and 7 stop at first failures of their own past it (7 shards: 35, 15, 37,
-// none below the limit, 39, 5, none).
+// A mutant that saturates without declaring it: under seed 2 the first case it fails is index 11,
+// and shards of 2, 3 and 7 stop at first failures of their own past it or reach the limit (7
+// shards: none, none, none, 31, 11, 12, 27).
 TEST(ShardMerge, FailingKernelMergesToTheSameFirstFailureAndCountsAddUp) {
   const fs::path dir = test::fresh_dir("shard-fail");
   const std::string base = std::string("--plugin ") + NVFP4_MUTANTS_PLUGIN +
-                           " --kernel mut_host_saturates_undeclared --seed 11";
+                           " --kernel mut_host_saturates_undeclared --seed 2";
   const int64_t limit = 40;
   const json whole = run_report(dir, base + " --cases " + std::to_string(limit), "whole", 1);
   const json& wf = whole["kernels"][0];
@@ -170,10 +171,8 @@ TEST(ShardMerge, FailingKernelMergesToTheSameFirstFailureAndCountsAddUp) {
     EXPECT_EQ(mk["failed_cases"], failing_shards);
     EXPECT_EQ(mk["shard_failures"].size(), static_cast<size_t>(failing_shards));
     EXPECT_GE(mk["cases"].get<int64_t>(), first + 1) << "at least the unsharded run's indices 0..first";
-    // The replay command names the mutant's plugin.
-    const std::vector<std::string> replay = mk["failure"]["replay"];
-    ASSERT_EQ(replay.size(), 6u);
-    EXPECT_EQ(replay[5], NVFP4_MUTANTS_PLUGIN);
+    // The reproduce command, as the shard wrote it, names the mutant's plugin.
+    EXPECT_NE(mk["failure"]["reproduce"].get<std::string>().find(NVFP4_MUTANTS_PLUGIN), std::string::npos);
 
     // Shards bounded at the first failure check exactly 0..first between them: then the merge is
     // the unsharded run's report in every count.
@@ -222,7 +221,7 @@ TEST(ShardMerge, RefusesWhatIsNotTheShardsOfOneRun) {
   // The good case first, so that each refusal below is for its one reason.
   const MergedReport ok = merge_shard_reports(shards_of({shard_json(5, cmd, 1, 2), shard_json(5, cmd, 0, 2)}));
   EXPECT_EQ(ok.kernels.at(0).cases, 6);
-  EXPECT_EQ(ok.kernels.at(0).verdict, "pass");
+  EXPECT_EQ(ok.kernels.at(0).verdict, KernelVerdict::pass);
   expect_refused(shards_of({shard_json(5, cmd, 0, 2), shard_json(6, cmd, 1, 2)}), "seed");
   expect_refused(shards_of({shard_json(5, cmd, 0, 2), shard_json(5, cmd + "0", 1, 2)}), "another command");
   expect_refused(shards_of({shard_json(5, cmd, 0, 3), shard_json(5, cmd, 1, 3)}), "missing shard(s) 2 of 3");

@@ -91,9 +91,11 @@ done
 grep -qE "^0 .* COMPLETED +[01] " "$round/summary.txt" && grep -qE "^1 .* COMPLETED +[01] " "$round/summary.txt" ||
   fail "both tasks COMPLETED with their device in the table"
 grep -qE "host_gemv_fp32 +60 +pass" "$round/summary.txt" || fail "the host kernel's 60 cases pass in the merged report"
-grep -qE "FAIL broken_k_tail_host: first failure at case 0 \(shard 0/2\)" "$round/summary.txt" ||
+first=$(grep -oE "FAIL broken_k_tail_host: first failure at case [0-9]+ \(shard [01]/2\)" "$round/summary.txt") ||
   fail "the merged report names the planted bug's first failure and its shard"
-grep -qE -- "found by shard 0/2 \(task 0\)" "$round/summary.txt" || fail "the shard that found it is named"
+index=$(grep -oE "case [0-9]+" <<< "$first" | grep -oE "[0-9]+")
+grep -qE -- "broken_k_tail_host: case $index, check \"[a-z-]+\", found by shard $(( index % 2 ))/2 \(task $(( index % 2 ))\)" \
+  "$round/summary.txt" || fail "the shard that found it is named"
 grep -qE -- "replay [^ ]+\.case --kernel broken_k_tail_host --plugin $plugin  -> reproduced" "$round/summary.txt" ||
   fail "the failure is replayed with its kernel and plugin, and reproduces"
 
