@@ -232,11 +232,12 @@ elapsed=$(( $(date +%s) - start ))
 merge_env=()
 [[ ${#gpu_ids[@]} -gt 0 ]] && merge_env=(env CUDA_VISIBLE_DEVICES="${gpu_ids[0]}")
 mkdir -p "$out/merged"
-"${merge_env[@]}" "$fuzzer" -merge=1 -timeout="$timeout_s" -rss_limit_mb="$rss_mb" \
+# Inputs that crash here are the workers' findings again: their artifacts go to logs/, not the cwd.
+"${merge_env[@]}" "$fuzzer" -merge=1 -timeout="$timeout_s" -rss_limit_mb="$rss_mb" -artifact_prefix="$out/logs/merge-" \
   "$out/merged" ${seeds:+"$seeds"} "$out/corpus" > "$out/logs/merge.log" 2>&1 ||
   echo "warning: merge failed (see $out/logs/merge.log)" >&2
 # Coverage of the minimized corpus, as libFuzzer counts it (edges "cov", features "ft").
-"${merge_env[@]}" "$fuzzer" -runs=0 "$out/merged" > "$out/logs/coverage.log" 2>&1 || true
+"${merge_env[@]}" "$fuzzer" -runs=0 -artifact_prefix="$out/logs/coverage-" "$out/merged" > "$out/logs/coverage.log" 2>&1 || true
 coverage=$(grep -E "INITED|DONE" "$out/logs/coverage.log" | tail -1 | grep -oE "cov: [0-9]+ ft: [0-9]+" || echo "cov: ? ft: ?")
 
 # New corpus files: merged inputs whose content is not a seed's.

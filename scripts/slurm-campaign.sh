@@ -267,7 +267,10 @@ finish_main() {
     # The corpus: minimized (-merge=1) into a new folder that then replaces it, so the next
     # round starts from the smallest set with the same coverage.
     mkdir -p "$dir/corpus.merging"
-    if "$fuzzer" -merge=1 -timeout="$fuzz_timeout" -rss_limit_mb="$rss_mb" "$dir/corpus.merging" \
+    # Inputs that crash while merging or measuring are the tasks' findings again: their artifacts
+    # go to the logs, not into the job's working directory.
+    if "$fuzzer" -merge=1 -timeout="$fuzz_timeout" -rss_limit_mb="$rss_mb" -artifact_prefix="$round/logs/merge-" \
+         "$dir/corpus.merging" \
          "$dir/corpus" ${seeds:+"$seeds"} > "$round/logs/merge.log" 2>&1; then
       rm -rf "$dir/corpus.before"
       mv "$dir/corpus" "$dir/corpus.before" && mv "$dir/corpus.merging" "$dir/corpus" && rm -rf "$dir/corpus.before"
@@ -275,7 +278,7 @@ finish_main() {
       echo "warning: corpus merge failed (see $round/logs/merge.log); the corpus is left as it was" >> "$summary"
       rm -rf "$dir/corpus.merging"
     fi
-    "$fuzzer" -runs=0 "$dir/corpus" > "$round/logs/coverage.log" 2>&1
+    "$fuzzer" -runs=0 -artifact_prefix="$round/logs/coverage-" "$dir/corpus" > "$round/logs/coverage.log" 2>&1
     local coverage execs
     coverage=$(grep -E "INITED|DONE" "$round/logs/coverage.log" | tail -1 | grep -oE "cov: [0-9]+ ft: [0-9]+" || echo "cov: ? ft: ?")
     execs=$(cat "$round"/logs/task-*.log 2>/dev/null | grep -oE "stat::number_of_executed_units:[[:space:]]+[0-9]+" | awk '{s += $2} END {print s + 0}')
