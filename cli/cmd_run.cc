@@ -23,7 +23,7 @@ namespace {
 
 struct RunArgs {
   std::vector<std::string> plugins, kernels, gpus;
-  std::string op, report, case_dir = "nvfp4check-cases", policy, shape;
+  std::string op, report, case_dir = "nvfp4check-cases", policy, shape, shard;
   PythonArgs python;  // run --python FILE[:FUNCTION] (SPEC.md sections 6 and 7)
   int64_t cases = 0;
   double seconds = 0, timeout_s = kDefaultCallTimeout;
@@ -40,6 +40,9 @@ int default_jobs() {
 
 int run_main(const RunArgs& args, const std::string& command_line) {
   RunSettings s;
+  if (!args.shard.empty()) s.shard = parse_shard(args.shard);
+  // Without one seed the shards would each draw their own schedule, not split one.
+  if (s.shard.sharded() && !args.seed) throw std::invalid_argument("--shard needs --seed (every shard the same)");
   if (args.seed) {
     s.seed = *args.seed;
   } else {
@@ -63,6 +66,7 @@ int run_main(const RunArgs& args, const std::string& command_line) {
                                                ? std::vector<SuiteKernel>{python_kernel(python, args.timeout_s)}
                                                : find_kernels(args.plugins, args.kernels, args.timeout_s);
   fmt::print("seed: {}\n", s.seed);
+  if (s.shard.sharded()) fmt::print("shard: {}/{}\n", s.shard.index, s.shard.count);
   std::fflush(stdout);
   ConsoleListener console(isatty(2) != 0, s.shape.has_value());
   ErrorMapListener maps;
@@ -106,6 +110,9 @@ void add_run_command(CLI::App& app, int& exit_code) {
                   "Kernel processes per kernel and GPU, taking cases from one schedule (default: half the cores, "
                   "at most 8)")
       ->check(count_in_range(256));
+  run->add_option("--shard", args->shard,
+                  "I/N: only the cases whose schedule index is I modulo N (with --cases C, those below C), so N "
+                  "machines split one schedule; `nvfp4check merge` joins their reports");
   add_python_options(run, args->python, false);
   run->add_option("--gpus", args->gpus,
                   "CUDA devices to spread CUDA kernels' processes over, as CUDA_VISIBLE_DEVICES values "

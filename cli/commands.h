@@ -14,5 +14,6 @@ void add_list_command(CLI::App& app, int& exit_code);       // list [--plugin PA
 void add_run_command(CLI::App& app, int& exit_code);        // run [...] (the main job)
 void add_replay_command(CLI::App& app, int& exit_code);     // replay FILE... [...]
 void add_mutants_command(CLI::App& app, int& exit_code);    // mutants [...] (mutation analysis)
+void add_merge_command(CLI::App& app, int& exit_code);      // merge REPORT... (run --shard's reports)
 
 }  // namespace nvfp4::cli

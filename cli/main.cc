@@ -42,6 +42,7 @@ int main(int argc, char** argv) {
   nvfp4::cli::add_run_command(app, exit_code);
   nvfp4::cli::add_replay_command(app, exit_code);
   nvfp4::cli::add_mutants_command(app, exit_code);
+  nvfp4::cli::add_merge_command(app, exit_code);
   // An unknown word where the command goes: say so and list the commands (CLI11 alone says only
   // that a subcommand is required).
   if (argc > 1 && argv[1][0] != '-' && !known_command(app, argv[1])) {

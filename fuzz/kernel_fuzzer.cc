@@ -14,7 +14,10 @@
 //                        for more executions per second on small problems
 //   NVFP4_FUZZ_SAVE      failures (default) | always (save each case before it runs, so even a
 //                        kernel that kills the process leaves it) | only (save, do not run: turns
-//                        crash inputs into case files)
+//                        crash inputs into case files). With always and only, each saved case
+//                        is also a line "KERNEL<TAB>ORIGIN<TAB>CASE FILE" of CASE_DIR/cases.tsv
+//                        (ORIGIN: "builtin" or the plugin's path), so a script replays it with
+//                        the right --kernel and --plugin without reading them from a file name.
 //   CTEST_RESOURCE_GROUP_0_GPUS  set by `ctest --resource-spec-file`: "id:N,slots:S" makes
 //                        this process use GPU N (CUDA_VISIBLE_DEVICES), before CUDA starts.
 // Exit status 4 (ctest's SKIP_RETURN_CODE here) when no chosen kernel can run on this machine,
@@ -22,6 +25,7 @@
 // maps memory where ASan reserves its shadow gap); this binary makes that its default.
 #include <cstdint>
 #include <cstdio>
+#include <fstream>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
@@ -143,6 +147,9 @@ void fuzz_one_kernel(const nvfp4::Kernel& kernel, const uint8_t* data, size_t si
   if (g_setup->save != SaveMode::failures) {
     const std::string path = save_case(*p, kernel.name());
     std::fprintf(stderr, "kernel fuzzer: saved %s\n", path.c_str());
+    // File names hold the kernel's name among other fields, not recoverably: say it explicitly.
+    std::ofstream(std::filesystem::path(g_setup->case_dir) / "cases.tsv", std::ios::app)
+        << kernel.name() << '\t' << kernel.origin << '\t' << path << '\n';
     if (g_setup->save == SaveMode::only) return;
   }
   nvfp4::CaseOptions options;  // not saved: libFuzzer keeps the input; a failure is saved below

@@ -126,7 +126,7 @@ void ErrorMapListener::annotate_failure(const KernelDesc&, const CaseOutcome& ou
 bool write_json_report(const std::string& path, const SuiteResult& result) {
   if (path.empty()) return true;
   try {
-    write_report_file(path, report_json(result.seed, result.kernels, result.command));
+    write_report_file(path, report_json(result.seed, result.kernels, result.command, result.shard));
     return true;
   } catch (const std::exception& e) {
     fmt::print(stderr, "nvfp4check: {}\n", e.what());

@@ -142,10 +142,11 @@ std::string failure_text(const std::string& kernel, std::optional<uint64_t> seed
 }
 
 nlohmann::json report_json(std::optional<uint64_t> seed, const std::vector<KernelReport>& kernels,
-                           const std::string& command) {
+                           const std::string& command, const Shard& shard) {
   nlohmann::json j;
   j["seed"] = seed ? nlohmann::json(*seed) : nlohmann::json(nullptr);
   j["command"] = command;
+  if (shard.sharded()) j["shard"] = {{"index", shard.index}, {"count", shard.count}};
   nlohmann::json list = nlohmann::json::array();
   for (const KernelReport& k : kernels) {
     nlohmann::json e = {{"name", k.name},
@@ -159,6 +160,9 @@ nlohmann::json report_json(std::optional<uint64_t> seed, const std::vector<Kerne
                         {"max_error_ulps", number(k.max_error_ulps)},
                         {"max_error_over_bound", number(k.max_error_over_bound)},
                         {"exact_regime_share", k.elements ? double(k.exact_elements) / double(k.elements) : 0.0},
+                        // the share's parts, so that shards' reports merge exactly
+                        {"elements", k.elements},
+                        {"exact_elements", k.exact_elements},
                         {"flags", k.flags},
                         {"accumulation", to_string((k.flags & NVFP4_FLAG_MMA_ACCUMULATE) ? Accumulation::matrix_unit
                                                                                          : Accumulation::ieee_fp32)},

@@ -12,6 +12,7 @@
 
 #include "harness/case_check.h"
 #include "harness/schedule.h"
+#include "harness/shard.h"
 
 namespace nvfp4 {
 
@@ -80,9 +81,10 @@ std::string step_text(const KernelReport& report);
 std::string failure_text(const std::string& kernel, std::optional<uint64_t> seed, const CaseOutcome& r,
                          const std::string& error_map, const std::string& reproduce);
 
-// The JSON report: {"seed": S, "kernels": [{"name", "verdict", "cases", "failure": {...}}, ...]}.
+// The JSON report: {"seed": S, "kernels": [{"name", "verdict", "cases", "failure": {...}}, ...]},
+// with "shard": {"index": I, "count": N} for a run of `--shard I/N` (N > 1).
 nlohmann::json report_json(std::optional<uint64_t> seed, const std::vector<KernelReport>& kernels,
-                           const std::string& command);
+                           const std::string& command, const Shard& shard = {});
 // Checks at the start of a run that the report can be written there (throws std::runtime_error).
 void check_report_writable(const std::string& path);
 void write_report_file(const std::string& path, const nlohmann::json& report);  // throws std::runtime_error

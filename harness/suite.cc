@@ -198,7 +198,7 @@ KernelReport check_kernel(const std::vector<Executor*>& lanes, const KernelDesc&
     double seconds = 0;
   };
   auto draw = [&]() -> std::optional<Drawn> {
-    const int64_t index = next.fetch_add(1);
+    const int64_t index = settings.shard.case_index(next.fetch_add(1));
     if (settings.cases > 0 && index >= settings.cases) return std::nullopt;
     if (index > first_failure) return std::nullopt;
     const auto t = Clock::now();
@@ -216,7 +216,7 @@ KernelReport check_kernel(const std::vector<Executor*>& lanes, const KernelDesc&
       if (!drawn) return;
       const int64_t index = drawn->index;
       if (index > first_failure) return;
-      if (settings.seconds > 0 && index > 0 && since(start) >= settings.seconds) return;
+      if (settings.seconds > 0 && index > settings.shard.index && since(start) >= settings.seconds) return;
       ahead = std::async(std::launch::async, draw);
       ScheduledCase& sc = drawn->c;
       CaseOptions options = settings.case_options;
@@ -285,6 +285,7 @@ SuiteResult run_suite(const std::vector<SuiteKernel>& kernels, const RunSettings
   SuiteResult result;
   result.seed = settings.seed;
   result.command = settings.command_line;
+  result.shard = settings.shard;
   // With neither a case count nor a time, `run` is the main job: about a minute in all.
   const double total_seconds = settings.seconds > 0 ? settings.seconds : (settings.cases > 0 ? 0 : 60);
   const int gpus = std::max<int>(1, static_cast<int>(settings.gpus.size()));
@@ -307,7 +308,7 @@ SuiteResult run_suite(const std::vector<SuiteKernel>& kernels, const RunSettings
                                         [](const std::optional<Schedule>& s) { return s.has_value(); });
       budget = std::max(0.5, (total_seconds - since(session_start)) / double(to_run));
     }
-    listener.kernel_started(x, kernels.size(), sk.desc, budget, settings.cases);
+    listener.kernel_started(x, kernels.size(), sk.desc, budget, settings.shard.cases_below(settings.cases));
     KernelReport report;
     if (!schedule) {
       report = skipped_report(sk.desc, skips[x]);
@@ -329,6 +330,7 @@ SuiteResult run_suite(const std::vector<SuiteKernel>& kernels, const RunSettings
       const double warmup = warm_up_lanes(workers, [&](double s) { listener.warming_up(sk.desc, s); });
       LaneSettings ls;
       ls.cases = settings.cases;
+      ls.shard = settings.shard;
       ls.seconds = budget;
       ls.seed = settings.seed;
       ls.case_options.case_dir = settings.case_dir;

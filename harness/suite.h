@@ -14,6 +14,7 @@
 #include "harness/case_check.h"
 #include "harness/report.h"
 #include "harness/schedule.h"
+#include "harness/shard.h"
 #include "harness/worker.h"
 
 namespace nvfp4 {
@@ -73,6 +74,7 @@ struct SuiteResult {
   std::vector<KernelReport> kernels;
   int64_t checked = 0;           // cases checked over all kernels
   std::string command;           // the command line, for the JSON report
+  Shard shard;                   // run --shard I/N: which share of the schedule this was
   bool any_failed() const;
 };
 
@@ -88,9 +90,11 @@ std::vector<SuiteKernel> find_kernels(const std::vector<std::string>& plugins, c
 // index as they finish one. Stops at the case limit, at the deadline (after at least one case),
 // or at the first failure (the reproducer). The report is what one lane would have found: the
 // first failure is the failing case of lowest index (lanes finish the lower cases in flight
-// before it is decided), and only cases up to and including it are counted.
+// before it is decided), and only cases up to and including it are counted. A shard takes only
+// its own indices (shard.h), and "up to" counts its own.
 struct LaneSettings {
-  int64_t cases = 0;       // 0: no limit
+  int64_t cases = 0;       // 0: no limit; else only schedule indices below it (a shard's share of them)
+  Shard shard;
   double seconds = 0;      // 0: no limit
   std::optional<uint64_t> seed;  // for the failure text
   CaseOptions case_options;      // stale_seed is taken from each scheduled case
@@ -113,8 +117,9 @@ struct RunSettings {
   uint64_t seed = 0;    // the caller picks one (and prints it) when none was given
   std::optional<Op> op;
   std::optional<Shape> shape;
-  int64_t cases = 0;    // per kernel
+  int64_t cases = 0;    // per kernel (a shard checks its share of these indices)
   double seconds = 0;   // for all kernels together; with neither, the main job: 60 s
+  Shard shard;          // `--shard I/N`: only the cases whose index is I modulo N
   std::string case_dir = "nvfp4check-cases";
   std::optional<Policy> policy;
   double timeout_s = kDefaultCallTimeout;

@@ -33,6 +33,8 @@ set -uo pipefail
 
 script_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo_root="$(cd "$script_dir/.." && pwd)"
+# shellcheck source=scripts/campaign-lib.sh
+source "$script_dir/campaign-lib.sh"
 
 build="build/fuzz"
 target="kernel"
@@ -230,11 +232,12 @@ elapsed=$(( $(date +%s) - start ))
 merge_env=()
 [[ ${#gpu_ids[@]} -gt 0 ]] && merge_env=(env CUDA_VISIBLE_DEVICES="${gpu_ids[0]}")
 mkdir -p "$out/merged"
-"${merge_env[@]}" "$fuzzer" -merge=1 -timeout="$timeout_s" -rss_limit_mb="$rss_mb" \
+# Inputs that crash here are the workers' findings again: their artifacts go to logs/, not the cwd.
+"${merge_env[@]}" "$fuzzer" -merge=1 -timeout="$timeout_s" -rss_limit_mb="$rss_mb" -artifact_prefix="$out/logs/merge-" \
   "$out/merged" ${seeds:+"$seeds"} "$out/corpus" > "$out/logs/merge.log" 2>&1 ||
   echo "warning: merge failed (see $out/logs/merge.log)" >&2
 # Coverage of the minimized corpus, as libFuzzer counts it (edges "cov", features "ft").
-"${merge_env[@]}" "$fuzzer" -runs=0 "$out/merged" > "$out/logs/coverage.log" 2>&1 || true
+"${merge_env[@]}" "$fuzzer" -runs=0 -artifact_prefix="$out/logs/coverage-" "$out/merged" > "$out/logs/coverage.log" 2>&1 || true
 coverage=$(grep -E "INITED|DONE" "$out/logs/coverage.log" | tail -1 | grep -oE "cov: [0-9]+ ft: [0-9]+" || echo "cov: ? ft: ?")
 
 # New corpus files: merged inputs whose content is not a seed's.
@@ -272,60 +275,10 @@ total_rate=$(( elapsed > 0 ? total_execs / elapsed : 0 ))
   echo "corpus: $seed_count seed file(s); merged corpus $merged_count file(s) in $out/merged, ${#new_files[@]} new"
 } >> "$summary"
 
-# ---- Every crash artifact -> case file(s) -> nvfp4check replay. ----
-failures=0
-# slow-unit-* files are inputs over libFuzzer's -report_slow_units time: listed, not failures.
-mapfile -t artifacts < <(find "$out/crashes" -type f ! -name '*slow-unit-*' | sort)
-slow_units=$(find "$out/crashes" -type f -name '*slow-unit-*' | wc -l)
-[[ $slow_units -gt 0 ]] && echo "slow inputs (not failures): $slow_units in $out/crashes" >> "$summary"
-echo "failures: ${#artifacts[@]} crash artifact(s) in $out/crashes" >> "$summary"
-declare -A seen_inputs=()
-for art in "${artifacts[@]}"; do
-  failures=$(( failures + 1 ))
-  name=$(basename "$art")
-  # Workers often find the same input (the seeds, or one bug reached from one corpus).
-  content=$(sha1sum "$art" | cut -c1-40)
-  if [[ -n "${seen_inputs[$content]:-}" ]]; then
-    echo "  $name: the same input as ${seen_inputs[$content]}" >> "$summary"
-    continue
-  fi
-  seen_inputs[$content]="$name"
-  echo "  $name" >> "$summary"
-  if [[ "$target" != kernel ]]; then
-    echo "    reproduce: $fuzzer $art" >> "$summary"
-    continue
-  fi
-  # The kernel fuzzer writes the input's case file for every chosen kernel without running it
-  # (so a crash inside the kernel cannot stop the export).
-  case_dir="$out/cases/$name"
-  mkdir -p "$case_dir"
-  "${merge_env[@]}" env NVFP4_FUZZ_SAVE=only NVFP4_FUZZ_CASE_DIR="$case_dir" "$fuzzer" -runs=1 "$art" \
-    > "$case_dir/export.log" 2>&1
-  mapfile -t cases < <(find "$case_dir" -name '*.case' | sort)
-  [[ ${#cases[@]} -eq 0 ]] && echo "    no case file (see $case_dir/export.log)" >> "$summary"
-  for c in "${cases[@]}"; do
-    base=$(basename "$c" .case)
-    k="${base%-*}"  # files are <kernel>-<content hash>.case
-    cmd=("$nvfp4check" replay "$c" --kernel "$k")
-    if [[ -n "$plugin" ]]; then
-      IFS=: read -r -a plugin_list <<< "$plugin"
-      for p in "${plugin_list[@]}"; do cmd+=(--plugin "$p"); done
-    fi
-    if [[ -x "$nvfp4check" ]]; then
-      "${merge_env[@]}" "${cmd[@]}" > "$c.replay.log" 2>&1
-      rc=$?
-      case $rc in
-        1) verdict="reproduced (exit 1: the kernel fails)" ;;
-        0) verdict="did NOT reproduce (exit 0): flaky, or only under the fuzzer's sanitizers" ;;
-        *) verdict="replay error (exit $rc)" ;;
-      esac
-    else
-      verdict="not replayed: no $nvfp4check"
-    fi
-    echo "    case $c" >> "$summary"
-    echo "      ${cmd[*]}  -> $verdict" >> "$summary"
-  done
-done
+# ---- Every crash artifact -> case file(s) -> nvfp4check replay (scripts/campaign-lib.sh). ----
+campaign_env=("${merge_env[@]}")
+campaign_replay_crashes "$target" "$fuzzer" "$nvfp4check" "$out/crashes" "$out/cases" "$summary"
+failures=$campaign_failures
 if [[ ${#new_files[@]} -gt 0 ]]; then
   echo "new corpus files (add regressions with: cp FILE $repo_root/corpus/$target/):" >> "$summary"
   printf '  %s\n' "${new_files[@]:0:20}" >> "$summary"

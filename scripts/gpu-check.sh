@@ -23,6 +23,10 @@
 #   campaign   a fuzz campaign (NVFP4_CAMPAIGN_SECONDS, default 240) against the CUDA kernels,
 #              naive and fast, one worker per GPU, in the background while later steps run
 #   broken     a campaign with no seeds against a CUDA kernel that drops the k tail (must find it)
+#   slurm      scripts/slurm-campaign.sh against gemv_fast and gemm_tc: a 2-shard run and (with the
+#              fuzz build) 2 fuzz workers, one GPU per task, NVFP4_SLURM_SECONDS (default 60) per
+#              task, on a private one-node Slurm (scripts/slurm-private.sh) where slurm-wlm and
+#              munge are installed, else the same campaign with --local; prints cases/s, exec/s
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 if [ -f .carry/gpu/source_dir ]; then
@@ -174,6 +178,40 @@ print(f'cases cold {c} / warm {w}: {\"within\" if ok else \"NOT within\"} 20%');
         --out "$OUT/campaign-broken" >"$OUT/campaign-broken.log" 2>&1
       [ $? -eq 1 ] || status=1  # 1 = failures found, which is what this step wants
       tail -15 "$OUT/campaign-broken.log"
+      ;;
+    slurm)
+      ssec=${NVFP4_SLURM_SECONDS:-60}
+      sseed=${NVFP4_SLURM_SEED:-$(date +%s)}
+      step "Slurm campaign against gemv_fast and gemm_tc, $ssec s per task, seed $sseed"
+      devs=$(ls /dev/nvidia[0-9]* 2>/dev/null | paste -sd, -)
+      where=(--local)
+      rm -rf "$OUT/slurm"
+      if bash scripts/slurm-private.sh start "$OUT/slurm" --gpu-files "$devs" --cpus "$(nproc)" >"$OUT/slurm-start.log" 2>&1; then
+        source "$OUT/slurm/env"
+        where=()
+        echo "private Slurm up ($devs): with $gpus GPU(s) the array's tasks take them in turn"
+      else
+        # No network on the device machine: the .debs must be carried (apt-get download slurm-wlm
+        # slurmctld slurmd slurm-client munge libmunge2 ... on a networked Debian 12, dpkg -i here).
+        echo "Slurm cannot start here ($(tail -1 "$OUT/slurm-start.log")): needs Debian's slurm-wlm and munge .debs;"
+        echo "running the same campaign without Slurm (--local: the tasks one after another per GPU)"
+      fi
+      sargs=(--tasks 2 --kernel gemv_fast --kernel gemm_tc --seconds "$ssec" --seed "$sseed" --gpus-per-task 1
+             --cpus-per-task "$(( $(nproc) / 2 ))")
+      rm -rf "$OUT/slurm-run" "$OUT/slurm-fuzz"
+      timeout $((4 * ssec + 300)) scripts/slurm-campaign.sh submit --dir "$OUT/slurm-run" --mode run --build "$B" \
+        "${sargs[@]}" "${where[@]}" --wait >"$OUT/slurm-run.log" 2>&1
+      [ $? -le 1 ] || status=1
+      grep -E "^(task|[0-9]+ )|^checked:|FAIL |verdict:" "$OUT/slurm-run/summary.txt" 2>/dev/null || tail -5 "$OUT/slurm-run.log"
+      if [ -x "$FUZZ_BUILD/fuzz/kernel_fuzzer" ] && grep -aq max_total_time "$FUZZ_BUILD/fuzz/kernel_fuzzer"; then
+        timeout $((4 * ssec + 300)) scripts/slurm-campaign.sh submit --dir "$OUT/slurm-fuzz" --mode fuzz \
+          --build "$FUZZ_BUILD" "${sargs[@]}" "${where[@]}" --wait >"$OUT/slurm-fuzz.log" 2>&1
+        [ $? -le 1 ] || status=1
+        grep -E "^(task|[0-9]+ )|^executions:|failures:|verdict:" "$OUT/slurm-fuzz/summary.txt" 2>/dev/null || tail -5 "$OUT/slurm-fuzz.log"
+      else
+        echo "no libFuzzer build at $FUZZ_BUILD: the fuzz-worker half is left out"
+      fi
+      [ -f "$OUT/slurm/env" ] && bash scripts/slurm-private.sh stop "$OUT/slurm"
       ;;
     *) echo "gpu-check.sh: unknown step $s" >&2; exit 2 ;;
   esac

@@ -22,6 +22,14 @@ if ((${#missing[@]})); then
 else
   echo "install-deps: all ${#packages[@]} packages present"
 fi
+# The `slurm` test's private cluster (scripts/slurm-private.sh): Debian's slurm-wlm and munge,
+# installed without starting the system's daemons. Optional: without them that test skips.
+if ! dpkg-query -W -f='${Status}' slurm-wlm 2>/dev/null | grep -q 'install ok installed' ||
+   ! dpkg-query -W -f='${Status}' munge 2>/dev/null | grep -q 'install ok installed'; then
+  echo "install-deps: installing slurm-wlm munge (the slurm test's private cluster)"
+  bash "$(dirname "${BASH_SOURCE[0]}")/slurm-private.sh" install ||
+    echo "install-deps: warning: slurm-wlm and munge not installed; the slurm test will skip"
+fi
 if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then
   echo "install-deps: nvcc is at /usr/local/cuda/bin (not on PATH); the build finds it there"
 fi

@@ -1,0 +1,306 @@
+// Shards' reports merged into one run's (see report_merge.h).
+#include "harness/report_merge.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <sstream>
+
+#include <fmt/format.h>
+
+namespace nvfp4 {
+namespace {
+
+using nlohmann::json;
+
+[[noreturn]] void bad(const std::string& where, const std::string& what) { throw MergeError(where + ": " + what); }
+
+const json& field(const json& j, const char* key, const std::string& where) {
+  if (!j.is_object() || !j.contains(key)) bad(where, fmt::format("no \"{}\"", key));
+  return j.at(key);
+}
+
+int64_t count_field(const json& j, const char* key, const std::string& where) {
+  const json& v = field(j, key, where);
+  if (!v.is_number_integer() || v.get<int64_t>() < 0) bad(where, fmt::format("\"{}\" is not a count", key));
+  return v.get<int64_t>();
+}
+
+std::string text_field(const json& j, const char* key, const std::string& where) {
+  const json& v = field(j, key, where);
+  if (!v.is_string()) bad(where, fmt::format("\"{}\" is not a string", key));
+  return v.get<std::string>();
+}
+
+// Numbers as report_json writes them: finite, or "inf", "-inf", "nan".
+double number_field(const json& j, const char* key, const std::string& where) {
+  const json& v = field(j, key, where);
+  if (v.is_number()) return v.get<double>();
+  if (v == "inf") return std::numeric_limits<double>::infinity();
+  if (v == "-inf") return -std::numeric_limits<double>::infinity();
+  if (v == "nan") return std::numeric_limits<double>::quiet_NaN();
+  bad(where, fmt::format("\"{}\" is not a number", key));
+}
+
+// The larger, NaN winning (a NaN error is news a merge must not lose).
+double max_of(double a, double b) { return std::isnan(a) || std::isnan(b) ? std::nan("") : std::max(a, b); }
+
+uint16_t hex_word(const json& j, const char* key, const std::string& where) {
+  const std::string s = text_field(j, key, where);
+  if (s.size() != 6 || s.compare(0, 2, "0x") != 0 || s.find_first_not_of("0123456789abcdefABCDEF", 2) != std::string::npos)
+    bad(where, fmt::format("\"{}\" is not a 0xhhhh word", key));
+  return static_cast<uint16_t>(std::stoul(s.substr(2), nullptr, 16));
+}
+
+std::map<std::string, int64_t> count_map(const json& j, const char* key, const std::string& where) {
+  std::map<std::string, int64_t> out;
+  const json& m = field(j, key, where);
+  if (!m.is_object()) bad(where, fmt::format("\"{}\" is not an object", key));
+  for (const auto& [name, v] : m.items()) {
+    if (!v.is_number_integer() || v.get<int64_t>() < 0) bad(where, fmt::format("\"{}.{}\" is not a count", key, name));
+    out[name] = v.get<int64_t>();
+  }
+  return out;
+}
+
+FailureRecord failure_from_json(const json& f, const std::string& where) {
+  FailureRecord r;
+  const std::string check = text_field(f, "check", where);
+  const std::optional<Check> c = check_from_name(check);
+  if (!c) bad(where, "unknown check \"" + check + "\"");
+  r.check = *c;
+  r.case_file = text_field(f, "case_file", where);
+  r.message = text_field(f, "message", where);
+  const std::string call = text_field(f, "call", where);
+  bool known_call = false;
+  for (CaseCall c : {CaseCall::none, CaseCall::start, CaseCall::unsupported, CaseCall::run1, CaseCall::run2,
+                     CaseCall::stale})
+    if (call == to_string(c)) r.call = c, known_call = true;
+  if (!known_call) bad(where, "unknown call \"" + call + "\"");
+  if (f.contains("hint")) r.hint = text_field(f, "hint", where);
+  if (f.contains("reproduce")) r.reproduce = text_field(f, "reproduce", where);
+  const json& index = field(f, "case_index", where);
+  if (!index.is_number_integer()) bad(where, "\"case_index\" is not an integer");
+  r.case_index = index.get<int64_t>();
+  if (f.contains("error_map")) r.error_map = text_field(f, "error_map", where);
+  if (f.contains("element")) {
+    const json& e = f.at("element");
+    const std::string at = where + ": element";
+    r.has_element = true;
+    r.b = count_field(e, "b", at);
+    r.i = count_field(e, "i", at);
+    r.j = count_field(e, "j", at);
+    r.expected = hex_word(e, "expected", at);
+    r.actual = hex_word(e, "actual", at);
+    r.error_ulps = number_field(e, "error_ulps", at);
+    r.error_over_bound = number_field(e, "error_over_bound", at);
+    r.bound = number_field(e, "bound", at);
+  }
+  return r;
+}
+
+// Shard I of N as the report says (an unsharded report is shard 0 of 1).
+Shard shard_of(const ShardReport& r) {
+  Shard s;
+  if (!r.json.contains("shard")) return s;
+  const json& j = r.json.at("shard");
+  s.index = count_field(j, "index", r.path + ": shard");
+  s.count = count_field(j, "count", r.path + ": shard");
+  if (s.count < 1 || s.index >= s.count) bad(r.path, fmt::format("shard {}/{} is not one of N", s.index, s.count));
+  return s;
+}
+
+}  // namespace
+
+std::vector<ShardReport> read_shard_reports(const std::vector<std::string>& paths) {
+  std::vector<ShardReport> out;
+  for (const std::string& path : paths) {
+    std::ifstream in(path);
+    if (!in) bad(path, "cannot read it");
+    std::stringstream text;
+    text << in.rdbuf();
+    ShardReport r;
+    r.path = path;
+    r.json = json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+    if (r.json.is_discarded()) bad(path, "not JSON");
+    if (!r.json.is_object() || !r.json.contains("kernels")) bad(path, "not a report of `nvfp4check run`");
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+KernelReport kernel_report_from_json(const json& e) {
+  const std::string where = "kernel " + (e.is_object() && e.contains("name") && e.at("name").is_string()
+                                             ? e.at("name").get<std::string>()
+                                             : std::string("(no name)"));
+  KernelReport k;
+  k.name = text_field(e, "name", where);
+  k.origin = text_field(e, "origin", where);
+  const std::string verdict = text_field(e, "verdict", where);
+  bool known_verdict = false;
+  for (KernelVerdict v : {KernelVerdict::pass, KernelVerdict::fail, KernelVerdict::skipped})
+    if (verdict == to_string(v)) k.verdict = v, known_verdict = true;
+  if (!known_verdict) bad(where, "unknown verdict \"" + verdict + "\"");
+  k.cases = count_field(e, "cases", where);
+  k.unsupported_cases = count_field(e, "unsupported_cases", where);
+  k.skipped_cases = count_field(e, "skipped_cases", where);
+  k.failed_cases = count_field(e, "failed_cases", where);
+  k.elements = count_field(e, "elements", where);
+  k.exact_elements = count_field(e, "exact_elements", where);
+  k.seconds = number_field(e, "seconds", where);
+  k.max_error_ulps = number_field(e, "max_error_ulps", where);
+  k.max_error_over_bound = number_field(e, "max_error_over_bound", where);
+  k.flags = static_cast<uint32_t>(count_field(e, "flags", where));
+  k.policy = text_field(e, "policy", where);
+  k.workers = count_field(e, "workers", where);
+  if (e.contains("skip_reason")) k.skip_reason = text_field(e, "skip_reason", where);
+  if (e.contains("first_skip")) k.first_skip = text_field(e, "first_skip", where);
+  if (e.contains("step_seconds")) {
+    const json& st = e.at("step_seconds");
+    if (!st.is_object()) bad(where, "\"step_seconds\" is not an object");
+    for (const auto& [name, v] : st.items()) {
+      if (!v.is_number()) bad(where, "\"step_seconds\" holds a non-number");
+      k.add_time(name, v.get<double>());
+    }
+  }
+  if (e.contains("drawn")) {
+    const json& d = e.at("drawn");
+    const std::string at = where + ": drawn";
+    k.drawn.cases = count_field(d, "cases", at);
+    k.drawn.tile_edge = count_field(d, "tile_edge", at);
+    k.drawn.batched = count_field(d, "batched", at);
+    k.drawn.k_tail = count_field(d, "k_tail", at);
+    k.drawn.padded = count_field(d, "padded", at);
+    k.drawn.by_kind = count_map(d, "by_kind", at);
+    k.drawn.by_data = count_map(d, "by_data", at);
+    k.drawn.by_op = count_map(d, "by_op", at);
+    k.drawn.by_op_data = count_map(d, "by_op_data", at);
+    k.drawn.by_scales = count_map(d, "by_scales", at);
+    k.drawn.by_values = count_map(d, "by_values", at);
+  }
+  if (e.contains("failure")) k.failure = failure_from_json(e.at("failure"), where + ": failure");
+  if ((k.verdict == KernelVerdict::fail) != k.failure.has_value()) bad(where, "a failure without verdict fail, or the reverse");
+  return k;
+}
+
+MergedReport merge_shard_reports(const std::vector<ShardReport>& reports) {
+  if (reports.empty()) throw MergeError("no report to merge");
+  MergedReport m;
+  const ShardReport& first = reports.front();
+  const json& seed = field(first.json, "seed", first.path);
+  if (!seed.is_number_unsigned()) bad(first.path, "no seed: not a report of `nvfp4check run`");
+  m.seed = seed.get<uint64_t>();
+  m.command = text_field(first.json, "command", first.path);
+  m.shards = shard_of(first).count;
+  // Shard index -> its report, every one of 0..N-1 exactly once.
+  std::vector<const ShardReport*> by_shard(static_cast<size_t>(m.shards), nullptr);
+  for (const ShardReport& r : reports) {
+    if (field(r.json, "seed", r.path) != seed)
+      bad(r.path, fmt::format("seed {} but {} has seed {}: not shards of one run", r.json.at("seed").dump(),
+                              first.path, seed.dump()));
+    if (text_field(r.json, "command", r.path) != m.command)
+      bad(r.path, fmt::format("another command (\"{}\") than {} (\"{}\"): not shards of one run",
+                              r.json.at("command").get<std::string>(), first.path, m.command));
+    const Shard s = shard_of(r);
+    if (s.count != m.shards)
+      bad(r.path, fmt::format("shard {}/{} but {} is one of {}", s.index, s.count, first.path, m.shards));
+    const ShardReport*& slot = by_shard[static_cast<size_t>(s.index)];
+    if (slot) bad(r.path, fmt::format("shard {}/{} again (also {})", s.index, s.count, slot->path));
+    slot = &r;
+  }
+  std::string missing;
+  for (size_t i = 0; i < by_shard.size(); ++i)
+    if (!by_shard[i]) missing += fmt::format("{}{}", missing.empty() ? "" : ", ", i);
+  if (!missing.empty()) throw MergeError(fmt::format("missing shard(s) {} of {}", missing, m.shards));
+
+  // Every shard lists the same kernels in the same order (one command, one registry).
+  std::vector<std::vector<KernelReport>> parts;
+  for (const ShardReport* r : by_shard) {
+    const json& list = field(r->json, "kernels", r->path);
+    if (!list.is_array()) bad(r->path, "\"kernels\" is not a list");
+    std::vector<KernelReport> ks;
+    for (const json& e : list) {
+      try {
+        ks.push_back(kernel_report_from_json(e));
+      } catch (const MergeError& err) {
+        bad(r->path, err.what());
+      }
+    }
+    if (!parts.empty()) {
+      bool same = ks.size() == parts.front().size();
+      for (size_t x = 0; same && x < ks.size(); ++x) same = ks[x].name == parts.front()[x].name;
+      if (!same) bad(r->path, fmt::format("other kernels than {}", by_shard.front()->path));
+    }
+    parts.push_back(std::move(ks));
+  }
+
+  for (size_t x = 0; x < parts.front().size(); ++x) {
+    KernelReport k;
+    k.name = parts.front()[x].name;
+    k.origin = parts.front()[x].origin;
+    k.flags = parts.front()[x].flags;
+    k.verdict = KernelVerdict::skipped;
+    int64_t found_by = -1;
+    std::vector<ShardFailure> failures;
+    for (size_t s = 0; s < parts.size(); ++s) {
+      const KernelReport& p = parts[s][x];
+      if (k.policy.empty()) k.policy = p.policy;  // a shard that checked nothing may have none
+      k.cases += p.cases;
+      k.unsupported_cases += p.unsupported_cases;
+      k.failed_cases += p.failed_cases;
+      k.elements += p.elements;
+      k.exact_elements += p.exact_elements;
+      k.max_error_ulps = max_of(k.max_error_ulps, p.max_error_ulps);
+      k.max_error_over_bound = max_of(k.max_error_over_bound, p.max_error_over_bound);
+      k.seconds += p.seconds;  // the time one run would have taken, not the wall time of the shards
+      k.workers += p.workers;
+      if (k.skipped_cases == 0 && p.skipped_cases > 0) k.first_skip = p.first_skip;
+      k.skipped_cases += p.skipped_cases;
+      for (const auto& [name, sec] : p.step_seconds) k.add_time(name, sec);
+      k.drawn.merge(p.drawn);
+      if (p.verdict == KernelVerdict::fail || (p.verdict == KernelVerdict::pass && k.verdict == KernelVerdict::skipped))
+        k.verdict = p.verdict;
+      if (p.failure) {
+        failures.push_back({static_cast<int64_t>(s), *p.failure});
+        if (!k.failure || p.failure->case_index < k.failure->case_index) {
+          k.failure = p.failure;
+          found_by = static_cast<int64_t>(s);
+        }
+      }
+    }
+    // Skipped everywhere: why, as the shards said (one that had no share of the cases says only
+    // that; a kernel that cannot run here says so in every shard).
+    if (k.verdict == KernelVerdict::skipped) {
+      for (const auto& part : parts)
+        if (!part[x].skip_reason.empty() && (k.skip_reason.empty() || part[x].skip_reason != "no case was checked"))
+          k.skip_reason = part[x].skip_reason;
+    }
+    std::sort(failures.begin(), failures.end(),
+              [](const ShardFailure& a, const ShardFailure& b) { return a.failure.case_index < b.failure.case_index; });
+    m.kernels.push_back(std::move(k));
+    m.failure_shard.push_back(found_by);
+    m.shard_failures.push_back(std::move(failures));
+  }
+  return m;
+}
+
+nlohmann::json merged_report_json(const MergedReport& m) {
+  json j = report_json(m.seed, m.kernels, m.command);
+  j["merged_shards"] = m.shards;
+  for (size_t x = 0; x < m.kernels.size(); ++x) {
+    json& e = j["kernels"][x];
+    json list = json::array();
+    for (const ShardFailure& f : m.shard_failures[x])
+      list.push_back({{"shard", f.shard},
+                      {"case_index", f.failure.case_index},
+                      {"check", check_name(f.failure.check)},
+                      {"case_file", f.failure.case_file}});
+    e["shard_failures"] = list;
+    if (m.kernels[x].failure) e["failure"]["shard"] = m.failure_shard[x];
+  }
+  return j;
+}
+
+}  // namespace nvfp4

@@ -1,0 +1,267 @@
+// `run --shard I/N` then `merge`: for N = 1, 2, 3 and 7 the merged report is the unsharded run's
+// (verdicts, first failing index, counts that add up, the distribution drawn), for passing
+// built-in kernels and a failing mutant; and merge refuses what is not N shards of one run.
+// --cases bounds every run (never --seconds) and one lane each, so every count is exact.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "harness/report_merge.h"
+#include "harness/tests/program_runner.h"
+
+#ifndef NVFP4CHECK_EXE
+#error "NVFP4CHECK_EXE must name the nvfp4check executable"
+#endif
+
+namespace nvfp4 {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using test::Outcome;
+using test::read_json;
+
+Outcome program(const std::string& args) { return test::run_program(NVFP4CHECK_EXE, args); }
+
+const int64_t kShardCounts[] = {1, 2, 3, 7};
+
+// `run ARGS --report R`, unsharded; returns the report.
+json run_report(const fs::path& dir, const std::string& args, const std::string& name, int expected_exit) {
+  const fs::path report = dir / (name + ".json");
+  const std::string a = "run " + args + " --jobs 1 --case-dir " + (dir / (name + "-cases")).string() + " --report " +
+                        report.string();
+  const Outcome o = program(a);
+  EXPECT_EQ(o.exit_code, expected_exit) << a;
+  return read_json(report);
+}
+
+// The merged report through the program (its exit code, its summary) for shards 0..N-1.
+json merge_reports(const fs::path& dir, const std::vector<fs::path>& shards, const std::string& name,
+                   int expected_exit) {
+  std::string a = "merge";
+  for (const fs::path& s : shards) a += " " + s.string();
+  const fs::path out = dir / (name + ".json");
+  a += " --report " + out.string();
+  const Outcome o = program(a);
+  EXPECT_EQ(o.exit_code, expected_exit) << a;
+  EXPECT_NE(o.output.find("kernel "), std::string::npos) << "the summary table";
+  return read_json(out);
+}
+
+// Everything of a kernel's entry that an unsharded run and the merge of its shards must agree on
+// (not the time, the workers started, or where the case files were written).
+void expect_same_kernel(const json& merged, const json& whole) {
+  SCOPED_TRACE(whole["name"].get<std::string>());
+  for (const char* key : {"name", "origin", "verdict", "cases", "unsupported_cases", "skipped_cases", "failed_cases",
+                          "elements", "exact_elements", "max_error_ulps", "max_error_over_bound", "flags", "policy",
+                          "accumulation", "drawn"})
+    EXPECT_EQ(merged.value(key, json()), whole.value(key, json())) << key;
+  EXPECT_DOUBLE_EQ(merged["exact_regime_share"].get<double>(), whole["exact_regime_share"].get<double>());
+  ASSERT_EQ(merged.contains("failure"), whole.contains("failure"));
+  if (whole.contains("failure")) {
+    const json &m = merged["failure"], &w = whole["failure"];
+    for (const char* key : {"check", "case_index", "call", "message", "hint", "element"})
+      EXPECT_EQ(m.value(key, json()), w.value(key, json())) << key;
+    // The same case: the same file name (kernel, shape and a hash of the content), in the shard's folder.
+    EXPECT_EQ(fs::path(m["case_file"].get<std::string>()).filename(), fs::path(w["case_file"].get<std::string>()).filename());
+  }
+}
+
+std::vector<fs::path> run_shards(const fs::path& dir, const std::string& args, const std::string& name, int64_t n,
+                                 std::vector<json>* reports, std::function<int(const json&)> exit_of) {
+  std::vector<fs::path> paths;
+  for (int64_t i = 0; i < n; ++i) {
+    const std::string shard_name = name + "-" + std::to_string(i) + "of" + std::to_string(n);
+    const fs::path report = dir / (shard_name + ".json");
+    const std::string a = "run " + args + " --jobs 1 --case-dir " + (dir / (shard_name + "-cases")).string() +
+                          " --report " + report.string() + " --shard " + std::to_string(i) + "/" + std::to_string(n);
+    const Outcome o = program(a);
+    const json r = read_json(report);
+    EXPECT_EQ(o.exit_code, exit_of(r)) << a;
+    if (n > 1) {
+      EXPECT_EQ(r["shard"]["index"], i);
+      EXPECT_EQ(r["shard"]["count"], n);
+      EXPECT_NE(o.output.find("shard: " + std::to_string(i) + "/" + std::to_string(n)), std::string::npos);
+    } else {
+      EXPECT_FALSE(r.contains("shard")) << "1/1 is the whole schedule";
+    }
+    reports->push_back(r);
+    paths.push_back(report);
+  }
+  return paths;
+}
+
+int exit_by_verdicts(const json& r) {
+  for (const json& k : r["kernels"])
+    if (k["verdict"] == "fail") return 1;
+  return 0;
+}
+
+TEST(ShardMerge, PassingKernelsMergeToTheUnshardedReport) {
+  const fs::path dir = test::fresh_dir("shard-pass");
+  const std::string args = "--kernel host_gemv_fp32 --kernel host_gemm_fp32 --cases 32 --seed 3";
+  const json whole = run_report(dir, args, "whole", 0);
+  ASSERT_EQ(whole["kernels"].size(), 2u);
+  for (int64_t n : kShardCounts) {
+    SCOPED_TRACE("N = " + std::to_string(n));
+    std::vector<json> shards;
+    const auto paths = run_shards(dir, args, "pass", n, &shards, exit_by_verdicts);
+    // Every index below 32 once: shard I has the ceil((32 - I) / N) of them that are I mod N.
+    for (int64_t i = 0; i < n; ++i)
+      EXPECT_EQ(shards[static_cast<size_t>(i)]["kernels"][0]["cases"], (32 - i + n - 1) / n);
+    const json merged = merge_reports(dir, paths, "pass-merged-" + std::to_string(n), 0);
+    EXPECT_EQ(merged["seed"], 3);
+    EXPECT_EQ(merged["merged_shards"], n);
+    EXPECT_EQ(merged["command"], whole["command"]);
+    ASSERT_EQ(merged["kernels"].size(), 2u);
+    for (size_t x = 0; x < 2; ++x) expect_same_kernel(merged["kernels"][x], whole["kernels"][x]);
+  }
+}
+
+#ifdef NVFP4_MUTANTS_PLUGIN
+// A mutant that saturates without declaring it: under seed 2 the first case it fails is index 11,
+// and shards of 2, 3 and 7 stop at first failures of their own past it or reach the limit (7
+// shards: none, none, none, 31, 11, 12, 27).
+TEST(ShardMerge, FailingKernelMergesToTheSameFirstFailureAndCountsAddUp) {
+  const fs::path dir = test::fresh_dir("shard-fail");
+  const std::string base = std::string("--plugin ") + NVFP4_MUTANTS_PLUGIN +
+                           " --kernel mut_host_saturates_undeclared --seed 2";
+  const int64_t limit = 40;
+  const json whole = run_report(dir, base + " --cases " + std::to_string(limit), "whole", 1);
+  const json& wf = whole["kernels"][0];
+  ASSERT_EQ(wf["verdict"], "fail");
+  const int64_t first = wf["failure"]["case_index"];
+  ASSERT_GT(first, 0) << "a first failure past index 0, so shards differ";
+  // The unsharded run stops there: with one lane it checked exactly the indices 0..first.
+  EXPECT_EQ(wf["cases"], first + 1);
+  EXPECT_EQ(wf["failed_cases"], 1);
+
+  for (int64_t n : kShardCounts) {
+    SCOPED_TRACE("N = " + std::to_string(n));
+    std::vector<json> shards;
+    const auto paths = run_shards(dir, base + " --cases " + std::to_string(limit), "fail", n, &shards, exit_by_verdicts);
+    const json merged = merge_reports(dir, paths, "fail-merged-" + std::to_string(n), 1);
+    const json& mk = merged["kernels"][0];
+    EXPECT_EQ(mk["verdict"], "fail");
+    EXPECT_EQ(mk["failure"]["case_index"], first) << "the smallest failing index over the shards";
+    EXPECT_EQ(mk["failure"]["shard"], first % n);
+    EXPECT_EQ(mk["failure"]["check"], wf["failure"]["check"]);
+    EXPECT_EQ(fs::path(mk["failure"]["case_file"].get<std::string>()).filename(),
+              fs::path(wf["failure"]["case_file"].get<std::string>()).filename());
+    // Counts add up: each shard checked its indices up to its own first failure (or the limit).
+    int64_t expected_cases = 0, failing_shards = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const json& k = shards[static_cast<size_t>(i)]["kernels"][0];
+      if (k.contains("failure")) {
+        const int64_t own = k["failure"]["case_index"];
+        EXPECT_EQ(own % n, i) << "a shard only checks its own indices";
+        EXPECT_GE(own, first);
+        expected_cases += Shard{i, n}.cases_below(own + 1);
+        ++failing_shards;
+      } else {
+        expected_cases += Shard{i, n}.cases_below(limit);
+      }
+    }
+    EXPECT_EQ(mk["cases"], expected_cases);
+    EXPECT_EQ(mk["failed_cases"], failing_shards);
+    EXPECT_EQ(mk["shard_failures"].size(), static_cast<size_t>(failing_shards));
+    EXPECT_GE(mk["cases"].get<int64_t>(), first + 1) << "at least the unsharded run's indices 0..first";
+    // The reproduce command, as the shard wrote it, names the mutant's plugin.
+    EXPECT_NE(mk["failure"]["reproduce"].get<std::string>().find(NVFP4_MUTANTS_PLUGIN), std::string::npos);
+
+    // Shards bounded at the first failure check exactly 0..first between them: then the merge is
+    // the unsharded run's report in every count.
+    std::vector<json> cut;
+    const auto cut_paths =
+        run_shards(dir, base + " --cases " + std::to_string(first + 1), "cut", n, &cut, exit_by_verdicts);
+    const json whole_cut = run_report(dir, base + " --cases " + std::to_string(first + 1), "whole-cut", 1);
+    const json merged_cut = merge_reports(dir, cut_paths, "cut-merged-" + std::to_string(n), 1);
+    expect_same_kernel(merged_cut["kernels"][0], whole_cut["kernels"][0]);
+    expect_same_kernel(whole_cut["kernels"][0], wf);
+    EXPECT_EQ(merged_cut["kernels"][0]["cases"], first + 1);
+  }
+}
+#endif
+
+// ---- What merge refuses (exit 2), in the library and through the program. ----
+
+json shard_json(uint64_t seed, const std::string& command, int64_t index, int64_t count) {
+  KernelReport k;
+  k.name = "host_gemv_fp32";
+  k.origin = "builtin";
+  k.cases = 3;
+  k.elements = 30;
+  k.exact_elements = 20;
+  k.policy = "fp32";
+  return report_json(seed, {k}, command, Shard{index, count});
+}
+
+std::vector<ShardReport> shards_of(std::vector<json> list) {
+  std::vector<ShardReport> out;
+  for (size_t x = 0; x < list.size(); ++x) out.push_back({"r" + std::to_string(x) + ".json", list[x]});
+  return out;
+}
+
+void expect_refused(const std::vector<ShardReport>& reports, const std::string& says) {
+  try {
+    merge_shard_reports(reports);
+    ADD_FAILURE() << "merged, but should be refused: " << says;
+  } catch (const MergeError& e) {
+    EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+  }
+}
+
+TEST(ShardMerge, RefusesWhatIsNotTheShardsOfOneRun) {
+  const std::string cmd = "nvfp4check run --cases 9";
+  // The good case first, so that each refusal below is for its one reason.
+  const MergedReport ok = merge_shard_reports(shards_of({shard_json(5, cmd, 1, 2), shard_json(5, cmd, 0, 2)}));
+  EXPECT_EQ(ok.kernels.at(0).cases, 6);
+  EXPECT_EQ(ok.kernels.at(0).verdict, KernelVerdict::pass);
+  expect_refused(shards_of({shard_json(5, cmd, 0, 2), shard_json(6, cmd, 1, 2)}), "seed");
+  expect_refused(shards_of({shard_json(5, cmd, 0, 2), shard_json(5, cmd + "0", 1, 2)}), "another command");
+  expect_refused(shards_of({shard_json(5, cmd, 0, 3), shard_json(5, cmd, 1, 3)}), "missing shard(s) 2 of 3");
+  expect_refused(shards_of({shard_json(5, cmd, 0, 2), shard_json(5, cmd, 0, 2)}), "shard 0/2 again");
+  expect_refused(shards_of({shard_json(5, cmd, 0, 2), shard_json(5, cmd, 1, 3)}), "is one of 2");
+  json replay = shard_json(5, "nvfp4check replay x.case", 0, 1);
+  replay["seed"] = nullptr;
+  expect_refused(shards_of({replay}), "no seed");
+  json other = shard_json(5, cmd, 1, 2);
+  other["kernels"][0]["name"] = "host_gemm_fp32";
+  expect_refused(shards_of({shard_json(5, cmd, 0, 2), other}), "other kernels");
+  json broken = shard_json(5, cmd, 1, 2);
+  broken["kernels"][0].erase("cases");
+  expect_refused(shards_of({shard_json(5, cmd, 0, 2), broken}), "no \"cases\"");
+  json failing = shard_json(5, cmd, 1, 2);
+  failing["kernels"][0]["verdict"] = "fail";
+  expect_refused(shards_of({shard_json(5, cmd, 0, 2), failing}), "failure without verdict");
+  EXPECT_THROW(merge_shard_reports({}), MergeError);
+}
+
+TEST(ShardMerge, ProgramExitsTwoOnBadInput) {
+  const fs::path dir = test::fresh_dir("shard-bad");
+  const fs::path garbage = dir / "garbage.json", half = dir / "half.json";
+  std::ofstream(garbage) << "{\"seed\": 1, \"kernels\": [";
+  std::ofstream(half) << shard_json(5, "nvfp4check run", 0, 2).dump();
+  Outcome o = program("merge " + garbage.string());
+  EXPECT_EQ(o.exit_code, 2);
+  EXPECT_NE(o.output.find("garbage.json: not JSON"), std::string::npos);
+  o = program("merge " + half.string());
+  EXPECT_EQ(o.exit_code, 2);
+  EXPECT_NE(o.output.find("missing shard(s) 1 of 2"), std::string::npos);
+  o = program("merge " + (dir / "absent.json").string());
+  EXPECT_EQ(o.exit_code, 2);
+  EXPECT_NE(o.output.find("cannot read"), std::string::npos);
+  for (const char* bad : {"2/2", "-1/2", "1/0", "x", "1/", "0/2"}) {
+    o = program(std::string("run --kernel host_gemv_fp32 --cases 1 --shard ") + bad);
+    EXPECT_EQ(o.exit_code, 2) << bad;
+    EXPECT_NE(o.output.find("--shard"), std::string::npos) << bad;
+  }
+}
+
+}  // namespace
+}  // namespace nvfp4
