@@ -268,7 +268,7 @@ int main(int argc, char** argv) {
     }
     // The case-file fuzzer skips inputs over 64 KiB; record the exact output in the small ones.
     Problem with_expect = seed.p;
-    with_expect.expect = nvfp4::exact_gemm(seed.p).c;
+    nvfp4::set_expect(with_expect, nvfp4::exact_gemm(seed.p));
     with_expect.note = "seed " + seed.name;
     const std::string text = nvfp4::write_case(with_expect);
     if (text.size() <= 64 * 1024) {
