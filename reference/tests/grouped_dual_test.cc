@@ -333,7 +333,7 @@ TEST(ExactDual, SiluTimesUWithin2ToTheMinus60) {
   for (int x = 0; x < 200000; ++x) {
     const int gbits = 1 + static_cast<int>(rng() % 48), ubits = 1 + static_cast<int>(rng() % 60);
     const i128 gsum = static_cast<i128>(static_cast<int64_t>(rng()) >> (64 - gbits));
-    const i128 usum = static_cast<i128>(static_cast<int64_t>(rng()) >> (64 - ubits)) << (rng() % 20);
+    const i128 usum = static_cast<i128>(static_cast<int64_t>(rng()) >> (64 - ubits)) * (i128(1) << (rng() % 20));
     const float alpha = std::ldexp(static_cast<float>(1 + rng() % 0xFFFFFF), static_cast<int>(rng() % 60) - 60);
     const float alpha2 = std::ldexp(static_cast<float>(1 + rng() % 0xFFFFFF), static_cast<int>(rng() % 60) - 40);
     if (gsum == 0 || usum == 0) continue;
@@ -401,7 +401,7 @@ TEST(ExactDual, OneRoundingMatchesHighPrecisionOutsideThinMidpointBands) {
 TEST(ExactDual, ZerosAndSignsAndNaN) {
   const DualValue zero_g = dual_value(with_sum(0), 1.0f, with_sum(5), 1.0f);
   EXPECT_EQ(round_dual(zero_g, false, OutType::fp32), 0u);
-  const DualValue zero_u = dual_value(with_sum(-5 << 20), 1.0f, with_sum(0), -1.0f);
+  const DualValue zero_u = dual_value(with_sum(-(5 << 20)), 1.0f, with_sum(0), -1.0f);
   EXPECT_EQ(round_dual(zero_u, false, OutType::bf16), 0u);
   // G = -12000: exp(-G) overflows long double; v is a tiny negative * U: signed zeros.
   const DualValue far = dual_value(with_sum(-(i128(12000) << 20)), 1.0f, with_sum(i128(1) << 60), 1.0f);
