@@ -1,5 +1,5 @@
-// `nvfp4check reference CASE --out FILE`: the exact RN16 output of a case as raw little-endian
-// binary16 in C order (SPEC.md section 6). When the case records `expect`, the output must match
+// `nvfp4check reference CASE --out FILE`: the exact output of a case as raw little-endian words
+// of its output type in C order, a grouped case's groups one after another (SPEC.md section 6). When the case records `expect`, the output must match
 // it: a hand-made case whose expect disagrees means the case or the reference is wrong (exit 1).
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
@@ -28,7 +28,17 @@ struct ReferenceOptions {
   std::string out_path;
 };
 
-// Equal as results: the same bits, or both NaN (SPEC.md section 3 accepts any NaN payload).
+// "b=0 i=3 j=1", or "g=2 i=3 j=1" for a grouped problem.
+std::string position_words(const Problem& p, int64_t index) {
+  const OutputPosition pos = output_position(p, index);
+  if (pos.g >= 0) return fmt::format("g={} i={} j={}", pos.g, pos.i, pos.j);
+  return fmt::format("b={} i={} j={}", pos.b, pos.i, pos.j);
+}
+
+std::string shape_words(const Problem& p) {
+  if (p.op != Op::grouped_gemm) return fmt::format("m={} n={} k={} l={}", p.m, p.n, p.k, p.l);
+  return fmt::format("{} groups{}", p.groups.size(), p.packed ? " (packed)" : "");
+}
 
 int run_reference(const ReferenceOptions& opts) {
   Problem p;
@@ -44,42 +54,35 @@ int run_reference(const ReferenceOptions& opts) {
   }
   const ExactResult ref = exact_gemm(p);
 
-  std::vector<char> bytes(ref.c.size() * 2);
-  for (size_t i = 0; i < ref.c.size(); ++i) {  // little-endian whatever the host
-    bytes[2 * i] = static_cast<char>(ref.c[i] & 0xFF);
-    bytes[2 * i + 1] = static_cast<char>(ref.c[i] >> 8);
-  }
+  // Raw little-endian words of the output type in C order; grouped: the groups one after another.
+  const std::vector<uint8_t> bytes = words_to_bytes(p.out_type, ref.words());
   std::ofstream out(opts.out_path, std::ios::binary | std::ios::trunc);
-  if (out) out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  if (out) out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
   if (out) out.close();
   if (!out) {
-    fmt::print(stderr, "nvfp4check reference: cannot write {}: {}\n", opts.out_path, std::strerror(errno));
+    fmt::print(stderr, "nvfp4check reference: {}: cannot write {}: {}\n", opts.case_path, opts.out_path,
+               std::strerror(errno));
     return 2;
   }
-  fmt::print("{}: {} m={} n={} k={} l={}: wrote {} FP16 outputs to {}\n", opts.case_path, to_string(p.op), p.m,
-             p.n, p.k, p.l, ref.c.size(), opts.out_path);
+  fmt::print("{}: {} {} out_type={}: wrote {} outputs ({} bytes) to {}\n", opts.case_path, to_string(p.op),
+             shape_words(p), to_string(p.out_type), ref.size(), bytes.size(), opts.out_path);
 
-  if (!p.expect) return 0;
-  const std::vector<uint16_t>& expect = *p.expect;
-  int64_t differing = 0;
-  constexpr int64_t kShown = 10;
-  for (size_t idx = 0; idx < expect.size(); ++idx) {
-    if (fp16_same_result(expect[idx], ref.c[idx])) continue;
-    if (differing++ < kShown) {
-      const int64_t j = static_cast<int64_t>(idx) % p.n, i = static_cast<int64_t>(idx) / p.n % p.m,
-                    b = static_cast<int64_t>(idx) / p.n / p.m;
-      fmt::print(stderr, "  b={} i={} j={}: expect {}, reference {}\n", b, i, j, fp16_text(expect[idx]),
-                 fp16_text(ref.c[idx]));
-    }
+  constexpr size_t kShown = 10;
+  const ExpectComparison cmp = compare_expect(p, ref, kShown);
+  if (!cmp.any_expect) return 0;
+  for (const int64_t idx : cmp.first) {
+    fmt::print(stderr, "  {}: expect {}, reference {}\n", position_words(p, idx),
+               word_text(p.out_type, expect_word(p, idx)), word_text(p.out_type, ref.word(static_cast<size_t>(idx))));
   }
-  if (differing > 0) {
+  if (cmp.differing > 0) {
     fmt::print(stderr,
                "nvfp4check reference: {}: {} of {} outputs differ from the case's expect{}; either the "
                "case or the reference is wrong\n",
-               opts.case_path, differing, expect.size(), differing > kShown ? " (first 10 above)" : " (above)");
+               opts.case_path, cmp.differing, cmp.compared,
+               cmp.differing > static_cast<int64_t>(kShown) ? " (first 10 above)" : " (above)");
     return 1;
   }
-  fmt::print("{}: all {} outputs match expect\n", opts.case_path, expect.size());
+  fmt::print("{}: all {} outputs match expect\n", opts.case_path, cmp.compared);
   return 0;
 }
 
@@ -89,10 +92,11 @@ void add_reference_command(CLI::App& app, int& exit_code) {
   auto opts = std::make_shared<ReferenceOptions>();
   CLI::App* cmd = app.add_subcommand(
       "reference",
-      "Write the exact reference output of a case (raw little-endian binary16, C order). Exits 1 when "
+      "Write the exact reference output of a case (raw little-endian words of its out_type, C order; grouped: "
+      "the groups one after another). Exits 1 when "
       "the case has an expect line that the reference disagrees with.");
   cmd->add_option("CASE", opts->case_path, "case file (SPEC.md section 4)")->required();
-  cmd->add_option("--out", opts->out_path, "where to write the l*m*n FP16 outputs")->required();
+  cmd->add_option("--out", opts->out_path, "where to write the outputs")->required();
   cmd->callback([opts, &exit_code] { exit_code = run_reference(*opts); });
 }
 

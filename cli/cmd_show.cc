@@ -60,6 +60,33 @@ ScaleStats scale_stats(const std::vector<uint8_t>& scales) {
 
 double percent(int64_t part, int64_t whole) { return whole ? 100.0 * part / whole : 0.0; }
 
+void add_histogram(std::array<int64_t, 16>& total, const std::vector<uint8_t>& packed) {
+  const auto h = code_histogram(packed);
+  for (int c = 0; c < 16; ++c) total[c] += h[c];
+}
+
+void add_stats(ScaleStats& total, const std::vector<uint8_t>& scales) {
+  const ScaleStats s = scale_stats(scales);
+  for (int e = 0; e < 16; ++e) total.exponent[e] += s.exponent[e];
+  total.zero += s.zero;
+  total.subnormal += s.subnormal;
+  total.nan += s.nan;
+  total.sign += s.sign;
+}
+
+// The output element's alpha (its group's for grouped problems).
+float element_alpha(const Problem& p, const OutputPosition& pos) {
+  return pos.g >= 0 ? p.groups[static_cast<size_t>(pos.g)].alpha : p.alpha;
+}
+
+// Whether the oracle demands RN_out bit for bit (rule 2 under fp32); dual GEMM never does, so
+// there it says whether G and U are both in the exact regime.
+bool element_exact(const Problem& p, const ExactResult& ref, int64_t idx) {
+  const OutputPosition pos = output_position(p, idx);
+  if (p.op == Op::dual_gemm) return exact_regime(ref.elems[idx], p.alpha) && exact_regime(ref.elems2[idx], p.alpha2);
+  return exact_regime(ref.elems[idx], element_alpha(p, pos));
+}
+
 int run_show(const ShowOptions& opts) {
   Problem p;
   bool generated = false;
@@ -76,26 +103,65 @@ int run_show(const ShowOptions& opts) {
     fmt::print(stderr, "nvfp4check show: {}: {}\n", opts.case_path, e.what());
     return 2;
   }
+  const bool grouped = p.op == Op::grouped_gemm, dual = p.op == Op::dual_gemm;
+  const OutType type = p.out_type;
 
   fmt::print("case       {}\n", opts.case_path);
   if (!p.note.empty()) fmt::print("note       {}\n", p.note);
-  fmt::print("op         {}  m={} n={} k={} l={}  ({} scale blocks per row)\n", to_string(p.op), p.m, p.n, p.k,
-             p.l, p.kb());
+  if (grouped) {
+    int64_t empty = 0;
+    for (const Group& g : p.groups) empty += g.m == 0;
+    fmt::print("op         grouped_gemm  {} groups ({} empty), {} arrangement\n", p.groups.size(), empty,
+               p.packed ? "packed" : "separate");
+    for (size_t g = 0; g < p.groups.size(); ++g) {
+      const Group& q = p.groups[g];
+      fmt::print("  group {:<4} m={} n={} k={} ({} scale blocks per row)  alpha {} ({:a})\n", g, q.m, q.n, q.k, q.kb(),
+                 q.alpha, q.alpha);
+    }
+  } else {
+    fmt::print("op         {}  m={} n={} k={} l={}  ({} scale blocks per row)\n", to_string(p.op), p.m, p.n, p.k, p.l,
+               p.kb());
+  }
   fmt::print("sf_layout  {} (handed to kernels; the file holds scales in linear order)\n",
              to_string(p.sf_layout));
   fmt::print("semantics  {}\n", to_string(p.semantics));
-  fmt::print("alpha      {} ({:a})\n", p.alpha, p.alpha);
+  fmt::print("out_type   {} ({} bytes per output)\n", to_string(type), out_word_bytes(type));
+  if (!grouped) fmt::print("alpha      {} ({:a})\n", p.alpha, p.alpha);
+  if (dual) fmt::print("alpha2     {} ({:a})  (U's global scale; C = silu(G) * U)\n", p.alpha2, p.alpha2);
   if (p.seed) {
     fmt::print("seed       {}  generator {}{}\n", *p.seed, p.generator.empty() ? "(default)" : p.generator,
                generated ? "  (data drawn from it: the case gives none)" : "  (explicit data wins)");
   }
-  fmt::print("bytes      a {}  b {}  sfa {}  sfb {}  (permuted: sfa {}  sfb {})  c {}\n", p.a_bytes(), p.b_bytes(),
-             p.sfa_bytes(), p.sfb_bytes(), sf_permuted_bytes(p.m, p.kb(), p.l), sf_permuted_bytes(p.n, p.kb(), p.l),
-             p.c_elems() * 2);
+  if (grouped) {
+    const PackedLayout L = p.packed ? packed_layout(p) : PackedLayout{};
+    int64_t a = 0, b = 0, sfa = 0, sfb = 0;
+    for (const Group& g : p.groups) a += g.a_bytes(), b += g.b_bytes(), sfa += g.sfa_bytes(), sfb += g.sfb_bytes();
+    fmt::print("bytes      a {}  b {}  sfa {}  sfb {}  c {}\n", a, b, sfa, sfb, p.c_bytes());
+    if (p.packed)
+      fmt::print("packed     a {}  b {}  sfa {} (permuted {}, {} tiles)  sfb {} (permuted {})  c {} rows\n", L.a_bytes(),
+                 L.b_bytes(), L.sfa_linear_bytes(), L.sfa_permuted_bytes(), L.tile_offset.back(), L.sfb_linear_bytes(),
+                 L.sfb_permuted_bytes(), L.total_m());
+  } else {
+    fmt::print("bytes      a {}  b {}  sfa {}  sfb {}  (permuted: sfa {}  sfb {})  c {}\n", p.a_bytes(), p.b_bytes(),
+               p.sfa_bytes(), p.sfb_bytes(), sf_permuted_bytes(p.m, p.kb(), p.l), sf_permuted_bytes(p.n, p.kb(), p.l),
+               p.c_bytes());
+    if (dual) fmt::print("           b2 {}  sfb2 {}\n", p.b2_bytes(), p.sfb2_bytes());
+  }
 
-  const auto ha = code_histogram(p.a), hb = code_histogram(p.b);
-  const int64_t na = p.l * p.m * p.k, nb = p.l * p.n * p.k;
-  fmt::print("\nE2M1 codes     value         A      %         B      %\n");
+  std::array<int64_t, 16> ha{}, hb{};
+  ScaleStats sa, sb;
+  if (grouped) {
+    for (const Group& g : p.groups) {
+      add_histogram(ha, g.a), add_histogram(hb, g.b);
+      add_stats(sa, g.sfa), add_stats(sb, g.sfb);
+    }
+  } else {
+    add_histogram(ha, p.a), add_histogram(hb, p.b), add_histogram(hb, p.b2);
+    add_stats(sa, p.sfa), add_stats(sb, p.sfb), add_stats(sb, p.sfb2);
+  }
+  int64_t na = 0, nb = 0;
+  for (int c = 0; c < 16; ++c) na += ha[c], nb += hb[c];
+  fmt::print("\nE2M1 codes     value         A      %       B{}      %\n", dual ? ",B2" : "  ");
   for (int c = 0; c < 16; ++c) {
     // Code 8 is -0: print its sign, which the integer value loses.
     const std::string value = fmt::format("{}{}", c == 8 ? "-" : "", e2m1_twice(static_cast<uint8_t>(c)) / 2.0);
@@ -103,8 +169,7 @@ int run_show(const ShowOptions& opts) {
                percent(hb[c], nb));
   }
 
-  const ScaleStats sa = scale_stats(p.sfa), sb = scale_stats(p.sfb);
-  fmt::print("\nscale exponent field (bias 7)   SFA      SFB\n");
+  fmt::print("\nscale exponent field (bias 7)   SFA      SFB{}\n", dual ? ",SFB2" : "");
   for (int e = 0; e < 16; ++e) {
     if (sa.exponent[e] == 0 && sb.exponent[e] == 0) continue;
     const std::string range = e == 0 ? "zero or subnormal" : fmt::format("[2^{}, 2^{})", e - 7, e - 6);
@@ -118,39 +183,42 @@ int run_show(const ShowOptions& opts) {
 
   const ExactResult ref = exact_gemm(p);
   int64_t exact = 0, nan = 0, inf = 0, zero = 0;
-  for (size_t idx = 0; idx < ref.elems.size(); ++idx) {
-    if (exact_regime(ref.elems[idx], p.alpha)) ++exact;
-    const uint16_t h = ref.c[idx];
-    if (fp16_is_nan(h)) ++nan;
-    else if ((h & 0x7FFF) == 0x7C00) ++inf;
-    else if ((h & 0x7FFF) == 0) ++zero;
+  const int64_t total = static_cast<int64_t>(ref.size());
+  for (int64_t idx = 0; idx < total; ++idx) {
+    if (element_exact(p, ref, idx)) ++exact;
+    const uint32_t w = ref.word(static_cast<size_t>(idx));
+    if (is_nan_out(type, w)) ++nan;
+    else if (is_inf_out(type, w)) ++inf;
+    else if (is_zero_out(type, w)) ++zero;
   }
-  const int64_t total = p.c_elems();
-  fmt::print("\noutputs    {}  exact regime {} ({:.1f}%: must match RN16 bit for bit under fp32)\n", total, exact,
-             percent(exact, total));
+  if (dual) {
+    fmt::print("\noutputs    {}  G and U both exact {} ({:.1f}%; dual GEMM has no exact regime: rule 6 bounds every output)\n",
+               total, exact, percent(exact, total));
+  } else {
+    fmt::print("\noutputs    {}  exact regime {} ({:.1f}%: must match RN_{} bit for bit under fp32)\n", total, exact,
+               percent(exact, total), to_string(type));
+  }
   fmt::print("           NaN {}  Inf {}  zero {}\n", nan, inf, zero);
 
   const int64_t shown = std::min<int64_t>(opts.outputs, total);
-  if (shown > 0) fmt::print("\nfirst reference outputs\n     b      i      j  value\n");
+  if (shown > 0) fmt::print("\nfirst reference outputs\n  {:>4} {:>6} {:>6}  value\n", grouped ? "g" : "b", "i", "j");
   for (int64_t idx = 0; idx < shown; ++idx) {
-    const int64_t j = idx % p.n, i = idx / p.n % p.m, b = idx / p.n / p.m;
-    fmt::print("  {:>4} {:>6} {:>6}  {}{}\n", b, i, j, fp16_text(ref.c[idx]),
-               exact_regime(ref.elems[idx], p.alpha) ? "" : "  (rounding regime)");
+    const OutputPosition pos = output_position(p, idx);
+    fmt::print("  {:>4} {:>6} {:>6}  {}{}\n", grouped ? pos.g : pos.b, pos.i, pos.j,
+               word_text(type, ref.word(static_cast<size_t>(idx))),
+               dual || element_exact(p, ref, idx) ? "" : "  (rounding regime)");
   }
 
-  if (!p.expect) return 0;
-  int64_t differing = 0, first = -1;
-  for (int64_t idx = 0; idx < total; ++idx) {
-    const uint16_t want = (*p.expect)[idx], got = ref.c[idx];
-    if (want == got || (fp16_is_nan(want) && fp16_is_nan(got))) continue;
-    if (differing++ == 0) first = idx;
-  }
-  if (differing == 0) {
-    fmt::print("\nexpect     all {} outputs match the reference\n", total);
+  const ExpectComparison cmp = compare_expect(p, ref, 1);
+  if (!cmp.any_expect) return 0;
+  if (cmp.differing == 0) {
+    fmt::print("\nexpect     all {} outputs match the reference\n", cmp.compared);
     return 0;
   }
+  const int64_t first = cmp.first.front();
   fmt::print("\nexpect     {} of {} outputs DIFFER from the reference; first at index {}: expect {}, reference {}\n",
-             differing, total, first, fp16_text((*p.expect)[first]), fp16_text(ref.c[first]));
+             cmp.differing, cmp.compared, first, word_text(type, expect_word(p, first)),
+             word_text(type, ref.word(static_cast<size_t>(first))));
   return 1;
 }
 

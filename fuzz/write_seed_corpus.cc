@@ -226,6 +226,31 @@ const std::vector<std::pair<std::string, std::string>>& hand_written_cases() {
       {"invalid-utf8", "op = gemv\nm = 1\nk = 2\nl = 1\nnote = \xC3\x28\nseed = 1\n"},
       {"no-equals", "op gemv\n"},
       {"empty", ""},
+      // Revision 3: output types, grouped and dual GEMM.
+      {"out-type-fp32", "op = gemm\nm = 1\nn = 2\nk = 2\nl = 1\nout_type = fp32\na = 22\nb = 2222\nsfa = 38\n"
+                        "sfb = 3838\nexpect = 40000000 40000000\n"},
+      {"out-type-bf16-short-words", "op = gemv\nm = 1\nk = 2\nl = 1\nout_type = bf16\na = 22\nb = 22\n"
+                                    "sfa = 38\nsfb = 38\nexpect = 40000000\n"},
+      {"out-type-unknown", "op = gemv\nm = 1\nk = 2\nl = 1\nout_type = fp8\nseed = 1\n"},
+      {"dual-gemm", "op = dual_gemm\nm = 1\nn = 2\nk = 2\nl = 1\nout_type = bf16\nalpha2 = -0.5\na = 22\n"
+                    "b = 2222\nb2 = 2a2a\nsfa = 38\nsfb = 3838\nsfb2 = 38ff\nexpect = 0000 7fc0\n"},
+      {"dual-gemm-missing-b2", "op = dual_gemm\nm = 1\nn = 1\nk = 2\nl = 1\na = 22\nb = 22\nsfa = 38\n"
+                               "sfb = 38\nsfb2 = 38\n"},
+      {"dual-gemm-seed-only", "op = dual_gemm\nm = 1\nn = 1\nk = 2\nl = 1\nseed = 1\n"},
+      {"b2-in-gemm", "op = gemm\nm = 1\nn = 1\nk = 2\nl = 1\nb2 = 22\nseed = 1\n"},
+      {"grouped-gemm", "op = grouped_gemm\ngroups = 3\ngroup_m = 2 0 1\ngroup_n = 1 4 1\ngroup_k = 2 4 2\n"
+                       "group_alpha = 1 2 0.5\na.0 = 2233\nb.0 = 44\nsfa.0 = 3838\nsfb.0 = 38\na.2 = 22\n"
+                       "b.2 = 22\nsfa.2 = 38\nsfb.2 = 38\nexpect.2 = 3c00\n"},
+      {"grouped-gemm-packed", "op = grouped_gemm\ngroups = 2\ngroup_m = 1 0\ngroup_n = 1\ngroup_k = 2\n"
+                              "packed = true\nout_type = fp32\na.0 = 22\nb.0 = 22\nsfa.0 = 38\nsfb.0 = 38\n"},
+      {"grouped-gemm-all-empty", "op = grouped_gemm\ngroups = 2\ngroup_m = 0 0\ngroup_n = 7\ngroup_k = 64\n"},
+      {"grouped-data-in-empty-group", "op = grouped_gemm\ngroups = 2\ngroup_m = 1 0\ngroup_n = 1\ngroup_k = 2\n"
+                                      "a.0 = 22\nb.0 = 22\nsfa.0 = 38\nsfb.0 = 38\na.1 = 22\n"},
+      {"grouped-packed-two-k", "op = grouped_gemm\ngroups = 2\ngroup_m = 1 1\ngroup_n = 1\ngroup_k = 2 4\n"
+                               "packed = true\nseed = 1\n"},
+      {"grouped-group-out-of-range", "op = grouped_gemm\ngroups = 1\ngroup_m = 1\ngroup_n = 1\ngroup_k = 2\n"
+                                     "a.0 = 22\nb.0 = 22\nsfa.0 = 38\nsfb.0 = 38\nexpect.1 = 3c00\n"},
+      {"grouped-with-m", "op = grouped_gemm\ngroups = 1\ngroup_m = 1\ngroup_n = 1\ngroup_k = 2\nm = 1\n"},
   };
   return cases;
 }
@@ -268,7 +293,7 @@ int main(int argc, char** argv) {
     }
     // The case-file fuzzer skips inputs over 64 KiB; record the exact output in the small ones.
     Problem with_expect = seed.p;
-    with_expect.expect = nvfp4::exact_gemm(seed.p).c;
+    nvfp4::set_expect(with_expect, nvfp4::exact_gemm(seed.p));
     with_expect.note = "seed " + seed.name;
     const std::string text = nvfp4::write_case(with_expect);
     if (text.size() <= 64 * 1024) {

@@ -537,6 +537,8 @@ bool gpu_reference_available(std::string* why) {
 ExactResult exact_gemm_gpu(const Problem& p, GpuReferenceTiming* timing) {
   const auto start = std::chrono::steady_clock::now();
   if (const std::string err = problem_error(p); !err.empty()) throw std::invalid_argument(err);
+  if (p.op != Op::gemv && p.op != Op::gemm)
+    throw std::invalid_argument(std::string("GPU reference: ") + to_string(p.op) + " is computed on the CPU");
   if (p.k > kGpuReferenceMaxK) {
     throw std::invalid_argument("GPU reference: k = " + std::to_string(p.k) + " exceeds 2^20");
   }
@@ -635,6 +637,20 @@ ExactResult exact_gemm_gpu(const Problem& p, GpuReferenceTiming* timing) {
   check_cuda(cudaMemcpyAsync(result.c.data(), d_c.ptr, elems * sizeof(uint16_t), cudaMemcpyDeviceToHost, stream),
              "copy output back");
   check_cuda(cudaStreamSynchronize(stream), "GPU reference");
+  result.out_type = p.out_type;
+  result.group_offset = {0, elems};
+  if (p.out_type != OutType::fp16) {
+    // The kernels round to FP16; other output types are rounded here from the exact elements,
+    // by the CPU reference's own function.
+    std::vector<uint32_t> words(static_cast<size_t>(elems));
+    for (int64_t e = 0; e < elems; ++e) words[e] = round_result(result.elems[e], p.alpha, p.out_type);
+    if (p.out_type == OutType::fp32) {
+      result.c32 = std::move(words);
+      result.c.clear();
+    } else {
+      for (int64_t e = 0; e < elems; ++e) result.c[e] = static_cast<uint16_t>(words[e]);
+    }
+  }
   if (timing) {
     check_cuda(cudaEventElapsedTime(&timing->decode_ms, events[0], events[1]), "cudaEventElapsedTime");
     check_cuda(cudaEventElapsedTime(&timing->compute_ms, events[1], events[2]), "cudaEventElapsedTime");
@@ -649,7 +665,8 @@ ExactResult exact_gemm_auto(const Problem& p, double threshold) {
     threshold = env ? std::strtod(env, nullptr) : static_cast<double>(int64_t(1) << 26);
   }
   const double work = static_cast<double>(p.l) * p.m * p.n * p.k;
-  if (work >= threshold && p.k <= kGpuReferenceMaxK && gpu_reference_available(nullptr)) return exact_gemm_gpu(p);
+  const bool gpu_op = p.op == Op::gemv || p.op == Op::gemm;  // grouped and dual: the CPU reference
+  if (gpu_op && work >= threshold && p.k <= kGpuReferenceMaxK && gpu_reference_available(nullptr)) return exact_gemm_gpu(p);
   return exact_gemm(p);
 }
 

@@ -80,6 +80,9 @@ Policy kernel_policy(const KernelDesc& k) {
 std::string unsupported_reason(const nvfp4_kernel_info& info, const Problem& p) {
   const uint32_t op = static_cast<uint32_t>(p.op), layout = static_cast<uint32_t>(p.sf_layout);
   if (!((info.ops >> op) & 1u)) return fmt::format("the kernel does not declare op {}", to_string(p.op));
+  // Version-1 kernel info carries no output types: FP16 only (SPEC section 5).
+  if (p.out_type != OutType::fp16)
+    return fmt::format("the kernel does not declare out type {} (FP16 only)", to_string(p.out_type));
   if (!((info.sf_layouts >> layout) & 1u))
     return fmt::format("the kernel does not declare the {} scale layout", to_string(p.sf_layout));
   if (info.m_multiple > 1 && p.m % info.m_multiple != 0)
@@ -147,10 +150,10 @@ std::string save_case(const std::string& kernel, const Problem& p, const ExactRe
   const int64_t data_bytes = p.a_bytes() + p.b_bytes() + p.sfa_bytes() + p.sfb_bytes();
   const bool seeded = p.data_from_seed && p.seed && (compact || data_bytes > kSeededSaveBytes);
   if (seeded) saved.a.clear(), saved.b.clear(), saved.sfa.clear(), saved.sfb.clear();
-  saved.expect.reset();
+  clear_expect(saved);
   if (seeded && compact) {
     // the write-ahead record: nothing but what reproduces the case
-  } else if (ref && p.c_elems() <= kMaxSavedExpect) saved.expect = ref->c;
+  } else if (ref && p.c_elems() <= kMaxSavedExpect) set_expect(saved, *ref);
   else if (ref) saved.note += fmt::format("{}(expect omitted: {} outputs)", saved.note.empty() ? "" : " ", p.c_elems());
   const std::string text = write_case(saved);
   std::filesystem::create_directories(dir);
@@ -182,7 +185,9 @@ CaseOutcome check_case(Executor& executor, const Problem& input, const CaseOptio
   // of the other semantics only fits when no used scale has its sign bit set.
   const ScaleSemantics semantics = declared_semantics(k.info);
   if (p.semantics != semantics) {
-    if (any_sign_bit(p.sfa) || any_sign_bit(p.sfb)) {
+    bool signed_scales = any_sign_bit(p.sfa) || any_sign_bit(p.sfb) || any_sign_bit(p.sfb2);
+    for (const Group& g : p.groups) signed_scales = signed_scales || any_sign_bit(g.sfa) || any_sign_bit(g.sfb);
+    if (signed_scales) {
       r.verdict = CaseOutcome::Verdict::skipped;
       r.message = fmt::format("the case uses {} scales with sign bits set; the kernel computes {}",
                               to_string(p.semantics), to_string(semantics));
@@ -190,16 +195,24 @@ CaseOutcome check_case(Executor& executor, const Problem& input, const CaseOptio
     }
     p.semantics = semantics;
   }
+  // A problem that a version-1 problem struct cannot express (another output type, a grouped or
+  // dual GEMM) is never handed to a kernel that does not declare it: there is nothing to probe.
+  const bool version1 = p.out_type == OutType::fp16 && (p.op == Op::gemv || p.op == Op::gemm);
+  if (const std::string why = unsupported_reason(k.info, p); !why.empty() && !version1) {
+    r.verdict = CaseOutcome::Verdict::unsupported;
+    r.message = "not handed to the kernel: " + why;
+    return r;
+  }
   r.policy = options.policy ? *options.policy : kernel_policy(k);
 
   auto t = Clock::now();
   // Large problems are judged against the GPU reference (bit-identical to the CPU one).
   r.reference = exact_gemm_auto(p);
   r.times.reference = since(t);
-  if (const std::string mismatch = expect_mismatch(p, r.reference.c); !mismatch.empty())
+  if (const std::string mismatch = expect_mismatch(p, r.reference); !mismatch.empty())
     throw std::invalid_argument("the case's " + mismatch +
                                 " (the case file or the reference is wrong; nothing is judged against either)");
-  p.expect.reset();
+  clear_expect(p);
 
   t = Clock::now();
   if (!options.existing_file.empty()) {

@@ -119,17 +119,15 @@ std::string position_text(const Problem& p, int64_t e) {
   return fmt::format("(b={}, i={}, j={})", e / (p.m * p.n), (e / p.n) % p.m, e % p.n);
 }
 
-std::string expect_mismatch(const Problem& p, const std::vector<uint16_t>& reference) {
-  if (!p.expect) return "";
-  const std::vector<uint16_t>& e = *p.expect;
-  for (size_t x = 0; x < e.size() && x < reference.size(); ++x) {
-    if (fp16_same_result(e[x], reference[x])) continue;
-    return fmt::format("the expect line disagrees with the exact reference at {}: expect {}, reference {}",
-                       position_text(p, static_cast<int64_t>(x)), fp16_text(e[x]), fp16_text(reference[x]));
-  }
-  if (e.size() != reference.size())
-    return fmt::format("the expect line has {} words, the reference {}", e.size(), reference.size());
-  return "";
+std::string expect_mismatch(const Problem& p, const ExactResult& reference) {
+  // reference/'s one comparison: equal words, or any two NaNs of the output type (SPEC rule 1).
+  const ExpectComparison cmp = compare_expect(p, reference, 1);
+  if (cmp.differing == 0) return "";
+  const int64_t x = cmp.first.front();
+  const OutputPosition pos = output_position(p, x);
+  const std::string where = pos.g >= 0 ? fmt::format("(g={}, i={}, j={})", pos.g, pos.i, pos.j) : position_text(p, x);
+  return fmt::format("the expect line disagrees with the exact reference at {}: expect {}, reference {}", where,
+                     word_text(p.out_type, expect_word(p, x)), word_text(p.out_type, reference.word(static_cast<size_t>(x))));
 }
 
 // ---- How the call ended --------------------------------------------------------------------

@@ -144,6 +144,6 @@ std::string fp16_text(uint16_t h);
 std::string position_text(const Problem& p, int64_t e);
 // Where p's expect line first disagrees with the reference output, in words; "" when it has none
 // or agrees. Any two NaNs agree (SPEC section 3, rule 1: any NaN payload is right).
-std::string expect_mismatch(const Problem& p, const std::vector<uint16_t>& reference);
+std::string expect_mismatch(const Problem& p, const ExactResult& reference);
 
 }  // namespace nvfp4

@@ -364,10 +364,10 @@ ReplayInput read_replay_input(const std::string& path, bool fuzz_input) {
   } catch (const std::invalid_argument& e) {
     throw CaseError(path + ": " + e.what());
   }
-  if (in.problem.expect) {
-    const std::string mismatch = expect_mismatch(in.problem, exact_gemm_auto(in.problem).c);
+  if (has_expect(in.problem)) {
+    const std::string mismatch = expect_mismatch(in.problem, exact_gemm_auto(in.problem));
     if (!mismatch.empty()) throw CaseError(path + ": " + mismatch + " (the case file or the reference is wrong)");
-    in.problem.expect.reset();  // checked once here
+    clear_expect(in.problem);  // checked once here
   }
   return in;
 }

@@ -2,6 +2,7 @@
 // every problem it finds, and a writer whose output the parser reads back to the same Problem.
 #include "reference/case_file.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -16,10 +17,33 @@
 namespace nvfp4 {
 namespace {
 
-// Keys in canonical (written) order.
-constexpr const char* kKeys[] = {"op",   "m",        "n",         "k",    "l", "sf_layout",
-                                 "scale_semantics",    "alpha",     "seed", "generator",
-                                 "note", "a",        "b",         "sfa",  "sfb", "expect"};
+// Keys in canonical (written) order; a grouped case's per-group keys (kGroupKeys, as "a.3")
+// come after them, group by group.
+constexpr const char* kKeys[] = {"op",        "m",         "n",     "k",          "l",
+                                 "groups",    "group_m",   "group_n", "group_k",  "group_alpha",
+                                 "packed",    "sf_layout", "scale_semantics",     "out_type",
+                                 "alpha",     "alpha2",    "seed",  "generator",  "note",
+                                 "a",         "b",         "b2",    "sfa",        "sfb",
+                                 "sfb2",      "expect"};
+constexpr const char* kGroupKeys[] = {"a", "b", "sfa", "sfb", "expect"};
+
+// "a.12" -> ("a", 12) for the per-group keys; the index is canonical decimal (no leading zeros).
+bool split_group_key(const std::string& key, std::string* base, uint64_t* index) {
+  const size_t dot = key.find('.');
+  if (dot == std::string::npos || dot + 1 >= key.size()) return false;
+  const std::string b = key.substr(0, dot), digits = key.substr(dot + 1);
+  bool known = false;
+  for (const char* k : kGroupKeys) known = known || b == k;
+  if (!known || digits.size() > 8 || (digits.size() > 1 && digits[0] == '0')) return false;
+  uint64_t v = 0;
+  for (const char c : digits) {
+    if (c < '0' || c > '9') return false;
+    v = v * 10 + static_cast<uint64_t>(c - '0');
+  }
+  *base = b;
+  *index = v;
+  return true;
+}
 
 bool is_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f'; }
 
@@ -118,9 +142,18 @@ class CaseParser {
     check_encoding();
     split_entries();
     Problem p;
-    parse_shape(p);
-    parse_options(p);
-    parse_data(p);
+    parse_op(p);
+    check_keys_for_op(p.op);
+    parse_out_type(p);
+    if (p.op == Op::grouped_gemm) {
+      parse_options(p);
+      parse_groups(p);
+      parse_group_data(p);
+    } else {
+      parse_shape(p);
+      parse_options(p);
+      parse_data(p);
+    }
     return p;
   }
 
@@ -168,10 +201,14 @@ class CaseParser {
     if (key.empty()) fail(line, "missing key before '='");
     bool known = false;
     for (const char* k : kKeys) known = known || key == k;
+    std::string base;
+    uint64_t index = 0;
+    known = known || split_group_key(key, &base, &index);
     if (!known) {
       std::string list;
       for (const char* k : kKeys) list += std::string(list.empty() ? "" : ", ") + k;
-      fail(line, "unknown key " + quoted(key) + " (known keys: " + list + ")");
+      fail(line, "unknown key " + quoted(key) + " (known keys: " + list +
+                     ", and per group a.G, b.G, sfa.G, sfb.G, expect.G)");
     }
     if (const Entry* previous = find(key.c_str())) {
       fail(line, "duplicate key '" + key + "' (first given on line " +
@@ -209,20 +246,48 @@ class CaseParser {
     return static_cast<int64_t>(v);
   }
 
-  void parse_shape(Problem& p) {
+  void parse_op(Problem& p) {
     const Entry* op = find("op");
-    if (!op) fail_missing("missing required key 'op' (gemv or gemm)");
-    if (op->value == "gemm") {
-      p.op = Op::gemm;
-    } else if (op->value == "gemv") {
-      p.op = Op::gemv;
-    } else {
-      fail(op->line, "op: " + quoted(op->value) + " is neither 'gemv' nor 'gemm'");
+    if (!op) fail_missing("missing required key 'op' (gemv, gemm, grouped_gemm or dual_gemm)");
+    if (!nvfp4::parse_op(op->value, &p.op))
+      fail(op->line, "op: " + quoted(op->value) + " is not one of 'gemv', 'gemm', 'grouped_gemm', 'dual_gemm'");
+  }
+
+  // Keys that belong to other ops are errors, not ignored: a grouped case given `m` most likely
+  // meant something the file does not say.
+  void check_keys_for_op(Op op) const {
+    const bool grouped = op == Op::grouped_gemm, dual = op == Op::dual_gemm;
+    // Entries in line order, so that the first wrong key of the file is the one named.
+    std::vector<std::pair<int, std::string>> by_line;
+    for (const auto& [key, entry] : entries_) by_line.emplace_back(entry.line, key);
+    std::sort(by_line.begin(), by_line.end());
+    for (const auto& [line, key] : by_line) {
+      const Entry& entry = entries_.at(key);
+      std::string base;
+      uint64_t index = 0;
+      const bool group_key = split_group_key(key, &base, &index);
+      const bool grouped_only = group_key || key == "groups" || key == "group_m" || key == "group_n" ||
+                                key == "group_k" || key == "group_alpha" || key == "packed";
+      const bool not_grouped = key == "m" || key == "n" || key == "k" || key == "l" || key == "alpha" ||
+                               key == "a" || key == "b" || key == "sfa" || key == "sfb" || key == "expect";
+      const bool dual_only = key == "b2" || key == "sfb2" || key == "alpha2";
+      if (grouped_only && !grouped) fail(entry.line, "key '" + key + "' is only for op = grouped_gemm");
+      if (dual_only && !dual) fail(entry.line, "key '" + key + "' is only for op = dual_gemm");
+      if (not_grouped && grouped) {
+        const std::string instead = key == "alpha" ? "group_alpha" : key == "m" || key == "n" || key == "k"
+                                                                         ? "group_" + key
+                                                                     : key == "l" ? "nothing: l is 1"
+                                                                                  : key + ".G for group G";
+        fail(entry.line, "key '" + key + "' is not used by op = grouped_gemm (give " + instead + ")");
+      }
     }
+  }
+
+  void parse_shape(Problem& p) {
     for (const char* key : {"m", "k", "l"}) {
       if (!find(key)) fail_missing(std::string("missing required key '") + key + "'");
     }
-    if (p.op == Op::gemm && !find("n")) fail_missing("missing required key 'n' (required for gemm)");
+    if (p.op != Op::gemv && !find("n")) fail_missing("missing required key 'n' (required for " + std::string(to_string(p.op)) + ")");
     p.m = parse_dim("m");
     p.k = parse_dim("k", 2);  // k is even and at least 2
     p.l = parse_dim("l");
@@ -235,7 +300,9 @@ class CaseParser {
     using u128v = unsigned __int128;
     const u128v m = p.m, n = p.n, k = p.k, l = p.l, kb = (p.k + 15) / 16;
     const u128v kt = (kb + 3) / 4, mt = (m + 127) / 128, nt = (n + 127) / 128;
-    const u128v bytes = l * (m + n) * k / 2 + l * (m + n) * kb + l * (mt + nt) * kt * 512 + l * m * n * 2;
+    const u128v bs = p.op == Op::dual_gemm ? 2 : 1;  // dual GEMM has two B
+    const u128v bytes = l * (m + bs * n) * k / 2 + l * (m + bs * n) * kb + l * (mt + bs * nt) * kt * 512 +
+                        l * m * n * out_bytes_;
     if (bytes > static_cast<u128v>(kMaxCaseBytes)) {
       int line = 0;
       for (const char* key : {"m", "n", "k", "l"}) {
@@ -244,9 +311,19 @@ class CaseParser {
       fail(line, "shape m=" + std::to_string(p.m) + " n=" + std::to_string(p.n) + " k=" +
                      std::to_string(p.k) + " l=" + std::to_string(p.l) + " needs " +
                      (bytes >> 62 ? std::string("more than 2^62") : std::to_string(static_cast<uint64_t>(bytes))) +
-                     " bytes of tensors (a, b, both scale layouts, c); the limit is " +
+                     " bytes of tensors (a, b, both scale layouts, c" + (p.op == Op::dual_gemm ? ", b2, sfb2" : "") +
+                     "); the limit is " +
                      std::to_string(kMaxCaseBytes) + " bytes");
     }
+  }
+
+  // out_type first: the size cap and the expect words depend on it.
+  void parse_out_type(Problem& p) {
+    if (const Entry* e = find("out_type")) {
+      if (!nvfp4::parse_out_type(e->value, &p.out_type))
+        fail(e->line, "out_type: " + quoted(e->value) + " is not one of 'fp16', 'bf16', 'fp32'");
+    }
+    out_bytes_ = static_cast<unsigned>(out_word_bytes(p.out_type));
   }
 
   void parse_options(Problem& p) {
@@ -269,6 +346,7 @@ class CaseParser {
       }
     }
     if (const Entry* e = find("alpha")) p.alpha = parse_alpha(*e);
+    if (const Entry* e = find("alpha2")) p.alpha2 = parse_alpha(*e, "alpha2");
     if (const Entry* e = find("seed")) p.seed = parse_uint(*e, "seed");
     if (const Entry* e = find("generator")) {
       if (e->value.empty()) fail(e->line, "generator: missing value");
@@ -285,31 +363,35 @@ class CaseParser {
 
   // Decimal or C99 hex float, rounded once to the nearest FP32 (strtof, not strtod then a cast,
   // which could round twice). Infinite, NaN and out-of-range values are rejected.
-  float parse_alpha(const Entry& e) const {
-    const std::string& v = e.value;
-    if (v.empty()) fail(e.line, "alpha: missing value");
+  float parse_alpha(const Entry& e, const std::string& key = "alpha") const {
+    return parse_alpha_text(e.value, e.line, key);
+  }
+
+  float parse_alpha_text(const std::string& v, int line, const std::string& key) const {
+    const Entry e{v, line};
+    if (v.empty()) fail(e.line, key + ": missing value");
     // strtof also reads "inf", "nan" and "infinity"; letters other than hex digits, x, p and e
     // never belong to a finite number, so reject them early with a clear message.
     for (const char c : v) {
       const bool allowed = hex_digit(c) >= 0 || c == 'x' || c == 'X' || c == 'p' || c == 'P' ||
                            c == '.' || c == '+' || c == '-';
-      if (!allowed) fail(e.line, "alpha: " + quoted(v) + " is not a finite decimal or hex float");
+      if (!allowed) fail(e.line, key + ": " + quoted(v) + " is not a finite decimal or hex float");
     }
     errno = 0;
     char* end = nullptr;
     const float f = std::strtof(v.c_str(), &end);
     if (end == v.c_str() || *end != '\0') {
-      fail(e.line, "alpha: " + quoted(v) + " is not a number (trailing characters)");
+      fail(e.line, key + ": " + quoted(v) + " is not a number (trailing characters)");
     }
-    if (!std::isfinite(f)) fail(e.line, "alpha: " + quoted(v) + " is out of FP32 range");
+    if (!std::isfinite(f)) fail(e.line, key + ": " + quoted(v) + " is out of FP32 range");
     // A non-zero literal that rounds to 0 is almost surely a typo; one that rounds to an FP32
     // subnormal is kept (that rounding is exact to the nearest, as strtof promises).
-    if (f == 0.0f && errno == ERANGE) fail(e.line, "alpha: " + quoted(v) + " underflows to 0 in FP32");
+    if (f == 0.0f && errno == ERANGE) fail(e.line, key + ": " + quoted(v) + " underflows to 0 in FP32");
     return f;
   }
 
   // Hex bytes, whitespace allowed between bytes (not inside one), exactly `expected` of them.
-  std::vector<uint8_t> parse_bytes(const Entry& e, const char* key, int64_t expected,
+  std::vector<uint8_t> parse_bytes(const Entry& e, const std::string& key, int64_t expected,
                                    const std::string& formula) const {
     std::vector<uint8_t> out;
     out.reserve(static_cast<size_t>(expected));
@@ -322,26 +404,30 @@ class CaseParser {
       const int hi = hex_digit(v[i]);
       const int lo = i + 1 < v.size() ? hex_digit(v[i + 1]) : -1;
       if (hi < 0 || lo < 0) {
-        fail(e.line, std::string(key) + ": byte " + std::to_string(out.size()) + " " +
+        fail(e.line, key + ": byte " + std::to_string(out.size()) + " " +
                          quoted(v.substr(i, 2)) + " is not two hex digits");
       }
       if (static_cast<int64_t>(out.size()) == expected) {
-        fail(e.line, std::string(key) + ": more than " + std::to_string(expected) +
+        fail(e.line, key + ": more than " + std::to_string(expected) +
                          " bytes, expected exactly " + formula + " = " + std::to_string(expected));
       }
       out.push_back(static_cast<uint8_t>(hi * 16 + lo));
       i += 2;
     }
     if (static_cast<int64_t>(out.size()) != expected) {
-      fail(e.line, std::string(key) + ": " + std::to_string(out.size()) + " bytes, expected " +
+      fail(e.line, key + ": " + std::to_string(out.size()) + " bytes, expected " +
                        formula + " = " + std::to_string(expected));
     }
     return out;
   }
 
-  // FP16 words: exactly four hex digits each, separated by whitespace.
-  std::vector<uint16_t> parse_words(const Entry& e, int64_t expected) const {
-    std::vector<uint16_t> out;
+  // Output words: exactly four hex digits each (fp16, bf16) or eight (fp32), separated by
+  // whitespace. `formula` names the count in messages.
+  std::vector<uint32_t> parse_words(const Entry& e, const std::string& key, int64_t expected,
+                                    const std::string& formula) const {
+    const size_t digits = out_bytes_ * 2;
+    const char* what = out_bytes_ == 4 ? "eight hex digits (an FP32 bit pattern)" : "four hex digits (a 16-bit pattern)";
+    std::vector<uint32_t> out;
     out.reserve(static_cast<size_t>(expected));
     const std::string& v = e.value;
     for (size_t i = 0; i < v.size();) {
@@ -352,33 +438,169 @@ class CaseParser {
       size_t j = i;
       while (j < v.size() && !is_space(v[j])) ++j;
       const std::string word = v.substr(i, j - i);
-      int value = 0;
-      bool ok = word.size() == 4;
-      for (size_t d = 0; ok && d < 4; ++d) {
+      uint32_t value = 0;
+      bool ok = word.size() == digits;
+      for (size_t d = 0; ok && d < digits; ++d) {
         const int h = hex_digit(word[d]);
         ok = h >= 0;
-        value = value * 16 + h;
+        value = value * 16 + static_cast<uint32_t>(h);
       }
       if (!ok) {
-        fail(e.line, "expect: word " + std::to_string(out.size()) + " " + quoted(word) +
-                         " is not four hex digits (an FP16 bit pattern)");
+        fail(e.line, key + ": word " + std::to_string(out.size()) + " " + quoted(word) + " is not " + what);
       }
       if (static_cast<int64_t>(out.size()) == expected) {
-        fail(e.line, "expect: more than " + std::to_string(expected) +
-                         " words, expected exactly l*m*n = " + std::to_string(expected));
+        fail(e.line, key + ": more than " + std::to_string(expected) + " words, expected exactly " + formula +
+                         " = " + std::to_string(expected));
       }
-      out.push_back(static_cast<uint16_t>(value));
+      out.push_back(value);
       i = j;
     }
     if (static_cast<int64_t>(out.size()) != expected) {
-      fail(e.line, "expect: " + std::to_string(out.size()) + " words, expected l*m*n = " +
+      fail(e.line, key + ": " + std::to_string(out.size()) + " words, expected " + formula + " = " +
                        std::to_string(expected));
     }
     return out;
   }
 
+  // A space-separated list of `count` values, or one value for all when `one_for_all`.
+  std::vector<std::string> parse_list(const Entry& e, const std::string& key, size_t count, bool one_for_all) const {
+    std::vector<std::string> items;
+    std::istringstream in(e.value);
+    for (std::string item; in >> item;) items.push_back(item);
+    if (items.empty()) fail(e.line, key + ": missing value");
+    if (one_for_all && items.size() == 1) return std::vector<std::string>(count, items[0]);
+    if (items.size() != count) {
+      fail(e.line, key + ": " + std::to_string(items.size()) + " values for " + std::to_string(count) + " groups" +
+                       (one_for_all ? " (give one value for all groups, or one per group)" : " (one per group)"));
+    }
+    return items;
+  }
+
+  int64_t parse_group_dim(const std::string& text, int line, const std::string& key, size_t g, uint64_t least) const {
+    const Entry item{text, line};
+    const std::string what = key + " of group " + std::to_string(g);
+    const uint64_t v = parse_uint(item, what.c_str());
+    if (v < least) fail(line, what + " must be at least " + std::to_string(least) + ", got " + text);
+    if (v > (uint64_t(1) << 40)) fail(line, what + " = " + text + " is too large");
+    return static_cast<int64_t>(v);
+  }
+
+  void parse_groups(Problem& p) {
+    const Entry* count_entry = find("groups");
+    if (!count_entry) fail_missing("missing required key 'groups' (required for grouped_gemm)");
+    const uint64_t count = parse_uint(*count_entry, "groups");
+    if (count < 1) fail(count_entry->line, "groups must be at least 1, got " + count_entry->value);
+    if (count > static_cast<uint64_t>(kMaxGroups))
+      fail(count_entry->line, "groups = " + count_entry->value + " is more than " + std::to_string(kMaxGroups));
+    for (const char* key : {"group_m", "group_n", "group_k"}) {
+      if (!find(key)) fail_missing(std::string("missing required key '") + key + "' (required for grouped_gemm)");
+    }
+    const size_t G = static_cast<size_t>(count);
+    const Entry *em = find("group_m"), *en = find("group_n"), *ek = find("group_k");
+    const std::vector<std::string> ms = parse_list(*em, "group_m", G, false);
+    const std::vector<std::string> ns = parse_list(*en, "group_n", G, true);
+    const std::vector<std::string> ks = parse_list(*ek, "group_k", G, true);
+    std::vector<std::string> alphas(G, "1");
+    const Entry* ea = find("group_alpha");
+    if (ea) alphas = parse_list(*ea, "group_alpha", G, true);
+    if (const Entry* e = find("packed")) {
+      if (e->value == "true") {
+        p.packed = true;
+      } else if (e->value != "false") {
+        fail(e->line, "packed: " + quoted(e->value) + " is neither 'true' nor 'false'");
+      }
+    }
+    p.groups.resize(G);
+    using u128v = unsigned __int128;
+    u128v bytes = 0;
+    for (size_t g = 0; g < G; ++g) {
+      Group& q = p.groups[g];
+      q.m = parse_group_dim(ms[g], em->line, "group_m", g, 0);
+      q.n = parse_group_dim(ns[g], en->line, "group_n", g, 1);
+      q.k = parse_group_dim(ks[g], ek->line, "group_k", g, 2);
+      if (q.k % 2 != 0) fail(ek->line, "group_k of group " + std::to_string(g) + " must be even (two E2M1 values per byte), got " + ks[g]);
+      if (ea) q.alpha = parse_alpha_text(alphas[g], ea->line, "group_alpha of group " + std::to_string(g));
+      if (p.packed && (q.n != p.groups[0].n || q.k != p.groups[0].k)) {
+        const Entry* at = q.n != p.groups[0].n ? en : ek;
+        fail(at->line, "packed = true needs one n and one k for all groups; group " + std::to_string(g) + " has n = " +
+                           std::to_string(q.n) + ", k = " + std::to_string(q.k) + ", group 0 n = " +
+                           std::to_string(p.groups[0].n) + ", k = " + std::to_string(p.groups[0].k));
+      }
+      // The same cap as for one GEMM, over the groups together.
+      const u128v m = q.m, n = q.n, k = q.k, kb = (q.k + 15) / 16;
+      const u128v kt = (kb + 3) / 4, mt = (m + 127) / 128, nt = (n + 127) / 128;
+      bytes += (m + n) * k / 2 + (m + n) * kb + (mt + nt) * kt * 512 + m * n * out_bytes_;
+    }
+    if (bytes > static_cast<u128v>(kMaxCaseBytes)) {
+      const int line = std::max({em->line, en->line, ek->line});
+      fail(line, "the " + std::to_string(G) + " groups need " +
+                     (bytes >> 62 ? std::string("more than 2^62") : std::to_string(static_cast<uint64_t>(bytes))) +
+                     " bytes of tensors (a, b, both scale layouts, c); the limit is " + std::to_string(kMaxCaseBytes) +
+                     " bytes");
+    }
+    // Per-group keys must name a group that exists.
+    for (const auto& [key, entry] : entries_) {
+      std::string base;
+      uint64_t index = 0;
+      if (split_group_key(key, &base, &index) && index >= count)
+        fail(entry.line, "key '" + key + "': there are only " + std::to_string(count) + " groups (0 to " +
+                             std::to_string(count - 1) + ")");
+    }
+  }
+
+  // Seed-only cases of the new ops are refused here, where the file and line are known: the
+  // harness's generators draw GEMV and GEMM data only, so a seed cannot say what a grouped or
+  // dual case holds.
+  [[noreturn]] void fail_seed_only(const Problem& p) const {
+    fail_missing(std::string("no data: a seed-only case of op = ") + to_string(p.op) +
+                 " is not supported (the generators draw gemv and gemm data only); give the data");
+  }
+
+  void parse_group_data(Problem& p) {
+    std::string given, missing;
+    bool any_given = false;
+    for (size_t g = 0; g < p.groups.size(); ++g) {
+      Group& q = p.groups[g];
+      const std::string gs = std::to_string(g);
+      for (const char* t : {"a", "b", "sfa", "sfb", "expect"}) {
+        const Entry* e = find((std::string(t) + "." + gs).c_str());
+        if (q.m == 0 && e)
+          fail(e->line, std::string(t) + "." + gs + ": group " + gs + " is empty (m = 0) and has no " + t);
+      }
+      if (q.m == 0) continue;
+      for (const char* t : {"a", "b", "sfa", "sfb"}) {
+        const std::string key = std::string(t) + "." + gs;
+        std::string& list = find(key.c_str()) ? given : missing;
+        if (find(key.c_str())) any_given = true;
+        if (list.size() < 200) list += std::string(list.empty() ? "" : ", ") + key;
+      }
+    }
+    if (any_given && !missing.empty()) {
+      fail_missing("data given for " + given + " but not for " + missing +
+                   " (give a.G, b.G, sfa.G and sfb.G of every non-empty group)");
+    }
+    bool all_empty = true;
+    for (const Group& q : p.groups) all_empty = all_empty && q.m == 0;
+    if (!any_given && !all_empty) {
+      if (p.seed) fail_seed_only(p);
+      fail_missing("no data: give a.G, b.G, sfa.G and sfb.G of every non-empty group");
+    }
+    for (size_t g = 0; g < p.groups.size(); ++g) {
+      Group& q = p.groups[g];
+      if (q.m == 0) continue;
+      const std::string gs = std::to_string(g);
+      q.a = parse_bytes(*find(("a." + gs).c_str()), "a." + gs, q.a_bytes(), "m_g*k_g/2");
+      q.b = parse_bytes(*find(("b." + gs).c_str()), "b." + gs, q.b_bytes(), "n_g*k_g/2");
+      q.sfa = parse_bytes(*find(("sfa." + gs).c_str()), "sfa." + gs, q.sfa_bytes(), "m_g*ceil(k_g/16)");
+      q.sfb = parse_bytes(*find(("sfb." + gs).c_str()), "sfb." + gs, q.sfb_bytes(), "n_g*ceil(k_g/16)");
+      if (const Entry* e = find(("expect." + gs).c_str())) q.expect = parse_words(*e, "expect." + gs, q.c_elems(), "m_g*n_g");
+    }
+  }
+
   void parse_data(Problem& p) {
-    const char* tensors[] = {"a", "b", "sfa", "sfb"};
+    const bool dual = p.op == Op::dual_gemm;
+    std::vector<const char*> tensors = {"a", "b", "sfa", "sfb"};
+    if (dual) tensors = {"a", "b", "b2", "sfa", "sfb", "sfb2"};
     std::string given, missing;
     for (const char* t : tensors) {
       std::string& list = find(t) ? given : missing;
@@ -386,23 +608,30 @@ class CaseParser {
     }
     if (!given.empty() && !missing.empty()) {
       fail_missing("data given for " + given + " but not for " + missing +
-                   " (give all four tensors, or none and a seed)");
+                   (dual ? " (give all six tensors)" : " (give all four tensors, or none and a seed)"));
     }
     if (given.empty()) {
+      if (dual && p.seed) fail_seed_only(p);
+      if (dual) fail_missing("no data: give a, b, b2, sfa, sfb and sfb2");
       if (!p.seed) fail_missing("no data: give a, b, sfa and sfb, or a seed to generate them from");
     } else {
       p.a = parse_bytes(*find("a"), "a", p.a_bytes(), "l*m*k/2");
       p.b = parse_bytes(*find("b"), "b", p.b_bytes(), "l*n*k/2");
       p.sfa = parse_bytes(*find("sfa"), "sfa", p.sfa_bytes(), "l*m*ceil(k/16)");
       p.sfb = parse_bytes(*find("sfb"), "sfb", p.sfb_bytes(), "l*n*ceil(k/16)");
+      if (dual) {
+        p.b2 = parse_bytes(*find("b2"), "b2", p.b2_bytes(), "l*n*k/2");
+        p.sfb2 = parse_bytes(*find("sfb2"), "sfb2", p.sfb2_bytes(), "l*n*ceil(k/16)");
+      }
     }
-    if (const Entry* e = find("expect")) p.expect = parse_words(*e, p.c_elems());
+    if (const Entry* e = find("expect")) p.expect = parse_words(*e, "expect", p.c_elems(), "l*m*n");
   }
 
   const std::string& text_;
   const std::string& file_;
   std::map<std::string, Entry> entries_;
   int last_line_ = 0;
+  unsigned out_bytes_ = 2;  // bytes per output word of the case's out_type
 };
 
 void append_hex(std::string& out, const std::vector<uint8_t>& bytes) {
@@ -464,57 +693,114 @@ Problem read_case_file(const std::string& path) {
   return parse_case(text, path);
 }
 
+namespace {
+
+void append_words(std::string& out, const char* key, OutType type, const std::vector<uint32_t>& words) {
+  out += key;
+  out += " =";
+  out.reserve(out.size() + words.size() * (out_word_bytes(type) * 2 + 1) + 1);
+  for (const uint32_t w : words) out += " " + word_hex(type, w);
+  out += "\n";
+}
+
+void append_tensor(std::string& out, const std::string& key, const std::vector<uint8_t>& bytes) {
+  out += key + " = ";
+  append_hex(out, bytes);
+  out += "\n";
+}
+
+// "v" when every group has the same value, else "v0 v1 ...".
+template <class Get>
+std::string group_values(const std::vector<Group>& groups, const Get& get) {
+  bool same = true;
+  for (const Group& g : groups) same = same && get(g) == get(groups[0]);
+  if (same) return get(groups[0]);
+  std::string out;
+  for (const Group& g : groups) out += (out.empty() ? "" : " ") + get(g);
+  return out;
+}
+
+}  // namespace
+
 std::string write_case(const Problem& p) {
   const auto invalid = [](const std::string& what) { throw std::invalid_argument("write_case: " + what); };
-  if (p.m < 1 || p.n < 1 || p.l < 1 || p.k < 2 || p.k % 2 != 0) invalid("bad shape");
-  if (p.op == Op::gemv && p.n != 1) invalid("n must be 1 for gemv");
-  if (!std::isfinite(p.alpha)) invalid("alpha is not finite");
-  const bool any_data = !p.a.empty() || !p.b.empty() || !p.sfa.empty() || !p.sfb.empty();
-  if (any_data && (static_cast<int64_t>(p.a.size()) != p.a_bytes() ||
-                   static_cast<int64_t>(p.b.size()) != p.b_bytes() ||
-                   static_cast<int64_t>(p.sfa.size()) != p.sfa_bytes() ||
-                   static_cast<int64_t>(p.sfb.size()) != p.sfb_bytes())) {
-    invalid("data lengths do not match the shape");
+  const std::string shape = shape_error(p);
+  if (!shape.empty()) invalid("bad shape: " + shape);
+  const bool grouped = p.op == Op::grouped_gemm, dual = p.op == Op::dual_gemm;
+  bool any_data = !p.a.empty() || !p.b.empty() || !p.sfa.empty() || !p.sfb.empty() || !p.b2.empty() || !p.sfb2.empty();
+  for (const Group& g : p.groups) any_data = any_data || !g.a.empty() || !g.b.empty() || !g.sfa.empty() || !g.sfb.empty();
+  if (grouped) {
+    for (const Group& g : p.groups) {
+      if (!std::isfinite(g.alpha)) invalid("a group's alpha is not finite");
+    }
+    bool all_empty = true;
+    for (const Group& g : p.groups) all_empty = all_empty && g.m == 0;
+    if (!all_empty && !p.has_data()) invalid("grouped data lengths do not match the groups' shapes (a grouped case is written with its data)");
+    if (p.expect) invalid("a grouped case holds its expect lines per group");
+    for (const Group& g : p.groups) {
+      if (g.expect && static_cast<int64_t>(g.expect->size()) != g.c_elems()) invalid("a group's expect has the wrong length");
+    }
+  } else {
+    if (!std::isfinite(p.alpha) || !std::isfinite(p.alpha2)) invalid("alpha is not finite");
+    if (any_data && !p.has_data()) invalid("data lengths do not match the shape");
+    if (!any_data && !p.seed) invalid("neither data nor a seed");
+    if (!any_data && dual) invalid("a dual case is written with its data, not a seed");
+    if (p.expect && static_cast<int64_t>(p.expect->size()) != p.c_elems()) invalid("expect has the wrong length");
   }
-  if (!any_data && !p.seed) invalid("neither data nor a seed");
   if (!p.generator.empty() && !p.seed) invalid("a generator needs a seed");
   for (const char c : p.generator) {
     if (is_space(c) || c == '#' || c == '\n') invalid("generator name contains a space or '#'");
   }
-  if (p.expect && static_cast<int64_t>(p.expect->size()) != p.c_elems()) invalid("expect has the wrong length");
 
   std::string out = "# nvfp4check case v1\n";
-  out += std::string("op = ") + (p.op == Op::gemv ? "gemv" : "gemm") + "\n";
-  out += "m = " + std::to_string(p.m) + "\n";
-  out += "n = " + std::to_string(p.n) + "\n";
-  out += "k = " + std::to_string(p.k) + "\n";
-  out += "l = " + std::to_string(p.l) + "\n";
+  out += std::string("op = ") + to_string(p.op) + "\n";
+  if (grouped) {
+    out += "groups = " + std::to_string(p.groups.size()) + "\n";
+    out += "group_m =";
+    for (const Group& g : p.groups) out += " " + std::to_string(g.m);
+    out += "\n";
+    out += "group_n = " + group_values(p.groups, [](const Group& g) { return std::to_string(g.n); }) + "\n";
+    out += "group_k = " + group_values(p.groups, [](const Group& g) { return std::to_string(g.k); }) + "\n";
+    out += "group_alpha = " + group_values(p.groups, [](const Group& g) { return format_alpha(g.alpha); }) + "\n";
+    if (p.packed) out += "packed = true\n";
+  } else {
+    out += "m = " + std::to_string(p.m) + "\n";
+    out += "n = " + std::to_string(p.n) + "\n";
+    out += "k = " + std::to_string(p.k) + "\n";
+    out += "l = " + std::to_string(p.l) + "\n";
+  }
   out += std::string("sf_layout = ") + (p.sf_layout == SfLayout::linear ? "linear" : "permuted") + "\n";
   out += std::string("scale_semantics = ") + (p.semantics == ScaleSemantics::e4m3 ? "e4m3" : "ue4m3") + "\n";
-  out += "alpha = " + format_alpha(p.alpha) + "\n";
+  // A file without out_type means fp16 (SPEC section 4): FP16 cases read as they always did.
+  if (p.out_type != OutType::fp16) out += std::string("out_type = ") + to_string(p.out_type) + "\n";
+  if (!grouped) out += "alpha = " + format_alpha(p.alpha) + "\n";
+  if (dual) out += "alpha2 = " + format_alpha(p.alpha2) + "\n";
   if (p.seed) out += "seed = " + std::to_string(*p.seed) + "\n";
   if (!p.generator.empty()) out += "generator = " + p.generator + "\n";
   const std::string note = sanitize_note(p.note);
   if (!note.empty()) out += "note = " + note + "\n";
+  if (grouped) {
+    for (size_t g = 0; g < p.groups.size(); ++g) {
+      const Group& q = p.groups[g];
+      if (q.m == 0) continue;  // an empty group has none of its keys
+      const std::string gs = "." + std::to_string(g);
+      append_tensor(out, "a" + gs, q.a);
+      append_tensor(out, "b" + gs, q.b);
+      append_tensor(out, "sfa" + gs, q.sfa);
+      append_tensor(out, "sfb" + gs, q.sfb);
+      if (q.expect) append_words(out, ("expect" + gs).c_str(), p.out_type, *q.expect);
+    }
+    return out;
+  }
   if (any_data) {
-    const std::pair<const char*, const std::vector<uint8_t>*> tensors[] = {
-        {"a", &p.a}, {"b", &p.b}, {"sfa", &p.sfa}, {"sfb", &p.sfb}};
-    for (const auto& [key, bytes] : tensors) {
-      out += std::string(key) + " = ";
-      append_hex(out, *bytes);
-      out += "\n";
-    }
+    append_tensor(out, "a", p.a);
+    append_tensor(out, "b", p.b);
+    if (dual) append_tensor(out, "b2", p.b2);
+    append_tensor(out, "sfa", p.sfa);
+    append_tensor(out, "sfb", p.sfb);
+    if (dual) append_tensor(out, "sfb2", p.sfb2);
   }
-  if (p.expect) {
-    out += "expect =";
-    out.reserve(out.size() + p.expect->size() * 5 + 1);
-    char word[8];
-    for (const uint16_t w : *p.expect) {
-      std::snprintf(word, sizeof word, " %04x", w);
-      out += word;
-    }
-    out += "\n";
-  }
+  if (p.expect) append_words(out, "expect", p.out_type, *p.expect);
   return out;
 }
 

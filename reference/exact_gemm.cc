@@ -12,10 +12,12 @@
 #include "reference/exact_gemm.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <stdexcept>
 
 #include "reference/scale_layout.h"  // ceil_div
+#include "reference/scaled_round.h"  // fp32_parts
 
 namespace nvfp4 {
 
@@ -201,43 +203,236 @@ uint16_t round_result(const ExactElement& e, float alpha) {
   return fp16_round((e.sum < 0) != alpha_negative, mag, exp2);
 }
 
-ExactResult exact_gemm(const Problem& p) {
-  const std::string error = problem_error(p);
-  if (!error.empty()) throw std::invalid_argument("exact_gemm: " + error);
-  const int64_t m = p.m, n = p.n, k = p.k, l = p.l, kb = p.kb();
-  ExactResult result;
-  result.elems.resize(static_cast<size_t>(p.c_elems()));
-  result.c.resize(static_cast<size_t>(p.c_elems()));
+namespace {
+
+// The operands of one (batched) GEMM: l batches of m x k A against n x k B, linear scales.
+struct Operands {
+  const uint8_t *a, *sfa, *b, *sfb;
+  int64_t m, n, k, l;
+  ScaleSemantics semantics;
+};
+
+// Every element of one GEMM into out[(b*m + i)*n + j]; finish(base, count) runs on each block of
+// finished elements inside the parallel region (the final rounding, while they are in cache).
+template <class Finish>
+void exact_elements(const Operands& x, ExactElement* elems, const Finish& finish) {
+  const int64_t m = x.m, n = x.n, k = x.k, kb = (k + 15) / 16;
   std::vector<DecodedRow> cols(static_cast<size_t>(n));
   // Below about 2^18 multiply-adds per batch (~0.1 ms) starting threads costs more than it saves.
   const bool parallel = m * n * k >= (int64_t(1) << 18) && m > 1;
   // Rows per work item: enough to reuse each decoded column from cache, few enough that
   // GEMV (n = 1, where nothing is reused) still splits into many items.
   const int64_t groups = ceil_div(m, kRowGroup);
-  for (int64_t b = 0; b < l; ++b) {
+  for (int64_t b = 0; b < x.l; ++b) {
     // Each output element is computed by one thread from the same decoded data, in a fixed
     // order, with exact integer sums: nothing depends on the thread count or schedule.
 #pragma omp parallel if (parallel)
     {
 #pragma omp for schedule(static)
       for (int64_t j = 0; j < n; ++j)
-        decode_row(p.b.data() + (b * n + j) * (k / 2), p.sfb.data() + (b * n + j) * kb, k,
-                   p.semantics, cols[j]);
+        decode_row(x.b + (b * n + j) * (k / 2), x.sfb + (b * n + j) * kb, k, x.semantics, cols[j]);
       DecodedRow rows[kRowGroup];
 #pragma omp for schedule(dynamic, 1)
       for (int64_t g = 0; g < groups; ++g) {
         const int64_t first = g * kRowGroup, count = std::min<int64_t>(kRowGroup, m - first);
         for (int64_t r = 0; r < count; ++r)
-          decode_row(p.a.data() + (b * m + first + r) * (k / 2), p.sfa.data() + (b * m + first + r) * kb,
-                     k, p.semantics, rows[r]);
+          decode_row(x.a + (b * m + first + r) * (k / 2), x.sfa + (b * m + first + r) * kb, k, x.semantics,
+                     rows[r]);
         const int64_t base = (b * m + first) * n;
-        ExactElement* out = result.elems.data() + base;
-        dot_rows(rows, count, cols.data(), n, kb, out);
-        for (int64_t x = 0; x < count * n; ++x) result.c[base + x] = round_result(out[x], p.alpha);
+        dot_rows(rows, count, cols.data(), n, kb, elems + base);
+        finish(base, count * n);
       }
     }
   }
+}
+
+// Rounds elems[base, base + count) with alpha into the result's words from `offset` on.
+struct RoundInto {
+  ExactResult* result;
+  const ExactElement* elems;
+  int64_t offset;
+  float alpha;
+  void operator()(int64_t base, int64_t count) const {
+    const ExactElement* e = elems + base;
+    switch (result->out_type) {
+      case OutType::fp16: {
+        uint16_t* c = result->c.data() + offset + base;
+        for (int64_t x = 0; x < count; ++x) c[x] = round_result(e[x], alpha);
+        break;
+      }
+      case OutType::bf16: {
+        uint16_t* c = result->c.data() + offset + base;
+        for (int64_t x = 0; x < count; ++x) c[x] = static_cast<uint16_t>(round_result(e[x], alpha, OutType::bf16));
+        break;
+      }
+      case OutType::fp32: {
+        uint32_t* c = result->c32.data() + offset + base;
+        for (int64_t x = 0; x < count; ++x) c[x] = round_result(e[x], alpha, OutType::fp32);
+        break;
+      }
+    }
+  }
+};
+
+struct NoFinish {
+  void operator()(int64_t, int64_t) const {}
+};
+
+// G's exact value as hi + lo (hi = G rounded to long double, lo = G - hi to 2^-64 of itself):
+// silu's exp(-G) needs G to better than long double's 2^-64 relative once |G| is large (an
+// error d in G is a relative error d in exp(-G), and |G| reaches 2^14 before exp overflows).
+void exact_split(i128 sum, float alpha, long double* hi, long double* lo) {
+  const Fp32Parts a = fp32_parts(alpha);
+  u128 mag = sum < 0 ? static_cast<u128>(-sum) : static_cast<u128>(sum);
+  int exp2 = a.exp - 20;
+  while (bit_width_u128(mag) > 103) {  // mag * sig < 2^127: its long double rounding fits u128
+    mag = (mag >> 1) | (mag & 1);
+    ++exp2;
+  }
+  mag *= a.sig;
+  const long double h = static_cast<long double>(mag);  // rounded to nearest, 64 bits
+  const u128 h_int = static_cast<u128>(h);
+  const long double r = h_int >= mag ? -static_cast<long double>(h_int - mag) : static_cast<long double>(mag - h_int);
+  const bool negative = (sum < 0) != a.negative;
+  *hi = std::ldexp(negative ? -h : h, exp2);
+  *lo = std::ldexp(negative ? -r : r, exp2);
+}
+
+}  // namespace
+
+uint32_t round_result(const ExactElement& e, float alpha, OutType type) {
+  if (type == OutType::fp16) return round_result(e, alpha);
+  if (e.nan) return out_format(type).quiet_nan;
+  return round_scaled_sum_out(type, e.sum, alpha);
+}
+
+DualValue dual_value(const ExactElement& g, float alpha, const ExactElement& u, float alpha2) {
+  long double gh = 0, gl = 0, uh = 0, ul = 0;
+  exact_split(g.sum, alpha, &gh, &gl);
+  exact_split(u.sum, alpha2, &uh, &ul);
+  // exp(-G) = exp(-hi) * exp(-lo); expm1l keeps exp(-lo) - 1 (about 2^-64 |G|) to full precision.
+  long double e = std::exp(-gh);
+  if (std::isfinite(e) && gl != 0) e += e * std::expm1(-gl);
+  DualValue d;
+  d.silu_g = gh / (1 + e);  // -0 when exp(-G) overflows (G < -11356): v underflows every type
+  d.u = uh;
+  d.v = d.silu_g * d.u;
+  return d;
+}
+
+uint32_t round_dual(const DualValue& d, bool nan, OutType type) {
+  const OutFormat f = out_format(type);
+  if (nan) return f.quiet_nan;
+  if (d.u == 0 || (d.silu_g == 0 && !std::signbit(d.silu_g))) return 0;  // an exact zero is +0
+  const bool negative = std::signbit(d.silu_g) != std::signbit(d.u);
+  if (d.v == 0) return negative ? f.sign_bit : 0u;  // nonzero, below long double's range
+  int e = 0;
+  const long double frac = std::frexp(std::fabs(d.v), &e);  // in [0.5, 1)
+  const uint64_t mag = static_cast<uint64_t>(std::ldexp(frac, 64));  // exact: 64 bits
+  return out_round(type, negative, mag, e - 64);
+}
+
+std::vector<uint32_t> ExactResult::words() const {
+  if (out_type == OutType::fp32) return c32;
+  return std::vector<uint32_t>(c.begin(), c.end());
+}
+
+ExactResult exact_gemm(const Problem& p) {
+  const std::string error = problem_error(p);
+  if (!error.empty()) throw std::invalid_argument("exact_gemm: " + error);
+  if (!p.has_data()) throw std::invalid_argument("exact_gemm: the problem has no data (a seed-only case not expanded?)");
+  ExactResult result;
+  result.out_type = p.out_type;
+  const size_t count = static_cast<size_t>(p.c_elems());
+  result.elems.resize(count);
+  if (p.out_type == OutType::fp32) {
+    result.c32.resize(count);
+  } else {
+    result.c.resize(count);
+  }
+  result.group_offset = group_output_offsets(p);
+
+  if (p.op == Op::grouped_gemm) {
+    for (size_t g = 0; g < p.groups.size(); ++g) {
+      const Group& q = p.groups[g];
+      if (q.m == 0) continue;  // an empty group has no output
+      const Operands x{q.a.data(), q.sfa.data(), q.b.data(), q.sfb.data(), q.m, q.n, q.k, 1, p.semantics};
+      ExactElement* elems = result.elems.data() + result.group_offset[g];
+      exact_elements(x, elems, RoundInto{&result, elems, result.group_offset[g], q.alpha});
+    }
+    return result;
+  }
+
+  const Operands x{p.a.data(), p.sfa.data(), p.b.data(), p.sfb.data(), p.m, p.n, p.k, p.l, p.semantics};
+  if (p.op != Op::dual_gemm) {
+    exact_elements(x, result.elems.data(), RoundInto{&result, result.elems.data(), 0, p.alpha});
+    return result;
+  }
+  exact_elements(x, result.elems.data(), NoFinish{});
+  result.elems2.resize(count);
+  Operands x2 = x;
+  x2.b = p.b2.data();
+  x2.sfb = p.sfb2.data();
+  exact_elements(x2, result.elems2.data(), NoFinish{});
+  result.dual.resize(count);
+  const int64_t total = static_cast<int64_t>(count);
+#pragma omp parallel for schedule(static) if (total >= 4096)
+  for (int64_t e = 0; e < total; ++e) {
+    const ExactElement &g = result.elems[e], &u = result.elems2[e];
+    const DualValue d = dual_value(g, p.alpha, u, p.alpha2);
+    result.dual[e] = d;
+    const uint32_t w = round_dual(d, g.nan || u.nan, p.out_type);
+    if (p.out_type == OutType::fp32) {
+      result.c32[e] = w;
+    } else {
+      result.c[e] = static_cast<uint16_t>(w);
+    }
+  }
   return result;
+}
+
+uint32_t expect_word(const Problem& p, int64_t index) {
+  if (p.op != Op::grouped_gemm) return (*p.expect)[static_cast<size_t>(index)];
+  const OutputPosition pos = output_position(p, index);
+  const Group& g = p.groups[static_cast<size_t>(pos.g)];
+  return (*g.expect)[static_cast<size_t>(pos.i * g.n + pos.j)];
+}
+
+void set_expect(Problem& p, const ExactResult& ref) {
+  clear_expect(p);
+  if (p.op != Op::grouped_gemm) {
+    p.expect = ref.words();
+    return;
+  }
+  for (size_t g = 0; g < p.groups.size(); ++g) {
+    Group& q = p.groups[g];
+    if (q.m == 0) continue;
+    std::vector<uint32_t> words(static_cast<size_t>(q.c_elems()));
+    for (size_t x = 0; x < words.size(); ++x) words[x] = ref.word(static_cast<size_t>(ref.group_offset[g]) + x);
+    q.expect = std::move(words);
+  }
+}
+
+ExpectComparison compare_expect(const Problem& p, const ExactResult& ref, size_t max_listed) {
+  ExpectComparison out;
+  auto compare = [&](const std::vector<uint32_t>& expect, int64_t base) {
+    out.any_expect = true;
+    for (size_t x = 0; x < expect.size(); ++x) {
+      const int64_t index = base + static_cast<int64_t>(x);
+      ++out.compared;
+      if (same_result_out(p.out_type, expect[x], ref.word(static_cast<size_t>(index)))) continue;
+      if (out.differing++ < static_cast<int64_t>(max_listed)) out.first.push_back(index);
+    }
+  };
+  if (p.op == Op::grouped_gemm) {
+    const std::vector<int64_t> offsets = group_output_offsets(p);
+    for (size_t g = 0; g < p.groups.size(); ++g) {
+      if (p.groups[g].expect) compare(*p.groups[g].expect, offsets[g]);
+    }
+  } else if (p.expect) {
+    compare(*p.expect, 0);
+  }
+  return out;
 }
 
 }  // namespace nvfp4

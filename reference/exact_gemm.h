@@ -1,5 +1,7 @@
-// The exact NVFP4 GEMV/GEMM reference: integer accumulation in units of 2^-20 (SPEC.md section 1),
-// one rounding to FP16 at the end, and per output element what the oracle needs.
+// The exact NVFP4 reference: integer accumulation in units of 2^-20 (SPEC.md section 1), one
+// rounding to the output type at the end, and per output element what the oracle needs. GEMV,
+// GEMM, grouped GEMM (each group an l = 1 GEMM with its alpha) and dual GEMM (G and U exact,
+// silu(G) * U to better than 2^-60 relative before the one rounding).
 #pragma once
 
 #include <cstdint>
@@ -25,14 +27,60 @@ struct ExactElement {
 // RN16(alpha * r) for one element, NaN (0x7E00) when e.nan. alpha must be finite (an infinite
 // one gives IEEE's answer: NaN for r == 0, else Inf). An exact zero, alpha = +-0 included, is +0.
 uint16_t round_result(const ExactElement& e, float alpha);
+// RN_out(alpha * r) for any output type, the type's quiet NaN when e.nan; for fp16 exactly
+// round_result above.
+uint32_t round_result(const ExactElement& e, float alpha, OutType type);
 
+// A dual GEMM element beyond G and U's exact sums: silu(G), U and v = silu(G) * U in long double
+// (64-bit significand), v within 2^-60 relative of the exact value (reference/tests shows it
+// against __float128). Zeros: silu(0) = +0; an exp(-G) beyond long double's range gives -0.
+struct DualValue {
+  long double silu_g = 0, u = 0, v = 0;
+};
+// From G = alpha * g.sum * 2^-20 and U = alpha2 * u.sum * 2^-20 (NaN flags ignored).
+DualValue dual_value(const ExactElement& g, float alpha, const ExactElement& u, float alpha2);
+// RN_out(v), once: +0 when U or G is exactly zero, else v's sign (also when v underflows long
+// double); the type's quiet NaN when `nan`.
+uint32_t round_dual(const DualValue& d, bool nan, OutType type);
+
+// The reference of a problem. Outputs in C order, a grouped problem's groups one after another
+// (the packed C), `group_offset` says where each starts.
+//
+// Output words: `c` holds the 16-bit words of fp16 and bf16 problems (FP16 bits for the default
+// fp16, as the harness's 16-bit output buffers hold them), `c32` the words of fp32 problems; the
+// other one is empty. word(i) reads either. (One vector of uint32_t words for every type would
+// double the reference's output memory for the common fp16 case and break every caller.)
 struct ExactResult {
-  std::vector<ExactElement> elems;  // C order: ((b*m + i)*n + j)
-  std::vector<uint16_t> c;          // RN16(alpha * r), FP16 bits
+  OutType out_type = OutType::fp16;
+  std::vector<ExactElement> elems;  // C order ((b*m + i)*n + j); dual_gemm: G's
+  std::vector<uint16_t> c;          // fp16 / bf16 words: RN_out(alpha * r), or RN_out(v)
+  std::vector<uint32_t> c32;        // fp32 words
+  std::vector<int64_t> group_offset;  // grouped_gemm: G + 1 element offsets; else {0, size}
+  std::vector<ExactElement> elems2;   // dual_gemm: U's (alpha2)
+  std::vector<DualValue> dual;        // dual_gemm
+
+  size_t size() const { return elems.size(); }
+  uint32_t word(size_t i) const { return out_type == OutType::fp32 ? c32[i] : c[i]; }
+  std::vector<uint32_t> words() const;
 };
 
-// Computes every element of p exactly (p.sfa / p.sfb are linear, p must have data).
-// OpenMP across output rows; the result does not depend on the thread count.
+// Computes every element of p exactly (scales linear, p must have data; throws
+// std::invalid_argument otherwise). OpenMP across output rows; the result does not depend on
+// the thread count.
 ExactResult exact_gemm(const Problem& p);
+
+// Compares the expect lines of p (expect, or every group's expect.g) with ref, element by
+// element; any two NaNs of the output type are the same result (SPEC rule 1), every other word
+// must be equal bit for bit. `compared` counts the elements that have an expect word.
+struct ExpectComparison {
+  int64_t compared = 0, differing = 0;
+  std::vector<int64_t> first;  // indices (as in ExactResult) of the first differing elements
+  bool any_expect = false;     // p has at least one expect line
+};
+ExpectComparison compare_expect(const Problem& p, const ExactResult& ref, size_t max_listed = 10);
+// The expect word of element `index` (as in ExactResult); p must have one there.
+uint32_t expect_word(const Problem& p, int64_t index);
+// Records ref's words as p's expect lines (expect, or expect.g of every non-empty group).
+void set_expect(Problem& p, const ExactResult& ref);
 
 }  // namespace nvfp4

@@ -1,13 +1,14 @@
-// The oracle of SPEC.md section 3.
+// The oracle of SPEC.md section 3, for the three output types.
 //
-// Arithmetic: the expected RN16 value and the exact-regime test are exact (integers). The
+// Arithmetic: the expected RN_out value and the exact-regime test are exact (integers). The
 // rounding-regime test |c - alpha*r| <= bound mixes an exact dyadic value with the rational
 // gamma, so it is done in long double (>= 64-bit significand) with every error pushed toward
 // ACCEPTING: alpha*r carries at most 2^-62 relative error, the subtraction and the half dozen
-// operations of the bound at most 2^-64 each, and the argument of ulp16 is rounded up before
+// operations of the bound at most 2^-64 each, and the argument of ulp_out is rounded up before
 // the ulp is taken. The slack added below, 2^-56 * (|alpha*r| + bound), covers all of that, so a
 // correct output is never rejected; a wrong one escapes only if it exceeds the bound by less
-// than that slack, about 2^-44 of an FP16 ulp.
+// than that slack, about 2^-44 of an FP16 ulp (2^-32 of an FP32 one). Dual GEMM's v carries
+// 2^-60 relative error (exact_gemm.h), also far inside the slack.
 #include "reference/oracle.h"
 
 #include <algorithm>
@@ -31,8 +32,9 @@ constexpr uint32_t kFlagSaturates = 1u << 3;
 constexpr uint32_t kFlagExact = 1u << 4;
 constexpr uint32_t kFlagMmaAccumulate = 1u << 6;
 
-// Powers of two 2^kPow2Min .. 2^kPow2Max, to spare libm's slow long double ldexp in the hot path.
-constexpr int kPow2Min = -40, kPow2Max = 40;
+// Powers of two 2^kPow2Min .. 2^kPow2Max, to spare libm's slow long double ldexp in the hot path
+// (every output type's values and ulps lie in this range).
+constexpr int kPow2Min = -160, kPow2Max = 160;
 struct Pow2Table {
   long double v[kPow2Max - kPow2Min + 1];
   Pow2Table() {
@@ -42,28 +44,27 @@ struct Pow2Table {
 };
 const Pow2Table kPow2;
 
-constexpr uint16_t kPosInf = 0x7C00u, kNegInf = 0xFC00u, kPosMax = 0x7BFFu, kNegMax = 0xFBFFu;
-
-long double fp16_value(uint16_t h) {
-  const Fp16Parts q = fp16_parts(h);
+// A word's exact value (every value of the three types is a long double).
+long double out_value(OutType t, uint32_t word) {
+  const OutParts q = out_parts(t, word);
   if (q.nan) return std::numeric_limits<long double>::quiet_NaN();
-  const long double mag = q.inf ? std::numeric_limits<long double>::infinity() : static_cast<long double>(q.sig) * kPow2[q.exp - kPow2Min];
+  const long double mag = q.inf ? std::numeric_limits<long double>::infinity()
+                                : static_cast<long double>(q.sig) * kPow2[q.exp - kPow2Min];
   return q.negative ? -mag : mag;
 }
 
-// ulp of binary16 at magnitude v: 2^-24 below 2^-14, else 2^(floor(log2 v) - 10), continued
-// beyond the largest binade so that it stays monotone.
-long double ulp16(long double v) {
-  if (!(v >= 0x1p-14L)) return 0x1p-24L;
-  if (std::isinf(v)) return 0x1p5L;
-  const int e = std::ilogb(v) - 10;
+// ulp_out at magnitude v: the subnormal unit below the smallest normal, else
+// 2^(floor(log2 v) - precision + 1), continued beyond the largest binade so that it stays
+// monotone.
+long double ulp_of(const OutFormat& f, long double v) {
+  if (!(v >= kPow2[f.emin - kPow2Min])) return kPow2[f.emin - f.precision + 1 - kPow2Min];
+  if (std::isinf(v)) return kPow2[f.emax + 2 - f.precision - kPow2Min];
+  const int e = std::ilogb(v) - f.precision + 1;
   return e <= kPow2Max ? kPow2[e - kPow2Min] : std::ldexp(1.0L, e);
 }
 
-// FP16 bits mapped to integers in value order (+0 and -0 both 0), for ulp distances.
-int32_t ordered(uint16_t h) {
-  const int32_t mag = h & 0x7FFF;
-  return (h & 0x8000u) ? -mag : mag;
+long double overflow_of(const OutFormat& f) {
+  return (2 - kPow2[-f.precision - kPow2Min]) * kPow2[f.emax - kPow2Min];
 }
 
 // alpha = +-2^e exactly? Magnitude only: multiplying by -1 is exact in every format, so the
@@ -216,36 +217,44 @@ std::string Policy::name() const {
 
 namespace {
 
+// What an element's exact value allows, before the policy looks at the kernel's word.
+struct Target {
+  bool nan = false;        // rule 1: the output must be NaN
+  uint32_t expected = 0;   // RN_out of the exact value
+  long double x = 0;       // the exact value (alpha * r, or v = silu(G) * U), to 2^-60 relative
+  bool exact = false;      // only RN_out is acceptable (rule 2, or the `exact` policy)
+  long double spread = 0;  // rules 3 and 6: the error allowed before the final rounding (Inf:
+                           // no bound), computed only for the policies that use it
+};
+
 // The verdict for `actual` without the saturation allowance.
-ElementVerdict judge_plain(const ExactElement& e, float alpha, uint16_t actual, const Policy& policy,
-                           uint16_t expected_bits) {
+ElementVerdict judge_target(const Target& t, uint32_t actual, const Policy& policy, OutType type) {
+  const OutFormat f = out_format(type);
   ElementVerdict v;
-  v.expected_bits = expected_bits;
+  v.expected_bits = t.expected;
   const long double inf = std::numeric_limits<long double>::infinity();
-  const bool actual_nan = fp16_is_nan(actual);
+  const bool actual_nan = is_nan_out(type, actual);
 
   // Rule 1, shared by every policy: NaN exactly where a used scale is NaN.
-  if (e.nan || actual_nan) {
-    v.expected = e.nan ? std::numeric_limits<double>::quiet_NaN() : static_cast<double>(fp16_value(expected_bits));
-    v.ok = e.nan && actual_nan;
-    v.exact_regime = e.nan;
+  if (t.nan || actual_nan) {
+    v.expected = t.nan ? std::numeric_limits<double>::quiet_NaN() : static_cast<double>(out_value(type, t.expected));
+    v.ok = t.nan && actual_nan;
+    v.exact_regime = t.nan;
     v.error = v.ok ? 0.0 : static_cast<double>(inf);
     v.error_ulps = v.error;
     v.error_over_bound = v.error;
     return v;
   }
 
-  const long double expected = fp16_value(expected_bits);
-  const long double c = fp16_value(actual);
+  const long double expected = out_value(type, t.expected);
+  const long double c = out_value(type, actual);
   v.expected = static_cast<double>(expected);
-  // alpha * r: the i128 -> long double conversion and the multiply each round once (2^-64).
-  const long double x = static_cast<long double>(e.sum) * alpha * 0x1p-20L;  // exact scaling
-  const long double abs_x = std::fabs(x);
-  const long double ulp_expected = ulp16(std::fabs(expected));
+  const long double abs_x = std::fabs(t.x);
+  const long double ulp_expected = ulp_of(f, std::fabs(expected));
 
   if (policy.kind == Policy::Kind::allclose) {
-    // Against the RN16 reference, as torch.allclose(c, reference) does: FP16 values, so c - ref
-    // is exact in long double; Inf matches only the same Inf.
+    // Against the rounded reference, as torch.allclose(c, reference) does: values of the type,
+    // so c - ref is exact in long double; Inf matches only the same Inf.
     const bool any_inf = std::isinf(c) || std::isinf(expected);
     const long double allowed = any_inf ? 0 : policy.atol + policy.rtol * std::fabs(expected);
     const long double err = any_inf ? (c == expected ? 0 : inf) : std::fabs(c - expected);
@@ -257,7 +266,7 @@ ElementVerdict judge_plain(const ExactElement& e, float alpha, uint16_t actual, 
     return v;
   }
   if (policy.kind == Policy::Kind::ulp) {
-    const int64_t dist = std::llabs(static_cast<int64_t>(ordered(actual)) - ordered(expected_bits));
+    const int64_t dist = std::llabs(out_ordered(type, actual) - out_ordered(type, t.expected));
     v.ok = dist <= policy.ulps;
     v.bound = static_cast<double>(policy.ulps * ulp_expected);
     v.error = static_cast<double>(std::isinf(c) || std::isinf(expected) ? (c == expected ? 0 : inf) : std::fabs(c - expected));
@@ -266,42 +275,33 @@ ElementVerdict judge_plain(const ExactElement& e, float alpha, uint16_t actual, 
     return v;
   }
 
-  const long double err = std::isinf(c) ? inf : std::fabs(c - x);
+  const long double err = std::isinf(c) ? inf : std::fabs(c - t.x);
   v.error = static_cast<double>(err);
   v.error_ulps = static_cast<double>(err / ulp_expected);
 
-  // Rule 2 (and the `exact` policy): only RN16(alpha*r) is acceptable, +0 == -0. `bound` is then
-  // the half ulp that separates RN16 from the exact value at most.
-  if (policy.kind == Policy::Kind::exact || exact_regime_for_policy(e, alpha, policy)) {
+  // Rule 2 (and the `exact` policy): only RN_out is acceptable, +0 == -0. `bound` is then the
+  // half ulp that separates RN_out from the exact value at most.
+  if (t.exact) {
     v.exact_regime = true;
-    v.ok = actual == expected_bits || ((actual | expected_bits) & 0x7FFFu) == 0;
-    v.bound = static_cast<double>(ulp16(abs_x) / 2);
+    v.ok = actual == t.expected || (is_zero_out(type, actual) && is_zero_out(type, t.expected));
+    v.bound = static_cast<double>(ulp_of(f, abs_x) / 2);
     v.error_over_bound = v.ok ? std::min(1.0, v.error / v.bound) : std::max(v.error / v.bound, 1.0);
     return v;
   }
 
-  // Rule 3: Higham's bound for any FP accumulation order with t' = t_factor * t, then one FP16
-  // rounding.
-  const long double u = policy.kind == Policy::Kind::fp16_accum ? 0x1p-10L : 0x1p-23L;
-  int alpha_exp = 0;
-  const long double terms = static_cast<long double>(e.nonzero) * policy.rule().t_factor +
-                            (alpha_power_of_two(alpha, &alpha_exp) ? 0 : 2);
-  const long double tu = terms * u;
-  const long double abs_alpha = std::fabs(static_cast<long double>(alpha));
-  const long double s = static_cast<long double>(e.abs_sum) * 0x1p-20L;
+  // Rules 3 and 6: the spread allowed before rounding, then one rounding to the output type.
   long double bound = inf;
-  if (tu < 1) {
-    const long double gamma = tu / (1 - tu);
-    const long double spread = abs_alpha * gamma * s;
-    const long double ulp_arg = (abs_x + spread) * (1 + 0x1p-58L);  // rounded up
-    bound = spread + ulp16(ulp_arg) / 2;
+  if (!std::isinf(t.spread)) {
+    const long double ulp_arg = (abs_x + t.spread) * (1 + 0x1p-58L);  // rounded up
+    bound = t.spread + ulp_of(f, ulp_arg) / 2;
   }
   const long double slack = (abs_x + bound) * 0x1p-56L;
   v.bound = static_cast<double>(bound);
   if (std::isinf(c)) {
-    // Rule 4: Inf of a sign is acceptable where the allowed interval reaches 65520 that way.
-    const long double reach = (c > 0 ? x : -x) + bound + slack;
-    v.ok = reach >= 65520;
+    // Rule 4: Inf of a sign is acceptable where the allowed interval reaches the type's
+    // overflow threshold that way.
+    const long double reach = (c > 0 ? t.x : -t.x) + bound + slack;
+    v.ok = reach >= overflow_of(f);
   } else {
     v.ok = err <= bound + slack;
   }
@@ -310,19 +310,20 @@ ElementVerdict judge_plain(const ExactElement& e, float alpha, uint16_t actual, 
   return v;
 }
 
-}  // namespace
-
-ElementVerdict judge_element(const ExactElement& e, float alpha, uint16_t actual, const Policy& policy) {
-  const uint16_t expected_bits = round_result(e, alpha);
-  ElementVerdict v = judge_plain(e, alpha, actual, policy, expected_bits);
-  if (v.ok && (actual & 0x7FFFu) == kPosInf) {
+// The saturation allowance and the accepted-Inf bookkeeping around judge_target.
+ElementVerdict judge_with_saturation(const Target& t, uint32_t actual, const Policy& policy, OutType type) {
+  const OutFormat f = out_format(type);
+  ElementVerdict v = judge_target(t, actual, policy, type);
+  if (v.ok && is_inf_out(type, actual)) {
     // An accepted Inf is the overflow itself, not an error of infinite size.
     v.error = v.error_ulps = v.error_over_bound = 0;
   }
-  if (!v.ok && policy.saturates && (actual == kPosMax || actual == kNegMax)) {
-    // A saturating kernel writes +-65504 where Inf would be right: judge it as that Inf.
+  const uint32_t neg_max = f.sign_bit | f.max_finite;
+  if (!v.ok && policy.saturates && (actual == f.max_finite || actual == neg_max)) {
+    // A saturating kernel writes the largest finite value where Inf would be right: judge it
+    // as that Inf.
     const ElementVerdict as_inf =
-        judge_plain(e, alpha, actual == kPosMax ? kPosInf : kNegInf, policy, expected_bits);
+        judge_target(t, actual == f.max_finite ? f.inf : (f.sign_bit | f.inf), policy, type);
     if (as_inf.ok) {
       v.ok = true;
       v.error_over_bound = std::min(v.error_over_bound, 1.0);
@@ -331,11 +332,98 @@ ElementVerdict judge_element(const ExactElement& e, float alpha, uint16_t actual
   return v;
 }
 
-OracleSummary judge(const Problem& p, const ExactResult& ref, const uint16_t* c, const Policy& policy) {
+// u of rule 3 for the policy (FP16 accumulation: 2^-10).
+long double unit_roundoff(const Policy& policy) { return policy.kind == Policy::Kind::fp16_accum ? 0x1p-10L : 0x1p-23L; }
+
+// |alpha| * gamma_t' * S of rule 3 (Inf when t' u >= 1).
+long double rounding_spread(const ExactElement& e, float alpha, const Policy& policy) {
+  int alpha_exp = 0;
+  const long double terms = static_cast<long double>(e.nonzero) * policy.rule().t_factor +
+                            (alpha_power_of_two(alpha, &alpha_exp) ? 0 : 2);
+  const long double tu = terms * unit_roundoff(policy);
+  if (tu >= 1) return std::numeric_limits<long double>::infinity();
+  const long double gamma = tu / (1 - tu);
+  const long double abs_alpha = std::fabs(static_cast<long double>(alpha));
+  return abs_alpha * gamma * (static_cast<long double>(e.abs_sum) * 0x1p-20L);
+}
+
+bool uses_spread(const Policy& policy) { return policy.kind == Policy::Kind::fp32 || policy.kind == Policy::Kind::fp16_accum; }
+
+Target gemm_target(const ExactElement& e, float alpha, const Policy& policy, OutType type) {
+  Target t;
+  t.nan = e.nan;
+  t.expected = round_result(e, alpha, type);
+  if (e.nan) return t;
+  // alpha * r: the i128 -> long double conversion and the multiply each round once (2^-64).
+  t.x = static_cast<long double>(e.sum) * alpha * 0x1p-20L;  // exact scaling
+  if (!uses_spread(policy) && policy.kind != Policy::Kind::exact) return t;
+  t.exact = policy.kind == Policy::Kind::exact || exact_regime_for_policy(e, alpha, policy);
+  if (!t.exact) t.spread = rounding_spread(e, alpha, policy);
+  return t;
+}
+
+// Rule 6's B. E1, E2: what rules 2-3 allow for G and U (0 in the exact regime, and under the
+// `exact` policy, whose kernels accumulate exactly).
+Target dual_target(const ExactElement& g, const ExactElement& u, const DualValue& d, float alpha, float alpha2,
+                   const Policy& policy, OutType type) {
+  Target t;
+  t.nan = g.nan || u.nan;
+  t.expected = round_dual(d, t.nan, type);
+  if (t.nan) return t;
+  t.x = d.v;
+  if (!uses_spread(policy) && policy.kind != Policy::Kind::exact) return t;
+  auto allowed = [&policy](const ExactElement& e, float a) -> long double {
+    if (policy.kind == Policy::Kind::exact || exact_regime_for_policy(e, a, policy)) return 0;
+    return rounding_spread(e, a, policy);
+  };
+  const long double e1 = allowed(g, alpha), e2 = allowed(u, alpha2);
+  constexpr long double kL = 1.1L;          // the largest slope of silu is 1.0998
+  constexpr long double kEta = 0x1p-16L;    // the kernel's own FP32 silu and product
+  const long double s = std::fabs(d.silu_g), abs_u = std::fabs(d.u);
+  long double b = kL * e1 * (abs_u + e2) + (s + kL * e1) * e2 + kEta * (s + kL * e1) * (abs_u + e2);
+  // Below G = -87, 1 + exp(-G) overflows FP32 (or a fast divide returns 0): an FP32 silu may
+  // give -0 there.
+  const long double gv = static_cast<long double>(g.sum) * alpha * 0x1p-20L;
+  if (gv < -87) b += s * (abs_u + e2);
+  t.spread = b;
+  return t;
+}
+
+}  // namespace
+
+ElementVerdict judge_element(const ExactElement& e, float alpha, uint32_t actual, const Policy& policy, OutType type) {
+  return judge_with_saturation(gemm_target(e, alpha, policy, type), actual, policy, type);
+}
+
+ElementVerdict judge_element(const ExactElement& e, float alpha, uint16_t actual, const Policy& policy) {
+  return judge_element(e, alpha, static_cast<uint32_t>(actual), policy, OutType::fp16);
+}
+
+ElementVerdict judge_dual_element(const ExactElement& g, const ExactElement& u, const DualValue& d, float alpha,
+                                  float alpha2, uint32_t actual, const Policy& policy, OutType type) {
+  return judge_with_saturation(dual_target(g, u, d, alpha, alpha2, policy, type), actual, policy, type);
+}
+
+namespace {
+
+// Judges every element, reading the kernel's words through `word(index)`.
+template <class Word>
+OracleSummary judge_all(const Problem& p, const ExactResult& ref, const Word& word, const Policy& policy) {
   const int64_t count = p.c_elems();
   if (static_cast<int64_t>(ref.elems.size()) != count)
     throw std::invalid_argument("judge: the reference has " + std::to_string(ref.elems.size()) +
                                 " elements, the problem " + std::to_string(count));
+  if (ref.out_type != p.out_type) throw std::invalid_argument("judge: the reference is of another output type");
+  const bool dual = p.op == Op::dual_gemm;
+  if (dual && (static_cast<int64_t>(ref.elems2.size()) != count || static_cast<int64_t>(ref.dual.size()) != count))
+    throw std::invalid_argument("judge: the reference of a dual GEMM lacks U or v");
+  const bool grouped = p.op == Op::grouped_gemm;
+  // Each element's alpha: the problem's, or its group's (rule 5).
+  std::vector<int64_t> group_end;
+  if (grouped) {
+    const std::vector<int64_t> offsets = group_output_offsets(p);
+    group_end.assign(offsets.begin() + 1, offsets.end());
+  }
   // Chunks of outputs judged in parallel (a 4096^2 GEMM has 16M outputs), then merged in chunk
   // order: the totals and the first failure do not depend on the thread count.
   constexpr int64_t kChunk = int64_t(1) << 16;
@@ -345,18 +433,29 @@ OracleSummary judge(const Problem& p, const ExactResult& ref, const uint16_t* c,
   for (int64_t ch = 0; ch < chunks; ++ch) {
     OracleSummary& part = parts[static_cast<size_t>(ch)];
     const int64_t end = std::min(count, (ch + 1) * kChunk);
+    size_t g = grouped ? static_cast<size_t>(std::upper_bound(group_end.begin(), group_end.end(), ch * kChunk) -
+                                             group_end.begin())
+                       : 0;
     for (int64_t idx = ch * kChunk; idx < end; ++idx) {
-      const ElementVerdict v = judge_element(ref.elems[idx], p.alpha, c[idx], policy);
+      while (grouped && idx >= group_end[g]) ++g;
+      const uint32_t actual = word(idx);
+      const ElementVerdict v =
+          dual ? judge_dual_element(ref.elems[idx], ref.elems2[idx], ref.dual[idx], p.alpha, p.alpha2, actual, policy,
+                                    p.out_type)
+               : judge_element(ref.elems[idx], grouped ? p.groups[g].alpha : p.alpha, actual, policy, p.out_type);
       part.exact_regime += v.exact_regime;
       if (v.error_ulps > part.max_error_ulps) part.max_error_ulps = v.error_ulps;
       if (v.error_over_bound > part.max_error_over_bound) part.max_error_over_bound = v.error_over_bound;
       if (v.ok) continue;
       if (part.failing++ == 0) {
-        part.first_b = idx / (p.m * p.n);
-        part.first_i = (idx / p.n) % p.m;
-        part.first_j = idx % p.n;
+        const OutputPosition pos = output_position(p, idx);
+        part.first_g = pos.g;
+        part.first_b = pos.b;
+        part.first_i = pos.i;
+        part.first_j = pos.j;
+        part.first_index = idx;
         part.first = v;
-        part.first_actual = c[idx];
+        part.first_actual = actual;
       }
     }
   }
@@ -369,15 +468,28 @@ OracleSummary judge(const Problem& p, const ExactResult& ref, const uint16_t* c,
     sum.max_error_over_bound = std::max(sum.max_error_over_bound, part.max_error_over_bound);
     if (part.failing == 0) continue;
     if (sum.failing == 0) {  // the first chunk with a failure holds the first failure
+      sum.first_g = part.first_g;
       sum.first_b = part.first_b;
       sum.first_i = part.first_i;
       sum.first_j = part.first_j;
+      sum.first_index = part.first_index;
       sum.first = part.first;
       sum.first_actual = part.first_actual;
     }
     sum.failing += part.failing;
   }
   return sum;
+}
+
+}  // namespace
+
+OracleSummary judge(const Problem& p, const ExactResult& ref, const uint16_t* c, const Policy& policy) {
+  if (p.out_type == OutType::fp32) throw std::invalid_argument("judge: FP32 outputs are 32-bit words: use judge_words");
+  return judge_all(p, ref, [c](int64_t idx) { return static_cast<uint32_t>(c[idx]); }, policy);
+}
+
+OracleSummary judge_words(const Problem& p, const ExactResult& ref, const uint32_t* words, const Policy& policy) {
+  return judge_all(p, ref, [words](int64_t idx) { return words[idx]; }, policy);
 }
 
 }  // namespace nvfp4

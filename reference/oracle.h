@@ -1,5 +1,6 @@
-// The oracle of SPEC.md section 3: which FP16 outputs are acceptable for an exactly known result,
-// under a named tolerance policy.
+// The oracle of SPEC.md section 3: which output words (fp16, bf16, fp32) are acceptable for an
+// exactly known result, under a named tolerance policy: rules 1-4 per element, rule 5 (grouped:
+// each group's alpha) and rule 6 (dual GEMM).
 #pragma once
 
 #include <cstdint>
@@ -15,7 +16,7 @@ struct Policy {
   Kind kind = Kind::fp32;
   double rtol = 0, atol = 0;  // allclose
   int64_t ulps = 0;           // ulp:N
-  bool saturates = false;     // kernel clamps to +-65504 where Inf would be expected/accepted
+  bool saturates = false;     // kernel clamps to the type's largest finite value where Inf would be expected/accepted
   // How the kernel adds (rules 2 and 3 of fp32 and fp16-accum): IEEE adders, or matrix units
   // (NVFP4_FLAG_MMA_ACCUMULATE), whose rule depends on the device's matrix units: measured where
   // a probe backs it (device_sm 90: Hopper), SPEC's provisional one otherwise (device_sm 0).
@@ -47,35 +48,50 @@ struct Policy {
 // underflow or overflow. False for NaN elements.
 bool exact_regime(const ExactElement& e, float alpha, const AccumulationRule& rule = kIeeeFp32Rule);
 
-// What the policy tests, per element. `error` and `bound` are in the policy's own terms:
-// fp32 / fp16-accum / exact: error = |c - alpha*r|, bound = the allowed error (rule 3), or in the
-//   exact regime the half FP16 ulp at alpha*r (only RN16 itself is accepted there);
-// allclose: error = |c - RN16(alpha*r)|, bound = ATOL + RTOL*|RN16(alpha*r)|;
-// ulp:N: error_ulps = the number of FP16 steps between c and RN16(alpha*r), bound = N ulps.
+// What the policy tests, per element (x = alpha*r, or v = silu(G)*U for dual GEMM). `error` and
+// `bound` are in the policy's own terms:
+// fp32 / fp16-accum / exact: error = |c - x|, bound = the allowed error (rule 3, or rule 6's
+//   B + ulp_out/2), or in the exact regime the half ulp_out at x (only RN_out itself is
+//   accepted there; dual GEMM has no exact regime, under `exact` too);
+// allclose: error = |c - RN_out(x)|, bound = ATOL + RTOL*|RN_out(x)|;
+// ulp:N: error_ulps = the number of steps of the output type between c and RN_out(x), bound = N ulps.
 // An accepted Inf (overflow) has error 0; a NaN where none belongs, or the reverse, error Inf.
 struct ElementVerdict {
   bool ok = true;
-  bool exact_regime = false;  // only the bit-exact RN16(alpha*r) was acceptable
-  double expected = 0;        // RN16(alpha*r) as a double (NaN when the element must be NaN)
-  uint16_t expected_bits = 0;
+  bool exact_regime = false;  // only the bit-exact RN_out(x) was acceptable
+  double expected = 0;        // RN_out(x) as a double (NaN when the element must be NaN)
+  uint32_t expected_bits = 0; // RN_out(x), a word of the output type
   double bound = 0;           // see above
   double error = 0;           // see above (Inf when a NaN/Inf mismatches)
-  double error_ulps = 0;      // error in FP16 ulps at the expected value
+  double error_ulps = 0;      // error in ulps of the output type at the expected value
   double error_over_bound = 0;
 };
 
+// Rules 1-4 for one element of a GEMV, GEMM or group (with that group's alpha); `actual` is a
+// word of `type`.
+ElementVerdict judge_element(const ExactElement& e, float alpha, uint32_t actual, const Policy& policy, OutType type);
+// The same for FP16 outputs.
 ElementVerdict judge_element(const ExactElement& e, float alpha, uint16_t actual, const Policy& policy);
+// Rule 6 for one dual GEMM element: g and u are G's and U's exact sums, d = dual_value(g, alpha,
+// u, alpha2).
+ElementVerdict judge_dual_element(const ExactElement& g, const ExactElement& u, const DualValue& d, float alpha,
+                                  float alpha2, uint32_t actual, const Policy& policy, OutType type);
 
 struct OracleSummary {
   int64_t elements = 0, failing = 0, exact_regime = 0;
   bool any_failure() const { return failing > 0; }
-  int64_t first_b = -1, first_i = -1, first_j = -1;  // first failing element in C order
+  // First failing element in output order: its group (-1 unless grouped), batch, row and column
+  // within its GEMM, and its index in the outputs (as in ExactResult).
+  int64_t first_g = -1, first_b = -1, first_i = -1, first_j = -1, first_index = -1;
   ElementVerdict first;                               // its verdict
-  uint16_t first_actual = 0;
+  uint32_t first_actual = 0;
   double max_error_ulps = 0, max_error_over_bound = 0;
 };
 
-// Judges every element of c (FP16 bits in C order, p.c_elems() of them) against ref.
+// Judges every output of p against ref (rules 1-6 as p's op calls for): c holds p.c_elems()
+// 16-bit words (fp16 or bf16 problems; throws std::invalid_argument for fp32), words any type's
+// words, in output order (grouped: the groups' outputs one after another).
 OracleSummary judge(const Problem& p, const ExactResult& ref, const uint16_t* c, const Policy& policy);
+OracleSummary judge_words(const Problem& p, const ExactResult& ref, const uint32_t* words, const Policy& policy);
 
 }  // namespace nvfp4

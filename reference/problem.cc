@@ -1,7 +1,10 @@
-// Names of the enums and the validity checks of a Problem (SPEC.md section 2).
+// Names of the enums, the validity checks of a Problem and the packed arrangement of grouped
+// problems (SPEC.md section 2).
 #include "reference/problem.h"
 
+#include <algorithm>
 #include <cmath>
+#include <stdexcept>
 #include <string>
 
 #include "reference/scale_layout.h"
@@ -12,8 +15,39 @@ const char* to_string(Op op) {
   switch (op) {
     case Op::gemv: return "gemv";
     case Op::gemm: return "gemm";
+    case Op::grouped_gemm: return "grouped_gemm";
+    case Op::dual_gemm: return "dual_gemm";
   }
   return "unknown-op";
+}
+
+const char* to_string(OutType type) {
+  switch (type) {
+    case OutType::fp16: return "fp16";
+    case OutType::bf16: return "bf16";
+    case OutType::fp32: return "fp32";
+  }
+  return "unknown-out-type";
+}
+
+bool parse_op(const std::string& text, Op* op) {
+  for (const Op o : {Op::gemv, Op::gemm, Op::grouped_gemm, Op::dual_gemm}) {
+    if (text == to_string(o)) {
+      *op = o;
+      return true;
+    }
+  }
+  return false;
+}
+
+bool parse_out_type(const std::string& text, OutType* type) {
+  for (const OutType t : {OutType::fp16, OutType::bf16, OutType::fp32}) {
+    if (text == to_string(t)) {
+      *type = t;
+      return true;
+    }
+  }
+  return false;
 }
 
 const char* to_string(SfLayout layout) {
@@ -53,53 +87,251 @@ std::string size_error(const char* what, int64_t a, int64_t b, int64_t c) {
 
 }  // namespace
 
-bool Problem::has_data() const {
-  if (!shape_error(*this).empty()) return false;
-  return static_cast<int64_t>(a.size()) == a_bytes() && static_cast<int64_t>(b.size()) == b_bytes() &&
-         static_cast<int64_t>(sfa.size()) == sfa_bytes() &&
-         static_cast<int64_t>(sfb.size()) == sfb_bytes();
+int64_t Problem::c_elems() const {
+  if (op != Op::grouped_gemm) return l * m * n;
+  int64_t total = 0;
+  for (const Group& g : groups) total += g.c_elems();
+  return total;
 }
 
+bool Problem::has_data() const {
+  if (!shape_error(*this).empty()) return false;
+  auto fits = [](const std::vector<uint8_t>& v, int64_t want) { return static_cast<int64_t>(v.size()) == want; };
+  if (op == Op::grouped_gemm) {
+    for (const Group& g : groups) {
+      if (!fits(g.a, g.a_bytes()) || !fits(g.b, g.b_bytes()) || !fits(g.sfa, g.sfa_bytes()) ||
+          !fits(g.sfb, g.sfb_bytes()))
+        return false;
+    }
+    return true;
+  }
+  return fits(a, a_bytes()) && fits(b, b_bytes()) && fits(sfa, sfa_bytes()) && fits(sfb, sfb_bytes()) &&
+         fits(b2, b2_bytes()) && fits(sfb2, sfb2_bytes());
+}
+
+namespace {
+
+std::string gemm_shape_error(int64_t m, int64_t n, int64_t k, int64_t l, int64_t out_bytes, const std::string& at,
+                             bool gemv = false) {
+  if (m < 1) return at + "m = " + std::to_string(m) + " must be >= 1";
+  if (n < 1) return at + "n = " + std::to_string(n) + " must be >= 1";
+  if (l < 1) return at + "l = " + std::to_string(l) + " must be >= 1";
+  if (k < 2 || k % 2 != 0) return at + "k = " + std::to_string(k) + " must be even and >= 2";
+  if (gemv && n != 1) return "gemv needs n = 1, got n = " + std::to_string(n);
+  // k/2 bytes per row and kb scales per row are both <= k, so bounding l*rows*k bounds A, B and
+  // the linear scales; checked in order so that later sizes are computed from bounded values.
+  std::string e = size_error("A", l, m, k);
+  if (e.empty()) e = size_error("B", l, n, k);
+  if (e.empty()) e = size_error("C", l, m, checked_bytes(n, out_bytes, 1));
+  if (e.empty()) e = size_error("permuted SFA", l, ceil_div(m, 128) * 128, ceil_div(k, 64) * 4);
+  if (e.empty()) e = size_error("permuted SFB", l, ceil_div(n, 128) * 128, ceil_div(k, 64) * 4);
+  return e.empty() ? e : at + e;
+}
+
+std::string grouped_shape_error(const Problem& p) {
+  const int64_t count = static_cast<int64_t>(p.groups.size());
+  if (count < 1) return "grouped_gemm needs at least 1 group";
+  if (count > kMaxGroups) return "grouped_gemm has " + std::to_string(count) + " groups, more than " + std::to_string(kMaxGroups);
+  const int64_t out_bytes = out_word_bytes(p.out_type);
+  // Totals over the groups (the packed buffers and the concatenated outputs): each per-group
+  // size is below 2^40 and there are at most 2^20 groups, so the sums fit in int64 before the
+  // final check.
+  int64_t rows_k = 0, cols_k = 0, outputs = 0, tiles = 0;
+  for (int64_t g = 0; g < count; ++g) {
+    const Group& q = p.groups[static_cast<size_t>(g)];
+    const std::string at = "group " + std::to_string(g) + ": ";
+    if (q.m < 0) return at + "m = " + std::to_string(q.m) + " must be >= 0";
+    if (q.m > (int64_t(1) << 40)) return at + "m = " + std::to_string(q.m) + " is too large";
+    // An empty group still has a shape (its B slot in the packed arrangement).
+    std::string e = gemm_shape_error(std::max<int64_t>(q.m, 1), q.n, q.k, 1, out_bytes, at);
+    if (!e.empty()) return e;
+    if (p.packed && (q.n != p.groups[0].n || q.k != p.groups[0].k))
+      return at + "n = " + std::to_string(q.n) + ", k = " + std::to_string(q.k) +
+             ": the packed arrangement needs one n and one k for all groups (group 0 has n = " +
+             std::to_string(p.groups[0].n) + ", k = " + std::to_string(p.groups[0].k) + ")";
+    rows_k += q.m * q.k;
+    cols_k += q.n * q.k;
+    outputs += q.m * q.n;
+    tiles += ceil_div(q.m, 128) * 128 * (ceil_div(q.k, 64) * 4) + ceil_div(q.n, 128) * 128 * (ceil_div(q.k, 64) * 4);
+    if (rows_k > kMaxTensorBytes || cols_k > kMaxTensorBytes || outputs > kMaxTensorBytes / out_bytes ||
+        tiles > kMaxTensorBytes)
+      return "the groups' tensors together would take more than 2^40 bytes (at group " + std::to_string(g) + ")";
+  }
+  return {};
+}
+
+}  // namespace
+
 std::string shape_error(const Problem& p) {
-  if (p.op != Op::gemv && p.op != Op::gemm) return "op must be gemv or gemm";
+  if (p.op != Op::gemv && p.op != Op::gemm && p.op != Op::grouped_gemm && p.op != Op::dual_gemm)
+    return "op must be gemv, gemm, grouped_gemm or dual_gemm";
   if (p.sf_layout != SfLayout::linear && p.sf_layout != SfLayout::permuted)
     return "sf_layout must be linear or permuted";
   if (p.semantics != ScaleSemantics::ue4m3 && p.semantics != ScaleSemantics::e4m3)
     return "scale_semantics must be ue4m3 or e4m3";
-  if (p.m < 1) return "m = " + std::to_string(p.m) + " must be >= 1";
-  if (p.n < 1) return "n = " + std::to_string(p.n) + " must be >= 1";
-  if (p.l < 1) return "l = " + std::to_string(p.l) + " must be >= 1";
-  if (p.k < 2 || p.k % 2 != 0) return "k = " + std::to_string(p.k) + " must be even and >= 2";
-  if (p.op == Op::gemv && p.n != 1) return "gemv needs n = 1, got n = " + std::to_string(p.n);
-  // k/2 bytes per row and kb scales per row are both <= k, so bounding l*rows*k bounds A, B and
-  // the linear scales; checked in order so that later sizes are computed from bounded values.
-  std::string e = size_error("A", p.l, p.m, p.k);
-  if (e.empty()) e = size_error("B", p.l, p.n, p.k);
-  if (e.empty()) e = size_error("C", p.l, p.m, checked_bytes(p.n, 2, 1));
-  if (e.empty()) e = size_error("permuted SFA", p.l, ceil_div(p.m, 128) * 128, ceil_div(p.k, 64) * 4);
-  if (e.empty()) e = size_error("permuted SFB", p.l, ceil_div(p.n, 128) * 128, ceil_div(p.k, 64) * 4);
-  if (!e.empty()) return e;
-  return {};
+  if (p.out_type != OutType::fp16 && p.out_type != OutType::bf16 && p.out_type != OutType::fp32)
+    return "out_type must be fp16, bf16 or fp32";
+  if (p.op == Op::grouped_gemm) return grouped_shape_error(p);
+  if (!p.groups.empty()) return "only grouped_gemm has groups";
+  if (p.packed) return "only grouped_gemm has the packed arrangement";
+  return gemm_shape_error(p.m, p.n, p.k, p.l, out_word_bytes(p.out_type), "", p.op == Op::gemv);
 }
 
 std::string problem_error(const Problem& p) {
   std::string e = shape_error(p);
   if (!e.empty()) return e;
-  if (!std::isfinite(p.alpha)) return "alpha must be finite";
-  auto length = [](const char* what, size_t got, int64_t want) -> std::string {
+  auto length = [](const std::string& what, size_t got, int64_t want) -> std::string {
     if (static_cast<int64_t>(got) == want) return {};
-    return std::string(what) + " has " + std::to_string(got) + " bytes, expected " + std::to_string(want);
+    return what + " has " + std::to_string(got) + " bytes, expected " + std::to_string(want);
   };
+  auto expect_length = [](const std::string& what, const std::optional<std::vector<uint32_t>>& expect,
+                          int64_t want) -> std::string {
+    if (!expect || static_cast<int64_t>(expect->size()) == want) return {};
+    return what + " has " + std::to_string(expect->size()) + " values, expected " + std::to_string(want);
+  };
+  const uint32_t word_mask = out_word_bytes(p.out_type) == 2 ? 0xFFFFu : 0xFFFFFFFFu;
+  auto expect_words = [word_mask](const std::string& what, const std::optional<std::vector<uint32_t>>& expect) -> std::string {
+    if (!expect) return {};
+    for (const uint32_t w : *expect) {
+      if ((w & ~word_mask) != 0) return what + " holds a word wider than the output type";
+    }
+    return {};
+  };
+  if (p.op == Op::grouped_gemm) {
+    for (size_t g = 0; g < p.groups.size(); ++g) {
+      const Group& q = p.groups[g];
+      const std::string at = "group " + std::to_string(g) + ": ";
+      if (!std::isfinite(q.alpha)) return at + "alpha must be finite";
+      for (std::string err : {length(at + "a", q.a.size(), q.a_bytes()), length(at + "b", q.b.size(), q.b_bytes()),
+                              length(at + "sfa", q.sfa.size(), q.sfa_bytes()),
+                              length(at + "sfb", q.sfb.size(), q.sfb_bytes()),
+                              expect_length(at + "expect", q.expect, q.c_elems()),
+                              expect_words(at + "expect", q.expect)}) {
+        if (!err.empty()) return err;
+      }
+      if (q.m == 0 && q.expect) return at + "an empty group has no expect";
+    }
+    if (p.expect) return "grouped_gemm holds its expected outputs per group";
+    return {};
+  }
+  if (!std::isfinite(p.alpha)) return "alpha must be finite";
+  if (!std::isfinite(p.alpha2)) return "alpha2 must be finite";
   for (std::string err : {length("a", p.a.size(), p.a_bytes()), length("b", p.b.size(), p.b_bytes()),
                           length("sfa", p.sfa.size(), p.sfa_bytes()),
-                          length("sfb", p.sfb.size(), p.sfb_bytes())}) {
+                          length("sfb", p.sfb.size(), p.sfb_bytes()),
+                          length("b2", p.b2.size(), p.b2_bytes()),
+                          length("sfb2", p.sfb2.size(), p.sfb2_bytes()),
+                          expect_length("expect", p.expect, p.c_elems()), expect_words("expect", p.expect)}) {
     if (!err.empty()) return err;
   }
-  if (p.expect && static_cast<int64_t>(p.expect->size()) != p.c_elems()) {
-    return "expect has " + std::to_string(p.expect->size()) + " values, expected " +
-           std::to_string(p.c_elems());
-  }
   return {};
+}
+
+bool has_expect(const Problem& p) {
+  if (p.expect) return true;
+  for (const Group& g : p.groups) {
+    if (g.expect) return true;
+  }
+  return false;
+}
+
+void clear_expect(Problem& p) {
+  p.expect.reset();
+  for (Group& g : p.groups) g.expect.reset();
+}
+
+int64_t PackedLayout::sfb_permuted_bytes() const {
+  return sf_permuted_bytes(n, kb, static_cast<int64_t>(row_offset.size() - 1));
+}
+
+int64_t PackedLayout::sfb_permuted_offset(size_t g) const {
+  return static_cast<int64_t>(g) * ceil_div(n, 128) * ceil_div(kb, 4) * 512;
+}
+
+PackedLayout packed_layout(const Problem& p) {
+  if (p.op != Op::grouped_gemm || p.groups.empty())
+    throw std::invalid_argument("packed_layout: not a grouped problem");
+  PackedLayout L;
+  L.n = p.groups[0].n;
+  L.k = p.groups[0].k;
+  L.kb = (L.k + 15) / 16;
+  L.row_offset.assign(1, 0);
+  L.tile_offset.assign(1, 0);
+  for (const Group& g : p.groups) {
+    if (g.n != L.n || g.k != L.k)
+      throw std::invalid_argument("packed_layout: the groups do not share one n and one k");
+    L.row_offset.push_back(L.row_offset.back() + g.m);
+    L.tile_offset.push_back(L.tile_offset.back() + ceil_div(g.m, 128));
+  }
+  return L;
+}
+
+PackedData pack_groups(const Problem& p, uint8_t pad_byte) {
+  const std::string error = problem_error(p);
+  if (!error.empty()) throw std::invalid_argument("pack_groups: " + error);
+  if (!p.has_data()) throw std::invalid_argument("pack_groups: the problem has no data");
+  const PackedLayout L = packed_layout(p);
+  PackedData d;
+  d.a.reserve(static_cast<size_t>(L.a_bytes()));
+  d.sfa_linear.reserve(static_cast<size_t>(L.sfa_linear_bytes()));
+  d.b.reserve(static_cast<size_t>(L.b_bytes()));
+  d.sfb_linear.reserve(static_cast<size_t>(L.sfb_linear_bytes()));
+  d.sfa_permuted.reserve(static_cast<size_t>(L.sfa_permuted_bytes()));
+  d.sfb_permuted.reserve(static_cast<size_t>(L.sfb_permuted_bytes()));
+  for (const Group& g : p.groups) {
+    d.a.insert(d.a.end(), g.a.begin(), g.a.end());
+    d.sfa_linear.insert(d.sfa_linear.end(), g.sfa.begin(), g.sfa.end());
+    // An empty group keeps its B slot (B_g sits at byte g*n*k/2): zero data under pad scales,
+    // which no correct kernel reads.
+    if (g.m == 0) {
+      d.b.insert(d.b.end(), static_cast<size_t>(L.n * (L.k / 2)), 0);
+      d.sfb_linear.insert(d.sfb_linear.end(), static_cast<size_t>(L.n * L.kb), pad_byte);
+    } else {
+      d.b.insert(d.b.end(), g.b.begin(), g.b.end());
+      d.sfb_linear.insert(d.sfb_linear.end(), g.sfb.begin(), g.sfb.end());
+    }
+    // Each group's SFA tiles on their own (l = 1): the group begins on a tile boundary and the
+    // rows of its last tile past m_g are padding.
+    if (g.m > 0) {
+      const std::vector<uint8_t> tiles = sf_to_permuted(g.sfa.data(), g.m, L.kb, 1, pad_byte);
+      d.sfa_permuted.insert(d.sfa_permuted.end(), tiles.begin(), tiles.end());
+    }
+  }
+  d.sfb_permuted = sf_to_permuted(d.sfb_linear.data(), L.n, L.kb, static_cast<int64_t>(p.groups.size()), pad_byte);
+  return d;
+}
+
+std::vector<int64_t> group_output_offsets(const Problem& p) {
+  std::vector<int64_t> offsets{0};
+  if (p.op != Op::grouped_gemm) {
+    offsets.push_back(p.c_elems());
+    return offsets;
+  }
+  for (const Group& g : p.groups) offsets.push_back(offsets.back() + g.c_elems());
+  return offsets;
+}
+
+OutputPosition output_position(const Problem& p, int64_t index) {
+  OutputPosition pos;
+  if (p.op != Op::grouped_gemm) {
+    pos.b = index / (p.m * p.n);
+    pos.i = (index / p.n) % p.m;
+    pos.j = index % p.n;
+    return pos;
+  }
+  int64_t base = 0;
+  for (size_t g = 0; g < p.groups.size(); ++g) {
+    const int64_t count = p.groups[g].c_elems();
+    if (index < base + count) {
+      pos.g = static_cast<int64_t>(g);
+      pos.i = (index - base) / p.groups[g].n;
+      pos.j = (index - base) % p.groups[g].n;
+      return pos;
+    }
+    base += count;
+  }
+  pos.g = static_cast<int64_t>(p.groups.size());  // past the last group
+  return pos;
 }
 
 }  // namespace nvfp4

@@ -1,6 +1,8 @@
-// One NVFP4 GEMV/GEMM problem with its data, as the reference, case files and the harness see it
-// (SPEC.md section 2). Scale factors are always held in LINEAR order here; the permuted copy a
-// kernel may want is built from them (scale_layout.h).
+// One NVFP4 problem with its data (GEMV, GEMM, grouped GEMM, dual GEMM with SiLU), as the
+// reference, case files and the harness see it (SPEC.md section 2). Scale factors are always held
+// in LINEAR order here; the permuted copy a kernel may want is built from them (scale_layout.h).
+// Output words are uint32_t, one per element, in the output type of out_type.h; expected outputs
+// of a grouped problem are held per group.
 #pragma once
 
 #include <cstdint>
@@ -9,15 +11,39 @@
 #include <vector>
 
 #include "reference/formats.h"
+#include "reference/out_type.h"
 
 namespace nvfp4 {
 
-enum class Op : uint32_t { gemv = 1, gemm = 2 };             // values of NVFP4_OP_*
+// Values of NVFP4_OP_*.
+enum class Op : uint32_t { gemv = 1, gemm = 2, grouped_gemm = 3, dual_gemm = 4 };
 enum class SfLayout : uint32_t { linear = 1, permuted = 2 };  // values of NVFP4_SF_*
+// OutType (values of NVFP4_OUT_*) is defined in out_type.h, with its rounding: device code
+// includes that header alone.
 
 const char* to_string(Op op);
 const char* to_string(SfLayout layout);
 const char* to_string(ScaleSemantics semantics);
+const char* to_string(OutType type);
+// "gemv", "gemm", "grouped_gemm", "dual_gemm" / "fp16", "bf16", "fp32"; false for anything else.
+bool parse_op(const std::string& text, Op* op);
+bool parse_out_type(const std::string& text, OutType* type);
+
+// One GEMM of a grouped problem: l = 1, its own shape, alpha, data and expected output.
+struct Group {
+  int64_t m = 0, n = 1, k = 2;  // m may be 0: an expert that received no tokens
+  float alpha = 1.0f;
+  std::vector<uint8_t> a, b;      // packed E2M1, m*k/2 and n*k/2 bytes (empty when m = 0)
+  std::vector<uint8_t> sfa, sfb;  // LINEAR scales, m*kb and n*kb bytes (empty when m = 0)
+  std::optional<std::vector<uint32_t>> expect;  // m*n words, if recorded (never for m = 0)
+
+  int64_t kb() const { return (k + 15) / 16; }
+  int64_t a_bytes() const { return m * k / 2; }
+  int64_t b_bytes() const { return m == 0 ? 0 : n * k / 2; }
+  int64_t sfa_bytes() const { return m * kb(); }
+  int64_t sfb_bytes() const { return m == 0 ? 0 : n * kb(); }
+  int64_t c_elems() const { return m * n; }
+};
 
 struct Problem {
   Op op = Op::gemm;
@@ -25,9 +51,18 @@ struct Problem {
   SfLayout sf_layout = SfLayout::permuted;  // the layout kernels are handed
   ScaleSemantics semantics = ScaleSemantics::ue4m3;
   float alpha = 1.0f;
+  OutType out_type = OutType::fp16;
   std::vector<uint8_t> a, b;      // packed E2M1, l*m*k/2 and l*n*k/2 bytes
   std::vector<uint8_t> sfa, sfb;  // LINEAR E4M3 scales, l*m*kb and l*n*kb bytes
-  std::optional<std::vector<uint16_t>> expect;  // RN16 reference in C order, if recorded
+  // Reference words of out_type in C order, if recorded (not for grouped_gemm: see Group).
+  std::optional<std::vector<uint32_t>> expect;
+  // dual_gemm: the second B (U's), laid out like b and sfb, and U's global scale.
+  std::vector<uint8_t> b2, sfb2;
+  float alpha2 = 1.0f;
+  // grouped_gemm: m, n, k, l and alpha above are unused; each group holds its own. `packed` is
+  // the arrangement of SPEC section 2 (one n, one k), see packed_layout().
+  std::vector<Group> groups;
+  bool packed = false;
   std::string note;
   // A case may name a seed and generator instead of explicit data (SPEC.md section 4); the
   // harness's generators fill a, b, sfa, sfb from them. Explicit data always wins.
@@ -38,19 +73,83 @@ struct Problem {
   // case files; whoever changes the data clears it.
   bool data_from_seed = false;
 
+  // Sizes of the problem-level tensors (0 for grouped_gemm, whose data are per group).
   int64_t kb() const { return (k + 15) / 16; }
-  int64_t a_bytes() const { return l * m * k / 2; }
-  int64_t b_bytes() const { return l * n * k / 2; }
-  int64_t sfa_bytes() const { return l * m * kb(); }
-  int64_t sfb_bytes() const { return l * n * kb(); }
-  int64_t c_elems() const { return l * m * n; }
-  bool has_data() const;  // a, b, sfa, sfb all present with the right lengths
+  int64_t a_bytes() const { return op == Op::grouped_gemm ? 0 : l * m * k / 2; }
+  int64_t b_bytes() const { return op == Op::grouped_gemm ? 0 : l * n * k / 2; }
+  int64_t b2_bytes() const { return op == Op::dual_gemm ? l * n * k / 2 : 0; }
+  int64_t sfa_bytes() const { return op == Op::grouped_gemm ? 0 : l * m * kb(); }
+  int64_t sfb_bytes() const { return op == Op::grouped_gemm ? 0 : l * n * kb(); }
+  int64_t sfb2_bytes() const { return op == Op::dual_gemm ? l * n * kb() : 0; }
+  // Output elements: l*m*n, or for grouped_gemm the sum of m_g*n_g (the groups' outputs one
+  // after another, which is also the packed C).
+  int64_t c_elems() const;
+  int64_t c_bytes() const { return c_elems() * out_word_bytes(out_type); }
+  bool has_data() const;  // every tensor present with the right length (every group's too)
 };
 
-// Empty when the shape is valid (m, n, l >= 1, k even >= 2, n == 1 for gemv, sizes that fit in
-// memory arithmetic), else a sentence saying what is wrong.
+// Empty when the shape is valid, else a sentence saying what is wrong. gemv/gemm/dual_gemm:
+// m, n, l >= 1, k even >= 2, n == 1 for gemv. grouped_gemm: 1 <= groups <= kMaxGroups, every
+// m_g >= 0, n_g >= 1, k_g even >= 2, one n and one k when packed. Every size (each tensor, the
+// totals, the packed buffers) fits in memory arithmetic (2^40 bytes).
 std::string shape_error(const Problem& p);
-// shape_error plus data lengths (and expect's length when present).
+// shape_error plus finite alphas, data lengths (and expect's length when present), no data or
+// expect in an empty group.
 std::string problem_error(const Problem& p);
+
+constexpr int64_t kMaxGroups = int64_t(1) << 20;
+
+// Whether p records any expected output (expect, or some group's expect.g), and forgetting them.
+bool has_expect(const Problem& p);
+void clear_expect(Problem& p);
+
+// The packed arrangement of a grouped problem (SPEC section 2), all offsets 64-bit:
+//   A and C: group g's rows start at row M_g = m_0 + ... + m_(g-1);
+//   B, SFB: G consecutive n x k/2 matrices / scale sets (a batch of l = G);
+//   SFA linear: rows back to back like A; SFA permuted: group g's 128x4 tiles start at tile
+//   T_g = ceil(m_0/128) + ... + ceil(m_(g-1)/128).
+// Valid for any grouped problem whose groups share n and k (shape_error requires that of
+// packed ones).
+struct PackedLayout {
+  int64_t n = 0, k = 0, kb = 0;
+  std::vector<int64_t> row_offset;   // M_g, G + 1 entries (the last is sum m_g)
+  std::vector<int64_t> tile_offset;  // T_g, G + 1 entries
+  int64_t total_m() const { return row_offset.back(); }
+  int64_t a_bytes() const { return total_m() * (k / 2); }
+  int64_t b_bytes() const { return static_cast<int64_t>(row_offset.size() - 1) * n * (k / 2); }
+  int64_t sfa_linear_bytes() const { return total_m() * kb; }
+  int64_t sfa_permuted_bytes() const { return tile_offset.back() * ((kb + 3) / 4) * 512; }
+  int64_t sfb_linear_bytes() const { return static_cast<int64_t>(row_offset.size() - 1) * n * kb; }
+  int64_t sfb_permuted_bytes() const;
+  int64_t c_elems() const { return total_m() * n; }
+  // Byte offsets of group g in each packed buffer, and its first element of C.
+  int64_t a_offset(size_t g) const { return row_offset[g] * (k / 2); }
+  int64_t b_offset(size_t g) const { return static_cast<int64_t>(g) * n * (k / 2); }
+  int64_t sfa_linear_offset(size_t g) const { return row_offset[g] * kb; }
+  int64_t sfa_permuted_offset(size_t g) const { return tile_offset[g] * ((kb + 3) / 4) * 512; }
+  int64_t sfb_linear_offset(size_t g) const { return static_cast<int64_t>(g) * n * kb; }
+  int64_t sfb_permuted_offset(size_t g) const;
+  int64_t c_offset(size_t g) const { return row_offset[g] * n; }
+};
+// Throws std::invalid_argument when the groups do not share n and k (or p is not grouped).
+PackedLayout packed_layout(const Problem& p);
+
+// The packed buffers of a grouped problem with data. Permuted scales: every group's tiles in
+// place (SFB: a batch of l = G), padding cells (rows past m_g in a group's last tile, blocks past
+// kb) set to pad_byte; the suite uses a NaN scale there.
+struct PackedData {
+  std::vector<uint8_t> a, b, sfa_linear, sfb_linear, sfa_permuted, sfb_permuted;
+};
+PackedData pack_groups(const Problem& p, uint8_t pad_byte);
+
+// Where output element `index` (in C order, groups one after another) lies: group g (-1 for
+// problems that are not grouped), batch b, row i, column j.
+struct OutputPosition {
+  int64_t g = -1, b = 0, i = 0, j = 0;
+};
+OutputPosition output_position(const Problem& p, int64_t index);
+// First output element of each group (G + 1 entries, the last is c_elems()); {0, c_elems()}
+// for problems that are not grouped.
+std::vector<int64_t> group_output_offsets(const Problem& p);
 
 }  // namespace nvfp4

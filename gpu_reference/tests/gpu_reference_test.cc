@@ -23,15 +23,17 @@ std::string describe_element(const ExactElement& e) {
   return buf;
 }
 
-// First element where the two results differ, or -1.
+// First element where the two results differ (elements or output words of any type), or -1.
 int64_t first_difference(const ExactResult& x, const ExactResult& y) {
+  if (x.out_type != y.out_type || x.size() != y.size() || x.c.size() != y.c.size() || x.c32.size() != y.c32.size())
+    return 0;
   for (size_t i = 0; i < x.elems.size(); ++i) {
     const ExactElement &a = x.elems[i], &b = y.elems[i];
     if (a.sum != b.sum || a.abs_sum != b.abs_sum || a.nonzero != b.nonzero || a.min_tz != b.min_tz ||
-        a.nan != b.nan || x.c[i] != y.c[i])
+        a.nan != b.nan || x.word(i) != y.word(i))
       return static_cast<int64_t>(i);
   }
-  return x.c.size() == y.c.size() ? -1 : 0;
+  return -1;
 }
 
 class GpuReference : public ::testing::Test {
@@ -101,6 +103,35 @@ TEST_F(GpuReference, MatchesCpuOnLargerShapes) {
                                     : std::string());
     }
   }
+}
+
+// BF16 and FP32 outputs: the GPU computes the exact elements, the words come from the CPU
+// reference's rounding of them; grouped and dual problems are left to the CPU reference.
+TEST_F(GpuReference, Bf16AndFp32OutputsMatchTheCpu) {
+  const uint64_t seed = 20261201;
+  std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
+  Rng rng(seed);
+  for (const OutType type : {OutType::bf16, OutType::fp32}) {
+    for (const DataSpec spec : {DataSpec::parse("uniform/full/arbitrary"), DataSpec::parse("edge/near_max/one"),
+                                DataSpec::parse("alternating/subnormal/pow2"), DataSpec::parse("sparse/nan_block/one")}) {
+      Problem p;
+      p.op = Op::gemm;
+      p.m = 257, p.n = 130, p.k = 1040, p.l = 2;
+      p.out_type = type;
+      fill_data(rng, spec, p);
+      const ExactResult cpu = exact_gemm(p), gpu = exact_gemm_gpu(p);
+      EXPECT_EQ(first_difference(cpu, gpu), -1) << to_string(type) << " " << spec.name();
+      EXPECT_EQ(first_difference(cpu, exact_gemm_auto(p, 0)), -1) << to_string(type) << " " << spec.name();
+    }
+  }
+  Problem dual;
+  dual.m = 300, dual.n = 200, dual.k = 512;
+  fill_data(rng, DataSpec::parse("uniform/full/arbitrary"), dual);  // as a GEMM, then B again as B2
+  dual.op = Op::dual_gemm;
+  dual.b2 = dual.b;
+  dual.sfb2 = dual.sfb;
+  EXPECT_THROW(exact_gemm_gpu(dual), std::invalid_argument);
+  EXPECT_EQ(exact_gemm_auto(dual, 0).words(), exact_gemm(dual).words());
 }
 
 TEST_F(GpuReference, RefusesKBeyondItsAccumulators) {

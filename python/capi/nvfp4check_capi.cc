@@ -423,19 +423,21 @@ NVFP4CHECK_EXPORT char* nvfp4check_reference(const char* path, uint16_t** out, i
     Problem p = read_case_file(path);
     if (!p.has_data()) expand_seeded_case(p);  // a case with only a seed: draw its data
     const ExactResult ref = exact_gemm(p);
-    json j = {{"op", to_string(p.op)}, {"m", p.m}, {"n", p.n}, {"k", p.k}, {"l", p.l}};
-    if (p.expect) {
-      int64_t differing = 0;
-      for (size_t x = 0; x < ref.c.size(); ++x) {
-        differing += !fp16_same_result((*p.expect)[x], ref.c[x]);
-      }
-      j["expect_mismatches"] = differing;
+    json j = {{"op", to_string(p.op)}, {"m", p.m}, {"n", p.n}, {"k", p.k}, {"l", p.l},
+              {"out_type", to_string(p.out_type)}};
+    if (p.op == Op::grouped_gemm) {
+      json groups = json::array();
+      for (const Group& g : p.groups) groups.push_back({g.m, g.n});
+      j["groups"] = groups;
     }
-    auto* words = static_cast<uint16_t*>(std::malloc(std::max<size_t>(1, ref.c.size()) * 2));
+    if (has_expect(p)) j["expect_mismatches"] = compare_expect(p, ref, 0).differing;
+    // The output words' little-endian bytes, in 16-bit units (two per FP32 word).
+    const std::vector<uint8_t> bytes = words_to_bytes(p.out_type, ref.words());
+    auto* words = static_cast<uint16_t*>(std::malloc(std::max<size_t>(2, bytes.size())));
     if (!words) throw std::bad_alloc();
-    if (!ref.c.empty()) std::memcpy(words, ref.c.data(), ref.c.size() * 2);
+    if (!bytes.empty()) std::memcpy(words, bytes.data(), bytes.size());
     *out = words;
-    *count = static_cast<int64_t>(ref.c.size());
+    *count = static_cast<int64_t>(bytes.size() / 2);
     return j;
   });
 }

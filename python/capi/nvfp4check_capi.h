@@ -50,10 +50,11 @@ char *nvfp4check_check_plugin(const char *plugin_path, const char *kernel_name, 
 char *nvfp4check_replay(const char *path, const nvfp4_kernel_info *info, nvfp4check_run_fn run, void *user,
                         const char *options_json);
 
-/* The exact RN16 output of a case file, like `nvfp4check reference`: *out receives l*m*n FP16
- * words in C order (free it with nvfp4check_free) and *count their number. Returns
- * {"op", "m", "n", "k", "l", "expect_mismatches": N (when the case has an expect line)} or
- * {"error": TEXT} (then *out is NULL). */
+/* The exact output of a case file, like `nvfp4check reference`: *out receives the little-endian
+ * bytes of its output words in C order (a grouped case's groups one after another) as 16-bit
+ * units, two per FP32 word (free it with nvfp4check_free), and *count their number. Returns
+ * {"op", "m", "n", "k", "l", "out_type", "groups": [[m_g, n_g], ...] (grouped),
+ * "expect_mismatches": N (when the case has an expect line)} or {"error": TEXT} (then *out is NULL). */
 char *nvfp4check_reference(const char *path, uint16_t **out, int64_t *count);
 
 /* Why problem lies outside what info declares, by the suite's own rule (op, scale layout, the

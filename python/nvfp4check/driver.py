@@ -295,16 +295,28 @@ def check_plugin(plugin, kernel, cases=None, seconds=None, seed=None, case_dir=N
     return Report(raw, lambda path: f"nvfp4check replay {path} --plugin {plugin} --kernel {kernel}")
 
 
+# numpy dtype of each output type: BF16 as its uint16 bits (numpy has no bfloat16).
+_OUT_DTYPES = {"fp16": "<f2", "bf16": "<u2", "fp32": "<f4"}
+
+
 def reference(path):
-    """The exact RN16 output of a case file: numpy float16 of shape (l, m, n), like
-    `nvfp4check reference`. Warns when the case's own `expect` line disagrees."""
+    """The exact output of a case file, like `nvfp4check reference`: numpy of shape (l, m, n) in
+    the case's output type (float16, float32, or BF16 as uint16 bits); for a grouped case a list
+    with one (1, m_g, n_g) array per group. Warns when the case's own expect lines disagree."""
     header, words = _capi.load().reference(os.fspath(path))
     if "error" in header:
         raise ValueError(header["error"])
-    out = np.frombuffer(words, dtype=np.uint16).view(np.float16)  # words is already our own copy
+    raw = np.frombuffer(words, dtype=np.uint16).tobytes() if words is not None else b""
+    out = np.frombuffer(raw, dtype=np.dtype(_OUT_DTYPES[header.get("out_type", "fp16")])).copy()
     if header.get("expect_mismatches"):
         warnings.warn(f"{path}: {header['expect_mismatches']} output(s) differ from the case's expect line; "
                       "either the case or the reference is wrong", RuntimeWarning, stacklevel=2)
+    if "groups" in header:
+        parts, at = [], 0
+        for m, n in header["groups"]:
+            parts.append(out[at:at + m * n].reshape(1, m, n))
+            at += m * n
+        return parts
     return out.reshape(header["l"], header["m"], header["n"])
 
 

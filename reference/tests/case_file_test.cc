@@ -32,6 +32,17 @@ bool same_bits(float x, float y) { return std::memcmp(&x, &y, sizeof x) == 0; }
   if (x.sfa != y.sfa) return differ("sfa");
   if (x.sfb != y.sfb) return differ("sfb");
   if (x.expect != y.expect) return differ("expect");
+  if (x.out_type != y.out_type) return differ("out_type");
+  if (x.b2 != y.b2 || x.sfb2 != y.sfb2) return differ("b2/sfb2");
+  if (!same_bits(x.alpha2, y.alpha2)) return differ("alpha2");
+  if (x.packed != y.packed) return differ("packed");
+  if (x.groups.size() != y.groups.size()) return differ("groups");
+  for (size_t g = 0; g < x.groups.size(); ++g) {
+    const Group &a = x.groups[g], &b = y.groups[g];
+    if (a.m != b.m || a.n != b.n || a.k != b.k || !same_bits(a.alpha, b.alpha)) return differ("a group's shape or alpha");
+    if (a.a != b.a || a.b != b.b || a.sfa != b.sfa || a.sfb != b.sfb) return differ("a group's data");
+    if (a.expect != b.expect) return differ("a group's expect");
+  }
   if (x.note != y.note) return differ("note");
   if (x.seed != y.seed) return differ("seed");
   if (x.generator != y.generator) return differ("generator");
@@ -70,9 +81,45 @@ std::string random_note(std::mt19937_64& rng) {
   return s;
 }
 
-Problem random_problem(std::mt19937_64& rng) {
+std::vector<uint32_t> random_words(std::mt19937_64& rng, OutType t, int64_t n) {
+  std::vector<uint32_t> words(static_cast<size_t>(n));
+  for (auto& w : words) w = out_word_bytes(t) == 4 ? static_cast<uint32_t>(rng()) : static_cast<uint16_t>(rng());
+  return words;
+}
+
+// A grouped problem: up to 6 groups, some empty, per-group or shared n and k, packed or not.
+Problem random_grouped(std::mt19937_64& rng) {
   Problem p;
-  p.op = rng() % 2 ? Op::gemm : Op::gemv;
+  p.op = Op::grouped_gemm;
+  p.out_type = static_cast<OutType>(1 + rng() % 3);
+  p.packed = rng() % 2;
+  const size_t count = 1 + rng() % 6;
+  const int64_t n = 1 + static_cast<int64_t>(rng() % 9), k = 2 * (1 + static_cast<int64_t>(rng() % 40));
+  p.groups.resize(count);
+  for (Group& g : p.groups) {
+    g.m = rng() % 3 == 0 ? 0 : static_cast<int64_t>(rng() % 140);
+    g.n = p.packed || rng() % 2 ? n : 1 + static_cast<int64_t>(rng() % 9);
+    g.k = p.packed || rng() % 2 ? k : 2 * (1 + static_cast<int64_t>(rng() % 40));
+    g.alpha = rng() % 2 ? 1.0f : random_alpha(rng);
+    if (g.m == 0) continue;
+    g.a = random_bytes(rng, g.a_bytes());
+    g.b = random_bytes(rng, g.b_bytes());
+    g.sfa = random_bytes(rng, g.sfa_bytes());
+    g.sfb = random_bytes(rng, g.sfb_bytes());
+    if (rng() % 2) g.expect = random_words(rng, p.out_type, g.c_elems());
+  }
+  p.sf_layout = rng() % 2 ? SfLayout::linear : SfLayout::permuted;
+  if (rng() % 4 == 0) p.seed = rng();
+  p.note = random_note(rng);
+  return p;
+}
+
+Problem random_problem(std::mt19937_64& rng) {
+  if (rng() % 4 == 0) return random_grouped(rng);
+  Problem p;
+  const bool dual = rng() % 3 == 0;
+  p.op = dual ? Op::dual_gemm : rng() % 2 ? Op::gemm : Op::gemv;
+  p.out_type = rng() % 2 ? OutType::fp16 : static_cast<OutType>(1 + rng() % 3);
   p.m = 1 + static_cast<int64_t>(rng() % 140);
   p.n = p.op == Op::gemv ? 1 : 1 + static_cast<int64_t>(rng() % 9);
   p.k = 2 * (1 + static_cast<int64_t>(rng() % 70));
@@ -80,7 +127,8 @@ Problem random_problem(std::mt19937_64& rng) {
   p.sf_layout = rng() % 2 ? SfLayout::linear : SfLayout::permuted;
   p.semantics = rng() % 2 ? ScaleSemantics::e4m3 : ScaleSemantics::ue4m3;
   p.alpha = random_alpha(rng);
-  const bool seeded_only = rng() % 5 == 0;
+  if (dual) p.alpha2 = random_alpha(rng);
+  const bool seeded_only = !dual && rng() % 5 == 0;
   if (seeded_only || rng() % 3 == 0) {
     p.seed = rng() >> (rng() % 64);
     if (rng() % 2) p.generator = "uniform/narrow/one";
@@ -90,12 +138,10 @@ Problem random_problem(std::mt19937_64& rng) {
     p.b = random_bytes(rng, p.b_bytes());
     p.sfa = random_bytes(rng, p.sfa_bytes());
     p.sfb = random_bytes(rng, p.sfb_bytes());
+    p.b2 = random_bytes(rng, p.b2_bytes());
+    p.sfb2 = random_bytes(rng, p.sfb2_bytes());
   }
-  if (rng() % 2) {
-    std::vector<uint16_t> expect(static_cast<size_t>(p.c_elems()));
-    for (auto& w : expect) w = static_cast<uint16_t>(rng());
-    p.expect = expect;
-  }
+  if (rng() % 2) p.expect = random_words(rng, p.out_type, p.c_elems());
   p.note = random_note(rng);
   return p;
 }
@@ -139,7 +185,7 @@ TEST(CaseFile, WritesTheHeaderAndOneLinePerTensor) {
   p.b = {0x01, 0x02};
   p.sfa = {0x38, 0x7f};
   p.sfb = {0x00};
-  p.expect = std::vector<uint16_t>{0x3c00, 0x7e00};
+  p.expect = std::vector<uint32_t>{0x3c00, 0x7e00};
   p.note = "line one\nline # two";
   EXPECT_EQ(write_case(p),
             "# nvfp4check case v1\nop = gemm\nm = 2\nn = 1\nk = 4\nl = 1\nsf_layout = permuted\n"
@@ -178,7 +224,7 @@ TEST(CaseFile, ToleratesCommentsSpacingAndKeyOrder) {
   EXPECT_EQ(p.alpha, 3.0f);
   EXPECT_EQ(p.a, (std::vector<uint8_t>{0x12, 0x34, 0xab, 0xcd}));
   EXPECT_EQ(p.sfb, (std::vector<uint8_t>{0xb8}));
-  EXPECT_EQ(p.expect, (std::vector<uint16_t>{0x3c00, 0x0000}));
+  EXPECT_EQ(p.expect, (std::vector<uint32_t>{0x3c00, 0x0000}));
   EXPECT_EQ(p.note, "spaces   inside are kept = and so is this");
   EXPECT_FALSE(p.seed.has_value());
 }
@@ -257,7 +303,7 @@ std::vector<BadCase> bad_cases() {
       {"MissingNForGemm", replace_line(3, "# n = 1"), 9, "missing required key 'n'"},
       {"EmptyFile", "", 0, "missing required key 'op'"},
       {"OnlyComments", "# nothing\n\n# here\n", 3, "missing required key 'op'"},
-      {"BadOp", replace_line(1, "op = gemmm"), 1, "neither 'gemv' nor 'gemm'"},
+      {"BadOp", replace_line(1, "op = gemmm"), 1, "is not one of 'gemv', 'gemm'"},
       {"NotANumber", replace_line(2, "m = 2x"), 2, "m: '2x' is not a decimal integer"},
       {"NegativeNumber", replace_line(2, "m = -2"), 2, "not a decimal integer"},
       {"HexNumber", replace_line(5, "l = 0x1"), 5, "not a decimal integer"},
@@ -304,6 +350,146 @@ std::vector<BadCase> bad_cases() {
   };
 }
 
+// A valid grouped case: group 1 is empty, group 2 has an expect line.
+constexpr const char* kGrouped =
+    "op = grouped_gemm\n"     // 1
+    "groups = 3\n"            // 2
+    "group_m = 2 0 1\n"       // 3
+    "group_n = 1\n"           // 4
+    "group_k = 2 4 2\n"       // 5
+    "group_alpha = 1 2 0.5\n" // 6
+    "out_type = bf16\n"       // 7
+    "a.0 = 2233\n"            // 8
+    "b.0 = 44\n"              // 9
+    "sfa.0 = 3838\n"          // 10
+    "sfb.0 = 38\n"            // 11
+    "a.2 = 22\n"              // 12
+    "b.2 = 22\n"              // 13
+    "sfa.2 = 38\n"            // 14
+    "sfb.2 = 38\n"            // 15
+    "expect.2 = 3f80\n";      // 16
+
+// A valid dual GEMM case with FP32 outputs.
+constexpr const char* kDual =
+    "op = dual_gemm\n"        // 1
+    "m = 1\nn = 2\nk = 2\nl = 1\n"  // 2-5
+    "out_type = fp32\n"       // 6
+    "alpha2 = 0.5\n"          // 7
+    "a = 22\n"                // 8
+    "b = 2222\n"              // 9
+    "b2 = 2222\n"             // 10
+    "sfa = 38\n"              // 11
+    "sfb = 3838\n"            // 12
+    "sfb2 = 3838\n";          // 13
+
+std::string with_line(const std::string& text, int line, const std::string& with) {
+  std::string out;
+  int n = 0;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    const size_t eol = text.find('\n', pos);
+    ++n;
+    out += (n == line ? with : text.substr(pos, eol - pos)) + "\n";
+    pos = eol + 1;
+  }
+  return out;
+}
+
+std::vector<BadCase> bad_new_cases() {
+  const std::string g = kGrouped, d = kDual;
+  return {
+      {"GroupedWithM", g + "m = 2\n", 17, "key 'm' is not used by op = grouped_gemm (give group_m)"},
+      {"GroupedWithAlpha", g + "alpha = 2\n", 17, "(give group_alpha)"},
+      {"GroupedWithExpect", g + "expect = 3f80\n", 17, "(give expect.G for group G)"},
+      {"DataInEmptyGroup", g + "a.1 = 00\n", 17, "a.1: group 1 is empty (m = 0) and has no a"},
+      {"ExpectInEmptyGroup", g + "expect.1 =\n", 17, "group 1 is empty"},
+      {"GroupIndexTooLarge", g + "sfb.3 = 00\n", 17, "there are only 3 groups"},
+      {"GroupKeyLeadingZero", g + "a.02 = 22\n", 17, "unknown key 'a.02'"},
+      {"GroupKeyUnknownTensor", g + "c.0 = 22\n", 17, "unknown key 'c.0'"},
+      {"GroupMCount", with_line(g, 3, "group_m = 2 0"), 3, "group_m: 2 values for 3 groups (one per group)"},
+      {"GroupNCount", with_line(g, 4, "group_n = 1 1"), 4, "group_n: 2 values for 3 groups"},
+      {"GroupMNotANumber", with_line(g, 3, "group_m = 2 x 1"), 3, "group_m of group 1: 'x' is not a decimal integer"},
+      {"GroupNZero", with_line(g, 4, "group_n = 0"), 4, "group_n of group 0 must be at least 1"},
+      {"GroupKOdd", with_line(g, 5, "group_k = 2 3 2"), 5, "group_k of group 1 must be even"},
+      {"GroupAlphaBad", with_line(g, 6, "group_alpha = 1 x 1"), 6, "group_alpha of group 1: 'x'"},
+      {"GroupAlphaInf", with_line(g, 6, "group_alpha = 1e39"), 6, "out of FP32 range"},
+      {"PackedNeedsOneK", g + "packed = true\n", 5, "packed = true needs one n and one k for all groups; group 1"},
+      {"PackedBadValue", g + "packed = yes\n", 17, "packed: 'yes' is neither 'true' nor 'false'"},
+      {"MissingGroups", with_line(g, 2, "# no groups"), 16, "missing required key 'groups'"},
+      {"MissingGroupK", with_line(g, 5, ""), 16, "missing required key 'group_k'"},
+      {"ZeroGroups", with_line(g, 2, "groups = 0"), 2, "groups must be at least 1"},
+      {"TooManyGroups", with_line(g, 2, "groups = 99999999"), 2, "is more than 1048576"},
+      {"GroupedPartialData", with_line(g, 9, "# b.0"), 16, "but not for b.0"},
+      {"GroupedShortData", with_line(g, 8, "a.0 = 22"), 8, "a.0: 1 bytes, expected m_g*k_g/2 = 2"},
+      {"GroupedExpectWidth", with_line(g, 16, "expect.2 = 3f800000"), 16, "expect.2: word 0 '3f800000' is not four hex digits"},
+      {"GroupedExpectCount", with_line(g, 16, "expect.2 = 3f80 3f80"), 16, "expect.2: more than 1 words, expected exactly m_g*n_g = 1"},
+      {"GroupedSeedOnly", "op = grouped_gemm\ngroups = 1\ngroup_m = 4\ngroup_n = 2\ngroup_k = 32\nseed = 3\n", 6,
+       "a seed-only case of op = grouped_gemm is not supported"},
+      {"GroupedTooBig", "op = grouped_gemm\ngroups = 2\ngroup_m = 65536 1\ngroup_n = 65536\ngroup_k = 2\n", 5,
+       "the limit is 1073741824 bytes"},
+      {"GroupKeysInGemm", std::string(kValid) + "group_m = 1\n", 10, "key 'group_m' is only for op = grouped_gemm"},
+      {"GroupDataInGemm", std::string(kValid) + "a.0 = 22\n", 10, "key 'a.0' is only for op = grouped_gemm"},
+      {"PackedInGemm", std::string(kValid) + "packed = true\n", 10, "only for op = grouped_gemm"},
+      {"B2InGemm", std::string(kValid) + "b2 = 4455\n", 10, "key 'b2' is only for op = dual_gemm"},
+      {"Alpha2InGemm", std::string(kValid) + "alpha2 = 1\n", 10, "key 'alpha2' is only for op = dual_gemm"},
+      {"DualMissingB2", with_line(d, 10, "# no b2"), 13, "data given for a, b, sfa, sfb, sfb2 but not for b2"},
+      {"DualShortSfb2", with_line(d, 13, "sfb2 = 38"), 13, "sfb2: 1 bytes, expected l*n*ceil(k/16) = 2"},
+      {"DualBadAlpha2", with_line(d, 7, "alpha2 = nan"), 7, "alpha2: 'nan' is not a finite"},
+      {"DualSeedOnly", "op = dual_gemm\nm = 4\nn = 2\nk = 32\nl = 1\nseed = 3\n", 6,
+       "a seed-only case of op = dual_gemm is not supported"},
+      {"DualNeedsN", with_line(d, 3, ""), 13, "missing required key 'n' (required for dual_gemm)"},
+      {"BadOutType", with_line(d, 6, "out_type = float"), 6, "out_type: 'float' is not one of 'fp16', 'bf16', 'fp32'"},
+      {"Fp32ExpectFourDigits", d + "expect = 3c00 3c00\n", 14, "expect: word 0 '3c00' is not eight hex digits"},
+      {"Fp32ExpectCount", d + "expect = 3f800000\n", 14, "expect: 1 words, expected l*m*n = 2"},
+  };
+}
+
+TEST(CaseFile, ReadsGroupedCases) {
+  const Problem p = parse_case(kGrouped, "grouped.case");
+  EXPECT_EQ(p.op, Op::grouped_gemm);
+  EXPECT_EQ(p.out_type, OutType::bf16);
+  ASSERT_EQ(p.groups.size(), 3u);
+  EXPECT_EQ(p.groups[0].m, 2);
+  EXPECT_EQ(p.groups[1].m, 0);
+  EXPECT_EQ(p.groups[1].k, 4);
+  EXPECT_EQ(p.groups[1].alpha, 2.0f);
+  EXPECT_EQ(p.groups[2].alpha, 0.5f);
+  EXPECT_TRUE(p.groups[1].a.empty() && !p.groups[1].expect);
+  ASSERT_TRUE(p.groups[2].expect.has_value());
+  EXPECT_EQ(*p.groups[2].expect, (std::vector<uint32_t>{0x3f80}));
+  EXPECT_FALSE(p.packed);
+  EXPECT_EQ(p.c_elems(), 3);
+  EXPECT_EQ(problem_error(p), "");
+  // Written canonically and read back the same; an empty group writes none of its keys.
+  const std::string text = write_case(p);
+  EXPECT_EQ(text.find("a.1"), std::string::npos) << text;
+  EXPECT_NE(text.find("group_m = 2 0 1\ngroup_n = 1\ngroup_k = 2 4 2\ngroup_alpha = 1 2 0.5\n"), std::string::npos) << text;
+  EXPECT_TRUE(same_problem(parse_case(text, "again.case"), p));
+  // Every group empty: nothing to give, nothing to compute.
+  const Problem none = parse_case("op = grouped_gemm\ngroups = 2\ngroup_m = 0 0\ngroup_n = 3\ngroup_k = 2\npacked = true\n", "none.case");
+  EXPECT_TRUE(none.packed);
+  EXPECT_EQ(none.c_elems(), 0);
+  EXPECT_TRUE(none.has_data());
+}
+
+TEST(CaseFile, ReadsDualCases) {
+  const Problem p = parse_case(kDual, "dual.case");
+  EXPECT_EQ(p.op, Op::dual_gemm);
+  EXPECT_EQ(p.out_type, OutType::fp32);
+  EXPECT_EQ(p.alpha2, 0.5f);
+  EXPECT_EQ(p.b2, (std::vector<uint8_t>{0x22, 0x22}));
+  EXPECT_EQ(p.sfb2, (std::vector<uint8_t>{0x38, 0x38}));
+  EXPECT_TRUE(p.has_data());
+  const std::string text = write_case(p);
+  EXPECT_NE(text.find("out_type = fp32\nalpha = 1\nalpha2 = 0.5\n"), std::string::npos) << text;
+  EXPECT_TRUE(same_problem(parse_case(text, "again.case"), p));
+  Problem with_expect = p;
+  with_expect.expect = std::vector<uint32_t>{0x3f800000u, 0xffc00000u};
+  EXPECT_NE(write_case(with_expect).find("expect = 3f800000 ffc00000\n"), std::string::npos);
+  // An FP16 case writes no out_type line: it reads as it always did.
+  EXPECT_EQ(write_case(parse_case(kValid, "v.case")).find("out_type"), std::string::npos);
+}
+
 class CaseFileRejects : public ::testing::TestWithParam<BadCase> {};
 
 TEST_P(CaseFileRejects, WithFileLineAndReason) {
@@ -321,6 +507,9 @@ TEST_P(CaseFileRejects, WithFileLineAndReason) {
 
 INSTANTIATE_TEST_SUITE_P(All, CaseFileRejects, ::testing::ValuesIn(bad_cases()),
                          [](const ::testing::TestParamInfo<BadCase>& info) { return std::string(info.param.name); });
+INSTANTIATE_TEST_SUITE_P(NewKeys, CaseFileRejects, ::testing::ValuesIn(bad_new_cases()),
+                         [](const ::testing::TestParamInfo<BadCase>& info) { return std::string(info.param.name); });
+
 
 TEST(CaseFile, GemvAcceptsNOne) {
   const std::string text = replace_line(1, "op = gemv");
@@ -354,7 +543,7 @@ TEST(CaseFile, WriteRejectsProblemsNoFileCanHold) {
   inf_alpha.alpha = INFINITY;
   EXPECT_THROW(write_case(inf_alpha), std::invalid_argument);
   Problem bad_expect = p;
-  bad_expect.expect = std::vector<uint16_t>{1, 2};
+  bad_expect.expect = std::vector<uint32_t>{1, 2};
   EXPECT_THROW(write_case(bad_expect), std::invalid_argument);
 }
 

@@ -86,9 +86,9 @@ TEST(Problem, DataLengthsAreChecked) {
   p.a.push_back(0);
   EXPECT_NE(problem_error(p).find("a has"), std::string::npos);
   p = with_data(shaped(Op::gemm, 3, 2, 34, 2));
-  p.expect = std::vector<uint16_t>(11);
+  p.expect = std::vector<uint32_t>(11);
   EXPECT_NE(problem_error(p).find("expect"), std::string::npos);
-  p.expect = std::vector<uint16_t>(12);
+  p.expect = std::vector<uint32_t>(12);
   EXPECT_EQ(problem_error(p), "");
   p.alpha = std::numeric_limits<float>::infinity();
   EXPECT_NE(problem_error(p).find("alpha"), std::string::npos);
