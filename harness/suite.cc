@@ -421,7 +421,7 @@ std::string kernel_table(const std::vector<SuiteKernel>& kernels) {
   for (const SuiteKernel& k : kernels) w = std::max(w, k.desc.name.size());
   // groups: the most groups per grouped call ("any" when unlimited) and "packed" for the packed
   // arrangement; "-" for a kernel without grouped GEMM.
-  const char* row = "{:<{}}  {:<6}  {:<22}  {:<15}  {:<14}  {:<12}  {:>6}  {:<11}  {:<11}  {:<18}  {}\n";
+  const char* row = "{:<{}}  {:<6}  {:<22}  {:<15}  {:<14}  {:<14}  {:>6}  {:<11}  {:<11}  {:<18}  {}\n";
   std::string t = fmt::format(row, "kernel", w, "memory", "ops", "sf layouts", "out types", "groups", "min_sm",
                               "m/n/k mult", "accumulates", "flags", "runnable here");
   for (const SuiteKernel& k : kernels) {
