@@ -18,6 +18,9 @@
 #   campaign   a fuzz campaign (NVFP4_CAMPAIGN_SECONDS, default 240) against the CUDA kernels,
 #              naive and fast, one worker per GPU, in the background while later steps run
 #   broken     a campaign with no seeds against a CUDA kernel that drops the k tail (must find it)
+#   grouped    grouped_gemm_tc checked (sampled outputs, exact reference) and timed against the byte
+#              floor and cuBLAS's grouped FP16 GEMM (cublasGemmGroupedBatchedEx) on MoE shapes
+#              (the CUDA grouped and dual kernels' unit tests are in `tests`: CudaGrouped, CudaDual)
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 if [ -f .carry/gpu/source_dir ]; then
@@ -124,6 +127,12 @@ for s in "${steps[@]}"; do
         --out "$OUT/campaign-broken" >"$OUT/campaign-broken.log" 2>&1
       [ $? -eq 1 ] || status=1  # 1 = failures found, which is what this step wants
       tail -15 "$OUT/campaign-broken.log"
+      ;;
+    grouped)
+      step "grouped GEMM: grouped_gemm_tc against the byte floor and cuBLAS grouped FP16"
+      timeout 400 "$B/bench/gpu/nvfp4_gpu_bench" --only grouped --no-small-checks --iters 30 \
+        --out "$OUT/gpu_bench_grouped.json" >"$OUT/gpu_bench_grouped.log" 2>&1 || status=1
+      grep -E "^(ok|FAIL)|grouped G=|median" "$OUT/gpu_bench_grouped.log" | tail -40
       ;;
     *) echo "gpu-check.sh: unknown step $s" >&2; exit 2 ;;
   esac
