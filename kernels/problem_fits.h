@@ -10,7 +10,9 @@ namespace nvfp4::kern {
 
 // The output type a problem asks for. 0 (a zero-filled problem built by version-1 code, which
 // has no out_type field) means FP16, the only type there was.
-inline uint32_t problem_out_type(const nvfp4_problem* p) { return p->out_type == 0 ? NVFP4_OUT_FP16 : p->out_type; }
+inline uint32_t problem_out_type(const nvfp4_problem* p) {
+  return p->out_type == 0 ? static_cast<uint32_t>(NVFP4_OUT_FP16) : p->out_type;
+}
 
 // Bytes of one output word.
 inline int64_t out_word_bytes(uint32_t out_type) { return out_type == NVFP4_OUT_FP32 ? 4 : 2; }
