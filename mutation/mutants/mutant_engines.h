@@ -15,6 +15,7 @@ int run_host_v2_mutant(Bug bug, bool packed, const nvfp4_problem* p);
 #if defined(NVFP4_MUTANTS_WITH_CUDA)
 int run_cuda_mutant(Bug bug, const nvfp4_problem* p);
 int run_tensor_core_mutant(Bug bug, const nvfp4_problem* p);
+int run_cuda_v2_mutant(Bug bug, bool packed, const nvfp4_problem* p);
 #endif
 
 }  // namespace nvfp4::mutants

@@ -163,9 +163,11 @@ struct Catalog {
     entries.push_back({info, bug, engine, what, gemv_path_only});
   }
 
-  void add_v2(const std::string& name, Bug bug, Declares d, const std::string& what) {
-    add(name, bug, kHost, what);
+  void add_v2(const std::string& name, Bug bug, Declares d, const std::string& what, unsigned engine = kHost) {
+    add(name, bug, engine, what);
     declare(entries.back().info, d);
+    // The CUDA engine's grouped kernel has a grid row per group.
+    if (engine == kCuda && (d == Declares::grouped || d == Declares::grouped_packed)) entries.back().info.max_groups = 65535;
     entries.back().v2 = true;
   }
 
@@ -190,6 +192,17 @@ struct Catalog {
     add_v2("ctl_host_grouped_packed_unmutated", Bug::none, Declares::grouped_packed,
            "control: the version-2 host engine's grouped GEMM, packed arrangement, no bug (must pass)");
     for (const V2BugEntry& e : kV2Bugs) add_v2(std::string("mut_host_") + e.name, e.bug, e.declares, e.what);
+#if defined(NVFP4_MUTANTS_WITH_CUDA)
+    add_v2("ctl_cuda_out_types_unmutated", Bug::none, Declares::gemm_all_outs,
+           "control: the version-2 CUDA engine, GEMV/GEMM in FP16, BF16 and FP32, no bug (must pass)", kCuda);
+    add_v2("ctl_cuda_dual_unmutated", Bug::none, Declares::dual, "control: the version-2 CUDA engine's dual GEMM, no bug (must pass)",
+           kCuda);
+    add_v2("ctl_cuda_grouped_unmutated", Bug::none, Declares::grouped,
+           "control: the version-2 CUDA engine's grouped GEMM, separate arrangement, no bug (must pass)", kCuda);
+    add_v2("ctl_cuda_grouped_packed_unmutated", Bug::none, Declares::grouped_packed,
+           "control: the version-2 CUDA engine's grouped GEMM, packed arrangement, no bug (must pass)", kCuda);
+    for (const V2BugEntry& e : kV2Bugs) add_v2(std::string("mut_cuda_") + e.name, e.bug, e.declares, e.what, kCuda);
+#endif
 #if defined(NVFP4_MUTANTS_WITH_CUDA)
     for (unsigned engine : {kCuda, kTensorCore}) {
       for (const BugEntry& e : kBugs) {
@@ -238,7 +251,13 @@ extern "C" __attribute__((visibility("default"))) int nvfp4_kernel_run(int index
   // The bug: a shape inside the declaration refused anyway.
   if (e.bug == Bug::refuses_supported && p->k % 64 != 0) return NVFP4_UNSUPPORTED;
   const Bug bug = e.gemv_path_only && p->op != NVFP4_OP_GEMV ? Bug::none : e.bug;
-  if (e.v2) return nvfp4::mutants::run_host_v2_mutant(e.bug, e.info.flags & NVFP4_FLAG_GROUPS_PACKED, p);
+  if (e.v2) {
+    const bool packed = e.info.flags & NVFP4_FLAG_GROUPS_PACKED;
+#if defined(NVFP4_MUTANTS_WITH_CUDA)
+    if (e.engine == nvfp4::mutants::kCuda) return nvfp4::mutants::run_cuda_v2_mutant(e.bug, packed, p);
+#endif
+    return nvfp4::mutants::run_host_v2_mutant(e.bug, packed, p);
+  }
 #if defined(NVFP4_MUTANTS_WITH_CUDA)
   if (e.engine == nvfp4::mutants::kTensorCore) return nvfp4::mutants::run_tensor_core_mutant(bug, p);
   if (e.engine == nvfp4::mutants::kCuda) return nvfp4::mutants::run_cuda_mutant(bug, p);
