@@ -94,7 +94,7 @@ struct V2BugEntry {
   const char* what;
 };
 
-// From issue 21's list: bugs that reached users of MoE and BF16 NVFP4 kernels.
+// Bugs that reached users of MoE and BF16 NVFP4 kernels (the public threads named in each line).
 const V2BugEntry kV2Bugs[] = {
     {Bug::bf16_truncated, "bf16_truncated", Declares::out_bf16,
      "BF16 output written by truncating the FP32 value (BF16 path wrong where FP16 is right, cutlass#3197); declares BF16 only"},
