@@ -62,6 +62,8 @@ nvfp4_problem to_abi(const Problem& p, const uint8_t* a, const uint8_t* b, const
   abi.alpha = p.alpha;
   abi.c = c;
   abi.stream = stream;
+  abi.out_type = NVFP4_OUT_FP16;
+  abi.alpha2 = 1.0f;  // what SPEC section 5 gives every problem that is not a dual GEMM
   return abi;
 }
 

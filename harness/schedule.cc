@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "kernels/registry.h"
+
 namespace nvfp4 {
 namespace {
 
@@ -263,6 +265,10 @@ Schedule::Schedule(const nvfp4_kernel_info& info, std::string kernel_name, Sched
   if (ops_.empty())
     throw std::invalid_argument(options_.shape || options_.op ? "the kernel does not declare that op"
                                                               : "the kernel declares no op");
+  // Every case is drawn with FP16 output so far: a kernel that does not write FP16 gets none
+  // rather than problems outside its declaration.
+  if (!((declared_out_types(info_) >> NVFP4_OUT_FP16) & 1u))
+    throw std::invalid_argument("the kernel declares no output type the schedule draws (fp16)");
 }
 
 uint64_t Schedule::case_seed(int64_t index) const {

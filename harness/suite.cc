@@ -456,8 +456,11 @@ std::string kernel_table(const std::vector<SuiteKernel>& kernels) {
   };
   size_t w = 6;
   for (const SuiteKernel& k : kernels) w = std::max(w, k.desc.name.size());
-  std::string t = fmt::format("{:<{}}  {:<6}  {:<9}  {:<15}  {:>6}  {:<11}  {:<11}  {:<18}  {}\n", "kernel", w, "memory",
-                              "ops", "sf layouts", "min_sm", "m/n/k mult", "accumulates", "flags", "runnable here");
+  // groups: the most groups per grouped call ("any" when unlimited) and "packed" for the packed
+  // arrangement; "-" for a kernel without grouped GEMM.
+  const char* row = "{:<{}}  {:<6}  {:<22}  {:<15}  {:<14}  {:<14}  {:>6}  {:<11}  {:<11}  {:<18}  {}\n";
+  std::string t = fmt::format(row, "kernel", w, "memory", "ops", "sf layouts", "out types", "groups", "min_sm",
+                              "m/n/k mult", "accumulates", "flags", "runnable here");
   for (const SuiteKernel& k : kernels) {
     const nvfp4_kernel_info& info = k.desc.info;
     const std::string flags =
@@ -467,17 +470,29 @@ std::string kernel_table(const std::vector<SuiteKernel>& kernels) {
                                {NVFP4_FLAG_SATURATES, "saturates"},
                                {NVFP4_FLAG_EXACT, "exact"},
                                {NVFP4_FLAG_UNIT_ALPHA, "unit-alpha"},
-                               {NVFP4_FLAG_MMA_ACCUMULATE, "mma-accumulate"}});
+                               {NVFP4_FLAG_MMA_ACCUMULATE, "mma-accumulate"},
+                               {NVFP4_FLAG_GROUPS_PACKED, "groups-packed"}});
     const std::string accumulates = (info.flags & NVFP4_FLAG_EXACT)         ? "exactly"
                                     : (info.flags & NVFP4_FLAG_MMA_ACCUMULATE) ? "matrix-unit"
                                                                               : "ieee-fp32";
-    t += fmt::format("{:<{}}  {:<6}  {:<9}  {:<15}  {:>6}  {:<11}  {:<11}  {:<18}  {}\n", k.desc.name, w,
-                     info.memory == NVFP4_MEMORY_CUDA ? "cuda" : "host",
-                     bit_names(info.ops, {{1u << NVFP4_OP_GEMV, "gemv"}, {1u << NVFP4_OP_GEMM, "gemm"}}),
+    std::string groups = "-";
+    if ((info.ops >> NVFP4_OP_GROUPED_GEMM) & 1u) {
+      groups = info.max_groups == 0 ? std::string("any") : fmt::format("<={}", info.max_groups);
+      if (info.flags & NVFP4_FLAG_GROUPS_PACKED) groups += ",packed";
+    }
+    t += fmt::format(row, k.desc.name, w, info.memory == NVFP4_MEMORY_CUDA ? "cuda" : "host",
+                     bit_names(info.ops, {{1u << NVFP4_OP_GEMV, "gemv"},
+                                          {1u << NVFP4_OP_GEMM, "gemm"},
+                                          {1u << NVFP4_OP_GROUPED_GEMM, "grouped_gemm"},
+                                          {1u << NVFP4_OP_DUAL_GEMM, "dual_gemm"}}),
                      bit_names(info.sf_layouts, {{1u << NVFP4_SF_LINEAR, "linear"}, {1u << NVFP4_SF_PERMUTED, "permuted"}}),
-                     info.min_sm, fmt::format("{}/{}/{}", info.m_multiple, info.n_multiple, info.k_multiple),
+                     bit_names(declared_out_types(info), {{1u << NVFP4_OUT_FP16, "fp16"},
+                                                          {1u << NVFP4_OUT_BF16, "bf16"},
+                                                          {1u << NVFP4_OUT_FP32, "fp32"}}),
+                     groups, info.min_sm, fmt::format("{}/{}/{}", info.m_multiple, info.n_multiple, info.k_multiple),
                      accumulates, flags, k.desc.runnable ? "yes" : "no: " + k.desc.why_not);
-    if (k.desc.origin != "builtin") t += fmt::format("{:<{}}  from {}\n", "", w, k.desc.origin);
+    if (k.desc.origin != "builtin")
+      t += fmt::format("{:<{}}  from {} (ABI version {})\n", "", w, k.desc.origin, info.abi_version);
   }
   return t;
 }

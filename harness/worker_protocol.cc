@@ -74,6 +74,7 @@ json info_json(const KernelDesc& k) {
           {"abi", i.abi_version},   {"memory", i.memory},         {"ops", i.ops},
           {"layouts", i.sf_layouts}, {"min_sm", i.min_sm},        {"m_multiple", i.m_multiple},
           {"n_multiple", i.n_multiple}, {"k_multiple", i.k_multiple}, {"flags", i.flags},
+          {"out_types", i.out_types}, {"max_groups", i.max_groups},
           {"runnable", k.runnable}, {"why_not", k.why_not}};
 }
 
@@ -91,6 +92,8 @@ KernelDesc desc_from(const json& j) {
   k.info.n_multiple = j.at("n_multiple").get<uint32_t>();
   k.info.k_multiple = j.at("k_multiple").get<uint32_t>();
   k.info.flags = j.at("flags").get<uint32_t>();
+  k.info.out_types = j.at("out_types").get<uint32_t>();
+  k.info.max_groups = j.at("max_groups").get<uint32_t>();
   k.runnable = j.at("runnable").get<bool>();
   k.why_not = j.at("why_not").get<std::string>();
   return k;

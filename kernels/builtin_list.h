@@ -6,6 +6,9 @@
 NVFP4_BUILTIN_HOST(host_gemv_fp32)
 NVFP4_BUILTIN_HOST(host_gemm_fp32)
 NVFP4_BUILTIN_HOST(host_gemm_fp32_e4m3)
+NVFP4_BUILTIN_HOST(host_grouped_gemm_fp32)
+NVFP4_BUILTIN_HOST(host_grouped_gemm_fp32_packed)
+NVFP4_BUILTIN_HOST(host_dual_gemm_fp32)
 
 // CUDA kernels.
 NVFP4_BUILTIN_CUDA(gemv_naive)
@@ -13,3 +16,7 @@ NVFP4_BUILTIN_CUDA(gemm_naive)
 NVFP4_BUILTIN_CUDA(cublaslt_nvfp4)
 NVFP4_BUILTIN_CUDA(gemv_fast)
 NVFP4_BUILTIN_CUDA(gemm_tc)
+NVFP4_BUILTIN_CUDA(grouped_gemm_naive)
+NVFP4_BUILTIN_CUDA(grouped_gemm_naive_packed)
+NVFP4_BUILTIN_CUDA(dual_gemm_naive)
+NVFP4_BUILTIN_CUDA(grouped_gemm_tc)

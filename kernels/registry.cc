@@ -27,12 +27,14 @@ bool valid_name(const char* name) {
   return true;
 }
 
-constexpr uint32_t kKnownOps = (1u << NVFP4_OP_GEMV) | (1u << NVFP4_OP_GEMM);
+constexpr uint32_t kV1Ops = (1u << NVFP4_OP_GEMV) | (1u << NVFP4_OP_GEMM);
+constexpr uint32_t kV2Ops = kV1Ops | (1u << NVFP4_OP_GROUPED_GEMM) | (1u << NVFP4_OP_DUAL_GEMM);
 constexpr uint32_t kKnownLayouts = (1u << NVFP4_SF_LINEAR) | (1u << NVFP4_SF_PERMUTED);
-constexpr uint32_t kKnownFlags = NVFP4_FLAG_SIGNED_SCALES | NVFP4_FLAG_NONDETERMINISTIC |
-                                 NVFP4_FLAG_FP16_ACCUMULATE | NVFP4_FLAG_SATURATES |
-                                 NVFP4_FLAG_EXACT | NVFP4_FLAG_UNIT_ALPHA |
-                                 NVFP4_FLAG_MMA_ACCUMULATE;
+constexpr uint32_t kV1Flags = NVFP4_FLAG_SIGNED_SCALES | NVFP4_FLAG_NONDETERMINISTIC |
+                              NVFP4_FLAG_FP16_ACCUMULATE | NVFP4_FLAG_SATURATES | NVFP4_FLAG_EXACT |
+                              NVFP4_FLAG_UNIT_ALPHA | NVFP4_FLAG_MMA_ACCUMULATE;
+constexpr uint32_t kV2Flags = kV1Flags | NVFP4_FLAG_GROUPS_PACKED;
+constexpr uint32_t kKnownOutTypes = (1u << NVFP4_OUT_FP16) | (1u << NVFP4_OUT_BF16) | (1u << NVFP4_OUT_FP32);
 // More kernels than any library plausibly holds: a larger count is garbage, not a catalogue.
 constexpr int kMaxKernelsPerProvider = 4096;
 // Names are identifiers in reports and file names, not payloads.
@@ -44,35 +46,58 @@ constexpr uint64_t kMaxCaseBytes = uint64_t(1) << 30;
 // one answer.
 constexpr uint32_t kExactExcludes = NVFP4_FLAG_FP16_ACCUMULATE | NVFP4_FLAG_MMA_ACCUMULATE | NVFP4_FLAG_NONDETERMINISTIC;
 
-// Empty when info is a usable ABI v1 description, else why not. The name is checked apart.
+// The provider's info as a zero-filled version-2 struct, reading only as many bytes as the
+// version it declares has: a version-1 plugin's struct ends at kAbiV1InfoBytes, and its
+// abi_version (the first field, in every version) says so. Empty for an unknown version; the
+// caller reports it.
+std::shared_ptr<const nvfp4_kernel_info> copy_info(const nvfp4_kernel_info* from) {
+  uint32_t version = 0;
+  std::memcpy(&version, from, sizeof version);
+  if (version != 1 && version != 2) return nullptr;
+  auto copy = std::make_shared<nvfp4_kernel_info>();
+  std::memset(copy.get(), 0, sizeof *copy);
+  std::memcpy(copy.get(), from, version == 1 ? kAbiV1InfoBytes : sizeof(nvfp4_kernel_info));
+  return copy;
+}
+
+// Empty when info is a usable ABI v1 or v2 description, else why not. The name is checked apart.
 std::string info_error(const nvfp4_kernel_info& info) {
   std::ostringstream why;
-  if (info.abi_version != NVFP4_ABI_VERSION) {
-    why << "declares ABI version " << info.abi_version << ", but this nvfp4check implements version "
-        << NVFP4_ABI_VERSION << " (rebuild the plugin against this nvfp4_kernel_abi.h)";
+  const bool v2 = info.abi_version == 2;
+  const uint32_t known_ops = v2 ? kV2Ops : kV1Ops, known_flags = v2 ? kV2Flags : kV1Flags;
+  if (info.abi_version != 1 && info.abi_version != 2) {
+    why << "declares ABI version " << info.abi_version << ", but this nvfp4check reads ABI versions 1 and 2 "
+        << "(this header's is " << NVFP4_ABI_VERSION << "; rebuild the plugin against its nvfp4_kernel_abi.h)";
   } else if (info.memory != NVFP4_MEMORY_HOST && info.memory != NVFP4_MEMORY_CUDA) {
     why << "declares memory " << info.memory << ", which is neither NVFP4_MEMORY_HOST (1) nor NVFP4_MEMORY_CUDA (2)";
-  } else if (info.ops == 0 || (info.ops & ~kKnownOps)) {
+  } else if (info.ops == 0 || (info.ops & ~known_ops)) {
     why << "declares ops 0x" << std::hex << info.ops
-        << ": it must be a nonempty set of (1u << NVFP4_OP_GEMV) and (1u << NVFP4_OP_GEMM)";
+        << (v2 ? ": it must be a nonempty set of (1u << NVFP4_OP_GEMV), GEMM, GROUPED_GEMM and DUAL_GEMM"
+               : ": it must be a nonempty set of (1u << NVFP4_OP_GEMV) and (1u << NVFP4_OP_GEMM) "
+                 "(the other ops need ABI version 2)");
   } else if (info.sf_layouts == 0 || (info.sf_layouts & ~kKnownLayouts)) {
     why << "declares sf_layouts 0x" << std::hex << info.sf_layouts
         << ": it must be a nonempty set of (1u << NVFP4_SF_LINEAR) and (1u << NVFP4_SF_PERMUTED)";
   } else if (info.m_multiple == 0 || info.n_multiple == 0 || info.k_multiple == 0) {
     why << "declares a shape multiple of 0 (m " << info.m_multiple << ", n " << info.n_multiple << ", k "
         << info.k_multiple << "); 1 means no constraint";
-  } else if (info.flags & ~kKnownFlags) {
-    why << "declares unknown flag bits 0x" << std::hex << (info.flags & ~kKnownFlags)
-        << " that ABI version 1 does not define";
+  } else if (info.flags & ~known_flags) {
+    why << "declares unknown flag bits 0x" << std::hex << (info.flags & ~known_flags) << " that ABI version "
+        << std::dec << info.abi_version << " does not define";
+  } else if (info.out_types & ~kKnownOutTypes) {
+    why << "declares out_types 0x" << std::hex << info.out_types
+        << ": it must be a set of (1u << NVFP4_OUT_FP16), BF16 and FP32 (0 means FP16 only)";
   } else if ((info.flags & NVFP4_FLAG_EXACT) && (info.flags & kExactExcludes)) {
     why << "declares NVFP4_FLAG_EXACT together with flags 0x" << std::hex << (info.flags & kExactExcludes)
         << " (FP16_ACCUMULATE, MMA_ACCUMULATE, NONDETERMINISTIC) that contradict exact accumulation";
   } else if (info.memory == NVFP4_MEMORY_HOST && info.min_sm != 0) {
     why << "is a host kernel declaring min_sm " << info.min_sm << "; min_sm is for CUDA kernels (0 for host ones)";
   } else {
-    // The smallest problem inside the declared multiples must be one the suite can allocate.
+    // The smallest problem inside the declared multiples must be one the suite can allocate
+    // (grouped: one group, whose multiples are per group; dual: B twice is still below A + B
+    // of the same rows counted twice, so the GEMM bound is the one to keep).
     const uint64_t k = std::lcm<uint64_t>(info.k_multiple, 2);
-    const bool gemm = (info.ops >> NVFP4_OP_GEMM) & 1u;
+    const bool gemm = info.ops & ~(1u << NVFP4_OP_GEMV);
     const uint64_t rows = uint64_t{info.m_multiple} + (gemm ? uint64_t{info.n_multiple} : 1);
     if (rows * k > kMaxCaseBytes)
       why << "declares shape multiples (m " << info.m_multiple << ", n " << info.n_multiple << ", k "
@@ -116,7 +141,10 @@ void Registry::add_provider(int (*count)(void), const nvfp4_kernel_info* (*get)(
                         " (a kernel name is nonempty and uses only [a-z0-9_])");
     }
     const std::string name = info->name;
-    const std::string why = info_error(*info);
+    std::shared_ptr<const nvfp4_kernel_info> copy = copy_info(info);
+    nvfp4_kernel_info v1_view{};
+    if (!copy) std::memcpy(&v1_view, info, kAbiV1InfoBytes);  // for the message only
+    const std::string why = info_error(copy ? *copy : v1_view);
     if (!why.empty()) throw PluginError(at + " ('" + name + "'): " + why);
     if (!names.insert(name).second) {
       std::string first = "this provider";
@@ -125,7 +153,8 @@ void Registry::add_provider(int (*count)(void), const nvfp4_kernel_info* (*get)(
       throw PluginError(at + ": duplicate kernel name '" + name + "', already provided by " + first);
     }
     Kernel k;
-    k.info = info;
+    k.info_copy = std::move(copy);
+    k.info = k.info_copy.get();
     k.index = i;
     k.run_fn = run;
     k.origin = origin;
@@ -161,6 +190,21 @@ void Registry::load_plugin(const std::string& path) {
   auto describe = reinterpret_cast<const char* (*)(int)>(dlsym(handle, "nvfp4_kernel_describe"));
   add_provider(count, get, run, path, describe);
   libraries_.push_back(std::move(library));
+}
+
+bool is_v1_problem(const nvfp4_problem& p) {
+  return (p.op == NVFP4_OP_GEMV || p.op == NVFP4_OP_GEMM) && (p.out_type == 0 || p.out_type == NVFP4_OUT_FP16) &&
+         p.b2 == nullptr && p.sfb2 == nullptr && p.groups == 0 && p.group == nullptr && p.group_device == nullptr;
+}
+
+int Kernel::run(const nvfp4_problem& p) const {
+  if (info->abi_version >= 2) return run_fn(index, &p);
+  if (!is_v1_problem(p)) return NVFP4_UNSUPPORTED;
+  // Exactly the version-1 bytes, on the heap, so that reading past them is caught (ASan) rather
+  // than finding this call's version-2 fields.
+  std::unique_ptr<unsigned char[]> v1(new unsigned char[kAbiV1ProblemBytes]);
+  std::memcpy(v1.get(), &p, kAbiV1ProblemBytes);
+  return run_fn(index, reinterpret_cast<const nvfp4_problem*>(v1.get()));
 }
 
 const Kernel* Registry::find(const std::string& name) const {

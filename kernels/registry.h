@@ -2,6 +2,7 @@
 // nvfp4_kernel_abi.h. The suite never calls a kernel except through Kernel::run.
 #pragma once
 
+#include <cstddef>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -11,19 +12,43 @@
 
 namespace nvfp4 {
 
+// The size of the version-1 structs: what a plugin built against version 1 of the header has
+// (its info) and may read (its problem). Everything after is version 2's (SPEC.md section 5).
+constexpr size_t kAbiV1InfoBytes = offsetof(nvfp4_kernel_info, out_types);
+constexpr size_t kAbiV1ProblemBytes = offsetof(nvfp4_problem, out_type);
+
+// The output types a kernel writes, as a bit set of (1u << NVFP4_OUT_*): a version-1 kernel, or
+// out_types 0, writes FP16 only.
+inline uint32_t declared_out_types(const nvfp4_kernel_info& info) {
+  return info.abi_version < 2 || info.out_types == 0 ? (1u << NVFP4_OUT_FP16) : info.out_types;
+}
+
+// Whether p is a problem version 1 of the ABI can express: GEMV or GEMM, FP16 out, no second B,
+// no groups. A version-1 kernel is handed nothing else (it could not tell).
+bool is_v1_problem(const nvfp4_problem& p);
+
 // One kernel: its info and how to call it (the providing library's nvfp4_kernel_run + index).
 struct Kernel {
+  // The registry's zero-filled version-2 copy of the provider's info (a version-1 provider's
+  // struct is shorter: only its version-1 fields are read). Its name still points into the
+  // provider's memory.
   const nvfp4_kernel_info* info = nullptr;
+  std::shared_ptr<const nvfp4_kernel_info> info_copy;  // what info points to
   int index = 0;
   int (*run_fn)(int index, const nvfp4_problem* problem) = nullptr;
   std::string origin;  // "builtin" or the plugin's path
   std::string description;  // the plugin's optional nvfp4_kernel_describe(index), else ""
 
   std::string name() const { return info->name; }
-  int run(const nvfp4_problem& p) const { return run_fn(index, &p); }
+  // Calls the kernel. A version-1 kernel gets a copy of p's version-1 prefix in an allocation of
+  // exactly that size (a read past it is a read past an allocation, which ASan reports), and a
+  // problem it cannot express (!is_v1_problem) is answered NVFP4_UNSUPPORTED on its behalf.
+  int run(const nvfp4_problem& p) const;
   bool is_cuda() const { return info->memory == NVFP4_MEMORY_CUDA; }
   bool supports_op(uint32_t op) const { return (info->ops >> op) & 1u; }
   bool supports_layout(uint32_t layout) const { return (info->sf_layouts >> layout) & 1u; }
+  bool supports_out_type(uint32_t t) const { return (declared_out_types(*info) >> t) & 1u; }
+  bool groups_packed() const { return info->flags & NVFP4_FLAG_GROUPS_PACKED; }
 };
 
 // A plugin that cannot be used: missing symbol, wrong ABI version, duplicate or invalid name.
@@ -38,9 +63,10 @@ class Registry {
   static Registry with_builtins();
 
   // dlopen()s a shared library exporting the three ABI symbols and adds its kernels. Every kernel
-  // is checked first (ABI version, [a-z0-9_]+ name of at most 64 characters unique across the
+  // is checked first (ABI version 1 or 2, [a-z0-9_]+ name of at most 64 characters unique across the
   // registry, known memory, ops, layouts and flags, no contradictory flags, min_sm 0 for host
-  // kernels, nonzero multiples whose smallest problem fits in 1 GiB): on any error nothing is
+  // kernels, nonzero multiples whose smallest problem fits in 1 GiB; for version 2 also known
+  // output types): on any error nothing is
   // added and the PluginError's message names the plugin's path and what is wrong. The loading
   // runs the plugin's code (constructors, nvfp4_kernel_count/get): call it only in a process
   // that may die of it (harness/worker.h lists plugins in a child).

@@ -139,6 +139,15 @@ uint64_t mutation_case_seed(uint64_t seed, const std::string& kernel, const std:
   return splitmix64(seed ^ splitmix64(fnv1a(kernel + "/" + check)) ^ splitmix64(static_cast<uint64_t>(index)));
 }
 
+std::string unschedulable(const KernelDesc& kernel) {
+  try {
+    (void)Schedule(kernel.info, kernel.name, ScheduleOptions{});
+  } catch (const std::invalid_argument& e) {
+    return std::string("the schedule has no case for it yet: ") + e.what();
+  }
+  return "";
+}
+
 CheckOutcome suite_check(Executor& executor, const MutationOptions& options, int64_t cases) {
   CheckOutcome out;
   out.ran = true;
@@ -278,6 +287,11 @@ MutantRow analyse_mutant(Executor& executor, const MutationOptions& options) {
   row.runnable = kernel.runnable;
   row.why_not = kernel.why_not;
   if (!row.runnable) return row;
+  if (const std::string why = unschedulable(kernel); !why.empty()) {
+    row.runnable = false;
+    row.why_not = why;
+    return row;
+  }
   row.suite = suite_check(executor, options, options.budget);
   if (options.weak_checks) {
     row.gpu_mode = gpu_mode_check(executor, options, options.weak_cases);
@@ -294,6 +308,11 @@ HonestRow run_honest(Executor& executor, int64_t cases, const MutationOptions& o
   row.runnable = kernel.runnable;
   row.why_not = kernel.why_not;
   if (!row.runnable) return row;
+  if (const std::string why = unschedulable(kernel); !why.empty()) {
+    row.runnable = false;
+    row.why_not = why;
+    return row;
+  }
   row.suite = suite_check(executor, options, cases);
   return row;
 }

@@ -50,6 +50,11 @@ struct MutationOptions {
 // The seed of case `index` of a weak check: every case is reproducible on its own.
 uint64_t mutation_case_seed(uint64_t seed, const std::string& kernel, const std::string& check, int64_t index);
 
+// Empty when the core's schedule draws cases for this kernel, else why not (it declares only ops
+// or output types the schedule does not draw yet): such a mutant or honest kernel is reported
+// as one that cannot run, not as killed or passing.
+std::string unschedulable(const KernelDesc& kernel);
+
 // The suite: cases 0 .. cases-1 of the core's schedule (the same cases `run --seed S` draws for
 // this kernel), through check_case; stops at the first failure.
 CheckOutcome suite_check(Executor& executor, const MutationOptions& options, int64_t cases);

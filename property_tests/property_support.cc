@@ -106,6 +106,11 @@ KernelSet build_kernel_set() {
       set.left_out.push_back(k.name() + ": " + why);
       continue;
     }
+    // The properties draw GEMV and GEMM problems only, so far.
+    if (!k.supports_op(NVFP4_OP_GEMV) && !k.supports_op(NVFP4_OP_GEMM)) {
+      set.left_out.push_back(k.name() + ": declares neither gemv nor gemm, the only ops the properties draw");
+      continue;
+    }
     set.kernels.push_back(&k);
   }
   return set;

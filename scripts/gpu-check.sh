@@ -27,6 +27,9 @@
 #              fuzz build) 2 fuzz workers, one GPU per task, NVFP4_SLURM_SECONDS (default 60) per
 #              task, on a private one-node Slurm (scripts/slurm-private.sh) where slurm-wlm and
 #              munge are installed, else the same campaign with --local; prints cases/s, exec/s
+#   grouped    grouped_gemm_tc checked (sampled outputs, exact reference) and timed against the byte
+#              floor and cuBLAS's grouped FP16 GEMM (cublasGemmGroupedBatchedEx) on MoE shapes
+#              (the CUDA grouped and dual kernels' unit tests are in `tests`: CudaGrouped, CudaDual)
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 if [ -f .carry/gpu/source_dir ]; then
@@ -212,6 +215,12 @@ print(f'cases cold {c} / warm {w}: {\"within\" if ok else \"NOT within\"} 20%');
         echo "no libFuzzer build at $FUZZ_BUILD: the fuzz-worker half is left out"
       fi
       [ -f "$OUT/slurm/env" ] && bash scripts/slurm-private.sh stop "$OUT/slurm"
+      ;;
+    grouped)
+      step "grouped GEMM: grouped_gemm_tc against the byte floor and cuBLAS grouped FP16"
+      timeout 400 "$B/bench/gpu/nvfp4_gpu_bench" --only grouped --no-small-checks --iters 30 \
+        --out "$OUT/gpu_bench_grouped.json" >"$OUT/gpu_bench_grouped.log" 2>&1 || status=1
+      grep -E "^(ok|FAIL)|grouped G=|median" "$OUT/gpu_bench_grouped.log" | tail -40
       ;;
     *) echo "gpu-check.sh: unknown step $s" >&2; exit 2 ;;
   esac

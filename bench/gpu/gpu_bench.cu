@@ -6,7 +6,8 @@
 // a mismatch. Timings are medians of many CUDA-event measurements, inputs rotated across enough
 // buffer sets that L2 (60 MB on the H200) cannot hold them.
 //
-//   nvfp4_gpu_bench [--out FILE.json] [--iters N] [--seed S] [--only gemv|gemm] [--checks-only]
+//   nvfp4_gpu_bench [--out FILE.json] [--iters N] [--seed S] [--only gemv|gemm|grouped] [--checks-only]
+// grouped: grouped_gemm_tc against the floor and cuBLAS's grouped FP16 GEMM (cublasGemmGroupedBatchedEx).
 // --checks-only stops after the small-problem checks (for compute-sanitizer runs);
 // --no-small-checks skips them (for profiler runs: the first launches are then the benchmark's).
 #include <cublas_v2.h>
@@ -306,6 +307,162 @@ std::string shape_name(const Shape& s) {
   return buf;
 }
 
+// ---- grouped GEMM -----------------------------------------------------------------------
+//
+// grouped_gemm_tc (one launch for all experts) against the byte floor and cuBLAS's grouped FP16
+// GEMM (cublasGemmGroupedBatchedEx, one GEMM per group, on FP16 copies of A*sa and B*sb made on
+// the GPU from the same data), on MoE-like shapes: experts with uneven token counts, some none.
+// Separate arrangement (each expert its own buffers), permuted scales, FP16 out for the check
+// (sampled outputs of every group against the exact reference) and the timings, BF16 timed too.
+struct GroupedShape {
+  std::vector<int64_t> m;  // tokens per expert, 0 allowed
+  int64_t n, k;
+};
+
+std::string grouped_name(const GroupedShape& s) {
+  int64_t total = 0, empty = 0;
+  for (int64_t m : s.m) total += m, empty += m == 0;
+  char buf[128];
+  std::snprintf(buf, sizeof buf, "grouped G=%zu sum_m=%lld (%lld empty) n=%lld k=%lld", s.m.size(),
+                static_cast<long long>(total), static_cast<long long>(empty), static_cast<long long>(s.n),
+                static_cast<long long>(s.k));
+  return buf;
+}
+
+// Returns false when a check fails (the caller stops with exit 1).
+bool bench_grouped(const nvfp4::Kernel& tc, cublasHandle_t cublas, cudaStream_t stream, double copy_bw, int iters,
+                   uint64_t& seed, json& results) {
+  SplitMix64 pick{seed ^ 0x6E0};
+  auto tokens = [&](int experts, int64_t mean) {
+    std::vector<int64_t> m(experts);
+    for (int64_t& v : m) v = (pick.next() % 8 == 0) ? 0 : static_cast<int64_t>(pick.next() % (2 * mean + 1));
+    return m;
+  };
+  const std::vector<GroupedShape> shapes = {
+      {tokens(8, 512), 4096, 7168}, {tokens(32, 128), 2048, 7168}, {tokens(64, 64), 7168, 2048}, {tokens(256, 16), 2048, 7168}};
+  for (const GroupedShape& shape : shapes) {
+    const std::string name = grouped_name(shape);
+    const size_t count = shape.m.size();
+    std::vector<HostData> hosts;
+    std::vector<DeviceSet> dev;
+    std::vector<nvfp4_group> table;
+    double bytes = 0, flops = 0;
+    for (size_t g = 0; g < count; ++g) {
+      // An empty expert still has its B (the weights); its A and C are empty.
+      const int64_t m = std::max<int64_t>(shape.m[g], 1);
+      hosts.push_back(make_host(nvfp4::Op::gemm, m, shape.n, shape.k, 1, nvfp4::SfLayout::permuted, 1.0f, ++seed, false));
+      dev.push_back(upload(hosts.back()));
+      const DeviceSet& d = dev.back();
+      table.push_back({shape.m[g], shape.n, shape.k, d.a, d.b, d.sfa, d.sfb, shape.m[g] ? d.c : nullptr, 1.0f});
+      if (shape.m[g] == 0) continue;
+      const HostData& h = hosts.back();
+      bytes += static_cast<double>(h.p.a.size() + h.sfa_dev_layout.size() + h.p.b.size() + h.sfb_dev_layout.size() +
+                                   h.p.c_elems() * 2);
+      flops += 2.0 * shape.m[g] * shape.n * shape.k;
+    }
+    nvfp4_group* table_dev = nullptr;
+    CHECK_CUDA(cudaMalloc(&table_dev, sizeof(nvfp4_group) * count));
+    CHECK_CUDA(cudaMemcpy(table_dev, table.data(), sizeof(nvfp4_group) * count, cudaMemcpyHostToDevice));
+    nvfp4_problem p{};
+    p.op = NVFP4_OP_GROUPED_GEMM;
+    for (int64_t m : shape.m) p.m += m;
+    p.n = shape.n, p.k = shape.k, p.l = 1;
+    p.sf_layout = NVFP4_SF_PERMUTED;
+    p.alpha = p.alpha2 = 1.0f;
+    p.stream = stream;
+    p.out_type = NVFP4_OUT_FP16;
+    p.groups = static_cast<int64_t>(count);
+    p.group = table.data();
+    p.group_device = table_dev;
+    const double floor_us = bytes / copy_bw * 1e6;
+    std::printf("\n%s: %.1f MB moved at least, floor %.2f us\n", name.c_str(), bytes / 1e6, floor_us);
+
+    // Correctness first: sampled outputs of every nonempty group.
+    for (size_t g = 0; g < count; ++g)
+      if (shape.m[g]) CHECK_CUDA(cudaMemsetAsync(dev[g].c, 0xFF, hosts[g].p.c_elems() * 2, stream));
+    if (tc.run(p) != NVFP4_OK) {
+      std::printf("FAIL %s: %s refused or failed\n", name.c_str(), tc.name().c_str());
+      return false;
+    }
+    CHECK_CUDA(cudaStreamSynchronize(stream));
+    for (size_t g = 0; g < count; ++g) {
+      if (!shape.m[g]) continue;
+      std::vector<uint16_t> c(hosts[g].p.c_elems());
+      CHECK_CUDA(cudaMemcpy(c.data(), dev[g].c, c.size() * 2, cudaMemcpyDeviceToHost));
+      if (!check_sampled(tc.name() + " " + name + " group " + std::to_string(g), tc, hosts[g], c.data(), 8, seed ^ g))
+        return false;
+    }
+
+    json entry = {{"shape", name}, {"groups", count}, {"m", shape.m}, {"n", shape.n}, {"k", shape.k},
+                  {"bytes", bytes}, {"flops", flops}, {"floor_us", floor_us}, {"kernels", json::array()}};
+    auto record = [&](const std::string& kname, const Timing& t) {
+      entry["kernels"].push_back({{"name", kname}, {"median_us", t.median_us}, {"min_us", t.min_us},
+                                  {"max_us", t.max_us}, {"iters", t.iters},
+                                  {"gb_per_s", bytes / (t.median_us * 1e-6) / 1e9},
+                                  {"tflop_per_s", flops / (t.median_us * 1e-6) / 1e12},
+                                  {"over_floor", t.median_us / floor_us}});
+      std::printf("  %-22s median %9.2f us (min %.2f, max %.2f)  %6.1f TFLOP/s  %.2fx floor\n", kname.c_str(),
+                  t.median_us, t.min_us, t.max_us, flops / (t.median_us * 1e-6) / 1e12, t.median_us / floor_us);
+    };
+    // The experts' B alone exceed L2 (60 MB on the H200) at these shapes: one buffer set.
+    const Timing t_fp16 = time_it([&](int) { if (tc.run(p) != NVFP4_OK) std::exit(1); }, 1, iters, stream);
+    record(tc.name() + " fp16", t_fp16);
+    nvfp4_problem pb = p;
+    pb.out_type = NVFP4_OUT_BF16;  // BF16 words fit in the FP16 C buffers
+    record(tc.name() + " bf16", time_it([&](int) { if (tc.run(pb) != NVFP4_OK) std::exit(1); }, 1, iters, stream));
+
+    // cuBLAS grouped FP16 GEMM on FP16 copies, one group per expert with tokens. Row-major
+    // C[m][n] = A[m][k] B[n][k]^T is column-major C^T = B^T' A: op(B) = T, op(A) = N.
+    std::vector<__half*> a16, b16, c16;
+    std::vector<int> ms, ns, ks, lda, ldb, ldc, sizes;
+    std::vector<cublasOperation_t> ta, tb;
+    std::vector<float> alpha, beta;
+    for (size_t g = 0; g < count; ++g) {
+      if (!shape.m[g]) continue;
+      __half *a = nullptr, *b = nullptr, *c = nullptr;
+      CHECK_CUDA(cudaMalloc(&a, 2 * shape.m[g] * shape.k));
+      CHECK_CUDA(cudaMalloc(&b, 2 * shape.n * shape.k));
+      CHECK_CUDA(cudaMalloc(&c, 2 * shape.m[g] * shape.n));
+      dequantize_kernel<<<4096, 256, 0, stream>>>(dev[g].a, dev[g].sfa, NVFP4_SF_PERMUTED, shape.m[g], shape.k, 1, a);
+      dequantize_kernel<<<4096, 256, 0, stream>>>(dev[g].b, dev[g].sfb, NVFP4_SF_PERMUTED, shape.n, shape.k, 1, b);
+      CHECK_CUDA(cudaGetLastError());
+      a16.push_back(a), b16.push_back(b), c16.push_back(c);
+      ta.push_back(CUBLAS_OP_T), tb.push_back(CUBLAS_OP_N);
+      ms.push_back(static_cast<int>(shape.n)), ns.push_back(static_cast<int>(shape.m[g])), ks.push_back(static_cast<int>(shape.k));
+      lda.push_back(static_cast<int>(shape.k)), ldb.push_back(static_cast<int>(shape.k)), ldc.push_back(static_cast<int>(shape.n));
+      alpha.push_back(1.0f), beta.push_back(0.0f), sizes.push_back(1);
+    }
+    const int used = static_cast<int>(a16.size());
+    // The pointer arrays live in device memory; shapes, scalars and group sizes on the host.
+    const void** dA = nullptr;
+    const void** dB = nullptr;
+    void** dC = nullptr;
+    CHECK_CUDA(cudaMalloc(&dA, sizeof(void*) * used));
+    CHECK_CUDA(cudaMalloc(&dB, sizeof(void*) * used));
+    CHECK_CUDA(cudaMalloc(&dC, sizeof(void*) * used));
+    CHECK_CUDA(cudaMemcpy(dA, b16.data(), sizeof(void*) * used, cudaMemcpyHostToDevice));  // op(A) of cuBLAS is our B
+    CHECK_CUDA(cudaMemcpy(dB, a16.data(), sizeof(void*) * used, cudaMemcpyHostToDevice));
+    CHECK_CUDA(cudaMemcpy(dC, c16.data(), sizeof(void*) * used, cudaMemcpyHostToDevice));
+    CHECK_CUDA(cudaStreamSynchronize(stream));
+    const Timing t_cublas = time_it(
+        [&](int) {
+          CHECK_CUBLAS(cublasGemmGroupedBatchedEx(cublas, ta.data(), tb.data(), ms.data(), ns.data(), ks.data(),
+                                                  alpha.data(), dA, CUDA_R_16F, lda.data(), dB, CUDA_R_16F, ldb.data(),
+                                                  beta.data(), dC, CUDA_R_16F, ldc.data(), used, sizes.data(),
+                                                  CUBLAS_COMPUTE_32F));
+        },
+        1, iters, stream);
+    record("cublas_grouped_fp16", t_cublas);
+    entry["speedup_vs_cublas"] = t_cublas.median_us / t_fp16.median_us;
+    results.push_back(entry);
+    cudaFree(dA), cudaFree(dB), cudaFree(dC);
+    for (int g = 0; g < used; ++g) cudaFree(a16[g]), cudaFree(b16[g]), cudaFree(c16[g]);
+    cudaFree(table_dev);
+    for (auto& d : dev) release(d);
+  }
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -329,7 +486,7 @@ int main(int argc, char** argv) {
     else if (a == "--checks-only") checks_only = true;
     else if (a == "--no-small-checks") small_checks = false;
     else {
-      std::fprintf(stderr, "usage: nvfp4_gpu_bench [--out FILE.json] [--iters N] [--seed S] [--only gemv|gemm] [--checks-only] [--no-small-checks]\n");
+      std::fprintf(stderr, "usage: nvfp4_gpu_bench [--out FILE.json] [--iters N] [--seed S] [--only gemv|gemm|grouped] [--checks-only] [--no-small-checks]\n");
       return 2;
     }
   }
@@ -538,6 +695,20 @@ int main(int argc, char** argv) {
     for (auto& d : dev) release(d);
   }
   report["results"] = results;
+  if (only.empty() || only == "grouped") {
+    const nvfp4::Kernel* grouped_tc = registry.find("grouped_gemm_tc");
+    if (!grouped_tc) {
+      std::fprintf(stderr, "nvfp4_gpu_bench: grouped_gemm_tc is not built in\n");
+      return 2;
+    }
+    json grouped = json::array();
+    const bool ok = bench_grouped(*grouped_tc, cublas, stream, copy_bw, iters, seed, grouped);
+    report["grouped_results"] = grouped;
+    if (!ok) {
+      std::ofstream(out_path) << report.dump(2) << "\n";
+      return 1;
+    }
+  }
   std::ofstream(out_path) << report.dump(2) << "\n";
 
   std::printf("\n%-36s %-12s %10s %9s %8s %9s %10s\n", "shape", "kernel", "median us", "GB/s", "TFLOP/s",

@@ -1,14 +1,15 @@
-// Host NVFP4 GEMV/GEMM kernels (OpenMP), written the way a GPU kernel computes: decode E2M1 and
-// E4M3 through small tables, sum each 16-element block in FP32 (exact: at most 16 products of
-// two E2M1 values), scale the block sum by sa*sb (exact), accumulate blocks in FP32, multiply by
-// alpha at the end and round once to FP16. They are the CI baseline: the whole pipeline runs
-// and is tested with them where there is no GPU.
+// Host NVFP4 kernels (OpenMP) for GEMV, GEMM, grouped GEMM (both arrangements) and dual GEMM,
+// written the way a GPU kernel computes: decode E2M1 and E4M3 through small tables, sum each
+// 16-element block in FP32 (exact: at most 16 products of two E2M1 values), scale the block sum by
+// sa*sb (exact), accumulate blocks in FP32, multiply by alpha at the end and round once to the
+// output type (FP16, BF16 or FP32). They are the CI baseline: the whole pipeline runs and is
+// tested with them where there is no GPU.
 #include <cmath>
 #include <cstdint>
 
 #include "kernels/block_scaled_decode.h"
 #include "kernels/builtin.h"
-#include "kernels/host/fp16_from_float.h"
+#include "kernels/output_words.h"
 #include "kernels/problem_fits.h"
 
 namespace nvfp4::kern {
@@ -32,67 +33,150 @@ const DecodeTables& tables() {
   return t;
 }
 
-// C[b][i][j] for every b, i, j. Rows of C are independent, so OpenMP splits (b, i).
+// One operand of one GEMM as a kernel reads it: `rows` rows of packed E2M1 (k/2 bytes each) and
+// their scales in the problem's layout, batch b of a [l][rows] stack.
+struct Operand {
+  const uint8_t* data;
+  const uint8_t* scales;
+  int64_t rows, batch;
+};
+
+// sum_x A[i][x]*SA * B[j][x]*SB the way a GPU kernel adds: each 16-element block summed in FP32
+// (exact), times sa*sb (exact), blocks accumulated in FP32.
+float block_scaled_dot(const float* scale, uint32_t layout, int64_t k, const Operand& a, int64_t i, const Operand& b,
+                       int64_t j) {
+  const DecodeTables& t = tables();
+  const int64_t kb = (k + 15) / 16, row_bytes = k / 2;
+  const uint8_t* a_row = a.data + (a.batch * a.rows + i) * row_bytes;
+  const uint8_t* b_row = b.data + (b.batch * b.rows + j) * row_bytes;
+  float acc = 0.0f;
+  for (int64_t s = 0; s < kb; ++s) {
+    // Block s covers elements [16s, min(16s+16, k)): bytes [8s, min(8s+8, k/2)).
+    const int64_t byte_end = (16 * s + 16 < k ? 16 * s + 16 : k) / 2;
+    float block_sum = 0.0f;
+    for (int64_t y = 8 * s; y < byte_end; ++y) {
+      const uint8_t av = a_row[y], bv = b_row[y];
+      block_sum += t.e2m1[av & 0xF] * t.e2m1[bv & 0xF];
+      block_sum += t.e2m1[av >> 4] * t.e2m1[bv >> 4];
+    }
+    const float sa = scale[a.scales[scale_offset(layout, a.rows, kb, a.batch, i, s)]];
+    const float sb = scale[b.scales[scale_offset(layout, b.rows, kb, b.batch, j, s)]];
+    // Always multiplied, never skipped when block_sum == 0: a NaN scale must give NaN.
+    acc += block_sum * (sa * sb);
+  }
+  return acc;
+}
+
+// Below about 2^18 multiply-adds a parallel region costs more than it saves (waking a team,
+// worse when another process holds the other cores).
+bool worth_a_team(int64_t products) { return products >= (int64_t(1) << 18); }
+
+const float* scale_table(const nvfp4_kernel_info& info) {
+  return (info.flags & NVFP4_FLAG_SIGNED_SCALES) ? tables().scale_signed : tables().scale_unsigned;
+}
+
+// GEMV, GEMM and dual GEMM: C[b][i][j] for every b, i, j. Rows of C are independent, so OpenMP
+// splits (b, i).
 int run_block_scaled(const nvfp4_kernel_info& info, const nvfp4_problem* p) {
   if (!problem_fits(info, p)) return NVFP4_UNSUPPORTED;
-  const DecodeTables& t = tables();
-  const float* scale = (info.flags & NVFP4_FLAG_SIGNED_SCALES) ? t.scale_signed : t.scale_unsigned;
-  const int64_t m = p->m, n = p->n, k = p->k, l = p->l, kb = (k + 15) / 16;
-  const int64_t row_bytes = k / 2;
-  const uint32_t layout = p->sf_layout;
-  const float alpha = p->alpha;
-
-  // Below about 2^18 multiply-adds a parallel region costs more than it saves (waking a team,
-  // worse when another process holds the other cores).
-  const bool parallel = l * m * n * k >= (int64_t(1) << 18);
-#pragma omp parallel for collapse(2) schedule(static) if (parallel)
+  if (p->op == NVFP4_OP_GROUPED_GEMM) return NVFP4_UNSUPPORTED;  // run_grouped's
+  const float* scale = scale_table(info);
+  const int64_t m = p->m, n = p->n, k = p->k, l = p->l;
+  const uint32_t layout = p->sf_layout, out = problem_out_type(p);
+  const bool dual = p->op == NVFP4_OP_DUAL_GEMM;
+  const float alpha = p->alpha, alpha2 = p->alpha2;
+  void* c = p->c;
+#pragma omp parallel for collapse(2) schedule(static) if (worth_a_team(l * m * n * k))
   for (int64_t b = 0; b < l; ++b) {
     for (int64_t i = 0; i < m; ++i) {
-      const uint8_t* a_row = p->a + (b * m + i) * row_bytes;
+      const Operand a{p->a, p->sfa, m, b}, b1{p->b, p->sfb, n, b}, b2{p->b2, p->sfb2, n, b};
       for (int64_t j = 0; j < n; ++j) {
-        const uint8_t* b_row = p->b + (b * n + j) * row_bytes;
-        float acc = 0.0f;
-        for (int64_t s = 0; s < kb; ++s) {
-          // Block s covers elements [16s, min(16s+16, k)): bytes [8s, min(8s+8, k/2)).
-          const int64_t byte_end = (16 * s + 16 < k ? 16 * s + 16 : k) / 2;
-          float block_sum = 0.0f;
-          for (int64_t y = 8 * s; y < byte_end; ++y) {
-            const uint8_t av = a_row[y], bv = b_row[y];
-            block_sum += t.e2m1[av & 0xF] * t.e2m1[bv & 0xF];
-            block_sum += t.e2m1[av >> 4] * t.e2m1[bv >> 4];
-          }
-          const float sa = scale[p->sfa[scale_offset(layout, m, kb, b, i, s)]];
-          const float sb = scale[p->sfb[scale_offset(layout, n, kb, b, j, s)]];
-          // Always multiplied, never skipped when block_sum == 0: a NaN scale must give NaN.
-          acc += block_sum * (sa * sb);
+        const int64_t at = (b * m + i) * n + j;
+        const float acc = block_scaled_dot(scale, layout, k, a, i, b1, j);
+        if (!dual) {
+          store_scaled(c, at, out, alpha, acc);
+        } else {
+          // G and U each in FP32 with its own alpha, then silu(G) * U (output_words.h).
+          const float u = alpha2 * block_scaled_dot(scale, layout, k, a, i, b2, j);
+          store_silu_product(c, at, out, alpha * acc, u);
         }
-        p->c[(b * m + i) * n + j] = fp16_from_float(alpha * acc);
       }
     }
   }
   return NVFP4_OK;
 }
 
+// Grouped GEMM, every group an l = 1 GEMM of its own. Separate arrangement: each group's own
+// pointers. Packed (the kernel declares NVFP4_FLAG_GROUPS_PACKED): only the packed buffers and
+// the offsets of SPEC section 2, all in 64 bits (a packed B passes 2^31 bytes at realistic
+// expert counts): A and C rows from M_g = m_0 + ... + m_(g-1), B and SFB as a batch of G, SFA
+// linear rows from M_g or permuted tiles from T_g = ceil(m_0/128) + ... + ceil(m_(g-1)/128).
+int run_grouped(const nvfp4_kernel_info& info, const nvfp4_problem* p) {
+  if (!problem_fits(info, p) || p->op != NVFP4_OP_GROUPED_GEMM) return NVFP4_UNSUPPORTED;
+  const float* scale = scale_table(info);
+  const uint32_t layout = p->sf_layout, out = problem_out_type(p);
+  const bool packed = info.flags & NVFP4_FLAG_GROUPS_PACKED;
+  int64_t row0 = 0, tile0 = 0;  // M_g and T_g
+  for (int64_t g = 0; g < p->groups; ++g) {
+    const nvfp4_group& q = p->group[g];
+    const int64_t m = q.m, n = q.n, k = q.k, kb = (k + 15) / 16;
+    Operand a{q.a, q.sfa, m, 0}, b{q.b, q.sfb, n, 0};
+    void* c = q.c;
+    int64_t c0 = 0;
+    if (packed) {
+      const int64_t sfa0 = layout == NVFP4_SF_LINEAR ? row0 * kb : tile0 * ((kb + 3) / 4) * 512;
+      a = {p->a + row0 * (k / 2), p->sfa + sfa0, m, 0};
+      b = {p->b, p->sfb, n, g};
+      c = p->c;
+      c0 = row0 * n;
+    }
+    row0 += m;
+    tile0 += (m + 127) / 128;
+#pragma omp parallel for collapse(2) schedule(static) if (worth_a_team(m * n * k))
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j)
+        store_scaled(c, c0 + i * n + j, out, q.alpha, block_scaled_dot(scale, layout, k, a, i, b, j));
+  }
+  return NVFP4_OK;
+}
+
 constexpr uint32_t kBothLayouts = (1u << NVFP4_SF_LINEAR) | (1u << NVFP4_SF_PERMUTED);
 constexpr uint32_t kGemvGemm = (1u << NVFP4_OP_GEMV) | (1u << NVFP4_OP_GEMM);
+constexpr uint32_t kAllOutTypes = (1u << NVFP4_OUT_FP16) | (1u << NVFP4_OUT_BF16) | (1u << NVFP4_OUT_FP32);
 
 int run_host_gemv_fp32(const nvfp4_problem* p);
 int run_host_gemm_fp32(const nvfp4_problem* p);
 int run_host_gemm_fp32_e4m3(const nvfp4_problem* p);
+int run_host_grouped_gemm_fp32(const nvfp4_problem* p);
+int run_host_grouped_gemm_fp32_packed(const nvfp4_problem* p);
+int run_host_dual_gemm_fp32(const nvfp4_problem* p);
 
 }  // namespace
 
-// info: abi, name, memory, ops, sf_layouts, min_sm, m/n/k multiples, flags.
+// info: abi, name, memory, ops, sf_layouts, min_sm, m/n/k multiples, flags, out_types, max_groups.
 NVFP4_DEFINE_BUILTIN(host_gemv_fp32) = {
-    {NVFP4_ABI_VERSION, "host_gemv_fp32", NVFP4_MEMORY_HOST, 1u << NVFP4_OP_GEMV, kBothLayouts, 0, 1, 1, 1, 0},
+    {NVFP4_ABI_VERSION, "host_gemv_fp32", NVFP4_MEMORY_HOST, 1u << NVFP4_OP_GEMV, kBothLayouts, 0, 1, 1, 1, 0,
+     kAllOutTypes, 0},
     run_host_gemv_fp32};
 NVFP4_DEFINE_BUILTIN(host_gemm_fp32) = {
-    {NVFP4_ABI_VERSION, "host_gemm_fp32", NVFP4_MEMORY_HOST, kGemvGemm, kBothLayouts, 0, 1, 1, 1, 0},
+    {NVFP4_ABI_VERSION, "host_gemm_fp32", NVFP4_MEMORY_HOST, kGemvGemm, kBothLayouts, 0, 1, 1, 1, 0, kAllOutTypes, 0},
     run_host_gemm_fp32};
 NVFP4_DEFINE_BUILTIN(host_gemm_fp32_e4m3) = {
     {NVFP4_ABI_VERSION, "host_gemm_fp32_e4m3", NVFP4_MEMORY_HOST, kGemvGemm, kBothLayouts, 0, 1, 1, 1,
-     NVFP4_FLAG_SIGNED_SCALES},
+     NVFP4_FLAG_SIGNED_SCALES, kAllOutTypes, 0},
     run_host_gemm_fp32_e4m3};
+NVFP4_DEFINE_BUILTIN(host_grouped_gemm_fp32) = {
+    {NVFP4_ABI_VERSION, "host_grouped_gemm_fp32", NVFP4_MEMORY_HOST, 1u << NVFP4_OP_GROUPED_GEMM, kBothLayouts, 0,
+     1, 1, 1, 0, kAllOutTypes, 0},
+    run_host_grouped_gemm_fp32};
+NVFP4_DEFINE_BUILTIN(host_grouped_gemm_fp32_packed) = {
+    {NVFP4_ABI_VERSION, "host_grouped_gemm_fp32_packed", NVFP4_MEMORY_HOST, 1u << NVFP4_OP_GROUPED_GEMM,
+     kBothLayouts, 0, 1, 1, 1, NVFP4_FLAG_GROUPS_PACKED, kAllOutTypes, 0},
+    run_host_grouped_gemm_fp32_packed};
+NVFP4_DEFINE_BUILTIN(host_dual_gemm_fp32) = {
+    {NVFP4_ABI_VERSION, "host_dual_gemm_fp32", NVFP4_MEMORY_HOST, 1u << NVFP4_OP_DUAL_GEMM, kBothLayouts, 0, 1, 1,
+     1, 0, kAllOutTypes, 0},
+    run_host_dual_gemm_fp32};
 
 namespace {
 int run_host_gemv_fp32(const nvfp4_problem* p) { return run_block_scaled(builtin_host_gemv_fp32.info, p); }
@@ -100,6 +184,11 @@ int run_host_gemm_fp32(const nvfp4_problem* p) { return run_block_scaled(builtin
 int run_host_gemm_fp32_e4m3(const nvfp4_problem* p) {
   return run_block_scaled(builtin_host_gemm_fp32_e4m3.info, p);
 }
+int run_host_grouped_gemm_fp32(const nvfp4_problem* p) { return run_grouped(builtin_host_grouped_gemm_fp32.info, p); }
+int run_host_grouped_gemm_fp32_packed(const nvfp4_problem* p) {
+  return run_grouped(builtin_host_grouped_gemm_fp32_packed.info, p);
+}
+int run_host_dual_gemm_fp32(const nvfp4_problem* p) { return run_block_scaled(builtin_host_dual_gemm_fp32.info, p); }
 }  // namespace
 
 }  // namespace nvfp4::kern

@@ -17,54 +17,127 @@ namespace {
 
 class BuiltinRefusal : public ::testing::TestWithParam<std::string> {};
 
-struct Variant {
-  std::string what;
-  std::function<void(nvfp4_problem&)> mutate;
+// A problem and, for a grouped one, its group table (the problem points into it).
+struct Call {
+  nvfp4_problem p{};
+  std::vector<nvfp4_group> groups;
+  void point() { p.group = p.group_device = groups.empty() ? nullptr : groups.data(); }
 };
 
-// A problem inside the kernel's info: smallest allowed shape (doubled k), two batches.
-nvfp4_problem inside(const nvfp4_kernel_info& info) {
-  nvfp4_problem p{};
-  p.op = ((info.ops >> NVFP4_OP_GEMM) & 1u) ? NVFP4_OP_GEMM : NVFP4_OP_GEMV;
+struct Variant {
+  std::string what;
+  std::function<void(Call&)> mutate;
+};
+
+uint32_t first_op(const nvfp4_kernel_info& info) {
+  for (uint32_t op : {NVFP4_OP_GEMM, NVFP4_OP_GEMV, NVFP4_OP_DUAL_GEMM, NVFP4_OP_GROUPED_GEMM})
+    if ((info.ops >> op) & 1u) return op;
+  return 0;
+}
+
+uint32_t out_types_of(const nvfp4_kernel_info& info) { return info.out_types ? info.out_types : 1u << NVFP4_OUT_FP16; }
+
+// A problem inside the kernel's info: smallest allowed shape (doubled k), two batches (grouped:
+// a nonempty group and an empty one), every tensor at `data`, C at `c`, its first output type.
+Call inside(const nvfp4_kernel_info& info, const uint8_t* data, uint16_t* c) {
+  Call call;
+  nvfp4_problem& p = call.p;
+  p.op = first_op(info);
   p.m = info.m_multiple;
   p.n = p.op == NVFP4_OP_GEMV ? 1 : info.n_multiple;
   p.k = 2 * static_cast<int64_t>(info.k_multiple);
-  p.l = 2;
+  p.l = p.op == NVFP4_OP_GROUPED_GEMM ? 1 : 2;
   p.sf_layout = ((info.sf_layouts >> NVFP4_SF_PERMUTED) & 1u) ? NVFP4_SF_PERMUTED : NVFP4_SF_LINEAR;
-  p.alpha = 1.0f;
-  return p;
+  p.alpha = p.alpha2 = 1.0f;
+  for (uint32_t t = NVFP4_OUT_FP16; t <= NVFP4_OUT_FP32; ++t)
+    if ((out_types_of(info) >> t) & 1u) {
+      p.out_type = t;
+      break;
+    }
+  p.a = p.b = p.sfa = p.sfb = data;
+  p.c = c;
+  if (p.op == NVFP4_OP_DUAL_GEMM) p.b2 = p.sfb2 = data;
+  if (p.op == NVFP4_OP_GROUPED_GEMM) {
+    call.groups = {{p.m, p.n, p.k, data, data, data, data, c, 1.0f}, {0, p.n, p.k, nullptr, nullptr, nullptr, nullptr, nullptr, 1.0f}};
+    p.groups = 2;
+    call.point();
+    if (!(info.flags & NVFP4_FLAG_GROUPS_PACKED)) p.a = p.b = p.sfa = p.sfb = nullptr, p.c = nullptr;
+  }
+  return call;
 }
 
 std::vector<Variant> outside(const nvfp4_kernel_info& info) {
   std::vector<Variant> v;
-  for (uint32_t op : {NVFP4_OP_GEMV, NVFP4_OP_GEMM})
-    if (!((info.ops >> op) & 1u))
-      v.push_back({"undeclared op " + std::to_string(op), [op](nvfp4_problem& p) {
-                     p.op = op;
-                     if (op == NVFP4_OP_GEMV) p.n = 1;
+  const uint32_t op = first_op(info);
+  const bool grouped = op == NVFP4_OP_GROUPED_GEMM, packed = info.flags & NVFP4_FLAG_GROUPS_PACKED;
+  for (uint32_t other : {NVFP4_OP_GEMV, NVFP4_OP_GEMM, NVFP4_OP_GROUPED_GEMM, NVFP4_OP_DUAL_GEMM})
+    if (!((info.ops >> other) & 1u))
+      v.push_back({"undeclared op " + std::to_string(other), [other](Call& c) {
+                     c.p.op = other;
+                     if (other == NVFP4_OP_GEMV) c.p.n = 1;
                    }});
   for (uint32_t layout : {NVFP4_SF_LINEAR, NVFP4_SF_PERMUTED})
     if (!((info.sf_layouts >> layout) & 1u))
-      v.push_back({"undeclared layout " + std::to_string(layout), [layout](nvfp4_problem& p) { p.sf_layout = layout; }});
-  if (info.m_multiple > 1) v.push_back({"m not a multiple", [](nvfp4_problem& p) { p.m += 1; }});
-  if (info.n_multiple > 1 && ((info.ops >> NVFP4_OP_GEMM) & 1u))
-    v.push_back({"n not a multiple", [](nvfp4_problem& p) { p.n += 1; }});
-  if (info.k_multiple > 2) v.push_back({"k not a multiple", [](nvfp4_problem& p) { p.k += 2; }});
-  if (info.flags & NVFP4_FLAG_UNIT_ALPHA) v.push_back({"alpha != 1", [](nvfp4_problem& p) { p.alpha = 2.0f; }});
+      v.push_back({"undeclared layout " + std::to_string(layout), [layout](Call& c) { c.p.sf_layout = layout; }});
+  for (uint32_t t = NVFP4_OUT_FP16; t <= NVFP4_OUT_FP32; ++t)
+    if (!((out_types_of(info) >> t) & 1u))
+      v.push_back({"undeclared out type " + std::to_string(t), [t](Call& c) { c.p.out_type = t; }});
+  v.push_back({"out type 4", [](Call& c) { c.p.out_type = 4; }});
+  v.push_back({"op 0", [](Call& c) { c.p.op = 0; }});
+  v.push_back({"op 5", [](Call& c) { c.p.op = 5; }});
+  v.push_back({"layout 0", [](Call& c) { c.p.sf_layout = 0; }});
+  if (grouped) {
+    // Per group: the multiples, k, alpha and pointers of each group; the totals; the table.
+    if (info.m_multiple > 1) v.push_back({"m_g not a multiple", [](Call& c) { c.groups[0].m += 1, c.p.m += 1; }});
+    if (info.n_multiple > 1) v.push_back({"n_g not a multiple", [](Call& c) { c.groups[0].n += 1; }});
+    if (info.k_multiple > 2) v.push_back({"k_g not a multiple", [](Call& c) { c.groups[0].k += 2; }});
+    if (info.flags & NVFP4_FLAG_UNIT_ALPHA) v.push_back({"alpha_g != 1", [](Call& c) { c.groups[1].alpha = 2.0f; }});
+    if (info.max_groups > 0)
+      v.push_back({"more groups than max_groups", [&info](Call& c) {
+                     c.groups.resize(info.max_groups + 1, c.groups[1]);
+                     c.p.groups = static_cast<int64_t>(c.groups.size());
+                     c.point();
+                   }});
+    v.push_back({"groups 0", [](Call& c) { c.p.groups = 0; }});
+    v.push_back({"null group table", [](Call& c) { c.p.group = c.p.group_device = nullptr; }});
+    v.push_back({"k_g odd", [](Call& c) { c.groups[0].k += 1, c.p.k += 1; }});
+    v.push_back({"m_g negative", [](Call& c) { c.groups[1].m = -1, c.p.m -= 1; }});
+    v.push_back({"n_g 0", [](Call& c) { c.groups[1].n = 0; }});
+    v.push_back({"m is not the sum of m_g", [](Call& c) { c.p.m += 1; }});
+    v.push_back({"l 2", [](Call& c) { c.p.l = 2; }});
+    v.push_back({"null a_g of a nonempty group", [](Call& c) { c.groups[0].a = nullptr; }});
+    v.push_back({"null c_g of a nonempty group", [](Call& c) { c.groups[0].c = nullptr; }});
+    if (packed) {
+      v.push_back({"packed: groups of two n", [](Call& c) { c.groups[1].n += 1, c.p.n += 1; }});
+      v.push_back({"packed: null b", [](Call& c) { c.p.b = nullptr; }});
+      v.push_back({"packed: null sfb", [](Call& c) { c.p.sfb = nullptr; }});
+      v.push_back({"packed: null a", [](Call& c) { c.p.a = nullptr; }});
+      v.push_back({"packed: null c", [](Call& c) { c.p.c = nullptr; }});
+    }
+    return v;
+  }
+  if (info.m_multiple > 1) v.push_back({"m not a multiple", [](Call& c) { c.p.m += 1; }});
+  if (info.n_multiple > 1 && op != NVFP4_OP_GEMV) v.push_back({"n not a multiple", [](Call& c) { c.p.n += 1; }});
+  if (info.k_multiple > 2) v.push_back({"k not a multiple", [](Call& c) { c.p.k += 2; }});
+  if (info.flags & NVFP4_FLAG_UNIT_ALPHA) v.push_back({"alpha != 1", [](Call& c) { c.p.alpha = 2.0f; }});
   if ((info.ops >> NVFP4_OP_GEMV) & 1u)
-    v.push_back({"gemv with n = 2", [](nvfp4_problem& p) {
-                   p.op = NVFP4_OP_GEMV;
-                   p.n = 2;
+    v.push_back({"gemv with n = 2", [](Call& c) {
+                   c.p.op = NVFP4_OP_GEMV;
+                   c.p.n = 2;
                  }});
-  v.push_back({"op 0", [](nvfp4_problem& p) { p.op = 0; }});
-  v.push_back({"layout 0", [](nvfp4_problem& p) { p.sf_layout = 0; }});
-  v.push_back({"k odd", [](nvfp4_problem& p) { p.k += 1; }});
-  v.push_back({"m 0", [](nvfp4_problem& p) { p.m = 0; }});
-  v.push_back({"l 0", [](nvfp4_problem& p) { p.l = 0; }});
-  v.push_back({"null a", [](nvfp4_problem& p) { p.a = nullptr; }});
-  v.push_back({"null b", [](nvfp4_problem& p) { p.b = nullptr; }});
-  v.push_back({"null sfa", [](nvfp4_problem& p) { p.sfa = nullptr; }});
-  v.push_back({"null sfb", [](nvfp4_problem& p) { p.sfb = nullptr; }});
+  v.push_back({"k odd", [](Call& c) { c.p.k += 1; }});
+  v.push_back({"m 0", [](Call& c) { c.p.m = 0; }});
+  v.push_back({"l 0", [](Call& c) { c.p.l = 0; }});
+  v.push_back({"null a", [](Call& c) { c.p.a = nullptr; }});
+  v.push_back({"null b", [](Call& c) { c.p.b = nullptr; }});
+  v.push_back({"null sfa", [](Call& c) { c.p.sfa = nullptr; }});
+  v.push_back({"null sfb", [](Call& c) { c.p.sfb = nullptr; }});
+  v.push_back({"groups on a non-grouped op", [](Call& c) { c.p.groups = 1; }});
+  if (op == NVFP4_OP_DUAL_GEMM) {
+    v.push_back({"dual: null b2", [](Call& c) { c.p.b2 = nullptr; }});
+    v.push_back({"dual: null sfb2", [](Call& c) { c.p.sfb2 = nullptr; }});
+    if (info.flags & NVFP4_FLAG_UNIT_ALPHA) v.push_back({"alpha2 != 1", [](Call& c) { c.p.alpha2 = 2.0f; }});
+  }
   return v;
 }
 
@@ -72,28 +145,23 @@ TEST_P(BuiltinRefusal, RefusesProblemsOutsideItsInfoTouchingNothing) {
   const Registry registry = Registry::with_builtins();
   const Kernel* k = registry.find(GetParam());
   ASSERT_NE(k, nullptr);
-  const nvfp4_problem base = inside(*k->info);
-  // Big enough for the base problem in either layout; never read on refusal anyway.
-  const int64_t rows = std::max(base.m, base.n) + 1, kb = (base.k + 2 + 15) / 16;
-  std::vector<uint8_t> a(base.l * rows * (base.k + 2), 0x11), sf(base.l * ((rows + 127) / 128) * ((kb + 3) / 4) * 512, 0x38);
-  std::vector<uint16_t> c(base.l * rows * rows, 0x1234);
+  // Big enough for the base problem in either layout and any output type (l = 2, rows and k a
+  // little past the base); never read on refusal anyway.
+  const int64_t rows = std::max(k->info->m_multiple, k->info->n_multiple) + 2;
+  const int64_t kk = 2 * static_cast<int64_t>(k->info->k_multiple) + 2, kb = (kk + 15) / 16;
+  std::vector<uint8_t> data(std::max<int64_t>(2 * rows * kk, 2 * ((rows + 127) / 128) * ((kb + 3) / 4) * 512), 0x38);
+  std::vector<uint16_t> c(4 * rows * rows, 0x1234);
   for (const Variant& v : outside(*k->info)) {
-    nvfp4_problem p = base;
-    p.a = p.b = a.data();
-    p.sfa = p.sfb = sf.data();
-    p.c = c.data();
-    v.mutate(p);
-    EXPECT_EQ(k->run(p), NVFP4_UNSUPPORTED) << k->name() << ": " << v.what;
+    Call call = inside(*k->info, data.data(), c.data());
+    v.mutate(call);
+    EXPECT_EQ(k->run(call.p), NVFP4_UNSUPPORTED) << k->name() << ": " << v.what;
     for (uint16_t x : c) ASSERT_EQ(x, 0x1234) << k->name() << " wrote C on " << v.what;
   }
   EXPECT_EQ(k->run_fn(k->index, nullptr), NVFP4_UNSUPPORTED) << "null problem";
   if (!k->is_cuda()) {
     // The base problem itself is inside the info: a host kernel must accept it.
-    nvfp4_problem p = base;
-    p.a = p.b = a.data();
-    p.sfa = p.sfb = sf.data();
-    p.c = c.data();
-    EXPECT_EQ(k->run(p), NVFP4_OK) << k->name() << " refused a problem inside its info";
+    const Call call = inside(*k->info, data.data(), c.data());
+    EXPECT_EQ(k->run(call.p), NVFP4_OK) << k->name() << " refused a problem inside its info";
   }
 }
 

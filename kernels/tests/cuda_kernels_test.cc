@@ -12,6 +12,7 @@
 
 #include "kernels/builtin.h"
 #include "kernels/tests/small_problems.h"
+#include "kernels/tests/v2_problems.h"
 
 namespace nvfp4 {
 namespace {
@@ -112,6 +113,151 @@ TEST_P(CudaKernel, MatchesHostKernelBitForBitInTheExactRegime) {
     }
   }
 }
+
+// A host buffer's device copy; pointers into the host buffer map to the same offset in the copy.
+struct Mirror {
+  const uint8_t* host = nullptr;
+  size_t bytes = 0;
+  uint8_t* device = nullptr;
+  ~Mirror() {
+    if (device) cudaFree(device);
+  }
+  cudaError_t upload(const std::vector<uint8_t>& v, cudaStream_t s) {
+    host = v.data(), bytes = v.size();
+    cudaError_t err = cudaMalloc(reinterpret_cast<void**>(&device), bytes ? bytes : 1);
+    return err != cudaSuccess ? err : cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, s);
+  }
+  template <typename T>
+  T* map(T* p) const {
+    if (p == nullptr) return nullptr;
+    return reinterpret_cast<T*>(device + (reinterpret_cast<const uint8_t*>(p) - host));
+  }
+};
+
+bool runnable_or_skip(const Kernel& k, std::string* why) { return kernel_runnable(k, why); }
+
+std::vector<std::string> cuda_names_with_op(uint32_t op) {
+  std::vector<std::string> names;
+  for (int i = 0; i < kern::builtin_kernel_count(); ++i) {
+    const nvfp4_kernel_info* info = kern::builtin_kernel_get(i);
+    if (info->memory == NVFP4_MEMORY_CUDA && ((info->ops >> op) & 1u)) names.push_back(info->name);
+  }
+  return names;
+}
+
+class CudaGrouped : public ::testing::TestWithParam<std::string> {};
+
+// Every group of one launch is its own exact GEMM, bit for bit, in each declared output type and
+// layout, with empty groups and m_g around the tile edges; nothing past any group's output changes.
+TEST_P(CudaGrouped, EveryGroupIsItsOwnExactGemm) {
+  const Kernel& k = builtin(GetParam());
+  std::string why;
+  if (!runnable_or_skip(k, &why)) GTEST_SKIP() << k.name() << " cannot run here: " << why;
+  const bool packed = k.groups_packed();
+  const uint64_t seed = 0x6A0u + packed;
+  std::cout << "seed " << seed << "\n";
+  std::mt19937_64 rng(seed);
+  const std::vector<std::vector<int64_t>> group_rows = {
+      {5}, {0, 3, 0}, {1, 127, 128, 129, 0}, {0, 0, 255, 2}, {300, 0, 64, 0, 9, 0, 1}};
+  cudaStream_t stream = nullptr;
+  ASSERT_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  for (const std::vector<int64_t>& ms : group_rows)
+    for (uint32_t layout : {NVFP4_SF_LINEAR, NVFP4_SF_PERMUTED})
+      for (uint32_t t : {NVFP4_OUT_FP16, NVFP4_OUT_BF16, NVFP4_OUT_FP32}) {
+        if (!k.supports_out_type(t) || !k.supports_layout(layout)) continue;
+        GroupedCase gc = random_grouped(rng, packed, ms);
+        gc.layout = layout;
+        gc.out_type = t;
+        gc.lay_out(packed);
+        const nvfp4_problem host_view = gc.abi(packed, stream);
+        nvfp4_problem p = host_view;
+        std::vector<nvfp4_group> device_table = gc.table;
+        // Packed: the packed buffers' copies; separate: each group's. The table points at them.
+        std::vector<Mirror> mirrors(packed ? 5 : 5 * gc.groups.size());
+        if (packed) {
+          const std::vector<uint8_t>* bufs[5] = {&gc.pa, &gc.pb, &gc.psfa, &gc.psfb, &gc.pc};
+          for (int x = 0; x < 5; ++x) ASSERT_CUDA(mirrors[x].upload(*bufs[x], stream));
+          p.a = mirrors[0].map(p.a), p.b = mirrors[1].map(p.b), p.sfa = mirrors[2].map(p.sfa), p.sfb = mirrors[3].map(p.sfb);
+          p.c = mirrors[4].map(p.c);
+          for (nvfp4_group& g : device_table) {
+            g.a = mirrors[0].map(g.a), g.b = mirrors[1].map(g.b), g.sfa = mirrors[2].map(g.sfa), g.sfb = mirrors[3].map(g.sfb);
+            g.c = mirrors[4].map(static_cast<uint8_t*>(g.c));
+          }
+        } else {
+          for (size_t g = 0; g < gc.groups.size(); ++g) {
+            const std::vector<uint8_t>* bufs[5] = {&gc.a[g], &gc.b[g], &gc.sfa[g], &gc.sfb[g], &gc.c[g]};
+            for (int x = 0; x < 5; ++x) ASSERT_CUDA(mirrors[5 * g + x].upload(*bufs[x], stream));
+            nvfp4_group& d = device_table[g];
+            d.a = mirrors[5 * g].map(d.a), d.b = mirrors[5 * g + 1].map(d.b), d.sfa = mirrors[5 * g + 2].map(d.sfa);
+            d.sfb = mirrors[5 * g + 3].map(d.sfb), d.c = mirrors[5 * g + 4].map(static_cast<uint8_t*>(d.c));
+          }
+        }
+        // The host table (p.group) has the device pointers too: SPEC section 5 gives the same entries twice.
+        nvfp4_group* table_on_device = nullptr;
+        ASSERT_CUDA(cudaMalloc(reinterpret_cast<void**>(&table_on_device), sizeof(nvfp4_group) * device_table.size()));
+        ASSERT_CUDA(cudaMemcpyAsync(table_on_device, device_table.data(), sizeof(nvfp4_group) * device_table.size(),
+                                    cudaMemcpyHostToDevice, stream));
+        p.group = device_table.data();
+        p.group_device = table_on_device;
+        ASSERT_EQ(k.run(p), NVFP4_OK) << k.name();
+        if (packed) {
+          ASSERT_CUDA(cudaMemcpyAsync(gc.pc.data(), mirrors[4].device, gc.pc.size(), cudaMemcpyDeviceToHost, stream));
+        } else {
+          for (size_t g = 0; g < gc.groups.size(); ++g)
+            ASSERT_CUDA(cudaMemcpyAsync(gc.c[g].data(), mirrors[5 * g + 4].device, gc.c[g].size(), cudaMemcpyDeviceToHost, stream));
+        }
+        ASSERT_CUDA(cudaStreamSynchronize(stream));
+        ASSERT_CUDA(cudaFree(table_on_device));
+        EXPECT_EQ(check_grouped(gc, packed), "") << k.name() << " layout " << layout << " " << out_name(t);
+      }
+  ASSERT_CUDA(cudaStreamDestroy(stream));
+}
+
+INSTANTIATE_TEST_SUITE_P(Builtins, CudaGrouped, ::testing::ValuesIn(cuda_names_with_op(NVFP4_OP_GROUPED_GEMM)),
+                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(CudaGrouped);
+
+class CudaDual : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CudaDual, SiluOfGTimesUWithinRuleSix) {
+  const Kernel& k = builtin(GetParam());
+  std::string why;
+  if (!runnable_or_skip(k, &why)) GTEST_SKIP() << k.name() << " cannot run here: " << why;
+  const uint64_t seed = 0xD0A1;
+  std::cout << "seed " << seed << "\n";
+  std::mt19937_64 rng(seed);
+  const int64_t shapes[][4] = {{1, 1, 2, 1}, {7, 5, 34, 2}, {129, 9, 80, 1}, {300, 130, 1000, 1}};
+  cudaStream_t stream = nullptr;
+  ASSERT_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  for (const auto& s : shapes)
+    for (uint32_t layout : {NVFP4_SF_LINEAR, NVFP4_SF_PERMUTED})
+      for (uint32_t t : {NVFP4_OUT_FP16, NVFP4_OUT_BF16, NVFP4_OUT_FP32}) {
+        if (!k.supports_out_type(t) || !k.supports_layout(layout)) continue;
+        const DualCase d = random_dual(rng, s[0], s[1], s[2], s[3]);
+        const SmallProblem& g = d.g;
+        std::vector<uint8_t> sfa = g.sfa, sfb = g.sfb, sfb2 = d.u.sfb;
+        if (layout == NVFP4_SF_PERMUTED) {
+          sfa = to_permuted(g.sfa, g.m, g.kb(), g.l);
+          sfb = to_permuted(g.sfb, g.n, g.kb(), g.l);
+          sfb2 = to_permuted(d.u.sfb, g.n, g.kb(), g.l);
+        }
+        std::vector<uint8_t> c(g.l * g.m * g.n * out_bytes(t), 0xA5);
+        Mirror m[7];
+        const std::vector<uint8_t>* bufs[7] = {&g.a, &g.b, &sfa, &sfb, &d.u.b, &sfb2, &c};
+        for (int x = 0; x < 7; ++x) ASSERT_CUDA(m[x].upload(*bufs[x], stream));
+        const nvfp4_problem p =
+            dual_abi(d, m[0].device, m[1].device, m[2].device, m[3].device, m[4].device, m[5].device, layout, m[6].device, t, stream);
+        ASSERT_EQ(k.run(p), NVFP4_OK) << k.name();
+        ASSERT_CUDA(cudaMemcpyAsync(c.data(), m[6].device, c.size(), cudaMemcpyDeviceToHost, stream));
+        ASSERT_CUDA(cudaStreamSynchronize(stream));
+        EXPECT_EQ(check_dual(d, c.data(), t), "") << k.name() << " layout " << layout << " " << out_name(t);
+      }
+  ASSERT_CUDA(cudaStreamDestroy(stream));
+}
+
+INSTANTIATE_TEST_SUITE_P(Builtins, CudaDual, ::testing::ValuesIn(cuda_names_with_op(NVFP4_OP_DUAL_GEMM)),
+                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(CudaDual);
 
 std::vector<std::string> cuda_builtin_names() {
   std::vector<std::string> names;

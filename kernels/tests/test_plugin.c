@@ -9,6 +9,8 @@
 
 #if defined(TEST_PLUGIN_WRONG_ABI)
 #define ABI (NVFP4_ABI_VERSION + 1)
+#elif defined(TEST_PLUGIN_ABI_ZERO)
+#define ABI 0
 #else
 #define ABI NVFP4_ABI_VERSION
 #endif

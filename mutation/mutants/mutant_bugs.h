@@ -58,6 +58,19 @@ enum class Bug : int {
   mma_k16_step_dropped,     // k loop unrolled by two k16 steps: the last full step skipped when k/16 is odd
   mma_subnormal_operands,   // FP16 operands stored as value * 2^-14 (subnormal below 1), declares IEEE
   split_k_partial_twice,    // one of the split-k FP32 partials added twice
+  // Output types (a GEMM declaring only the type its bug is in; mutant_v2_host.cc).
+  bf16_truncated,           // FP32 -> BF16 by dropping the low 16 bits instead of rounding
+  fp32_through_fp16,        // FP32 output written as RN32(RN16(value)): an FP16 epilogue reused
+  // Dual GEMM with SiLU.
+  dual_silu_fp16,           // silu computed in FP16 (G, e^-G, 1 + e^-G and the quotient rounded to half)
+  dual_gate_up_swapped,     // silu(U) * G instead of silu(G) * U
+  dual_alpha2_ignored,      // U computed without alpha2
+  // Grouped GEMM.
+  grouped_next_expert_scales,   // packed: expert g reads expert g+1's SFB (the last expert its own)
+  grouped_stops_at_empty,       // the group loop ends at the first empty group: later groups unwritten
+  grouped_empty_writes_row,     // packed: an empty group writes a row of zeros at its C offset (the next group's row 0)
+  grouped_alpha_of_first,       // every group scaled by group 0's alpha
+  grouped_offsets_32bit,        // packed: B_g's byte offset g*n*k/2 formed in 32-bit int (wraps past 2^31)
 };
 
 // E2M1 code to float, with the data-decoding bugs.

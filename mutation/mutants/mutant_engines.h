@@ -9,9 +9,13 @@
 namespace nvfp4::mutants {
 
 int run_host_mutant(Bug bug, const nvfp4_problem* p);
+// ABI version 2's problems: any output type, dual GEMM, grouped GEMM (packed: the kernel declares
+// NVFP4_FLAG_GROUPS_PACKED and reads only the packed buffers).
+int run_host_v2_mutant(Bug bug, bool packed, const nvfp4_problem* p);
 #if defined(NVFP4_MUTANTS_WITH_CUDA)
 int run_cuda_mutant(Bug bug, const nvfp4_problem* p);
 int run_tensor_core_mutant(Bug bug, const nvfp4_problem* p);
+int run_cuda_v2_mutant(Bug bug, bool packed, const nvfp4_problem* p);
 #endif
 
 }  // namespace nvfp4::mutants

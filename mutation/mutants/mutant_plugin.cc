@@ -81,12 +81,64 @@ const BugEntry kGemvPathBugs[] = {
     {Bug::k_tail_64_dropped, "k_tail_64_dropped", kHost, "GEMV path only: k loop stops at the last multiple of 64"},
 };
 
+// ABI version 2's mutants (mutant_v2_host.cc): what each declares, so that its bug is the only
+// thing between it and a correct kernel of that declaration. The harness reaches them once its
+// schedule draws their op or output type; until then `nvfp4check mutants` lists them as unable
+// to run, with why.
+enum class Declares { out_bf16, out_fp32, dual, grouped, grouped_packed, gemm_all_outs };
+
+struct V2BugEntry {
+  Bug bug;
+  const char* name;  // the mutant is mut_host_<name>
+  Declares declares;
+  const char* what;
+};
+
+// Bugs that reached users of MoE and BF16 NVFP4 kernels (the public threads named in each line).
+const V2BugEntry kV2Bugs[] = {
+    {Bug::bf16_truncated, "bf16_truncated", Declares::out_bf16,
+     "BF16 output written by truncating the FP32 value (BF16 path wrong where FP16 is right, cutlass#3197); declares BF16 only"},
+    {Bug::fp32_through_fp16, "fp32_through_fp16", Declares::out_fp32,
+     "FP32 output rounded through FP16 first (an FP16 epilogue reused); declares FP32 only"},
+    {Bug::dual_silu_fp16, "dual_silu_fp16", Declares::dual, "dual GEMM: silu computed in FP16 (G, e^-G, 1 + e^-G, quotient)"},
+    {Bug::dual_gate_up_swapped, "dual_gate_up_swapped", Declares::dual, "dual GEMM: silu(U) * G instead of silu(G) * U"},
+    {Bug::dual_alpha2_ignored, "dual_alpha2_ignored", Declares::dual, "dual GEMM: U computed without alpha2"},
+    {Bug::grouped_next_expert_scales, "grouped_next_expert_scales", Declares::grouped_packed,
+     "grouped, packed: expert g reads expert g+1's B scales (invisible when experts share scales, flashinfer#5438)"},
+    {Bug::grouped_stops_at_empty, "grouped_stops_at_empty", Declares::grouped,
+     "grouped: the group loop ends at the first empty expert, later experts' output unwritten (MSLK#158)"},
+    {Bug::grouped_empty_writes_row, "grouped_empty_writes_row", Declares::grouped_packed,
+     "grouped, packed: an empty expert writes a row of zeros at its C offset, the next expert's row 0 or past the last row (MSLK#158)"},
+    {Bug::grouped_alpha_of_first, "grouped_alpha_of_first", Declares::grouped,
+     "grouped: every expert scaled by expert 0's alpha (a wrong per-group alpha, TransformerEngine#2971)"},
+    {Bug::grouped_offsets_32bit, "grouped_offsets_32bit", Declares::grouped_packed,
+     "grouped, packed: B_g's offset g*n*k/2 in 32-bit int, wrong once the packed B passes 2^31 bytes"},
+};
+
+constexpr uint32_t kAllOutTypes = (1u << NVFP4_OUT_FP16) | (1u << NVFP4_OUT_BF16) | (1u << NVFP4_OUT_FP32);
+
+void declare(nvfp4_kernel_info& info, Declares d) {
+  info.out_types = kAllOutTypes;
+  switch (d) {
+    case Declares::out_bf16: info.out_types = 1u << NVFP4_OUT_BF16; break;
+    case Declares::out_fp32: info.out_types = 1u << NVFP4_OUT_FP32; break;
+    case Declares::dual: info.ops = 1u << NVFP4_OP_DUAL_GEMM; break;
+    case Declares::grouped: info.ops = 1u << NVFP4_OP_GROUPED_GEMM; break;
+    case Declares::grouped_packed:
+      info.ops = 1u << NVFP4_OP_GROUPED_GEMM;
+      info.flags |= NVFP4_FLAG_GROUPS_PACKED;
+      break;
+    case Declares::gemm_all_outs: break;
+  }
+}
+
 struct Entry {
   nvfp4_kernel_info info;
   Bug bug;
   unsigned engine;  // kHost, kCuda or kTensorCore
   std::string what;
   bool gemv_path_only = false;  // the bug applies to GEMV problems only
+  bool v2 = false;  // run by the version-2 engine (mutant_v2_host.cc)
 };
 
 // Built once; names live in a deque so their c_str() stays put.
@@ -111,6 +163,14 @@ struct Catalog {
     entries.push_back({info, bug, engine, what, gemv_path_only});
   }
 
+  void add_v2(const std::string& name, Bug bug, Declares d, const std::string& what, unsigned engine = kHost) {
+    add(name, bug, engine, what);
+    declare(entries.back().info, d);
+    // The CUDA engine's grouped kernel has a grid row per group.
+    if (engine == kCuda && (d == Declares::grouped || d == Declares::grouped_packed)) entries.back().info.max_groups = 65535;
+    entries.back().v2 = true;
+  }
+
   Catalog() {
     add("ctl_host_unmutated", Bug::none, kHost, "control: the host mutant engine with no bug (must pass)");
 #if defined(NVFP4_MUTANTS_WITH_CUDA)
@@ -124,6 +184,25 @@ struct Catalog {
     for (const BugEntry& e : kGemvPathBugs) {
       if (e.engines & kHost) add(std::string("mut_host_gemv_path_") + e.name, e.bug, kHost, e.what, true);
     }
+    add_v2("ctl_host_out_types_unmutated", Bug::none, Declares::gemm_all_outs,
+           "control: the version-2 host engine, GEMV/GEMM in FP16, BF16 and FP32, no bug (must pass)");
+    add_v2("ctl_host_dual_unmutated", Bug::none, Declares::dual, "control: the version-2 host engine's dual GEMM, no bug (must pass)");
+    add_v2("ctl_host_grouped_unmutated", Bug::none, Declares::grouped,
+           "control: the version-2 host engine's grouped GEMM, separate arrangement, no bug (must pass)");
+    add_v2("ctl_host_grouped_packed_unmutated", Bug::none, Declares::grouped_packed,
+           "control: the version-2 host engine's grouped GEMM, packed arrangement, no bug (must pass)");
+    for (const V2BugEntry& e : kV2Bugs) add_v2(std::string("mut_host_") + e.name, e.bug, e.declares, e.what);
+#if defined(NVFP4_MUTANTS_WITH_CUDA)
+    add_v2("ctl_cuda_out_types_unmutated", Bug::none, Declares::gemm_all_outs,
+           "control: the version-2 CUDA engine, GEMV/GEMM in FP16, BF16 and FP32, no bug (must pass)", kCuda);
+    add_v2("ctl_cuda_dual_unmutated", Bug::none, Declares::dual, "control: the version-2 CUDA engine's dual GEMM, no bug (must pass)",
+           kCuda);
+    add_v2("ctl_cuda_grouped_unmutated", Bug::none, Declares::grouped,
+           "control: the version-2 CUDA engine's grouped GEMM, separate arrangement, no bug (must pass)", kCuda);
+    add_v2("ctl_cuda_grouped_packed_unmutated", Bug::none, Declares::grouped_packed,
+           "control: the version-2 CUDA engine's grouped GEMM, packed arrangement, no bug (must pass)", kCuda);
+    for (const V2BugEntry& e : kV2Bugs) add_v2(std::string("mut_cuda_") + e.name, e.bug, e.declares, e.what, kCuda);
+#endif
 #if defined(NVFP4_MUTANTS_WITH_CUDA)
     for (unsigned engine : {kCuda, kTensorCore}) {
       for (const BugEntry& e : kBugs) {
@@ -172,6 +251,13 @@ extern "C" __attribute__((visibility("default"))) int nvfp4_kernel_run(int index
   // The bug: a shape inside the declaration refused anyway.
   if (e.bug == Bug::refuses_supported && p->k % 64 != 0) return NVFP4_UNSUPPORTED;
   const Bug bug = e.gemv_path_only && p->op != NVFP4_OP_GEMV ? Bug::none : e.bug;
+  if (e.v2) {
+    const bool packed = e.info.flags & NVFP4_FLAG_GROUPS_PACKED;
+#if defined(NVFP4_MUTANTS_WITH_CUDA)
+    if (e.engine == nvfp4::mutants::kCuda) return nvfp4::mutants::run_cuda_v2_mutant(e.bug, packed, p);
+#endif
+    return nvfp4::mutants::run_host_v2_mutant(e.bug, packed, p);
+  }
 #if defined(NVFP4_MUTANTS_WITH_CUDA)
   if (e.engine == nvfp4::mutants::kTensorCore) return nvfp4::mutants::run_tensor_core_mutant(bug, p);
   if (e.engine == nvfp4::mutants::kCuda) return nvfp4::mutants::run_cuda_mutant(bug, p);

@@ -67,6 +67,8 @@ MutationOptions options() {
   do {                                                                              \
     std::string why_not;                                                            \
     if (!kernel_runnable(k, &why_not)) GTEST_SKIP() << (k).name() << " cannot run here: " << why_not; \
+    why_not = unschedulable(describe_kernel(k));                                    \
+    if (!why_not.empty()) GTEST_SKIP() << (k).name() << ": " << why_not;           \
   } while (0)
 
 std::string param_name(const testing::TestParamInfo<std::string>& info) { return info.param; }
