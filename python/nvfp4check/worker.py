@@ -55,6 +55,17 @@ def split_spec(spec, default_function="custom_kernel"):
     return spec, default_function
 
 
+def _have_task_module():
+    """Whether `import task` works already: the submission's own task.py, or the stand-in an earlier
+    submission of this process got (a module without a spec, which find_spec refuses to look at)."""
+    if "task" in sys.modules:
+        return True
+    try:
+        return importlib.util.find_spec("task") is not None
+    except (ImportError, ValueError):
+        return False
+
+
 def load_function(spec, default_function="custom_kernel", gpumode=False):
     """The callable FUNCTION of FILE (or of an importable module) in FILE[:FUNCTION]."""
     where, name = split_spec(spec, default_function)
@@ -65,7 +76,7 @@ def load_function(spec, default_function="custom_kernel", gpumode=False):
         directory = os.path.dirname(path)
         if directory not in sys.path:
             sys.path.insert(0, directory)  # its siblings (task.py, helpers) import as in its own folder
-        if gpumode and importlib.util.find_spec("task") is None:
+        if gpumode and not _have_task_module():
             sys.modules["task"] = _gpumode_task_module()
         module_name = "nvfp4check_kernel_" + "".join(ch if ch.isalnum() else "_" for ch in os.path.basename(path)[:-3])
         module_spec = importlib.util.spec_from_file_location(module_name, path)

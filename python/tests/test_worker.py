@@ -71,6 +71,24 @@ def test_gpumode_submission_imports_task_without_their_harness(tmp_path):
     assert fn.__name__ == "custom_kernel"
 
 
+def test_two_gpumode_submissions_load_in_one_process(tmp_path):
+    # The second finds the first's stand-in `task` module (no spec): it must reuse it, not fail.
+    sys.path.insert(0, os.path.dirname(HERE))
+    try:
+        from nvfp4check.worker import load_function
+    finally:
+        sys.path.pop(0)
+    fns = []
+    for name in ("one", "two"):
+        folder = tmp_path / name
+        folder.mkdir()
+        sub = folder / "submission.py"
+        sub.write_text("from task import input_t, output_t\n\ndef custom_kernel(data: input_t) -> output_t:\n"
+                       "    return None\n")
+        fns.append(load_function(str(sub), gpumode=True))
+    assert all(fn.__name__ == "custom_kernel" for fn in fns)
+
+
 def program(*args):
     """`nvfp4check` itself (NVFP4CHECK_PROGRAM), with this package importable by its Python worker."""
     exe = os.environ.get("NVFP4CHECK_PROGRAM")
