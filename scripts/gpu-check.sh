@@ -4,7 +4,8 @@
 # ./gpu-check-out); the last lines printed are each step's summary.
 #
 # Usage: scripts/gpu-check.sh [STEP...]      (default: tests run mutants gpuref)
-#   tests      every gpu-labelled ctest, one GPU per test over all GPUs (resource spec)
+#   tests      every gpu-labelled ctest but python.gpu (the python step), one GPU per test over all
+#              GPUs (resource spec)
 #   run        nvfp4check run of every built-in CUDA kernel with a FRESH seed (printed; or
 #              NVFP4_RUN_SEED) for NVFP4_RUN_SECONDS (default 150) in all
 #   shapes     nvfp4check run on production shapes, judged by the GPU reference
@@ -66,7 +67,8 @@ for s in "${steps[@]}"; do
     tests)
       step "ctest -L gpu over $gpus GPU(s)"
       bash scripts/ctest-resource-spec.sh -o "$OUT/resources.json"
-      timeout "${NVFP4_TESTS_SECONDS:-330}" ctest --test-dir "$B" -L gpu -j "$((gpus * 2))" \
+      # python.gpu is the python step's (its compiles alone take minutes): not run twice.
+      timeout "${NVFP4_TESTS_SECONDS:-330}" ctest --test-dir "$B" -L gpu -E '^python\.gpu$' -j "$((gpus * 2))" \
         --resource-spec-file "$OUT/resources.json" --output-on-failure --timeout 300 >"$OUT/ctest-gpu.log" 2>&1 || status=1
       grep -E "tests passed|tests failed|\(Failed\)|\(Timeout\)|Total Test time" "$OUT/ctest-gpu.log" | tail -25
       ;;
