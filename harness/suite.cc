@@ -40,14 +40,17 @@ CaseOutcome start_failure(const Problem& p, const std::string& why) {
   return r;
 }
 
+// A problem without its tensors, their memory given back (kept until the first failure is
+// decided, a case needs only its shape and counts).
+void drop_data(Problem& p) {
+  for (std::vector<uint8_t>* v : {&p.a, &p.b, &p.sfa, &p.sfb}) std::vector<uint8_t>().swap(*v);
+}
+
 // A case's outcome without its data, kept until the kernel's first failure is decided.
 CaseOutcome without_data(CaseOutcome out) {
-  out.problem.a.clear(), out.problem.b.clear(), out.problem.sfa.clear(), out.problem.sfb.clear();
-  out.problem.a.shrink_to_fit(), out.problem.b.shrink_to_fit(), out.problem.sfa.shrink_to_fit(),
-      out.problem.sfb.shrink_to_fit();
+  drop_data(out.problem);
   out.reference = ExactResult{};
-  out.c.clear();
-  out.c.shrink_to_fit();
+  std::vector<uint16_t>().swap(out.c);
   return out;
 }
 
@@ -241,7 +244,7 @@ KernelReport check_kernel(const std::vector<Executor*>& lanes, const KernelDesc&
       const auto told = Clock::now();
       listener.case_done(kernel, index, out);
       const double report_s = since(told);
-      sc.problem.a.clear(), sc.problem.b.clear(), sc.problem.sfa.clear(), sc.problem.sfb.clear();
+      drop_data(sc.problem);
       Done d{std::move(sc), CaseOutcome{}, drawn->seconds, report_s};
       if (failed) {
         int64_t lowest = first_failure;
