@@ -8,6 +8,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <stdexcept>
@@ -659,13 +660,55 @@ ExactResult exact_gemm_gpu(const Problem& p, GpuReferenceTiming* timing) {
   return result;
 }
 
+namespace {
+
+// A grouped problem on the GPU: each group is an l = 1 GEMM with its own alpha, checked by the
+// GEMM reference one group at a time and stitched into the groups' output order. Groups too
+// small to be worth a launch (or too deep for the GPU kernel) take the CPU path.
+ExactResult grouped_gpu(const Problem& p, double threshold) {
+  ExactResult out;
+  out.out_type = p.out_type;
+  out.group_offset = group_output_offsets(p);
+  const int64_t total = out.group_offset.back();
+  out.elems.resize(static_cast<size_t>(total));
+  if (p.out_type == OutType::fp32) out.c32.resize(static_cast<size_t>(total));
+  else out.c.resize(static_cast<size_t>(total));
+  for (size_t g = 0; g < p.groups.size(); ++g) {
+    const Group& q = p.groups[g];
+    if (q.m == 0) continue;
+    Problem one;
+    one.op = Op::gemm;
+    one.m = q.m, one.n = q.n, one.k = q.k, one.l = 1;
+    one.sf_layout = SfLayout::linear;
+    one.semantics = p.semantics;
+    one.alpha = q.alpha;
+    one.out_type = p.out_type;
+    one.a = q.a, one.b = q.b, one.sfa = q.sfa, one.sfb = q.sfb;
+    const double work = static_cast<double>(q.m) * q.n * q.k;
+    const ExactResult r = work >= threshold / 4 && q.k <= kGpuReferenceMaxK ? exact_gemm_gpu(one) : exact_gemm(one);
+    const size_t at = static_cast<size_t>(out.group_offset[g]);
+    std::copy(r.elems.begin(), r.elems.end(), out.elems.begin() + static_cast<std::ptrdiff_t>(at));
+    if (p.out_type == OutType::fp32) std::copy(r.c32.begin(), r.c32.end(), out.c32.begin() + static_cast<std::ptrdiff_t>(at));
+    else std::copy(r.c.begin(), r.c.end(), out.c.begin() + static_cast<std::ptrdiff_t>(at));
+  }
+  return out;
+}
+
+}  // namespace
+
 ExactResult exact_gemm_auto(const Problem& p, double threshold) {
   if (threshold < 0) {
     const char* env = std::getenv("NVFP4_GPU_REFERENCE_THRESHOLD");
     threshold = env ? std::strtod(env, nullptr) : static_cast<double>(int64_t(1) << 26);
   }
+  if (p.op == Op::grouped_gemm) {
+    double work = 0;
+    for (const Group& g : p.groups) work += static_cast<double>(g.m) * g.n * g.k;
+    if (work >= threshold && gpu_reference_available(nullptr)) return grouped_gpu(p, threshold);
+    return exact_gemm(p);
+  }
   const double work = static_cast<double>(p.l) * p.m * p.n * p.k;
-  const bool gpu_op = p.op == Op::gemv || p.op == Op::gemm;  // grouped and dual: the CPU reference
+  const bool gpu_op = p.op == Op::gemv || p.op == Op::gemm;  // dual: the CPU reference
   if (gpu_op && work >= threshold && p.k <= kGpuReferenceMaxK && gpu_reference_available(nullptr)) return exact_gemm_gpu(p);
   return exact_gemm(p);
 }

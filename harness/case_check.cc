@@ -57,6 +57,7 @@ void rotate_blocks(Problem& q, int64_t blocks, int64_t r) {
   };
   per_row(q.a, q.sfa, q.l * q.m);
   per_row(q.b, q.sfb, q.l * q.n);
+  if (q.op == Op::dual_gemm) per_row(q.b2, q.sfb2, q.l * q.n);
 }
 
 }  // namespace
@@ -80,65 +81,181 @@ Policy kernel_policy(const KernelDesc& k) {
 std::string unsupported_reason(const nvfp4_kernel_info& info, const Problem& p) {
   const uint32_t op = static_cast<uint32_t>(p.op), layout = static_cast<uint32_t>(p.sf_layout);
   if (!((info.ops >> op) & 1u)) return fmt::format("the kernel does not declare op {}", to_string(p.op));
-  // The runner's buffers, poisons and checks hold FP16 words only so far (kernel_call.cc's to_abi
-  // hands every kernel an FP16 problem): another output type is outside what it can check.
-  if (p.out_type != OutType::fp16)
-    return fmt::format("out type {}: the runner checks FP16 outputs only so far", to_string(p.out_type));
+  if (!((declared_out_types(info) >> static_cast<uint32_t>(p.out_type)) & 1u))
+    return fmt::format("the kernel does not declare the {} output type", to_string(p.out_type));
   if (!((info.sf_layouts >> layout) & 1u))
     return fmt::format("the kernel does not declare the {} scale layout", to_string(p.sf_layout));
-  if (info.m_multiple > 1 && p.m % info.m_multiple != 0)
-    return fmt::format("m = {} is not a multiple of the declared m_multiple {}", p.m, info.m_multiple);
-  if (p.op == Op::gemm && info.n_multiple > 1 && p.n % info.n_multiple != 0)
-    return fmt::format("n = {} is not a multiple of the declared n_multiple {}", p.n, info.n_multiple);
-  if (info.k_multiple > 1 && p.k % info.k_multiple != 0)
-    return fmt::format("k = {} is not a multiple of the declared k_multiple {}", p.k, info.k_multiple);
-  if ((info.flags & NVFP4_FLAG_UNIT_ALPHA) && p.alpha != 1.0f)
-    return fmt::format("alpha = {} but the kernel declares NVFP4_FLAG_UNIT_ALPHA", p.alpha);
+  const bool unit_alpha = info.flags & NVFP4_FLAG_UNIT_ALPHA;
+  // One GEMM's shape against the declared multiples (GEMV's n is 1 by definition).
+  const auto shape_reason = [&](const std::string& who, int64_t m, int64_t n, int64_t k, bool has_n) -> std::string {
+    if (info.m_multiple > 1 && m % info.m_multiple != 0)
+      return fmt::format("{}m = {} is not a multiple of the declared m_multiple {}", who, m, info.m_multiple);
+    if (has_n && info.n_multiple > 1 && n % info.n_multiple != 0)
+      return fmt::format("{}n = {} is not a multiple of the declared n_multiple {}", who, n, info.n_multiple);
+    if (info.k_multiple > 1 && k % info.k_multiple != 0)
+      return fmt::format("{}k = {} is not a multiple of the declared k_multiple {}", who, k, info.k_multiple);
+    return "";
+  };
+  if (p.op == Op::grouped_gemm) {
+    if (info.max_groups != 0 && static_cast<int64_t>(p.groups.size()) > int64_t{info.max_groups})
+      return fmt::format("{} groups but the kernel declares max_groups {}", p.groups.size(), info.max_groups);
+    for (size_t g = 0; g < p.groups.size(); ++g) {
+      const Group& q = p.groups[g];
+      if (std::string why = shape_reason(fmt::format("group {}: ", g), q.m, q.n, q.k, true); !why.empty()) return why;
+      if (unit_alpha && q.alpha != 1.0f)
+        return fmt::format("group {}: alpha = {} but the kernel declares NVFP4_FLAG_UNIT_ALPHA", g, q.alpha);
+    }
+    if (info.flags & NVFP4_FLAG_GROUPS_PACKED)
+      for (const Group& q : p.groups)
+        if (q.n != p.groups.front().n || q.k != p.groups.front().k)
+          return "the groups differ in n or k, and the kernel declares the packed arrangement (one n, one k)";
+    return "";
+  }
+  if (std::string why = shape_reason("", p.m, p.n, p.k, p.op != Op::gemv); !why.empty()) return why;
+  if (unit_alpha && p.alpha != 1.0f) return fmt::format("alpha = {} but the kernel declares NVFP4_FLAG_UNIT_ALPHA", p.alpha);
+  if (unit_alpha && p.op == Op::dual_gemm && p.alpha2 != 1.0f)
+    return fmt::format("alpha2 = {} but the kernel declares NVFP4_FLAG_UNIT_ALPHA", p.alpha2);
   return "";
 }
 
-StaleVariant stale_variant(const Problem& p, const ExactResult& ref, uint64_t seed) {
+bool probes_refusal(const nvfp4_kernel_info& info, const Problem& p) {
+  // A version-1 kernel is handed version-1 problems only; no kernel is handed an op of revision 3
+  // or an output type it does not declare (the ABI gives it no way to tell it apart from one it
+  // does), nor groups it cannot be handed in its arrangement.
+  const bool v1_problem = p.out_type == OutType::fp16 && (p.op == Op::gemv || p.op == Op::gemm);
+  if (info.abi_version < 2 && !v1_problem) return false;
+  if (!((declared_out_types(info) >> static_cast<uint32_t>(p.out_type)) & 1u)) return false;
+  if (!v1_problem && !((info.ops >> static_cast<uint32_t>(p.op)) & 1u)) return false;
+  if (p.op == Op::grouped_gemm && (info.flags & NVFP4_FLAG_GROUPS_PACKED))
+    for (const Group& q : p.groups)
+      if (q.n != p.groups.front().n || q.k != p.groups.front().k) return false;
+  return true;
+}
+
+namespace {
+
+// The rotations of one stale variant (see stale_variant), drawn from its seed.
+struct Rotations {
+  int64_t blocks = 0, rb = 0, ri = 0, rj = 0, rl = 0;
+};
+
+Rotations draw_rotations(const Problem& p, uint64_t seed) {
   Rng rng(seed ^ 0x5741'4c45'5354'4154ull);
   RngDraws d(rng);
-  StaleVariant v;
-  Problem& q = v.problem;
-  q = p;
-  q.expect.reset();
+  const auto below = [&](int64_t count) {
+    return count > 1 ? 1 + static_cast<int64_t>(d.below(static_cast<uint64_t>(count - 1))) : int64_t{0};
+  };
+  Rotations r;
+  r.blocks = p.k / 16;
+  r.rb = below(r.blocks);
+  r.ri = below(p.m);
+  r.rj = below(p.n);
+  r.rl = below(p.l);
+  return r;
+}
+
+// Rotates blocks, rows and batches of every input of a GEMV, GEMM or dual GEMM (B2 like B).
+void rotate_inputs(Problem& q, const Rotations& r) {
+  rotate_blocks(q, r.blocks, r.rb);
+  rotate_rows(q.a, q.l, q.m, q.k / 2, r.ri);
+  rotate_rows(q.sfa, q.l, q.m, q.kb(), r.ri);
+  std::vector<std::vector<uint8_t>*> b_side = {&q.b, &q.sfb};
+  if (q.op == Op::dual_gemm) b_side = {&q.b, &q.sfb, &q.b2, &q.sfb2};
+  for (size_t x = 0; x < b_side.size(); ++x)
+    rotate_rows(*b_side[x], q.l, q.n, x % 2 == 0 ? q.k / 2 : q.kb(), r.rj);
+  for (auto* v : {&q.a, &q.sfa}) rotate_rows(*v, 1, q.l, static_cast<int64_t>(v->size()) / q.l, r.rl);
+  for (auto* v : b_side) rotate_rows(*v, 1, q.l, static_cast<int64_t>(v->size()) / q.l, r.rl);
+}
+
+Problem stale_base(const Problem& p) {
+  Problem q = p;
+  clear_expect(q);
   q.data_from_seed = false;
   q.seed.reset();
   q.generator.clear();
   q.note = "stale-state data of " + (p.note.empty() ? std::string("a case") : p.note);
+  return q;
+}
+
+// GEMV and GEMM: A negated, blocks, rows and batches rotated; the reference follows.
+StaleVariant stale_gemm(const Problem& p, const ExactResult& ref, uint64_t seed) {
+  StaleVariant v;
+  Problem& q = v.problem;
+  q = stale_base(p);
   for (uint8_t& byte : q.a) byte ^= 0x88;  // both nibbles' sign bits: every product negated
-  const int64_t full_blocks = p.k / 16;
-  const int64_t rb = full_blocks > 1 ? 1 + static_cast<int64_t>(d.below(static_cast<uint64_t>(full_blocks - 1))) : 0;
-  const int64_t ri = p.m > 1 ? 1 + static_cast<int64_t>(d.below(static_cast<uint64_t>(p.m - 1))) : 0;
-  const int64_t rj = p.n > 1 ? 1 + static_cast<int64_t>(d.below(static_cast<uint64_t>(p.n - 1))) : 0;
-  const int64_t rl = p.l > 1 ? 1 + static_cast<int64_t>(d.below(static_cast<uint64_t>(p.l - 1))) : 0;
-  rotate_blocks(q, full_blocks, rb);
-  rotate_rows(q.a, q.l, q.m, q.k / 2, ri);
-  rotate_rows(q.sfa, q.l, q.m, q.kb(), ri);
-  rotate_rows(q.b, q.l, q.n, q.k / 2, rj);
-  rotate_rows(q.sfb, q.l, q.n, q.kb(), rj);
-  for (auto* v2 : {&q.a, &q.sfa}) rotate_rows(*v2, 1, q.l, static_cast<int64_t>(v2->size()) / q.l, rl);
-  for (auto* v2 : {&q.b, &q.sfb}) rotate_rows(*v2, 1, q.l, static_cast<int64_t>(v2->size()) / q.l, rl);
+  const Rotations r = draw_rotations(p, seed);
+  rotate_inputs(q, r);
   // C'[b][i][j] = -C[(b + rl) % l][(i + ri) % m][(j + rj) % n]
-  v.reference.elems.resize(ref.elems.size());
-  v.reference.c.resize(ref.c.size());
+  ExactResult& out = v.reference;
+  out.out_type = p.out_type;
+  out.group_offset = ref.group_offset;
+  out.elems.resize(ref.elems.size());
+  if (p.out_type == OutType::fp32) out.c32.resize(ref.elems.size());
+  else out.c.resize(ref.elems.size());
   for (int64_t b = 0; b < p.l; ++b)
     for (int64_t i = 0; i < p.m; ++i)
       for (int64_t j = 0; j < p.n; ++j) {
-        const int64_t from = (((b + rl) % p.l) * p.m + (i + ri) % p.m) * p.n + (j + rj) % p.n;
+        const int64_t from = (((b + r.rl) % p.l) * p.m + (i + r.ri) % p.m) * p.n + (j + r.rj) % p.n;
         const int64_t to = (b * p.m + i) * p.n + j;
         ExactElement e = ref.elems[from];
         e.sum = -e.sum;
-        v.reference.elems[to] = e;
-        v.reference.c[to] = round_result(e, p.alpha);
+        out.elems[to] = e;
+        if (p.out_type == OutType::fp16) out.c[to] = round_result(e, p.alpha);
+        else if (p.out_type == OutType::bf16) out.c[to] = static_cast<uint16_t>(round_result(e, p.alpha, p.out_type));
+        else out.c32[to] = round_result(e, p.alpha, p.out_type);
       }
   return v;
 }
 
+}  // namespace
+
+StaleVariant stale_variant(const Problem& p, const ExactResult& ref, uint64_t seed) {
+  if (p.op == Op::gemv || p.op == Op::gemm) return stale_gemm(p, ref, seed);
+  if (p.op == Op::dual_gemm) {
+    // silu(-G) * -U is not -(silu(G) * U): B2 alone is negated (U and so C change sign), the
+    // rotations as for GEMM, and the reference of the new data computed afresh.
+    StaleVariant v;
+    v.problem = stale_base(p);
+    for (uint8_t& byte : v.problem.b2) byte ^= 0x88;
+    rotate_inputs(v.problem, draw_rotations(p, seed));
+    v.reference = exact_gemm_auto(v.problem);
+    return v;
+  }
+  // Grouped: every non-empty group as its own GEMM (its own rotations), stitched back.
+  StaleVariant v;
+  v.problem = stale_base(p);
+  v.reference = ref;
+  for (size_t g = 0; g < p.groups.size(); ++g) {
+    const Group& q = p.groups[g];
+    if (q.m == 0) continue;
+    Problem one;
+    one.op = Op::gemm;
+    one.m = q.m, one.n = q.n, one.k = q.k, one.l = 1;
+    one.alpha = q.alpha;
+    one.out_type = p.out_type;
+    one.a = q.a, one.b = q.b, one.sfa = q.sfa, one.sfb = q.sfb;
+    const size_t at = static_cast<size_t>(ref.group_offset[g]), count = static_cast<size_t>(q.c_elems());
+    ExactResult part;
+    part.out_type = p.out_type;
+    part.elems.assign(ref.elems.begin() + static_cast<std::ptrdiff_t>(at),
+                      ref.elems.begin() + static_cast<std::ptrdiff_t>(at + count));
+    const StaleVariant s = stale_gemm(one, part, splitmix64(seed ^ g));
+    Group& to = v.problem.groups[g];
+    to.a = s.problem.a, to.b = s.problem.b, to.sfa = s.problem.sfa, to.sfb = s.problem.sfb;
+    std::copy(s.reference.elems.begin(), s.reference.elems.end(), v.reference.elems.begin() + static_cast<std::ptrdiff_t>(at));
+    if (p.out_type == OutType::fp32)
+      std::copy(s.reference.c32.begin(), s.reference.c32.end(), v.reference.c32.begin() + static_cast<std::ptrdiff_t>(at));
+    else
+      std::copy(s.reference.c.begin(), s.reference.c.end(), v.reference.c.begin() + static_cast<std::ptrdiff_t>(at));
+  }
+  return v;
+}
+
 std::string case_file_stem(const std::string& kernel, const Problem& p, const std::string& text) {
-  return fmt::format("{}-{}-{}x{}x{}x{}-{:016x}", kernel, to_string(p.op), p.m, p.n, p.k, p.l, fnv1a(text));
+  const std::string out = p.out_type == OutType::fp16 ? "" : std::string("-") + to_string(p.out_type);
+  if (p.op == Op::grouped_gemm)
+    return fmt::format("{}-{}-{}groups{}-{:016x}", kernel, to_string(p.op), p.groups.size(), out, fnv1a(text));
+  return fmt::format("{}-{}-{}x{}x{}x{}{}-{:016x}", kernel, to_string(p.op), p.m, p.n, p.k, p.l, out, fnv1a(text));
 }
 
 std::string save_case(const std::string& kernel, const Problem& p, const ExactResult* ref, const std::string& dir,
@@ -148,9 +265,13 @@ std::string save_case(const std::string& kernel, const Problem& p, const ExactRe
   constexpr int64_t kSeededSaveBytes = int64_t(1) << 20;
   constexpr int64_t kMaxSavedExpect = int64_t(1) << 20;
   Problem saved = p;
-  const int64_t data_bytes = p.a_bytes() + p.b_bytes() + p.sfa_bytes() + p.sfb_bytes();
+  int64_t data_bytes = p.a_bytes() + p.b_bytes() + p.sfa_bytes() + p.sfb_bytes() + p.b2_bytes() + p.sfb2_bytes();
+  for (const Group& g : p.groups) data_bytes += g.a_bytes() + g.b_bytes() + g.sfa_bytes() + g.sfb_bytes();
   const bool seeded = p.data_from_seed && p.seed && (compact || data_bytes > kSeededSaveBytes);
-  if (seeded) saved.a.clear(), saved.b.clear(), saved.sfa.clear(), saved.sfb.clear();
+  if (seeded) {
+    for (std::vector<uint8_t>* v : {&saved.a, &saved.b, &saved.sfa, &saved.sfb, &saved.b2, &saved.sfb2}) v->clear();
+    for (Group& g : saved.groups) g.a.clear(), g.b.clear(), g.sfa.clear(), g.sfb.clear();
+  }
   clear_expect(saved);
   if (seeded && compact) {
     // the write-ahead record: nothing but what reproduces the case
@@ -164,11 +285,12 @@ std::string save_case(const std::string& kernel, const Problem& p, const ExactRe
   return path;
 }
 
-std::vector<uint16_t> run_kernel_once(Executor& executor, const Problem& input) {
+std::vector<uint32_t> run_kernel_once(Executor& executor, const Problem& input) {
   Problem p = input;
   if (!p.has_data()) expand_seeded_case(p);
   if (const std::string err = problem_error(p); !err.empty()) throw std::runtime_error("bad problem: " + err);
-  const std::vector<CallObservation> obs = executor.run_case({p, std::nullopt}, {{{kPad1, kPoison1, false}, NVFP4_OK}});
+  const std::vector<CallObservation> obs =
+      executor.run_case({p, std::nullopt}, {{{kPad1, poison_word(p.out_type, 1), false}, NVFP4_OK}});
   if (std::optional<Finding> f = call_finding(p, obs.front()))
     throw std::runtime_error(executor.kernel().name + ": " + check_name(f->check) + ": " + f->message);
   return obs.front().c;
@@ -196,10 +318,12 @@ CaseOutcome check_case(Executor& executor, const Problem& input, const CaseOptio
     }
     p.semantics = semantics;
   }
-  // A problem that a version-1 problem struct cannot express (another output type, a grouped or
-  // dual GEMM) is never handed to a kernel that does not declare it: there is nothing to probe.
-  const bool version1 = p.out_type == OutType::fp16 && (p.op == Op::gemv || p.op == Op::gemm);
-  if (const std::string why = unsupported_reason(k.info, p); !why.empty() && !version1) {
+  // The arrangement of a grouped problem is the kernel's (SPEC section 2): the case records the
+  // one it was checked in.
+  if (p.op == Op::grouped_gemm) p.packed = k.info.flags & NVFP4_FLAG_GROUPS_PACKED;
+  // A problem the kernel could not tell from one it declares is never handed to it: there is
+  // nothing to probe (probes_refusal).
+  if (const std::string why = unsupported_reason(k.info, p); !why.empty() && !probes_refusal(k.info, p)) {
     r.verdict = CaseOutcome::Verdict::unsupported;
     r.message = "not handed to the kernel: " + why;
     return r;
@@ -236,22 +360,23 @@ CaseOutcome check_case(Executor& executor, const Problem& input, const CaseOptio
   // constraints; else run 1, run 2 (other padding and poison) and the stale-state call (new data
   // through the same pointers; its reference follows from this one's).
   const std::string why = unsupported_reason(k.info, p);
+  const uint32_t poison1 = poison_word(p.out_type, 1);
   std::optional<StaleVariant> stale;
   std::vector<PlannedCall> plan;
   std::vector<CaseCall> calls;
   if (!why.empty()) {
-    plan.push_back({{kPad1, kPoison1, false}, NVFP4_UNSUPPORTED});
+    plan.push_back({{kPad1, poison1, false}, NVFP4_UNSUPPORTED});
     calls.push_back(CaseCall::unsupported);
   } else {
     if (options.check_stale) stale = stale_variant(p, r.reference, options.stale_seed);
-    plan.push_back({{kPad1, kPoison1, false}, NVFP4_OK});
+    plan.push_back({{kPad1, poison1, false}, NVFP4_OK});
     calls.push_back(CaseCall::run1);
     if (options.check_determinism) {
-      plan.push_back({{kPad2, kPoison2, false}, NVFP4_OK});
+      plan.push_back({{kPad2, poison_word(p.out_type, 2), false}, NVFP4_OK});
       calls.push_back(CaseCall::run2);
     }
     if (stale) {
-      plan.push_back({{kPad1, kPoison1, true}, NVFP4_OK});
+      plan.push_back({{kPad1, poison1, true}, NVFP4_OK});
       calls.push_back(CaseCall::stale);
     }
   }
@@ -277,8 +402,8 @@ CaseOutcome check_case(Executor& executor, const Problem& input, const CaseOptio
     ctx.unsupported_why = why;
     ctx.judgement = &judgement;
     if (call == CaseCall::run1)
-      ctx.rerun_zero_padding = [&]() -> std::optional<std::vector<uint16_t>> {
-        const std::vector<CallObservation> zero = run({p, std::nullopt}, {{{0x00, kPoison1, false}, NVFP4_OK}});
+      ctx.rerun_zero_padding = [&]() -> std::optional<std::vector<uint32_t>> {
+        const std::vector<CallObservation> zero = run({p, std::nullopt}, {{{0x00, poison1, false}, NVFP4_OK}});
         if (zero.front().end != CallObservation::End::returned || zero.front().rc != NVFP4_OK) return std::nullopt;
         return zero.front().c;
       };

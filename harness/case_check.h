@@ -39,7 +39,7 @@ struct CaseOutcome {
   CaseCall call = CaseCall::none;  // the call the finding came from
   Problem problem;                 // the data the judged output belongs to (the stale data if that failed)
   ExactResult reference;
-  std::vector<uint16_t> c;         // the judged output (the failing one, or run 1's)
+  std::vector<uint32_t> c;         // the judged output words (the failing one, or run 1's)
   Policy policy;
   OracleSummary summary;           // the oracle's judgement of that output
   std::string case_file;           // the saved case (kept when it failed)
@@ -59,20 +59,29 @@ CaseOutcome check_case(Executor& executor, const Problem& problem, const CaseOpt
 
 // One call of the kernel on p (NaN padding, poisoned C), for properties that compare outputs: its
 // output, or std::runtime_error naming the check the call failed (crash, error code, guard, ...).
-std::vector<uint16_t> run_kernel_once(Executor& executor, const Problem& p);
+std::vector<uint32_t> run_kernel_once(Executor& executor, const Problem& p);
 
 // The policy a kernel's flags call for; a CUDA kernel adding on matrix units gets the rule of this
 // machine's device (measured for Hopper, provisional elsewhere: reference/accumulation.h).
 Policy kernel_policy(const KernelDesc& k);
 
-// Why p lies outside what info declares (op, layout, multiples, UNIT_ALPHA); "" when inside.
-// GEMV's n is 1 by definition, so n_multiple constrains GEMM only.
+// Why p lies outside what info declares (op, output type, layout, multiples (per group for a
+// grouped problem), max_groups, UNIT_ALPHA (alpha2 and every group's alpha too), one n and k for
+// a GROUPS_PACKED kernel); "" when inside. GEMV's n is 1 by definition, so n_multiple
+// constrains the other ops only.
 std::string unsupported_reason(const nvfp4_kernel_info& info, const Problem& p);
+// Whether a problem outside info's declaration is handed to the kernel to check that it refuses
+// it: only when the kernel could tell (a version-1 kernel sees version-1 problems only; an
+// undeclared output type, an undeclared grouped or dual op, or groups that cannot be packed for
+// a GROUPS_PACKED kernel are never handed over).
+bool probes_refusal(const nvfp4_kernel_info& info, const Problem& p);
 
-// New data in p's shape whose exact result follows from p's without a second reference: A is
-// negated, the whole 16-element blocks of every row of A and B (and their scales) are rotated
-// together, and rows of A, rows of B and batches are rotated. Every input buffer changes (but
-// for degenerate data), C becomes -C permuted, and S, t and g of each output are kept.
+// New data in p's shape, through the same pointers: GEMV and GEMM: A is negated, the whole
+// 16-element blocks of every row of A and B (and their scales) are rotated together, and rows
+// of A, rows of B and batches are rotated, so every input buffer changes (but for degenerate
+// data), C becomes -C permuted, S, t and g of each output are kept, and the reference follows
+// from p's without a second one. Grouped: each group so. Dual: B2 negated, the same rotations
+// (B2 with B), the reference computed again.
 struct StaleVariant {
   Problem problem;
   ExactResult reference;

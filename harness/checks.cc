@@ -29,15 +29,12 @@ constexpr CheckFunction kFunctions[] = {
 
 const CheckEntry& entry(Check c) { return kEntries[static_cast<size_t>(c)]; }
 
-std::string element_text(const Problem& p, int64_t e, uint16_t expected, uint16_t actual) {
-  return fmt::format("{}: expected {}, actual {}", position_text(p, e), fp16_text(expected), fp16_text(actual));
+std::string element_text(const Problem& p, int64_t e, uint32_t expected, uint32_t actual) {
+  return fmt::format("{}: expected {}, actual {}", position_text(p, e), word_text(p.out_type, expected),
+                     word_text(p.out_type, actual));
 }
 
 bool returned(const CallContext& x) { return x.observation->end == CallObservation::End::returned; }
-
-bool has_padding(const Problem& p) {
-  return p.sf_layout == SfLayout::permuted && (p.m % 128 != 0 || p.n % 128 != 0 || p.kb() % 4 != 0);
-}
 
 std::optional<Finding> ended(const CallContext& x, CallObservation::End end, Check check, const std::string& lead = "") {
   if (x.observation->end != end) return std::nullopt;
@@ -47,14 +44,15 @@ std::optional<Finding> ended(const CallContext& x, CallObservation::End end, Che
 // An element still holding the poison where the reference wants a number (or, for run 2, one
 // that held each run's poison: unwritten even where NaN is the right answer).
 std::optional<Finding> unwritten(const CallContext& x) {
-  const std::vector<uint16_t>& c = x.observation->c;
-  const std::vector<uint16_t>* other = x.call == CaseCall::run2 && x.run1 ? &x.run1->c : nullptr;
+  const std::vector<uint32_t>& c = x.observation->c;
+  const std::vector<uint32_t>* other = x.call == CaseCall::run2 && x.run1 ? &x.run1->c : nullptr;
+  const uint32_t run1_poison = poison_word(x.problem->out_type, 1);
   for (size_t e = 0; e < c.size(); ++e) {
     if (c[e] != x.poison) continue;
-    if (x.reference->elems[e].nan && !(other && (*other)[e] == kPoison1)) continue;
+    if (x.reference->elems[e].nan && !(other && (*other)[e] == run1_poison)) continue;
     return Finding{Check::unwritten_output,
                    "left output elements unwritten (still the runner's NaN poison); the first " +
-                       element_text(*x.problem, static_cast<int64_t>(e), x.reference->c[e], c[e])};
+                       element_text(*x.problem, static_cast<int64_t>(e), x.reference->word(e), c[e])};
   }
   return std::nullopt;
 }
@@ -62,7 +60,7 @@ std::optional<Finding> unwritten(const CallContext& x) {
 std::optional<Finding> oracle_finding(const CallContext& x) {
   const OracleSummary& s = judged(x);
   if (!s.any_failure()) return std::nullopt;
-  Finding f{Check::oracle, oracle_text(s, *x.policy), "",
+  Finding f{Check::oracle, oracle_text(x.problem->out_type, s, *x.policy), "",
             accumulation_hint(*x.problem, *x.reference, x.observation->c, *x.policy)};
   if (!f.hint.empty()) f.message += ". " + f.hint;
   return f;
@@ -99,7 +97,7 @@ const char* to_string(CaseCall call) {
 
 const OracleSummary& judged(const CallContext& x) {
   if (!x.judgement->done) {
-    x.judgement->summary = judge(*x.problem, *x.reference, x.observation->c.data(), *x.policy);
+    x.judgement->summary = judge_words(*x.problem, *x.reference, x.observation->c.data(), *x.policy);
     x.judgement->done = true;
   }
   return x.judgement->summary;
@@ -116,7 +114,18 @@ std::optional<Finding> first_finding(const CallContext& x) {
 std::string fp16_text(uint16_t h) { return fmt::format("{} (0x{:04x})", fp16_to_double(h), h); }
 
 std::string position_text(const Problem& p, int64_t e) {
-  return fmt::format("(b={}, i={}, j={})", e / (p.m * p.n), (e / p.n) % p.m, e % p.n);
+  const OutputPosition pos = output_position(p, e);
+  if (pos.g >= 0) return fmt::format("(g={}, i={}, j={})", pos.g, pos.i, pos.j);
+  return fmt::format("(b={}, i={}, j={})", pos.b, pos.i, pos.j);
+}
+
+bool has_padding(const Problem& p) {
+  if (p.sf_layout != SfLayout::permuted) return false;
+  const auto padded = [](int64_t m, int64_t n, int64_t kb) { return m % 128 != 0 || n % 128 != 0 || kb % 4 != 0; };
+  if (p.op != Op::grouped_gemm) return padded(p.m, p.n, p.kb());
+  for (const Group& g : p.groups)
+    if (g.m > 0 && padded(g.m, g.n, g.kb())) return true;
+  return false;
 }
 
 std::string expect_mismatch(const Problem& p, const ExactResult& reference) {
@@ -124,8 +133,7 @@ std::string expect_mismatch(const Problem& p, const ExactResult& reference) {
   const ExpectComparison cmp = compare_expect(p, reference, 1);
   if (cmp.differing == 0) return "";
   const int64_t x = cmp.first.front();
-  const OutputPosition pos = output_position(p, x);
-  const std::string where = pos.g >= 0 ? fmt::format("(g={}, i={}, j={})", pos.g, pos.i, pos.j) : position_text(p, x);
+  const std::string where = position_text(p, x);
   return fmt::format("the expect line disagrees with the exact reference at {}: expect {}, reference {}", where,
                      word_text(p.out_type, expect_word(p, x)), word_text(p.out_type, reference.word(static_cast<size_t>(x))));
 }
@@ -133,7 +141,16 @@ std::string expect_mismatch(const Problem& p, const ExactResult& reference) {
 // ---- How the call ended --------------------------------------------------------------------
 
 std::optional<Finding> check_crash(const CallContext& x) {
-  return ended(x, CallObservation::End::crash, Check::crash);
+  std::optional<Finding> f = ended(x, CallObservation::End::crash, Check::crash);
+  if (!f || x.problem == nullptr || x.problem->op != Op::grouped_gemm) return f;
+  // An empty group's pointers are NULL: the likeliest cause of a grouped kernel's fault.
+  for (size_t g = 0; g < x.problem->groups.size(); ++g)
+    if (x.problem->groups[g].m == 0) {
+      f->hint = fmt::format("group {} is empty (m = 0) and its a, b, sfa, sfb and c are NULL: a kernel that reads or "
+                            "writes an empty group's rows faults", g);
+      break;
+    }
+  return f;
 }
 
 std::optional<Finding> check_timeout(const CallContext& x) {
@@ -205,12 +222,12 @@ std::optional<Finding> check_stream(const CallContext& x) {
 
 std::optional<Finding> check_unsupported_touched_output(const CallContext& x) {
   if (x.call != CaseCall::unsupported) return std::nullopt;
-  const std::vector<uint16_t>& c = x.observation->c;
+  const std::vector<uint32_t>& c = x.observation->c;
   for (size_t e = 0; e < c.size(); ++e) {
     if (c[e] == x.poison) continue;
     return Finding{Check::unsupported_touched_output,
                    fmt::format("returned NVFP4_UNSUPPORTED ({}) but wrote C at {}: {}", x.unsupported_why,
-                               position_text(*x.problem, static_cast<int64_t>(e)), fp16_text(c[e]))};
+                               position_text(*x.problem, static_cast<int64_t>(e)), word_text(x.problem->out_type, c[e]))};
   }
   return std::nullopt;
 }
@@ -226,8 +243,8 @@ std::optional<Finding> check_nan_padding(const CallContext& x) {
   if (x.call != CaseCall::run1 || !has_padding(*x.problem) || !x.rerun_zero_padding) return std::nullopt;
   std::optional<Finding> oracle = oracle_finding(x);
   if (!oracle) return std::nullopt;
-  const std::optional<std::vector<uint16_t>> zero = x.rerun_zero_padding();
-  if (!zero || judge(*x.problem, *x.reference, zero->data(), *x.policy).any_failure()) return std::nullopt;
+  const std::optional<std::vector<uint32_t>> zero = x.rerun_zero_padding();
+  if (!zero || judge_words(*x.problem, *x.reference, zero->data(), *x.policy).any_failure()) return std::nullopt;
   return blamed(Check::nan_padding,
                  "the output depends on the permuted layout's padding cells (the runner fills them with NaN scales; "
                  "with zero padding the output is right)",
@@ -242,8 +259,8 @@ std::optional<Finding> check_oracle(const CallContext& x) {
 
 std::optional<Finding> check_determinism(const CallContext& x) {
   if (x.call != CaseCall::run2 || x.nondeterministic || !x.run1) return std::nullopt;
-  const std::vector<uint16_t>& run1 = x.run1->c;
-  const std::vector<uint16_t>& run2 = x.observation->c;
+  const std::vector<uint32_t>& run1 = x.run1->c;
+  const std::vector<uint32_t>& run2 = x.observation->c;
   int64_t differing = 0, first = -1;
   for (size_t e = 0; e < run1.size(); ++e)
     if (run1[e] != run2[e] && differing++ == 0) first = static_cast<int64_t>(e);
@@ -251,7 +268,8 @@ std::optional<Finding> check_determinism(const CallContext& x) {
   return Finding{Check::determinism,
                  fmt::format("two runs on the same inputs differ in {} element(s) and the kernel does not declare "
                              "NVFP4_FLAG_NONDETERMINISTIC; the first {}: run 1 {}, run 2 {}",
-                             differing, position_text(*x.problem, first), fp16_text(run1[first]), fp16_text(run2[first]))};
+                             differing, position_text(*x.problem, first), word_text(x.problem->out_type, run1[first]),
+                             word_text(x.problem->out_type, run2[first]))};
 }
 
 std::optional<Finding> check_stale_state(const CallContext& x) {
@@ -266,23 +284,28 @@ std::optional<Finding> check_stale_state(const CallContext& x) {
   return std::nullopt;
 }
 
-std::string oracle_text(const OracleSummary& s, const Policy& policy) {
+std::string element_position_text(const OracleSummary& s) {
+  if (s.first_g >= 0) return fmt::format("(g={}, i={}, j={})", s.first_g, s.first_i, s.first_j);
+  return fmt::format("(b={}, i={}, j={})", s.first_b, s.first_i, s.first_j);
+}
+
+std::string oracle_text(OutType type, const OracleSummary& s, const Policy& policy) {
   const ElementVerdict& v = s.first;
   return fmt::format(
-      "{} of {} outputs are wrong under policy {}; the first (b={}, i={}, j={}): expected {}, actual {}; error "
+      "{} of {} outputs are wrong under policy {}; the first {}: expected {}, actual {}; error "
       "{:.4g} ulps, {:.4g} x the allowed bound {:.4g}{}",
-      s.failing, s.elements, policy.name(), s.first_b, s.first_i, s.first_j, fp16_text(v.expected_bits),
-      fp16_text(s.first_actual), v.error_ulps, v.error_over_bound, v.bound,
-      v.exact_regime ? " (exact regime: only the bit-exact RN16 result is right; the bound shown is its own half-ulp "
-                       "rounding)"
+      s.failing, s.elements, policy.name(), element_position_text(s), word_text(type, v.expected_bits),
+      word_text(type, s.first_actual), v.error_ulps, v.error_over_bound, v.bound,
+      v.exact_regime ? fmt::format(" (exact regime: only the bit-exact RN_{} result is right; the bound shown is its "
+                                   "own half-ulp rounding)", to_string(type))
                      : "");
 }
 
-std::string accumulation_hint(const Problem& p, const ExactResult& ref, const std::vector<uint16_t>& c,
+std::string accumulation_hint(const Problem& p, const ExactResult& ref, const std::vector<uint32_t>& c,
                               const Policy& policy) {
   if (!policy.models_accumulation() || policy.accumulation != Accumulation::ieee_fp32) return "";
   const Policy as_mma = policy.with_accumulation(Accumulation::matrix_unit);
-  if (judge(p, ref, c.data(), as_mma).any_failure()) return "";
+  if (judge_words(p, ref, c.data(), as_mma).any_failure()) return "";
   return fmt::format(
       "Every output is within what the matrix-unit accumulation model ({}: exact below 2^{} g, t' = {}t) allows: "
       "if the kernel adds on tensor cores, it should declare NVFP4_FLAG_MMA_ACCUMULATE (and keep its operands "

@@ -76,13 +76,23 @@ struct Finding {
 };
 
 // The runner's NaN poisons of C and the E4M3 NaN bytes it puts in padding cells, one per run.
-// Both poisons are NaN (an unwritten element never passes as a number) with payloads FP16
-// arithmetic does not produce (0x7E00/0xFE00 on NVIDIA hardware and x86), and they differ, so an
+// Both poisons are NaN (an unwritten element never passes as a number) with payloads the
+// type's arithmetic does not produce (the canonical quiet NaNs 0x7E00/0xFE00, 0x7FC0/0xFFC0,
+// 0x7FC00000/0xFFC00000 of x86, and NVIDIA's all-ones 0x7FFF/0x7FFFFFFF), and they differ, so an
 // element that keeps each run's poison is unwritten even where NaN is the right answer.
-constexpr uint16_t kPoison1 = 0x7D5B;
+constexpr uint16_t kPoison1 = 0x7D5B;  // FP16
 constexpr uint16_t kPoison2 = 0xFEA7;
 constexpr uint8_t kPad1 = 0x7F;
 constexpr uint8_t kPad2 = 0xFF;
+// Run 1's or run 2's poison word in output type t (kPoison1/kPoison2 for FP16).
+constexpr uint32_t poison_word(OutType t, int run) {
+  switch (t) {
+    case OutType::bf16: return run == 1 ? 0x7FA5u : 0xFF8Bu;
+    case OutType::fp32: return run == 1 ? 0x7FA5A55Bu : 0xFF8B5AA7u;
+    case OutType::fp16: break;
+  }
+  return run == 1 ? kPoison1 : kPoison2;
+}
 
 // The calls of one case (a call's role decides which checks apply to it).
 enum class CaseCall : uint8_t {
@@ -103,13 +113,13 @@ struct CallContext {
   const ExactResult* reference = nullptr;
   const CallObservation* observation = nullptr;
   int expected_rc = NVFP4_OK;
-  uint16_t poison = kPoison1;            // what C held before this call
+  uint32_t poison = kPoison1;            // the word C held before this call (poison_word)
   const CallObservation* run1 = nullptr;  // run 1's observation, for run 2
   const Policy* policy = nullptr;
   bool nondeterministic = false;          // the kernel declares NVFP4_FLAG_NONDETERMINISTIC
   std::string unsupported_why;            // for `unsupported`: why the problem is outside
   // Runs the case again with zero padding (nan_padding's second opinion); empty when none can.
-  std::function<std::optional<std::vector<uint16_t>>()> rerun_zero_padding;
+  std::function<std::optional<std::vector<uint32_t>>()> rerun_zero_padding;
   // The oracle's judgement of this call's output, made once by whichever check needs it first.
   struct Judgement {
     bool done = false;
@@ -131,17 +141,23 @@ std::optional<Finding> first_finding(const CallContext& x);
 
 // The oracle's failure in words: how many outputs, the first (b, i, j), expected and actual,
 // error in ulps and against the bound.
-std::string oracle_text(const OracleSummary& s, const Policy& policy);
+std::string oracle_text(OutType type, const OracleSummary& s, const Policy& policy);
+// "(b=0, i=3, j=1)" or "(g=2, i=3, j=1)": the oracle's first failing element.
+std::string element_position_text(const OracleSummary& s);
 // When the policy assumes IEEE adders and every output would pass the matrix-unit model, a
 // sentence saying so that names NVFP4_FLAG_MMA_ACCUMULATE (SPEC section 3); else "".
-std::string accumulation_hint(const Problem& p, const ExactResult& ref, const std::vector<uint16_t>& c,
+std::string accumulation_hint(const Problem& p, const ExactResult& ref, const std::vector<uint32_t>& c,
                               const Policy& policy);
 
 // "1.5 (0x3e00)": an FP16 value as every message writes it (the shortest decimal of its value, then
-// its bits).
+// its bits); word_text (out_type.h) is the same for every output type.
 std::string fp16_text(uint16_t h);
-// "(b=0, i=3, j=1)": output element e of p (C order) as every message names it.
+// "(b=0, i=3, j=1)", or "(g=2, i=3, j=1)" for a grouped problem: output element e of p (output
+// order) as every message names it.
 std::string position_text(const Problem& p, int64_t e);
+// Whether a call of p has padding cells a correct kernel must ignore: the permuted layout with
+// rows not a multiple of 128 or blocks not of 4 (any group's, for a grouped problem).
+bool has_padding(const Problem& p);
 // Where p's expect line first disagrees with the reference output, in words; "" when it has none
 // or agrees. Any two NaNs agree (SPEC section 3, rule 1: any NaN payload is right).
 std::string expect_mismatch(const Problem& p, const ExactResult& reference);

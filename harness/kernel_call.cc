@@ -4,72 +4,183 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstring>
 #include <exception>
+
+#include <fmt/format.h>
 
 #include "reference/scale_layout.h"
 
 namespace nvfp4 {
 namespace {
 
-// The inputs as one call sees them: scales in the problem's layout, padding cells filled.
-struct LaidOut {
-  std::vector<uint8_t> a, b, sfa, sfb;
+// One tensor a call hands the kernel, as laid out for that call (scales in the problem's layout,
+// padding cells filled).
+struct InputTensor {
+  std::string name;
+  InputKind kind;
+  std::vector<uint8_t> bytes;
 };
 
-LaidOut lay_out(const Problem& p, uint8_t pad) {
-  LaidOut in{p.a, p.b, p.sfa, p.sfb};
-  if (p.sf_layout == SfLayout::permuted) {
-    in.sfa = sf_to_permuted(p.sfa.data(), p.m, p.kb(), p.l, pad);
-    in.sfb = sf_to_permuted(p.sfb.data(), p.n, p.kb(), p.l, pad);
+// Everything one call uploads: the inputs in the arrangement the kernel is handed, and the
+// number of output words of each output buffer (one, or one per non-empty group when the groups
+// are separate). For a grouped problem, `group_inputs[g]` lists the indices into `inputs` of
+// group g's a, b, sfa, sfb (-1 for an empty group), or for the packed arrangement the packed
+// buffers with each group's byte offsets in `offsets[g]`.
+struct LaidOut {
+  std::vector<InputTensor> inputs;
+  std::vector<int64_t> outputs;
+  std::vector<std::string> output_names;  // "c", or each group's "c[g=3]"
+  bool packed = false;
+  std::vector<std::array<int64_t, 4>> offsets;  // packed: a, b, sfa, sfb offsets of each group
+  std::vector<int64_t> c_offset;                // packed: each group's first C element
+};
+
+std::vector<uint8_t> scales_as(const Problem& p, const std::vector<uint8_t>& linear, int64_t rows, int64_t kb,
+                               int64_t l, uint8_t pad) {
+  if (p.sf_layout != SfLayout::permuted || rows == 0) return linear;
+  return sf_to_permuted(linear.data(), rows, kb, l, pad);
+}
+
+LaidOut lay_out(const Problem& p, uint8_t pad, bool packed_kernel) {
+  LaidOut in;
+  if (p.op != Op::grouped_gemm) {
+    in.inputs = {{"a", InputKind::a, p.a},
+                 {"b", InputKind::b, p.b},
+                 {"sfa", InputKind::sfa, scales_as(p, p.sfa, p.m, p.kb(), p.l, pad)},
+                 {"sfb", InputKind::sfb, scales_as(p, p.sfb, p.n, p.kb(), p.l, pad)}};
+    if (p.op == Op::dual_gemm) {
+      in.inputs.push_back({"b2", InputKind::b2, p.b2});
+      in.inputs.push_back({"sfb2", InputKind::sfb2, scales_as(p, p.sfb2, p.n, p.kb(), p.l, pad)});
+    }
+    in.outputs = {p.c_elems()};
+    in.output_names = {"c"};
+    return in;
+  }
+  if (packed_kernel) {
+    // SPEC section 2's packed arrangement: one buffer per tensor, groups at 64-bit offsets, each
+    // group's permuted SFA starting on a tile of its own with NaN-scale padding rows.
+    const PackedLayout lay = packed_layout(p);
+    PackedData d = pack_groups(p, pad);
+    const bool permuted = p.sf_layout == SfLayout::permuted;
+    in.packed = true;
+    in.inputs = {{"a", InputKind::a, std::move(d.a)},
+                 {"b", InputKind::b, std::move(d.b)},
+                 {"sfa", InputKind::sfa, permuted ? std::move(d.sfa_permuted) : std::move(d.sfa_linear)},
+                 {"sfb", InputKind::sfb, permuted ? std::move(d.sfb_permuted) : std::move(d.sfb_linear)}};
+    for (size_t g = 0; g < p.groups.size(); ++g) {
+      in.offsets.push_back({lay.a_offset(g), lay.b_offset(g),
+                            permuted ? lay.sfa_permuted_offset(g) : lay.sfa_linear_offset(g),
+                            permuted ? lay.sfb_permuted_offset(g) : lay.sfb_linear_offset(g)});
+      in.c_offset.push_back(lay.c_offset(g));
+    }
+    in.outputs = {lay.c_elems()};
+    in.output_names = {"c"};
+    return in;
+  }
+  // Separate: every non-empty group its own buffers, each between its own guards, so a write
+  // into the gap between two groups' outputs is a guard failure.
+  for (size_t g = 0; g < p.groups.size(); ++g) {
+    const Group& q = p.groups[g];
+    if (q.m == 0) continue;
+    const std::string at = fmt::format("[g={}]", g);
+    in.inputs.push_back({"a" + at, InputKind::a, q.a});
+    in.inputs.push_back({"b" + at, InputKind::b, q.b});
+    in.inputs.push_back({"sfa" + at, InputKind::sfa, scales_as(p, q.sfa, q.m, q.kb(), 1, pad)});
+    in.inputs.push_back({"sfb" + at, InputKind::sfb, scales_as(p, q.sfb, q.n, q.kb(), 1, pad)});
+    in.outputs.push_back(q.c_elems());
+    in.output_names.push_back("c" + at);
   }
   return in;
 }
 
+GuardPattern pattern_of(InputKind kind) {
+  switch (kind) {
+    case InputKind::sfa:
+    case InputKind::sfb:
+    case InputKind::sfb2: return GuardPattern::nan_scales;
+    default: return GuardPattern::bytes;
+  }
+}
 
-// Read-only input ranges for the fault handler: plain globals, read in a signal handler.
+// Read-only input ranges for the fault handler: plain globals, read in a signal handler. A
+// grouped problem in the separate arrangement has four per group; past the table's end the
+// remaining inputs are not protected (they are still compared after the call).
 struct ProtectedRange {
   std::atomic<uintptr_t> begin{0}, end{0};
+  std::atomic<int> kind{0};
 };
-ProtectedRange g_protected[4];
+constexpr int kMaxProtected = 1040;
+ProtectedRange g_protected[kMaxProtected];
 
 void on_segv(int sig, siginfo_t* info, void*) {
   const uintptr_t at = reinterpret_cast<uintptr_t>(info->si_addr);
-  for (int x = 0; x < 4; ++x)
-    if (at >= g_protected[x].begin.load() && at < g_protected[x].end.load()) _exit(kInputFaultExitBase + x);
+  for (int x = 0; x < kMaxProtected; ++x)
+    if (at >= g_protected[x].begin.load() && at < g_protected[x].end.load()) _exit(kInputFaultExitBase + g_protected[x].kind.load());
   // Not ours: die of the signal as the kernel would have.
   signal(sig, SIG_DFL);
   raise(sig);
 }
 
+// Appends `count` output words of `type` read from little-endian bytes.
+void read_words(const uint8_t* bytes, int64_t count, OutType type, std::vector<uint32_t>& into) {
+  const int width = out_word_bytes(type);
+  for (int64_t e = 0; e < count; ++e) {
+    uint32_t w = 0;
+    std::memcpy(&w, bytes + e * width, static_cast<size_t>(width));  // little-endian hosts only
+    into.push_back(w);
+  }
+}
+
+// `count` copies of word w as bytes of `type`.
+std::vector<uint8_t> poisoned_bytes(int64_t count, OutType type, uint32_t w) {
+  const int width = out_word_bytes(type);
+  std::vector<uint8_t> out(static_cast<size_t>(count * width));
+  for (int64_t e = 0; e < count; ++e) std::memcpy(out.data() + e * width, &w, static_cast<size_t>(width));
+  return out;
+}
+
 }  // namespace
 
 nvfp4_problem to_abi(const Problem& p, const uint8_t* a, const uint8_t* b, const uint8_t* sfa, const uint8_t* sfb,
-                     uint16_t* c, void* stream) {
+                     void* c, void* stream) {
   nvfp4_problem abi{};
   abi.op = static_cast<uint32_t>(p.op);
   abi.m = p.m;
   abi.n = p.n;
   abi.k = p.k;
   abi.l = p.l;
+  if (p.op == Op::grouped_gemm) {
+    // SPEC section 5: m the sum of m_g, n and k the largest, l = 1.
+    abi.m = abi.n = abi.k = 0;
+    abi.l = 1;
+    for (const Group& g : p.groups) {
+      abi.m += g.m;
+      abi.n = std::max(abi.n, g.n);
+      abi.k = std::max(abi.k, g.k);
+    }
+    abi.groups = static_cast<int64_t>(p.groups.size());
+  }
   abi.a = a;
   abi.b = b;
   abi.sfa = sfa;
   abi.sfb = sfb;
   abi.sf_layout = static_cast<uint32_t>(p.sf_layout);
-  abi.alpha = p.alpha;
-  abi.c = c;
+  abi.alpha = p.op == Op::grouped_gemm ? 1.0f : p.alpha;
+  abi.c = static_cast<uint16_t*>(c);
   abi.stream = stream;
-  abi.out_type = NVFP4_OUT_FP16;
-  abi.alpha2 = 1.0f;  // what SPEC section 5 gives every problem that is not a dual GEMM
+  abi.out_type = static_cast<uint32_t>(p.out_type);
+  abi.alpha2 = p.op == Op::dual_gemm ? p.alpha2 : 1.0f;  // SPEC section 5: 1 for every other problem
   return abi;
 }
 
-const char* input_buffer_name(int index) {
-  static const char* const kNames[4] = {"a", "b", "sfa", "sfb"};
-  return index >= 0 && index < 4 ? kNames[index] : "?";
+const char* input_buffer_name(int kind) {
+  static const char* const kNames[kInputKinds] = {"a", "b", "sfa", "sfb", "b2", "sfb2", "group table"};
+  return kind >= 0 && kind < kInputKinds ? kNames[kind] : "?";
 }
 
 void install_input_fault_handler() {
@@ -81,19 +192,27 @@ void install_input_fault_handler() {
   sigaction(SIGBUS, &sa, nullptr);
 }
 
-// One case's buffers (from the memory's pool); the memory and its stream last as long as the caller.
+// One case's buffers (from the memory's pool); the memory and its stream last as long as the
+// caller. A zero-byte tensor (an all-empty packed grouped problem's A) gets no buffer: NULL.
 struct KernelCaller::Buffers {
-  std::unique_ptr<GuardedBuffer> a, b, sfa, sfb, c;
+  struct Input {
+    std::string name;
+    InputKind kind;
+    std::unique_ptr<GuardedBuffer> buffer;
+  };
+  std::vector<Input> inputs;
+  std::vector<std::unique_ptr<GuardedBuffer>> outputs;
+  std::unique_ptr<GuardedBuffer> table;  // the group table in the kernel's memory (group_device)
 
-  Buffers(KernelMemory& memory, const Problem& p) {
-    const bool permuted = p.sf_layout == SfLayout::permuted;
-    a = memory.allocate(p.a_bytes(), GuardPattern::bytes);
-    b = memory.allocate(p.b_bytes(), GuardPattern::bytes);
-    sfa = memory.allocate(permuted ? sf_permuted_bytes(p.m, p.kb(), p.l) : p.sfa_bytes(), GuardPattern::nan_scales);
-    sfb = memory.allocate(permuted ? sf_permuted_bytes(p.n, p.kb(), p.l) : p.sfb_bytes(), GuardPattern::nan_scales);
-    c = memory.allocate(p.c_elems() * 2, GuardPattern::nan_fp16);
+  Buffers(KernelMemory& memory, const LaidOut& in, OutType type, bool cuda, int64_t groups) {
+    for (const InputTensor& t : in.inputs)
+      inputs.push_back({t.name, t.kind, t.bytes.empty() ? nullptr : memory.allocate(static_cast<int64_t>(t.bytes.size()), pattern_of(t.kind))});
+    for (int64_t words : in.outputs)
+      outputs.push_back(words == 0 ? nullptr : memory.allocate(words * out_word_bytes(type), GuardPattern::nan_fp16));
+    if (cuda && groups > 0)
+      table = memory.allocate(groups * static_cast<int64_t>(sizeof(nvfp4_group)), GuardPattern::bytes);
   }
-  GuardedBuffer* input(int x) const { return x == 0 ? a.get() : x == 1 ? b.get() : x == 2 ? sfa.get() : sfb.get(); }
+  uint8_t* input(size_t x) const { return inputs[x].buffer ? inputs[x].buffer->data() : nullptr; }
 };
 
 KernelCaller::KernelCaller(const Kernel& kernel, double timeout_s, bool protect_inputs)
@@ -121,32 +240,89 @@ CallObservation KernelCaller::call(const CallSpec& spec) {
     return out;
   }
   const Problem& p = spec.stale_data && data_.stale ? *data_.stale : data_.problem;
+  const bool cuda = kernel_.is_cuda();
+  const bool packed_kernel = kernel_.info->flags & NVFP4_FLAG_GROUPS_PACKED;
   const auto start = std::chrono::steady_clock::now();
   try {
     if (!memory_) memory_ = KernelMemory::create(kernel_.info->memory);
     KernelMemory& mem = *memory_;
-    if (!buffers_) buffers_ = std::make_unique<Buffers>(mem, p);
+    const LaidOut in = lay_out(p, spec.pad, packed_kernel);
+    const int64_t groups = p.op == Op::grouped_gemm ? static_cast<int64_t>(p.groups.size()) : 0;
+    if (!buffers_) buffers_ = std::make_unique<Buffers>(mem, in, p.out_type, cuda, groups);
     Buffers& buf = *buffers_;
-    const LaidOut in = lay_out(p, spec.pad);
-    const std::vector<uint16_t> poisoned(static_cast<size_t>(p.c_elems()), spec.poison);
+
+    // The group table: pointers into the buffers just allocated (the same for every call of the
+    // case, so the stale call reuses them like every other pointer).
+    std::vector<nvfp4_group> table;
+    if (groups > 0) {
+      table.resize(static_cast<size_t>(groups));
+      size_t next_input = 0, next_output = 0;
+      for (size_t g = 0; g < p.groups.size(); ++g) {
+        const Group& q = p.groups[g];
+        nvfp4_group& t = table[g];
+        t.m = q.m;
+        t.n = q.n;
+        t.k = q.k;
+        t.alpha = q.alpha;
+        if (in.packed) {
+          // Every group's pointers into the packed buffers (an empty group's point where its
+          // rows would begin: the kernel must not read or write there).
+          auto at = [&](size_t x, int64_t offset) -> uint8_t* {
+            return buf.input(x) ? buf.input(x) + offset : nullptr;
+          };
+          t.a = at(0, in.offsets[g][0]);
+          t.b = at(1, in.offsets[g][1]);
+          t.sfa = at(2, in.offsets[g][2]);
+          t.sfb = at(3, in.offsets[g][3]);
+          t.c = buf.outputs[0] ? buf.outputs[0]->data() + in.c_offset[g] * out_word_bytes(p.out_type) : nullptr;
+          if (q.m == 0) t.a = t.b = t.sfa = t.sfb = nullptr, t.c = nullptr;
+        } else if (q.m > 0) {
+          t.a = buf.input(next_input);
+          t.b = buf.input(next_input + 1);
+          t.sfa = buf.input(next_input + 2);
+          t.sfb = buf.input(next_input + 3);
+          next_input += 4;
+          t.c = buf.outputs[next_output++]->data();
+        }
+      }
+    }
+    const std::vector<nvfp4_group> table_sent = table;
+
     // The runner's stream is held first, so work the kernel puts on any other stream runs ahead
     // of its data.
     if (!spec.inputs_ready_first) mem.hold_stream();
-    buf.a->upload(in.a.data());
-    buf.b->upload(in.b.data());
-    buf.sfa->upload(in.sfa.data());
-    buf.sfb->upload(in.sfb.data());
-    buf.c->upload(reinterpret_cast<const uint8_t*>(poisoned.data()));
+    for (size_t x = 0; x < in.inputs.size(); ++x)
+      if (buf.inputs[x].buffer) buf.inputs[x].buffer->upload(in.inputs[x].bytes.data());
+    for (size_t x = 0; x < in.outputs.size(); ++x)
+      if (buf.outputs[x]) buf.outputs[x]->upload(poisoned_bytes(in.outputs[x], p.out_type, spec.poison).data());
+    if (buf.table) buf.table->upload(reinterpret_cast<const uint8_t*>(table.data()));
     if (spec.inputs_ready_first) mem.synchronize(timeout_s_);
 
-    nvfp4_problem abi = to_abi(p, buf.a->data(), buf.b->data(), buf.sfa->data(), buf.sfb->data(),
-                               reinterpret_cast<uint16_t*>(buf.c->data()), mem.stream());
+    nvfp4_problem abi;
+    if (p.op == Op::grouped_gemm) {
+      // Packed: the packed buffers too; separate: NULL there (SPEC section 5).
+      abi = to_abi(p, in.packed ? buf.input(0) : nullptr, in.packed ? buf.input(1) : nullptr,
+                   in.packed ? buf.input(2) : nullptr, in.packed ? buf.input(3) : nullptr,
+                   in.packed && buf.outputs[0] ? buf.outputs[0]->data() : nullptr, mem.stream());
+      abi.group = table.data();
+      abi.group_device = buf.table ? reinterpret_cast<const nvfp4_group*>(buf.table->data()) : nullptr;
+    } else {
+      abi = to_abi(p, buf.input(0), buf.input(1), buf.input(2), buf.input(3),
+                   buf.outputs[0] ? buf.outputs[0]->data() : nullptr, mem.stream());
+      if (p.op == Op::dual_gemm) {
+        abi.b2 = buf.input(4);
+        abi.sfb2 = buf.input(5);
+      }
+    }
+    int protected_count = 0;
     if (protect_inputs_) {
-      for (int x = 0; x < 4; ++x) {
-        GuardedBuffer* g = buf.input(x);
-        g->set_read_only(true);
-        g_protected[x].begin = reinterpret_cast<uintptr_t>(g->data());
-        g_protected[x].end = reinterpret_cast<uintptr_t>(g->data()) + static_cast<uintptr_t>(g->size());
+      for (const Buffers::Input& x : buf.inputs) {
+        if (!x.buffer || protected_count == kMaxProtected) continue;
+        x.buffer->set_read_only(true);
+        ProtectedRange& r = g_protected[protected_count++];
+        r.kind = static_cast<int>(x.kind);
+        r.begin = reinterpret_cast<uintptr_t>(x.buffer->data());
+        r.end = reinterpret_cast<uintptr_t>(x.buffer->data()) + static_cast<uintptr_t>(x.buffer->size());
       }
     }
     int rc = 0;
@@ -161,46 +337,50 @@ CallObservation KernelCaller::call(const CallSpec& spec) {
     }
     mem.release_stream();
     if (protect_inputs_) {
-      for (int x = 0; x < 4; ++x) {
-        g_protected[x].begin = g_protected[x].end = 0;
-        buf.input(x)->set_read_only(false);
-      }
+      for (int x = 0; x < protected_count; ++x) g_protected[x].begin = g_protected[x].end = 0;
+      for (const Buffers::Input& x : buf.inputs)
+        if (x.buffer) x.buffer->set_read_only(false);
     }
     out.rc = rc;
     mem.after_call();
     // C once the runner's stream is done...
-    buf.c->fetch_async();
+    for (const auto& c : buf.outputs)
+      if (c) c->fetch_async();
     mem.synchronize(timeout_s_);
-    const auto words = [&](const GuardedBuffer& g) {
-      std::vector<uint16_t> w(static_cast<size_t>(g.size() / 2));
-      if (!w.empty()) std::memcpy(w.data(), g.staged_data(), w.size() * 2);
+    const auto words = [&]() {
+      std::vector<uint32_t> w;
+      w.reserve(static_cast<size_t>(p.c_elems()));
+      for (size_t x = 0; x < buf.outputs.size(); ++x)
+        if (buf.outputs[x]) read_words(buf.outputs[x]->staged_data(), in.outputs[x], p.out_type, w);
       return w;
     };
-    out.c = words(*buf.c);
+    out.c = words();
     // ...and once everything the kernel enqueued anywhere is finished: if C changed meanwhile,
     // the kernel wrote it from a stream other than problem.stream. Then every buffer is fetched
     // once (one wait) for its guards and, for inputs, its data.
     mem.synchronize_device(timeout_s_);
-    static const char* const kNames[5] = {"a", "b", "sfa", "sfb", "c"};
-    GuardedBuffer* all[5] = {buf.a.get(), buf.b.get(), buf.sfa.get(), buf.sfb.get(), buf.c.get()};
-    for (GuardedBuffer* g : all) g->fetch_async();
+    std::vector<std::pair<std::string, GuardedBuffer*>> all;
+    for (const Buffers::Input& x : buf.inputs)
+      if (x.buffer) all.emplace_back(x.name, x.buffer.get());
+    if (buf.table) all.emplace_back("group table", buf.table.get());
+    for (size_t x = 0; x < buf.outputs.size(); ++x)
+      if (buf.outputs[x])
+        all.emplace_back(in.output_names[x], buf.outputs[x].get());
+    for (const auto& [name, g] : all) g->fetch_async();
     mem.synchronize(timeout_s_);
-    out.c_later = kernel_.is_cuda() ? words(*buf.c) : out.c;
+    out.c_later = cuda ? words() : out.c;
     if (out.end == CallObservation::End::exception) {
       out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       return out;
     }
-    for (int x = 0; x < 5; ++x) {
-      const GuardDamage d = all[x]->staged_guard_damage();
-      if (!d.intact) out.guards.push_back({kNames[x], d});
+    for (const auto& [name, g] : all) {
+      const GuardDamage d = g->staged_guard_damage();
+      if (!d.intact) out.guards.push_back({name, d});
     }
-    const std::vector<uint8_t>* sent[4] = {&in.a, &in.b, &in.sfa, &in.sfb};
-    for (int x = 0; x < 4; ++x) {
-      const uint8_t* now = all[x]->staged_data();
-      const std::vector<uint8_t>& was = *sent[x];
-      if (was.empty() || std::memcmp(now, was.data(), was.size()) == 0) continue;
+    auto compare = [&](const std::string& name, const uint8_t* now, const std::vector<uint8_t>& was) {
+      if (was.empty() || std::memcmp(now, was.data(), was.size()) == 0) return;
       InputChange change;
-      change.buffer = kNames[x];
+      change.buffer = name;
       for (size_t y = 0; y < was.size(); ++y)
         if (now[y] != was[y] && change.count++ == 0) {
           change.first = static_cast<int64_t>(y);
@@ -208,11 +388,23 @@ CallObservation KernelCaller::call(const CallSpec& spec) {
           change.now = now[y];
         }
       out.inputs.push_back(change);
+    };
+    for (size_t x = 0; x < in.inputs.size(); ++x)
+      if (buf.inputs[x].buffer) compare(in.inputs[x].name, buf.inputs[x].buffer->staged_data(), in.inputs[x].bytes);
+    if (groups > 0) {
+      const auto as_bytes = [](const std::vector<nvfp4_group>& t) {
+        std::vector<uint8_t> b(t.size() * sizeof(nvfp4_group));
+        if (!b.empty()) std::memcpy(b.data(), t.data(), b.size());
+        return b;
+      };
+      const std::vector<uint8_t> sent = as_bytes(table_sent);
+      compare("group table", as_bytes(table).data(), sent);
+      if (buf.table) compare("group table (device)", buf.table->staged_data(), sent);
     }
   } catch (const DeviceError& e) {
     out.end = e.hung() ? CallObservation::End::device_hang : CallObservation::End::cuda_error;
     out.error = e.what();
-    out.context_lost = kernel_.is_cuda();
+    out.context_lost = cuda;
     unusable_ = out.context_lost;
   }
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -16,9 +16,12 @@
 
 namespace nvfp4 {
 
-// The ABI's view of p with its tensors at these addresses (the one place that fills the struct).
+// The ABI's view of p with its tensors at these addresses (the one place that fills the struct):
+// a GEMV, GEMM or dual GEMM (b2 and sfb2 then set by the caller), or a grouped problem's packed
+// buffers (the group table then set by the caller). Fields a version-1 kernel never reads get
+// their version-2 values: p's output type, alpha2, no groups.
 nvfp4_problem to_abi(const Problem& p, const uint8_t* a, const uint8_t* b, const uint8_t* sfa, const uint8_t* sfb,
-                     uint16_t* c, void* stream);
+                     void* c, void* stream);
 
 // One case as the kernel's process receives it: the problem (shape, layout, alpha, linear
 // scales) and, for the stale-state call, new data of the same shape.
@@ -31,7 +34,7 @@ struct CaseData {
 // call reuses the pointers of the first (the stale-state check depends on that).
 struct CallSpec {
   uint8_t pad = 0x7F;         // the byte in the permuted layout's padding cells
-  uint16_t poison = 0x7D5B;   // what C holds before the call
+  uint32_t poison = 0x7D5B;   // the word of the problem's output type every element of C holds before the call
   bool stale_data = false;    // upload CaseData::stale instead of the problem's data
   // The inputs are complete before the call (the weaker checks of mutation analysis, as torch's
   // tensors are); normally the runner's stream is held so work on another stream runs too early.
@@ -39,7 +42,7 @@ struct CallSpec {
 };
 
 struct GuardReport {
-  std::string buffer;  // "a", "b", "sfa", "sfb", "c"
+  std::string buffer;  // "a", "b", "sfa", "sfb", "b2", "sfb2", "c", a group's "c[g=3]", "group table"
   GuardDamage damage;
 };
 
@@ -64,8 +67,10 @@ struct CallObservation {
   End end = End::returned;
   int rc = 0;
   std::string error;         // what went wrong when end != returned
-  std::vector<uint16_t> c;        // C once the runner's stream was done
-  std::vector<uint16_t> c_later;  // C once the whole device was done (== c for host kernels)
+  // C as one word per element (out_type.h), in output order (a grouped problem's groups one after
+  // another, whichever arrangement the kernel was handed).
+  std::vector<uint32_t> c;        // once the runner's stream was done
+  std::vector<uint32_t> c_later;  // once the whole device was done (== c for host kernels)
   std::vector<GuardReport> guards;   // damaged guard regions only
   std::vector<InputChange> inputs;   // changed inputs only
   double seconds = 0;                // the call and the wait for its work
@@ -100,10 +105,12 @@ class KernelCaller {
   bool unusable_ = false;
 };
 
-// The buffer names of an input_fault, by the exit status a faulting worker ends with
-// (kInputFaultExitBase + index of a, b, sfa, sfb).
+// The inputs a kernel is handed, by kind: a faulting worker ends with the exit status
+// kInputFaultExitBase + kind (a grouped problem's groups share their kind's status).
+enum class InputKind : int { a, b, sfa, sfb, b2, sfb2, group_table };
+constexpr int kInputKinds = 7;
 constexpr int kInputFaultExitBase = 64;
-const char* input_buffer_name(int index);
+const char* input_buffer_name(int kind);  // "a", ..., "group table"
 
 // Installs the handler that turns a write into a read-only input into _exit(kInputFaultExitBase
 // + buffer) (worker processes only).

@@ -93,6 +93,8 @@ void add_outcome(KernelReport& k, const CaseOutcome& r, int64_t case_index, cons
   if (blames_elements(rec.check) && r.summary.any_failure()) {
     const OracleSummary& s = r.summary;
     rec.has_element = true;
+    rec.g = s.first_g;
+    rec.word_digits = 2 * out_word_bytes(r.problem.out_type);
     rec.b = s.first_b;
     rec.i = s.first_i;
     rec.j = s.first_j;
@@ -113,6 +115,22 @@ void finish_report(KernelReport& k) {
   }
 }
 
+std::string shape_text(const Problem& p) {
+  if (p.op == Op::grouped_gemm) {
+    // The groups' shapes, the first few of them: a failure in group 200 is named by the element.
+    std::string t = fmt::format("grouped_gemm {} groups{}:", p.groups.size(), p.packed ? " (packed)" : "");
+    const size_t shown = std::min<size_t>(p.groups.size(), 8);
+    for (size_t g = 0; g < shown; ++g)
+      t += fmt::format(" {}x{}x{}{}", p.groups[g].m, p.groups[g].n, p.groups[g].k,
+                       p.groups[g].alpha != 1.0f ? fmt::format(" alpha={}", p.groups[g].alpha) : "");
+    if (shown < p.groups.size()) t += fmt::format(" ... ({} more)", p.groups.size() - shown);
+    return t;
+  }
+  std::string t = fmt::format("{} m={} n={} k={} l={}, alpha={}", to_string(p.op), p.m, p.n, p.k, p.l, p.alpha);
+  if (p.op == Op::dual_gemm) t += fmt::format(", alpha2={}", p.alpha2);
+  return t;
+}
+
 std::string failure_text(const std::string& kernel, std::optional<uint64_t> seed, const CaseOutcome& r,
                          const std::string& error_map, const std::string& reproduce) {
   const Problem& p = r.problem;
@@ -121,13 +139,13 @@ std::string failure_text(const std::string& kernel, std::optional<uint64_t> seed
   std::string t = fmt::format("FAIL {}: check \"{}\"", kernel, check_name(check));
   if (seed) t += fmt::format(" (seed {})", *seed);
   t += "\n";
-  t += fmt::format("  case: {} m={} n={} k={} l={}, {} scales, {}, alpha={}, policy {}\n", to_string(p.op), p.m, p.n,
-                   p.k, p.l, to_string(p.sf_layout), to_string(p.semantics), p.alpha, r.policy.name());
+  t += fmt::format("  case: {}, {} scales, {}, {} out, policy {}\n", shape_text(p), to_string(p.sf_layout),
+                   to_string(p.semantics), to_string(p.out_type), r.policy.name());
   if (r.call != CaseCall::none) t += fmt::format("  during: {}\n", to_string(r.call));
   if (element) {
     const OracleSummary& s = r.summary;
-    t += fmt::format("  first bad element (b={}, i={}, j={}): expected {}, actual {}\n", s.first_b, s.first_i,
-                     s.first_j, fp16_text(s.first.expected_bits), fp16_text(s.first_actual));
+    t += fmt::format("  first bad element {}: expected {}, actual {}\n", element_position_text(s),
+                     word_text(p.out_type, s.first.expected_bits), word_text(p.out_type, s.first_actual));
     t += fmt::format("  error {:.4g} ulps, {:.4g} x the allowed bound ({:.4g}); {} of {} outputs fail\n",
                      s.first.error_ulps, s.first.error_over_bound, s.first.bound, s.failing, s.elements);
   }
@@ -197,11 +215,12 @@ nlohmann::json report_json(std::optional<uint64_t> seed, const std::vector<Kerne
       if (!f.reproduce.empty()) fj["reproduce"] = f.reproduce;
       if (!f.error_map.empty()) fj["error_map"] = f.error_map;
       if (f.has_element)
-        fj["element"] = {{"b", f.b},
+        fj["element"] = {{"g", f.g},
+                         {"b", f.b},
                          {"i", f.i},
                          {"j", f.j},
-                         {"expected", fmt::format("0x{:04x}", f.expected)},
-                         {"actual", fmt::format("0x{:04x}", f.actual)},
+                         {"expected", fmt::format("0x{:0{}x}", f.expected, f.word_digits)},
+                         {"actual", fmt::format("0x{:0{}x}", f.actual, f.word_digits)},
                          {"error_ulps", number(f.error_ulps)},
                          {"error_over_bound", number(f.error_over_bound)},
                          {"bound", number(f.bound)}};
@@ -266,14 +285,15 @@ struct Rgb {
   uint8_t r, g, b;
 };
 
-Rgb element_colour(const ElementVerdict& v, uint16_t actual) {
-  const bool actual_nan = fp16_is_nan(actual);
+Rgb element_colour(const ElementVerdict& v, uint32_t actual, OutType type) {
+  const bool actual_nan = is_nan_out(type, actual);
   const bool expected_nan = std::isnan(v.expected);
   if (actual_nan && !expected_nan) return {255, 0, 255};
   if (!actual_nan && expected_nan) return {0, 220, 255};
   if (v.ok) {
     // The right RN16 bits (+0 and -0 alike): grey. Within the bound but other bits: green.
-    if (actual == v.expected_bits || ((actual | v.expected_bits) & 0x7FFF) == 0) return {48, 48, 48};
+    const uint32_t magnitude = ~out_format(type).sign_bit & (out_word_bytes(type) == 4 ? 0xFFFFFFFFu : 0xFFFFu);
+    if (actual == v.expected_bits || ((actual | v.expected_bits) & magnitude) == 0) return {48, 48, 48};
     const double r = std::clamp(v.error_over_bound, 0.0, 1.0);
     return {0, static_cast<uint8_t>(70 + 150 * r), 0};
   }
@@ -286,22 +306,38 @@ Rgb element_colour(const ElementVerdict& v, uint16_t actual) {
 }  // namespace
 
 void write_error_map_png(const std::string& path, const Problem& p, const ExactResult& ref,
-                         const std::vector<uint16_t>& c, const Policy& policy) {
+                         const std::vector<uint32_t>& c, const Policy& policy) {
   if (static_cast<int64_t>(c.size()) != p.c_elems() || static_cast<int64_t>(ref.elems.size()) != p.c_elems())
     throw std::runtime_error("error map: output and reference sizes do not match the problem");
+  // One panel per batch, or per non-empty group, side by side.
+  struct Panel {
+    int64_t rows, cols, first;
+  };
+  std::vector<Panel> panels;
+  if (p.op == Op::grouped_gemm) {
+    const std::vector<int64_t> offsets = group_output_offsets(p);
+    for (size_t g = 0; g < p.groups.size(); ++g)
+      if (p.groups[g].m > 0) panels.push_back({p.groups[g].m, p.groups[g].n, offsets[g]});
+  } else {
+    for (int64_t b = 0; b < p.l; ++b) panels.push_back({p.m, p.n, b * p.m * p.n});
+  }
+  int64_t total_cols = 0, max_rows = 1;
+  for (const Panel& q : panels) total_cols += q.cols, max_rows = std::max(max_rows, q.rows);
   // Cells are scaled so small outputs stay visible and large ones stay a sensible size.
-  const int64_t cell_w = std::clamp<int64_t>(1200 / std::max<int64_t>(1, p.l * p.n), 1, 24);
-  const int64_t cell_h = std::clamp<int64_t>(800 / std::max<int64_t>(1, p.m), 1, 24);
+  const int64_t cell_w = std::clamp<int64_t>(1200 / std::max<int64_t>(1, total_cols), 1, 24);
+  const int64_t cell_h = std::clamp<int64_t>(800 / max_rows, 1, 24);
   const int64_t gap = 2;
-  const int64_t width = p.l * p.n * cell_w + (p.l - 1) * gap, height = p.m * cell_h;
+  const int64_t width = total_cols * cell_w + (static_cast<int64_t>(panels.size()) - 1) * gap, height = max_rows * cell_h;
   if (width > 20000 || height > 20000) throw std::runtime_error("error map: output too large to draw");
   std::vector<uint8_t> pixels(static_cast<size_t>(width * height * 3), 255);
-  for (int64_t b = 0; b < p.l; ++b)
-    for (int64_t i = 0; i < p.m; ++i)
-      for (int64_t j = 0; j < p.n; ++j) {
-        const int64_t e = (b * p.m + i) * p.n + j;
-        const Rgb col = element_colour(judge_element(ref.elems[e], p.alpha, c[e], policy), c[e]);
-        const int64_t x0 = b * (p.n * cell_w + gap) + j * cell_w, y0 = i * cell_h;
+  int64_t x_start = 0;
+  for (const Panel& q : panels) {
+    for (int64_t i = 0; i < q.rows; ++i)
+      for (int64_t j = 0; j < q.cols; ++j) {
+        const int64_t e = q.first + i * q.cols + j;
+        const uint32_t actual = c[static_cast<size_t>(e)];
+        const Rgb col = element_colour(judge_output(p, ref, e, actual, policy), actual, p.out_type);
+        const int64_t x0 = x_start + j * cell_w, y0 = i * cell_h;
         for (int64_t y = y0; y < y0 + cell_h; ++y)
           for (int64_t x = x0; x < x0 + cell_w; ++x) {
             uint8_t* px = &pixels[static_cast<size_t>((y * width + x) * 3)];
@@ -310,6 +346,8 @@ void write_error_map_png(const std::string& path, const Problem& p, const ExactR
             px[2] = col.b;
           }
       }
+    x_start += q.cols * cell_w + gap;
+  }
 
   FILE* fp = std::fopen(path.c_str(), "wb");
   if (!fp) throw std::runtime_error("cannot write the error map " + path);

@@ -34,8 +34,9 @@ struct FailureRecord {
   CaseCall call = CaseCall::none;
   int64_t case_index = -1;   // in the schedule (run), or the input's position (replay)
   bool has_element = false;  // an output element is to blame (oracle-like checks)
-  int64_t b = -1, i = -1, j = -1;
-  uint16_t expected = 0, actual = 0;
+  int64_t g = -1, b = -1, i = -1, j = -1;  // g: the group, for a grouped problem
+  uint32_t expected = 0, actual = 0;       // words of the output type
+  int word_digits = 4;                     // hex digits of a word: 4, or 8 for FP32
   double error_ulps = 0, error_over_bound = 0, bound = 0;
 };
 
@@ -100,7 +101,9 @@ std::string summary_table(const std::vector<KernelReport>& kernels);
 // unwritten element shows as poison NaN), cyan a number where NaN was due. Panels are separated
 // by a white column. Throws std::runtime_error when the file cannot be written.
 void write_error_map_png(const std::string& path, const Problem& p, const ExactResult& ref,
-                         const std::vector<uint16_t>& c, const Policy& policy);
+                         const std::vector<uint32_t>& c, const Policy& policy);
+// "gemm m=3 n=5 k=64 l=1, alpha=1", "dual_gemm ..., alpha2=2", "grouped_gemm 3 groups: 40x64x128 0x64x128 ...".
+std::string shape_text(const Problem& p);
 
 // Path of the error map that belongs with a case file: same stem, ".png".
 std::string error_map_path_for(const std::string& case_file, const std::string& dir);

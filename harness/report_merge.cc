@@ -47,11 +47,14 @@ double number_field(const json& j, const char* key, const std::string& where) {
 // The larger, NaN winning (a NaN error is news a merge must not lose).
 double max_of(double a, double b) { return std::isnan(a) || std::isnan(b) ? std::nan("") : std::max(a, b); }
 
-uint16_t hex_word(const json& j, const char* key, const std::string& where) {
+// A word of the output type: 0xhhhh (FP16, BF16) or 0xhhhhhhhh (FP32); *digits gets 4 or 8.
+uint32_t hex_word(const json& j, const char* key, const std::string& where, int* digits) {
   const std::string s = text_field(j, key, where);
-  if (s.size() != 6 || s.compare(0, 2, "0x") != 0 || s.find_first_not_of("0123456789abcdefABCDEF", 2) != std::string::npos)
-    bad(where, fmt::format("\"{}\" is not a 0xhhhh word", key));
-  return static_cast<uint16_t>(std::stoul(s.substr(2), nullptr, 16));
+  if ((s.size() != 6 && s.size() != 10) || s.compare(0, 2, "0x") != 0 ||
+      s.find_first_not_of("0123456789abcdefABCDEF", 2) != std::string::npos)
+    bad(where, fmt::format("\"{}\" is not a 0xhhhh or 0xhhhhhhhh word", key));
+  *digits = static_cast<int>(s.size()) - 2;
+  return static_cast<uint32_t>(std::stoul(s.substr(2), nullptr, 16));
 }
 
 std::map<std::string, int64_t> count_map(const json& j, const char* key, const std::string& where) {
@@ -89,11 +92,15 @@ FailureRecord failure_from_json(const json& f, const std::string& where) {
     const json& e = f.at("element");
     const std::string at = where + ": element";
     r.has_element = true;
+    if (e.contains("g")) {
+      if (!e.at("g").is_number_integer() || e.at("g").get<int64_t>() < -1) bad(at, "\"g\" is not a group index or -1");
+      r.g = e.at("g").get<int64_t>();
+    }
     r.b = count_field(e, "b", at);
     r.i = count_field(e, "i", at);
     r.j = count_field(e, "j", at);
-    r.expected = hex_word(e, "expected", at);
-    r.actual = hex_word(e, "actual", at);
+    r.expected = hex_word(e, "expected", at, &r.word_digits);
+    r.actual = hex_word(e, "actual", at, &r.word_digits);
     r.error_ulps = number_field(e, "error_ulps", at);
     r.error_over_bound = number_field(e, "error_over_bound", at);
     r.bound = number_field(e, "bound", at);

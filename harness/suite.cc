@@ -43,14 +43,16 @@ CaseOutcome start_failure(const Problem& p, const std::string& why) {
 // A problem without its tensors, their memory given back (kept until the first failure is
 // decided, a case needs only its shape and counts).
 void drop_data(Problem& p) {
-  for (std::vector<uint8_t>* v : {&p.a, &p.b, &p.sfa, &p.sfb}) std::vector<uint8_t>().swap(*v);
+  for (std::vector<uint8_t>* v : {&p.a, &p.b, &p.sfa, &p.sfb, &p.b2, &p.sfb2}) std::vector<uint8_t>().swap(*v);
+  for (Group& g : p.groups)
+    for (std::vector<uint8_t>* v : {&g.a, &g.b, &g.sfa, &g.sfb}) std::vector<uint8_t>().swap(*v);
 }
 
 // A case's outcome without its data, kept until the kernel's first failure is decided.
 CaseOutcome without_data(CaseOutcome out) {
   drop_data(out.problem);
   out.reference = ExactResult{};
-  std::vector<uint16_t>().swap(out.c);
+  std::vector<uint32_t>().swap(out.c);
   return out;
 }
 

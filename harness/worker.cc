@@ -52,7 +52,7 @@ CallObservation ended(int status, const std::string& during) {
   CallObservation o = lost_call(CallObservation::End::crash, "");
   if (WIFEXITED(status)) {
     const int code = WEXITSTATUS(status);
-    if (code >= kInputFaultExitBase && code < kInputFaultExitBase + 4) {
+    if (code >= kInputFaultExitBase && code < kInputFaultExitBase + kInputKinds) {
       o.end = CallObservation::End::input_fault;
       o.error = fmt::format("wrote to its input {} during the call (host inputs are read-only while the kernel "
                             "runs; the write faulted)", input_buffer_name(code - kInputFaultExitBase));
@@ -355,11 +355,13 @@ std::vector<CallObservation> WorkerExecutor::run_calls(const CaseData& data, con
   run.data = data;
   for (const PlannedCall& call : plan) run.plan.push_back(call.spec);
   const std::vector<uint8_t> frame = encode_message(run);
-  // What can come back: per call, C twice as CBOR words (at most 3 bytes each) and the report of
-  // guards, inputs and an error (a traceback: 1 MiB is plenty).
+  // What can come back: per call, C twice as byte strings of words (at most 4 bytes each) and the
+  // report of guards and inputs (a few per buffer: a grouped problem has five buffers per group)
+  // and an error (a traceback: 1 MiB is plenty).
   int64_t words = data.problem.c_elems();
   if (data.stale) words = std::max(words, data.stale->c_elems());
-  frames_.set_limit(static_cast<uint64_t>(6 * words) + (uint64_t(1) << 20));
+  const uint64_t buffers = 8 + 5 * data.problem.groups.size();
+  frames_.set_limit(static_cast<uint64_t>(8 * words) + 256 * buffers + (uint64_t(1) << 20));
   // Send with the watchdog on: a worker that stops reading is hung.
   size_t sent = 0;
   const auto send_deadline = Clock::now() + std::chrono::duration<double>(std::max(timeout_s_, 30.0));

@@ -18,36 +18,58 @@ using json = nlohmann::json;
 namespace {
 
 json bytes(const std::vector<uint8_t>& v) { return json::binary(v); }
-json words(const std::vector<uint16_t>& v) {
-  std::vector<uint8_t> b(v.size() * 2);
-  if (!v.empty()) std::memcpy(b.data(), v.data(), b.size());
-  return json::binary(std::move(b));
-}
 std::vector<uint8_t> get_bytes(const json& j) {
   if (!j.is_binary()) throw ProtocolError("expected a byte string");
   return j.get_binary();
 }
-std::vector<uint16_t> get_words(const json& j) {
+
+// Output words travel as little-endian 16-bit words when every one fits (fp16, bf16), else
+// 32-bit ones: the width is the byte string's first byte.
+json words(const std::vector<uint32_t>& v) {
+  const bool narrow = std::all_of(v.begin(), v.end(), [](uint32_t w) { return w <= 0xFFFFu; });
+  const size_t width = narrow ? 2 : 4;
+  std::vector<uint8_t> b(1 + v.size() * width);
+  b[0] = static_cast<uint8_t>(width);
+  for (size_t x = 0; x < v.size(); ++x) std::memcpy(b.data() + 1 + x * width, &v[x], width);
+  return json::binary(std::move(b));
+}
+std::vector<uint32_t> get_words(const json& j) {
   const std::vector<uint8_t> b = get_bytes(j);
-  if (b.size() % 2) throw ProtocolError("odd length of an FP16 array");
-  std::vector<uint16_t> w(b.size() / 2);
-  if (!w.empty()) std::memcpy(w.data(), b.data(), b.size());
+  if (b.empty() || (b[0] != 2 && b[0] != 4) || (b.size() - 1) % b[0] != 0)
+    throw ProtocolError("a malformed array of output words");
+  const size_t width = b[0];
+  std::vector<uint32_t> w((b.size() - 1) / width, 0);
+  for (size_t x = 0; x < w.size(); ++x) std::memcpy(&w[x], b.data() + 1 + x * width, width);
   return w;
 }
 
 json problem_json(const Problem& p) {
-  return {{"op", static_cast<uint32_t>(p.op)},
-          {"m", p.m},
-          {"n", p.n},
-          {"k", p.k},
-          {"l", p.l},
-          {"layout", static_cast<uint32_t>(p.sf_layout)},
-          {"semantics", static_cast<int>(p.semantics)},
-          {"alpha", p.alpha},
-          {"a", bytes(p.a)},
-          {"b", bytes(p.b)},
-          {"sfa", bytes(p.sfa)},
-          {"sfb", bytes(p.sfb)}};
+  json j = {{"op", static_cast<uint32_t>(p.op)},
+            {"m", p.m},
+            {"n", p.n},
+            {"k", p.k},
+            {"l", p.l},
+            {"layout", static_cast<uint32_t>(p.sf_layout)},
+            {"semantics", static_cast<int>(p.semantics)},
+            {"alpha", p.alpha},
+            {"out_type", static_cast<uint32_t>(p.out_type)},
+            {"a", bytes(p.a)},
+            {"b", bytes(p.b)},
+            {"sfa", bytes(p.sfa)},
+            {"sfb", bytes(p.sfb)}};
+  if (p.op == Op::dual_gemm) {
+    j["b2"] = bytes(p.b2);
+    j["sfb2"] = bytes(p.sfb2);
+    j["alpha2"] = p.alpha2;
+  }
+  if (p.op == Op::grouped_gemm) {
+    json groups = json::array();
+    for (const Group& g : p.groups)
+      groups.push_back({g.m, g.n, g.k, g.alpha, bytes(g.a), bytes(g.b), bytes(g.sfa), bytes(g.sfb)});
+    j["groups"] = std::move(groups);
+    j["packed"] = p.packed;
+  }
+  return j;
 }
 
 Problem problem_from(const json& j) {
@@ -60,10 +82,33 @@ Problem problem_from(const json& j) {
   p.sf_layout = static_cast<SfLayout>(j.at("layout").get<uint32_t>());
   p.semantics = static_cast<ScaleSemantics>(j.at("semantics").get<int>());
   p.alpha = j.at("alpha").get<float>();
+  const uint32_t out_type = j.at("out_type").get<uint32_t>();
+  if (out_type < 1 || out_type > 3) throw ProtocolError("bad output type");
+  p.out_type = static_cast<OutType>(out_type);
   p.a = get_bytes(j.at("a"));
   p.b = get_bytes(j.at("b"));
   p.sfa = get_bytes(j.at("sfa"));
   p.sfb = get_bytes(j.at("sfb"));
+  if (p.op == Op::dual_gemm) {
+    p.b2 = get_bytes(j.at("b2"));
+    p.sfb2 = get_bytes(j.at("sfb2"));
+    p.alpha2 = j.at("alpha2").get<float>();
+  }
+  if (p.op == Op::grouped_gemm) {
+    for (const json& g : j.at("groups")) {
+      Group q;
+      q.m = g.at(0).get<int64_t>();
+      q.n = g.at(1).get<int64_t>();
+      q.k = g.at(2).get<int64_t>();
+      q.alpha = g.at(3).get<float>();
+      q.a = get_bytes(g.at(4));
+      q.b = get_bytes(g.at(5));
+      q.sfa = get_bytes(g.at(6));
+      q.sfb = get_bytes(g.at(7));
+      p.groups.push_back(std::move(q));
+    }
+    p.packed = j.at("packed").get<bool>();
+  }
   if (const std::string e = problem_error(p); !e.empty()) throw ProtocolError("bad problem: " + e);
   return p;
 }
@@ -175,7 +220,7 @@ WorkerMessage message_from(const json& j) {
     for (const json& c : j.at("plan")) {
       CallSpec call;
       call.pad = c.at(0).get<uint8_t>();
-      call.poison = c.at(1).get<uint16_t>();
+      call.poison = c.at(1).get<uint32_t>();
       call.stale_data = c.at(2).get<bool>();
       call.inputs_ready_first = c.at(3).get<bool>();
       m.plan.push_back(call);

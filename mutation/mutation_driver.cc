@@ -66,7 +66,7 @@ bool weak_case(Executor& executor, const Problem& p, const Policy& policy, const
     out.message = fmt::format("returned {} where their harness expects a result", o.rc);
   } else {
     const ExactResult ref = exact_gemm(p);
-    const OracleSummary s = judge(p, ref, o.c_later.data(), policy);
+    const OracleSummary s = judge_words(p, ref, o.c_later.data(), policy);
     if (s.any_failure()) {
       out.failed = true;
       out.check = "allclose";

@@ -182,7 +182,10 @@ bool deterministic(const Kernel& k) { return !(k.info->flags & NVFP4_FLAG_NONDET
 std::vector<uint16_t> run_or_fail(const Kernel& k, const Problem& p, const std::string& property) {
   try {
     InProcessExecutor executor(k, kDefaultCallTimeout);
-    return run_kernel_once(executor, p);
+    // The properties compare FP16 outputs bit for bit (they draw FP16 problems only).
+    if (p.out_type != OutType::fp16) throw std::invalid_argument("the properties draw FP16 outputs only");
+    const std::vector<uint32_t> words = run_kernel_once(executor, p);
+    return std::vector<uint16_t>(words.begin(), words.end());
   } catch (const std::exception& e) {
     fail_case(k, p, property, std::string("the kernel run failed: ") + e.what());
   }

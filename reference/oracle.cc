@@ -488,6 +488,15 @@ OracleSummary judge(const Problem& p, const ExactResult& ref, const uint16_t* c,
   return judge_all(p, ref, [c](int64_t idx) { return static_cast<uint32_t>(c[idx]); }, policy);
 }
 
+ElementVerdict judge_output(const Problem& p, const ExactResult& ref, int64_t index, uint32_t actual,
+                            const Policy& policy) {
+  const size_t x = static_cast<size_t>(index);
+  if (p.op == Op::dual_gemm)
+    return judge_dual_element(ref.elems[x], ref.elems2[x], ref.dual[x], p.alpha, p.alpha2, actual, policy, p.out_type);
+  const float alpha = p.op == Op::grouped_gemm ? p.groups[static_cast<size_t>(output_position(p, index).g)].alpha : p.alpha;
+  return judge_element(ref.elems[x], alpha, actual, policy, p.out_type);
+}
+
 OracleSummary judge_words(const Problem& p, const ExactResult& ref, const uint32_t* words, const Policy& policy) {
   return judge_all(p, ref, [words](int64_t idx) { return words[idx]; }, policy);
 }

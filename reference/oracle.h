@@ -92,6 +92,9 @@ struct OracleSummary {
 // 16-bit words (fp16 or bf16 problems; throws std::invalid_argument for fp32), words any type's
 // words, in output order (grouped: the groups' outputs one after another).
 OracleSummary judge(const Problem& p, const ExactResult& ref, const uint16_t* c, const Policy& policy);
+// One output element of p (index in output order) judged as judge_words judges it.
+ElementVerdict judge_output(const Problem& p, const ExactResult& ref, int64_t index, uint32_t actual,
+                            const Policy& policy);
 OracleSummary judge_words(const Problem& p, const ExactResult& ref, const uint32_t* words, const Policy& policy);
 
 }  // namespace nvfp4

@@ -233,7 +233,7 @@ TEST(RunnerSave, LargeSeededCaseIsSavedAsItsSeed) {
 TEST(RunnerOnce, ReturnsOutputAndNamesErrors) {
   const Problem p = make_problem(G, 7, 3, 32, 2, P, 5);
   InProcessExecutor honest(kernel("honest_host"), kDefaultCallTimeout), m4(kernel("honest_m4_host"), kDefaultCallTimeout);
-  const std::vector<uint16_t> c = run_kernel_once(honest, p);
+  const std::vector<uint32_t> c = run_kernel_once(honest, p);
   EXPECT_EQ(static_cast<int64_t>(c.size()), p.c_elems());
   Problem refused = make_problem(G, 5, 3, 32, 1, P, 6);
   EXPECT_THROW(run_kernel_once(m4, refused), std::runtime_error);

@@ -48,7 +48,7 @@ Image read_png(const std::string& path) {
 TEST(ErrorMap, MarksTheBadElementInItsBatchPanel) {
   const Problem p = small_problem();
   const ExactResult ref = exact_gemm(p);
-  std::vector<uint16_t> c = ref.c;
+  std::vector<uint32_t> c = ref.words();
   const int64_t bad = (1 * p.m + 4) * p.n + 2;  // b=1, i=4, j=2: the tail corner of batch 1
   c[bad] ^= 0x0100;
   const std::string path = (std::filesystem::path(::testing::TempDir()) / "error_map_test.png").string();
@@ -76,9 +76,9 @@ CaseOutcome failing_result() {
   CaseOutcome r;
   r.problem = small_problem();
   r.reference = exact_gemm(r.problem);
-  r.c = r.reference.c;
+  r.c = r.reference.words();
   r.c[4] ^= 0x0001;
-  r.summary = judge(r.problem, r.reference, r.c.data(), r.policy);
+  r.summary = judge_words(r.problem, r.reference, r.c.data(), r.policy);
   r.verdict = CaseOutcome::Verdict::fail;
   r.finding = Finding{Check::oracle, "wrong"};
   r.call = CaseCall::run1;
@@ -123,7 +123,7 @@ TEST(Report, FailureTextNamesTheMatrixUnitFlagWhenThatRuleWouldPass) {
       while (judge_element(ref.elems[e], p.alpha, h, ieee).ok && (h & 0x7C00u) != 0x7C00u) ++h;
       if ((h & 0x7C00u) == 0x7C00u || !judge_element(ref.elems[e], p.alpha, h, mma).ok) continue;
       CallObservation o;
-      o.c = ref.c;
+      o.c = ref.words();
       o.c[e] = h;
       o.c_later = o.c;
       CallContext x;

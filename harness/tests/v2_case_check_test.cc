@@ -1,0 +1,365 @@
+// The call path of ABI version 2's problems: grouped GEMM (both arrangements), dual GEMM and the
+// BF16 and FP32 output types are handed to kernels, poisoned, guarded and judged like GEMV and
+// GEMM. Honest kernels pass with every check on; kernels with one bug each fail the check that
+// names it (the mutants of mutation/mutants and small kernels of this file with a write out of
+// bounds, a changed group table); the stale data's reference is the exact one; problems travel
+// through the worker protocol unchanged.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "harness/case_check.h"
+#include "harness/generators.h"
+#include "harness/tests/check_in_process.h"
+#include "harness/worker_protocol.h"
+#include "kernels/registry.h"
+#include "reference/fp16.h"
+
+namespace nvfp4 {
+namespace {
+
+const Registry& builtins() {
+  static const Registry r = Registry::with_builtins();
+  return r;
+}
+
+const Registry& mutants() {
+  static const Registry r = [] {
+    Registry reg;
+    reg.load_plugin(NVFP4_MUTANTS_PLUGIN);
+    return reg;
+  }();
+  return r;
+}
+
+const Kernel& find(const Registry& r, const std::string& name) {
+  const Kernel* k = r.find(name);
+  if (!k) throw std::runtime_error("no kernel " + name);
+  return *k;
+}
+
+// ---- Kernels of this file: an honest grouped computation with one way of being wrong each ------
+
+enum class Wrong { writes_past_group, packed_writes_past_last, writes_group_table };
+
+// FP32 dot products of one group, rounded to FP16 (the tests below use FP16 outputs): enough to
+// be right, so only the planted misbehaviour fails.
+void grouped_fp16(const nvfp4_problem* p, Wrong wrong) {
+  for (int64_t g = 0; g < p->groups; ++g) {
+    const nvfp4_group& q = p->group[g];
+    const int64_t kb = (q.k + 15) / 16;
+    for (int64_t i = 0; i < q.m; ++i)
+      for (int64_t j = 0; j < q.n; ++j) {
+        float acc = 0;
+        for (int64_t x = 0; x < q.k; ++x) {
+          const auto e2m1 = [](const uint8_t* row, int64_t x) {
+            const uint8_t code = (row[x / 2] >> (4 * (x % 2))) & 0xF;
+            static const float kValues[8] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6};
+            return (code & 8 ? -1.0f : 1.0f) * kValues[code & 7];
+          };
+          const auto e4m3 = [](uint8_t s) {
+            const int e = (s >> 3) & 0xF, m = s & 7;
+            return e == 0 ? std::ldexp(static_cast<float>(m), -9) : std::ldexp(1.0f + m / 8.0f, e - 7);
+          };
+          acc += e2m1(q.a + i * (q.k / 2), x) * e4m3(q.sfa[i * kb + x / 16]) * e2m1(q.b + j * (q.k / 2), x) *
+                 e4m3(q.sfb[j * kb + x / 16]);
+        }
+        const float v = q.alpha * acc;
+        int e = 0;
+        const float frac = std::frexp(std::fabs(v), &e);  // exact: 24 bits
+        static_cast<uint16_t*>(q.c)[i * q.n + j] =
+            fp16_round(std::signbit(v), static_cast<u128>(std::ldexp(frac, 24)), e - 24);
+      }
+  }
+  int64_t last = -1;
+  for (int64_t g = 0; g < p->groups; ++g)
+    if (p->group[g].m > 0) last = g;
+  if (last < 0) return;
+  const nvfp4_group& q = p->group[last];
+  if (wrong == Wrong::writes_past_group || wrong == Wrong::packed_writes_past_last)
+    static_cast<uint16_t*>(q.c)[q.m * q.n] = 0x3C00;  // one element past the group's (or packed C's) end
+  if (wrong == Wrong::writes_group_table) const_cast<nvfp4_group*>(p->group)[last].alpha = 2.0f;
+}
+
+nvfp4_kernel_info g_infos[3];
+const char* const kNames[3] = {"test_grouped_writes_past_group", "test_grouped_packed_writes_past_last",
+                               "test_grouped_writes_group_table"};
+
+int test_count() { return 3; }
+const nvfp4_kernel_info* test_get(int index) {
+  nvfp4_kernel_info& i = g_infos[index];
+  i.abi_version = NVFP4_ABI_VERSION;
+  i.name = kNames[index];
+  i.memory = NVFP4_MEMORY_HOST;
+  i.ops = 1u << NVFP4_OP_GROUPED_GEMM;
+  i.sf_layouts = 1u << NVFP4_SF_LINEAR;
+  i.m_multiple = i.n_multiple = i.k_multiple = 1;
+  i.out_types = 1u << NVFP4_OUT_FP16;
+  i.flags = index == 1 ? NVFP4_FLAG_GROUPS_PACKED : 0;
+  return &i;
+}
+int test_run(int index, const nvfp4_problem* p) {
+  if (p->op != NVFP4_OP_GROUPED_GEMM || p->sf_layout != NVFP4_SF_LINEAR || p->out_type != NVFP4_OUT_FP16)
+    return NVFP4_UNSUPPORTED;
+  grouped_fp16(p, static_cast<Wrong>(index));
+  return NVFP4_OK;
+}
+
+const Registry& test_kernels() {
+  static const Registry r = [] {
+    Registry reg;
+    reg.add_provider(test_count, test_get, test_run, "harness/tests/v2_case_check_test.cc");
+    return reg;
+  }();
+  return r;
+}
+
+// ---- Problems -----------------------------------------------------------------------------------
+
+Problem gemm_problem(Op op, int64_t m, int64_t n, int64_t k, OutType out, SfLayout layout, uint64_t seed) {
+  Problem p;
+  p.op = op;
+  p.m = m, p.n = op == Op::gemv ? 1 : n, p.k = k, p.l = 2;
+  p.sf_layout = layout;
+  p.out_type = out;
+  Rng rng(seed);
+  std::printf("problem %s %ldx%ldx%ld %s %s from seed %lu\n", to_string(op), (long)m, (long)p.n, (long)k,
+              to_string(out), to_string(layout), (unsigned long)seed);
+  fill_data(rng, DataSpec::parse("uniform/narrow/pow2"), p);
+  if (op == Op::dual_gemm) {
+    Problem second = p;
+    second.op = Op::gemm;
+    Rng rng2(seed + 1);
+    fill_data(rng2, DataSpec::parse("uniform/narrow/pow2"), second);
+    p.b2 = second.b, p.sfb2 = second.sfb, p.alpha2 = 0.5f;
+  }
+  return p;
+}
+
+// Groups of the given m (0 allowed), each with its own data and alpha; one n and k (packable).
+Problem grouped_problem(const std::vector<int64_t>& ms, int64_t n, int64_t k, OutType out, SfLayout layout,
+                        uint64_t seed) {
+  Problem p;
+  p.op = Op::grouped_gemm;
+  p.sf_layout = layout;
+  p.out_type = out;
+  std::printf("grouped problem, %zu groups, n %ld k %ld %s %s from seed %lu\n", ms.size(), (long)n, (long)k,
+              to_string(out), to_string(layout), (unsigned long)seed);
+  for (size_t g = 0; g < ms.size(); ++g) {
+    Group q;
+    q.m = ms[g], q.n = n, q.k = k;
+    q.alpha = g % 2 ? 0.5f : 2.0f;  // groups differ in alpha (rule 5: each its own)
+    if (q.m > 0) {
+      Problem one;
+      one.op = Op::gemm;
+      one.m = q.m, one.n = n, one.k = k, one.l = 1;
+      Rng rng(seed + g);
+      fill_data(rng, DataSpec{}, one);
+      q.a = one.a, q.b = one.b, q.sfa = one.sfa, q.sfb = one.sfb;
+    }
+    p.groups.push_back(std::move(q));
+  }
+  return p;
+}
+
+CaseOptions options() {
+  CaseOptions o;
+  o.case_dir = (std::filesystem::path(::testing::TempDir()) / ("nvfp4-v2-case-test-" + std::to_string(getpid()))).string();
+  o.stale_seed = 7;
+  return o;
+}
+
+::testing::AssertionResult passes(const Kernel& k, const Problem& p) {
+  const CaseOutcome r = check_in_process(k, p, options());
+  if (r.verdict == CaseOutcome::Verdict::pass && r.calls == 3) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << k.name() << ": " << verdict_name(r.verdict) << " after " << r.calls
+                                       << " calls: " << check_of(r) << ": " << message_of(r);
+}
+
+::testing::AssertionResult fails_with(const Kernel& k, const Problem& p, const std::string& check,
+                                      const std::string& words = "") {
+  const CaseOutcome r = check_in_process(k, p, options());
+  if (r.verdict != CaseOutcome::Verdict::fail)
+    return ::testing::AssertionFailure() << k.name() << ": " << verdict_name(r.verdict) << ", not " << check;
+  if (check_of(r) != check)
+    return ::testing::AssertionFailure() << k.name() << ": " << check_of(r) << " (" << message_of(r) << "), not " << check;
+  if (!words.empty() && message_of(r).find(words) == std::string::npos)
+    return ::testing::AssertionFailure() << k.name() << ": the message does not say \"" << words << "\": " << message_of(r);
+  return ::testing::AssertionSuccess();
+}
+
+const std::vector<int64_t> kRaggedGroups = {1, 0, 129, 127, 0, 2};
+
+// ---- Honest kernels pass every check ------------------------------------------------------------
+
+TEST(V2Honest, GemmInEveryOutputTypeAndLayout) {
+  for (OutType out : {OutType::fp16, OutType::bf16, OutType::fp32})
+    for (SfLayout layout : {SfLayout::linear, SfLayout::permuted}) {
+      EXPECT_TRUE(passes(find(builtins(), "host_gemm_fp32"), gemm_problem(Op::gemm, 33, 9, 80, out, layout, 1)));
+      EXPECT_TRUE(passes(find(builtins(), "host_gemm_fp32"), gemm_problem(Op::gemv, 129, 1, 48, out, layout, 2)));
+    }
+}
+
+TEST(V2Honest, DualGemmInEveryOutputType) {
+  for (OutType out : {OutType::fp16, OutType::bf16, OutType::fp32})
+    for (SfLayout layout : {SfLayout::linear, SfLayout::permuted})
+      EXPECT_TRUE(passes(find(builtins(), "host_dual_gemm_fp32"), gemm_problem(Op::dual_gemm, 17, 5, 64, out, layout, 3)));
+}
+
+TEST(V2Honest, GroupedGemmInBothArrangements) {
+  for (const char* name : {"host_grouped_gemm_fp32", "host_grouped_gemm_fp32_packed"})
+    for (OutType out : {OutType::fp16, OutType::bf16, OutType::fp32})
+      for (SfLayout layout : {SfLayout::linear, SfLayout::permuted})
+        EXPECT_TRUE(passes(find(builtins(), name), grouped_problem(kRaggedGroups, 6, 48, out, layout, 4)));
+  // Every group empty: nothing to write, nothing to read.
+  EXPECT_TRUE(passes(find(builtins(), "host_grouped_gemm_fp32"), grouped_problem({0, 0, 0}, 4, 32, OutType::fp16,
+                                                                                 SfLayout::permuted, 5)));
+}
+
+// ---- Each bug fails the check that names it -------------------------------------------------------
+
+TEST(V2Mutants, OutputTypeBugsFailTheOracle) {
+  EXPECT_TRUE(fails_with(find(mutants(), "mut_host_bf16_truncated"),
+                         gemm_problem(Op::gemm, 33, 9, 80, OutType::bf16, SfLayout::linear, 6), "oracle", "bf16"));
+  EXPECT_TRUE(fails_with(find(mutants(), "mut_host_fp32_through_fp16"),
+                         gemm_problem(Op::gemm, 33, 9, 80, OutType::fp32, SfLayout::linear, 7), "oracle"));
+}
+
+TEST(V2Mutants, DualGemmBugsFailTheOracle) {
+  const Problem p = gemm_problem(Op::dual_gemm, 17, 5, 64, OutType::fp32, SfLayout::linear, 8);
+  EXPECT_TRUE(passes(find(mutants(), "ctl_host_dual_unmutated"), p));
+  for (const char* name : {"mut_host_dual_gate_up_swapped", "mut_host_dual_alpha2_ignored", "mut_host_dual_silu_fp16"})
+    EXPECT_TRUE(fails_with(find(mutants(), name), p, "oracle"));
+}
+
+TEST(V2Mutants, GroupedBugsFailTheirChecks) {
+  const Problem p = grouped_problem(kRaggedGroups, 6, 48, OutType::fp16, SfLayout::linear, 9);
+  EXPECT_TRUE(passes(find(mutants(), "ctl_host_grouped_unmutated"), p));
+  EXPECT_TRUE(fails_with(find(mutants(), "mut_host_grouped_next_expert_scales"), p, "oracle", "(g="));
+  EXPECT_TRUE(fails_with(find(mutants(), "mut_host_grouped_alpha_of_first"), p, "oracle", "(g="));
+  EXPECT_TRUE(fails_with(find(mutants(), "mut_host_grouped_stops_at_empty"), p, "unwritten-output", "(g=2"));
+}
+
+TEST(V2Guards, AWriteBetweenGroupsIsAGuardFailure) {
+  const Problem p = grouped_problem(kRaggedGroups, 6, 48, OutType::fp16, SfLayout::linear, 10);
+  EXPECT_TRUE(fails_with(find(test_kernels(), "test_grouped_writes_past_group"), p, "guard", "c[g=5]"));
+  EXPECT_TRUE(fails_with(find(test_kernels(), "test_grouped_packed_writes_past_last"), p, "guard", "wrote out of bounds: c: "));
+}
+
+TEST(V2Guards, AChangedGroupTableIsAChangedInput) {
+  const Problem p = grouped_problem(kRaggedGroups, 6, 48, OutType::fp16, SfLayout::linear, 11);
+  EXPECT_TRUE(fails_with(find(test_kernels(), "test_grouped_writes_group_table"), p, "inputs-modified", "group table"));
+}
+
+// ---- Stale data, declarations, the protocol -------------------------------------------------------
+
+TEST(V2Stale, DerivedReferenceIsTheExactOne) {
+  std::vector<Problem> problems = {gemm_problem(Op::gemm, 9, 7, 64, OutType::bf16, SfLayout::linear, 12),
+                                   gemm_problem(Op::dual_gemm, 9, 7, 64, OutType::fp32, SfLayout::linear, 13),
+                                   grouped_problem(kRaggedGroups, 5, 64, OutType::fp32, SfLayout::linear, 14)};
+  for (const Problem& p : problems) {
+    const ExactResult ref = exact_gemm(p);
+    const StaleVariant v = stale_variant(p, ref, 3);
+    const ExactResult direct = exact_gemm(v.problem);
+    ASSERT_EQ(v.reference.words(), direct.words()) << to_string(p.op);
+    EXPECT_NE(v.reference.words(), ref.words()) << to_string(p.op) << ": the stale data must change the output";
+    if (p.op == Op::grouped_gemm) {
+      for (size_t g = 0; g < p.groups.size(); ++g) {
+        if (p.groups[g].m > 1) {
+          EXPECT_NE(v.problem.groups[g].a, p.groups[g].a) << "group " << g;
+        }
+      }
+    }
+  }
+}
+
+TEST(V2Declarations, RefusalsAreProbedOnlyWhereTheKernelCanTell) {
+  const Kernel& grouped = find(builtins(), "host_grouped_gemm_fp32");
+  nvfp4_kernel_info info = *grouped.info;
+  info.max_groups = 4;
+  const Problem many = grouped_problem(kRaggedGroups, 6, 48, OutType::fp16, SfLayout::linear, 15);
+  EXPECT_NE(unsupported_reason(info, many).find("max_groups 4"), std::string::npos);
+  EXPECT_TRUE(probes_refusal(info, many));
+  info.m_multiple = 2;
+  info.max_groups = 0;
+  EXPECT_NE(unsupported_reason(info, many).find("group 0: m = 1"), std::string::npos) << unsupported_reason(info, many);
+  // An output type the kernel does not declare, or a grouped problem for a version-1 kernel, is
+  // never handed over.
+  info = *grouped.info;
+  info.out_types = 1u << NVFP4_OUT_FP16;
+  const Problem bf16 = grouped_problem({3}, 6, 48, OutType::bf16, SfLayout::linear, 16);
+  EXPECT_FALSE(unsupported_reason(info, bf16).empty());
+  EXPECT_FALSE(probes_refusal(info, bf16));
+  info.abi_version = 1;
+  EXPECT_FALSE(probes_refusal(info, grouped_problem({3}, 6, 48, OutType::fp16, SfLayout::linear, 17)));
+  // Groups of different n cannot be packed: not a probe of a packed kernel.
+  Problem ragged = grouped_problem({3, 2}, 6, 48, OutType::fp16, SfLayout::linear, 18);
+  ragged.groups[1].n = 7;
+  ragged.groups[1].b.resize(7 * 24), ragged.groups[1].sfb.resize(7 * 3);
+  const nvfp4_kernel_info packed = *find(builtins(), "host_grouped_gemm_fp32_packed").info;
+  EXPECT_FALSE(unsupported_reason(packed, ragged).empty());
+  EXPECT_FALSE(probes_refusal(packed, ragged));
+  const CaseOutcome r = check_in_process(find(builtins(), "host_grouped_gemm_fp32_packed"), ragged, options());
+  EXPECT_EQ(r.verdict, CaseOutcome::Verdict::unsupported);
+  EXPECT_EQ(r.calls, 0);
+  // UNIT_ALPHA covers alpha2.
+  info = *find(builtins(), "host_dual_gemm_fp32").info;
+  info.flags |= NVFP4_FLAG_UNIT_ALPHA;
+  Problem dual = gemm_problem(Op::dual_gemm, 4, 4, 32, OutType::fp16, SfLayout::linear, 19);
+  dual.alpha = 1.0f;
+  EXPECT_NE(unsupported_reason(info, dual).find("alpha2"), std::string::npos);
+}
+
+TEST(V2Protocol, ProblemsAndWordsRoundTrip) {
+  RunCaseMsg run;
+  run.case_id = 5;
+  run.data.problem = grouped_problem(kRaggedGroups, 6, 48, OutType::fp32, SfLayout::permuted, 20);
+  run.data.stale = gemm_problem(Op::dual_gemm, 9, 7, 64, OutType::bf16, SfLayout::linear, 21);
+  run.plan = {{kPad1, poison_word(OutType::fp32, 1), false, false}};
+  const std::vector<uint8_t> frame = encode_message(run);
+  const RunCaseMsg back = std::get<RunCaseMsg>(decode_message(frame.data() + 8, frame.size() - 8));
+  const Problem& g = back.data.problem;
+  ASSERT_EQ(g.groups.size(), kRaggedGroups.size());
+  EXPECT_EQ(g.out_type, OutType::fp32);
+  for (size_t x = 0; x < g.groups.size(); ++x) {
+    EXPECT_EQ(g.groups[x].m, kRaggedGroups[x]);
+    EXPECT_EQ(g.groups[x].a, run.data.problem.groups[x].a);
+    EXPECT_EQ(g.groups[x].alpha, run.data.problem.groups[x].alpha);
+  }
+  ASSERT_TRUE(back.data.stale);
+  EXPECT_EQ(back.data.stale->b2, run.data.stale->b2);
+  EXPECT_EQ(back.data.stale->alpha2, 0.5f);
+  EXPECT_EQ(back.plan.front().poison, poison_word(OutType::fp32, 1));
+
+  CallDoneMsg done;
+  done.observation.c = {0x7FA5A55Bu, 0x3F800000u, 0};
+  done.observation.c_later = {1, 2};
+  const std::vector<uint8_t> f2 = encode_message(done);
+  const CallDoneMsg d2 = std::get<CallDoneMsg>(decode_message(f2.data() + 8, f2.size() - 8));
+  EXPECT_EQ(d2.observation.c, done.observation.c);
+  EXPECT_EQ(d2.observation.c_later, done.observation.c_later);
+}
+
+TEST(V2Poison, PoisonsAreNaNsNoArithmeticProduces) {
+  for (OutType t : {OutType::fp16, OutType::bf16, OutType::fp32}) {
+    const uint32_t p1 = poison_word(t, 1), p2 = poison_word(t, 2);
+    EXPECT_TRUE(is_nan_out(t, p1)) << to_string(t);
+    EXPECT_TRUE(is_nan_out(t, p2)) << to_string(t);
+    EXPECT_NE(p1, p2);
+    const uint32_t quiet = out_format(t).quiet_nan, sign = out_format(t).sign_bit;
+    const uint32_t ones = out_word_bytes(t) == 4 ? 0x7FFFFFFFu : 0x7FFFu;
+    for (uint32_t produced : {quiet, quiet | sign, ones, ones | sign}) {
+      EXPECT_NE(p1, produced) << to_string(t);
+      EXPECT_NE(p2, produced) << to_string(t);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace nvfp4
