@@ -160,8 +160,8 @@ std::string case_shape_error(const Shape& s) {
   const double bytes = double(p.a_bytes()) + double(p.b_bytes()) + 2.0 * (double(p.sfa_bytes()) + double(p.sfb_bytes())) +
                        2.0 * double(p.c_elems());
   if (bytes > double(kMaxCaseBytes))
-    return fmt::format("its tensors would need {:.3g} GiB, more than the suite's limit of 1 GiB per case",
-                       bytes / double(kMaxCaseBytes));
+    return fmt::format("its tensors would need {:.3g} GiB, more than the suite's limit of {} GiB per case",
+                       bytes / double(int64_t(1) << 30), kMaxCaseBytes >> 30);
   return "";
 }
 

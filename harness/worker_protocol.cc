@@ -234,6 +234,12 @@ WorkerMessage message_from(const json& j) {
   throw ProtocolError("unknown message type");
 }
 
+uint64_t frame_length(const uint8_t* head) {
+  uint64_t n = 0;
+  for (int x = 0; x < 8; ++x) n |= uint64_t(head[4 + x]) << (8 * x);
+  return n;
+}
+
 void write_all(int fd, const uint8_t* p, size_t n) {
   while (n > 0) {
     const ssize_t w = write(fd, p, n);
@@ -271,11 +277,11 @@ KernelDesc describe_kernel(const Kernel& k) {
 
 std::vector<uint8_t> encode_message(const WorkerMessage& m) {
   std::vector<uint8_t> payload = json::to_cbor(std::visit(Encoder{}, m));
-  std::vector<uint8_t> frame(8 + payload.size());
-  const uint32_t n = static_cast<uint32_t>(payload.size());
+  std::vector<uint8_t> frame(kFrameHeaderBytes + payload.size());
+  const uint64_t n = payload.size();
   std::memcpy(frame.data(), kFrameMark, 4);
-  for (int x = 0; x < 4; ++x) frame[4 + x] = static_cast<uint8_t>(n >> (8 * x));
-  std::memcpy(frame.data() + 8, payload.data(), payload.size());
+  for (int x = 0; x < 8; ++x) frame[4 + x] = static_cast<uint8_t>(n >> (8 * x));
+  std::memcpy(frame.data() + kFrameHeaderBytes, payload.data(), payload.size());
   return frame;
 }
 
@@ -293,11 +299,12 @@ void send_message(int fd, const WorkerMessage& m) {
 }
 
 WorkerMessage receive_message(int fd) {
-  uint8_t head[8];
-  read_all(fd, head, 8);
+  uint8_t head[kFrameHeaderBytes];
+  read_all(fd, head, kFrameHeaderBytes);
   if (std::memcmp(head, kFrameMark, 4) != 0) throw ProtocolError("bytes that are no frame of the protocol");
-  const uint32_t n = uint32_t(head[4]) | uint32_t(head[5]) << 8 | uint32_t(head[6]) << 16 | uint32_t(head[7]) << 24;
-  std::vector<uint8_t> payload(n);
+  const uint64_t n = frame_length(head);
+  if (n > kMaxFrameBytes) throw ProtocolError(fmt::format("a frame of {} bytes, more than any case needs", n));
+  std::vector<uint8_t> payload(static_cast<size_t>(n));
   read_all(fd, payload.data(), n);
   return decode_message(payload.data(), payload.size());
 }
@@ -315,12 +322,12 @@ std::optional<WorkerMessage> FrameReader::next() {
   const uint8_t* h = buffer_.data() + start_;
   if (std::memcmp(h, kFrameMark, std::min<size_t>(have, 4)) != 0)
     throw ProtocolError("bytes that cannot begin a frame");
-  if (have < 8) return std::nullopt;
-  const uint64_t n = uint64_t(h[4]) | uint64_t(h[5]) << 8 | uint64_t(h[6]) << 16 | uint64_t(h[7]) << 24;
+  if (have < kFrameHeaderBytes) return std::nullopt;
+  const uint64_t n = frame_length(h);
   if (n > limit_) throw ProtocolError(fmt::format("a frame of {} bytes where at most {} can come", n, limit_));
-  if (have < 8 + n) return std::nullopt;
-  WorkerMessage m = decode_message(h + 8, static_cast<size_t>(n));
-  start_ += 8 + static_cast<size_t>(n);
+  if (have < kFrameHeaderBytes + n) return std::nullopt;
+  WorkerMessage m = decode_message(h + kFrameHeaderBytes, static_cast<size_t>(n));
+  start_ += kFrameHeaderBytes + static_cast<size_t>(n);
   if (start_ > (size_t(1) << 24) && start_ * 2 > buffer_.size()) {
     buffer_.erase(buffer_.begin(), buffer_.begin() + static_cast<std::ptrdiff_t>(start_));
     start_ = 0;

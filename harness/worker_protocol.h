@@ -60,7 +60,8 @@ struct QuitMsg {};
 
 using WorkerMessage = std::variant<ReadyMsg, RunCaseMsg, CallStartedMsg, CallDoneMsg, QuitMsg>;
 
-// Frames: the 4 bytes "NVF4", a 4-byte little-endian length, then CBOR. The mark makes bytes that
+// Frames: the 4 bytes "NVF4", an 8-byte little-endian length, then CBOR (a case and its stale
+// data together can pass 4 GiB). The mark makes bytes that
 // someone else wrote into the channel show at their first byte, instead of as a length the
 // parent would wait on. Bad input throws ProtocolError.
 class ProtocolError : public std::runtime_error {
@@ -69,8 +70,10 @@ class ProtocolError : public std::runtime_error {
 };
 std::vector<uint8_t> encode_message(const WorkerMessage& m);
 WorkerMessage decode_message(const uint8_t* data, size_t size);  // one frame's payload
-// Largest frame accepted: the data of the largest case (kMaxCaseBytes) and some.
-constexpr uint64_t kMaxFrameBytes = (uint64_t(1) << 31) + (uint64_t(1) << 20);
+// Largest frame accepted: the data of the largest case (kMaxCaseBytes) twice (the stale data)
+// and some.
+constexpr uint64_t kMaxFrameBytes = (uint64_t(1) << 33) + (uint64_t(1) << 20);
+constexpr size_t kFrameHeaderBytes = 12;
 
 // Blocking send of one frame on fd (throws ProtocolError when the peer is gone).
 void send_message(int fd, const WorkerMessage& m);

@@ -323,7 +323,7 @@ TEST(V2Protocol, ProblemsAndWordsRoundTrip) {
   run.data.stale = gemm_problem(Op::dual_gemm, 9, 7, 64, OutType::bf16, SfLayout::linear, 21);
   run.plan = {{kPad1, poison_word(OutType::fp32, 1), false, false}};
   const std::vector<uint8_t> frame = encode_message(run);
-  const RunCaseMsg back = std::get<RunCaseMsg>(decode_message(frame.data() + 8, frame.size() - 8));
+  const RunCaseMsg back = std::get<RunCaseMsg>(decode_message(frame.data() + kFrameHeaderBytes, frame.size() - kFrameHeaderBytes));
   const Problem& g = back.data.problem;
   ASSERT_EQ(g.groups.size(), kRaggedGroups.size());
   EXPECT_EQ(g.out_type, OutType::fp32);
@@ -341,7 +341,7 @@ TEST(V2Protocol, ProblemsAndWordsRoundTrip) {
   done.observation.c = {0x7FA5A55Bu, 0x3F800000u, 0};
   done.observation.c_later = {1, 2};
   const std::vector<uint8_t> f2 = encode_message(done);
-  const CallDoneMsg d2 = std::get<CallDoneMsg>(decode_message(f2.data() + 8, f2.size() - 8));
+  const CallDoneMsg d2 = std::get<CallDoneMsg>(decode_message(f2.data() + kFrameHeaderBytes, f2.size() - kFrameHeaderBytes));
   EXPECT_EQ(d2.observation.c, done.observation.c);
   EXPECT_EQ(d2.observation.c_later, done.observation.c_later);
 }

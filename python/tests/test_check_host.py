@@ -172,7 +172,7 @@ def test_bad_arguments_are_errors(case_dir):
         nc.check(K.honest_gemv, memory="host", name="Not A Name", cases=1, seed=1, case_dir=case_dir)
     with pytest.raises(ValueError, match="policy"):
         nc.check(K.honest_gemv, memory="host", policy="roughly", cases=1, seed=1, case_dir=case_dir)
-    with pytest.raises(ValueError, match="limit of 1 GiB per case"):
+    with pytest.raises(ValueError, match="limit of 4 GiB per case"):
         nc.check(K.honest_gemm, op="gemm", memory="host", shape=(65536, 65536, 1024), cases=1, seed=1)
     with pytest.raises(ValueError, match="no_such.case"):
         nc.replay(os.path.join(case_dir, "no_such.case"), K.honest_gemv, memory="host")

@@ -344,7 +344,7 @@ std::vector<BadCase> bad_cases() {
       {"Surrogate", v + "note = \xED\xA0\x80\n", 10, "not valid UTF-8"},
       {"TruncatedUtf8", v + "note = \xE2\x9C", 10, "not valid UTF-8"},
       {"NulByte", std::string(kValid, 20) + std::string(1, '\0') + "x\n", 3, "NUL byte"},
-      {"TooBig", "op = gemm\nm = 65536\nn = 65536\nk = 2\nl = 1\nseed = 1\n", 5, "the limit is 1073741824 bytes"},
+      {"TooBig", "op = gemm\nm = 65536\nn = 65536\nk = 2\nl = 1\nseed = 1\n", 5, "the limit is 4294967296 bytes"},
       {"TooBigBatch", "op = gemv\nl = 1099511627776\nm = 1\nk = 2\nseed = 1\n", 4, "the limit is"},
       {"DimensionAbsurd", "op = gemv\nm = 18446744073709551615\nk = 2\nl = 1\nseed = 1\n", 2, "m = 18446744073709551615 is too large"},
   };
@@ -426,7 +426,7 @@ std::vector<BadCase> bad_new_cases() {
       {"GroupedSeedOnly", "op = grouped_gemm\ngroups = 1\ngroup_m = 4\ngroup_n = 2\ngroup_k = 32\nseed = 3\n", 6,
        "a seed-only case of op = grouped_gemm is not supported"},
       {"GroupedTooBig", "op = grouped_gemm\ngroups = 2\ngroup_m = 65536 1\ngroup_n = 65536\ngroup_k = 2\n", 5,
-       "the limit is 1073741824 bytes"},
+       "the limit is 4294967296 bytes"},
       {"GroupKeysInGemm", std::string(kValid) + "group_m = 1\n", 10, "key 'group_m' is only for op = grouped_gemm"},
       {"GroupDataInGemm", std::string(kValid) + "a.0 = 22\n", 10, "key 'a.0' is only for op = grouped_gemm"},
       {"PackedInGemm", std::string(kValid) + "packed = true\n", 10, "only for op = grouped_gemm"},
