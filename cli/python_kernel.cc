@@ -25,8 +25,11 @@ void add_python_options(CLI::App* c, PythonArgs& args, bool with_op) {
                 "--python: torch's current stream during the call: the runner's (current, default) or the legacy "
                 "default stream, as GPU MODE's harness runs (legacy)")
       ->check(CLI::IsMember({"current", "legacy"}));
-  c->add_option("--out-type", args.out_types, "--python: a declared output type (repeatable; fp16 only so far)")
+  c->add_option("--out-type", args.out_types, "--python: an output type the function writes (repeatable; default fp16)")
       ->check(CLI::IsMember({"fp16", "bf16", "fp32"}));
+  c->add_option("--max-groups", args.max_groups,
+                "--python: grouped GEMM: the most groups the function takes in one call (default 0: no limit)")
+      ->check(CLI::Range(0u, 1u << 20));
   c->add_option("--warmup-timeout", args.warmup_timeout_s,
                 "--python: seconds the first call of each kernel process may take (compiling; default 900), "
                 "outside --timeout and --seconds")
@@ -35,13 +38,13 @@ void add_python_options(CLI::App* c, PythonArgs& args, bool with_op) {
       ->check(CLI::IsMember({"host", "cuda"}));
   if (with_op)
     c->add_option("--op", args.ops, "--python: an op the function declares (repeatable; default gemv)")
-        ->check(CLI::IsMember({"gemv", "gemm"}));
+        ->check(CLI::IsMember({"gemv", "gemm", "grouped_gemm", "dual_gemm"}));
   c->add_option("--sf-layout", args.sf_layouts, "--python: a scale layout the function reads (repeatable)")
       ->check(CLI::IsMember({"linear", "permuted"}));
   c->add_option("--flags", args.flags, "--python: the function's declared flags (SPEC.md section 5 bits)");
   c->add_option("--flag", args.flag_names,
                 "--python: a declared flag by name (repeatable: signed_scales, nondeterministic, fp16_accumulate, "
-                "saturates, exact, unit_alpha, mma_accumulate)");
+                "saturates, exact, unit_alpha, mma_accumulate, groups_packed)");
   c->add_option("--m-multiple", args.m_multiple, "--python: the m the function needs is a multiple of this")
       ->check(CLI::Range(1u, 1u << 20));
   c->add_option("--n-multiple", args.n_multiple, "--python: likewise for n (GEMM)")->check(CLI::Range(1u, 1u << 20));
@@ -68,6 +71,7 @@ std::vector<std::string> python_declaration_args(const PythonArgs& args) {
   if (args.n_multiple > 1) a.insert(a.end(), {"--n-multiple", std::to_string(args.n_multiple)});
   if (args.k_multiple > 1) a.insert(a.end(), {"--k-multiple", std::to_string(args.k_multiple)});
   if (args.min_sm > 0) a.insert(a.end(), {"--min-sm", std::to_string(args.min_sm)});
+  if (args.max_groups > 0) a.insert(a.end(), {"--max-groups", std::to_string(args.max_groups)});
   if (!args.name.empty()) a.insert(a.end(), {"--name", args.name});
   return a;
 }
@@ -109,8 +113,8 @@ SuiteKernel python_kernel(const PythonArgs& args, double timeout_s) {
 
 bool declares_anything(const PythonArgs& a) {
   return !a.problem.empty() || a.stream != "current" || !a.out_types.empty() || a.m_multiple > 1 ||
-         a.n_multiple > 1 || a.k_multiple > 1 || a.min_sm > 0 || !a.flag_names.empty() || !a.sf_layouts.empty() ||
-         !a.name.empty() || a.flags != 0;
+         a.n_multiple > 1 || a.k_multiple > 1 || a.min_sm > 0 || a.max_groups > 0 || !a.flag_names.empty() ||
+         !a.sf_layouts.empty() || !a.name.empty() || a.flags != 0;
 }
 
 namespace {

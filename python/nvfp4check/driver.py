@@ -136,6 +136,10 @@ def _replay_call(adapter):
             extra += f", {what}={value}"
     if adapter.stream_mode != "current":
         extra += f", stream={adapter.stream_mode!r}"
+    if adapter.out_types != ("fp16",):
+        extra += f", out_types={adapter.out_types!r}"
+    if adapter.info.max_groups:
+        extra += f", max_groups={adapter.info.max_groups}"
     return lambda path: (f"nvfp4check.replay({path!r}, {fn}, op={op}, memory={adapter.memory!r}, "
                          f"format={adapter.format!r}{extra})")
 
@@ -209,7 +213,7 @@ def _other_stream_note(adapter, report, replay_one):
 def check(fn, op=None, memory="cuda", format=None, sf_layouts=None, flags=0, name=None, cases=None,
           seconds=None, seed=None, case_dir=None, *, policy=None, timeout_s=None, shape=None, m_multiple=None,
           n_multiple=None, k_multiple=None, min_sm=0, keep_passing_cases=False, program_args=None, problem=None,
-          stream="current", out_types=None):
+          stream="current", out_types=None, max_groups=0):
     """Checks fn on seeded generated cases with every check of `nvfp4check run`, up to the first
     failure, and returns a Report. fn is called as the format says (see nvfp4check.adapter).
 
@@ -228,7 +232,7 @@ def check(fn, op=None, memory="cuda", format=None, sf_layouts=None, flags=0, nam
     op, format = _declared(op, format, problem)
     adapter = _adapter(fn, op=op, memory=memory, format=format, sf_layouts=sf_layouts, flags=flags, name=name,
                        m_multiple=m_multiple, n_multiple=n_multiple, k_multiple=k_multiple, min_sm=min_sm,
-                       problem=problem, stream=stream, out_types=out_types)
+                       problem=problem, stream=stream, out_types=out_types, max_groups=max_groups)
     if cases is None and seconds is None:
         seconds = DEFAULT_SECONDS
     if seed is None:
@@ -250,13 +254,13 @@ def check(fn, op=None, memory="cuda", format=None, sf_layouts=None, flags=0, nam
 
 def replay(path, fn, op=None, memory="cuda", format=None, flags=0, *, sf_layouts=None, name=None,
            case_dir=None, policy=None, timeout_s=None, m_multiple=None, n_multiple=None, k_multiple=None, min_sm=0,
-           problem=None, stream="current", out_types=None):
+           problem=None, stream="current", out_types=None, max_groups=0):
     """Runs one saved case (a case file or a binary fuzz input) through every check, like
     `nvfp4check replay`, and returns a Report. op None declares both ops (or the problem's)."""
     format = format or ("gpumode" if problem is not None else "canonical")
     adapter = _adapter(fn, op=op, memory=memory, format=format, sf_layouts=sf_layouts, flags=flags, name=name,
                        m_multiple=m_multiple, n_multiple=n_multiple, k_multiple=k_multiple, min_sm=min_sm,
-                       problem=problem, stream=stream, out_types=out_types)
+                       problem=problem, stream=stream, out_types=out_types, max_groups=max_groups)
     capi = _capi.load()
     run, state = _callback(adapter, capi)
     options = {"case_dir": case_dir, "policy": policy, "timeout_s": timeout_s}
