@@ -43,9 +43,9 @@ SuiteKernel python_kernel(const PythonArgs& args, double timeout_s);
 // Whether any declaration was given, for commands without --python (a plugin declares for itself).
 bool declares_anything(const PythonArgs& args);
 
-// For a CUDA function: a listener that runs a determinism, stale-state or unwritten-output
+// For a CUDA function: a listener that runs a determinism, stale-state, unwritten-output or oracle
 // failure once more with torch's current stream the other one (SPEC.md section 7, "Streams") and
-// says in the failure when that passes. nullptr for a host function.
+// says in the failure when that passes, and which ordering is missing. nullptr for a host function.
 std::unique_ptr<SuiteListener> other_stream_listener(const SuiteKernel& kernel, const PythonArgs& args,
                                                      double timeout_s, const std::string& case_dir);
 

@@ -174,8 +174,10 @@ def _finish(raw, adapter, state):
     return Report(raw, _replay_call(adapter))
 
 
-# Checks a second run on the other stream can explain (work on two streams not ordered).
-STREAM_CHECKS = ("determinism", "stale-state", "unwritten-output")
+# Checks a second run on the other stream can explain (work on two streams not ordered): the three
+# that look for it, and the oracle, since a kernel reading an input another stream is still writing
+# shows the race first as wrong values.
+STREAM_CHECKS = ("determinism", "stale-state", "unwritten-output", "oracle")
 
 
 def _declared(op, format, problem):
@@ -203,11 +205,15 @@ def _other_stream_note(adapter, report, replay_one):
     if again.verdict != "pass":
         return None
     if mine == "current":
-        why = ("work on the legacy default stream (a <<<grid, block>>> launch without a stream, raw stream 0) is "
-               "not ordered against the runner's stream, torch's current stream, where the rest of fn's work went")
+        why = ("work fn put on the legacy default stream (a <<<grid, block>>> launch without a stream, raw stream 0) "
+               "is not ordered after the work it put on torch's current stream, the runner's (a .contiguous() or a "
+               "copy of an input): launch on torch.cuda.current_stream() or make one stream wait for the other. GPU "
+               "MODE's harness runs everything on the legacy stream, where this passes")
     else:
-        why = "work on the runner's stream is not ordered against the legacy default stream, where the rest went"
-    return f"the same case passes with stream={other!r}: {why}"
+        why = ("work fn put on a stream of its own or the runner's is not ordered after the work it put on the legacy "
+               "default stream, torch's current stream there: make one stream wait for the other")
+    race = "the wrong values come from a race between two streams; " if f.check == "oracle" else ""
+    return f"the same case, run again with stream={other!r}, passed: {race}{why}"
 
 
 def check(fn, op=None, memory="cuda", format=None, sf_layouts=None, flags=0, name=None, cases=None,
@@ -225,8 +231,8 @@ def check(fn, op=None, memory="cuda", format=None, sf_layouts=None, flags=0, nam
     KernelAdapter. op defaults to "gemv", format to "canonical"; problem (a GPU MODE problem,
     "nvfp4_gemv" or "nvfp4_gemm") means format "gpumode", its op and its task.yml's multiples.
     stream "legacy" runs fn with torch's current stream the legacy default stream, as GPU MODE's
-    harness does; a determinism, stale-state or unwritten-output failure is run once more the
-    other way, and the text says when that passes. program_args: how `nvfp4check replay` reaches fn
+    harness does; a determinism, stale-state, unwritten-output or oracle failure of a CUDA fn is
+    run once more the other way, and the text says when that passes and which ordering is missing. program_args: how `nvfp4check replay` reaches fn
     (["--python", FILE:FN, ...]), for a "reproduce:" line of the program's beside Python's own.
     """
     op, format = _declared(op, format, problem)
