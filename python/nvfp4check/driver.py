@@ -229,7 +229,9 @@ def check(fn, op=None, memory="cuda", format=None, sf_layouts=None, flags=0, nam
     policy the flags call for ("fp32", "exact", "fp16-accum", "allclose:RTOL:ATOL", "ulp:N");
     shape=(m, n, k[, l]) checks only that shape (production shapes); fn may also be a
     KernelAdapter. op defaults to "gemv", format to "canonical"; problem (a GPU MODE problem,
-    "nvfp4_gemv" or "nvfp4_gemm") means format "gpumode", its op and its task.yml's multiples.
+    "nvfp4_gemv", "nvfp4_gemm", "nvfp4_dual_gemm" or "nvfp4_group_gemm") means format "gpumode",
+    its op and its task.yml's multiples. out_types (default ("fp16",)) and max_groups (grouped_gemm;
+    0: no limit) are declared like the rest.
     stream "legacy" runs fn with torch's current stream the legacy default stream, as GPU MODE's
     harness does; a determinism, stale-state, unwritten-output or oracle failure of a CUDA fn is
     run once more the other way, and the text says when that passes and which ordering is missing. program_args: how `nvfp4check replay` reaches fn
