@@ -19,7 +19,8 @@ struct PythonArgs {
   std::string format = "canonical", memory = "cuda", python_exe, name;
   std::vector<std::string> ops, sf_layouts, flag_names;  // the declared ops (default gemv), layouts, flags
   uint32_t flags = 0, m_multiple = 1, n_multiple = 1, k_multiple = 1, min_sm = 0;
-  // A GPU MODE problem (nvfp4_gemv, nvfp4_gemm): format gpumode, its op and task.yml's multiples
+  uint32_t max_groups = 0;  // grouped GEMM: the most groups per call, 0 = no limit
+  // A GPU MODE problem (nvfp4_gemv, nvfp4_gemm, nvfp4_dual_gemm, nvfp4_group_gemm): format gpumode, its op and task.yml's multiples
   // (a multiple above 1 given here overrides its).
   std::string problem;
   std::string stream = "current";   // torch's current stream during the call: or "legacy"
@@ -42,9 +43,9 @@ SuiteKernel python_kernel(const PythonArgs& args, double timeout_s);
 // Whether any declaration was given, for commands without --python (a plugin declares for itself).
 bool declares_anything(const PythonArgs& args);
 
-// For a CUDA function: a listener that runs a determinism, stale-state or unwritten-output
+// For a CUDA function: a listener that runs a determinism, stale-state, unwritten-output or oracle
 // failure once more with torch's current stream the other one (SPEC.md section 7, "Streams") and
-// says in the failure when that passes. nullptr for a host function.
+// says in the failure when that passes, and which ordering is missing. nullptr for a host function.
 std::unique_ptr<SuiteListener> other_stream_listener(const SuiteKernel& kernel, const PythonArgs& args,
                                                      double timeout_s, const std::string& case_dir);
 

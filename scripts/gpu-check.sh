@@ -143,8 +143,8 @@ print(f'cases cold {c} / warm {w}: {\"within\" if ok else \"NOT within\"} 20%');
       TORCH_EXTENSIONS_DIR="$ext2" gm "$G/load_inline_gemv.py" --problem nvfp4_gemv --seconds 30 --seed 2002 \
         --report "$OUT/gm-after-kill.json" --case-dir "$OUT/gm-cases" >"$OUT/gm-after-kill.log" 2>&1 || status=1
       echo "after the kill:   verdict cases warmup_s: $(field "$OUT/gm-after-kill.json" verdict cases warmup_seconds)"
-      # The two-stream mistake: fails naming the streams (or oracle, when the race shows in run 1);
-      # passes as GPU MODE runs it.
+      # The two-stream mistake: fails naming the streams (whichever check sees the race first, the
+      # oracle among them); passes as GPU MODE runs it.
       TORCH_EXTENSIONS_DIR="$ext" gm "$G/two_stream_gemv.py" --problem nvfp4_gemv --cases 200 --seed 2003 \
         --report "$OUT/gm-two-stream.json" --case-dir "$OUT/gm-cases" >"$OUT/gm-two-stream.log" 2>&1
       [ $? -eq 1 ] || status=1

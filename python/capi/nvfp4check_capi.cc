@@ -338,7 +338,14 @@ NVFP4CHECK_EXPORT char* nvfp4check_build_info(void) {
     // The struct sizes let the ctypes mirror of the ABI check its layout against this compiler's.
     json j = {{"capi_version", NVFP4CHECK_CAPI_VERSION}, {"abi_version", NVFP4_ABI_VERSION}, {"version", "0.1.0"},
               {"sizeof_kernel_info", sizeof(nvfp4_kernel_info)}, {"sizeof_problem", sizeof(nvfp4_problem)},
-              {"offsetof_problem_stream", offsetof(nvfp4_problem, stream)}};
+              {"offsetof_problem_stream", offsetof(nvfp4_problem, stream)},
+              {"sizeof_group", sizeof(nvfp4_group)},
+              {"offsetof_info_out_types", offsetof(nvfp4_kernel_info, out_types)},
+              {"offsetof_problem_out_type", offsetof(nvfp4_problem, out_type)},
+              {"offsetof_problem_alpha2", offsetof(nvfp4_problem, alpha2)},
+              {"offsetof_problem_group", offsetof(nvfp4_problem, group)},
+              {"offsetof_group_c", offsetof(nvfp4_group, c)},
+              {"offsetof_group_alpha", offsetof(nvfp4_group, alpha)}};
 #if defined(NVFP4_HAVE_CUDA)
     j["cuda_build"] = true;
 #else

@@ -26,7 +26,9 @@ typedef int (*nvfp4check_run_fn)(void *user, const nvfp4_problem *problem);
 int nvfp4check_capi_version(void);
 
 /* {"capi_version", "abi_version", "version", "sizeof_kernel_info", "sizeof_problem",
- *  "offsetof_problem_stream", "cuda_build": bool, "cuda_device": bool,
+ *  "offsetof_problem_stream", "sizeof_group", and offsetof_<struct>_<field> for the version-2
+ *  fields (info out_types; problem out_type, alpha2, group; group c, alpha): what the ctypes
+ *  mirror of the ABI is held to; "cuda_build": bool, "cuda_device": bool,
  *  "cuda_why": text when there is no usable device} */
 char *nvfp4check_build_info(void);
 

@@ -10,6 +10,7 @@ C API (libnvfp4check_capi.so) with ctypes; see nvfp4check.adapter for what fn is
 from ._abi import (
     FLAG_EXACT,
     FLAG_FP16_ACCUMULATE,
+    FLAG_GROUPS_PACKED,
     FLAG_MMA_ACCUMULATE,
     FLAG_NONDETERMINISTIC,
     FLAG_SATURATES,
@@ -25,4 +26,5 @@ __all__ = [
     "check", "replay", "reference", "check_plugin", "build_info", "UNSUPPORTED", "Report", "Failure",
     "KernelAdapter", "KernelFailure", "DEFAULT_SECONDS", "FLAG_SIGNED_SCALES", "FLAG_NONDETERMINISTIC",
     "FLAG_FP16_ACCUMULATE", "FLAG_SATURATES", "FLAG_EXACT", "FLAG_UNIT_ALPHA", "FLAG_MMA_ACCUMULATE",
+    "FLAG_GROUPS_PACKED",
 ]

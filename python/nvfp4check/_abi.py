@@ -5,14 +5,19 @@ two together.
 """
 import ctypes
 
-NVFP4_ABI_VERSION = 1
+NVFP4_ABI_VERSION = 2
 
 NVFP4_OP_GEMV = 1
 NVFP4_OP_GEMM = 2
+NVFP4_OP_GROUPED_GEMM = 3
+NVFP4_OP_DUAL_GEMM = 4
 NVFP4_SF_LINEAR = 1
 NVFP4_SF_PERMUTED = 2
 NVFP4_MEMORY_HOST = 1
 NVFP4_MEMORY_CUDA = 2
+NVFP4_OUT_FP16 = 1
+NVFP4_OUT_BF16 = 2
+NVFP4_OUT_FP32 = 3
 NVFP4_OK = 0
 NVFP4_UNSUPPORTED = 1
 NVFP4_ERROR = 2
@@ -20,19 +25,24 @@ NVFP4_ERROR = 2
 FLAG_SIGNED_SCALES = 1 << 0     # e4m3 semantics; default ue4m3
 FLAG_NONDETERMINISTIC = 1 << 1  # run-to-run bit differences allowed
 FLAG_FP16_ACCUMULATE = 1 << 2   # judged with the fp16-accum policy
-FLAG_SATURATES = 1 << 3         # clamps to +-65504 instead of +-Inf
+FLAG_SATURATES = 1 << 3         # clamps to the output type's largest finite value instead of +-Inf
 FLAG_EXACT = 1 << 4             # accumulates exactly: judged with `exact`
-FLAG_UNIT_ALPHA = 1 << 5        # supports alpha == 1.0 only
+FLAG_UNIT_ALPHA = 1 << 5        # supports alpha 1.0 only (alpha2, every group's too)
 FLAG_MMA_ACCUMULATE = 1 << 6    # adds on matrix units (tensor cores): SPEC.md section 3
+FLAG_GROUPS_PACKED = 1 << 7     # grouped GEMM in the packed arrangement: SPEC.md section 2
 ALL_FLAGS = (FLAG_SIGNED_SCALES | FLAG_NONDETERMINISTIC | FLAG_FP16_ACCUMULATE | FLAG_SATURATES
-             | FLAG_EXACT | FLAG_UNIT_ALPHA | FLAG_MMA_ACCUMULATE)
+             | FLAG_EXACT | FLAG_UNIT_ALPHA | FLAG_MMA_ACCUMULATE | FLAG_GROUPS_PACKED)
 
 # What the C API's run callback returns to end a whole check at once (KeyboardInterrupt).
 NVFP4CHECK_STOP = -1000
 
-OPS = {"gemv": NVFP4_OP_GEMV, "gemm": NVFP4_OP_GEMM}
+OPS = {"gemv": NVFP4_OP_GEMV, "gemm": NVFP4_OP_GEMM, "grouped_gemm": NVFP4_OP_GROUPED_GEMM,
+       "dual_gemm": NVFP4_OP_DUAL_GEMM}
 SF_LAYOUTS = {"linear": NVFP4_SF_LINEAR, "permuted": NVFP4_SF_PERMUTED}
 MEMORIES = {"host": NVFP4_MEMORY_HOST, "cuda": NVFP4_MEMORY_CUDA}
+OUT_TYPES = {"fp16": NVFP4_OUT_FP16, "bf16": NVFP4_OUT_BF16, "fp32": NVFP4_OUT_FP32}
+OUT_TYPE_NAMES = {v: k for k, v in OUT_TYPES.items()}
+OUT_BYTES = {"fp16": 2, "bf16": 2, "fp32": 4}  # bytes of one output word
 OP_NAMES = {v: k for k, v in OPS.items()}
 SF_LAYOUT_NAMES = {v: k for k, v in SF_LAYOUTS.items()}
 
@@ -49,6 +59,24 @@ class nvfp4_kernel_info(ctypes.Structure):
         ("n_multiple", ctypes.c_uint32),
         ("k_multiple", ctypes.c_uint32),
         ("flags", ctypes.c_uint32),
+        # abi_version >= 2
+        ("out_types", ctypes.c_uint32),   # bit set of NVFP4_OUT_*; 0 means FP16 only
+        ("max_groups", ctypes.c_uint32),  # grouped GEMM: most groups per call, 0 = no limit
+    ]
+
+
+class nvfp4_group(ctypes.Structure):
+    # One GEMM of a grouped call, l = 1; m may be 0 (then every pointer is NULL).
+    _fields_ = [
+        ("m", ctypes.c_int64),
+        ("n", ctypes.c_int64),
+        ("k", ctypes.c_int64),
+        ("a", ctypes.c_void_p),
+        ("b", ctypes.c_void_p),
+        ("sfa", ctypes.c_void_p),
+        ("sfb", ctypes.c_void_p),
+        ("c", ctypes.c_void_p),
+        ("alpha", ctypes.c_float),
     ]
 
 
@@ -68,6 +96,14 @@ class nvfp4_problem(ctypes.Structure):
         ("alpha", ctypes.c_float),
         ("c", ctypes.c_void_p),
         ("stream", ctypes.c_void_p),
+        # abi_version >= 2: a version-1 kernel never reads past here
+        ("out_type", ctypes.c_uint32),
+        ("b2", ctypes.c_void_p),
+        ("sfb2", ctypes.c_void_p),
+        ("alpha2", ctypes.c_float),
+        ("groups", ctypes.c_int64),
+        ("group", ctypes.POINTER(nvfp4_group)),          # G entries in host memory, else NULL
+        ("group_device", ctypes.POINTER(nvfp4_group)),   # the same in device memory, else NULL
     ]
 
 

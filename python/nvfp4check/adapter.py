@@ -1,31 +1,45 @@
 """A Python callable as an nvfp4 kernel (SPEC.md sections 5 and 7).
 
-KernelAdapter turns fn into what the ABI describes: an nvfp4_kernel_info and a call that takes one
-nvfp4_problem (pointers into the runner's guarded buffers) and returns NVFP4_OK or
+KernelAdapter turns fn into what the ABI describes: an nvfp4_kernel_info (version 2) and a call
+that takes one nvfp4_problem (pointers into the runner's guarded buffers) and returns NVFP4_OK or
 NVFP4_UNSUPPORTED. It builds fn's arguments over those buffers without copying them, so guards,
 unchanged inputs and stale state are checked on what fn really did. It knows nothing of who drives
 it: nc.check drives it in this process through the C API; a worker process may drive it for
 `nvfp4check run --python`.
 
 Formats:
-  canonical  fn(p): p.op, p.m, p.n, p.k, p.l, p.alpha, p.sf_layout and the arrays
+  canonical  fn(p): p.op ("gemv", "gemm", "grouped_gemm", "dual_gemm"), p.m, p.n, p.k, p.l,
+             p.alpha, p.sf_layout, p.out_type ("fp16", "bf16", "fp32") and the arrays
              p.a (l, m, k/2) and p.b (l, n, k/2) uint8, packed E2M1;
              p.sfa, p.sfb uint8 E4M3 scales: linear (l, rows, kb), or permuted
              (l, ceil(rows/128), ceil(kb/4), 32, 4, 4) = [b, i/128, s/4, i%32, (i%128)/32, s%4];
-             p.c (l, m, n) float16, written in place.
+             p.c (l, m, n) of the output type (float16, float32; BF16 as uint16 bits in numpy,
+             torch.bfloat16 on CUDA), written in place.
+             dual_gemm adds p.b2, p.sfb2 (like p.b, p.sfb) and p.alpha2.
+             grouped_gemm: p.groups, one Group per GEMM with .m .n .k .alpha .a .b .sfa .sfb .c
+             (l = 1: .a (1, m, k/2), .c (1, m, n), ...), views of the group table's pointers, so
+             into the packed buffers when p.packed; an empty group (m = 0) has NULL pointers and
+             gets empty arrays. p.a, p.b, p.sfa, p.sfb, p.c are the packed buffers (A and C
+             (1, sum m, .), B (G, n, k/2), SFB a batch of G, SFA linear (1, sum m, kb) or permuted
+             (1, tiles, kt, 32, 4, 4)) when p.packed, else None; p.m is sum m, p.n, p.k the largest.
              numpy arrays over the runner's host buffers (memory="host") or torch CUDA tensors
              over its device buffers (memory="cuda"). fn returns None or nc.UNSUPPORTED.
-  gpumode    fn(data) with the tuple GPU MODE's nvfp4_gemv / nvfp4_gemm reference.py builds
-             (github.com/gpu-mode/reference-kernels, problems/nvidia/nvfp4_{gemv,gemm}):
-             (a, b, sfa, sfb, sfa_permuted, sfb_permuted, c); fn returns the output tensor.
+  gpumode    fn(data) with the data GPU MODE's NVFP4 reference.py builds for custom_kernel
+             (github.com/gpu-mode/reference-kernels, problems/nvidia/nvfp4_*), by op:
+             gemv, gemm     (a, b, sfa, sfb, sfa_permuted, sfb_permuted, c); returns c
+             dual_gemm      (a, b1, b2, sfa, sfb1, sfb2, sfa_permuted, sfb1_permuted,
+                             sfb2_permuted, c); returns c
+             grouped_gemm   (abc_tensors, sfasfb_tensors, sfasfb_reordered_tensors,
+                             problem_sizes); returns the list of the groups' c
              `problem` names the GPU MODE problem (PROBLEMS): its op and, by default, the shape
-             limits its task.yml states.
+             limits its task.yml states. Their outputs are FP16 only.
 
-Declarations (op, sf_layouts, the shape multiples, min_sm, out types) are the adapter's to keep:
-fn is never called with a problem outside them; the adapter answers NVFP4_UNSUPPORTED for it,
-untouched. A CUDA fn runs with torch's current stream set to the runner's stream (stream="current")
-or to the legacy default stream, as GPU MODE's harness runs everything (stream="legacy"), and may
-return before its work ends; work on any stream not ordered after it is caught by the stream checks.
+Declarations (op, sf_layouts, the shape multiples (per group for grouped_gemm), min_sm, out
+types, max_groups, the packed arrangement) are the adapter's to keep: fn is never called with a
+problem outside them; the adapter answers NVFP4_UNSUPPORTED for it, untouched. A CUDA fn runs with
+torch's current stream set to the runner's stream (stream="current") or to the legacy default
+stream, as GPU MODE's harness runs everything (stream="legacy"), and may return before its work
+ends; work on any stream not ordered after it is caught by the stream checks.
 """
 import numbers
 
@@ -36,20 +50,23 @@ from ._abi import ceil_div
 
 FORMATS = ("canonical", "gpumode")
 STREAMS = ("current", "legacy")
-# The only output type this build's suite judges (SPEC.md revision 3 adds bf16 and fp32).
-OUT_TYPES = ("fp16",)
+OUT_TYPES = tuple(_abi.OUT_TYPES)
 
 # GPU MODE's NVFP4 problems (gpu-mode/reference-kernels, problems/nvidia/<name>): the op, and the
-# shape limits their task.yml states, as declarations. nvfp4_gemv: "M is divisible by
-# mma_tiler_mn[0] defined in the kernel, K is divisible by 64" (its template_cute.py tiles M by
-# 128, and every test and benchmark shape has M a multiple of 128). nvfp4_gemm: "M is divisible by
-# mma_tiler_mn[0], N by mma_tiler_mn[1], K by 256" (its submission.py: mma_tiler_mnk = (128, 128,
-# 256)). nvfp4_group_gemm and nvfp4_dual_gemm come with the grouped and dual ops.
+# shape limits their task.yml states, as declarations (for grouped_gemm, of every group).
+# nvfp4_gemv: "M is divisible by mma_tiler_mn[0] defined in the kernel, K is divisible by 64" (its
+# template_cute.py tiles M by 128, and every test and benchmark shape has M a multiple of 128).
+# nvfp4_gemm and nvfp4_dual_gemm: "M is divisible by mma_tiler_mn[0], N by mma_tiler_mn[1], K by
+# 256" (their submission.py: mma_tiler_mnk = (128, 128, 256); every test and benchmark shape
+# agrees). nvfp4_group_gemm says the same of each group's M, N and K, but its own tests give
+# groups M = 40, 56, 72, 76, ... (its CuTe submission masks the last M tile): M is not declared,
+# only N (128) and K (256), which all its shapes keep.
 PROBLEMS = {
     "nvfp4_gemv": {"op": "gemv", "m_multiple": 128, "n_multiple": 1, "k_multiple": 64},
     "nvfp4_gemm": {"op": "gemm", "m_multiple": 128, "n_multiple": 128, "k_multiple": 256},
+    "nvfp4_dual_gemm": {"op": "dual_gemm", "m_multiple": 128, "n_multiple": 128, "k_multiple": 256},
+    "nvfp4_group_gemm": {"op": "grouped_gemm", "m_multiple": 1, "n_multiple": 128, "k_multiple": 256},
 }
-LATER_PROBLEMS = ("nvfp4_group_gemm", "nvfp4_dual_gemm")
 
 
 def problem_declarations(problem, op=None, m_multiple=None, n_multiple=None, k_multiple=None):
@@ -57,9 +74,6 @@ def problem_declarations(problem, op=None, m_multiple=None, n_multiple=None, k_m
     given values overriding its task.yml's; ValueError for an unknown problem or an op it is not."""
     if problem is None:
         return (op, m_multiple or 1, n_multiple or 1, k_multiple or 1)
-    if problem in LATER_PROBLEMS:
-        raise ValueError(f"problem {problem!r} needs the {problem[6:].replace('_', ' ')} op, which this version "
-                         f"does not check yet; known: {sorted(PROBLEMS)}")
     if problem not in PROBLEMS:
         raise ValueError(f"problem must be one of {sorted(PROBLEMS)}, not {problem!r}")
     d = PROBLEMS[problem]
@@ -102,13 +116,22 @@ class KernelFailure(Exception):
 # Memory views without copies.
 
 def host_array(address, shape, dtype=np.uint8):
-    """A numpy array over host memory the runner owns (no copy; valid during the call)."""
+    """A numpy array over host memory the runner owns (no copy; valid during the call). An empty
+    shape, or NULL (an empty group's), gives an empty array."""
     import ctypes
 
     dtype = np.dtype(dtype)
     count = int(np.prod(shape))
+    if count == 0 or not address:
+        return np.empty(tuple(shape) if count == 0 else _emptied(shape), dtype=dtype)
     buf = (ctypes.c_uint8 * (count * dtype.itemsize)).from_address(address)
     return np.frombuffer(buf, dtype=dtype).reshape(shape)
+
+
+def _emptied(shape):
+    # NULL with a nonzero shape: what an empty group's B and SFB are (the suite gives them no
+    # buffer); the rows go to zero so the array is empty.
+    return (shape[0], 0) + tuple(shape[2:])
 
 
 class _CudaBytes:
@@ -122,12 +145,31 @@ class _CudaBytes:
 
 
 def cuda_tensor(torch, address, shape, dtype=None):
-    """A torch CUDA tensor over device memory the runner owns (no copy; valid during the call)."""
-    nbytes = int(np.prod(shape)) * (2 if dtype is not None and dtype == torch.float16 else 1)
-    t = torch.as_tensor(_CudaBytes(address, nbytes), device="cuda")
+    """A torch CUDA tensor over device memory the runner owns (no copy; valid during the call).
+    dtype: a torch dtype (float16, bfloat16, float32), default uint8. An empty shape, or NULL,
+    gives an empty tensor (torch needs no memory for it)."""
+    itemsize = 1 if dtype is None else torch.empty((), dtype=dtype).element_size()
+    count = int(np.prod(shape))
+    if count == 0 or not address:
+        return torch.empty(tuple(shape) if count == 0 else _emptied(shape), dtype=dtype or torch.uint8,
+                           device="cuda")
+    t = torch.as_tensor(_CudaBytes(address, count * itemsize), device="cuda")
     if dtype is not None:
         t = t.view(dtype)
     return t.view(*shape)
+
+
+# numpy dtype of each output type on the host: BF16 as its uint16 bits (numpy has no bfloat16).
+HOST_OUT_DTYPES = {"fp16": np.float16, "bf16": np.uint16, "fp32": np.float32}
+
+
+def torch_out_dtype(torch, out_type):
+    return {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}[out_type]
+
+
+def out_type_name(problem):
+    """The problem's output type name; 0 (a problem built without the field) is FP16."""
+    return _abi.OUT_TYPE_NAMES.get(problem.out_type or _abi.NVFP4_OUT_FP16, str(problem.out_type))
 
 
 def _import_torch():
@@ -139,10 +181,20 @@ def _import_torch():
     return torch
 
 
-class Sizes:
-    """Shapes of one problem's tensors (SPEC.md section 2)."""
+def scale_shape(rows, kb, l, permuted):
+    """Shape of one operand's scales: linear (l, rows, kb), permuted (l, Mt, Kt, 32, 4, 4)."""
+    if permuted:
+        return (l, ceil_div(rows, 128), ceil_div(kb, 4), 32, 4, 4)
+    return (l, rows, kb)
 
-    __slots__ = ("op", "m", "n", "k", "l", "kb", "half", "permuted", "sfa_shape", "sfb_shape")
+
+class Sizes:
+    """Shapes of one problem's tensors (SPEC.md section 2). For grouped_gemm, those of the packed
+    buffers (m the groups' rows together, l = 1; B and SFB a batch of G) and .groups, one
+    (m, n, k) per group."""
+
+    __slots__ = ("op", "m", "n", "k", "l", "kb", "half", "permuted", "out_type", "sfa_shape", "sfb_shape",
+                 "groups", "b_batch")
 
     def __init__(self, problem):
         self.op = _abi.OP_NAMES.get(problem.op, str(problem.op))
@@ -150,23 +202,48 @@ class Sizes:
         self.kb = ceil_div(self.k, 16)
         self.half = self.k // 2
         self.permuted = problem.sf_layout == _abi.NVFP4_SF_PERMUTED
-        self.sfa_shape = self.scale_shape(self.m)
-        self.sfb_shape = self.scale_shape(self.n)
+        self.out_type = out_type_name(problem)
+        self.groups = []
+        self.b_batch = self.l
+        if self.op == "grouped_gemm":
+            table = problem.group
+            self.groups = [(table[g].m, table[g].n, table[g].k) for g in range(problem.groups)]
+            self.b_batch = len(self.groups)
+        if self.op == "grouped_gemm" and self.permuted:
+            # Packed SFA: every group starts on a 128-row tile (SPEC.md section 2).
+            tiles = sum(ceil_div(m, 128) for m, _, _ in self.groups)
+            self.sfa_shape = (1, tiles, ceil_div(self.kb, 4), 32, 4, 4)
+        else:
+            self.sfa_shape = scale_shape(self.m, self.kb, self.l, self.permuted)
+        self.sfb_shape = scale_shape(self.n, self.kb, self.b_batch, self.permuted)
 
     def scale_shape(self, rows):
-        if self.permuted:
-            return (self.l, ceil_div(rows, 128), ceil_div(self.kb, 4), 32, 4, 4)
-        return (self.l, rows, self.kb)
+        return scale_shape(rows, self.kb, self.l, self.permuted)
 
 
 class Problem:
     """One problem as a canonical kernel sees it (see the module's docstring)."""
 
-    __slots__ = ("op", "m", "n", "k", "l", "alpha", "sf_layout", "out_type", "a", "b", "sfa", "sfb", "c", "stream")
+    __slots__ = ("op", "m", "n", "k", "l", "alpha", "sf_layout", "out_type", "a", "b", "sfa", "sfb", "c", "stream",
+                 "b2", "sfb2", "alpha2", "groups", "packed")
 
     def __repr__(self):
+        extra = ""
+        if self.op == "grouped_gemm":
+            extra = f", groups={self.groups!r}, packed={self.packed}"
+        elif self.op == "dual_gemm":
+            extra = f", alpha2={self.alpha2!r}"
         return (f"Problem(op={self.op!r}, m={self.m}, n={self.n}, k={self.k}, l={self.l}, alpha={self.alpha!r}, "
-                f"sf_layout={self.sf_layout!r})")
+                f"sf_layout={self.sf_layout!r}, out_type={self.out_type!r}{extra})")
+
+
+class Group:
+    """One GEMM of a grouped problem (l = 1), as a canonical kernel sees it."""
+
+    __slots__ = ("m", "n", "k", "alpha", "a", "b", "sfa", "sfb", "c")
+
+    def __repr__(self):
+        return f"Group(m={self.m}, n={self.n}, k={self.k}, alpha={self.alpha!r})"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -191,14 +268,66 @@ def _names(value, table, what):
     return bits
 
 
+def canonical_problem(problem, view, packed):
+    """The canonical format's Problem over one nvfp4_problem, every array a view(address, shape,
+    dtype) of the runner's memory (numpy or torch; see KernelAdapter._views). packed: the kernel
+    declares FLAG_GROUPS_PACKED, so a grouped problem comes in that arrangement."""
+    s = Sizes(problem)
+    p = Problem()
+    p.op, p.m, p.n, p.k, p.l = s.op, s.m, s.n, s.k, s.l
+    p.alpha = float(problem.alpha)
+    p.sf_layout = _abi.SF_LAYOUT_NAMES.get(problem.sf_layout, str(problem.sf_layout))
+    p.out_type = s.out_type
+    p.b2 = p.sfb2 = None
+    p.alpha2 = 1.0
+    p.groups, p.packed = None, False
+    if s.op == "grouped_gemm":
+        p.packed = bool(packed)
+        p.groups = [group_views(problem.group[g], s, view) for g in range(problem.groups)]
+    if s.op != "grouped_gemm" or p.packed:
+        p.a = view(problem.a, (s.l, s.m, s.half))
+        p.b = view(problem.b, (s.b_batch, s.n, s.half))
+        p.sfa = view(problem.sfa, s.sfa_shape)
+        p.sfb = view(problem.sfb, s.sfb_shape)
+        p.c = view(problem.c, (s.l, s.m, s.n), s.out_type)
+    else:
+        p.a = p.b = p.sfa = p.sfb = p.c = None
+    if s.op == "dual_gemm":
+        p.b2 = view(problem.b2, (s.l, s.n, s.half))
+        p.sfb2 = view(problem.sfb2, s.sfb_shape)
+        p.alpha2 = float(problem.alpha2)
+    return p
+
+
+def group_views(entry, s, view):
+    """A Group over one nvfp4_group entry: its own pointers, which point into the packed buffers in
+    the packed arrangement. An empty group's arrays are empty, whatever its pointers."""
+    g = Group()
+    g.m, g.n, g.k, g.alpha = entry.m, entry.n, entry.k, float(entry.alpha)
+    kb = ceil_div(g.k, 16)
+
+    def at(address):
+        return address if g.m else None
+
+    g.a = view(at(entry.a), (1, g.m, g.k // 2))
+    g.b = view(at(entry.b), (1, g.n, g.k // 2))
+    g.sfa = view(at(entry.sfa), scale_shape(g.m, kb, 1, s.permuted))
+    g.sfb = view(at(entry.sfb), scale_shape(g.n, kb, 1, s.permuted))
+    g.c = view(at(entry.c), (1, g.m, g.n), s.out_type)
+    return g
+
+
 class KernelAdapter:
     """fn as an ABI kernel: .info (an nvfp4_kernel_info) and a call problem -> NVFP4_* code.
 
-    op: "gemv", "gemm", or both as a tuple; None declares both (or the problem's op). sf_layouts:
-    a tuple of "linear", "permuted" (None: both for canonical, permuted for gpumode). flags:
-    SPEC.md section 5 bits. problem: a GPU MODE problem name (PROBLEMS; gpumode only), which sets
-    op and the default multiples. stream: "current" or "legacy" (see the module's docstring).
-    out_types: ("fp16",), the one output type of this version.
+    op: an op name ("gemv", "gemm", "grouped_gemm", "dual_gemm") or a tuple of them; None
+    declares gemv and gemm (or the problem's op). sf_layouts: a tuple of "linear", "permuted"
+    (None: both for canonical, permuted for gpumode). flags: SPEC.md section 5 bits
+    (FLAG_GROUPS_PACKED: grouped problems come in the packed arrangement). problem: a GPU MODE
+    problem name (PROBLEMS; gpumode only), which sets op and the default multiples. stream:
+    "current" or "legacy" (see the module's docstring). out_types: a tuple of "fp16", "bf16",
+    "fp32" (None: fp16; gpumode: fp16 only). max_groups: the most groups of a grouped call
+    (0: no limit). The multiples hold for every group of a grouped problem.
     A gpumode kernel always reads permuted scales and has no alpha (it declares
     FLAG_UNIT_ALPHA). The adapter refuses every problem outside the declaration on fn's behalf,
     so fn never sees one; fn returning UNSUPPORTED inside it is the suite's refused-supported.
@@ -210,7 +339,7 @@ class KernelAdapter:
 
     def __init__(self, fn, *, op="gemv", memory="cuda", format="canonical", sf_layouts=None, flags=0, name=None,
                  m_multiple=None, n_multiple=None, k_multiple=None, min_sm=0, problem=None, stream="current",
-                 out_types=None):
+                 out_types=None, max_groups=0):
         if not callable(fn):
             raise TypeError(f"the kernel must be callable, not {type(fn).__name__}")
         if format not in FORMATS:
@@ -221,14 +350,19 @@ class KernelAdapter:
                                                                       else None, m_multiple, n_multiple, k_multiple)
         if stream not in STREAMS:
             raise ValueError(f"stream must be one of {STREAMS}, not {stream!r}")
-        if out_types is not None:
-            for t in (out_types,) if isinstance(out_types, str) else out_types:
-                if t not in ("fp16", "bf16", "fp32"):
-                    raise ValueError(f"out_types are fp16, bf16 or fp32, not {t!r}")
-                if t not in OUT_TYPES:
-                    raise ValueError(f"out type {t!r}: this version of the suite judges fp16 outputs only")
+        if out_types is None:
+            out_types = ("fp16",)
+        elif isinstance(out_types, str):
+            out_types = (out_types,)
+        for t in out_types:
+            if t not in OUT_TYPES:
+                raise ValueError(f"out_types are fp16, bf16 or fp32, not {t!r}")
+        if format == "gpumode" and tuple(out_types) != ("fp16",):
+            raise ValueError("GPU MODE's problems write float16 outputs: a gpumode kernel declares out_types=('fp16',)")
         if not isinstance(min_sm, numbers.Integral) or min_sm < 0:
             raise ValueError(f"min_sm must be a non-negative integer (e.g. 100 for sm_100), not {min_sm!r}")
+        if not isinstance(max_groups, numbers.Integral) or max_groups < 0:
+            raise ValueError(f"max_groups must be a non-negative integer (0: no limit), not {max_groups!r}")
         if memory not in _abi.MEMORIES:
             raise ValueError(f"memory must be one of {sorted(_abi.MEMORIES)}, not {memory!r}")
         if not isinstance(flags, numbers.Integral) or flags < 0 or flags & ~_abi.ALL_FLAGS:
@@ -249,6 +383,7 @@ class KernelAdapter:
         self.memory = memory
         self.problem = problem
         self.stream_mode = stream
+        self.out_types = tuple(out_types)
         self.name = name if name is not None else kernel_name(fn)
         self._name_bytes = self.name.encode()  # the info points at it: keep it alive
         self.info = _abi.nvfp4_kernel_info(
@@ -262,6 +397,8 @@ class KernelAdapter:
             n_multiple=int(n_multiple),
             k_multiple=int(k_multiple),
             flags=int(flags),
+            out_types=_names(out_types, _abi.OUT_TYPES, "out_types"),
+            max_groups=int(max_groups),
         )
         self._torch = None
         self._cuda_streams = {}
@@ -269,10 +406,45 @@ class KernelAdapter:
     def __repr__(self):
         return f"KernelAdapter({self.name!r}, format={self.format!r}, memory={self.memory!r})"
 
+    @property
+    def ops(self):
+        """The declared op names."""
+        return tuple(name for name, bit in _abi.OPS.items() if self.info.ops >> bit & 1)
+
+    def unsupported_reason(self, problem):
+        """Why problem (an nvfp4_problem) lies outside what the info declares, "" when inside. The
+        version-1 part (op, scale layout, the multiples of m, n (GEMM), k, UNIT_ALPHA) is the
+        suite's own rule (harness/case_check.h's unsupported_reason, through the C API); what
+        version 2 adds is judged here until that rule reads it too: the output type, the number
+        of groups, every group's multiples and alpha, a dual GEMM's n and alpha2."""
+        why = _capi.load().unsupported_reason(self.info, problem)
+        if why:
+            return why
+        info, out_type = self.info, out_type_name(problem)
+        if out_type not in self.out_types:
+            return f"out type {out_type}: the kernel declares {'/'.join(self.out_types)}"
+        unit_alpha = info.flags & _abi.FLAG_UNIT_ALPHA
+        if problem.op == _abi.NVFP4_OP_DUAL_GEMM:
+            if info.n_multiple > 1 and problem.n % info.n_multiple:
+                return f"n = {problem.n} is not a multiple of the declared n_multiple {info.n_multiple}"
+            if unit_alpha and problem.alpha2 != 1.0:
+                return f"alpha2 = {problem.alpha2} but the kernel declares NVFP4_FLAG_UNIT_ALPHA"
+        if problem.op == _abi.NVFP4_OP_GROUPED_GEMM:
+            if info.max_groups and problem.groups > info.max_groups:
+                return f"{problem.groups} groups, more than the declared max_groups {info.max_groups}"
+            for g in range(problem.groups):
+                e = problem.group[g]
+                for what, v, multiple in (("m", e.m, info.m_multiple), ("n", e.n, info.n_multiple),
+                                          ("k", e.k, info.k_multiple)):
+                    if multiple > 1 and v % multiple:
+                        return f"group {g}: {what} = {v} is not a multiple of the declared {what}_multiple {multiple}"
+                if unit_alpha and e.alpha != 1.0:
+                    return f"group {g}: alpha = {e.alpha} but the kernel declares NVFP4_FLAG_UNIT_ALPHA"
+        return ""
+
     def declares(self, problem):
-        """Whether problem (an nvfp4_problem) lies inside what the info declares, by the suite's
-        own rule (harness/case_check.h's unsupported_reason, through the C API)."""
-        return _capi.load().unsupported_reason(self.info, problem) == ""
+        """Whether problem (an nvfp4_problem) lies inside what the info declares."""
+        return self.unsupported_reason(problem) == ""
 
     def __call__(self, problem):
         """Runs fn on one nvfp4_problem; returns NVFP4_OK or NVFP4_UNSUPPORTED. fn's exceptions and
@@ -286,27 +458,19 @@ class KernelAdapter:
 
     # -- canonical ------------------------------------------------------------------------------
 
-    def _call_canonical(self, problem):
-        s = Sizes(problem)
-        p = Problem()
-        p.op, p.m, p.n, p.k, p.l = s.op, s.m, s.n, s.k, s.l
-        p.alpha = float(problem.alpha)
-        p.sf_layout = _abi.SF_LAYOUT_NAMES.get(problem.sf_layout, str(problem.sf_layout))
-        p.out_type = "fp16"
+    def _views(self, torch):
+        """view(address, shape, dtype name) over the runner's memory: "u8" or an output type."""
         if self.memory == "host":
-            p.a = host_array(problem.a, (s.l, s.m, s.half))
-            p.b = host_array(problem.b, (s.l, s.n, s.half))
-            p.sfa = host_array(problem.sfa, s.sfa_shape)
-            p.sfb = host_array(problem.sfb, s.sfb_shape)
-            p.c = host_array(problem.c, (s.l, s.m, s.n), np.float16)
+            return lambda address, shape, dtype="u8": host_array(address, shape, HOST_OUT_DTYPES.get(dtype, np.uint8))
+        return lambda address, shape, dtype="u8": cuda_tensor(torch, address, shape, None if dtype == "u8"
+                                                              else torch_out_dtype(torch, dtype))
+
+    def _call_canonical(self, problem):
+        torch = None if self.memory == "host" else self._get_torch()
+        p = canonical_problem(problem, self._views(torch), self.info.flags & _abi.FLAG_GROUPS_PACKED)
+        if self.memory == "host":
             p.stream = None
             return self._canonical_result(self.fn(p), p)
-        torch = self._get_torch()
-        p.a = cuda_tensor(torch, problem.a, (s.l, s.m, s.half))
-        p.b = cuda_tensor(torch, problem.b, (s.l, s.n, s.half))
-        p.sfa = cuda_tensor(torch, problem.sfa, s.sfa_shape)
-        p.sfb = cuda_tensor(torch, problem.sfb, s.sfb_shape)
-        p.c = cuda_tensor(torch, problem.c, (s.l, s.m, s.n), torch.float16)
         runner = self._stream(torch, problem.stream)
         if self.stream_mode == "legacy":
             # fn's work goes on the legacy default stream, ordered after the runner's stream's
@@ -344,7 +508,7 @@ class KernelAdapter:
         with torch.cuda.stream(stream):
             views = gpumode_views(torch, problem, s, device_tensors=True)
             data, write_back = gpumode_data(torch, views, s)
-            self._gpumode_cuda_hold(torch, views["c"])
+            self._gpumode_cuda_hold(torch, views["outputs"])
             # GPU MODE's harness runs everything on the legacy default stream, so a kernel launched
             # there (a <<<grid, block>>> without a stream) is honest: that stream is ordered after
             # the hold, and the runner's stream after whatever fn leaves on it. With
@@ -358,32 +522,46 @@ class KernelAdapter:
             stream.wait_stream(legacy)
             return self._gpumode_result(torch, out, data, write_back, s)
 
-    def _gpumode_cuda_hold(self, torch, c):
+    def _gpumode_cuda_hold(self, torch, outputs):
         # Building the tuple may wait for the runner's stream (the first GEMV fill of a shape comes
-        # from the host), which undoes the runner's hold (work a kernel starts on a stream of its
-        # own would find its inputs in place). So hold it again: the stream waits, then C gets its
-        # poison back; a kernel working on a stream of its own wrote C before that (unwritten
-        # output) or after the runner's stream was done (the stream check).
-        poison = c.clone()  # same dtype: a bitwise copy, NaN payloads kept
+        # from the host; a grouped problem's linear scales go to the host), which undoes the
+        # runner's hold (work a kernel starts on a stream of its own would find its inputs in
+        # place). So hold it again: the stream waits, then C gets its poison back; a kernel
+        # working on a stream of its own wrote C before that (unwritten output) or after the
+        # runner's stream was done (the stream check).
+        poison = [c.clone() for c in outputs]  # same dtype: a bitwise copy, NaN payloads kept
         sleep = getattr(torch.cuda, "_sleep", None)
         if sleep is not None:
             sleep(self.HOLD_CYCLES)
-        c.copy_(poison)
+        for c, saved in zip(outputs, poison):
+            c.copy_(saved)
 
     @staticmethod
     def _gpumode_result(torch, out, data, write_back, s):
         if out is UNSUPPORTED:
             return _abi.NVFP4_UNSUPPORTED
-        c = data[6]
-        want = (s.m, s.n, s.l)
-        if not isinstance(out, torch.Tensor):
-            raise KernelFailure("kernel-error", f"a gpumode kernel returns the output tensor c {list(want)} "
-                                                f"(torch.float16); it returned {type(out).__name__}")
-        if tuple(out.shape) != want or out.dtype != torch.float16:
-            raise KernelFailure("kernel-error", f"a gpumode kernel returns the output tensor c {list(want)} "
-                                                f"torch.float16; it returned shape {list(out.shape)} {out.dtype}")
-        if not (out.data_ptr() == c.data_ptr() and out.stride() == c.stride() and out.device == c.device):
-            c.copy_(out)  # on the runner's stream, like everything fn enqueued there
+        if s.op == "grouped_gemm":
+            targets = [c for _, _, c in data[0]]
+            what = f"the list of the {len(targets)} groups' output tensors c [m, n, 1] (torch.float16)"
+            if not isinstance(out, (list, tuple)) or len(out) != len(targets):
+                got = f"{type(out).__name__} of {len(out)}" if isinstance(out, (list, tuple)) else type(out).__name__
+                raise KernelFailure("kernel-error", f"a gpumode grouped kernel returns {what}; it returned {got}")
+            outs = list(out)
+        else:
+            targets = [data[-1]]
+            what = f"the output tensor c {list(targets[0].shape)} (torch.float16)"
+            outs = [out]
+        for g, (o, c) in enumerate(zip(outs, targets)):
+            where = f" (group {g})" if s.op == "grouped_gemm" else ""
+            if not isinstance(o, torch.Tensor):
+                raise KernelFailure("kernel-error", f"a gpumode kernel returns {what}; it returned "
+                                                    f"{type(o).__name__}{where}")
+            if tuple(o.shape) != tuple(c.shape) or o.dtype != torch.float16:
+                raise KernelFailure("kernel-error", f"a gpumode kernel returns {what}; it returned shape "
+                                                    f"{list(o.shape)} {o.dtype}{where}")
+        for o, c in zip(outs, targets):
+            if c.numel() and not (o.data_ptr() == c.data_ptr() and o.stride() == c.stride() and o.device == c.device):
+                c.copy_(o)  # on the runner's stream, like everything fn enqueued there
         for source, target in write_back:
             target.copy_(source)
         return _abi.NVFP4_OK
@@ -427,22 +605,53 @@ class KernelAdapter:
 #          (3, 4, 1, 5, 2, 0) of a contiguous [l, Mt, Kt, 32, 4, 4]: SPEC's permuted layout
 #   sfb_permuted likewise with n (GEMV: the 128 padded rows are one tile)
 #   c      [m, n, l] float16, physically [l, m, n]
+# nvfp4_dual_gemm: (a, b1, b2, sfa, sfb1, sfb2, sfa_permuted, sfb1_permuted, sfb2_permuted, c),
+#   each as above (b2 and its scales like b1's; every tensor on the device).
+# nvfp4_group_gemm: (abc_tensors, sfasfb_tensors, sfasfb_reordered_tensors, problem_sizes), lists
+#   with one entry per group: (a, b, c) as above with l = 1; (sfa, sfb) the linear scales, which
+#   this problem's reference.py leaves on the CPU; (sfa_permuted, sfb_permuted) on the device;
+#   (m, n, k, 1). Each group's tensors are its own (the separate arrangement of SPEC section 2).
 
 def gpumode_views(torch, problem, s, device_tensors):
-    """The runner's buffers as flat-shaped uint8 (and C as FP16 bits) tensors, no copies."""
+    """The runner's buffers as flat-shaped uint8 (and C as FP16 bits) tensors, no copies. "outputs"
+    lists the C tensors (a grouped problem's, one per group)."""
     if device_tensors:
         def view(address, shape, dtype=None):
             return cuda_tensor(torch, address, shape, dtype)
     else:
         def view(address, shape, dtype=None):
             return torch.from_numpy(host_array(address, shape, np.float16 if dtype is not None else np.uint8))
-    return {
+    if s.op == "grouped_gemm":
+        groups = []
+        for g in range(problem.groups):
+            e = problem.group[g]
+            m, n, k = e.m, e.n, e.k
+            kb = ceil_div(k, 16)
+
+            def at(address, m=m):
+                return address if m else None  # an empty group: empty tensors
+
+            groups.append({
+                "m": m, "n": n, "k": k, "kb": kb,
+                "a": view(at(e.a), (1, m, k // 2)),
+                "b": view(at(e.b), (1, n, k // 2)),
+                "sfa": view(at(e.sfa), scale_shape(m, kb, 1, True)),
+                "sfb": view(at(e.sfb), scale_shape(n, kb, 1, True)),
+                "c": view(at(e.c), (1, m, n), torch.float16),
+            })
+        return {"groups": groups, "outputs": [g["c"] for g in groups]}
+    views = {
         "a": view(problem.a, (s.l, s.m, s.half)),
         "b": view(problem.b, (s.l, s.n, s.half)),
         "sfa": view(problem.sfa, s.sfa_shape),
         "sfb": view(problem.sfb, s.sfb_shape),
         "c": view(problem.c, (s.l, s.m, s.n), torch.float16),
     }
+    if s.op == "dual_gemm":
+        views["b2"] = view(problem.b2, (s.l, s.n, s.half))
+        views["sfb2"] = view(problem.sfb2, s.sfb_shape)
+    views["outputs"] = [views["c"]]
+    return views
 
 
 # Rows 1-127 of a GEMV's padded b: fixed arbitrary codes (their b_ref has random ones there), so a
@@ -470,12 +679,30 @@ def unpermute_scales(permuted_u8, rows, kb):
     return permuted_u8.permute(0, 1, 4, 3, 2, 5).reshape(l, mt * 128, kt * 4)[:, :rows, :kb]
 
 
+def _linear_scales(torch, permuted_u8, rows, kb):
+    """GPU MODE's linear scales [rows, kb, l] float8_e4m3fn, contiguous as [l, rows, kb], from
+    the runner's permuted buffer (a copy: the runner keeps them in the permuted layout only)."""
+    return unpermute_scales(permuted_u8, rows, kb).contiguous().view(torch.float8_e4m3fn).permute(1, 2, 0)
+
+
+def _permuted_scales(torch, permuted_u8):
+    return permuted_u8.view(torch.float8_e4m3fn).permute(3, 4, 1, 5, 2, 0)
+
+
+def _fp4(torch, packed_u8):
+    return packed_u8.view(torch.float4_e2m1fn_x2).permute(1, 2, 0)
+
+
 def gpumode_data(torch, views, s):
-    """(tuple for fn, [(source, target)] copies to make after fn: GEMV b's row 0 goes back into the
+    """(data for fn, [(source, target)] copies to make after fn: GEMV b's row 0 goes back into the
     runner's b, so a kernel that writes its input is seen by the inputs-modified check)."""
-    fp4, fp8 = torch.float4_e2m1fn_x2, torch.float8_e4m3fn
+    if s.op == "grouped_gemm":
+        return gpumode_group_data(torch, views), []
+    if s.op == "dual_gemm":
+        return gpumode_dual_data(torch, views, s), []
+    fp4 = torch.float4_e2m1fn_x2
     device = views["a"].device
-    a = views["a"].view(fp4).permute(1, 2, 0)
+    a = _fp4(torch, views["a"])
     write_back = []
     if s.op == "gemv":
         b_rows = 128
@@ -486,15 +713,38 @@ def gpumode_data(torch, views, s):
         write_back.append((padded[:, 0, :], views["b"][:, 0, :]))
     else:
         b_rows = s.n
-        b = views["b"].view(fp4).permute(1, 2, 0)
-    sfa_permuted = views["sfa"].view(fp8).permute(3, 4, 1, 5, 2, 0)
-    sfb_permuted = views["sfb"].view(fp8).permute(3, 4, 1, 5, 2, 0)
+        b = _fp4(torch, views["b"])
+    sfa_permuted = _permuted_scales(torch, views["sfa"])
+    sfb_permuted = _permuted_scales(torch, views["sfb"])
     # The linear scales, contiguous as [l, rows, kb] and handed over as the [rows, kb, l] permute,
     # live where the rest does: reference.py builds them on the CPU and moves them to the device
     # (sfa_ref_cpu.to("cuda"), which keeps the strides; since their commit 14fec19 "Fix: to gpu
     # scales"). For a GEMV the 127 padded rows of sfb are the permuted layout's padding: NaN
     # scales, which only the padded columns read.
-    sfa = unpermute_scales(views["sfa"], s.m, s.kb).contiguous().view(fp8).permute(1, 2, 0)
-    sfb = unpermute_scales(views["sfb"], b_rows, s.kb).contiguous().view(fp8).permute(1, 2, 0)
+    sfa = _linear_scales(torch, views["sfa"], s.m, s.kb)
+    sfb = _linear_scales(torch, views["sfb"], b_rows, s.kb)
     c = views["c"].permute(1, 2, 0)
     return (a, b, sfa, sfb, sfa_permuted, sfb_permuted, c), write_back
+
+
+def gpumode_dual_data(torch, views, s):
+    """nvfp4_dual_gemm's tuple: every tensor on the device (their sfa_ref_cpu.to("cuda") and the
+    others likewise), linear scales with the strides of the [rows, kb, l] permute."""
+    return (_fp4(torch, views["a"]), _fp4(torch, views["b"]), _fp4(torch, views["b2"]),
+            _linear_scales(torch, views["sfa"], s.m, s.kb), _linear_scales(torch, views["sfb"], s.n, s.kb),
+            _linear_scales(torch, views["sfb2"], s.n, s.kb),
+            _permuted_scales(torch, views["sfa"]), _permuted_scales(torch, views["sfb"]),
+            _permuted_scales(torch, views["sfb2"]), views["c"].permute(1, 2, 0))
+
+
+def gpumode_group_data(torch, views):
+    """nvfp4_group_gemm's tuple of four lists. Their linear scales stay on the CPU (reference.py
+    builds sfa_ref_cpu there and hands it over as is; only the reordered ones go to the device)."""
+    abc, sf, sf_reordered, sizes = [], [], [], []
+    for g in views["groups"]:
+        abc.append((_fp4(torch, g["a"]), _fp4(torch, g["b"]), g["c"].permute(1, 2, 0)))
+        sf.append((_linear_scales(torch, g["sfa"], g["m"], g["kb"]).cpu(),
+                   _linear_scales(torch, g["sfb"], g["n"], g["kb"]).cpu()))
+        sf_reordered.append((_permuted_scales(torch, g["sfa"]), _permuted_scales(torch, g["sfb"])))
+        sizes.append((g["m"], g["n"], g["k"], 1))
+    return (abc, sf, sf_reordered, sizes)

@@ -136,6 +136,10 @@ def _replay_call(adapter):
             extra += f", {what}={value}"
     if adapter.stream_mode != "current":
         extra += f", stream={adapter.stream_mode!r}"
+    if adapter.out_types != ("fp16",):
+        extra += f", out_types={adapter.out_types!r}"
+    if adapter.info.max_groups:
+        extra += f", max_groups={adapter.info.max_groups}"
     return lambda path: (f"nvfp4check.replay({path!r}, {fn}, op={op}, memory={adapter.memory!r}, "
                          f"format={adapter.format!r}{extra})")
 
@@ -170,8 +174,10 @@ def _finish(raw, adapter, state):
     return Report(raw, _replay_call(adapter))
 
 
-# Checks a second run on the other stream can explain (work on two streams not ordered).
-STREAM_CHECKS = ("determinism", "stale-state", "unwritten-output")
+# Checks a second run on the other stream can explain (work on two streams not ordered): the three
+# that look for it, and the oracle, since a kernel reading an input another stream is still writing
+# shows the race first as wrong values.
+STREAM_CHECKS = ("determinism", "stale-state", "unwritten-output", "oracle")
 
 
 def _declared(op, format, problem):
@@ -199,17 +205,21 @@ def _other_stream_note(adapter, report, replay_one):
     if again.verdict != "pass":
         return None
     if mine == "current":
-        why = ("work on the legacy default stream (a <<<grid, block>>> launch without a stream, raw stream 0) is "
-               "not ordered against the runner's stream, torch's current stream, where the rest of fn's work went")
+        why = ("work fn put on the legacy default stream (a <<<grid, block>>> launch without a stream, raw stream 0) "
+               "is not ordered after the work it put on torch's current stream, the runner's (a .contiguous() or a "
+               "copy of an input): launch on torch.cuda.current_stream() or make one stream wait for the other. GPU "
+               "MODE's harness runs everything on the legacy stream, where this passes")
     else:
-        why = "work on the runner's stream is not ordered against the legacy default stream, where the rest went"
-    return f"the same case passes with stream={other!r}: {why}"
+        why = ("work fn put on a stream of its own or the runner's is not ordered after the work it put on the legacy "
+               "default stream, torch's current stream there: make one stream wait for the other")
+    race = "the wrong values come from a race between two streams; " if f.check == "oracle" else ""
+    return f"the same case, run again with stream={other!r}, passed: {race}{why}"
 
 
 def check(fn, op=None, memory="cuda", format=None, sf_layouts=None, flags=0, name=None, cases=None,
           seconds=None, seed=None, case_dir=None, *, policy=None, timeout_s=None, shape=None, m_multiple=None,
           n_multiple=None, k_multiple=None, min_sm=0, keep_passing_cases=False, program_args=None, problem=None,
-          stream="current", out_types=None):
+          stream="current", out_types=None, max_groups=0):
     """Checks fn on seeded generated cases with every check of `nvfp4check run`, up to the first
     failure, and returns a Report. fn is called as the format says (see nvfp4check.adapter).
 
@@ -219,16 +229,18 @@ def check(fn, op=None, memory="cuda", format=None, sf_layouts=None, flags=0, nam
     policy the flags call for ("fp32", "exact", "fp16-accum", "allclose:RTOL:ATOL", "ulp:N");
     shape=(m, n, k[, l]) checks only that shape (production shapes); fn may also be a
     KernelAdapter. op defaults to "gemv", format to "canonical"; problem (a GPU MODE problem,
-    "nvfp4_gemv" or "nvfp4_gemm") means format "gpumode", its op and its task.yml's multiples.
+    "nvfp4_gemv", "nvfp4_gemm", "nvfp4_dual_gemm" or "nvfp4_group_gemm") means format "gpumode",
+    its op and its task.yml's multiples. out_types (default ("fp16",)) and max_groups (grouped_gemm;
+    0: no limit) are declared like the rest.
     stream "legacy" runs fn with torch's current stream the legacy default stream, as GPU MODE's
-    harness does; a determinism, stale-state or unwritten-output failure is run once more the
-    other way, and the text says when that passes. program_args: how `nvfp4check replay` reaches fn
+    harness does; a determinism, stale-state, unwritten-output or oracle failure of a CUDA fn is
+    run once more the other way, and the text says when that passes and which ordering is missing. program_args: how `nvfp4check replay` reaches fn
     (["--python", FILE:FN, ...]), for a "reproduce:" line of the program's beside Python's own.
     """
     op, format = _declared(op, format, problem)
     adapter = _adapter(fn, op=op, memory=memory, format=format, sf_layouts=sf_layouts, flags=flags, name=name,
                        m_multiple=m_multiple, n_multiple=n_multiple, k_multiple=k_multiple, min_sm=min_sm,
-                       problem=problem, stream=stream, out_types=out_types)
+                       problem=problem, stream=stream, out_types=out_types, max_groups=max_groups)
     if cases is None and seconds is None:
         seconds = DEFAULT_SECONDS
     if seed is None:
@@ -250,13 +262,13 @@ def check(fn, op=None, memory="cuda", format=None, sf_layouts=None, flags=0, nam
 
 def replay(path, fn, op=None, memory="cuda", format=None, flags=0, *, sf_layouts=None, name=None,
            case_dir=None, policy=None, timeout_s=None, m_multiple=None, n_multiple=None, k_multiple=None, min_sm=0,
-           problem=None, stream="current", out_types=None):
+           problem=None, stream="current", out_types=None, max_groups=0):
     """Runs one saved case (a case file or a binary fuzz input) through every check, like
     `nvfp4check replay`, and returns a Report. op None declares both ops (or the problem's)."""
     format = format or ("gpumode" if problem is not None else "canonical")
     adapter = _adapter(fn, op=op, memory=memory, format=format, sf_layouts=sf_layouts, flags=flags, name=name,
                        m_multiple=m_multiple, n_multiple=n_multiple, k_multiple=k_multiple, min_sm=min_sm,
-                       problem=problem, stream=stream, out_types=out_types)
+                       problem=problem, stream=stream, out_types=out_types, max_groups=max_groups)
     capi = _capi.load()
     run, state = _callback(adapter, capi)
     options = {"case_dir": case_dir, "policy": policy, "timeout_s": timeout_s}

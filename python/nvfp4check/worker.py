@@ -17,7 +17,7 @@ import types
 
 from . import _abi
 from ._compile import LockWatch, describe_exception, end_gently_on_sigterm
-from .adapter import PROBLEMS, LATER_PROBLEMS, STREAMS, KernelAdapter
+from .adapter import PROBLEMS, STREAMS, KernelAdapter
 from .driver import DEFAULT_SECONDS, check, replay, serve
 
 FLAG_NAMES = {
@@ -28,6 +28,7 @@ FLAG_NAMES = {
     "exact": _abi.FLAG_EXACT,
     "unit_alpha": _abi.FLAG_UNIT_ALPHA,
     "mma_accumulate": _abi.FLAG_MMA_ACCUMULATE,
+    "groups_packed": _abi.FLAG_GROUPS_PACKED,
 }
 
 
@@ -105,14 +106,16 @@ def parser():
     p = argparse.ArgumentParser(prog="python -m nvfp4check.worker", description=__doc__.split("\n\n")[0])
     p.add_argument("kernel", metavar="FILE[:FUNCTION]", help="Python file (or module) and function (default custom_kernel)")
     p.add_argument("--format", choices=("canonical", "gpumode"), help="default canonical (gpumode with --problem)")
-    p.add_argument("--op", choices=("gemv", "gemm"), action="append",
+    p.add_argument("--op", choices=tuple(_abi.OPS), action="append",
                    help="op the kernel declares (repeatable; default gemv, both for --replay, the problem's)")
-    p.add_argument("--problem", choices=sorted(PROBLEMS) + list(LATER_PROBLEMS),
+    p.add_argument("--problem", choices=sorted(PROBLEMS),
                    help="a GPU MODE problem (gpumode format): its reference.py's tuple, op and task.yml's limits")
     p.add_argument("--stream", choices=STREAMS, default="current",
                    help="torch's current stream during the call: the runner's, or the legacy default stream")
     p.add_argument("--out-type", choices=("fp16", "bf16", "fp32"), action="append", dest="out_types",
-                   help="an output type the kernel declares (fp16 only in this version)")
+                   help="an output type the kernel declares (repeatable; default fp16)")
+    p.add_argument("--max-groups", type=int, default=0,
+                   help="grouped GEMM: the most groups the kernel takes in one call (default 0: no limit)")
     p.add_argument("--memory", choices=("host", "cuda"), default="cuda")
     p.add_argument("--sf-layout", choices=("linear", "permuted"), action="append", dest="sf_layouts")
     p.add_argument("--flag", choices=sorted(FLAG_NAMES), action="append", default=[], help="a declared flag (repeatable)")
@@ -162,6 +165,8 @@ def program_args(args):
             out += ["--" + what.replace("_", "-"), str(getattr(args, what))]
     if args.min_sm:
         out += ["--min-sm", str(args.min_sm)]
+    if args.max_groups:
+        out += ["--max-groups", str(args.max_groups)]
     if args.name:
         out += ["--name", args.name]
     return out
@@ -191,7 +196,7 @@ def main(argv=None):
         adapter = KernelAdapter(fn, op=op, memory=args.memory, format=args.format, sf_layouts=args.sf_layouts,
                                 flags=flags, name=args.name, m_multiple=args.m_multiple, n_multiple=args.n_multiple,
                                 k_multiple=args.k_multiple, min_sm=args.min_sm, problem=args.problem,
-                                stream=args.stream, out_types=args.out_types)
+                                stream=args.stream, out_types=args.out_types, max_groups=args.max_groups)
         if args.serve_fd is not None:
             return serve(adapter, args.serve_fd, timeout_s=args.timeout or 30.0)
         if args.replay:

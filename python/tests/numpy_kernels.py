@@ -43,16 +43,86 @@ def codes(packed, k, swap_nibbles=False):
 
 def linear_scales(p, which, rows):
     """The (l, rows, kb) scale bytes of p.sfa or p.sfb in linear order, whatever p's layout."""
-    sf = p.sfa if which == "a" else p.sfb
-    kb = (p.k + 15) // 16
-    if p.sf_layout == "linear":
-        return sf
-    b = np.arange(p.l)[:, None, None]
+    return to_linear({"a": p.sfa, "b": p.sfb, "b2": p.sfb2}[which], rows, p.k, p.l, p.sf_layout)
+
+
+def to_linear(sf, rows, k, l, layout):
+    """(l, rows, kb) scale bytes in linear order from sf in the given layout."""
+    kb = (k + 15) // 16
+    if layout == "linear" or rows == 0:
+        return sf.reshape(l, rows, kb)
+    b = np.arange(l)[:, None, None]
     i = np.arange(rows)[None, :, None]
     s = np.arange(kb)[None, None, :]
     mt, kt = (rows + 127) // 128, (kb + 3) // 4
     offset = ((b * mt + i // 128) * kt + s // 4) * 512 + (i % 32) * 16 + ((i % 128) // 32) * 4 + s % 4
     return sf.reshape(-1)[offset]
+
+
+def round_to(x, out_type):
+    """float64 values rounded once to nearest-even in the output type, as the array p.c holds
+    them (float16, float32, or BF16 as uint16 bits); NaN stays NaN, beyond the range is Inf."""
+    x = np.asarray(x, dtype=np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        if out_type == "fp16":
+            return x.astype(np.float16)  # numpy rounds a double to half once
+        if out_type == "fp32":
+            return x.astype(np.float32)
+        # BF16: 8 significant bits, FP32's exponents, subnormal steps of 2^-133. Scaling by the
+        # power of two `step` is exact, so np.rint (half to even) rounds once.
+        _, e = np.frexp(np.where(np.isfinite(x), x, 0.0))
+        step = np.ldexp(1.0, np.maximum(e - 8, -133))
+        v = np.rint(x / step) * step
+        v = np.where(np.abs(v) >= 2.0 ** 128, np.copysign(np.inf, x), v)
+        bits = (v.astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
+        return np.where(np.isnan(x), np.uint16(0x7FC0), bits)
+
+
+def products(a, sfa, b, sfb, k, layout, l, rows_a, rows_b):
+    """(sum over x of A*SA*B*SB as float64 (l, rows_a, rows_b), NaN where a scale used is NaN).
+    Exact for the small k of the tests: products are multiples of 2^-20 below 2^43."""
+    av, a_nan = dequantize(a.reshape(l, rows_a, k // 2), to_linear(sfa, rows_a, k, l, layout), k)
+    bv, b_nan = dequantize(b.reshape(l, rows_b, k // 2), to_linear(sfb, rows_b, k, l, layout), k)
+    acc = np.matmul(av.astype(np.float64), bv.astype(np.float64).transpose(0, 2, 1))
+    acc[a_nan[:, :, None] | b_nan[:, None, :]] = np.nan
+    return acc
+
+
+def reference_gemm(p):
+    """Any GEMV or GEMM in any output type: alpha times the float64 sum, rounded once."""
+    acc = products(p.a, p.sfa, p.b, p.sfb, p.k, p.sf_layout, p.l, p.m, p.n)
+    p.c[...] = round_to(np.float64(np.float32(p.alpha)) * acc, p.out_type)
+
+
+def reference_grouped(p):
+    """grouped_gemm in any output type and arrangement: each group on its own views (which point
+    into the packed buffers when p.packed)."""
+    assert p.op == "grouped_gemm"
+    for g in p.groups:
+        if g.m == 0:
+            assert g.a.size == g.c.size == 0
+            continue
+        acc = products(g.a, g.sfa, g.b, g.sfb, g.k, p.sf_layout, 1, g.m, g.n)
+        g.c[...] = round_to(np.float64(np.float32(g.alpha)) * acc, p.out_type)
+
+
+def silu(x):
+    with np.errstate(over="ignore"):
+        return x / (1.0 + np.exp(-x))
+
+
+def reference_dual(p):
+    """dual_gemm in any output type: silu(alpha * A B1) * (alpha2 * A B2) in float64, rounded once."""
+    assert p.op == "dual_gemm"
+    gate = np.float64(np.float32(p.alpha)) * products(p.a, p.sfa, p.b, p.sfb, p.k, p.sf_layout, p.l, p.m, p.n)
+    up = np.float64(np.float32(p.alpha2)) * products(p.a, p.sfa, p.b2, p.sfb2, p.k, p.sf_layout, p.l, p.m, p.n)
+    with np.errstate(invalid="ignore"):
+        p.c[...] = round_to(silu(gate) * up, p.out_type)
+
+
+def reference_any(p):
+    """Every op, every output type."""
+    {"grouped_gemm": reference_grouped, "dual_gemm": reference_dual}.get(p.op, reference_gemm)(p)
 
 
 def dequantize(packed, scales, k, swap_nibbles=False, keep=None):
@@ -93,7 +163,9 @@ def honest_gemm(p):
 
 
 def honest_any(p):
-    """Declared for both ops."""
+    """Declared for both ops (and any output type: FP32 sums, rounded once to it)."""
+    if p.out_type != "fp16":
+        return reference_any(p)
     p.c[...] = compute(p)
 
 

@@ -196,3 +196,88 @@ def test_gpumode_refuses_what_it_does_not_declare():
                             m_multiple=128)
     assert adapter(hp.abi) == _abi.NVFP4_UNSUPPORTED and not called
     assert (hp.c == 0x7D5B).all()
+
+
+# --- nvfp4_group_gemm and nvfp4_dual_gemm (their reference.py at f83cb92) -------------------------
+
+def gm_strides(shape):
+    """Strides of GPU MODE's [rows, cols, l] tensors: the permute(1, 2, 0) of a contiguous [l, rows, cols]."""
+    rows, cols, l = shape
+    return (cols, 1, rows * cols)
+
+
+def gm_permuted_shape(rows, kb, l):
+    return (32, 4, ceil_div(rows, 128), 4, ceil_div(kb, 4), l)
+
+
+def same_scales(permuted, linear):
+    """permuted [32, 4, Mt, 4, Kt, l] holds linear [rows, kb, l] at every used cell."""
+    rows, kb, l = linear.shape
+    i, s, bb = torch.meshgrid(torch.arange(rows), torch.arange(kb), torch.arange(l), indexing="ij")
+    return torch.equal(raw(permuted)[i % 32, (i % 128) // 32, i // 128, s % 4, s // 4, bb], raw(linear))
+
+
+@pytest.mark.parametrize("packed", [False, True])
+def test_group_gemm_data_is_gpu_modes(packed):
+    from test_new_ops_host import Grouped
+
+    ms, n, k = [40, 0, 130], 24, 96
+    gp = Grouped(SEED, ms, n, k, packed, True, "fp16")
+    s = Sizes(gp.abi)
+    abc, sf, sf_reordered, sizes = gpumode_data(torch, gpumode_views(torch, gp.abi, s, device_tensors=False), s)[0]
+    assert sizes == [(m, n, k, 1) for m in ms]
+    kb = ceil_div(k, 16)
+    for g, m in enumerate(ms):
+        (a, b, c), (sfa, sfb), (sfa_r, sfb_r) = abc[g], sf[g], sf_reordered[g]
+        assert (a.dtype, b.dtype, c.dtype, sfa.dtype, sfa_r.dtype) == (FP4, FP4, torch.float16, FP8, FP8)
+        assert tuple(a.shape) == (m, k // 2, 1) and tuple(b.shape) == ((n if m else 0), k // 2, 1)
+        assert tuple(c.shape) == (m, n, 1) and tuple(sfa.shape) == (m, kb, 1)
+        assert tuple(sfa_r.shape) == gm_permuted_shape(m, kb, 1)
+        assert sfa.device.type == "cpu"  # their sfa_ref_cpu stays there
+        if not m:
+            continue
+        assert a.stride() == gm_strides(a.shape) and c.stride() == gm_strides(c.shape)
+        assert sfa.stride() == gm_strides(sfa.shape) and sfb.stride() == gm_strides(sfb.shape)
+        op_a, op_b = gp.ops[g]
+        assert np.array_equal(raw(a).permute(2, 0, 1).numpy(), op_a.packed)
+        assert np.array_equal(raw(b).permute(2, 0, 1).numpy(), op_b.packed)
+        assert np.array_equal(raw(sfa).permute(2, 0, 1).numpy(), op_a.scales)
+        assert same_scales(sfa_r, sfa) and same_scales(sfb_r, sfb)
+        assert c.data_ptr() == gp.outputs[g].ctypes.data  # the runner's C, no copy
+
+
+def test_dual_gemm_data_is_gpu_modes():
+    from test_new_ops_host import Dual
+
+    m, n, k, l = 130, 24, 96, 2
+    dp = Dual(SEED, m, n, k, l, True, "fp16")
+    s = Sizes(dp.abi)
+    data, _ = gpumode_data(torch, gpumode_views(torch, dp.abi, s, device_tensors=False), s)
+    assert len(data) == 10
+    a, b1, b2, sfa, sfb1, sfb2, sfa_r, sfb1_r, sfb2_r, c = data
+    kb = ceil_div(k, 16)
+    assert [t.dtype for t in data] == [FP4] * 3 + [FP8] * 6 + [torch.float16]
+    assert [tuple(t.shape) for t in (a, b1, b2, sfa, sfb1, sfb2, c)] == [
+        (m, k // 2, l), (n, k // 2, l), (n, k // 2, l), (m, kb, l), (n, kb, l), (n, kb, l), (m, n, l)]
+    assert all(t.stride() == gm_strides(t.shape) for t in (a, b1, b2, sfa, sfb1, sfb2, c))
+    assert tuple(sfa_r.shape) == gm_permuted_shape(m, kb, l) and tuple(sfb2_r.shape) == gm_permuted_shape(n, kb, l)
+    assert np.array_equal(raw(b2).permute(2, 0, 1).numpy(), dp.b2.packed)
+    assert np.array_equal(raw(sfb2).permute(2, 0, 1).numpy(), dp.b2.scales)
+    assert same_scales(sfa_r, sfa) and same_scales(sfb1_r, sfb1) and same_scales(sfb2_r, sfb2)
+    assert a.data_ptr() == dp.bufs[0].ctypes.data and c.data_ptr() == dp.c.ctypes.data
+
+
+def test_group_gemm_result_is_the_list_of_cs():
+    from test_new_ops_host import Grouped
+
+    gp = Grouped(SEED, [3, 0, 5], 8, 32, False, True, "fp16")
+
+    def returns_ones(data):
+        return [torch.ones(c.shape, dtype=torch.float16) for _, _, c in data[0]]
+
+    assert KernelAdapter(returns_ones, problem="nvfp4_group_gemm", memory="host", format="gpumode",
+                         n_multiple=1, k_multiple=1)(gp.abi) == _abi.NVFP4_OK
+    assert all((c.view(np.float16) == 1).all() for c in gp.outputs if c is not None)
+    with pytest.raises(Exception, match="list of the 3 groups"):
+        KernelAdapter(lambda data: data[0][0][2], problem="nvfp4_group_gemm", memory="host", format="gpumode",
+                      n_multiple=1, k_multiple=1)(gp.abi)

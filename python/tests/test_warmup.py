@@ -145,15 +145,23 @@ def test_run_python_takes_the_declarations(tmp_path):
 
 
 @pytest.mark.parametrize("args,message", [
-    (["--out-type", "bf16"], "fp16 outputs only"),
-    (["--problem", "nvfp4_group_gemm"], "does not check yet"),
     (["--problem", "nvfp4_gemv", "--format", "canonical"], "--format gpumode"),
+    (["--problem", "nvfp4_group_gemm", "--out-type", "bf16"], "write float16 outputs"),
+    (["--out-type", "fp64"], "--out-type"),
 ])
 def test_run_python_rejects_what_it_cannot_check(tmp_path, args, message):
     r = run("--python", KERNELS + ":honest_any", "--memory", "host", "--cases", "2", *args,
             "--case-dir", str(tmp_path / "cases"))
     assert r.returncode == 2, r.stdout + r.stderr
     assert message in r.stderr
+
+
+def test_run_python_declares_output_types(tmp_path):
+    """--out-type is repeatable and reaches the kernel's info (ABI version 2): a kernel declaring
+    bf16 beside fp16 is checked, not refused as a usage error."""
+    r = run("--python", KERNELS + ":honest_any", "--memory", "host", "--cases", "20", "--seed", "4",
+            "--out-type", "fp16", "--out-type", "bf16", "--case-dir", str(tmp_path / "cases"))
+    assert r.returncode == 0, r.stdout + r.stderr
 
 
 def test_declarations_belong_to_python_functions(tmp_path):
