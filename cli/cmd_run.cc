@@ -49,7 +49,11 @@ int run_main(const RunArgs& args, const std::string& command_line) {
     s.seed = static_cast<uint64_t>(std::chrono::system_clock::now().time_since_epoch().count());
     fmt::print(stderr, "seed from the clock: {} (repeat this run with --seed {})\n", s.seed, s.seed);
   }
-  if (!args.op.empty()) s.op = args.op == "gemv" ? Op::gemv : Op::gemm;
+  if (!args.op.empty()) {
+    Op op = Op::gemm;
+    parse_op(args.op, &op);  // the option's check admits the four names only
+    s.op = op;
+  }
   if (!args.shape.empty()) s.shape = parse_shape(args.shape);
   if (!args.policy.empty()) s.policy = Policy::parse(args.policy);
   s.cases = args.cases;
@@ -90,7 +94,8 @@ void add_run_command(CLI::App& app, int& exit_code) {
   CLI::App* run = app.add_subcommand("run", "Check kernels on seeded generated cases (each kernel in its own process)");
   run->add_option("--plugin", args->plugins, "Shared library exporting the nvfp4 kernel ABI (repeatable)");
   run->add_option("--kernel", args->kernels, "Kernel to check (repeatable; default: every kernel that can run here)");
-  run->add_option("--op", args->op, "Only this op")->check(CLI::IsMember({"gemv", "gemm"}));
+  run->add_option("--op", args->op, "Only this op")
+      ->check(CLI::IsMember({"gemv", "gemm", "grouped_gemm", "dual_gemm"}));
   run->add_option("--cases", args->cases, "Cases per kernel (default: as many as the time allows)")
       ->check(count_in_range(int64_t(1) << 40));
   run->add_option("--seconds", args->seconds, "Time for all kernels together (default 60 without --cases)")

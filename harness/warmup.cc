@@ -11,6 +11,7 @@
 
 #include "harness/generators.h"
 #include "harness/worker.h"
+#include "kernels/registry.h"
 
 namespace nvfp4 {
 
@@ -28,8 +29,31 @@ CaseData warmup_case(const nvfp4_kernel_info& info) {
   p.l = 1;
   p.sf_layout = (info.sf_layouts >> NVFP4_SF_PERMUTED) & 1u ? SfLayout::permuted : SfLayout::linear;
   p.semantics = declared_semantics(info);
+  // The first output type it declares (FP16 where it does).
+  const uint32_t outs = declared_out_types(info);
+  for (OutType t : {OutType::bf16, OutType::fp32, OutType::fp16})
+    if ((outs >> static_cast<uint32_t>(t)) & 1u) p.out_type = t;
   Rng rng(0x7761726D);  // "warm": the warm-up's data is the same every time
-  fill_data(rng, DataSpec{}, p);
+  if (p.op == Op::grouped_gemm) {
+    // One group of the declared multiples (and its n, as a GEMM's).
+    Problem one = p;
+    one.op = Op::gemm;
+    one.n = std::max<int64_t>(1, info.n_multiple);
+    fill_data(rng, DataSpec{}, one);
+    Group g;
+    g.m = one.m, g.n = one.n, g.k = one.k;
+    g.a = one.a, g.b = one.b, g.sfa = one.sfa, g.sfb = one.sfb;
+    p.groups = {g};
+    p.packed = info.flags & NVFP4_FLAG_GROUPS_PACKED;
+  } else {
+    fill_data(rng, DataSpec{}, p);
+    if (p.op == Op::dual_gemm) {
+      Problem second = p;
+      second.op = Op::gemm;
+      fill_data(rng, DataSpec{}, second);
+      p.b2 = second.b, p.sfb2 = second.sfb;
+    }
+  }
   p.alpha = 1.0f;
   CaseData data;
   data.problem = std::move(p);
@@ -37,6 +61,8 @@ CaseData warmup_case(const nvfp4_kernel_info& info) {
 }
 
 std::string warmup_shape_text(const Problem& p) {
+  if (p.op == Op::grouped_gemm)
+    return fmt::format("one group {}x{}x{} {}", p.groups.front().m, p.groups.front().n, p.groups.front().k, to_string(p.op));
   return fmt::format("{}x{}x{} {}", p.m, p.n, p.k, to_string(p.op));
 }
 

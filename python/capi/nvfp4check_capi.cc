@@ -459,6 +459,18 @@ NVFP4CHECK_EXPORT char* nvfp4check_unsupported_reason(const nvfp4_kernel_info* i
   p.l = problem->l;
   p.sf_layout = static_cast<SfLayout>(problem->sf_layout);
   p.alpha = problem->alpha;
+  // Version 2's fields (a zero out_type is FP16, as in a zero-filled version-1 struct).
+  p.out_type = problem->out_type == 0 ? OutType::fp16 : static_cast<OutType>(problem->out_type);
+  p.alpha2 = p.op == Op::dual_gemm ? problem->alpha2 : 1.0f;
+  if (p.op == Op::grouped_gemm && problem->group != nullptr)
+    for (int64_t g = 0; g < problem->groups; ++g) {
+      Group q;
+      q.m = problem->group[g].m;
+      q.n = problem->group[g].n;
+      q.k = problem->group[g].k;
+      q.alpha = problem->group[g].alpha;
+      p.groups.push_back(q);
+    }
   return dup_string(unsupported_reason(*info, p));
 }
 

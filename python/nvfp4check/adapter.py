@@ -412,35 +412,10 @@ class KernelAdapter:
         return tuple(name for name, bit in _abi.OPS.items() if self.info.ops >> bit & 1)
 
     def unsupported_reason(self, problem):
-        """Why problem (an nvfp4_problem) lies outside what the info declares, "" when inside. The
-        version-1 part (op, scale layout, the multiples of m, n (GEMM), k, UNIT_ALPHA) is the
-        suite's own rule (harness/case_check.h's unsupported_reason, through the C API); what
-        version 2 adds is judged here until that rule reads it too: the output type, the number
-        of groups, every group's multiples and alpha, a dual GEMM's n and alpha2."""
-        why = _capi.load().unsupported_reason(self.info, problem)
-        if why:
-            return why
-        info, out_type = self.info, out_type_name(problem)
-        if out_type not in self.out_types:
-            return f"out type {out_type}: the kernel declares {'/'.join(self.out_types)}"
-        unit_alpha = info.flags & _abi.FLAG_UNIT_ALPHA
-        if problem.op == _abi.NVFP4_OP_DUAL_GEMM:
-            if info.n_multiple > 1 and problem.n % info.n_multiple:
-                return f"n = {problem.n} is not a multiple of the declared n_multiple {info.n_multiple}"
-            if unit_alpha and problem.alpha2 != 1.0:
-                return f"alpha2 = {problem.alpha2} but the kernel declares NVFP4_FLAG_UNIT_ALPHA"
-        if problem.op == _abi.NVFP4_OP_GROUPED_GEMM:
-            if info.max_groups and problem.groups > info.max_groups:
-                return f"{problem.groups} groups, more than the declared max_groups {info.max_groups}"
-            for g in range(problem.groups):
-                e = problem.group[g]
-                for what, v, multiple in (("m", e.m, info.m_multiple), ("n", e.n, info.n_multiple),
-                                          ("k", e.k, info.k_multiple)):
-                    if multiple > 1 and v % multiple:
-                        return f"group {g}: {what} = {v} is not a multiple of the declared {what}_multiple {multiple}"
-                if unit_alpha and e.alpha != 1.0:
-                    return f"group {g}: alpha = {e.alpha} but the kernel declares NVFP4_FLAG_UNIT_ALPHA"
-        return ""
+        """Why problem (an nvfp4_problem) lies outside what the info declares, "" when inside: the
+        suite's own rule (harness/case_check.h's unsupported_reason, through the C API), so a
+        Python kernel is held to exactly what an ABI kernel with the same info would be."""
+        return _capi.load().unsupported_reason(self.info, problem)
 
     def declares(self, problem):
         """Whether problem (an nvfp4_problem) lies inside what the info declares."""

@@ -306,8 +306,8 @@ def refused(adapter, problem, why):
 
 def test_out_types_are_declared():
     dp = Dual(4000, 8, 4, 32, 1, False, "bf16")
-    refused(KernelAdapter(never_called, op="dual_gemm", memory="host"), dp.abi, "out type bf16")
-    refused(KernelAdapter(never_called, op="dual_gemm", memory="host", out_types="fp32"), dp.abi, "out type bf16")
+    refused(KernelAdapter(never_called, op="dual_gemm", memory="host"), dp.abi, "does not declare the bf16 output type")
+    refused(KernelAdapter(never_called, op="dual_gemm", memory="host", out_types="fp32"), dp.abi, "does not declare the bf16 output type")
     assert (dp.c == POISON["bf16"]).all(), "a refused problem is untouched"
     # A version-1-style problem with out_type 0 is FP16.
     dp = Dual(4001, 8, 4, 32, 1, False, "fp16")
