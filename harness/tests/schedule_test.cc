@@ -9,7 +9,10 @@
 #include <map>
 #include <set>
 
+#include <fmt/format.h>
+
 #include "harness/schedule.h"
+#include "reference/stable_hash.h"
 #include "reference/exact_gemm.h"
 #include "reference/formats.h"
 #include "reference/matrix_unit_model.h"
@@ -207,6 +210,41 @@ TEST(Schedule, FuzzInputsReachWhatTheScheduleDraws) {
                            "linear", "permuted", "narrow", "full", "subnormal", "near_max", "sign_bit", "nan_block",
                            "zero", "fine_cancel"})
     EXPECT_GT(seen[what], 0) << what;
+}
+
+// A version-1 kernel's cases (GEMV and GEMM, FP16) are what they were before grouped GEMM, dual
+// GEMM and the new output types joined the draw: seeds and saved case notes keep their meaning.
+uint64_t schedule_hash(const nvfp4_kernel_info& info, const char* name, int64_t count) {
+  ScheduleOptions o;
+  o.seed = 424242;
+  const Schedule s(info, name, o);
+  std::string all;
+  for (int64_t i = 0; i < count; ++i) {
+    const ScheduledCase c = s.at(i);
+    const Problem& p = c.problem;
+    all += fmt::format("{} {} {} {} {} {} {} {} {} {} {} {}|", to_string(p.op), p.m, p.n, p.k, p.l,
+                       to_string(p.sf_layout), p.alpha, to_string(c.kind), to_string(c.data), c.spec.name(),
+                       *p.seed, c.stale_seed);
+    all.append(p.a.begin(), p.a.end());
+    all.append(p.b.begin(), p.b.end());
+    all.append(p.sfa.begin(), p.sfa.end());
+    all.append(p.sfb.begin(), p.sfb.end());
+  }
+  return fnv1a(all);
+}
+
+TEST(Schedule, Version1DrawIsUnchanged) {
+  nvfp4_kernel_info v1 = any_gemm();
+  v1.abi_version = 1;
+  nvfp4_kernel_info unit_m8 = v1;
+  unit_m8.ops = 1u << NVFP4_OP_GEMM;
+  unit_m8.m_multiple = 8;
+  unit_m8.flags = NVFP4_FLAG_UNIT_ALPHA;
+  // The values the draw gave before those ops existed (commit 6d3dcf5); a v2 kernel declaring
+  // GEMV and GEMM with FP16 only draws the same.
+  EXPECT_EQ(schedule_hash(v1, "v1", 400), 0xa495cb9829a9cc9eull);
+  EXPECT_EQ(schedule_hash(unit_m8, "unit_m8", 400), 0x63bb195221562c57ull);
+  EXPECT_EQ(schedule_hash(any_gemm(), "v2", 400), 0x9b9727ddbcf09d89ull);
 }
 
 // The targeted cases of the schedule make the subnormal-operand quirk show in the exact regime;
