@@ -664,6 +664,7 @@ void draw_grouped_data(Draws& d, const DataSpec& spec, Problem& p) {
     Problem one;
     one.op = Op::gemm;
     one.m = g.m, one.n = g.n, one.k = g.k, one.l = 1;
+    one.out_type = p.out_type;
     draw_data(d, each, one);
     make_distinct(one.sfa, each.scales, g.kb(), seen_sfa);
     make_distinct(one.sfb, each.scales, g.kb(), seen_sfb);
@@ -708,6 +709,11 @@ void draw_data(Draws& d, const DataSpec& spec, Problem& p) {
   const uint32_t alpha_raw = static_cast<uint32_t>(d.below(uint64_t(1) << 32));
   const uint32_t alpha2_raw = static_cast<uint32_t>(d.below(dual ? uint64_t(1) << 32 : 1));
   const uint64_t gate = d.below(dual ? 8 : 1);
+  // BF16 and FP32 reach far past FP16's range: an arbitrary alpha is sometimes moved to the
+  // bottom of theirs (subnormal outputs, alpha itself an FP32 subnormal at the extreme) or near
+  // their top (overflow to Inf). FP16 problems draw nothing here.
+  const bool wide = p.out_type != OutType::fp16 && spec.alpha == AlphaDist::arbitrary;
+  const uint64_t range = d.below(wide ? 4 : 1), range_exp = d.below(wide ? 30 : 1);
 
   pack_codes(raw_a, spec.values, p.k, false, signs & 1u, p.a);
   pack_codes(raw_b, spec.values, p.k, true, signs & 2u, p.b);
@@ -750,6 +756,9 @@ void draw_data(Draws& d, const DataSpec& spec, Problem& p) {
   }
   p.alpha = alpha_from_raw(spec.alpha, alpha_raw);
   if (dual) p.alpha2 = alpha_from_raw(spec.alpha, alpha2_raw);
+  // |alpha| < 2^17 from alpha_from_raw: 2^-(100..129) and 2^(80..109) keep it finite and non-zero.
+  if (range == 1) p.alpha = std::ldexp(p.alpha, -100 - static_cast<int>(range_exp));
+  if (range == 2) p.alpha = std::ldexp(p.alpha, 80 + static_cast<int>(range_exp));
 }
 
 void fill_data(Rng& rng, const DataSpec& spec, Problem& p) {

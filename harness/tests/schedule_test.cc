@@ -498,8 +498,14 @@ TEST(Schedule, OutTypesAndOpsFollowTheDeclaration) {
       ASSERT_EQ(problem_error(p), "") << name << " " << i;
       ++seen[std::string(name) + " " + to_string(p.out_type)];
       ++seen[std::string(name) + " " + to_string(p.op)];
+      // alpha at the bottom or the top of BF16's range: subnormal outputs, overflow to Inf
+      if (p.op != Op::grouped_gemm && std::fabs(p.alpha) < 0x1p-90f) ++seen[std::string(name) + " tiny alpha"];
+      if (p.op != Op::grouped_gemm && std::fabs(p.alpha) > 0x1p60f) ++seen[std::string(name) + " huge alpha"];
     }
   }
+  EXPECT_GE(seen["bf16 tiny alpha"], 5);
+  EXPECT_GE(seen["bf16 huge alpha"], 5);
+  EXPECT_EQ(seen["v1 tiny alpha"] + seen["v1 huge alpha"], 0) << "FP16 problems keep alpha where FP16 shows it";
   EXPECT_EQ(seen["bf16 bf16"], 1200);
   for (const char* t : {"fp16", "bf16", "fp32"}) EXPECT_GE(seen[std::string("all ") + t], 300) << t;
   for (const char* op : {"gemv", "gemm", "grouped_gemm", "dual_gemm"}) EXPECT_GE(seen[std::string("all ") + op], 200) << op;
