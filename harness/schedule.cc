@@ -273,7 +273,8 @@ CasePlan draw_plan(Draws& d, const nvfp4_kernel_info& info, const CaseConstraint
   }
   if (c.no_nan && plan.spec.scales == ScaleDist::nan_block) plan.spec.scales = ScaleDist::narrow;
 
-  std::vector<Op> ops = declared_ops(info, c.op);
+  std::vector<Op> ops = c.gemv_gemm_only ? declared_gemv_gemm_ops(info) : declared_ops(info);
+  if (c.op) ops.erase(std::remove_if(ops.begin(), ops.end(), [&](Op op) { return op != *c.op; }), ops.end());
   if (shape) {
     // A kernel without GEMV takes an n = 1 shape as a GEMM.
     const Op op = shape->op == Op::gemv && !((info.ops >> NVFP4_OP_GEMV) & 1u) ? Op::gemm : shape->op;
@@ -287,7 +288,9 @@ CasePlan draw_plan(Draws& d, const nvfp4_kernel_info& info, const CaseConstraint
   // Among the declared output types, FP16 first (raw 0) when declared. One declared type draws
   // nothing, so a version-1 kernel's cases are what they were before BF16 and FP32 existed.
   const std::vector<OutType> out_types = declared_out_type_list(info);
-  p.out_type = out_types[d.below(out_types.size())];
+  if (c.out_type && std::find(out_types.begin(), out_types.end(), *c.out_type) == out_types.end())
+    throw std::invalid_argument(fmt::format("the kernel does not declare out type {}", to_string(*c.out_type)));
+  p.out_type = c.out_type ? *c.out_type : out_types[d.below(out_types.size())];
 
   const bool grouped = op == Op::grouped_gemm;
   if (plan.kind == CaseKind::unsupported &&

@@ -21,6 +21,8 @@ namespace nvfp4 {
 struct CaseConstraints {
   std::optional<Op> op;            // else drawn among the kernel's ops
   std::optional<SfLayout> layout;  // else drawn among the kernel's layouts
+  std::optional<OutType> out_type; // else drawn among the kernel's output types (it must declare this one)
+  bool gemv_gemm_only = false;     // only the kernel's GEMV and GEMM (checks written for one GEMM)
   bool exact_regime = false;       // narrow scales and alpha 1 or a power of two
   bool no_nan = false;             // no NaN scale in a used block
   int64_t min_l = 1;               // at least this many batches
