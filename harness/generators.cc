@@ -410,7 +410,7 @@ Shape draw_shape(Draws& d, Op op, const nvfp4_kernel_info& info, const ShapeLimi
 Shape draw_unsupported_shape(Draws& d, Op op, const nvfp4_kernel_info& info,
                              const ShapeLimits& limits) {
   Shape s = draw_shape(d, op, info, limits);
-  // Which declared multiples can be broken: n only for GEMM (GEMV's n is 1 by definition), k
+  // Which declared multiples can be broken: n not for GEMV (its n is 1 by definition), k
   // only when the multiple is more than the evenness every k has anyway.
   std::vector<char> dims;
   if (dim_multiple(info.m_multiple) > 1) dims.push_back('m');
