@@ -312,6 +312,26 @@ int main(int argc, char** argv) {
       ++written;
     }
   }
+  // Grouped and dual GEMM as seeded cases (the binary encoding holds GEMV and GEMM only), one n
+  // and one k so that packed kernels take them too: experts of 129, 0, 1 and 257 rows (a ragged
+  // tile, an expert without tokens, one token, a third tile) with k = 80 (a k tail and a partial
+  // scale tile) and alphas of their own; a call where every expert is empty; a dual GEMM with BF16
+  // outputs over two batches.
+  const std::pair<const char*, const char*> kernel_only[] = {
+      {"grouped-gemm-seeded",
+       "op = grouped_gemm\ngroups = 4\ngroup_m = 129 0 1 257\ngroup_n = 24\ngroup_k = 80\nseed = 158\n"
+       "generator = uniform/narrow/pow2\nnote = seed grouped-gemm-seeded\n"},
+      {"grouped-gemm-all-empty",
+       "op = grouped_gemm\ngroups = 3\ngroup_m = 0 0 0\ngroup_n = 64\ngroup_k = 128\n"
+       "note = seed grouped-gemm-all-empty: no expert received a token\n"},
+      {"dual-gemm-seeded-bf16",
+       "op = dual_gemm\nm = 129\nn = 17\nk = 80\nl = 2\nout_type = bf16\nalpha2 = 0.5\nseed = 7\n"
+       "generator = uniform/narrow/one\nnote = seed dual-gemm-seeded-bf16\n"},
+  };
+  for (const auto& [name, text] : kernel_only) {
+    write_file(root / "kernel" / ("seed-" + std::string(name) + ".case"), text);
+    ++written;
+  }
   std::printf("wrote %d seed files under %s\n", written, root.c_str());
   return 0;
 }

@@ -8,10 +8,12 @@
 #include <cstring>
 #include <limits>
 #include <numeric>
+#include <set>
 #include <stdexcept>
 
 #include <fmt/format.h>
 
+#include "kernels/registry.h"
 #include "reference/case_file.h"
 
 namespace nvfp4 {
@@ -167,9 +169,26 @@ std::string case_shape_error(const Shape& s) {
 
 std::vector<Op> declared_ops(const nvfp4_kernel_info& info, std::optional<Op> only) {
   std::vector<Op> ops;
-  for (Op op : {Op::gemv, Op::gemm})
+  // A version-1 kernel is handed GEMV and GEMM only (SPEC section 5), whatever its ops bits say.
+  const bool v2 = info.abi_version >= 2;
+  for (Op op : {Op::gemv, Op::gemm, Op::grouped_gemm, Op::dual_gemm}) {
+    if (!v2 && op != Op::gemv && op != Op::gemm) continue;
     if (((info.ops >> static_cast<uint32_t>(op)) & 1u) && (!only || *only == op)) ops.push_back(op);
+  }
   return ops;
+}
+
+std::vector<Op> declared_gemv_gemm_ops(const nvfp4_kernel_info& info) {
+  std::vector<Op> ops = declared_ops(info);
+  ops.erase(std::remove_if(ops.begin(), ops.end(), [](Op op) { return op != Op::gemv && op != Op::gemm; }), ops.end());
+  return ops;
+}
+
+std::vector<OutType> declared_out_type_list(const nvfp4_kernel_info& info) {
+  std::vector<OutType> types;
+  for (OutType t : {OutType::fp16, OutType::bf16, OutType::fp32})
+    if ((declared_out_types(info) >> static_cast<uint32_t>(t)) & 1u) types.push_back(t);
+  return types;
 }
 
 ScaleSemantics declared_semantics(const nvfp4_kernel_info& info) {
@@ -368,7 +387,7 @@ const std::vector<int64_t>& tile_edge_dims() {
 bool on_tile_edge(const Shape& s) {
   const auto& e = tile_edge_dims();
   auto edge = [&](int64_t v) { return v != 1 && std::find(e.begin(), e.end(), v) != e.end(); };
-  return edge(s.m) || (s.op == Op::gemm && edge(s.n)) || s.k % 64 != 0;
+  return edge(s.m) || (s.op != Op::gemv && edge(s.n)) || s.k % 64 != 0;
 }
 
 Shape draw_shape(Draws& d, Op op, const nvfp4_kernel_info& info, const ShapeLimits& limits) {
@@ -391,11 +410,11 @@ Shape draw_shape(Draws& d, Op op, const nvfp4_kernel_info& info, const ShapeLimi
 Shape draw_unsupported_shape(Draws& d, Op op, const nvfp4_kernel_info& info,
                              const ShapeLimits& limits) {
   Shape s = draw_shape(d, op, info, limits);
-  // Which declared multiples can be broken: n only for GEMM (GEMV's n is 1 by definition), k
+  // Which declared multiples can be broken: n not for GEMV (its n is 1 by definition), k
   // only when the multiple is more than the evenness every k has anyway.
   std::vector<char> dims;
   if (dim_multiple(info.m_multiple) > 1) dims.push_back('m');
-  if (op == Op::gemm && dim_multiple(info.n_multiple) > 1) dims.push_back('n');
+  if (op != Op::gemv && dim_multiple(info.n_multiple) > 1) dims.push_back('n');
   if (info.k_multiple > 2 || (info.k_multiple > 1 && info.k_multiple % 2 == 1)) dims.push_back('k');
   const uint64_t which = d.below(std::max<size_t>(1, dims.size()));
   const uint64_t quotient = d.below(4), offset_raw = d.below(uint64_t(1) << 30);
@@ -438,6 +457,114 @@ Shape generate_unsupported_shape(Rng& rng, Op op, const nvfp4_kernel_info& info,
   return draw_unsupported_shape(d, op, info, limits);
 }
 
+namespace {
+
+// m_g of a grouped problem: an expert with no tokens, one or two, a 128-row tile and its
+// neighbours, two tiles and theirs, or a uniform count; raw 0 gives one row.
+int64_t draw_group_m(Draws& d, int64_t max_m, int64_t multiple) {
+  static const int64_t kEdges[] = {1, 0, 2, 127, 128, 129, 255, 256, 257};
+  const uint64_t kUniformSlots = 4;
+  const uint64_t category = d.below(9 + kUniformSlots);
+  const int64_t uniform = 1 + static_cast<int64_t>(d.below(static_cast<uint64_t>(max_m)));
+  const int64_t v = category < 9 ? kEdges[category] : uniform;
+  return v == 0 ? 0 : fit_multiple(v, multiple, std::max(max_m, multiple));  // 0 is a multiple of anything
+}
+
+}  // namespace
+
+void fit_group_limits(std::vector<Group>& groups, const nvfp4_kernel_info& info, const ShapeLimits& lim) {
+  const bool packed = info.flags & NVFP4_FLAG_GROUPS_PACKED;
+  const int64_t mm = dim_multiple(info.m_multiple), nm = dim_multiple(info.n_multiple), km = k_multiple_of(info);
+  // The measures of ShapeLimits over all groups: outputs, products, elements of the A's and of
+  // the B's (a packed B keeps the slot of an empty group too).
+  enum Measure { outputs, products, a_elements, b_elements };
+  auto contribution = [&](const Group& g, Measure m) -> int64_t {
+    switch (m) {
+      case outputs: return g.m * g.n;
+      case products: return g.m * g.n * g.k;
+      case a_elements: return g.m * g.k;
+      case b_elements: return packed || g.m > 0 ? g.n * g.k : 0;
+    }
+    return 0;
+  };
+  const int64_t caps[] = {lim.max_outputs, lim.max_products, lim.max_elements, lim.max_elements};
+  // Which dimensions each measure grows with (m, n, k).
+  static const bool kDims[4][3] = {{true, true, false}, {true, true, true}, {true, false, true}, {false, true, true}};
+  while (true) {
+    int over = -1;
+    for (int m = 0; m < 4 && over < 0; ++m) {
+      int64_t total = 0;
+      for (const Group& g : groups) total += contribution(g, static_cast<Measure>(m));
+      if (total > caps[m]) over = m;
+    }
+    if (over < 0) return;
+    // The largest contributor that can still shrink, in its largest dimension relative to the
+    // multiple it must keep. Packed groups share n and k: shrinking one shrinks all.
+    int64_t best = -1, best_c = -1;
+    for (size_t i = 0; i < groups.size(); ++i) {
+      const Group& g = groups[i];
+      const bool can = (kDims[over][0] && g.m > mm) || (kDims[over][1] && g.n > nm) || (kDims[over][2] && g.k > km);
+      const int64_t c = contribution(g, static_cast<Measure>(over));
+      if (can && c > best_c) best = static_cast<int64_t>(i), best_c = c;
+    }
+    if (best < 0) return;  // every group at its minimum: the multiples exceed the limits
+    Group& g = groups[static_cast<size_t>(best)];
+    const double rm = kDims[over][0] && g.m > mm ? double(g.m) / double(mm) : 0.0;
+    const double rn = kDims[over][1] && g.n > nm ? double(g.n) / double(nm) : 0.0;
+    const double rk = kDims[over][2] && g.k > km ? double(g.k) / double(km) : 0.0;
+    if (rm >= rn && rm >= rk) {
+      g.m = fit_multiple(g.m / 2, mm, g.m);
+    } else if (rn >= rk) {
+      const int64_t n = fit_multiple(g.n / 2, nm, g.n);
+      if (packed) for (Group& q : groups) q.n = n;
+      else g.n = n;
+    } else {
+      const int64_t k = fit_multiple(g.k / 2, km, g.k);
+      if (packed) for (Group& q : groups) q.k = k;
+      else g.k = k;
+    }
+  }
+}
+
+std::vector<Group> draw_grouped_shape(Draws& d, const nvfp4_kernel_info& info, const ShapeLimits& limits) {
+  const bool packed = info.flags & NVFP4_FLAG_GROUPS_PACKED;
+  const int64_t mm = dim_multiple(info.m_multiple), nm = dim_multiple(info.n_multiple), km = k_multiple_of(info);
+  const int64_t max_m = std::max<int64_t>(1, limits.max_m), max_n = std::max<int64_t>(1, limits.max_n);
+  const int64_t max_k = std::max<int64_t>(2, limits.max_k);
+  // G: 1-8 eleven times in sixteen, 9-64 four, 65-256 once (a layer of many experts); raw 0 is
+  // one group. Never more than the kernel's max_groups.
+  const uint64_t count_class = d.below(16);
+  const int64_t r = static_cast<int64_t>(d.below(uint64_t(1) << 30));
+  int64_t count = count_class < 11 ? 1 + r % 8 : count_class < 15 ? 9 + r % 56 : 65 + r % 192;
+  if (info.max_groups > 0) count = std::min<int64_t>(count, info.max_groups);
+  // Empty experts on top of the m_g = 0 edge: none forced half the time, else one group in four,
+  // two in four, or (one case in sixteen) every group: a call with no tokens at all.
+  const uint64_t empty_class = d.below(16);
+  const uint64_t empty_in_4 = empty_class < 8 ? 0 : empty_class < 12 ? 1 : empty_class < 15 ? 2 : 4;
+  // Packed: one k and one n for all groups, drawn first (k first, as in draw_shape).
+  const int64_t shared_k = packed ? draw_k(d, max_k, km) : 2;
+  const int64_t shared_n = packed ? draw_dim(d, max_n, nm) : 1;
+  std::vector<Group> groups(static_cast<size_t>(count));
+  for (Group& g : groups) {
+    const bool empty = d.below(4) < empty_in_4;
+    const int64_t m = draw_group_m(d, max_m, mm);
+    g.m = empty ? 0 : m;
+    g.k = packed ? shared_k : draw_k(d, max_k, km);
+    g.n = packed ? shared_n : draw_dim(d, max_n, nm);
+  }
+  fit_group_limits(groups, info, limits);
+  return groups;
+}
+
+void set_groups(Problem& p, std::vector<Group> groups, const nvfp4_kernel_info& info) {
+  p.op = Op::grouped_gemm;
+  p.groups = std::move(groups);
+  p.packed = info.flags & NVFP4_FLAG_GROUPS_PACKED;
+  // The problem-level shape is unused by a grouped problem; kept at its defaults.
+  p.m = p.n = p.l = 1;
+  p.k = 2;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Data
 
@@ -458,36 +585,180 @@ DataSpec draw_spec(Draws& d) {
   return s;
 }
 
+namespace {
+
+// Every byte scale_from_raw gives for dist, in the order of the raw bytes that first give it,
+// and each byte's index in that list (-1 when dist never gives it).
+struct ScaleValues {
+  std::vector<uint8_t> list;
+  int index[256];
+};
+
+const ScaleValues& scale_values(ScaleDist dist) {
+  static const std::vector<ScaleValues> all = [] {
+    std::vector<ScaleValues> v(8);
+    for (int dist = 0; dist < 8; ++dist) {
+      ScaleValues& sv = v[static_cast<size_t>(dist)];
+      std::fill(std::begin(sv.index), std::end(sv.index), -1);
+      for (int raw = 0; raw < 256; ++raw) {
+        const uint8_t byte = scale_from_raw(static_cast<ScaleDist>(dist), static_cast<uint8_t>(raw));
+        if (sv.index[byte] < 0) {
+          sv.index[byte] = static_cast<int>(sv.list.size());
+          sv.list.push_back(byte);
+        }
+      }
+    }
+    return v;
+  }();
+  return all[static_cast<size_t>(dist)];
+}
+
+// Makes one group's scales differ from every earlier group's (`seen`, which it joins), so that a
+// kernel reading another expert's scales changes some output: steps the scales like a counter
+// whose digits are the distribution's values (fine_cancel's fixed pair blocks left alone). A
+// distribution with fewer combinations than groups gives up after one full turn.
+void make_distinct(std::vector<uint8_t>& scales, ScaleDist dist, int64_t kb, std::set<std::vector<uint8_t>>& seen) {
+  const ScaleValues& sv = scale_values(dist);
+  std::vector<size_t> free;
+  for (size_t i = 0; i < scales.size(); ++i) {
+    const bool fixed = dist == ScaleDist::fine_cancel && fine_cancel_pair_block(static_cast<int64_t>(i) % kb, kb);
+    if (!fixed && sv.index[scales[i]] >= 0) free.push_back(i);
+  }
+  for (size_t attempt = 0; attempt <= seen.size() && seen.count(scales) && !free.empty(); ++attempt) {
+    for (const size_t i : free) {
+      const size_t next = (static_cast<size_t>(sv.index[scales[i]]) + 1) % sv.list.size();
+      scales[i] = sv.list[next];
+      if (next != 0) break;  // no carry
+    }
+  }
+  seen.insert(scales);
+}
+
+void set_signs(std::vector<uint8_t>& packed, bool negative) {
+  for (uint8_t& byte : packed) {
+    uint8_t out = 0;
+    for (int shift : {0, 4}) {
+      const uint8_t magnitude = (byte >> shift) & 7u;
+      out |= static_cast<uint8_t>((magnitude && negative ? magnitude | 8u : magnitude) << shift);
+    }
+    byte = out;
+  }
+}
+
+// A grouped problem's data: each non-empty group its own draw_data (own scales, own alpha),
+// scales distinct between groups, alphas distinct from the previous group's when not all 1, and
+// for nan_block one NaN in one group's used block (a kernel reading the next expert's scales, or
+// one group's output from another's, shows it in the wrong group). Empty groups draw an alpha
+// only.
+void draw_grouped_data(Draws& d, const DataSpec& spec, Problem& p) {
+  DataSpec each = spec;
+  if (each.scales == ScaleDist::nan_block) each.scales = ScaleDist::narrow;
+  std::set<std::vector<uint8_t>> seen_sfa, seen_sfb;
+  std::optional<float> previous_alpha;
+  for (Group& g : p.groups) {
+    if (g.m == 0) {
+      g.a.clear(), g.b.clear(), g.sfa.clear(), g.sfb.clear();
+      g.alpha = alpha_from_raw(spec.alpha, static_cast<uint32_t>(d.below(uint64_t(1) << 32)));
+      continue;
+    }
+    Problem one;
+    one.op = Op::gemm;
+    one.m = g.m, one.n = g.n, one.k = g.k, one.l = 1;
+    one.out_type = p.out_type;
+    draw_data(d, each, one);
+    make_distinct(one.sfa, each.scales, g.kb(), seen_sfa);
+    make_distinct(one.sfb, each.scales, g.kb(), seen_sfb);
+    g.a = std::move(one.a), g.b = std::move(one.b), g.sfa = std::move(one.sfa), g.sfb = std::move(one.sfb);
+    g.alpha = one.alpha;
+    if (spec.alpha != AlphaDist::one && previous_alpha && *previous_alpha == g.alpha) g.alpha = -g.alpha;
+    previous_alpha = g.alpha;
+  }
+  int64_t non_empty = 0;
+  for (const Group& g : p.groups) non_empty += g.m > 0;
+  if (spec.scales != ScaleDist::nan_block || non_empty == 0) return;
+  int64_t pick = static_cast<int64_t>(d.below(static_cast<uint64_t>(non_empty)));
+  for (Group& g : p.groups) {
+    if (g.m == 0 || pick-- != 0) continue;
+    const int64_t at = static_cast<int64_t>(d.below(static_cast<uint64_t>(g.sfa_bytes() + g.sfb_bytes())));
+    uint8_t& cell = at < g.sfa_bytes() ? g.sfa[static_cast<size_t>(at)] : g.sfb[static_cast<size_t>(at - g.sfa_bytes())];
+    cell = (at & 1) ? 0xFF : 0x7F;
+    break;
+  }
+}
+
+}  // namespace
+
 void draw_data(Draws& d, const DataSpec& spec, Problem& p) {
+  if (p.op == Op::grouped_gemm) {
+    draw_grouped_data(d, spec, p);
+    return;
+  }
+  const bool dual = p.op == Op::dual_gemm;
+  // The draws of GEMV and GEMM come first and in their old order; a dual problem's extra draws
+  // (B2, SFB2, B2's sign, alpha2, silu's region) come with a bound of 1 otherwise, which draws
+  // nothing, so a seed means the same GEMV or GEMM case as before dual GEMM existed.
   const std::vector<uint8_t> raw_a = d.bytes(static_cast<size_t>(e2m1_elements(p.m, p.k, p.l)));
   const std::vector<uint8_t> raw_b = d.bytes(static_cast<size_t>(e2m1_elements(p.n, p.k, p.l)));
   const std::vector<uint8_t> raw_sfa = d.bytes(static_cast<size_t>(p.sfa_bytes()));
   const std::vector<uint8_t> raw_sfb = d.bytes(static_cast<size_t>(p.sfb_bytes()));
+  const std::vector<uint8_t> raw_b2 = d.bytes(static_cast<size_t>(dual ? e2m1_elements(p.n, p.k, p.l) : 0));
+  const std::vector<uint8_t> raw_sfb2 = d.bytes(static_cast<size_t>(p.sfb2_bytes()));
   const uint64_t signs = d.below(4);  // one_sign: bit 0 negates A, bit 1 negates B
-  const uint64_t nan_at = d.below(static_cast<uint64_t>(p.sfa_bytes() + p.sfb_bytes()));
+  const uint64_t sign_b2 = d.below(dual ? 2 : 1);
+  const uint64_t nan_at = d.below(static_cast<uint64_t>(p.sfa_bytes() + p.sfb_bytes() + p.sfb2_bytes()));
   const uint32_t alpha_raw = static_cast<uint32_t>(d.below(uint64_t(1) << 32));
+  const uint32_t alpha2_raw = static_cast<uint32_t>(d.below(dual ? uint64_t(1) << 32 : 1));
+  const uint64_t gate = d.below(dual ? 8 : 1);
+  // BF16 and FP32 reach far past FP16's range: an arbitrary alpha is sometimes moved to the
+  // bottom of theirs (subnormal outputs, alpha itself an FP32 subnormal at the extreme) or near
+  // their top (overflow to Inf). FP16 problems draw nothing here.
+  const bool wide = p.out_type != OutType::fp16 && spec.alpha == AlphaDist::arbitrary;
+  const uint64_t range = d.below(wide ? 4 : 1), range_exp = d.below(wide ? 30 : 1);
 
   pack_codes(raw_a, spec.values, p.k, false, signs & 1u, p.a);
   pack_codes(raw_b, spec.values, p.k, true, signs & 2u, p.b);
+  if (dual) pack_codes(raw_b2, spec.values, p.k, true, sign_b2 != 0, p.b2);
   p.sfa.resize(raw_sfa.size());
   p.sfb.resize(raw_sfb.size());
+  p.sfb2.resize(raw_sfb2.size());
   for (size_t i = 0; i < raw_sfa.size(); ++i) p.sfa[i] = scale_from_raw(spec.scales, raw_sfa[i]);
   for (size_t i = 0; i < raw_sfb.size(); ++i) p.sfb[i] = scale_from_raw(spec.scales, raw_sfb[i]);
+  for (size_t i = 0; i < raw_sfb2.size(); ++i) p.sfb2[i] = scale_from_raw(spec.scales, raw_sfb2[i]);
   if (spec.scales == ScaleDist::fine_cancel) {
     const int64_t kb = p.kb();
     for (size_t i = 0; i < p.sfa.size(); ++i)
       if (fine_cancel_pair_block(static_cast<int64_t>(i) % kb, kb)) p.sfa[i] = 0x01;  // 2^-9
-    for (size_t i = 0; i < p.sfb.size(); ++i)
-      if (fine_cancel_pair_block(static_cast<int64_t>(i) % kb, kb)) p.sfb[i] = 0x6B;  // 88
+    for (auto* sfb : {&p.sfb, &p.sfb2})
+      for (size_t i = 0; i < sfb->size(); ++i)
+        if (fine_cancel_pair_block(static_cast<int64_t>(i) % kb, kb)) (*sfb)[i] = 0x6B;  // 88
+  }
+  // Dual GEMM: half the time G is pushed into one of silu's regions that plain data meets only
+  // by chance: below -87 (an FP32 1 + exp(-G) overflows past -88.72: silu must not give NaN or
+  // lose U's sign), large positive (silu(G) = G to the last bit), or near 0 (silu(G) ~ G/2).
+  // All of G's products <= 0 or >= 0 make |G| grow with k; B's scales at 2^-9 make it small.
+  // fine_cancel's pair structure is left alone. Raw 0 leaves G as drawn.
+  if (dual && spec.values != ValueDist::fine_cancel && spec.scales != ScaleDist::fine_cancel) {
+    if (gate == 1 || gate == 2 || gate == 3) {
+      set_signs(p.a, false);
+      set_signs(p.b, gate != 3);  // 1, 2: G <= 0; 3: G >= 0
+    } else if (gate == 4) {
+      std::fill(p.sfb.begin(), p.sfb.end(), uint8_t{0x01});
+    }
   }
   if (spec.scales == ScaleDist::nan_block) {
     // Every scale of the linear layout is used by some output (n, m >= 1), so any position is a
     // used block. Both NaN encodings occur (0x7F and 0xFF), chosen by the position's parity.
     const int64_t at = static_cast<int64_t>(nan_at);
-    uint8_t& cell = at < p.sfa_bytes() ? p.sfa[at] : p.sfb[at - p.sfa_bytes()];
+    uint8_t& cell = at < p.sfa_bytes()                    ? p.sfa[at]
+                    : at < p.sfa_bytes() + p.sfb_bytes() ? p.sfb[at - p.sfa_bytes()]
+                                                          : p.sfb2[at - p.sfa_bytes() - p.sfb_bytes()];
     cell = (at & 1) ? 0xFF : 0x7F;
   }
   p.alpha = alpha_from_raw(spec.alpha, alpha_raw);
+  if (dual) p.alpha2 = alpha_from_raw(spec.alpha, alpha2_raw);
+  // |alpha| < 2^17 from alpha_from_raw: 2^-(100..129) and 2^(80..109) keep it finite and non-zero.
+  if (range == 1) p.alpha = std::ldexp(p.alpha, -100 - static_cast<int>(range_exp));
+  if (range == 2) p.alpha = std::ldexp(p.alpha, 80 + static_cast<int>(range_exp));
 }
 
 void fill_data(Rng& rng, const DataSpec& spec, Problem& p) {
@@ -514,15 +785,25 @@ Problem generate_problem(Rng& rng, Op op, const nvfp4_kernel_info& info, const D
 }
 
 void expand_seeded_case(Problem& p) {
-  if (p.has_data()) return;  // explicit data always wins
+  const bool grouped = p.op == Op::grouped_gemm;
+  bool all_empty = grouped;
+  for (const Group& g : p.groups) all_empty = all_empty && g.m == 0;
+  // Explicit data always wins. A grouped case whose every group is empty has all its data, but
+  // its seed still names the groups' alphas.
+  if (p.has_data() && !(all_empty && p.seed)) return;
   if (!p.seed) {
     throw std::invalid_argument("the case gives neither explicit data (a, b, sfa, sfb) nor a seed");
   }
   const std::string shape = shape_error(p);
   if (!shape.empty()) throw std::invalid_argument(shape);
   const DataSpec spec = p.generator.empty() ? DataSpec{} : DataSpec::parse(p.generator);
-  Rng rng(*p.seed);
+  // The draw reads the shape alone (op, m, n, k, l, the groups' m, n, k), never the case's data:
+  // the expansion is a pure function of seed, generator and shape.
   Problem drawn = p;
+  clear_expect(drawn);
+  drawn.a.clear(), drawn.b.clear(), drawn.sfa.clear(), drawn.sfb.clear(), drawn.b2.clear(), drawn.sfb2.clear();
+  for (Group& g : drawn.groups) g.a.clear(), g.b.clear(), g.sfa.clear(), g.sfb.clear();
+  Rng rng(*p.seed);
   fill_data(rng, spec, drawn);
   // Keep each tensor the case gives with the right length; draw the others.
   bool all_drawn = true;
@@ -533,12 +814,33 @@ void expand_seeded_case(Problem& p) {
       all_drawn = false;
     }
   };
+  if (grouped) {
+    for (size_t i = 0; i < p.groups.size(); ++i) {
+      Group &g = p.groups[i], &dg = drawn.groups[i];
+      if (g.m > 0) {  // an empty group has no tensors to keep or take
+        keep_or_take(g.a, dg.a, g.a_bytes());
+        keep_or_take(g.b, dg.b, g.b_bytes());
+        keep_or_take(g.sfa, dg.sfa, g.sfa_bytes());
+        keep_or_take(g.sfb, dg.sfb, g.sfb_bytes());
+      }
+      if (spec.alpha != AlphaDist::one) g.alpha = dg.alpha;
+    }
+    p.data_from_seed = all_drawn;
+    return;
+  }
   keep_or_take(p.a, drawn.a, p.a_bytes());
   keep_or_take(p.b, drawn.b, p.b_bytes());
   keep_or_take(p.sfa, drawn.sfa, p.sfa_bytes());
   keep_or_take(p.sfb, drawn.sfb, p.sfb_bytes());
+  if (p.op == Op::dual_gemm) {
+    keep_or_take(p.b2, drawn.b2, p.b2_bytes());
+    keep_or_take(p.sfb2, drawn.sfb2, p.sfb2_bytes());
+  }
   p.data_from_seed = all_drawn;
-  if (spec.alpha != AlphaDist::one) p.alpha = drawn.alpha;
+  if (spec.alpha != AlphaDist::one) {
+    p.alpha = drawn.alpha;
+    if (p.op == Op::dual_gemm) p.alpha2 = drawn.alpha2;
+  }
 }
 
 }  // namespace nvfp4

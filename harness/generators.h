@@ -65,8 +65,14 @@ void set_shape(Problem& p, const Shape& s);
 std::string case_shape_error(const Shape& s);
 
 // What a kernel's info declares, as the generators and the checks read it: its ops in the
-// order gemv, gemm (only `only`, when given), and the scale semantics its flags call for.
+// order gemv, gemm, grouped_gemm, dual_gemm (only `only`, when given; GEMV and GEMM alone for a
+// version-1 kernel, which is handed nothing else), its output types in the order fp16, bf16,
+// fp32 (FP16 alone for version 1 or out_types 0), and the scale semantics its flags call for.
 std::vector<Op> declared_ops(const nvfp4_kernel_info& info, std::optional<Op> only = std::nullopt);
+// declared_ops less grouped and dual GEMM: for problems built as one GEMV or GEMM (the warm-up,
+// the mutation campaign's GPU MODE and KernelBench problems).
+std::vector<Op> declared_gemv_gemm_ops(const nvfp4_kernel_info& info);
+std::vector<OutType> declared_out_type_list(const nvfp4_kernel_info& info);
 ScaleSemantics declared_semantics(const nvfp4_kernel_info& info);
 // v rounded up to a multiple (itself when multiple <= 1).
 inline int64_t round_up(int64_t v, int64_t multiple) {
@@ -80,7 +86,7 @@ Shape generate_shape(Rng& rng, Op op, const nvfp4_kernel_info& info, const Shape
 // nullopt-like {m = 0} when info declares none that can be violated.
 Shape generate_unsupported_shape(Rng& rng, Op op, const nvfp4_kernel_info& info, const ShapeLimits& limits);
 
-// Fills a, b, sfa, sfb (linear) and alpha of p (shape already set) from spec.
+// Fills p's data (shape already set) from spec: see draw_data.
 void fill_data(Rng& rng, const DataSpec& spec, Problem& p);
 
 // A whole problem: shape for info, layout chosen among info's layouts, semantics from info's
@@ -89,9 +95,10 @@ Problem generate_problem(Rng& rng, Op op, const nvfp4_kernel_info& info, const D
                          const ShapeLimits& limits);
 
 // Expands a case that names a seed (and optionally a generator) into explicit data: the tensors
-// the case does not give explicitly are drawn from Rng(seed) with the named DataSpec (default
-// uniform/narrow/one). alpha is drawn only when the generator names pow2 or arbitrary; otherwise
-// the case's alpha stays. Sets p.data_from_seed when every tensor was drawn. Throws std::invalid_argument when there is neither data nor a seed, or
+// the case does not give explicitly (a grouped case's per group, a dual case's b2 and sfb2 too)
+// are drawn from Rng(seed) with the named DataSpec (default uniform/narrow/one), a pure function
+// of seed, generator and shape. alpha (alpha2, every group's) is drawn only when the generator
+// names pow2 or arbitrary; otherwise the case's alphas stay. Sets p.data_from_seed when every tensor was drawn. Throws std::invalid_argument when there is neither data nor a seed, or
 // the generator name is unknown.
 void expand_seeded_case(Problem& p);
 
@@ -142,6 +149,19 @@ const std::vector<int64_t>& tile_edge_dims();
 bool on_tile_edge(const Shape& s);
 
 Shape draw_shape(Draws& d, Op op, const nvfp4_kernel_info& info, const ShapeLimits& limits);
+// The groups of a grouped problem (shapes only, alpha 1, no data): G from 1 to 256 (raw 0: one;
+// mostly 1-8, sometimes 9-64, rarely up to 256; never above info.max_groups when it is set),
+// empty groups often (sometimes every group), m_g on tile edges (0, 1, 2, 127-129, 255-257) or
+// uniform, n_g and k_g per group, or one n and one k for a GROUPS_PACKED kernel; every m_g, n_g,
+// k_g a multiple of what info declares (0 is a multiple of anything); all groups together within
+// limits (fit_group_limits).
+std::vector<Group> draw_grouped_shape(Draws& d, const nvfp4_kernel_info& info, const ShapeLimits& limits);
+// Halves the largest contributor to whichever of limits' totals (outputs, products, A and B
+// elements, summed over the groups) is exceeded, keeping multiples and a packed kernel's one n
+// and one k, until they all fit or every group is at its minimum.
+void fit_group_limits(std::vector<Group>& groups, const nvfp4_kernel_info& info, const ShapeLimits& limits);
+// Makes p a grouped problem of these groups, packed when info declares NVFP4_FLAG_GROUPS_PACKED.
+void set_groups(Problem& p, std::vector<Group> groups, const nvfp4_kernel_info& info);
 Shape draw_unsupported_shape(Draws& d, Op op, const nvfp4_kernel_info& info,
                              const ShapeLimits& limits);
 // A spec weighted toward the exact regime (narrow scales, alpha 1) with every distribution
@@ -149,6 +169,10 @@ Shape draw_unsupported_shape(Draws& d, Op op, const nvfp4_kernel_info& info,
 DataSpec draw_spec(Draws& d);
 // Fills a, b, sfa, sfb (linear) and alpha of p from spec. Draw order: raw bytes of A (one per
 // element), of B, of SFA, of SFB (one per scale), then a sign choice, a NaN position, alpha.
+// Dual GEMM adds b2, sfb2 (like b, sfb) and alpha2, and sometimes pushes G into silu's hard
+// regions (below -87, large positive, near 0). Grouped GEMM: each non-empty group its own draw
+// (own scales, distinct from the other groups' where the distribution has enough values, own
+// alpha), nan_block's one NaN in one group.
 void draw_data(Draws& d, const DataSpec& spec, Problem& p);
 
 // The per-distribution maps from one raw uniform byte, the building blocks of draw_data.

@@ -190,13 +190,17 @@ nlohmann::json report_json(std::optional<uint64_t> seed, const std::vector<Kerne
     if (!k.stream.empty()) e["stream"] = k.stream;
     if (k.drawn.cases > 0) {
       nlohmann::json d = {{"cases", k.drawn.cases},   {"tile_edge", k.drawn.tile_edge}, {"batched", k.drawn.batched},
-                          {"k_tail", k.drawn.k_tail}, {"padded", k.drawn.padded}};
+                          {"k_tail", k.drawn.k_tail}, {"padded", k.drawn.padded},
+                          {"grouped", k.drawn.grouped}, {"groups", k.drawn.groups},
+                          {"empty_groups", k.drawn.empty_groups}, {"all_empty", k.drawn.all_empty}};
       d["by_kind"] = k.drawn.by_kind;
       d["by_data"] = k.drawn.by_data;
       d["by_op"] = k.drawn.by_op;
       d["by_op_data"] = k.drawn.by_op_data;
       d["by_scales"] = k.drawn.by_scales;
       d["by_values"] = k.drawn.by_values;
+      d["by_out_type"] = k.drawn.by_out_type;
+      d["by_groups"] = k.drawn.by_groups;
       e["drawn"] = d;
     }
     if (!k.step_seconds.empty()) {

@@ -186,6 +186,12 @@ KernelReport kernel_report_from_json(const json& e) {
     k.drawn.by_op_data = count_map(d, "by_op_data", at);
     k.drawn.by_scales = count_map(d, "by_scales", at);
     k.drawn.by_values = count_map(d, "by_values", at);
+    k.drawn.grouped = count_field(d, "grouped", at);
+    k.drawn.groups = count_field(d, "groups", at);
+    k.drawn.empty_groups = count_field(d, "empty_groups", at);
+    k.drawn.all_empty = count_field(d, "all_empty", at);
+    k.drawn.by_out_type = count_map(d, "by_out_type", at);
+    k.drawn.by_groups = count_map(d, "by_groups", at);
   }
   if (e.contains("failure")) k.failure = failure_from_json(e.at("failure"), where + ": failure");
   if ((k.verdict == KernelVerdict::fail) != k.failure.has_value()) bad(where, "a failure without verdict fail, or the reverse");

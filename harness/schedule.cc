@@ -63,10 +63,11 @@ Shape draw_large_shape(Draws& d, Op op, const nvfp4_kernel_info& info) {
   const ShapeLimits small = small_shape_limits(), large = large_shape_limits();
   const int64_t mm = std::max<uint32_t>(1, info.m_multiple), nm = std::max<uint32_t>(1, info.n_multiple);
   const int64_t km = std::lcm<int64_t>(2, std::max<uint32_t>(1, info.k_multiple));
-  // Which dimensions span several tiles: m, n (GEMM), k, l, or m and n together.
-  const uint64_t focus = d.below(op == Op::gemm ? 5 : 3);
-  const bool big_m = focus == 0 || focus == 4, big_n = op == Op::gemm && (focus == 1 || focus == 4);
-  const bool big_k = (op == Op::gemm ? focus == 2 : focus == 1), big_l = (op == Op::gemm ? focus == 3 : focus == 2);
+  // Which dimensions span several tiles: m, n (GEMM, dual GEMM), k, l, or m and n together.
+  const bool has_n = op != Op::gemv;
+  const uint64_t focus = d.below(has_n ? 5 : 3);
+  const bool big_m = focus == 0 || focus == 4, big_n = has_n && (focus == 1 || focus == 4);
+  const bool big_k = (has_n ? focus == 2 : focus == 1), big_l = (has_n ? focus == 3 : focus == 2);
   Shape s = draw_shape(d, op, info, small);
   if (big_m) s.m = ragged_large(d, mm);
   if (big_n) s.n = ragged_large(d, nm);
@@ -89,6 +90,32 @@ Shape draw_large_shape(Draws& d, Op op, const nvfp4_kernel_info& info) {
     else break;
   }
   return s;
+}
+
+std::vector<Group> draw_large_grouped_shape(Draws& d, const nvfp4_kernel_info& info) {
+  const bool packed = info.flags & NVFP4_FLAG_GROUPS_PACKED;
+  const int64_t mm = std::max<uint32_t>(1, info.m_multiple), nm = std::max<uint32_t>(1, info.n_multiple);
+  const int64_t km = std::lcm<int64_t>(2, std::max<uint32_t>(1, info.k_multiple));
+  // A few big experts (rows past three 256-row tiles, k deep, with tails), or many experts of
+  // moderate size around the 128-row tile (a layer of 32 to 256 experts, some without tokens).
+  const bool few = d.below(2) == 0;
+  int64_t count = few ? 2 + static_cast<int64_t>(d.below(7)) : 32 + static_cast<int64_t>(d.below(225));
+  if (info.max_groups > 0) count = std::min<int64_t>(count, info.max_groups);
+  static const int64_t kFewK[] = {4096 + 2, 2048, 7168, 1024 + 18}, kManyK[] = {256, 512 + 2, 1024, 128 + 16 + 2};
+  static const int64_t kManyN[] = {128, 256, 129, 257, 64}, kManyM[] = {128, 256, 127, 129, 255, 257, 1, 64};
+  auto draw_k = [&] { return round_up(few ? kFewK[d.below(4)] : kManyK[d.below(4)], km); };
+  auto draw_n = [&] { return few ? ragged_large(d, nm) : round_up(kManyN[d.below(5)], nm); };
+  const int64_t shared_k = draw_k(), shared_n = draw_n();
+  std::vector<Group> groups(static_cast<size_t>(count));
+  for (Group& g : groups) {
+    const bool empty = d.below(4) == 0;
+    const int64_t m = few ? ragged_large(d, mm) : round_up(kManyM[d.below(8)], mm);
+    g.m = empty ? 0 : m;
+    g.k = packed ? shared_k : draw_k();
+    g.n = packed ? shared_n : draw_n();
+  }
+  fit_group_limits(groups, info, large_shape_limits());
+  return groups;
 }
 
 const char* to_string(CaseKind kind) {
@@ -132,15 +159,16 @@ DataClass data_from_raw(uint64_t raw) {
   return raw == kPlainShare + kMixedShare ? DataClass::fine_cancel : DataClass::nan_sparse;
 }
 
-// Problems just outside what the kernel declares: a broken multiple, else an undeclared layout,
-// else alpha != 1 for a UNIT_ALPHA kernel, else the op it lacks. False when nothing the kernel
-// declares can be broken (the case is then an ordinary one).
+// Problems just outside what the kernel declares, of an op and output type it declares: a broken
+// multiple, else an undeclared layout, else alpha != 1 (dual GEMM: alpha or alpha2) for a
+// UNIT_ALPHA kernel. False when nothing the kernel declares can be broken (the case is then an
+// ordinary one). An op or output type the kernel does not declare is no probe: such a problem is
+// never handed to a kernel at all.
 bool draw_unsupported(Draws& d, const nvfp4_kernel_info& info, Op op, const ShapeLimits& limits, CasePlan& plan) {
   Problem& p = plan.problem;
   const Shape s = draw_unsupported_shape(d, op, info, limits);
   const bool linear = (info.sf_layouts >> NVFP4_SF_LINEAR) & 1u;
   const bool permuted = (info.sf_layouts >> NVFP4_SF_PERMUTED) & 1u;
-  const Op other = op == Op::gemm ? Op::gemv : Op::gemm;
   if (s.m != 0) {
     set_shape(p, s);
     return true;
@@ -153,14 +181,68 @@ bool draw_unsupported(Draws& d, const nvfp4_kernel_info& info, Op op, const Shap
     p.sf_layout = SfLayout::permuted;
   } else if (info.flags & NVFP4_FLAG_UNIT_ALPHA) {
     plan.spec.alpha = alpha_pick ? AlphaDist::arbitrary : AlphaDist::pow2;
-  } else if (!((info.ops >> static_cast<uint32_t>(other)) & 1u)) {
-    nvfp4_kernel_info any = info;
-    any.ops = 1u << static_cast<uint32_t>(other);
-    set_shape(p, draw_shape(d, other, any, limits));
   } else {
     return false;
   }
   return true;
+}
+
+// A q * multiple + r with r in [1, multiple - 1] (never a multiple, never zero) for m or n; for
+// k an even value that is not a multiple of k_multiple (k_multiple > 2, or odd and > 1).
+int64_t broken_dim(char dim, int64_t multiple, uint64_t quotient, uint64_t offset_raw) {
+  if (dim != 'k') return static_cast<int64_t>(quotient) * multiple + 1 + static_cast<int64_t>(offset_raw % (multiple - 1));
+  int64_t k = static_cast<int64_t>(quotient) * std::lcm<int64_t>(2, multiple);
+  if (multiple % 2 == 0) return k + 2 + 2 * static_cast<int64_t>(offset_raw % ((multiple - 2) / 2));
+  return k + 2 * (1 + static_cast<int64_t>(offset_raw % (multiple - 1)));
+}
+
+// Grouped problems just outside what a kernel declaring grouped_gemm accepts: one group's m_g,
+// n_g or k_g breaking a declared multiple (every group's n or k for a packed kernel, whose groups
+// always share them), more groups than max_groups, or a group alpha != 1 for a UNIT_ALPHA kernel.
+// False when none applies.
+bool draw_unsupported_grouped(Draws& d, const nvfp4_kernel_info& info, const ShapeLimits& limits, CasePlan& plan) {
+  const bool packed = info.flags & NVFP4_FLAG_GROUPS_PACKED;
+  std::vector<char> probes;
+  if (info.m_multiple > 1) probes.push_back('m');
+  if (info.n_multiple > 1) probes.push_back('n');
+  if (info.k_multiple > 2 || (info.k_multiple > 1 && info.k_multiple % 2 == 1)) probes.push_back('k');
+  if (info.max_groups > 0 && info.max_groups < kMaxGroups) probes.push_back('G');
+  if (info.flags & NVFP4_FLAG_UNIT_ALPHA) probes.push_back('a');
+  const uint64_t which = d.below(std::max<size_t>(1, probes.size()));
+  const uint64_t quotient = d.below(4), offset_raw = d.below(uint64_t(1) << 30), extra = d.below(4);
+  std::vector<Group> groups = draw_grouped_shape(d, info, limits);
+  const uint64_t at = d.below(groups.size());
+  if (probes.empty()) return false;
+  Group& g = groups[at];
+  switch (probes[which]) {
+    case 'm': g.m = broken_dim('m', info.m_multiple, quotient, offset_raw); break;
+    case 'n': {
+      const int64_t n = broken_dim('n', info.n_multiple, quotient, offset_raw);
+      for (Group& q : groups) if (packed || &q == &g) q.n = n;
+      break;
+    }
+    case 'k': {
+      const int64_t k = broken_dim('k', info.k_multiple, quotient, offset_raw);
+      for (Group& q : groups) if (packed || &q == &g) q.k = k;
+      break;
+    }
+    case 'G': {
+      // One to four groups past the limit, repeating the drawn groups' shapes.
+      const size_t drawn = groups.size(), want = static_cast<size_t>(info.max_groups) + 1 + extra;
+      for (size_t i = drawn; i < want; ++i) groups.push_back(groups[i % drawn]);
+      fit_group_limits(groups, info, limits);
+      break;
+    }
+    default: plan.spec.alpha = quotient % 2 ? AlphaDist::arbitrary : AlphaDist::pow2; break;
+  }
+  set_groups(plan.problem, std::move(groups), info);
+  return true;
+}
+
+// alpha = alpha2 = every group's alpha = 1: what a UNIT_ALPHA kernel is handed outside its probes.
+void set_unit_alpha(Problem& p) {
+  p.alpha = p.alpha2 = 1.0f;
+  for (Group& g : p.groups) g.alpha = 1.0f;
 }
 
 }  // namespace
@@ -191,7 +273,8 @@ CasePlan draw_plan(Draws& d, const nvfp4_kernel_info& info, const CaseConstraint
   }
   if (c.no_nan && plan.spec.scales == ScaleDist::nan_block) plan.spec.scales = ScaleDist::narrow;
 
-  std::vector<Op> ops = declared_ops(info, c.op);
+  std::vector<Op> ops = c.gemv_gemm_only ? declared_gemv_gemm_ops(info) : declared_ops(info);
+  if (c.op) ops.erase(std::remove_if(ops.begin(), ops.end(), [&](Op op) { return op != *c.op; }), ops.end());
   if (shape) {
     // A kernel without GEMV takes an n = 1 shape as a GEMM.
     const Op op = shape->op == Op::gemv && !((info.ops >> NVFP4_OP_GEMV) & 1u) ? Op::gemm : shape->op;
@@ -202,12 +285,38 @@ CasePlan draw_plan(Draws& d, const nvfp4_kernel_info& info, const CaseConstraint
   const uint64_t layout_pick = d.below(2);
   p.sf_layout = c.layout ? *c.layout : pick_layout(info, layout_pick);
   p.semantics = declared_semantics(info);
+  // Among the declared output types, FP16 first (raw 0) when declared. One declared type draws
+  // nothing, so a version-1 kernel's cases are what they were before BF16 and FP32 existed.
+  const std::vector<OutType> out_types = declared_out_type_list(info);
+  if (c.out_type && std::find(out_types.begin(), out_types.end(), *c.out_type) == out_types.end())
+    throw std::invalid_argument(fmt::format("the kernel does not declare out type {}", to_string(*c.out_type)));
+  p.out_type = c.out_type ? *c.out_type : out_types[d.below(out_types.size())];
 
-  if (plan.kind == CaseKind::unsupported && !draw_unsupported(d, info, op, limits, plan)) plan.kind = CaseKind::small;
-  if (plan.kind == CaseKind::shape) {
+  const bool grouped = op == Op::grouped_gemm;
+  if (plan.kind == CaseKind::unsupported &&
+      !(grouped ? draw_unsupported_grouped(d, info, limits, plan) : draw_unsupported(d, info, op, limits, plan)))
+    plan.kind = CaseKind::small;
+  if (plan.kind == CaseKind::shape && grouped) {
+    // A shape given for a grouped kernel is one group of it.
+    Group g;
+    g.m = shape->m, g.n = shape->n, g.k = shape->k;
+    set_groups(p, {g}, info);
+  } else if (plan.kind == CaseKind::shape) {
     Shape s = *shape;
     s.op = op;
     set_shape(p, s);
+  } else if (plan.kind != CaseKind::unsupported && grouped) {
+    set_groups(p, plan.kind == CaseKind::large ? draw_large_grouped_shape(d, info) : draw_grouped_shape(d, info, limits),
+               info);
+    const int64_t km = std::lcm<int64_t>(2, std::max<uint32_t>(1, info.k_multiple));
+    const uint64_t extra = d.below(4);
+    for (Group& g : p.groups) {
+      if (c.min_full_blocks > 0 && g.k / 16 < c.min_full_blocks) g.k = round_up(16 * c.min_full_blocks, km);
+      // fine_cancel needs fine blocks before its middle pair block: at least three blocks (the
+      // same k for every group, so that packed groups keep one k).
+      if (plan.data == DataClass::fine_cancel && g.k < 48)
+        g.k = round_up(48 + static_cast<int64_t>(extra) * 16 + (g.k % 16), km);
+    }
   } else if (plan.kind != CaseKind::unsupported) {
     set_shape(p, plan.kind == CaseKind::large ? draw_large_shape(d, op, info) : draw_shape(d, op, info, limits));
     const int64_t km = std::lcm<int64_t>(2, std::max<uint32_t>(1, info.k_multiple));
@@ -230,7 +339,7 @@ DrawnCase draw_case(Draws& d, const nvfp4_kernel_info& info, const CaseConstrain
   out.kind = plan.kind;
   out.data = plan.data;
   draw_data(d, out.spec, out.problem);
-  if ((info.flags & NVFP4_FLAG_UNIT_ALPHA) && out.kind != CaseKind::unsupported) out.problem.alpha = 1.0f;
+  if ((info.flags & NVFP4_FLAG_UNIT_ALPHA) && out.kind != CaseKind::unsupported) set_unit_alpha(out.problem);
   return out;
 }
 
@@ -238,7 +347,8 @@ DrawnCase draw_fuzz_case(const uint8_t* data, std::size_t size, const nvfp4_kern
                          const ShapeLimits& limits) {
   nvfp4_kernel_info any{};
   any.abi_version = NVFP4_ABI_VERSION;
-  any.ops = (1u << NVFP4_OP_GEMV) | (1u << NVFP4_OP_GEMM);
+  any.ops = (1u << NVFP4_OP_GEMV) | (1u << NVFP4_OP_GEMM) | (1u << NVFP4_OP_GROUPED_GEMM) | (1u << NVFP4_OP_DUAL_GEMM);
+  any.out_types = (1u << NVFP4_OUT_FP16) | (1u << NVFP4_OUT_BF16) | (1u << NVFP4_OUT_FP32);
   any.sf_layouts = (1u << NVFP4_SF_LINEAR) | (1u << NVFP4_SF_PERMUTED);
   any.m_multiple = any.n_multiple = any.k_multiple = 1;
   ByteDraws d(data, size);
@@ -265,10 +375,6 @@ Schedule::Schedule(const nvfp4_kernel_info& info, std::string kernel_name, Sched
   if (ops_.empty())
     throw std::invalid_argument(options_.shape || options_.op ? "the kernel does not declare that op"
                                                               : "the kernel declares no op");
-  // Every case is drawn with FP16 output so far: a kernel that does not write FP16 gets none
-  // rather than problems outside its declaration.
-  if (!((declared_out_types(info_) >> NVFP4_OUT_FP16) & 1u))
-    throw std::invalid_argument("the kernel declares no output type the schedule draws (fp16)");
 }
 
 uint64_t Schedule::case_seed(int64_t index) const {
@@ -294,11 +400,20 @@ ScheduledCase Schedule::at(int64_t index) const {
   p.seed = rng();
   p.generator = c.spec.name();
   expand_seeded_case(p);
-  if ((info_.flags & NVFP4_FLAG_UNIT_ALPHA) && c.kind != CaseKind::unsupported) p.alpha = 1.0f;
+  if ((info_.flags & NVFP4_FLAG_UNIT_ALPHA) && c.kind != CaseKind::unsupported) set_unit_alpha(p);
   p.note = fmt::format("schedule seed {} kernel {} case {} ({}, {}, data {})", options_.seed, name_, index,
                        to_string(c.kind), to_string(c.data), c.spec.name());
   return c;
 }
+
+namespace {
+
+// The bucket of a grouped case's group count in ScheduleStats::by_groups.
+std::string group_count_bucket(size_t count) {
+  return count == 1 ? "1" : count <= 8 ? "2-8" : count <= 64 ? "9-64" : count <= 256 ? "65-256" : ">256";
+}
+
+}  // namespace
 
 void ScheduleStats::add(const ScheduledCase& c) {
   const Problem& p = c.problem;
@@ -307,10 +422,32 @@ void ScheduleStats::add(const ScheduledCase& c) {
   ++by_data[to_string(c.data)];
   ++by_op[to_string(p.op)];
   ++by_op_data[fmt::format("{} {}", to_string(p.op), to_string(c.data))];
+  ++by_out_type[to_string(p.out_type)];
   const std::string spec = c.spec.name();  // values/scales/alpha
   const size_t a = spec.find('/'), b = spec.find('/', a + 1);
   ++by_scales[spec.substr(a + 1, b - a - 1)];
   ++by_values[spec.substr(0, a)];
+  if (p.op == Op::grouped_gemm) {
+    // A grouped case counts as on a tile edge, with a k tail or permuted padding when any of
+    // its non-empty groups is.
+    ++grouped;
+    ++by_groups[group_count_bucket(p.groups.size())];
+    groups += static_cast<int64_t>(p.groups.size());
+    bool edge = false, tail = false, pad = false, any = false;
+    for (const Group& g : p.groups) {
+      empty_groups += g.m == 0;
+      if (g.m == 0) continue;
+      any = true;
+      edge = edge || on_tile_edge({Op::gemm, g.m, g.n, g.k, 1});
+      tail = tail || g.k % 16 != 0;
+      pad = pad || (g.m % 128 || g.n % 128 || g.kb() % 4);
+    }
+    all_empty += !any;
+    tile_edge += edge;
+    k_tail += tail;
+    padded += p.sf_layout == SfLayout::permuted && pad;
+    return;
+  }
   tile_edge += on_tile_edge({p.op, p.m, p.n, p.k, p.l});
   batched += p.l > 1;
   k_tail += p.k % 16 != 0;
@@ -323,12 +460,18 @@ void ScheduleStats::merge(const ScheduleStats& o) {
   batched += o.batched;
   k_tail += o.k_tail;
   padded += o.padded;
+  grouped += o.grouped;
+  groups += o.groups;
+  empty_groups += o.empty_groups;
+  all_empty += o.all_empty;
   for (const auto& [k, v] : o.by_kind) by_kind[k] += v;
   for (const auto& [k, v] : o.by_data) by_data[k] += v;
   for (const auto& [k, v] : o.by_op) by_op[k] += v;
   for (const auto& [k, v] : o.by_op_data) by_op_data[k] += v;
   for (const auto& [k, v] : o.by_scales) by_scales[k] += v;
   for (const auto& [k, v] : o.by_values) by_values[k] += v;
+  for (const auto& [k, v] : o.by_out_type) by_out_type[k] += v;
+  for (const auto& [k, v] : o.by_groups) by_groups[k] += v;
 }
 
 std::string ScheduleStats::text() const {
@@ -338,6 +481,13 @@ std::string ScheduleStats::text() const {
   for (const auto& [k, v] : by_kind) t += fmt::format(" {} {}", k, v);
   t += ";";
   for (const auto& [k, v] : by_op_data) t += fmt::format(" {} {}", k, v);
+  t += "; out";
+  for (const auto& [k, v] : by_out_type) t += fmt::format(" {} {}", k, v);
+  if (grouped > 0) {
+    t += fmt::format("; grouped {}: {} groups, {} empty, {} with every group empty; groups", grouped, groups,
+                     empty_groups, all_empty);
+    for (const auto& [k, v] : by_groups) t += fmt::format(" {}: {}", k, v);
+  }
   t += fmt::format("; tile edge {}, batched {}, k tail {}, permuted padding {}; scales", pct(tile_edge), pct(batched),
                    pct(k_tail), pct(padded));
   for (const auto& [k, v] : by_scales) t += fmt::format(" {} {}", k, v);

@@ -21,6 +21,8 @@ namespace nvfp4 {
 struct CaseConstraints {
   std::optional<Op> op;            // else drawn among the kernel's ops
   std::optional<SfLayout> layout;  // else drawn among the kernel's layouts
+  std::optional<OutType> out_type; // else drawn among the kernel's output types (it must declare this one)
+  bool gemv_gemm_only = false;     // only the kernel's GEMV and GEMM (checks written for one GEMM)
   bool exact_regime = false;       // narrow scales and alpha 1 or a power of two
   bool no_nan = false;             // no NaN scale in a used block
   int64_t min_l = 1;               // at least this many batches
@@ -52,10 +54,15 @@ ShapeLimits large_shape_limits();
 // enough for hundreds of executions a second (big problems find no more bugs than small ones).
 ShapeLimits fuzz_shape_limits();
 Shape draw_large_shape(Draws& d, Op op, const nvfp4_kernel_info& info);
+// The large class of grouped GEMM, within large_shape_limits: a few big experts (2-8, rows past
+// 3 x 256, k to 7168 with tails) or many of moderate size (32-256 around the 128-row tile), a
+// quarter of them empty; max_groups and the multiples respected.
+std::vector<Group> draw_large_grouped_shape(Draws& d, const nvfp4_kernel_info& info);
 
 // Everything about a case but its data, drawn independently of each other: shape class, data
-// class (and distribution), op, layout, shape. problem has its op, shape, layout and semantics
-// set; alpha and the tensors are not drawn yet.
+// class (and distribution), op, layout, output type (among the declared ones), shape (a grouped
+// problem's groups). problem has its op, shape, layout, semantics and out_type set; alphas and
+// the tensors are not drawn yet.
 struct CasePlan {
   CaseKind kind = CaseKind::small;
   DataClass data = DataClass::plain;
@@ -124,11 +131,14 @@ class Schedule {
 };
 
 // What a run drew, for its report: cases by shape class, data class, op (and op by data class),
-// distribution, and how many sat on a tile edge, had several batches, a partial last block, or
-// padding in the permuted layout.
+// output type, distribution, and how many sat on a tile edge, had several batches, a partial last
+// block, or padding in the permuted layout (a grouped case: any of its non-empty groups); grouped
+// cases, their groups, empty groups, cases with every group empty, and group counts in buckets
+// (1, 2-8, 9-64, 65-256).
 struct ScheduleStats {
   int64_t cases = 0, tile_edge = 0, batched = 0, k_tail = 0, padded = 0;
-  std::map<std::string, int64_t> by_kind, by_data, by_op, by_op_data, by_scales, by_values;
+  int64_t grouped = 0, groups = 0, empty_groups = 0, all_empty = 0;
+  std::map<std::string, int64_t> by_kind, by_data, by_op, by_op_data, by_scales, by_values, by_out_type, by_groups;
   void add(const ScheduledCase& c);
   void merge(const ScheduleStats& other);
   // "1000 cases: plain 500, mixed 375, ...; tile edge 62%, ..."

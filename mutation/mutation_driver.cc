@@ -246,7 +246,7 @@ CheckOutcome gpu_mode_check(Executor& executor, const MutationOptions& options, 
   CheckOutcome out;
   out.ran = true;
   const KernelDesc& kernel = executor.kernel();
-  const std::vector<Op> ops = declared_ops(kernel.info);
+  const std::vector<Op> ops = declared_gemv_gemm_ops(kernel.info);
   const Policy policy = Policy::parse("allclose:1e-3:1e-3");
   const auto start = Clock::now();
   for (int64_t c = 0; c < cases; ++c) {
@@ -263,7 +263,7 @@ CheckOutcome kernelbench_check(Executor& executor, const MutationOptions& option
   CheckOutcome out;
   out.ran = true;
   const KernelDesc& kernel = executor.kernel();
-  const std::vector<Op> ops = declared_ops(kernel.info);
+  const std::vector<Op> ops = declared_gemv_gemm_ops(kernel.info);
   // KernelBench problems are one operation each: the GEMM when the kernel has it.
   const Op op = ops.back();
   const Policy policy = Policy::parse("allclose:1e-2:1e-2");

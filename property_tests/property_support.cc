@@ -106,9 +106,14 @@ KernelSet build_kernel_set() {
       set.left_out.push_back(k.name() + ": " + why);
       continue;
     }
-    // The properties draw GEMV and GEMM problems only, so far.
+    // The properties are written for one GEMV or GEMM with FP16 words (draw_case below asks for
+    // those); a kernel of grouped or dual GEMM alone, or without FP16 output, has none of them.
     if (!k.supports_op(NVFP4_OP_GEMV) && !k.supports_op(NVFP4_OP_GEMM)) {
       set.left_out.push_back(k.name() + ": declares neither gemv nor gemm, the only ops the properties draw");
+      continue;
+    }
+    if (!k.supports_out_type(NVFP4_OUT_FP16)) {
+      set.left_out.push_back(k.name() + ": does not declare fp16 output, the only one the properties check");
       continue;
     }
     set.kernels.push_back(&k);
@@ -136,7 +141,10 @@ const std::vector<std::string>& kernels_left_out() { return kernel_set().left_ou
 // ----- Cases ----------------------------------------------------------------------------------
 
 DrawnCase draw_case(Draws& d, const Kernel& k, const CaseConstraints& constraints) {
-  return nvfp4::draw_case(d, *k.info, constraints, property_limits());
+  CaseConstraints c = constraints;
+  c.gemv_gemm_only = true;
+  c.out_type = OutType::fp16;
+  return nvfp4::draw_case(d, *k.info, c, property_limits());
 }
 
 // ----- Comparing ------------------------------------------------------------------------------

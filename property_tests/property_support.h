@@ -55,8 +55,9 @@ const std::vector<std::string>& kernels_left_out();
 
 // ----- One case -------------------------------------------------------------------------------
 
-// A case inside the kernel's declared constraints (shape, layout, UNIT_ALPHA, scale semantics).
-// (The core's draw_case with the property tests' shape limits.)
+// A case inside the kernel's declared constraints (shape, layout, UNIT_ALPHA, scale semantics):
+// the core's draw_case with the property tests' shape limits, GEMV or GEMM with FP16 output
+// only (what the properties are written for).
 DrawnCase draw_case(Draws& d, const Kernel& k, const CaseConstraints& constraints);
 
 // ----- Comparing outputs ----------------------------------------------------------------------

@@ -548,14 +548,6 @@ class CaseParser {
     }
   }
 
-  // Seed-only cases of the new ops are refused here, where the file and line are known: the
-  // harness's generators draw GEMV and GEMM data only, so a seed cannot say what a grouped or
-  // dual case holds.
-  [[noreturn]] void fail_seed_only(const Problem& p) const {
-    fail_missing(std::string("no data: a seed-only case of op = ") + to_string(p.op) +
-                 " is not supported (the generators draw gemv and gemm data only); give the data");
-  }
-
   void parse_group_data(Problem& p) {
     std::string given, missing;
     bool any_given = false;
@@ -581,19 +573,18 @@ class CaseParser {
     }
     bool all_empty = true;
     for (const Group& q : p.groups) all_empty = all_empty && q.m == 0;
-    if (!any_given && !all_empty) {
-      if (p.seed) fail_seed_only(p);
-      fail_missing("no data: give a.G, b.G, sfa.G and sfb.G of every non-empty group");
-    }
+    if (!any_given && !all_empty && !p.seed)
+      fail_missing("no data: give a.G, b.G, sfa.G and sfb.G of every non-empty group, or a seed to generate them from");
     for (size_t g = 0; g < p.groups.size(); ++g) {
       Group& q = p.groups[g];
       if (q.m == 0) continue;
       const std::string gs = std::to_string(g);
+      if (const Entry* e = find(("expect." + gs).c_str())) q.expect = parse_words(*e, "expect." + gs, q.c_elems(), "m_g*n_g");
+      if (!any_given) continue;  // a seed-only case: the harness draws the data
       q.a = parse_bytes(*find(("a." + gs).c_str()), "a." + gs, q.a_bytes(), "m_g*k_g/2");
       q.b = parse_bytes(*find(("b." + gs).c_str()), "b." + gs, q.b_bytes(), "n_g*k_g/2");
       q.sfa = parse_bytes(*find(("sfa." + gs).c_str()), "sfa." + gs, q.sfa_bytes(), "m_g*ceil(k_g/16)");
       q.sfb = parse_bytes(*find(("sfb." + gs).c_str()), "sfb." + gs, q.sfb_bytes(), "n_g*ceil(k_g/16)");
-      if (const Entry* e = find(("expect." + gs).c_str())) q.expect = parse_words(*e, "expect." + gs, q.c_elems(), "m_g*n_g");
     }
   }
 
@@ -611,8 +602,7 @@ class CaseParser {
                    (dual ? " (give all six tensors)" : " (give all four tensors, or none and a seed)"));
     }
     if (given.empty()) {
-      if (dual && p.seed) fail_seed_only(p);
-      if (dual) fail_missing("no data: give a, b, b2, sfa, sfb and sfb2");
+      if (!p.seed && dual) fail_missing("no data: give a, b, b2, sfa, sfb and sfb2, or a seed to generate them from");
       if (!p.seed) fail_missing("no data: give a, b, sfa and sfb, or a seed to generate them from");
     } else {
       p.a = parse_bytes(*find("a"), "a", p.a_bytes(), "l*m*k/2");
@@ -735,7 +725,8 @@ std::string write_case(const Problem& p) {
     }
     bool all_empty = true;
     for (const Group& g : p.groups) all_empty = all_empty && g.m == 0;
-    if (!all_empty && !p.has_data()) invalid("grouped data lengths do not match the groups' shapes (a grouped case is written with its data)");
+    if (!all_empty && !any_data && !p.seed) invalid("neither data nor a seed");
+    if (any_data && !p.has_data()) invalid("grouped data lengths do not match the groups' shapes");
     if (p.expect) invalid("a grouped case holds its expect lines per group");
     for (const Group& g : p.groups) {
       if (g.expect && static_cast<int64_t>(g.expect->size()) != g.c_elems()) invalid("a group's expect has the wrong length");
@@ -744,7 +735,6 @@ std::string write_case(const Problem& p) {
     if (!std::isfinite(p.alpha) || !std::isfinite(p.alpha2)) invalid("alpha is not finite");
     if (any_data && !p.has_data()) invalid("data lengths do not match the shape");
     if (!any_data && !p.seed) invalid("neither data nor a seed");
-    if (!any_data && dual) invalid("a dual case is written with its data, not a seed");
     if (p.expect && static_cast<int64_t>(p.expect->size()) != p.c_elems()) invalid("expect has the wrong length");
   }
   if (!p.generator.empty() && !p.seed) invalid("a generator needs a seed");
@@ -784,10 +774,12 @@ std::string write_case(const Problem& p) {
       const Group& q = p.groups[g];
       if (q.m == 0) continue;  // an empty group has none of its keys
       const std::string gs = "." + std::to_string(g);
-      append_tensor(out, "a" + gs, q.a);
-      append_tensor(out, "b" + gs, q.b);
-      append_tensor(out, "sfa" + gs, q.sfa);
-      append_tensor(out, "sfb" + gs, q.sfb);
+      if (any_data) {  // else a seed-only case
+        append_tensor(out, "a" + gs, q.a);
+        append_tensor(out, "b" + gs, q.b);
+        append_tensor(out, "sfa" + gs, q.sfa);
+        append_tensor(out, "sfb" + gs, q.sfb);
+      }
       if (q.expect) append_words(out, ("expect" + gs).c_str(), p.out_type, *q.expect);
     }
     return out;

@@ -4,12 +4,17 @@
 // measured matrix-unit model (reference/matrix_unit_model.h) without a GPU.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <map>
 #include <set>
 
+#include <fmt/format.h>
+
 #include "harness/schedule.h"
+#include "reference/stable_hash.h"
+#include "reference/case_file.h"
 #include "reference/exact_gemm.h"
 #include "reference/formats.h"
 #include "reference/matrix_unit_model.h"
@@ -207,6 +212,349 @@ TEST(Schedule, FuzzInputsReachWhatTheScheduleDraws) {
                            "linear", "permuted", "narrow", "full", "subnormal", "near_max", "sign_bit", "nan_block",
                            "zero", "fine_cancel"})
     EXPECT_GT(seen[what], 0) << what;
+}
+
+// A version-1 kernel's cases (GEMV and GEMM, FP16) are what they were before grouped GEMM, dual
+// GEMM and the new output types joined the draw: seeds and saved case notes keep their meaning.
+uint64_t schedule_hash(const nvfp4_kernel_info& info, const char* name, int64_t count) {
+  ScheduleOptions o;
+  o.seed = 424242;
+  const Schedule s(info, name, o);
+  std::string all;
+  for (int64_t i = 0; i < count; ++i) {
+    const ScheduledCase c = s.at(i);
+    const Problem& p = c.problem;
+    all += fmt::format("{} {} {} {} {} {} {} {} {} {} {} {}|", to_string(p.op), p.m, p.n, p.k, p.l,
+                       to_string(p.sf_layout), p.alpha, to_string(c.kind), to_string(c.data), c.spec.name(),
+                       *p.seed, c.stale_seed);
+    all.append(p.a.begin(), p.a.end());
+    all.append(p.b.begin(), p.b.end());
+    all.append(p.sfa.begin(), p.sfa.end());
+    all.append(p.sfb.begin(), p.sfb.end());
+  }
+  return fnv1a(all);
+}
+
+TEST(Schedule, Version1DrawIsUnchanged) {
+  nvfp4_kernel_info v1 = any_gemm();
+  v1.abi_version = 1;
+  nvfp4_kernel_info unit_m8 = v1;
+  unit_m8.ops = 1u << NVFP4_OP_GEMM;
+  unit_m8.m_multiple = 8;
+  unit_m8.flags = NVFP4_FLAG_UNIT_ALPHA;
+  // The values the draw gave before those ops existed (commit 6d3dcf5); a v2 kernel declaring
+  // GEMV and GEMM with FP16 only draws the same.
+  EXPECT_EQ(schedule_hash(v1, "v1", 400), 0xa495cb9829a9cc9eull);
+  EXPECT_EQ(schedule_hash(unit_m8, "unit_m8", 400), 0x63bb195221562c57ull);
+  EXPECT_EQ(schedule_hash(any_gemm(), "v2", 400), 0x9b9727ddbcf09d89ull);
+}
+
+constexpr uint32_t kAllOutTypes = (1u << NVFP4_OUT_FP16) | (1u << NVFP4_OUT_BF16) | (1u << NVFP4_OUT_FP32);
+
+nvfp4_kernel_info grouped_kernel(uint32_t flags = 0, uint32_t max_groups = 0) {
+  nvfp4_kernel_info info = any_gemm();
+  info.ops = 1u << NVFP4_OP_GROUPED_GEMM;
+  info.flags = flags;
+  info.max_groups = max_groups;
+  return info;
+}
+
+bool is_multiple(int64_t v, uint32_t multiple) { return multiple <= 1 || v % multiple == 0; }
+
+// The draw for a grouped kernel: one group and over a hundred, empty experts and calls with no
+// tokens at all, m_g on the tile edges, each group its own n and k; every case valid once its
+// seed is expanded, and counted by ScheduleStats.
+TEST(Schedule, GroupedDrawReachesFewAndManyGroupsEmptyExpertsAndTileEdges) {
+  ScheduleOptions o;
+  o.seed = 20261210;
+  const Schedule s(grouped_kernel(), "grouped", o);
+  ScheduleStats stats;
+  std::set<int64_t> edges_seen;
+  int one = 0, many = 0, with_empty = 0, all_empty = 0, own_n = 0, own_k = 0;
+  for (int64_t i = 0; i < 2000; ++i) {
+    const ScheduledCase c = s.at(i);
+    const Problem& p = c.problem;
+    ASSERT_EQ(p.op, Op::grouped_gemm);
+    ASSERT_EQ(problem_error(p), "") << i;
+    ASSERT_TRUE(p.has_data()) << i;
+    EXPECT_FALSE(p.packed);
+    stats.add(c);
+    one += p.groups.size() == 1;
+    many += p.groups.size() >= 100;
+    bool empty = false, every = true;
+    for (const Group& g : p.groups) {
+      empty = empty || g.m == 0;
+      every = every && g.m == 0;
+      for (int64_t e : {0, 1, 127, 128, 129})
+        if (g.m == e) edges_seen.insert(e);
+      own_n += g.n != p.groups[0].n;
+      own_k += g.k != p.groups[0].k;
+    }
+    with_empty += empty;
+    all_empty += every;
+  }
+  std::printf("%s\n", stats.text().c_str());
+  EXPECT_GE(one, 100);
+  EXPECT_GE(many, 10);
+  EXPECT_GE(with_empty, 400);
+  EXPECT_GE(all_empty, 20);
+  EXPECT_EQ(edges_seen.size(), 5u);
+  EXPECT_GT(own_n, 0);
+  EXPECT_GT(own_k, 0);
+  EXPECT_EQ(stats.grouped, 2000);
+  EXPECT_EQ(stats.all_empty, all_empty);
+  EXPECT_GT(stats.by_groups["65-256"], 0);
+}
+
+// Each group its own scales (no two non-empty groups share SFA where the distribution has the
+// values for it) and, when alpha is drawn, an alpha of its own: a kernel that reads another
+// expert's scales or alpha changes an output.
+TEST(Schedule, GroupsHaveTheirOwnScalesAndAlphas) {
+  ScheduleOptions o;
+  o.seed = 20261211;
+  const Schedule s(grouped_kernel(), "grouped_data", o);
+  int compared = 0, distinct_alphas = 0;
+  for (int64_t i = 0; i < 1500; ++i) {
+    const ScheduledCase c = s.at(i);
+    const Problem& p = c.problem;
+    const ScaleDist sd = c.spec.scales;
+    std::map<size_t, int> per_size;
+    for (const Group& g : p.groups) per_size[g.sfa.size()] += g.m > 0;
+    const bool enough_values = sd != ScaleDist::zero && sd != ScaleDist::subnormal && sd != ScaleDist::fine_cancel;
+    for (size_t x = 0; x < p.groups.size(); ++x) {
+      for (size_t y = x + 1; y < p.groups.size(); ++y) {
+        const Group &gx = p.groups[x], &gy = p.groups[y];
+        if (gx.m == 0 || gy.m == 0 || gx.sfa.size() != gy.sfa.size() || !enough_values || per_size[gx.sfa.size()] > 15)
+          continue;
+        ++compared;
+        EXPECT_NE(gx.sfa, gy.sfa) << "case " << i << " groups " << x << " and " << y;
+      }
+    }
+    std::optional<float> previous;
+    std::set<float> alphas;
+    for (const Group& g : p.groups) {
+      if (g.m == 0) continue;
+      if (c.spec.alpha != AlphaDist::one && previous) EXPECT_NE(g.alpha, *previous) << "case " << i;
+      previous = g.alpha;
+      alphas.insert(g.alpha);
+    }
+    distinct_alphas += alphas.size() >= 2;
+  }
+  EXPECT_GE(compared, 1000);
+  EXPECT_GE(distinct_alphas, 50);
+}
+
+// A GROUPS_PACKED kernel gets one n and one k in every case, its probes included (groups of
+// several n or k cannot be laid out packed); otherwise every group respects the multiples.
+TEST(Schedule, PackedKernelsGetOneNAndOneKAndMultiplesHoldPerGroup) {
+  ScheduleOptions o;
+  o.seed = 20261212;
+  for (const uint32_t flags : {uint32_t{NVFP4_FLAG_GROUPS_PACKED}, uint32_t{0}}) {
+    nvfp4_kernel_info info = grouped_kernel(flags);
+    info.m_multiple = 4, info.n_multiple = 8, info.k_multiple = 32;
+    const Schedule s(info, "packed", o);
+    int unsupported = 0, differing = 0;
+    for (int64_t i = 0; i < 1000; ++i) {
+      const ScheduledCase c = s.at(i);
+      const Problem& p = c.problem;
+      ASSERT_EQ(problem_error(p), "") << i;
+      EXPECT_EQ(p.packed, flags != 0);
+      bool broken = false;
+      for (const Group& g : p.groups) {
+        if (flags) {
+          EXPECT_EQ(g.n, p.groups[0].n) << i;
+          EXPECT_EQ(g.k, p.groups[0].k) << i;
+        }
+        differing += g.n != p.groups[0].n || g.k != p.groups[0].k;
+        broken = broken || !is_multiple(g.m, 4) || !is_multiple(g.n, 8) || !is_multiple(g.k, 32);
+      }
+      if (c.kind == CaseKind::unsupported) {
+        ++unsupported;
+        EXPECT_TRUE(broken) << "case " << i << ": a probe breaks a declared multiple";
+      } else {
+        EXPECT_FALSE(broken) << "case " << i;
+      }
+    }
+    EXPECT_GE(unsupported, 60);
+    if (!flags) EXPECT_GT(differing, 100);
+  }
+}
+
+TEST(Schedule, MaxGroupsIsRespectedAndProbed) {
+  ScheduleOptions o;
+  o.seed = 20261213;
+  const Schedule s(grouped_kernel(0, 4), "max4", o);
+  int over = 0, four = 0;
+  for (int64_t i = 0; i < 1000; ++i) {
+    const ScheduledCase c = s.at(i);
+    ASSERT_EQ(problem_error(c.problem), "") << i;
+    const size_t g = c.problem.groups.size();
+    if (c.kind == CaseKind::unsupported) {
+      EXPECT_GT(g, 4u) << i;
+      ++over;
+    } else {
+      EXPECT_LE(g, 4u) << i;
+      four += g == 4;
+    }
+  }
+  EXPECT_GE(over, 60);
+  EXPECT_GE(four, 50);
+}
+
+// UNIT_ALPHA: alpha, alpha2 and every group's alpha are 1 in every case but the probes, which
+// reach a group alpha != 1 and an alpha2 != 1.
+TEST(Schedule, UnitAlphaKernelsGetAlphaOneOutsideTheirProbes) {
+  ScheduleOptions o;
+  o.seed = 20261214;
+  nvfp4_kernel_info info = any_gemm();
+  info.ops |= (1u << NVFP4_OP_GROUPED_GEMM) | (1u << NVFP4_OP_DUAL_GEMM);
+  info.flags = NVFP4_FLAG_UNIT_ALPHA;
+  const Schedule s(info, "unit", o);
+  int group_probe = 0, alpha2_probe = 0;
+  for (int64_t i = 0; i < 3000; ++i) {
+    const ScheduledCase c = s.at(i);
+    const Problem& p = c.problem;
+    bool group_alpha = false;
+    for (const Group& g : p.groups) group_alpha = group_alpha || g.alpha != 1.0f;
+    if (c.kind == CaseKind::unsupported) {
+      group_probe += group_alpha;
+      alpha2_probe += p.alpha2 != 1.0f;
+      continue;
+    }
+    EXPECT_EQ(p.alpha, 1.0f) << i;
+    EXPECT_EQ(p.alpha2, 1.0f) << i;
+    EXPECT_FALSE(group_alpha) << i;
+  }
+  EXPECT_GT(group_probe, 10);
+  EXPECT_GT(alpha2_probe, 10);
+}
+
+// G of dual GEMM for output (0, 0, j), in doubles (exact enough to tell silu's regions apart).
+double dual_gate(const Problem& p, int64_t j) {
+  double sum = 0;
+  for (int64_t x = 0; x < p.k; ++x) {
+    const ScaleValue sa = e4m3_decode(p.sfa[static_cast<size_t>(x / 16)], p.semantics);
+    const ScaleValue sb = e4m3_decode(p.sfb[static_cast<size_t>(j * p.kb() + x / 16)], p.semantics);
+    if (sa.nan || sb.nan) return std::nan("");
+    const double a = e2m1_twice(e2m1_nibble(p.a.data(), x)) / 2.0;
+    const double b = e2m1_twice(e2m1_nibble(p.b.data() + j * (p.k / 2), x)) / 2.0;
+    sum += a * b * sa.sign * std::ldexp(sa.sig, sa.exp) * sb.sign * std::ldexp(sb.sig, sb.exp);
+  }
+  return double(p.alpha) * sum;
+}
+
+// Dual GEMM draws a second B of its own, alpha2, and reaches silu's hard regions: G below -87
+// (FP32 exp overflows past -88.72), large positive, and near 0.
+TEST(Schedule, DualDrawsItsOwnSecondBAndReachesSilusRegions) {
+  ScheduleOptions o;
+  o.seed = 20261215;
+  nvfp4_kernel_info info = any_gemm();
+  info.ops = 1u << NVFP4_OP_DUAL_GEMM;
+  const Schedule s(info, "dual", o);
+  int own_b2 = 0, alpha2 = 0, below_87 = 0, large = 0, near_zero = 0;
+  for (int64_t i = 0; i < 1500; ++i) {
+    const ScheduledCase c = s.at(i);
+    const Problem& p = c.problem;
+    ASSERT_EQ(p.op, Op::dual_gemm);
+    ASSERT_EQ(problem_error(p), "") << i;
+    ASSERT_EQ(p.b2.size(), p.b.size());
+    ASSERT_EQ(p.sfb2.size(), p.sfb.size());
+    own_b2 += p.b.size() >= 8 && p.b2 != p.b;
+    EXPECT_FALSE(p.b.size() >= 8 && p.b2 == p.b && p.sfb2 == p.sfb) << i;
+    alpha2 += p.alpha2 != 1.0f;
+    for (int64_t j = 0; j < std::min<int64_t>(p.n, 4); ++j) {
+      const double g = dual_gate(p, j);
+      below_87 += g < -87;
+      large += g > 87;
+      near_zero += g != 0 && std::fabs(g) < 1;
+    }
+  }
+  std::printf("G < -87: %d, G > 87: %d, 0 < |G| < 1: %d\n", below_87, large, near_zero);
+  EXPECT_GE(own_b2, 500);
+  EXPECT_GE(alpha2, 100);
+  EXPECT_GE(below_87, 100);
+  EXPECT_GE(large, 100);
+  EXPECT_GE(near_zero, 100);
+}
+
+// The output type is drawn among the declared ones: a BF16-only kernel never gets FP16, a kernel
+// of all three gets each (FP32 too), and a version-1 kernel gets FP16 GEMV and GEMM only,
+// whatever its later fields would say.
+TEST(Schedule, OutTypesAndOpsFollowTheDeclaration) {
+  ScheduleOptions o;
+  o.seed = 20261216;
+  nvfp4_kernel_info bf16 = any_gemm();
+  bf16.out_types = 1u << NVFP4_OUT_BF16;
+  nvfp4_kernel_info all = any_gemm();
+  all.ops |= (1u << NVFP4_OP_GROUPED_GEMM) | (1u << NVFP4_OP_DUAL_GEMM);
+  all.out_types = kAllOutTypes;
+  nvfp4_kernel_info v1 = all;
+  v1.abi_version = 1;
+  std::map<std::string, int> seen;
+  for (const auto& [name, info] : {std::pair{"bf16", bf16}, std::pair{"all", all}, std::pair{"v1", v1}}) {
+    const Schedule s(info, name, o);
+    for (int64_t i = 0; i < 1200; ++i) {
+      const Problem p = s.at(i).problem;
+      ASSERT_EQ(problem_error(p), "") << name << " " << i;
+      ++seen[std::string(name) + " " + to_string(p.out_type)];
+      ++seen[std::string(name) + " " + to_string(p.op)];
+      // alpha at the bottom or the top of BF16's range: subnormal outputs, overflow to Inf
+      if (p.op != Op::grouped_gemm && std::fabs(p.alpha) < 0x1p-90f) ++seen[std::string(name) + " tiny alpha"];
+      if (p.op != Op::grouped_gemm && std::fabs(p.alpha) > 0x1p60f) ++seen[std::string(name) + " huge alpha"];
+    }
+  }
+  EXPECT_GE(seen["bf16 tiny alpha"], 5);
+  EXPECT_GE(seen["bf16 huge alpha"], 5);
+  EXPECT_EQ(seen["v1 tiny alpha"] + seen["v1 huge alpha"], 0) << "FP16 problems keep alpha where FP16 shows it";
+  EXPECT_EQ(seen["bf16 bf16"], 1200);
+  for (const char* t : {"fp16", "bf16", "fp32"}) EXPECT_GE(seen[std::string("all ") + t], 300) << t;
+  for (const char* op : {"gemv", "gemm", "grouped_gemm", "dual_gemm"}) EXPECT_GE(seen[std::string("all ") + op], 200) << op;
+  EXPECT_EQ(seen["v1 fp16"], 1200);
+  EXPECT_EQ(seen["v1 gemv"] + seen["v1 gemm"], 1200);
+}
+
+// Grouped and dual cases are pure functions of the seed, and a seed-only case file of one (what
+// a big failing case is saved as) expands to the same data.
+TEST(Schedule, GroupedAndDualCasesReplayFromTheirSeed) {
+  ScheduleOptions o;
+  o.seed = 20261217;
+  nvfp4_kernel_info info = any_gemm();
+  info.ops = (1u << NVFP4_OP_GROUPED_GEMM) | (1u << NVFP4_OP_DUAL_GEMM);
+  info.out_types = kAllOutTypes;
+  const Schedule s(info, "replay", o), again(info, "replay", o);
+  for (int64_t i = 0; i < 300; ++i) {
+    const Problem p = s.at(i).problem;
+    const Problem q = again.at(i).problem;
+    ASSERT_EQ(write_case(p), write_case(q)) << i;
+    ASSERT_TRUE(p.data_from_seed || (p.op == Op::grouped_gemm && std::all_of(p.groups.begin(), p.groups.end(), [](const Group& g) { return g.m == 0; })))
+        << i;
+    Problem seed_only = p;
+    seed_only.a.clear(), seed_only.b.clear(), seed_only.sfa.clear(), seed_only.sfb.clear();
+    seed_only.b2.clear(), seed_only.sfb2.clear();
+    for (Group& g : seed_only.groups) g.a.clear(), g.b.clear(), g.sfa.clear(), g.sfb.clear();
+    Problem back = parse_case(write_case(seed_only), "seed-only.case");
+    expand_seeded_case(back);
+    ASSERT_EQ(problem_error(back), "") << i;
+    EXPECT_EQ(write_case(back), write_case(p)) << i;
+  }
+}
+
+// The kernel fuzzer's generic kernel declares every op and output type: random inputs reach
+// grouped and dual problems and BF16 and FP32 outputs, every one valid.
+TEST(Schedule, FuzzInputsReachGroupedDualAndEveryOutTypeForTheGenericKernel) {
+  Rng rng(20261218);
+  RngDraws raw(rng);
+  std::map<std::string, int> seen;
+  for (int x = 0; x < 1500; ++x) {
+    const std::vector<uint8_t> bytes = raw.bytes(raw.below(64));
+    const DrawnCase c = draw_fuzz_case(bytes.data(), bytes.size(), nullptr);
+    ASSERT_EQ(problem_error(c.problem), "") << x;
+    ASSERT_TRUE(c.problem.has_data()) << x;
+    ++seen[to_string(c.problem.op)];
+    ++seen[to_string(c.problem.out_type)];
+  }
+  for (const char* what : {"gemv", "gemm", "grouped_gemm", "dual_gemm", "fp16", "bf16", "fp32"})
+    EXPECT_GE(seen[what], 100) << what;
 }
 
 // The targeted cases of the schedule make the subnormal-operand quirk show in the exact regime;

@@ -423,8 +423,6 @@ std::vector<BadCase> bad_new_cases() {
       {"GroupedShortData", with_line(g, 8, "a.0 = 22"), 8, "a.0: 1 bytes, expected m_g*k_g/2 = 2"},
       {"GroupedExpectWidth", with_line(g, 16, "expect.2 = 3f800000"), 16, "expect.2: word 0 '3f800000' is not four hex digits"},
       {"GroupedExpectCount", with_line(g, 16, "expect.2 = 3f80 3f80"), 16, "expect.2: more than 1 words, expected exactly m_g*n_g = 1"},
-      {"GroupedSeedOnly", "op = grouped_gemm\ngroups = 1\ngroup_m = 4\ngroup_n = 2\ngroup_k = 32\nseed = 3\n", 6,
-       "a seed-only case of op = grouped_gemm is not supported"},
       {"GroupedTooBig", "op = grouped_gemm\ngroups = 2\ngroup_m = 65536 1\ngroup_n = 65536\ngroup_k = 2\n", 5,
        "the limit is 4294967296 bytes"},
       {"GroupKeysInGemm", std::string(kValid) + "group_m = 1\n", 10, "key 'group_m' is only for op = grouped_gemm"},
@@ -435,13 +433,34 @@ std::vector<BadCase> bad_new_cases() {
       {"DualMissingB2", with_line(d, 10, "# no b2"), 13, "data given for a, b, sfa, sfb, sfb2 but not for b2"},
       {"DualShortSfb2", with_line(d, 13, "sfb2 = 38"), 13, "sfb2: 1 bytes, expected l*n*ceil(k/16) = 2"},
       {"DualBadAlpha2", with_line(d, 7, "alpha2 = nan"), 7, "alpha2: 'nan' is not a finite"},
-      {"DualSeedOnly", "op = dual_gemm\nm = 4\nn = 2\nk = 32\nl = 1\nseed = 3\n", 6,
-       "a seed-only case of op = dual_gemm is not supported"},
+      {"GroupedNoDataNoSeed", "op = grouped_gemm\ngroups = 1\ngroup_m = 4\ngroup_n = 2\ngroup_k = 32\n", 5,
+       "no data: give a.G, b.G, sfa.G and sfb.G of every non-empty group, or a seed"},
+      {"DualNoDataNoSeed", "op = dual_gemm\nm = 4\nn = 2\nk = 32\nl = 1\n", 5,
+       "no data: give a, b, b2, sfa, sfb and sfb2, or a seed"},
       {"DualNeedsN", with_line(d, 3, ""), 13, "missing required key 'n' (required for dual_gemm)"},
       {"BadOutType", with_line(d, 6, "out_type = float"), 6, "out_type: 'float' is not one of 'fp16', 'bf16', 'fp32'"},
       {"Fp32ExpectFourDigits", d + "expect = 3c00 3c00\n", 14, "expect: word 0 '3c00' is not eight hex digits"},
       {"Fp32ExpectCount", d + "expect = 3f800000\n", 14, "expect: 1 words, expected l*m*n = 2"},
   };
+}
+
+// A grouped or dual case may name a seed instead of its data, like GEMV and GEMM (the harness
+// draws the data): it parses with empty data and writes back to the same text.
+TEST(CaseFile, SeedOnlyGroupedAndDualCasesRoundTrip) {
+  const std::string grouped =
+      "op = grouped_gemm\ngroups = 3\ngroup_m = 4 0 129\ngroup_n = 2 2 3\ngroup_k = 32 32 18\nseed = 3\n"
+      "generator = uniform/narrow/pow2\n";
+  const Problem g = parse_case(grouped, "grouped.case");
+  ASSERT_EQ(g.groups.size(), 3u);
+  EXPECT_EQ(g.seed, 3u);
+  EXPECT_EQ(g.generator, "uniform/narrow/pow2");
+  for (const Group& q : g.groups) EXPECT_TRUE(q.a.empty() && q.sfa.empty());
+  EXPECT_EQ(write_case(parse_case(write_case(g), "again.case")), write_case(g));
+  const Problem d = parse_case("op = dual_gemm\nm = 4\nn = 2\nk = 32\nl = 1\nalpha2 = 0.5\nseed = 3\n", "dual.case");
+  EXPECT_EQ(d.seed, 3u);
+  EXPECT_TRUE(d.b2.empty());
+  EXPECT_EQ(d.alpha2, 0.5f);
+  EXPECT_EQ(write_case(parse_case(write_case(d), "again.case")), write_case(d));
 }
 
 TEST(CaseFile, ReadsGroupedCases) {
