@@ -16,7 +16,7 @@
 namespace nvfp4 {
 
 CaseData warmup_case(const nvfp4_kernel_info& info) {
-  const std::vector<Op> ops = declared_gemv_gemm_ops(info);
+  const std::vector<Op> ops = declared_ops(info);  // GEMV first, then GEMM, grouped, dual
   if (ops.empty()) throw std::invalid_argument("the kernel declares no op: nothing to warm up");
   Problem p;
   p.op = ops.front();
