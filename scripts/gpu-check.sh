@@ -92,7 +92,8 @@ for s in "${steps[@]}"; do
       step "honest CUDA variants through run, $hsec s in all"
       hargs=()
       for k in honest_cuda_warp_tree honest_cuda_atomic_split_k honest_cuda_fp16_dequant honest_cuda_fp64 \
-               honest_cuda_mma_f16 honest_cuda_mma_split_k_bf16 honest_cuda_wgmma_f16; do hargs+=(--kernel "$k"); done
+               honest_cuda_mma_f16 honest_cuda_mma_split_k_bf16 honest_cuda_wgmma_f16 \
+               honest_cuda_cublas_grouped_f16; do hargs+=(--kernel "$k"); done
       timeout $((hsec + 120)) "$B/cli/nvfp4check" run --plugin "$B/mutation/honest/libnvfp4_honest.so" "${hargs[@]}" \
         --seconds "$hsec" --seed "${NVFP4_HONEST_SEED:-$(date +%s)}" --report "$OUT/honest.json" \
         --case-dir "$OUT/honest-cases" >"$OUT/honest.log" 2>&1 || status=1

@@ -21,6 +21,12 @@ constexpr nvfp4_kernel_info host_info(const char* name, uint32_t flags) {
 constexpr nvfp4_kernel_info cuda_info(const char* name, uint32_t flags) {
   return {NVFP4_ABI_VERSION, name, NVFP4_MEMORY_CUDA, kBothOps, kBothLayouts, 90, 1, 1, 1, flags};
 }
+// Grouped GEMM in the separate arrangement only (no GROUPS_PACKED), every output type, any G.
+constexpr nvfp4_kernel_info grouped_cuda_info(const char* name, uint32_t flags) {
+  constexpr uint32_t all_out = (1u << NVFP4_OUT_FP16) | (1u << NVFP4_OUT_BF16) | (1u << NVFP4_OUT_FP32);
+  return {NVFP4_ABI_VERSION, name, NVFP4_MEMORY_CUDA, 1u << NVFP4_OP_GROUPED_GEMM, kBothLayouts, 90, 1, 1, 1, flags,
+          all_out, 0};
+}
 
 const Entry kEntries[] = {
     {host_info("honest_host_forward", 0), false, static_cast<int>(HostVariant::forward)},
@@ -44,6 +50,9 @@ const Entry kEntries[] = {
     {cuda_info("honest_cuda_mma_split_k_bf16", NVFP4_FLAG_MMA_ACCUMULATE), true,
      static_cast<int>(CudaVariant::mma_split_k_bf16)},
     {cuda_info("honest_cuda_wgmma_f16", NVFP4_FLAG_MMA_ACCUMULATE), true, static_cast<int>(CudaVariant::wgmma_f16)},
+    // cuBLAS's grouped FP16 GEMM adds on the tensor cores: the same matrix-unit rule.
+    {grouped_cuda_info("honest_cuda_cublas_grouped_f16", NVFP4_FLAG_MMA_ACCUMULATE), true,
+     static_cast<int>(CudaVariant::cublas_grouped_f16)},
 #endif
 };
 

@@ -30,10 +30,13 @@ enum class CudaVariant {
   mma_f16,           // mma.sync m16n8k16 f16, one warp per 16x8 tile, k in order
   mma_split_k_bf16,  // mma.sync bf16, k split over warps, FP32 partials added in a rotated order
   wgmma_f16,         // wgmma m64n32k16 (sm_90a only), both operands from shared memory
+  // Grouped GEMM only (honest_cublas_grouped.cu):
+  cublas_grouped_f16,  // FP16 dequantization, one cublasGemmGroupedBatchedEx call, FP32 out, then alpha
 };
 
 int run_cuda_variant(CudaVariant v, const nvfp4_problem* p);
 int run_tensor_core_variant(CudaVariant v, const nvfp4_problem* p);
+int run_cublas_grouped(const nvfp4_problem* p);
 #endif
 
 }  // namespace nvfp4::honest

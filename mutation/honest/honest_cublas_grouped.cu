@@ -1,0 +1,218 @@
+// honest_cuda_cublas_grouped_f16: a grouped GEMM the way a framework without NVFP4 kernels runs
+// one, every group's A*sa and B*sb dequantized to FP16 and multiplied by ONE
+// cublasGemmGroupedBatchedEx call (FP32 accumulate and output), then alpha and one rounding to
+// the output type. cuBLAS picks its own tiles, split-K and order: the suite must accept whatever
+// it does under the Hopper matrix-unit rule (SPEC section 3, conditions A and B hold: a*sa is
+// exact and normal in FP16, every product a multiple of 2^-20).
+#include <cublas_v2.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <mutex>
+#include <vector>
+
+#include "kernels/block_scaled_decode.h"
+#include "kernels/output_words.h"
+#include "kernels/problem_fits.h"
+#include "mutation/honest/honest_variants.h"
+
+namespace nvfp4::honest {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int64_t kAlign = 8;  // elements: every group's scratch starts 16 bytes aligned for cuBLAS
+
+// Where one non-empty group lives in the scratch buffers (offsets in elements).
+struct GroupPlan {
+  int64_t g;  // index into the problem's group table
+  int64_t a_off, b_off, c_off;
+};
+
+__host__ __device__ inline int64_t round_up(int64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
+
+// The plan, built on the device from group_device so that nothing is copied from the host (a
+// pageable copy may wait for the stream). The host walks the same table in the same order to size
+// the buffers and fill cuBLAS's shape arrays; one thread, since group counts are small.
+__global__ void plan_kernel(const nvfp4_group* groups, int64_t count, GroupPlan* plan, const void** a_ptrs,
+                            const void** b_ptrs, void** c_ptrs, __half* a16, __half* b16, float* c32) {
+  int64_t u = 0, a = 0, b = 0, c = 0;
+  for (int64_t g = 0; g < count; ++g) {
+    const nvfp4_group& q = groups[g];
+    if (q.m == 0) continue;
+    plan[u] = {g, a, b, c};
+    // cuBLAS's A is our B (op T) and its B our A (op N); its C is our C transposed (n x m).
+    a_ptrs[u] = b16 + b;
+    b_ptrs[u] = a16 + a;
+    c_ptrs[u] = c32 + c;
+    a += round_up(q.m * q.k), b += round_up(q.n * q.k), c += round_up(q.m * q.n);
+    ++u;
+  }
+}
+
+// Each byte of A and B (two elements) to two exact FP16 factors. A NaN scale gives NaN for every
+// element of its block, zeros included (NaN * 0 is NaN), so every output that uses the block
+// gets a NaN operand, which the MMA propagates. ue4m3: the scale's sign bit is ignored.
+__global__ void dequantize_kernel(const nvfp4_group* groups, const GroupPlan* plan, int64_t used, uint32_t layout,
+                                  __half* a16, __half* b16) {
+  for (int64_t u = blockIdx.y; u < used; u += gridDim.y) {
+    const GroupPlan pl = plan[u];
+    const nvfp4_group q = groups[pl.g];
+    const int64_t row_bytes = q.k / 2, bytes = (q.m + q.n) * row_bytes;
+    for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < bytes;
+         e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+      const int64_t r = e / row_bytes, x = 2 * (e % row_bytes);
+      const bool is_a = r < q.m;
+      const int64_t row = is_a ? r : r - q.m;
+      const kern::FactorPair f = is_a ? kern::dequantized_pair(q.a, q.sfa, layout, q.m, q.k, 0, row, x)
+                                      : kern::dequantized_pair(q.b, q.sfb, layout, q.n, q.k, 0, row, x);
+      __half* out = is_a ? a16 + pl.a_off : b16 + pl.b_off;
+      *reinterpret_cast<__half2*>(out + row * q.k + x) = __floats2half2_rn(f.lo, f.hi);  // x even: aligned
+    }
+  }
+}
+
+// C[i][j] = RN_out(alpha * acc): the product exact in double, one rounding (kern::store_scaled).
+__global__ void epilogue_kernel(const nvfp4_group* groups, const GroupPlan* plan, int64_t used, uint32_t out_type,
+                                const float* c32) {
+  for (int64_t u = blockIdx.y; u < used; u += gridDim.y) {
+    const GroupPlan pl = plan[u];
+    const nvfp4_group q = groups[pl.g];
+    const int64_t total = q.m * q.n;  // column-major n x m with ldc = n is row-major m x n
+    for (int64_t o = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; o < total;
+         o += static_cast<int64_t>(gridDim.x) * blockDim.x)
+      kern::store_scaled(q.c, o, out_type, q.alpha, c32[pl.c_off + o]);
+  }
+}
+
+// One per device, kept for the process (destroying handles from a static destructor could run
+// after the CUDA runtime has shut down). `done` is recorded after each call's last use of the
+// scratch; the next call, on whatever stream, waits for it first, so calls on different streams
+// never share the buffers at once and growing them can free the old ones in stream order.
+struct DeviceState {
+  std::mutex mutex;
+  cublasHandle_t handle = nullptr;
+  cudaEvent_t done = nullptr;
+  bool recorded = false;
+  void *a16 = nullptr, *b16 = nullptr, *c32 = nullptr, *plan = nullptr, *a_ptrs = nullptr, *b_ptrs = nullptr,
+       *c_ptrs = nullptr;
+  size_t a16_cap = 0, b16_cap = 0, c32_cap = 0, plan_cap = 0, a_ptrs_cap = 0, b_ptrs_cap = 0, c_ptrs_cap = 0;
+  // cuBLAS's host-side arrays, kept to avoid reallocating them on every call.
+  std::vector<cublasOperation_t> ta, tb;
+  std::vector<int64_t> ms, ns, ks, lda, ldb, ldc, sizes;
+  std::vector<float> alpha, beta;
+};
+
+int cuda_failed(const char* what, cudaError_t err) {
+  std::fprintf(stderr, "honest_cuda_cublas_grouped_f16: %s: %s: %s\n", what, cudaGetErrorName(err),
+               cudaGetErrorString(err));
+  return NVFP4_ERROR;
+}
+
+// Makes *buf hold at least `need` bytes, in stream order after everything that used it.
+cudaError_t grow(void** buf, size_t* cap, size_t need, cudaStream_t stream) {
+  if (*cap >= need) return cudaSuccess;
+  const size_t bytes = std::max(need, 2 * *cap);
+  if (*buf != nullptr) {
+    if (const cudaError_t err = cudaFreeAsync(*buf, stream); err != cudaSuccess) return err;
+    *buf = nullptr, *cap = 0;
+  }
+  if (const cudaError_t err = cudaMallocAsync(buf, bytes, stream); err != cudaSuccess) return err;
+  *cap = bytes;
+  return cudaSuccess;
+}
+
+int enqueue(DeviceState& s, const nvfp4_problem* p, cudaStream_t stream) {
+  // The host's walk of the table: the same order and offsets as plan_kernel's.
+  int64_t used = 0, a_elems = 0, b_elems = 0, c_elems = 0, max_bytes = 0, max_out = 0;
+  s.ta.clear(), s.tb.clear(), s.ms.clear(), s.ns.clear(), s.ks.clear(), s.lda.clear(), s.ldb.clear();
+  s.ldc.clear(), s.sizes.clear(), s.alpha.clear(), s.beta.clear();
+  for (int64_t g = 0; g < p->groups; ++g) {
+    const nvfp4_group& q = p->group[g];
+    if (q.m == 0) continue;
+    ++used;
+    a_elems += round_up(q.m * q.k), b_elems += round_up(q.n * q.k), c_elems += round_up(q.m * q.n);
+    max_bytes = std::max(max_bytes, (q.m + q.n) * q.k / 2);
+    max_out = std::max(max_out, q.m * q.n);
+    s.ta.push_back(CUBLAS_OP_T), s.tb.push_back(CUBLAS_OP_N);
+    s.ms.push_back(q.n), s.ns.push_back(q.m), s.ks.push_back(q.k);
+    s.lda.push_back(q.k), s.ldb.push_back(q.k), s.ldc.push_back(q.n);
+    s.sizes.push_back(1), s.alpha.push_back(1.0f), s.beta.push_back(0.0f);  // beta 0: C is never read
+  }
+  if (used == 0) return NVFP4_OK;  // every group empty: nothing to write
+
+  cudaError_t err;
+  if (s.recorded && (err = cudaStreamWaitEvent(stream, s.done, 0)) != cudaSuccess)
+    return cuda_failed("cudaStreamWaitEvent", err);
+  const size_t n = static_cast<size_t>(used);
+  if ((err = grow(&s.a16, &s.a16_cap, 2 * static_cast<size_t>(a_elems), stream)) != cudaSuccess ||
+      (err = grow(&s.b16, &s.b16_cap, 2 * static_cast<size_t>(b_elems), stream)) != cudaSuccess ||
+      (err = grow(&s.c32, &s.c32_cap, 4 * static_cast<size_t>(c_elems), stream)) != cudaSuccess ||
+      (err = grow(&s.plan, &s.plan_cap, sizeof(GroupPlan) * n, stream)) != cudaSuccess ||
+      (err = grow(&s.a_ptrs, &s.a_ptrs_cap, sizeof(void*) * n, stream)) != cudaSuccess ||
+      (err = grow(&s.b_ptrs, &s.b_ptrs_cap, sizeof(void*) * n, stream)) != cudaSuccess ||
+      (err = grow(&s.c_ptrs, &s.c_ptrs_cap, sizeof(void*) * n, stream)) != cudaSuccess)
+    return cuda_failed("growing the scratch (cudaMallocAsync)", err);
+
+  auto* plan = static_cast<GroupPlan*>(s.plan);
+  auto* a16 = static_cast<__half*>(s.a16);
+  auto* b16 = static_cast<__half*>(s.b16);
+  auto* c32 = static_cast<float*>(s.c32);
+  plan_kernel<<<1, 1, 0, stream>>>(p->group_device, p->groups, plan, static_cast<const void**>(s.a_ptrs),
+                                   static_cast<const void**>(s.b_ptrs), static_cast<void**>(s.c_ptrs), a16, b16, c32);
+  const unsigned grid_y = static_cast<unsigned>(std::min<int64_t>(used, 65535));
+  const unsigned deq_x = static_cast<unsigned>(std::min<int64_t>((max_bytes + kThreads - 1) / kThreads, 1024));
+  dequantize_kernel<<<dim3(deq_x, grid_y), kThreads, 0, stream>>>(p->group_device, plan, used, p->sf_layout, a16,
+                                                                   b16);
+  if ((err = cudaGetLastError()) != cudaSuccess) return cuda_failed("plan or dequantize launch", err);
+
+  cublasStatus_t st = cublasSetStream(s.handle, stream);
+  if (st == CUBLAS_STATUS_SUCCESS)
+    st = cublasGemmGroupedBatchedEx_64(s.handle, s.ta.data(), s.tb.data(), s.ms.data(), s.ns.data(), s.ks.data(),
+                                       s.alpha.data(), static_cast<const void* const*>(s.a_ptrs), CUDA_R_16F,
+                                       s.lda.data(), static_cast<const void* const*>(s.b_ptrs), CUDA_R_16F,
+                                       s.ldb.data(), s.beta.data(), static_cast<void* const*>(s.c_ptrs), CUDA_R_32F,
+                                       s.ldc.data(), used, s.sizes.data(), CUBLAS_COMPUTE_32F);
+  if (st != CUBLAS_STATUS_SUCCESS) {
+    std::fprintf(stderr, "honest_cuda_cublas_grouped_f16: cublasGemmGroupedBatchedEx_64: %s (%s)\n",
+                 cublasGetStatusName(st), cublasGetStatusString(st));
+    // The dequantization was enqueued: later calls must still wait for it.
+    if (cudaEventRecord(s.done, stream) == cudaSuccess) s.recorded = true;
+    return NVFP4_ERROR;
+  }
+
+  const unsigned epi_x = static_cast<unsigned>(std::min<int64_t>((max_out + kThreads - 1) / kThreads, 1024));
+  epilogue_kernel<<<dim3(epi_x, grid_y), kThreads, 0, stream>>>(p->group_device, plan, used,
+                                                                 kern::problem_out_type(p), c32);
+  if ((err = cudaGetLastError()) != cudaSuccess) return cuda_failed("epilogue launch", err);
+  if ((err = cudaEventRecord(s.done, stream)) != cudaSuccess) return cuda_failed("cudaEventRecord", err);
+  s.recorded = true;
+  return NVFP4_OK;
+}
+
+}  // namespace
+
+int run_cublas_grouped(const nvfp4_problem* p) {
+  int device = 0;
+  cudaError_t err = cudaGetDevice(&device);
+  if (err != cudaSuccess || device < 0 || device >= 64) return cuda_failed("cudaGetDevice", err);
+  static DeviceState states[64];
+  DeviceState& s = states[device];
+  // Held for the whole call: the handle, the scratch and `done` are shared by every caller.
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (s.handle == nullptr) {
+    if (const cublasStatus_t st = cublasCreate(&s.handle); st != CUBLAS_STATUS_SUCCESS) {
+      s.handle = nullptr;
+      std::fprintf(stderr, "honest_cuda_cublas_grouped_f16: cublasCreate: %s\n", cublasGetStatusName(st));
+      return NVFP4_ERROR;
+    }
+  }
+  if (s.done == nullptr && (err = cudaEventCreateWithFlags(&s.done, cudaEventDisableTiming)) != cudaSuccess) {
+    s.done = nullptr;
+    return cuda_failed("cudaEventCreateWithFlags", err);
+  }
+  return enqueue(s, p, static_cast<cudaStream_t>(p->stream));
+}
+
+}  // namespace nvfp4::honest
