@@ -32,8 +32,8 @@ double seconds_since(Clock::time_point start) {
 }
 
 std::string describe_case(const Problem& p, const std::string& data, uint64_t case_seed) {
-  return fmt::format("{} m={} n={} k={} l={} {} {} alpha={} data={} case_seed={:#x}", to_string(p.op), p.m, p.n,
-                     p.k, p.l, to_string(p.sf_layout), to_string(p.semantics), p.alpha, data, case_seed);
+  return fmt::format("{} {} {} {} out data={} case_seed={:#x}", shape_text(p), to_string(p.sf_layout),
+                     to_string(p.semantics), to_string(p.out_type), data, case_seed);
 }
 
 // ---------------------------------------------------------------------------------------------
