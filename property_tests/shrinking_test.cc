@@ -27,11 +27,11 @@ constexpr uint32_t kBothOps = (1u << NVFP4_OP_GEMV) | (1u << NVFP4_OP_GEMM);
 constexpr uint32_t kLinear = 1u << NVFP4_SF_LINEAR;
 
 const nvfp4_kernel_info kInfos[] = {
-    {NVFP4_ABI_VERSION, "honest_linear_test", NVFP4_MEMORY_HOST, kBothOps, kLinear, 0, 1, 1, 1, 0},
-    {NVFP4_ABI_VERSION, "drops_last_partial_block", NVFP4_MEMORY_HOST, kBothOps, kLinear, 0, 1, 1, 1, 0},
+    {NVFP4_ABI_VERSION, "honest_linear_test", NVFP4_MEMORY_HOST, kBothOps, kLinear, 0, 1, 1, 1, 0, 0, 0},
+    {NVFP4_ABI_VERSION, "drops_last_partial_block", NVFP4_MEMORY_HOST, kBothOps, kLinear, 0, 1, 1, 1, 0, 0, 0},
     // Declares k % 32 == 0 but computes every k anyway instead of answering UNSUPPORTED.
-    {NVFP4_ABI_VERSION, "ignores_k_multiple", NVFP4_MEMORY_HOST, kBothOps, kLinear, 0, 1, 1, 32, 0},
-    {NVFP4_ABI_VERSION, "reads_batch_zero_of_b", NVFP4_MEMORY_HOST, kBothOps, kLinear, 0, 1, 1, 1, 0},
+    {NVFP4_ABI_VERSION, "ignores_k_multiple", NVFP4_MEMORY_HOST, kBothOps, kLinear, 0, 1, 1, 32, 0, 0, 0},
+    {NVFP4_ABI_VERSION, "reads_batch_zero_of_b", NVFP4_MEMORY_HOST, kBothOps, kLinear, 0, 1, 1, 1, 0, 0, 0},
 };
 const Bug kBugs[] = {Bug::none, Bug::drops_last_partial_block, Bug::ignores_k_multiple,
                      Bug::reads_batch_zero_of_b};
