@@ -28,7 +28,7 @@
 #              fuzz build) 2 fuzz workers, one GPU per task, NVFP4_SLURM_SECONDS (default 60) per
 #              task, on a private one-node Slurm (scripts/slurm-private.sh) where slurm-wlm and
 #              munge are installed, else the same campaign with --local; prints cases/s, exec/s
-#   v2         the revision-3 problems: every honest grouped/dual/out-type CUDA kernel through run for
+#   v2         (or its parts v2-honest, v2-mutants, v2-large) the revision-3 problems: every honest grouped/dual/out-type CUDA kernel through run for
 #              NVFP4_V2_CASES (default 20000) cases each (false alarms), the CUDA v2 mutants within
 #              300 cases each, and a grouped case whose packed B passes 2^31 bytes (2.2 GiB) against
 #              the packed naive kernel and the 32-bit-offset mutant
@@ -224,9 +224,10 @@ print(f'cases cold {c} / warm {w}: {\"within\" if ok else \"NOT within\"} 20%');
       fi
       [ -f "$OUT/slurm/env" ] && bash scripts/slurm-private.sh stop "$OUT/slurm"
       ;;
-    v2)
+    v2|v2-honest|v2-mutants|v2-large)
       v2seed=${NVFP4_V2_SEED:-$(date +%s)}
       v2cases=${NVFP4_V2_CASES:-20000}
+      if [ "$s" = v2 ] || [ "$s" = v2-honest ]; then
       step "revision-3 problems: honest kernels $v2cases cases each, seed $v2seed"
       v2args=()
       for k in grouped_gemm_naive grouped_gemm_naive_packed dual_gemm_naive grouped_gemm_tc ctl_cuda_out_types_unmutated \
@@ -236,6 +237,8 @@ print(f'cases cold {c} / warm {w}: {\"within\" if ok else \"NOT within\"} 20%');
         --cases "$v2cases" --seed "$v2seed" --report "$OUT/v2-honest.json" --case-dir "$OUT/v2-honest-cases" \
         >"$OUT/v2-honest.log" 2>&1 || status=1
       tail -14 "$OUT/v2-honest.log"
+      fi
+      if [ "$s" = v2 ] || [ "$s" = v2-mutants ]; then
       step "revision-3 CUDA mutants, 300 cases each, seed $v2seed"
       margs=()
       for k in $("$B/cli/nvfp4check" list --plugin "$B/mutation/mutants/libnvfp4_mutants.so" | awk '/^mut_cuda_(bf16|fp32|dual|grouped)/ {print $1}'); do
@@ -244,6 +247,8 @@ print(f'cases cold {c} / warm {w}: {\"within\" if ok else \"NOT within\"} 20%');
       timeout 300 "$B/cli/nvfp4check" run --plugin "$B/mutation/mutants/libnvfp4_mutants.so" "${margs[@]}" --cases 300 \
         --seed "$v2seed" --report "$OUT/v2-mutants.json" --case-dir "$OUT/v2-mutant-cases" >"$OUT/v2-mutants.log" 2>&1
       tail -14 "$OUT/v2-mutants.log"
+      fi
+      if [ "$s" = v2 ] || [ "$s" = v2-large ]; then
       step "a grouped case with a 2.2 GiB packed B (corpus/large/grouped_packed_b_2p2gib.case)"
       for k in grouped_gemm_naive_packed mut_cuda_grouped_offsets_32bit; do
         /usr/bin/time -v timeout 400 "$B/cli/nvfp4check" replay corpus/large/grouped_packed_b_2p2gib.case \
@@ -251,6 +256,7 @@ print(f'cases cold {c} / warm {w}: {\"within\" if ok else \"NOT within\"} 20%');
           >"$OUT/v2-large-$k.log" 2>&1
         echo "$k: exit $?"; grep -E "FAIL|check|pass|fail|Maximum resident|Elapsed" "$OUT/v2-large-$k.log" | head -12
       done
+      fi
       ;;
     grouped)
       step "grouped GEMM: grouped_gemm_tc against the byte floor and cuBLAS grouped FP16"
