@@ -4,6 +4,8 @@
 // measured matrix-unit model (reference/matrix_unit_model.h) without a GPU.
 #include <gtest/gtest.h>
 
+#include <chrono>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -399,6 +401,22 @@ TEST(Schedule, MaxGroupsIsRespectedAndProbed) {
   }
   EXPECT_GE(over, 60);
   EXPECT_GE(four, 50);
+}
+
+// A kernel allowing many groups (the CUDA naive kernels: 65535) is not probed with a case past
+// its limit: that would be 65536 groups, which once made one draw run for minutes. Every case
+// stays within the schedule's 256 groups and is drawn quickly.
+TEST(Schedule, ALargeMaxGroupsIsNotProbedWithAHugeCase) {
+  ScheduleOptions o;
+  o.seed = 1796129764082443693ull;  // the seed whose case 0 of such a kernel took minutes
+  const Schedule s(grouped_kernel(0, 65535), "grouped_gemm_naive", o);
+  const auto start = std::chrono::steady_clock::now();
+  for (int64_t i = 0; i < 300; ++i) {
+    const ScheduledCase c = s.at(i);
+    ASSERT_EQ(problem_error(c.problem), "") << i;
+    EXPECT_LE(c.problem.groups.size(), 256u) << i;
+  }
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 60.0);
 }
 
 // UNIT_ALPHA: alpha, alpha2 and every group's alpha are 1 in every case but the probes, which
