@@ -181,6 +181,14 @@ bool draw_unsupported(Draws& d, const nvfp4_kernel_info& info, Op op, const Shap
     p.sf_layout = SfLayout::permuted;
   } else if (info.flags & NVFP4_FLAG_UNIT_ALPHA) {
     plan.spec.alpha = alpha_pick ? AlphaDist::arbitrary : AlphaDist::pow2;
+  } else if (const Op other = op == Op::gemm ? Op::gemv : Op::gemm;
+             (op == Op::gemv || op == Op::gemm) && !((info.ops >> static_cast<uint32_t>(other)) & 1u)) {
+    // The other of GEMV and GEMM, which every kernel can tell apart by p->op (a version-1 kernel
+    // too); grouped and dual problems are never handed to a kernel without them
+    // (case_check.h's probes_refusal).
+    nvfp4_kernel_info any = info;
+    any.ops = 1u << static_cast<uint32_t>(other);
+    set_shape(p, draw_shape(d, other, any, limits));
   } else {
     return false;
   }

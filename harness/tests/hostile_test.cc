@@ -235,7 +235,7 @@ TEST(Arguments, ClearMessages) {
   }
   Outcome o = run("run --shape 99999999999x1x2 --cases 1");
   EXPECT_EQ(o.exit_code, 2);
-  EXPECT_TRUE(contains(o.output, "1 GiB"));
+  EXPECT_TRUE(contains(o.output, "4 GiB"));
   EXPECT_FALSE(contains(o.output, "bad_alloc"));
   o = run("run --seed -1 --cases 1");
   EXPECT_EQ(o.exit_code, 2);
