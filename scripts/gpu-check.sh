@@ -250,7 +250,7 @@ print(f'cases cold {c} / warm {w}: {\"within\" if ok else \"NOT within\"} 20%');
       fi
       if [ "$s" = v2 ] || [ "$s" = v2-large ]; then
       step "a grouped case with a 2.2 GiB packed B (corpus/large/grouped_packed_b_2p2gib.case)"
-      for k in grouped_gemm_naive_packed mut_cuda_grouped_offsets_32bit; do
+      for k in grouped_gemm_naive_packed big_cuda_grouped_offsets_32bit; do
         /usr/bin/time -v timeout 400 "$B/cli/nvfp4check" replay corpus/large/grouped_packed_b_2p2gib.case \
           --plugin "$B/mutation/mutants/libnvfp4_mutants.so" --kernel "$k" --report "$OUT/v2-large-$k.json" \
           >"$OUT/v2-large-$k.log" 2>&1

@@ -43,19 +43,16 @@ __device__ void store(void* c, int64_t index, uint32_t out, double v, Bug bug) {
   }
 }
 
-__device__ double silu_product(float g, float u, Bug bug) {
+__device__ double silu_product(double g, double u, Bug bug) {
   if (bug == Bug::dual_gate_up_swapped) {
-    const float t = g;
+    const double t = g;
     g = u, u = t;
   }
-  float silu;
   if (bug == Bug::dual_silu_fp16) {
-    const float gh = through_fp16(g);
-    silu = through_fp16(gh / through_fp16(1.0f + through_fp16(expf(-gh))));
-  } else {
-    silu = g / (1.0f + expf(-g));
+    const float gh = through_fp16(static_cast<float>(g));
+    return static_cast<double>(through_fp16(gh / through_fp16(1.0f + through_fp16(expf(-gh))))) * u;
   }
-  return static_cast<double>(silu) * static_cast<double>(u);
+  return g / (1.0 + exp(-g)) * u;
 }
 
 __global__ void dense_kernel(nvfp4_problem p, uint32_t out, Bug bug) {
@@ -70,8 +67,9 @@ __global__ void dense_kernel(nvfp4_problem p, uint32_t out, Bug bug) {
     if (!dual) {
       store(p.c, e, out, static_cast<double>(p.alpha) * acc, bug);
     } else {
-      const float u = alpha2 * dot(a_row, p.sfa, m, b, i, p.b2 + (b * n + j) * row_bytes, p.sfb2, n, b, j, k, p.sf_layout);
-      store(p.c, e, out, silu_product(p.alpha * acc, u, bug), bug);
+      const double u =
+          static_cast<double>(alpha2) * dot(a_row, p.sfa, m, b, i, p.b2 + (b * n + j) * row_bytes, p.sfb2, n, b, j, k, p.sf_layout);
+      store(p.c, e, out, silu_product(static_cast<double>(p.alpha) * acc, u, bug), bug);
     }
   }
 }

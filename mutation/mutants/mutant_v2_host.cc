@@ -43,18 +43,16 @@ void store(void* c, int64_t index, uint32_t out, double v, Bug bug) {
   kern::store_output(c, index, out, v);
 }
 
-// silu(g) * u, with the dual-GEMM bugs that live in the epilogue.
-double silu_product(float g, float u, Bug bug) {
+// silu(g) * u in double (g and u formed in double: see kernels/output_words.h), with the
+// dual-GEMM bugs that live in the epilogue.
+double silu_product(double g, double u, Bug bug) {
   if (bug == Bug::dual_gate_up_swapped) std::swap(g, u);
-  float silu;
   if (bug == Bug::dual_silu_fp16) {
-    const float gh = through_fp16(g);
+    const float gh = through_fp16(static_cast<float>(g));
     const float e = through_fp16(std::exp(-gh));
-    silu = through_fp16(gh / through_fp16(1.0f + e));
-  } else {
-    silu = g / (1.0f + std::exp(-g));
+    return static_cast<double>(through_fp16(gh / through_fp16(1.0f + e))) * u;
   }
-  return static_cast<double>(silu) * static_cast<double>(u);
+  return g / (1.0 + std::exp(-g)) * u;
 }
 
 int run_dense(Bug bug, const nvfp4_problem* p) {
@@ -74,8 +72,9 @@ int run_dense(Bug bug, const nvfp4_problem* p) {
           store(p->c, at, out, static_cast<double>(p->alpha) * acc, bug);
           continue;
         }
-        const float u = alpha2 * dot(a_row, p->sfa, m, b, i, p->b2 + (b * n + j) * row_bytes, p->sfb2, n, b, j, k, layout);
-        store(p->c, at, out, silu_product(p->alpha * acc, u, bug), bug);
+        const double u =
+            static_cast<double>(alpha2) * dot(a_row, p->sfa, m, b, i, p->b2 + (b * n + j) * row_bytes, p->sfb2, n, b, j, k, layout);
+        store(p->c, at, out, silu_product(static_cast<double>(p->alpha) * acc, u, bug), bug);
       }
   return NVFP4_OK;
 }

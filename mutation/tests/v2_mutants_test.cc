@@ -94,9 +94,9 @@ TEST(V2Mutants, EachFailsOnAProblemOfItsClass) {
                            "mut_host_grouped_empty_writes_row", "mut_host_grouped_alpha_of_first"})
     for (uint32_t layout : {NVFP4_SF_LINEAR, NVFP4_SF_PERMUTED})
       EXPECT_NE(check_grouped_kernel(mutant(name), layout, 3), "") << name << " layout " << layout;
-  // mut_host_grouped_offsets_32bit differs only once the packed B passes 2^31 bytes: the GPU's
+  // big_host_grouped_offsets_32bit differs only once the packed B passes 2^31 bytes: the GPU's
   // large tier reaches it, a CPU test cannot. Below that it must be correct.
-  EXPECT_EQ(check_grouped_kernel(mutant("mut_host_grouped_offsets_32bit"), NVFP4_SF_PERMUTED, 3), "");
+  EXPECT_EQ(check_grouped_kernel(mutant("big_host_grouped_offsets_32bit"), NVFP4_SF_PERMUTED, 3), "");
 }
 
 TEST(V2Mutants, OutputTypeMutantsDeclareOnlyTheTypeOfTheirBug) {
