@@ -52,7 +52,7 @@ __global__ void dual_gemm_naive_kernel(nvfp4_problem p, uint32_t out) {
         g += lane_sums[0][x][out_idx];
         u += lane_sums[1][x][out_idx];
       }
-      store_silu_product(p.c, (b * m + i) * n + j, out, p.alpha * g, p.alpha2 * u);
+      store_silu_product(p.c, (b * m + i) * n + j, out, static_cast<double>(p.alpha) * g, static_cast<double>(p.alpha2) * u);
     }
     __syncthreads();
   }
