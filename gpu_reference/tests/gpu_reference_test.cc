@@ -134,6 +134,31 @@ TEST_F(GpuReference, Bf16AndFp32OutputsMatchTheCpu) {
   EXPECT_EQ(exact_gemm_auto(dual, 0).words(), exact_gemm(dual).words());
 }
 
+// A grouped problem above the threshold goes to the GPU one group at a time (empty groups, each
+// group's alpha, FP32 words): bit for bit the CPU reference's.
+TEST_F(GpuReference, GroupedProblemsMatchTheCpuGroupByGroup) {
+  const uint64_t seed = 20261202;
+  std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
+  Rng rng(seed);
+  Problem p;
+  p.op = Op::grouped_gemm;
+  p.out_type = OutType::fp32;
+  for (const int64_t m : {0, 129, 1, 0, 300}) {
+    Problem one;
+    one.op = Op::gemm;
+    one.m = std::max<int64_t>(m, 1), one.n = 96, one.k = 528, one.l = 1;
+    fill_data(rng, DataSpec::parse("uniform/full/arbitrary"), one);
+    Group g;
+    g.m = m, g.n = one.n, g.k = one.k, g.alpha = one.alpha;
+    if (m > 0) g.a = one.a, g.b = one.b, g.sfa = one.sfa, g.sfb = one.sfb;
+    p.groups.push_back(std::move(g));
+  }
+  const ExactResult cpu = exact_gemm(p), gpu = exact_gemm_auto(p, 0);
+  EXPECT_EQ(gpu.words(), cpu.words());
+  EXPECT_EQ(gpu.group_offset, cpu.group_offset);
+  EXPECT_EQ(first_difference(cpu, gpu), -1);
+}
+
 TEST_F(GpuReference, RefusesKBeyondItsAccumulators) {
   Problem p;
   p.op = Op::gemv;
