@@ -312,7 +312,9 @@ DualValue dual_value(const ExactElement& g, float alpha, const ExactElement& u, 
   exact_split(u.sum, alpha2, &uh, &ul);
   // exp(-G) = exp(-hi) * exp(-lo); expm1l keeps exp(-lo) - 1 (about 2^-64 |G|) to full precision.
   long double e = std::exp(-gh);
-  if (std::isfinite(e) && gl != 0) e += e * std::expm1(-gl);
+  // Only a nonzero, finite exp(-hi) needs the low part: where it underflows (G far above 0) the
+  // correction would be 0 * expm1(-lo), and expm1 overflows once |G| passes about 2^77: NaN.
+  if (e != 0 && std::isfinite(e) && gl != 0) e += e * std::expm1(-gl);
   DualValue d;
   d.silu_g = gh / (1 + e);  // -0 when exp(-G) overflows (G < -11356): v underflows every type
   d.u = uh;

@@ -408,6 +408,17 @@ TEST(ExactDual, ZerosAndSignsAndNaN) {
   EXPECT_EQ(round_dual(far, false, OutType::fp32), 0x80000000u);
   const DualValue far_neg_u = dual_value(with_sum(-(i128(12000) << 20)), 1.0f, with_sum(-(i128(1) << 60)), 1.0f);
   EXPECT_EQ(round_dual(far_neg_u, false, OutType::fp32), 0u);
+  // G far above 0 (alpha 6.8e32: G = 1.19e40, as a scheduled FP32 case on the H200 had it):
+  // silu(G) = G, v = G * U overflows every output type to +Inf (it once came out NaN, and its
+  // rounding -0.5).
+  const float big_alpha = 6.819607e+32f;
+  // The sums of that case's element (g=0, i=2, j=142), in units of 2^-20: alpha * G's sum needs
+  // more than long double's 64 bits, so the split has a low part.
+  const DualValue huge = dual_value(with_sum(i128(18367299340776)), big_alpha, with_sum(i128(241672590528)), 0.0016877069f);
+  EXPECT_FALSE(std::isnan(huge.silu_g));
+  EXPECT_GT(huge.silu_g, 1e40L);
+  EXPECT_EQ(round_dual(huge, false, OutType::fp32), 0x7F800000u);
+  EXPECT_EQ(round_dual(huge, false, OutType::bf16), 0x7F80u);
   // silu(1) * 1 = 0.7310585786300049 -> FP32 0x3f3b26a8, BF16 0x3f3b, FP16 0x39d9.
   const DualValue one = dual_value(with_sum(1 << 20), 1.0f, with_sum(1 << 20), 1.0f);
   EXPECT_EQ(round_dual(one, false, OutType::fp32), 0x3f3b26a8u);
