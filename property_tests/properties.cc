@@ -1,4 +1,4 @@
-// The eleven properties. Comparisons between two runs are bit for bit for
+// The twelve properties. Comparisons between two runs are bit for bit for
 // deterministic kernels and, for kernels that declare NONDETERMINISTIC, on the outputs the oracle
 // pins to one value (the exact regime), where any correct kernel is deterministic too.
 #include "property_tests/properties.h"
@@ -10,6 +10,8 @@
 #include <numeric>
 
 #include "harness/case_check.h"
+#include "harness/executor.h"
+#include "harness/report.h"
 
 namespace nvfp4::prop {
 namespace {
@@ -75,6 +77,29 @@ void check_agrees(const Kernel& k, Draws& d, CaseTags& tags) {
   const OracleSummary s = judge(p, ref, out.data(), policy_of(k));
   tags.exact(s.exact_regime, s.elements);
   if (s.any_failure()) fail_case(k, p, kAgreesWithReference.name, describe_oracle_failure(p, c.spec, s));
+}
+
+// ----- 12. Every problem it declares (grouped, dual, every output type) agrees too --------------
+
+// The one draw as the schedule makes it, every op and output type the kernel declares: grouped
+// GEMMs with empty groups and their own scales and alphas, dual GEMMs, BF16 and FP32 words.
+void check_every_problem(const Kernel& k, Draws& d, CaseTags& tags) {
+  const DrawnCase c = nvfp4::draw_case(d, *k.info, {}, property_limits());
+  const Problem& p = c.problem;
+  tags.shape(p);
+  std::vector<uint32_t> out;
+  try {
+    InProcessExecutor executor(k, kDefaultCallTimeout);
+    out = run_kernel_once(executor, p);
+  } catch (const std::exception& e) {
+    fail_case(k, p, kEveryProblemAgreesWithReference.name, std::string("the kernel run failed: ") + e.what());
+  }
+  const ExactResult ref = exact_gemm(p);
+  const OracleSummary s = judge_words(p, ref, out.data(), policy_of(k));
+  tags.exact(s.exact_regime, s.elements);
+  if (s.any_failure())
+    fail_case(k, p, kEveryProblemAgreesWithReference.name,
+              oracle_text(p.out_type, s, policy_of(k)) + "; case " + describe(p, c.spec));
 }
 
 // ----- 2. Doubling every scale of one A row doubles that output row exactly --------------------
@@ -417,19 +442,28 @@ void check_runner(const Kernel& k, Draws& d, CaseTags& tags) {
 
 bool always(const Kernel&) { return true; }
 
+// The properties written for one GEMV or GEMM with FP16 words (their draw_case asks for those).
+bool gemm_fp16(const Kernel& k) {
+  return (k.supports_op(NVFP4_OP_GEMV) || k.supports_op(NVFP4_OP_GEMM)) && k.supports_out_type(NVFP4_OUT_FP16);
+}
+bool both_layouts_gemm(const Kernel& k) { return gemm_fp16(k) && has_both_layouts(k); }
+bool permuted_gemm(const Kernel& k) { return gemm_fp16(k) && has_permuted(k); }
+bool constrained_gemm(const Kernel& k) { return gemm_fp16(k) && has_constraints(k); }
+
 }  // namespace
 
-const Property kAgreesWithReference{"agrees-with-reference", always, check_agrees};
-const Property kDoublingRowScalesDoublesRow{"doubling-row-scales-doubles-row", always, check_doubling};
-const Property kPermutingBlocksKeepsC{"permuting-blocks-keeps-c", always, check_block_permutation};
-const Property kBatchesAreIndependent{"batches-are-independent", always, check_batches};
-const Property kRowsAndColumnsIndependent{"rows-and-columns-are-independent", always, check_rows_columns};
-const Property kNegatingBNegatesC{"negating-b-negates-c", always, check_negation};
-const Property kLayoutsAgree{"layouts-agree", has_both_layouts, check_layouts};
+const Property kAgreesWithReference{"agrees-with-reference", gemm_fp16, check_agrees};
+const Property kDoublingRowScalesDoublesRow{"doubling-row-scales-doubles-row", gemm_fp16, check_doubling};
+const Property kPermutingBlocksKeepsC{"permuting-blocks-keeps-c", gemm_fp16, check_block_permutation};
+const Property kBatchesAreIndependent{"batches-are-independent", gemm_fp16, check_batches};
+const Property kRowsAndColumnsIndependent{"rows-and-columns-are-independent", gemm_fp16, check_rows_columns};
+const Property kNegatingBNegatesC{"negating-b-negates-c", gemm_fp16, check_negation};
+const Property kLayoutsAgree{"layouts-agree", both_layouts_gemm, check_layouts};
 const Property kGemmWithNOneIsGemv{"gemm-with-n-1-is-gemv", has_both_ops, check_gemm_is_gemv};
-const Property kNanPaddingNeverReachesC{"nan-padding-never-reaches-c", has_permuted, check_nan_padding};
-const Property kUnsupportedIsRefused{"unsupported-is-refused", has_constraints, check_unsupported};
-const Property kRunnerChecksHold{"runner-checks-hold", always, check_runner};
+const Property kNanPaddingNeverReachesC{"nan-padding-never-reaches-c", permuted_gemm, check_nan_padding};
+const Property kUnsupportedIsRefused{"unsupported-is-refused", constrained_gemm, check_unsupported};
+const Property kRunnerChecksHold{"runner-checks-hold", gemm_fp16, check_runner};
+const Property kEveryProblemAgreesWithReference{"every-problem-agrees-with-reference", always, check_every_problem};
 
 void check_all_kernels(const Property& property, const std::vector<const Kernel*>& ks) {
   RcDraws d;

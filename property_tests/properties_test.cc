@@ -46,6 +46,7 @@ NVFP4_PROPERTY(GemmWithNOneEqualsGemv, kGemmWithNOneIsGemv)
 NVFP4_PROPERTY(NanInPaddingNeverReachesC, kNanPaddingNeverReachesC)
 NVFP4_PROPERTY(UnsupportedShapesAreRefusedUntouched, kUnsupportedIsRefused)
 NVFP4_PROPERTY(RunnerChecksHoldOnEveryCase, kRunnerChecksHold)
+NVFP4_PROPERTY(EveryDeclaredProblemAgreesWithExactReference, kEveryProblemAgreesWithReference)
 
 }  // namespace
 }  // namespace nvfp4::prop
