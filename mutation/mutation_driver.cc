@@ -293,7 +293,11 @@ MutantRow analyse_mutant(Executor& executor, const MutationOptions& options) {
     return row;
   }
   row.suite = suite_check(executor, options, options.budget);
-  if (options.weak_checks) {
+  // The weaker checks model harnesses of FP16 GEMV and GEMM problems (GPU MODE's, KernelBench's):
+  // a kernel of neither, or without FP16 output, is not one they could check ("-").
+  const bool weak_applies = !declared_gemv_gemm_ops(kernel.info).empty() &&
+                            ((declared_out_types(kernel.info) >> NVFP4_OUT_FP16) & 1u);
+  if (options.weak_checks && weak_applies) {
     row.gpu_mode = gpu_mode_check(executor, options, options.weak_cases);
     row.kernelbench = kernelbench_check(executor, options);
   }
