@@ -167,7 +167,10 @@ void Registry::add_provider(int (*count)(void), const nvfp4_kernel_info* (*get)(
 
 void Registry::load_plugin(const std::string& path) {
   dlerror();  // clear any stale error so the message below is this call's
-  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  // Never unloaded (RTLD_NODELETE): a plugin's libraries (the CUDA runtime, cuBLAS) keep static
+  // state and may have work in flight, and once unloaded at exit a leak checker reports their
+  // runtimes' allocations as leaks of an unknown module.
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
   if (handle == nullptr) {
     const char* err = dlerror();
     throw PluginError("cannot load plugin '" + path + "': " + (err ? err : "unknown dlopen error"));
