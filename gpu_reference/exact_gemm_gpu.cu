@@ -676,14 +676,7 @@ ExactResult grouped_gpu(const Problem& p, double threshold) {
   for (size_t g = 0; g < p.groups.size(); ++g) {
     const Group& q = p.groups[g];
     if (q.m == 0) continue;
-    Problem one;
-    one.op = Op::gemm;
-    one.m = q.m, one.n = q.n, one.k = q.k, one.l = 1;
-    one.sf_layout = SfLayout::linear;
-    one.semantics = p.semantics;
-    one.alpha = q.alpha;
-    one.out_type = p.out_type;
-    one.a = q.a, one.b = q.b, one.sfa = q.sfa, one.sfb = q.sfb;
+    const Problem one = group_problem(p, g);
     const double work = static_cast<double>(q.m) * q.n * q.k;
     const ExactResult r = work >= threshold / 4 && q.k <= kGpuReferenceMaxK ? exact_gemm_gpu(one) : exact_gemm(one);
     const size_t at = static_cast<size_t>(out.group_offset[g]);

@@ -228,12 +228,7 @@ StaleVariant stale_variant(const Problem& p, const ExactResult& ref, uint64_t se
   for (size_t g = 0; g < p.groups.size(); ++g) {
     const Group& q = p.groups[g];
     if (q.m == 0) continue;
-    Problem one;
-    one.op = Op::gemm;
-    one.m = q.m, one.n = q.n, one.k = q.k, one.l = 1;
-    one.alpha = q.alpha;
-    one.out_type = p.out_type;
-    one.a = q.a, one.b = q.b, one.sfa = q.sfa, one.sfb = q.sfb;
+    const Problem one = group_problem(p, g);
     const size_t at = static_cast<size_t>(ref.group_offset[g]), count = static_cast<size_t>(q.c_elems());
     ExactResult part;
     part.out_type = p.out_type;

@@ -301,6 +301,19 @@ PackedData pack_groups(const Problem& p, uint8_t pad_byte) {
   return d;
 }
 
+Problem group_problem(const Problem& p, size_t g) {
+  const Group& q = p.groups.at(g);
+  Problem one;
+  one.op = Op::gemm;
+  one.m = q.m, one.n = q.n, one.k = q.k, one.l = 1;
+  one.sf_layout = SfLayout::linear;
+  one.semantics = p.semantics;
+  one.alpha = q.alpha;
+  one.out_type = p.out_type;
+  one.a = q.a, one.b = q.b, one.sfa = q.sfa, one.sfb = q.sfb;
+  return one;
+}
+
 std::vector<int64_t> group_output_offsets(const Problem& p) {
   std::vector<int64_t> offsets{0};
   if (p.op != Op::grouped_gemm) {

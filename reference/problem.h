@@ -148,6 +148,10 @@ struct OutputPosition {
   int64_t g = -1, b = 0, i = 0, j = 0;
 };
 OutputPosition output_position(const Problem& p, int64_t index);
+// Group g of a grouped problem as the l = 1 GEMM it is: its shape, alpha and data, p's output
+// type and scale semantics, linear scales (as every Problem holds them).
+Problem group_problem(const Problem& p, size_t g);
+
 // First output element of each group (G + 1 entries, the last is c_elems()); {0, c_elems()}
 // for problems that are not grouped.
 std::vector<int64_t> group_output_offsets(const Problem& p);
