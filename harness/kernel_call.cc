@@ -264,9 +264,10 @@ CallObservation KernelCaller::call(const CallSpec& spec) {
         t.n = q.n;
         t.k = q.k;
         t.alpha = q.alpha;
+        // An empty group's pointers stay NULL in both arrangements (SPEC section 2).
+        if (q.m == 0) continue;
         if (in.packed) {
-          // Every group's pointers into the packed buffers (an empty group's point where its
-          // rows would begin: the kernel must not read or write there).
+          // Every group's pointers into the packed buffers.
           auto at = [&](size_t x, int64_t offset) -> uint8_t* {
             return buf.input(x) ? buf.input(x) + offset : nullptr;
           };
@@ -275,8 +276,7 @@ CallObservation KernelCaller::call(const CallSpec& spec) {
           t.sfa = at(2, in.offsets[g][2]);
           t.sfb = at(3, in.offsets[g][3]);
           t.c = buf.outputs[0] ? buf.outputs[0]->data() + in.c_offset[g] * out_word_bytes(p.out_type) : nullptr;
-          if (q.m == 0) t.a = t.b = t.sfa = t.sfb = nullptr, t.c = nullptr;
-        } else if (q.m > 0) {
+        } else {
           t.a = buf.input(next_input);
           t.b = buf.input(next_input + 1);
           t.sfa = buf.input(next_input + 2);
