@@ -22,4 +22,9 @@ gtest_module=$(cmake --system-information 2>/dev/null | sed -n 's/^CMAKE_ROOT "\
 cp "$gtest_module" .carry/gpu/cmake-modules/
 echo "$gtest_module" > .carry/gpu/cmake-modules/path
 pwd > .carry/gpu/source_dir
-du -sh .carry/gpu
+# Slurm and munge for a machine that cannot install them (gpu-check.sh's slurm step unpacks it).
+rm -rf .carry/slurm.tar.xz /tmp/nvfp4-slurm-bundle
+if bash scripts/slurm-bundle.sh /tmp/nvfp4-slurm-bundle; then
+  tar -C /tmp -cJf .carry/slurm.tar.xz nvfp4-slurm-bundle && rm -rf /tmp/nvfp4-slurm-bundle
+fi
+du -sh .carry/gpu .carry/slurm.tar.xz 2>/dev/null

@@ -70,9 +70,12 @@ for s in "${steps[@]}"; do
       ;;
     tests)
       step "ctest -L gpu over $gpus GPU(s)"
-      bash scripts/ctest-resource-spec.sh -o "$OUT/resources.json"
+      # Several tests share a GPU at once (NVFP4_TEST_SLOTS, default 4): one at a time, the ~100 gpu
+      # tests on one H200 outlast any device call; none of them measures time.
+      slots=${NVFP4_TEST_SLOTS:-4}
+      bash scripts/ctest-resource-spec.sh -o "$OUT/resources.json" --slots "$slots"
       # python.gpu is the python step's (its compiles alone take minutes): not run twice.
-      timeout "${NVFP4_TESTS_SECONDS:-330}" ctest --test-dir "$B" -L gpu -E '^python\.gpu$' -j "$((gpus * 2))" \
+      timeout "${NVFP4_TESTS_SECONDS:-330}" ctest --test-dir "$B" -L gpu -E '^python\.gpu$' -j "$((gpus * slots))" \
         --resource-spec-file "$OUT/resources.json" --output-on-failure --timeout 300 >"$OUT/ctest-gpu.log" 2>&1 || status=1
       grep -E "tests passed|tests failed|\(Failed\)|\(Timeout\)|Total Test time" "$OUT/ctest-gpu.log" | tail -25
       ;;
@@ -197,14 +200,17 @@ print(f'cases cold {c} / warm {w}: {\"within\" if ok else \"NOT within\"} 20%');
       devs=$(ls /dev/nvidia[0-9]* 2>/dev/null | paste -sd, -)
       where=(--local)
       rm -rf "$OUT/slurm"
+      if [ -f .carry/slurm.tar.xz ] && ! command -v slurmctld >/dev/null; then
+        # Packed by device-pack.sh (scripts/slurm-bundle.sh): this machine cannot install packages.
+        rm -rf /tmp/nvfp4-slurm-bundle && tar -C /tmp -xJf .carry/slurm.tar.xz && export NVFP4_SLURM_BUNDLE=/tmp/nvfp4-slurm-bundle
+      fi
       if bash scripts/slurm-private.sh start "$OUT/slurm" --gpu-files "$devs" --cpus "$(nproc)" >"$OUT/slurm-start.log" 2>&1; then
         source "$OUT/slurm/env"
         where=()
         echo "private Slurm up ($devs): with $gpus GPU(s) the array's tasks take them in turn"
       else
-        # No network on the device machine: the .debs must be carried (apt-get download slurm-wlm
-        # slurmctld slurmd slurm-client munge libmunge2 ... on a networked Debian 12, dpkg -i here).
-        echo "Slurm cannot start here ($(tail -1 "$OUT/slurm-start.log")): needs Debian's slurm-wlm and munge .debs;"
+        # Neither installed nor carried (device-pack.sh packs it where Slurm is installed).
+        echo "Slurm cannot start here ($(tail -1 "$OUT/slurm-start.log")): neither installed nor carried (.carry/slurm.tar.xz);"
         echo "running the same campaign without Slurm (--local: the tasks one after another per GPU)"
       fi
       sargs=(--tasks 2 --kernel gemv_fast --kernel gemm_tc --seconds "$ssec" --seed "$sseed" --gpus-per-task 1

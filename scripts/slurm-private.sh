@@ -14,6 +14,8 @@
 #   scripts/slurm-private.sh stop DIR       stops the daemons started there (their own pids only)
 #   scripts/slurm-private.sh install        installs slurm-wlm and munge with apt, not letting their
 #       packages start the system's daemons (a machine without systemd would fail their postinst)
+#   NVFP4_SLURM_BUNDLE=BDIR: use the Slurm and munge packed by scripts/slurm-bundle.sh in BDIR (a
+#       machine where the packages cannot be installed) instead of the installed ones.
 # Exit status: 0 started/stopped; 77 Slurm or munge is not installed, not root, or a daemon did
 # not start (the reason on stderr, the logs in DIR/log); 2 bad usage.
 #
@@ -84,6 +86,12 @@ while [[ $# -gt 0 ]]; do
 done
 [[ "$gpus" =~ ^[0-9]+$ && "$cpus" =~ ^[1-9][0-9]*$ ]] || die "--gpus and --cpus need whole numbers"
 
+bundle=${NVFP4_SLURM_BUNDLE:-}
+if [[ -n "$bundle" ]]; then
+  [[ -x "$bundle/bin/slurmctld" ]] || skip "NVFP4_SLURM_BUNDLE=$bundle holds no bundle (scripts/slurm-bundle.sh makes one)"
+  bundle=$(cd "$bundle" && pwd)
+  export PATH="$bundle/bin:$PATH"
+fi
 [[ "$(id -u)" -eq 0 ]] || skip "not root: the private slurmd runs jobs as root and mknod needs root"
 for p in munged slurmctld slurmd sbatch squeue scontrol scancel; do
   command -v "$p" >/dev/null 2>&1 || skip "$p is not installed (Debian packages slurm-wlm and munge: scripts/install-deps.sh)"
@@ -146,6 +154,7 @@ SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 SchedulerType=sched/backfill
 GresTypes=gpu
+${bundle:+PluginDir=$bundle/plugins}
 ReturnToService=2
 KillWait=5
 NodeName=$host NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=1000 $gres State=UNKNOWN
@@ -156,11 +165,12 @@ EOF
   for f in "${files[@]}"; do echo "NodeName=$host Name=gpu File=$f"; done
 } > "$dir/gres.conf"
 echo "export SLURM_CONF=$dir/slurm.conf" > "$dir/env"
+[[ -n "$bundle" ]] && echo "export PATH=$bundle/bin:\$PATH" >> "$dir/env"
 export SLURM_CONF="$dir/slurm.conf"
 
 slurmctld -D -c -f "$SLURM_CONF" > "$dir/log/slurmctld.out" 2>&1 &
 echo $! > "$dir/run/slurmctld.bgpid"
-slurmd -D -f "$SLURM_CONF" > "$dir/log/slurmd.out" 2>&1 &
+slurmd -D -f "$SLURM_CONF" ${bundle:+-d "$bundle/bin/slurmstepd"} > "$dir/log/slurmd.out" 2>&1 &
 echo $! > "$dir/run/slurmd.bgpid"
 for _ in $(seq 150); do
   state=$(sinfo -h -N -o %t 2>/dev/null | head -1)
