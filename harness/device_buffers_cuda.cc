@@ -124,6 +124,21 @@ class CudaBuffer final : public GuardedBuffer {
     check_cuda(cudaMemcpyAsync(block_.device, block_.staging, static_cast<size_t>(total_), cudaMemcpyHostToDevice,
                                stream_),
                "cudaMemcpyAsync of an input to the device");
+    // Pinned staging memory is mapped into the device's address space (UVA), and the allocator
+    // can place a large buffer's staging block right beside its device block, one block size
+    // (2^32 bytes) away: a kernel whose 32-bit offset wraps past 2^31 bytes then lands at the same
+    // offset of the staging copy and reads the right data over the bus. Once the copy is done,
+    // and before anything after it on the stream, the staging data becomes guard bytes. (The
+    // staging block outlives the host function: it is freed only after the stream is waited on,
+    // and never once the device is unusable.)
+    if (size_ >= kScrubBytes) {
+      auto* job = new ScrubJob{block_.staging + kGuardBytes, size_, pattern_};
+      const cudaError_t e = cudaLaunchHostFunc(stream_, scrub_staging, job);
+      if (e != cudaSuccess) {
+        delete job;
+        throw_cuda(e, "cudaLaunchHostFunc (scrubbing the staging copy)");
+      }
+    }
   }
 
   void fetch_async() override {
@@ -138,6 +153,18 @@ class CudaBuffer final : public GuardedBuffer {
   void wait(double timeout_s) override { wait_stream(stream_, timeout_s); }
 
  private:
+  // Large enough for a wrapped 32-bit offset to point back into the buffer's staging twin.
+  static constexpr int64_t kScrubBytes = int64_t(1) << 30;
+  struct ScrubJob {
+    uint8_t* at;
+    int64_t bytes;
+    GuardPattern pattern;
+  };
+  static void CUDART_CB scrub_staging(void* arg) {
+    std::unique_ptr<ScrubJob> job(static_cast<ScrubJob*>(arg));
+    write_guard_pattern(job->at, job->bytes, job->pattern);
+  }
+
   cudaStream_t stream_;
   int64_t total_;
   CudaBlock block_;
