@@ -1,9 +1,15 @@
 // honest_cuda_cublas_grouped_f16: a grouped GEMM the way a framework without NVFP4 kernels runs
-// one, every group's A*sa and B*sb dequantized to FP16 and multiplied by ONE
-// cublasGemmGroupedBatchedEx call (FP32 accumulate and output), then alpha and one rounding to
-// the output type. cuBLAS picks its own tiles, split-K and order: the suite must accept whatever
-// it does under the Hopper matrix-unit rule (SPEC section 3, conditions A and B hold: a*sa is
-// exact and normal in FP16, every product a multiple of 2^-20).
+// one, every group's A*sa and B*sb dequantized to FP16 values and multiplied by ONE
+// cublasGemmGroupedBatchedEx call on the tensor cores (FP32 accumulate and output), then alpha
+// and one rounding to the output type. cuBLAS picks its own tiles, split-K and order: the suite
+// must accept whatever it does under the Hopper matrix-unit rule (SPEC section 3, conditions A and
+// B hold: a*sa is exact and normal in FP16, every product a multiple of 2^-20).
+//
+// cuBLAS's grouped call does not take every type combination its plain GEMM does (the H200's
+// cuBLAS 13 answers NOT_SUPPORTED for FP16 operands with an FP32 C), so the first call tries, in
+// order: FP16 operands with CUBLAS_COMPUTE_32F; FP32 operands holding the same FP16 values with
+// CUBLAS_COMPUTE_32F_FAST_16F (the library converts them to FP16, exactly, for the tensor cores);
+// and plain FP32 (IEEE FMA, still within the rule), and keeps the first that cuBLAS runs.
 #include <cublas_v2.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -22,6 +28,20 @@ namespace nvfp4::honest {
 namespace {
 
 constexpr int kThreads = 256;
+
+// The operand types cuBLAS is asked for, in the order they are tried.
+struct Mode {
+  cudaDataType operand;
+  cublasComputeType_t compute;
+  const char* text;
+};
+constexpr Mode kModes[] = {
+    {CUDA_R_16F, CUBLAS_COMPUTE_32F, "FP16 operands, CUBLAS_COMPUTE_32F"},
+    {CUDA_R_32F, CUBLAS_COMPUTE_32F_FAST_16F, "FP32 operands of FP16 values, CUBLAS_COMPUTE_32F_FAST_16F"},
+    {CUDA_R_32F, CUBLAS_COMPUTE_32F, "FP32 operands, CUBLAS_COMPUTE_32F (no tensor cores)"},
+};
+constexpr int kModeCount = sizeof(kModes) / sizeof(kModes[0]);
+size_t operand_bytes(int mode) { return kModes[mode].operand == CUDA_R_16F ? 2 : 4; }
 constexpr int64_t kAlign = 8;  // elements: every group's scratch starts 16 bytes aligned for cuBLAS
 
 // Where one non-empty group lives in the scratch buffers (offsets in elements).
@@ -36,26 +56,32 @@ __host__ __device__ inline int64_t round_up(int64_t v) { return (v + kAlign - 1)
 // pageable copy may wait for the stream). The host walks the same table in the same order to size
 // the buffers and fill cuBLAS's shape arrays; one thread, since group counts are small.
 __global__ void plan_kernel(const nvfp4_group* groups, int64_t count, GroupPlan* plan, const void** a_ptrs,
-                            const void** b_ptrs, void** c_ptrs, __half* a16, __half* b16, float* c32) {
+                            const void** b_ptrs, void** c_ptrs, char* a16, char* b16, float* c32, int64_t esize) {
   int64_t u = 0, a = 0, b = 0, c = 0;
   for (int64_t g = 0; g < count; ++g) {
     const nvfp4_group& q = groups[g];
     if (q.m == 0) continue;
     plan[u] = {g, a, b, c};
     // cuBLAS's A is our B (op T) and its B our A (op N); its C is our C transposed (n x m).
-    a_ptrs[u] = b16 + b;
-    b_ptrs[u] = a16 + a;
+    a_ptrs[u] = b16 + b * esize;
+    b_ptrs[u] = a16 + a * esize;
     c_ptrs[u] = c32 + c;
     a += round_up(q.m * q.k), b += round_up(q.n * q.k), c += round_up(q.m * q.n);
     ++u;
   }
 }
 
-// Each byte of A and B (two elements) to two exact FP16 factors. A NaN scale gives NaN for every
-// element of its block, zeros included (NaN * 0 is NaN), so every output that uses the block
-// gets a NaN operand, which the MMA propagates. ue4m3: the scale's sign bit is ignored.
+__device__ inline void store_pair(__half* out, float lo, float hi) {
+  *reinterpret_cast<__half2*>(out) = __floats2half2_rn(lo, hi);  // even index: aligned
+}
+__device__ inline void store_pair(float* out, float lo, float hi) { *reinterpret_cast<float2*>(out) = {lo, hi}; }
+
+// Each byte of A and B (two elements) to two exact factors (FP16 values, stored as T). A NaN scale
+// gives NaN for every element of its block, zeros included (NaN * 0 is NaN), so every output that
+// uses the block gets a NaN operand, which the MMA propagates. ue4m3: the scale's sign bit is ignored.
+template <typename T>
 __global__ void dequantize_kernel(const nvfp4_group* groups, const GroupPlan* plan, int64_t used, uint32_t layout,
-                                  __half* a16, __half* b16) {
+                                  T* a16, T* b16) {
   for (int64_t u = blockIdx.y; u < used; u += gridDim.y) {
     const GroupPlan pl = plan[u];
     const nvfp4_group q = groups[pl.g];
@@ -67,8 +93,8 @@ __global__ void dequantize_kernel(const nvfp4_group* groups, const GroupPlan* pl
       const int64_t row = is_a ? r : r - q.m;
       const kern::FactorPair f = is_a ? kern::dequantized_pair(q.a, q.sfa, layout, q.m, q.k, 0, row, x)
                                       : kern::dequantized_pair(q.b, q.sfb, layout, q.n, q.k, 0, row, x);
-      __half* out = is_a ? a16 + pl.a_off : b16 + pl.b_off;
-      *reinterpret_cast<__half2*>(out + row * q.k + x) = __floats2half2_rn(f.lo, f.hi);  // x even: aligned
+      T* out = is_a ? a16 + pl.a_off : b16 + pl.b_off;
+      store_pair(out + row * q.k + x, f.lo, f.hi);
     }
   }
 }
@@ -95,6 +121,7 @@ struct DeviceState {
   cublasHandle_t handle = nullptr;
   cudaEvent_t done = nullptr;
   bool recorded = false;
+  int mode = -1;  // index into kModes once cuBLAS has run one
   void *a16 = nullptr, *b16 = nullptr, *c32 = nullptr, *plan = nullptr, *a_ptrs = nullptr, *b_ptrs = nullptr,
        *c_ptrs = nullptr;
   size_t a16_cap = 0, b16_cap = 0, c32_cap = 0, plan_cap = 0, a_ptrs_cap = 0, b_ptrs_cap = 0, c_ptrs_cap = 0;
@@ -123,7 +150,10 @@ cudaError_t grow(void** buf, size_t* cap, size_t need, cudaStream_t stream) {
   return cudaSuccess;
 }
 
-int enqueue(DeviceState& s, const nvfp4_problem* p, cudaStream_t stream) {
+// CUBLAS_STATUS_NOT_SUPPORTED from cuBLAS is returned as kNotSupported, for the caller to try the next mode.
+constexpr int kNotSupported = -1000;
+
+int enqueue(DeviceState& s, const nvfp4_problem* p, cudaStream_t stream, int mode) {
   // The host's walk of the table: the same order and offsets as plan_kernel's.
   int64_t used = 0, a_elems = 0, b_elems = 0, c_elems = 0, max_bytes = 0, max_out = 0;
   s.ta.clear(), s.tb.clear(), s.ms.clear(), s.ns.clear(), s.ks.clear(), s.lda.clear(), s.ldb.clear();
@@ -146,8 +176,9 @@ int enqueue(DeviceState& s, const nvfp4_problem* p, cudaStream_t stream) {
   if (s.recorded && (err = cudaStreamWaitEvent(stream, s.done, 0)) != cudaSuccess)
     return cuda_failed("cudaStreamWaitEvent", err);
   const size_t n = static_cast<size_t>(used);
-  if ((err = grow(&s.a16, &s.a16_cap, 2 * static_cast<size_t>(a_elems), stream)) != cudaSuccess ||
-      (err = grow(&s.b16, &s.b16_cap, 2 * static_cast<size_t>(b_elems), stream)) != cudaSuccess ||
+  const size_t esize = operand_bytes(mode);
+  if ((err = grow(&s.a16, &s.a16_cap, esize * static_cast<size_t>(a_elems), stream)) != cudaSuccess ||
+      (err = grow(&s.b16, &s.b16_cap, esize * static_cast<size_t>(b_elems), stream)) != cudaSuccess ||
       (err = grow(&s.c32, &s.c32_cap, 4 * static_cast<size_t>(c_elems), stream)) != cudaSuccess ||
       (err = grow(&s.plan, &s.plan_cap, sizeof(GroupPlan) * n, stream)) != cudaSuccess ||
       (err = grow(&s.a_ptrs, &s.a_ptrs_cap, sizeof(void*) * n, stream)) != cudaSuccess ||
@@ -156,27 +187,36 @@ int enqueue(DeviceState& s, const nvfp4_problem* p, cudaStream_t stream) {
     return cuda_failed("growing the scratch (cudaMallocAsync)", err);
 
   auto* plan = static_cast<GroupPlan*>(s.plan);
-  auto* a16 = static_cast<__half*>(s.a16);
-  auto* b16 = static_cast<__half*>(s.b16);
+  auto* a16 = static_cast<char*>(s.a16);
+  auto* b16 = static_cast<char*>(s.b16);
   auto* c32 = static_cast<float*>(s.c32);
   plan_kernel<<<1, 1, 0, stream>>>(p->group_device, p->groups, plan, static_cast<const void**>(s.a_ptrs),
-                                   static_cast<const void**>(s.b_ptrs), static_cast<void**>(s.c_ptrs), a16, b16, c32);
+                                   static_cast<const void**>(s.b_ptrs), static_cast<void**>(s.c_ptrs), a16, b16, c32,
+                                   static_cast<int64_t>(esize));
   const unsigned grid_y = static_cast<unsigned>(std::min<int64_t>(used, 65535));
   const unsigned deq_x = static_cast<unsigned>(std::min<int64_t>((max_bytes + kThreads - 1) / kThreads, 1024));
-  dequantize_kernel<<<dim3(deq_x, grid_y), kThreads, 0, stream>>>(p->group_device, plan, used, p->sf_layout, a16,
-                                                                   b16);
+  if (esize == 2)
+    dequantize_kernel<<<dim3(deq_x, grid_y), kThreads, 0, stream>>>(
+        p->group_device, plan, used, p->sf_layout, reinterpret_cast<__half*>(a16), reinterpret_cast<__half*>(b16));
+  else
+    dequantize_kernel<<<dim3(deq_x, grid_y), kThreads, 0, stream>>>(
+        p->group_device, plan, used, p->sf_layout, reinterpret_cast<float*>(a16), reinterpret_cast<float*>(b16));
   if ((err = cudaGetLastError()) != cudaSuccess) return cuda_failed("plan or dequantize launch", err);
 
   cublasStatus_t st = cublasSetStream(s.handle, stream);
   if (st == CUBLAS_STATUS_SUCCESS)
     st = cublasGemmGroupedBatchedEx_64(s.handle, s.ta.data(), s.tb.data(), s.ms.data(), s.ns.data(), s.ks.data(),
-                                       s.alpha.data(), static_cast<const void* const*>(s.a_ptrs), CUDA_R_16F,
-                                       s.lda.data(), static_cast<const void* const*>(s.b_ptrs), CUDA_R_16F,
+                                       s.alpha.data(), static_cast<const void* const*>(s.a_ptrs), kModes[mode].operand,
+                                       s.lda.data(), static_cast<const void* const*>(s.b_ptrs), kModes[mode].operand,
                                        s.ldb.data(), s.beta.data(), static_cast<void* const*>(s.c_ptrs), CUDA_R_32F,
-                                       s.ldc.data(), used, s.sizes.data(), CUBLAS_COMPUTE_32F);
+                                       s.ldc.data(), used, s.sizes.data(), kModes[mode].compute);
+  if (st == CUBLAS_STATUS_NOT_SUPPORTED && s.mode < 0) {
+    if (cudaEventRecord(s.done, stream) == cudaSuccess) s.recorded = true;
+    return kNotSupported;
+  }
   if (st != CUBLAS_STATUS_SUCCESS) {
-    std::fprintf(stderr, "honest_cuda_cublas_grouped_f16: cublasGemmGroupedBatchedEx_64: %s (%s)\n",
-                 cublasGetStatusName(st), cublasGetStatusString(st));
+    std::fprintf(stderr, "honest_cuda_cublas_grouped_f16: cublasGemmGroupedBatchedEx_64 (%s): %s (%s)\n",
+                 kModes[mode].text, cublasGetStatusName(st), cublasGetStatusString(st));
     // The dequantization was enqueued: later calls must still wait for it.
     if (cudaEventRecord(s.done, stream) == cudaSuccess) s.recorded = true;
     return NVFP4_ERROR;
@@ -212,7 +252,21 @@ int run_cublas_grouped(const nvfp4_problem* p) {
     s.done = nullptr;
     return cuda_failed("cudaEventCreateWithFlags", err);
   }
-  return enqueue(s, p, static_cast<cudaStream_t>(p->stream));
+  const auto stream = static_cast<cudaStream_t>(p->stream);
+  if (s.mode >= 0) return enqueue(s, p, stream, s.mode);
+  for (int mode = 0; mode < kModeCount; ++mode) {
+    const int rc = enqueue(s, p, stream, mode);
+    if (rc == kNotSupported) continue;
+    // A call with every group empty never reaches cuBLAS, so it settles nothing.
+    if (rc == NVFP4_OK && !s.ms.empty()) {
+      s.mode = mode;
+      if (mode > 0) std::fprintf(stderr, "honest_cuda_cublas_grouped_f16: cuBLAS runs the grouped GEMM with %s\n",
+                                 kModes[mode].text);
+    }
+    return rc;
+  }
+  std::fprintf(stderr, "honest_cuda_cublas_grouped_f16: cublasGemmGroupedBatchedEx_64 supports none of the operand types tried\n");
+  return NVFP4_ERROR;
 }
 
 }  // namespace nvfp4::honest
