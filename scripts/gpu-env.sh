@@ -1,5 +1,11 @@
 # Sourced on the device machine, in the repository copy: makes the carried gpu build usable at the
-# absolute paths ctest recorded here (the copy is linked at the original source path).
+# absolute paths ctest recorded here (the copy is linked at the original source path). A pack
+# carried compressed (.carry/*.tar.xz, as device-pack.sh writes it) is unpacked first.
+for t in .carry/gpu.tar.xz .carry/fuzz.tar.xz; do
+  d=.carry/$(basename "$t" .tar.xz)
+  # Once per carried tarball (later sources, maybe while the build runs, leave it alone).
+  if [ -f "$t" ] && [ "$t" -nt "$d/.unpacked" ]; then rm -rf "$d" && tar -C .carry -xJf "$t" && touch "$d/.unpacked"; fi
+done
 src=$(cat .carry/gpu/source_dir)
 if [ "$src" != "$PWD" ]; then
   mkdir -p "$(dirname "$src")"
