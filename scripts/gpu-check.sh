@@ -114,7 +114,7 @@ for s in "${steps[@]}"; do
       step "the Python package's GPU tier"
       NVFP4CHECK_LIBRARY="$B/python/libnvfp4check_capi.so" NVFP4CHECK_PROGRAM="$B/cli/nvfp4check" \
         NVFP4CHECK_WRONG_PLUGIN="$B/mutation/libnvfp4_wrong_host_plugin.so" PYTHONPATH="$PWD/python" \
-        timeout 1200 python3 -m pytest -p no:cacheprovider -q -rs python/tests >"$OUT/python.log" 2>&1 || status=1
+        timeout 1200 python3 -m pytest -p no:cacheprovider -q -rs -m gpu python/tests >"$OUT/python.log" 2>&1 || status=1
       tail -25 "$OUT/python.log"
       ;;
     gpumode)

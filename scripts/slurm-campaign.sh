@@ -118,6 +118,7 @@ task_main() {
       [[ $remaining -le 0 ]] && break
       wseed=$(( seed + 100000 * ${round##*/} + 1000 * i + run ))
       echo "== task $i run $run: seed $wseed, $remaining s" >> "$log"
+      touch "$log.run"
       "$fuzzer" -seed="$wseed" -max_total_time="$remaining" -timeout="$fuzz_timeout" -rss_limit_mb="$rss_mb" \
         -print_final_stats=1 -reload=1 -artifact_prefix="$round/crashes/task-$i-" \
         "$dir/corpus" ${seeds:+"$seeds"} >> "$log" 2>&1
@@ -126,6 +127,14 @@ task_main() {
       [[ $rc -eq 0 ]] && break
       # The kernel fuzzer's "nothing chosen can run here" and "bad setting".
       [[ $rc -eq 4 || $rc -eq 2 ]] && { echo "== task $i: the fuzzer could not start (exit $rc)" >> "$log"; break; }
+      # A finding leaves an artifact (crash-, timeout-, oom-, leak-...); an exit without one is a
+      # worker that did not run (a sanitizer refusing the address space, a missing library), and
+      # counting it as a finding would let the task pass having checked nothing.
+      if [[ $(find "$round/crashes" -name "task-$i-*" -newer "$log.run" 2>/dev/null | wc -l) -eq 0 ]]; then
+        echo "== task $i: the fuzzer exited $rc and left no artifact: it did not run (its last lines above)" >> "$log"
+        rc=3
+        break
+      fi
       crashes=$(( crashes + 1 ))
       echo "== task $i: exit $rc (crash $crashes)" >> "$log"
       rc=0  # a crash is a finding (its artifact is in crashes/), not a failed task
@@ -285,6 +294,8 @@ finish_main() {
     echo "executions: $execs in all; coverage of the merged corpus: $coverage; corpus $(find "$dir/corpus" -type f | wc -l) file(s) in $dir/corpus" >> "$summary"
     campaign_replay_crashes kernel "$fuzzer" "$nvfp4check" "$round/crashes" "$round/cases" "$summary"
     found=$campaign_failures
+    # Tasks that completed and ran nothing checked nothing: not a pass.
+    [[ $execs -eq 0 && $found -eq 0 ]] && { incomplete=1; echo "no executions in this round: nothing was checked" >> "$summary"; }
   fi
 
   if [[ $status -eq 2 ]]; then :

@@ -170,11 +170,26 @@ export SLURM_CONF="$dir/slurm.conf"
 
 slurmctld -D -c -f "$SLURM_CONF" > "$dir/log/slurmctld.out" 2>&1 &
 echo $! > "$dir/run/slurmctld.bgpid"
-slurmd -D -f "$SLURM_CONF" ${bundle:+-d "$bundle/bin/slurmstepd"} > "$dir/log/slurmd.out" 2>&1 &
-echo $! > "$dir/run/slurmd.bgpid"
+start_slurmd() {
+  slurmd -D -f "$SLURM_CONF" ${bundle:+-d "$bundle/bin/slurmstepd"} > "$dir/log/slurmd.out" 2>&1 &
+  echo $! > "$dir/run/slurmd.bgpid"
+}
+start_slurmd
+# slurmd initialises a cgroup plugin even with proctrack/linuxproc and task/none; on a cgroup v2
+# machine whose hierarchy it may not write (a VM or container's), cgroup/v2 fails its init and
+# slurmd exits. cgroup/v1's init touches nothing, and nothing here uses cgroups after it.
+cgroup_retry=1
 for _ in $(seq 150); do
   state=$(sinfo -h -N -o %t 2>/dev/null | head -1)
   [[ "$state" == idle ]] && break
+  if ! kill -0 "$(cat "$dir/run/slurmd.bgpid")" 2>/dev/null && [[ $cgroup_retry -eq 1 ]] &&
+     grep -q "cgroup" "$dir/log/slurmd.out"; then
+    cgroup_retry=0
+    echo "slurm-private.sh: slurmd could not initialise cgroup/v2 here; again with CgroupPlugin=cgroup/v1" >&2
+    echo "CgroupPlugin=cgroup/v1" > "$dir/cgroup.conf"
+    start_slurmd
+    continue
+  fi
   for f in slurmctld slurmd; do
     kill -0 "$(cat "$dir/run/$f.bgpid")" 2>/dev/null ||
       { tail -5 "$dir/log/$f.out" >&2; stop; skip "$f exited at start (see $dir/log/$f.out)"; }
