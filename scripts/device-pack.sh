@@ -41,6 +41,7 @@ if [[ $fuzz -eq 1 ]]; then
   strip --strip-debug -o .carry/fuzz/cli/nvfp4check build/fuzz/cli/nvfp4check
   strip --strip-debug -o .carry/fuzz/fuzz/kernel_fuzzer build/fuzz/fuzz/kernel_fuzzer
   cp .carry/gpu/lib/* .carry/fuzz/lib/
+  cp -L /usr/lib/llvm-14/lib/libomp.so.5 .carry/fuzz/lib/  # clang's OpenMP: not in the device image
   tar -C .carry -c fuzz | xz -T0 -6 > .carry/fuzz.tar.xz && rm -rf .carry/fuzz
 fi
 du -sh .carry/gpu .carry/*.tar.xz
