@@ -5,11 +5,15 @@
 // must accept whatever it does under the Hopper matrix-unit rule (SPEC section 3, conditions A and
 // B hold: a*sa is exact and normal in FP16, every product a multiple of 2^-20).
 //
-// cuBLAS's grouped call does not take every type combination its plain GEMM does (the H200's
-// cuBLAS 13 answers NOT_SUPPORTED for FP16 operands with an FP32 C), so the first call tries, in
-// order: FP16 operands with CUBLAS_COMPUTE_32F; FP32 operands holding the same FP16 values with
-// CUBLAS_COMPUTE_32F_FAST_16F (the library converts them to FP16, exactly, for the tensor cores);
-// and plain FP32 (IEEE FMA, still within the rule), and keeps the first that cuBLAS runs.
+// For FP16 outputs cuBLAS writes C itself: FP16 operands and C, each group's alpha handed to
+// cuBLAS, so D = RN_fp16(fl32(alpha * acc)): one FP32 multiply (SPEC's t' + 2 where alpha is not a
+// power of two, exact where it is) and one rounding. Other outputs need an FP32 C and our
+// epilogue, and cuBLAS's grouped call does not take every type combination its plain GEMM does
+// (the H200's cuBLAS 13 answers NOT_SUPPORTED for FP16 operands with an FP32 C, and for
+// CUBLAS_COMPUTE_32F_FAST_16F), so the first such call tries, in order: FP16 operands with
+// CUBLAS_COMPUTE_32F; FP32 operands holding the same FP16 values with COMPUTE_32F_FAST_16F (the
+// library converts them to FP16, exactly, for the tensor cores); and plain FP32 (IEEE FMA, still
+// within the rule), and keeps the first that cuBLAS runs.
 #include <cublas_v2.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -31,14 +35,18 @@ constexpr int kThreads = 256;
 
 // The operand types cuBLAS is asked for, in the order they are tried.
 struct Mode {
-  cudaDataType operand;
+  cudaDataType operand, c;
   cublasComputeType_t compute;
+  bool direct;  // cuBLAS writes the FP16 output itself, alpha included; no epilogue
   const char* text;
 };
+constexpr int kDirect = 0;  // FP16 outputs only
 constexpr Mode kModes[] = {
-    {CUDA_R_16F, CUBLAS_COMPUTE_32F, "FP16 operands, CUBLAS_COMPUTE_32F"},
-    {CUDA_R_32F, CUBLAS_COMPUTE_32F_FAST_16F, "FP32 operands of FP16 values, CUBLAS_COMPUTE_32F_FAST_16F"},
-    {CUDA_R_32F, CUBLAS_COMPUTE_32F, "FP32 operands, CUBLAS_COMPUTE_32F (no tensor cores)"},
+    {CUDA_R_16F, CUDA_R_16F, CUBLAS_COMPUTE_32F, true, "FP16 operands and C, each group's alpha in cuBLAS"},
+    {CUDA_R_16F, CUDA_R_32F, CUBLAS_COMPUTE_32F, false, "FP16 operands, FP32 C, CUBLAS_COMPUTE_32F"},
+    {CUDA_R_32F, CUDA_R_32F, CUBLAS_COMPUTE_32F_FAST_16F, false,
+     "FP32 operands of FP16 values, CUBLAS_COMPUTE_32F_FAST_16F"},
+    {CUDA_R_32F, CUDA_R_32F, CUBLAS_COMPUTE_32F, false, "FP32 operands, CUBLAS_COMPUTE_32F (no tensor cores)"},
 };
 constexpr int kModeCount = sizeof(kModes) / sizeof(kModes[0]);
 size_t operand_bytes(int mode) { return kModes[mode].operand == CUDA_R_16F ? 2 : 4; }
@@ -56,7 +64,8 @@ __host__ __device__ inline int64_t round_up(int64_t v) { return (v + kAlign - 1)
 // pageable copy may wait for the stream). The host walks the same table in the same order to size
 // the buffers and fill cuBLAS's shape arrays; one thread, since group counts are small.
 __global__ void plan_kernel(const nvfp4_group* groups, int64_t count, GroupPlan* plan, const void** a_ptrs,
-                            const void** b_ptrs, void** c_ptrs, char* a16, char* b16, float* c32, int64_t esize) {
+                            const void** b_ptrs, void** c_ptrs, char* a16, char* b16, float* c32, int64_t esize,
+                            bool direct) {
   int64_t u = 0, a = 0, b = 0, c = 0;
   for (int64_t g = 0; g < count; ++g) {
     const nvfp4_group& q = groups[g];
@@ -65,7 +74,7 @@ __global__ void plan_kernel(const nvfp4_group* groups, int64_t count, GroupPlan*
     // cuBLAS's A is our B (op T) and its B our A (op N); its C is our C transposed (n x m).
     a_ptrs[u] = b16 + b * esize;
     b_ptrs[u] = a16 + a * esize;
-    c_ptrs[u] = c32 + c;
+    c_ptrs[u] = direct ? q.c : static_cast<void*>(c32 + c);
     a += round_up(q.m * q.k), b += round_up(q.n * q.k), c += round_up(q.m * q.n);
     ++u;
   }
@@ -121,7 +130,8 @@ struct DeviceState {
   cublasHandle_t handle = nullptr;
   cudaEvent_t done = nullptr;
   bool recorded = false;
-  int mode = -1;  // index into kModes once cuBLAS has run one
+  int mode = -1;    // index into kModes (not kDirect) once cuBLAS has run one
+  int direct = -1;  // kDirect: -1 not tried yet, 0 refused by cuBLAS, 1 runs
   void *a16 = nullptr, *b16 = nullptr, *c32 = nullptr, *plan = nullptr, *a_ptrs = nullptr, *b_ptrs = nullptr,
        *c_ptrs = nullptr;
   size_t a16_cap = 0, b16_cap = 0, c32_cap = 0, plan_cap = 0, a_ptrs_cap = 0, b_ptrs_cap = 0, c_ptrs_cap = 0;
@@ -153,7 +163,8 @@ cudaError_t grow(void** buf, size_t* cap, size_t need, cudaStream_t stream) {
 // CUBLAS_STATUS_NOT_SUPPORTED from cuBLAS is returned as kNotSupported, for the caller to try the next mode.
 constexpr int kNotSupported = -1000;
 
-int enqueue(DeviceState& s, const nvfp4_problem* p, cudaStream_t stream, int mode) {
+int enqueue(DeviceState& s, const nvfp4_problem* p, cudaStream_t stream, int mode, bool probing) {
+  const bool direct = kModes[mode].direct;
   // The host's walk of the table: the same order and offsets as plan_kernel's.
   int64_t used = 0, a_elems = 0, b_elems = 0, c_elems = 0, max_bytes = 0, max_out = 0;
   s.ta.clear(), s.tb.clear(), s.ms.clear(), s.ns.clear(), s.ks.clear(), s.lda.clear(), s.ldb.clear();
@@ -168,7 +179,8 @@ int enqueue(DeviceState& s, const nvfp4_problem* p, cudaStream_t stream, int mod
     s.ta.push_back(CUBLAS_OP_T), s.tb.push_back(CUBLAS_OP_N);
     s.ms.push_back(q.n), s.ns.push_back(q.m), s.ks.push_back(q.k);
     s.lda.push_back(q.k), s.ldb.push_back(q.k), s.ldc.push_back(q.n);
-    s.sizes.push_back(1), s.alpha.push_back(1.0f), s.beta.push_back(0.0f);  // beta 0: C is never read
+    // beta 0: C is never read. Direct: alpha is cuBLAS's; else our epilogue's.
+    s.sizes.push_back(1), s.alpha.push_back(direct ? q.alpha : 1.0f), s.beta.push_back(0.0f);
   }
   if (used == 0) return NVFP4_OK;  // every group empty: nothing to write
 
@@ -179,7 +191,7 @@ int enqueue(DeviceState& s, const nvfp4_problem* p, cudaStream_t stream, int mod
   const size_t esize = operand_bytes(mode);
   if ((err = grow(&s.a16, &s.a16_cap, esize * static_cast<size_t>(a_elems), stream)) != cudaSuccess ||
       (err = grow(&s.b16, &s.b16_cap, esize * static_cast<size_t>(b_elems), stream)) != cudaSuccess ||
-      (err = grow(&s.c32, &s.c32_cap, 4 * static_cast<size_t>(c_elems), stream)) != cudaSuccess ||
+      (err = grow(&s.c32, &s.c32_cap, direct ? 4 : 4 * static_cast<size_t>(c_elems), stream)) != cudaSuccess ||
       (err = grow(&s.plan, &s.plan_cap, sizeof(GroupPlan) * n, stream)) != cudaSuccess ||
       (err = grow(&s.a_ptrs, &s.a_ptrs_cap, sizeof(void*) * n, stream)) != cudaSuccess ||
       (err = grow(&s.b_ptrs, &s.b_ptrs_cap, sizeof(void*) * n, stream)) != cudaSuccess ||
@@ -192,7 +204,7 @@ int enqueue(DeviceState& s, const nvfp4_problem* p, cudaStream_t stream, int mod
   auto* c32 = static_cast<float*>(s.c32);
   plan_kernel<<<1, 1, 0, stream>>>(p->group_device, p->groups, plan, static_cast<const void**>(s.a_ptrs),
                                    static_cast<const void**>(s.b_ptrs), static_cast<void**>(s.c_ptrs), a16, b16, c32,
-                                   static_cast<int64_t>(esize));
+                                   static_cast<int64_t>(esize), direct);
   const unsigned grid_y = static_cast<unsigned>(std::min<int64_t>(used, 65535));
   const unsigned deq_x = static_cast<unsigned>(std::min<int64_t>((max_bytes + kThreads - 1) / kThreads, 1024));
   if (esize == 2)
@@ -208,9 +220,9 @@ int enqueue(DeviceState& s, const nvfp4_problem* p, cudaStream_t stream, int mod
     st = cublasGemmGroupedBatchedEx_64(s.handle, s.ta.data(), s.tb.data(), s.ms.data(), s.ns.data(), s.ks.data(),
                                        s.alpha.data(), static_cast<const void* const*>(s.a_ptrs), kModes[mode].operand,
                                        s.lda.data(), static_cast<const void* const*>(s.b_ptrs), kModes[mode].operand,
-                                       s.ldb.data(), s.beta.data(), static_cast<void* const*>(s.c_ptrs), CUDA_R_32F,
+                                       s.ldb.data(), s.beta.data(), static_cast<void* const*>(s.c_ptrs), kModes[mode].c,
                                        s.ldc.data(), used, s.sizes.data(), kModes[mode].compute);
-  if (st == CUBLAS_STATUS_NOT_SUPPORTED && s.mode < 0) {
+  if (st == CUBLAS_STATUS_NOT_SUPPORTED && probing) {
     if (cudaEventRecord(s.done, stream) == cudaSuccess) s.recorded = true;
     return kNotSupported;
   }
@@ -222,6 +234,11 @@ int enqueue(DeviceState& s, const nvfp4_problem* p, cudaStream_t stream, int mod
     return NVFP4_ERROR;
   }
 
+  if (direct) {
+    if ((err = cudaEventRecord(s.done, stream)) != cudaSuccess) return cuda_failed("cudaEventRecord", err);
+    s.recorded = true;
+    return NVFP4_OK;
+  }
   const unsigned epi_x = static_cast<unsigned>(std::min<int64_t>((max_out + kThreads - 1) / kThreads, 1024));
   epilogue_kernel<<<dim3(epi_x, grid_y), kThreads, 0, stream>>>(p->group_device, plan, used,
                                                                  kern::problem_out_type(p), c32);
@@ -253,14 +270,24 @@ int run_cublas_grouped(const nvfp4_problem* p) {
     return cuda_failed("cudaEventCreateWithFlags", err);
   }
   const auto stream = static_cast<cudaStream_t>(p->stream);
-  if (s.mode >= 0) return enqueue(s, p, stream, s.mode);
-  for (int mode = 0; mode < kModeCount; ++mode) {
-    const int rc = enqueue(s, p, stream, mode);
+  if (kern::problem_out_type(p) == NVFP4_OUT_FP16 && s.direct != 0) {
+    const int rc = enqueue(s, p, stream, kDirect, s.direct < 0);
+    if (rc != kNotSupported) {
+      if (rc == NVFP4_OK && !s.ms.empty()) s.direct = 1;
+      return rc;
+    }
+    s.direct = 0;
+    std::fprintf(stderr, "honest_cuda_cublas_grouped_f16: cuBLAS refuses %s; FP16 outputs go through the epilogue\n",
+                 kModes[kDirect].text);
+  }
+  if (s.mode >= 0) return enqueue(s, p, stream, s.mode, false);
+  for (int mode = kDirect + 1; mode < kModeCount; ++mode) {
+    const int rc = enqueue(s, p, stream, mode, true);
     if (rc == kNotSupported) continue;
     // A call with every group empty never reaches cuBLAS, so it settles nothing.
     if (rc == NVFP4_OK && !s.ms.empty()) {
       s.mode = mode;
-      if (mode > 0) std::fprintf(stderr, "honest_cuda_cublas_grouped_f16: cuBLAS runs the grouped GEMM with %s\n",
+      if (mode > kDirect + 1) std::fprintf(stderr, "honest_cuda_cublas_grouped_f16: cuBLAS runs the grouped GEMM with %s\n",
                                  kModes[mode].text);
     }
     return rc;
