@@ -15,7 +15,8 @@
 #              NVFP4_HONEST_SECONDS (default 120) in all: false alarms and exact-regime share
 #   gpuref     the GPU reference's timings on production shapes
 #   throughput scripts/throughput-bench.sh (cases/s by size class; NVFP4_BASELINE: another build)
-#   python     the Python package's GPU tier (torch, load_inline, Triton, the GPU MODE cheats)
+#   python     the Python package's GPU tier, python.gpu (-m gpu: torch, load_inline, Triton, GPU MODE
+#              submissions: 18 of its 26 tests took 420 s on one H200 beside other steps; give it a call)
 #   gpumode    GPU MODE submissions as submitted (corpus/python/gpumode): a load_inline GEMV whose
 #              first call compiles 40 s or more passes run --python --problem nvfp4_gemv with every
 #              default, and checks as many cases in 60 s as when compiled already (within 20%); a
