@@ -31,7 +31,7 @@ enum class CudaVariant {
   mma_split_k_bf16,  // mma.sync bf16, k split over warps, FP32 partials added in a rotated order
   wgmma_f16,         // wgmma m64n32k16 (sm_90a only), both operands from shared memory
   // Grouped GEMM only (honest_cublas_grouped.cu):
-  cublas_grouped_f16,  // FP16 dequantization, one cublasGemmGroupedBatchedEx call, FP32 out, then alpha
+  cublas_grouped_f16,  // FP16 dequantization, one cublasGemmGroupedBatchedEx call (see the file)
 };
 
 int run_cuda_variant(CudaVariant v, const nvfp4_problem* p);
