@@ -24,8 +24,9 @@
 #                      (fuzz/*_fuzzer, the demo plugin, cli/nvfp4check, and lib/ with the shared
 #                      libraries outside glibc and CUDA), to carry to another machine and use
 #                      there as --build DEST (DEST/lib goes on LD_LIBRARY_PATH by itself)
-# Exit status: 0 nothing found, 1 failures found (case files listed), 2 bad usage or setup; the
-# status is also written to OUT/exit-status when the campaign is complete.
+# Exit status: 0 nothing found, 1 failures found (case files listed), 2 bad usage or setup (a
+# worker that never ran counts: it checked nothing); the status is also written to
+# OUT/exit-status when the campaign is complete.
 #
 # Example (1 GPU, 10 minutes, the naive CUDA kernels):
 #   scripts/fuzz-campaign.sh --build build/fuzz --gpus 1 --minutes 10 --kernel gemv_naive,gemm_naive
@@ -198,6 +199,7 @@ run_worker() {
     [[ $remaining -le 0 ]] && break
     local seed=$(( base_seed + 1000 * w + run ))
     echo "== worker $w run $run: seed $seed, $remaining s" >> "$log"
+    touch "$log.run"
     (
       [[ ${#gpu_ids[@]} -gt 0 ]] && export CUDA_VISIBLE_DEVICES="${gpu_ids[$w]}"
       exec "$fuzzer" -seed="$seed" -max_total_time="$remaining" -timeout="$timeout_s" \
@@ -209,6 +211,12 @@ run_worker() {
     [[ $rc -eq 0 ]] && break
     if [[ $rc -eq 4 || $rc -eq 2 ]]; then  # the kernel fuzzer's "cannot run here" and "bad setting"
       echo "== worker $w: the fuzzer could not start (exit $rc), see above" >> "$log"
+      break
+    fi
+    # A finding leaves an artifact (crash-, timeout-, oom-...); an exit without one is a worker
+    # that did not run (a sanitizer refusing the address space, a missing library).
+    if [[ $(find "$out/crashes" -name "w$w-*" -newer "$log.run" 2>/dev/null | wc -l) -eq 0 ]]; then
+      echo "== worker $w: the fuzzer exited $rc without an artifact: not a finding, and the worker stops (see above)" >> "$log"
       break
     fi
     crashes=$(( crashes + 1 ))
@@ -285,8 +293,13 @@ if [[ ${#new_files[@]} -gt 0 ]]; then
   [[ ${#new_files[@]} -gt 20 ]] && echo "  ... and $(( ${#new_files[@]} - 20 )) more in $out/merged" >> "$summary"
 fi
 
+not_run=$(grep -l "^== worker [0-9]*: the fuzzer could not start\|^== worker [0-9]*: the fuzzer exited .* without an artifact" \
+  "$out"/logs/worker-*.log 2>/dev/null | wc -l)
+[[ $not_run -gt 0 ]] && echo "workers that stopped without running to the end: $not_run of $n_workers (their logs in $out/logs)" >> "$summary"
+[[ $total_execs -eq 0 ]] && echo "no executions: nothing was checked" >> "$summary"
 cat "$summary"
 status=0
+[[ $not_run -gt 0 || $total_execs -eq 0 ]] && status=2
 [[ $failures -gt 0 ]] && status=1
 # A marker for whoever waits on a campaign started in the background (setsid ... &).
 echo "$status" > "$out/exit-status"

@@ -131,7 +131,7 @@ task_main() {
       # worker that did not run (a sanitizer refusing the address space, a missing library), and
       # counting it as a finding would let the task pass having checked nothing.
       if [[ $(find "$round/crashes" -name "task-$i-*" -newer "$log.run" 2>/dev/null | wc -l) -eq 0 ]]; then
-        echo "== task $i: the fuzzer exited $rc and left no artifact: it did not run (its last lines above)" >> "$log"
+        echo "== task $i: the fuzzer exited $rc without an artifact: not a finding, and the task failed (its last lines above)" >> "$log"
         rc=3
         break
       fi

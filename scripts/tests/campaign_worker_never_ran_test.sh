@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# A fuzz-mode campaign whose workers never run is not a pass: a fuzzer that exits non-zero
-# without an artifact (a sanitizer refusing the address space, a library the machine lacks) is
-# a FAILED task, and a round in which nothing was executed is INCOMPLETE (exit 3). Stand-in
+# A fuzz campaign whose workers never run is not a pass: a fuzzer that exits non-zero without an
+# artifact (a sanitizer refusing the address space, a library the machine lacks) is not a
+# finding. slurm-campaign.sh: a FAILED task, and a round in which nothing was executed is
+# INCOMPLETE (exit 3); fuzz-campaign.sh (one host): exit 2, the setup's failure. Stand-in
 # fuzzers (shell scripts) play the workers, on this machine (--local): no Slurm is needed.
 # Usage: campaign_worker_never_ran_test.sh NVFP4CHECK
 set -uo pipefail
@@ -32,7 +33,7 @@ rc=$?
 grep -q "verdict: INCOMPLETE, not a pass" "$work/refused/summary.txt" || fail "refused workers: not INCOMPLETE"
 grep -qE "^0 .*FAILED" "$work/refused/summary.txt" || fail "refused workers: task 0 not FAILED"
 grep -q "AddressSanitizer failed" "$work/refused/rounds/1/logs/task-0.log" || fail "the fuzzer's message is not in the task log"
-grep -q "left no artifact: it did not run" "$work/refused/rounds/1/logs/task-0.log" || fail "the task log does not say why"
+grep -q "without an artifact: not a finding" "$work/refused/rounds/1/logs/task-0.log" || fail "the task log does not say why"
 
 # Exits 0 having executed nothing: the tasks completed, but the round checked nothing.
 build "$work/idle-build" 'exit 0'
@@ -40,4 +41,19 @@ campaign idle
 rc=$?
 [[ $rc -eq 3 ]] || fail "idle workers: exit $rc, want 3 (INCOMPLETE)"
 grep -q "no executions in this round: nothing was checked" "$work/idle/summary.txt" || fail "idle workers: no reason given"
-echo "campaign workers that never ran: 2 passed, 0 failed"
+# The one-host campaign with the same two stand-ins.
+one_host() {
+  "$here/../fuzz-campaign.sh" --build "$work/$1-build" --kernel host_gemv_fp32 --workers 2 --seconds 3 --seed 7 \
+    --no-seeds --out "$work/one-$1" > "$work/one-$1.log" 2>&1
+}
+one_host refused
+rc=$?
+[[ $rc -eq 2 ]] || fail "one host, refused workers: exit $rc, want 2"
+grep -q "workers that stopped without running to the end: 2 of 2" "$work/one-refused/summary.txt" ||
+  fail "one host, refused workers: not named in the summary"
+grep -q "without an artifact: not a finding" "$work/one-refused/logs/worker-0.log" || fail "one host: the worker log does not say why"
+one_host idle
+rc=$?
+[[ $rc -eq 2 ]] || fail "one host, idle workers: exit $rc, want 2"
+grep -q "no executions: nothing was checked" "$work/one-idle/summary.txt" || fail "one host, idle workers: no reason given"
+echo "campaign workers that never ran: 4 passed, 0 failed"
