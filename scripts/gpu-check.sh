@@ -262,12 +262,14 @@ print(f'cases cold {c} / warm {w}: {\"within\" if ok else \"NOT within\"} 20%');
       step "a grouped case with a 2.2 GiB packed B (corpus/large/grouped_packed_b_2p2gib.case)"
       # Side by side (about 35 GB of host memory each): the honest kernel passes (exit 0), the one
       # forming B's offsets in 32 bits fails (exit 1).
+      large_pids=()  # a plain `wait` would also wait for a campaign step running in the background
       for k in grouped_gemm_naive_packed big_cuda_grouped_offsets_32bit; do
         ( /usr/bin/time -v timeout 400 "$B/cli/nvfp4check" replay corpus/large/grouped_packed_b_2p2gib.case \
             --plugin "$B/mutation/mutants/libnvfp4_mutants.so" --kernel "$k" --report "$OUT/v2-large-$k.json" \
             >"$OUT/v2-large-$k.log" 2>&1; echo "exit $?" >>"$OUT/v2-large-$k.log" ) &
+        large_pids+=($!)
       done
-      wait
+      wait "${large_pids[@]}"
       for k in grouped_gemm_naive_packed big_cuda_grouped_offsets_32bit; do
         want=0; [ "$k" = grouped_gemm_naive_packed ] || want=1
         got=$(tail -1 "$OUT/v2-large-$k.log")
