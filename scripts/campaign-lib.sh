@@ -2,6 +2,15 @@
 # scripts/slurm-campaign.sh): every crash artifact of libFuzzer turned into case files and replayed
 # with `nvfp4check replay`, with the kernel and plugin the kernel fuzzer records for each case.
 
+# campaign_left_artifact PREFIX MARKER: whether a libFuzzer run wrote an artifact (PREFIX crash-,
+# timeout-, oom-, leak-...) after MARKER was touched. A worker that exits non-zero without one
+# found nothing: it did not run, or stopped for another reason (a sanitizer refusing the address
+# space, a missing library), and counting it as a finding would pass work never checked.
+campaign_left_artifact() {
+  local prefix=$1 marker=$2
+  [[ -n "$(find "$(dirname "$prefix")" -name "$(basename "$prefix")*" -newer "$marker" -print -quit 2>/dev/null)" ]]
+}
+
 # campaign_replay_crashes TARGET FUZZER NVFP4CHECK CRASH_DIR CASE_DIR SUMMARY
 # Appends to SUMMARY one entry per distinct crash input (artifacts named PREFIX-crash-SHA1 etc.:
 # PREFIX says which worker or task found it) and, for the kernel target, each case file it exports

@@ -213,9 +213,7 @@ run_worker() {
       echo "== worker $w: the fuzzer could not start (exit $rc), see above" >> "$log"
       break
     fi
-    # A finding leaves an artifact (crash-, timeout-, oom-...); an exit without one is a worker
-    # that did not run (a sanitizer refusing the address space, a missing library).
-    if [[ $(find "$out/crashes" -name "w$w-*" -newer "$log.run" 2>/dev/null | wc -l) -eq 0 ]]; then
+    if ! campaign_left_artifact "$out/crashes/w$w-" "$log.run"; then
       echo "== worker $w: the fuzzer exited $rc without an artifact: not a finding, and the worker stops (see above)" >> "$log"
       break
     fi

@@ -127,10 +127,7 @@ task_main() {
       [[ $rc -eq 0 ]] && break
       # The kernel fuzzer's "nothing chosen can run here" and "bad setting".
       [[ $rc -eq 4 || $rc -eq 2 ]] && { echo "== task $i: the fuzzer could not start (exit $rc)" >> "$log"; break; }
-      # A finding leaves an artifact (crash-, timeout-, oom-, leak-...); an exit without one is a
-      # worker that did not run (a sanitizer refusing the address space, a missing library), and
-      # counting it as a finding would let the task pass having checked nothing.
-      if [[ $(find "$round/crashes" -name "task-$i-*" -newer "$log.run" 2>/dev/null | wc -l) -eq 0 ]]; then
+      if ! campaign_left_artifact "$round/crashes/task-$i-" "$log.run"; then
         echo "== task $i: the fuzzer exited $rc without an artifact: not a finding, and the task failed (its last lines above)" >> "$log"
         rc=3
         break
