@@ -16,7 +16,8 @@
 #   gpuref     the GPU reference's timings on production shapes
 #   throughput scripts/throughput-bench.sh (cases/s by size class; NVFP4_BASELINE: another build)
 #   python     the Python package's GPU tier, python.gpu (-m gpu: torch, load_inline, Triton, GPU MODE
-#              submissions: 18 of its 26 tests took 420 s on one H200 beside other steps; give it a call)
+#              submissions), its two files side by side (NVFP4_PYTHON_SECONDS each, default 1200):
+#              18 of its 26 tests took 420 s on one H200 in one process beside other steps
 #   gpumode    GPU MODE submissions as submitted (corpus/python/gpumode): a load_inline GEMV whose
 #              first call compiles 40 s or more passes run --python --problem nvfp4_gemv with every
 #              default, and checks as many cases in 60 s as when compiled already (within 20%); a
@@ -115,8 +116,19 @@ for s in "${steps[@]}"; do
       step "the Python package's GPU tier"
       NVFP4CHECK_LIBRARY="$B/python/libnvfp4check_capi.so" NVFP4CHECK_PROGRAM="$B/cli/nvfp4check" \
         NVFP4CHECK_WRONG_PLUGIN="$B/mutation/libnvfp4_wrong_host_plugin.so" PYTHONPATH="$PWD/python" \
-        timeout 1200 python3 -m pytest -p no:cacheprovider -q -rs -m gpu python/tests >"$OUT/python.log" 2>&1 || status=1
-      tail -25 "$OUT/python.log"
+        OUT="$OUT" bash -c '
+          # The tier is two files: run side by side (most of the time is load_inline compiles and
+          # torch imports on the CPU, not the GPU), each with its own log and test durations.
+          pids=()
+          for f in test_gpu test_gpu_gpumode; do
+            timeout "${NVFP4_PYTHON_SECONDS:-1200}" python3 -m pytest -p no:cacheprovider -q -rs --durations=0 -m gpu \
+              "python/tests/$f.py" >"$OUT/python-$f.log" 2>&1 &
+            pids+=($!)
+          done
+          rc=0
+          for p in "${pids[@]}"; do wait "$p" || rc=1; done
+          exit $rc' || status=1
+      for f in test_gpu test_gpu_gpumode; do echo "-- $f.py"; grep -E "passed|failed|skipped|error|SKIPPED|FAILED|[0-9.]+s (call|setup)" "$OUT/python-$f.log" | head -30; done
       ;;
     gpumode)
       step "GPU MODE submissions as submitted (warm-up, cache lock, streams)"
