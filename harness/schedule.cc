@@ -77,16 +77,22 @@ Shape draw_large_shape(Draws& d, Op op, const nvfp4_kernel_info& info) {
     s.k = round_up(kDeep[d.below(6)], km);
   }
   if (big_l) s.l = 10 + static_cast<int64_t>(d.below(7));
-  // Within the cost limits: the largest dimensions first, as the small class does.
+  // Within the cost limits: the largest dimensions first, as the small class does. A dimension
+  // shrinks only while it is above one multiple of the kernel's: halving 128 rounds back up to a
+  // 128 multiple, and a step that changes nothing would loop for ever.
   ShapeLimits lim = large;
   while (s.l * s.m * s.n * s.k > lim.max_products || s.l * s.m * s.n > lim.max_outputs ||
          s.l * s.m * s.k > lim.max_elements || s.l * s.n * s.k > lim.max_elements) {
     if (!big_l && s.l > 1) s.l = (s.l + 1) / 2;
-    else if (!big_k && s.k > 64) s.k = round_up(s.k / 2, km);
-    else if (!big_m && s.m > 16) s.m = round_up((s.m + 1) / 2, mm);
-    else if (!big_n && s.n > 16) s.n = round_up((s.n + 1) / 2, nm);
+    else if (!big_k && s.k > std::max<int64_t>(64, km)) s.k = round_up(s.k / 2, km);
+    else if (!big_m && s.m > std::max<int64_t>(16, mm)) s.m = round_up((s.m + 1) / 2, mm);
+    else if (!big_n && s.n > std::max<int64_t>(16, nm)) s.n = round_up((s.n + 1) / 2, nm);
     else if (big_l && s.l > 2) s.l -= 1;
     else if (s.k > 2 * km) s.k = round_up(s.k / 2, km);
+    // Only large multiples get here (m and n of a few 128-tiles with k at 256 already): the big
+    // dimensions give way too, to two tiles at the least.
+    else if (big_m && s.m > 2 * mm) s.m = round_up((s.m + 1) / 2, mm);
+    else if (big_n && s.n > 2 * nm) s.n = round_up((s.n + 1) / 2, nm);
     else break;
   }
   return s;

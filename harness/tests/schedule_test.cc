@@ -382,6 +382,44 @@ TEST(Schedule, PackedKernelsGetOneNAndOneKAndMultiplesHoldPerGroup) {
   }
 }
 
+// GPU MODE's problems declare whole tiles (m and n multiples of 128, k of 256): every op's draw
+// still ends, its large cases within the large class's limits where the multiples allow, and every
+// case it does not mean as a probe keeps the multiples.
+TEST(Schedule, TileSizedMultiplesDrawLargeCasesForEveryOp) {
+  ScheduleOptions o;
+  o.seed = 11;
+  for (const uint32_t op : {NVFP4_OP_GEMV, NVFP4_OP_GEMM, NVFP4_OP_GROUPED_GEMM, NVFP4_OP_DUAL_GEMM}) {
+    nvfp4_kernel_info info = any_gemm();
+    info.ops = 1u << op;
+    info.sf_layouts = 1u << NVFP4_SF_PERMUTED;
+    info.flags = NVFP4_FLAG_UNIT_ALPHA;
+    info.m_multiple = op == NVFP4_OP_GROUPED_GEMM ? 1 : 128;
+    info.n_multiple = op == NVFP4_OP_GEMV ? 1 : 128;
+    info.k_multiple = op == NVFP4_OP_GEMV ? 64 : 256;
+    const Schedule s(info, fmt::format("tiles{}", op), o);
+    const ShapeLimits lim = large_shape_limits();
+    int large = 0;
+    for (int64_t i = 0; i < 400; ++i) {
+      const ScheduledCase c = s.at(i);
+      const Problem& p = c.problem;
+      ASSERT_EQ(problem_error(p), "") << "op " << op << " case " << i;
+      if (c.kind == CaseKind::unsupported) continue;
+      if (p.groups.empty()) {
+        EXPECT_TRUE(is_multiple(p.m, info.m_multiple) && is_multiple(p.n, info.n_multiple) &&
+                    is_multiple(p.k, info.k_multiple))
+            << "op " << op << " case " << i << ": " << p.m << "x" << p.n << "x" << p.k;
+      }
+      if (c.kind != CaseKind::large || !p.groups.empty()) continue;
+      ++large;
+      EXPECT_LE(p.l * p.m * p.n * p.k, lim.max_products) << "op " << op << " case " << i;
+      EXPECT_LE(p.l * p.m * p.k, lim.max_elements) << "op " << op << " case " << i;
+    }
+    if (op != NVFP4_OP_GROUPED_GEMM) {
+      EXPECT_GT(large, 5) << "op " << op;
+    }
+  }
+}
+
 TEST(Schedule, MaxGroupsIsRespectedAndProbed) {
   ScheduleOptions o;
   o.seed = 20261213;

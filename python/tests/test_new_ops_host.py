@@ -13,7 +13,7 @@ import pytest
 import numpy_kernels as K
 import nvfp4check as nc
 from nvfp4check import _abi
-from nvfp4check.adapter import KernelAdapter
+from nvfp4check.adapter import PROBLEMS, KernelAdapter
 
 OUT_TYPES = ("fp16", "bf16", "fp32")
 WORD = {"fp16": np.uint16, "bf16": np.uint16, "fp32": np.uint32}
@@ -367,3 +367,16 @@ def test_reference_kernels_pass_the_suite(case_dir, op, out_types, flags):
         pytest.skip(f"this build's suite does not hand {op} / {out_types} problems to kernels yet: "
                     f"{r.skip_reason or 'every case unsupported'}")
     assert r.verdict == "pass", r.failure
+
+
+@pytest.mark.parametrize("problem", sorted(PROBLEMS))
+def test_gpu_mode_problem_declarations_are_drawn_and_checked_on_the_host(case_dir, problem):
+    """What --problem declares (the op, whole 128/256 tiles, permuted scales, unit alpha), given to a
+    host kernel: the schedule draws those cases, large ones too (where halving a dimension of one
+    128-tile gives the same tile back, the draw must shrink another), and the honest kernel passes."""
+    d = PROBLEMS[problem]
+    r = nc.check(K.reference_any, op=d["op"], memory="host", sf_layouts=("permuted",), flags=nc.FLAG_UNIT_ALPHA,
+                 m_multiple=d["m_multiple"], n_multiple=d["n_multiple"], k_multiple=d["k_multiple"], cases=40,
+                 seed=11, case_dir=case_dir)
+    assert r.verdict == "pass", r.failure
+    assert r.cases - r.json["kernel"].get("unsupported_cases", 0) > 20, r.json["kernel"]
