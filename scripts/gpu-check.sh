@@ -16,8 +16,9 @@
 #   gpuref     the GPU reference's timings on production shapes
 #   throughput scripts/throughput-bench.sh (cases/s by size class; NVFP4_BASELINE: another build)
 #   python     the Python package's GPU tier, python.gpu (-m gpu: torch, load_inline, Triton, GPU MODE
-#              submissions), its two files side by side (NVFP4_PYTHON_SECONDS each, default 1200):
-#              18 of its 26 tests took 420 s on one H200 in one process beside other steps
+#              submissions), its tests dealt over NVFP4_PYTHON_PROCS (default 5) pytest processes side
+#              by side, NVFP4_PYTHON_SECONDS each (default 1200): in one process the tier outlasts a
+#              device call; the slowest tests take about 100 s each on one H200
 #   gpumode    GPU MODE submissions as submitted (corpus/python/gpumode): a load_inline GEMV whose
 #              first call compiles 40 s or more passes run --python --problem nvfp4_gemv with every
 #              default, and checks as many cases in 60 s as when compiled already (within 20%); a
@@ -113,22 +114,34 @@ for s in "${steps[@]}"; do
       tail -40 "$OUT/throughput.log"
       ;;
     python)
-      step "the Python package's GPU tier"
-      NVFP4CHECK_LIBRARY="$B/python/libnvfp4check_capi.so" NVFP4CHECK_PROGRAM="$B/cli/nvfp4check" \
-        NVFP4CHECK_WRONG_PLUGIN="$B/mutation/libnvfp4_wrong_host_plugin.so" PYTHONPATH="$PWD/python" \
-        OUT="$OUT" bash -c '
-          # The tier is two files: run side by side (most of the time is load_inline compiles and
-          # torch imports on the CPU, not the GPU), each with its own log and test durations.
-          pids=()
-          for f in test_gpu test_gpu_gpumode; do
-            timeout "${NVFP4_PYTHON_SECONDS:-1200}" python3 -m pytest -p no:cacheprovider -q -rs --durations=0 -m gpu \
-              "python/tests/$f.py" >"$OUT/python-$f.log" 2>&1 &
-            pids+=($!)
-          done
-          rc=0
-          for p in "${pids[@]}"; do wait "$p" || rc=1; done
-          exit $rc' || status=1
-      for f in test_gpu test_gpu_gpumode; do echo "-- $f.py"; grep -E "passed|failed|skipped|error|SKIPPED|FAILED|[0-9.]+s (call|setup)" "$OUT/python-$f.log" | head -30; done
+      procs=${NVFP4_PYTHON_PROCS:-5}
+      step "the Python package's GPU tier, its tests dealt over $procs pytest processes"
+      (
+        export NVFP4CHECK_LIBRARY="$B/python/libnvfp4check_capi.so" NVFP4CHECK_PROGRAM="$B/cli/nvfp4check" \
+          NVFP4CHECK_WRONG_PLUGIN="$B/mutation/libnvfp4_wrong_host_plugin.so" PYTHONPATH="$PWD/python"
+        # Most of the tier's time is load_inline compiles, torch imports and Python kernel
+        # processes on the CPU, not the GPU: its tests, as pytest collects them (so none is left
+        # out), dealt round-robin over side-by-side processes, each with its log and durations.
+        mapfile -t ids < <(python3 -m pytest -p no:cacheprovider -q --collect-only -m gpu python/tests 2>/dev/null | grep '::')
+        echo "${#ids[@]} tests collected"
+        pids=()
+        for ((w = 0; w < procs; ++w)); do
+          mine=()
+          for ((x = w; x < ${#ids[@]}; x += procs)); do mine+=("python/${ids[$x]#python/}"); done
+          [ ${#mine[@]} -gt 0 ] || continue
+          timeout "${NVFP4_PYTHON_SECONDS:-1200}" python3 -m pytest -p no:cacheprovider -q -rs --durations=0 -m gpu \
+            "${mine[@]}" >"$OUT/python-$w.log" 2>&1 &
+          pids+=($!)
+        done
+        rc=$(( ${#ids[@]} > 0 ? 0 : 1 ))
+        for p in "${pids[@]}"; do wait "$p" || rc=1; done
+        exit $rc
+      ) || status=1
+      for log in "$OUT"/python-[0-9]*.log; do
+        echo "-- $(basename "$log")"
+        grep -E "^(FAILED|ERROR)|^[0-9.]+s (call|setup)" "$log" | head -8
+        tail -n 1 "$log"
+      done
       ;;
     gpumode)
       step "GPU MODE submissions as submitted (warm-up, cache lock, streams)"
