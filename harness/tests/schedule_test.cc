@@ -420,6 +420,29 @@ TEST(Schedule, TileSizedMultiplesDrawLargeCasesForEveryOp) {
   }
 }
 
+// Whatever multiples a kernel declares (odd, whole tiles, past the small class's limits), every
+// op's draw ends and every case is a valid problem.
+TEST(Schedule, EveryDeclaredMultipleDrawsValidCases) {
+  ScheduleOptions o;
+  o.seed = 5;
+  for (const uint32_t op : {NVFP4_OP_GEMV, NVFP4_OP_GEMM, NVFP4_OP_GROUPED_GEMM, NVFP4_OP_DUAL_GEMM}) {
+    for (const uint32_t mm : {1u, 3u, 128u, 1024u}) {
+      for (const uint32_t nm : {1u, 128u, 512u}) {
+        for (const uint32_t km : {2u, 256u, 1024u}) {
+          nvfp4_kernel_info info = any_gemm();
+          info.ops = 1u << op;
+          info.m_multiple = mm, info.n_multiple = nm, info.k_multiple = km;
+          const Schedule s(info, "multiples", o);
+          for (int64_t i = 0; i < 32; ++i) {
+            ASSERT_EQ(problem_error(s.at(i).problem), "")
+                << "op " << op << " multiples " << mm << "/" << nm << "/" << km << " case " << i;
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(Schedule, MaxGroupsIsRespectedAndProbed) {
   ScheduleOptions o;
   o.seed = 20261213;
