@@ -78,8 +78,8 @@ Shape draw_large_shape(Draws& d, Op op, const nvfp4_kernel_info& info) {
   }
   if (big_l) s.l = 10 + static_cast<int64_t>(d.below(7));
   // Within the cost limits: the largest dimensions first, as the small class does. A dimension
-  // shrinks only while it is above one multiple of the kernel's: halving 128 rounds back up to a
-  // 128 multiple, and a step that changes nothing would loop for ever.
+  // shrinks only while it is above one multiple of the kernel's: 128 halved and rounded up to a
+  // multiple of 128 is 128 again, and a step that changes nothing would loop for ever.
   ShapeLimits lim = large;
   while (s.l * s.m * s.n * s.k > lim.max_products || s.l * s.m * s.n > lim.max_outputs ||
          s.l * s.m * s.k > lim.max_elements || s.l * s.n * s.k > lim.max_elements) {
