@@ -391,7 +391,7 @@ CaseOutcome check_case(Executor& executor, const Problem& input, const CaseOptio
     ctx.observation = &obs[x];
     ctx.expected_rc = plan[x].expected_rc;
     ctx.poison = plan[x].spec.poison;
-    ctx.run1 = call == CaseCall::run2 ? &obs[0] : nullptr;
+    ctx.run1 = call == CaseCall::run2 || call == CaseCall::stale ? &obs[0] : nullptr;
     ctx.policy = &r.policy;
     ctx.nondeterministic = k.info.flags & NVFP4_FLAG_NONDETERMINISTIC;
     ctx.unsupported_why = why;

@@ -276,12 +276,22 @@ std::optional<Finding> check_stale_state(const CallContext& x) {
   if (x.call != CaseCall::stale) return std::nullopt;
   if (std::optional<Finding> f = unwritten(x))
     return Finding{Check::stale_state, "after new input data in the same buffers, " + f->message};
-  if (std::optional<Finding> f = oracle_finding(x))
+  std::optional<Finding> f = oracle_finding(x);
+  if (!f) return std::nullopt;
+  // Run 1's output back unchanged is a result kept by pointer. Any other wrong output may be state
+  // kept from the call before (decoded inputs, a partial cache) or a kernel wrong on this data
+  // alone; only a run of this data first, in a fresh process, tells them apart.
+  if (x.run1 && x.run1->c == x.observation->c)
     return blamed(Check::stale_state,
-                  "after new input data was written to the same buffers (same pointers, same shape), the output "
-                  "does not match the new data (does the kernel cache results or decoded inputs by pointer?)",
+                  "after new input data was written to the same buffers (same pointers, same shape), the kernel "
+                  "returned run 1's output unchanged, bit for bit: it keeps its result by pointer",
                   std::move(*f));
-  return std::nullopt;
+  return blamed(Check::stale_state,
+                "after new input data was written to the same buffers (same pointers, same shape), the output does "
+                "not match the new data, nor is it run 1's output: the kernel keeps state from the call before "
+                "(decoded inputs or scales by pointer), or it is wrong on this data alone; the reproduce line "
+                "runs this data first, in a fresh process: failing there in run 1, it is the data",
+                std::move(*f));
 }
 
 std::string element_position_text(const OracleSummary& s) {

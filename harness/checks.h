@@ -114,7 +114,7 @@ struct CallContext {
   const CallObservation* observation = nullptr;
   int expected_rc = NVFP4_OK;
   uint32_t poison = kPoison1;            // the word C held before this call (poison_word)
-  const CallObservation* run1 = nullptr;  // run 1's observation, for run 2
+  const CallObservation* run1 = nullptr;  // run 1's observation, for run 2 and the stale call
   const Policy* policy = nullptr;
   bool nondeterministic = false;          // the kernel declares NVFP4_FLAG_NONDETERMINISTIC
   std::string unsupported_why;            // for `unsupported`: why the problem is outside

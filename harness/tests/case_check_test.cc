@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <string>
 
+#include "harness/checks.h"
 #include "harness/generators.h"
 #include "harness/tests/check_in_process.h"
 #include "mutation/wrong/wrong_host_kernels.h"
@@ -150,11 +151,56 @@ TEST(CaseStale, DerivedDataCatchesACache) {
   const CaseOutcome r = check_in_process(kernel("stale_cache_host"), p, test_options());
   ASSERT_EQ(r.verdict, CaseOutcome::Verdict::fail);
   EXPECT_EQ(check_of(r), "stale-state") << message_of(r);
+  EXPECT_NE(message_of(r).find("returned run 1's output unchanged"), std::string::npos) << message_of(r);
   EXPECT_EQ(r.call, CaseCall::stale);
   // The saved stale case reproduces: its own reference agrees with the outcome's.
   ASSERT_TRUE(std::filesystem::exists(r.case_file));
   const Problem saved = read_case_file(r.case_file);
   EXPECT_EQ(exact_gemm(saved).c, r.reference.c);
+}
+
+// A wrong output on the new data that is not run 1's is not called a cached result: the text names
+// both causes it may be and how to tell them apart (a kernel that swaps two operands can pass run 1
+// and fail only on the stale data, as a dual GEMM with G and U swapped did on the H200).
+TEST(CaseStale, WrongOnTheNewDataIsNotCalledACachedResult) {
+  const Problem p = make_problem(G, 19, 4, 96, 1, P, 778);
+  const ExactResult ref = exact_gemm(p);
+  const StaleVariant v = stale_variant(p, ref, 99);
+  CallObservation run1, stale;
+  run1.c = run1.c_later = ref.words();
+  stale.c = v.reference.words();
+  size_t wrong = 0;
+  while (wrong < stale.c.size() && (v.reference.elems[wrong].nan || (stale.c[wrong] & 0x7FFFu) == 0)) ++wrong;
+  ASSERT_LT(wrong, stale.c.size()) << "no nonzero output in the stale data";
+  stale.c[wrong] ^= 0x8000u;  // its sign flipped: wrong, and not run 1's output
+  stale.c_later = stale.c;
+  const Policy policy = Policy::for_flags(0);
+  auto judge = [&](const CallObservation& o) {
+    CallContext x;
+    CallContext::Judgement judgement;
+    x.call = CaseCall::stale;
+    x.problem = &v.problem;
+    x.reference = &v.reference;
+    x.observation = &o;
+    x.run1 = &run1;
+    x.policy = &policy;
+    x.judgement = &judgement;
+    return first_finding(x);
+  };
+  const std::optional<Finding> f = judge(stale);
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->check, Check::stale_state);
+  EXPECT_EQ(f->message.find("unchanged"), std::string::npos) << f->message;
+  EXPECT_NE(f->message.find("nor is it run 1's output"), std::string::npos) << f->message;
+  EXPECT_NE(f->message.find("wrong on this data alone"), std::string::npos) << f->message;
+  // Run 1's words handed back for the new data: the cached result, named as such.
+  const std::optional<Finding> cached = judge(run1);
+  ASSERT_TRUE(cached);
+  EXPECT_NE(cached->message.find("returned run 1's output unchanged"), std::string::npos) << cached->message;
+  // The right output passes.
+  CallObservation right;
+  right.c = right.c_later = v.reference.words();
+  EXPECT_FALSE(judge(right));
 }
 
 // The stale data's reference is derived (negated, rotated), not computed: it must equal the exact
