@@ -112,21 +112,21 @@ def test_new_problems_data_is_the_references(torch, tmp_path):
             c.zero_()
         return [c for _, _, c in abc]
 
-    nc.check(dual, problem="nvfp4_dual_gemm", cases=3, seed=2, case_dir=str(tmp_path / "d"))
-    nc.check(group, problem="nvfp4_group_gemm", cases=3, seed=2, case_dir=str(tmp_path / "g"))
-    if "dual" in seen:
-        assert [d for d, _, _, _ in seen["dual"]] == ["cuda"] * 10
-        (_, a_dtype, a_shape, _), c = seen["dual"][0], seen["dual"][9]
-        assert a_dtype == torch.float4_e2m1fn_x2 and c[1] == torch.float16
-        m, n, l = c[2]
-        assert a_shape[0] == m and a_shape[2] == l and seen["dual"][3][3] == (seen["dual"][3][2][1], 1, m *
-                                                                           seen["dual"][3][2][1])
-    if "group" in seen:
-        sizes, abc, sf, sf_reordered = seen["group"]
-        assert all(l == 1 for _, _, _, l in sizes)
-        assert all(devices == ["cuda"] * 3 for devices in abc) and all(d == ["cpu"] * 2 for d in sf)
-        assert all(d == ["cuda"] * 2 for d in sf_reordered)
-    assert seen, "the suite handed neither problem to the kernel"
+    # fn is only handed problems inside the declared limits, and its zeros fail the first of them.
+    nc.check(dual, problem="nvfp4_dual_gemm", cases=6, seed=2, case_dir=str(tmp_path / "d"))
+    nc.check(group, problem="nvfp4_group_gemm", cases=6, seed=2, case_dir=str(tmp_path / "g"))
+    assert set(seen) == {"dual", "group"}, f"fn was handed only {sorted(seen)}"
+    assert [d for d, _, _, _ in seen["dual"]] == ["cuda"] * 10
+    (_, a_dtype, a_shape, _), c = seen["dual"][0], seen["dual"][9]
+    assert a_dtype == torch.float4_e2m1fn_x2 and c[1] == torch.float16
+    m, _, l = c[2]
+    # sfa is (m, k/16, l), its blocks contiguous and its batches m*k/16 apart: reference.py's strides.
+    _, _, sfa_shape, sfa_stride = seen["dual"][3]
+    assert a_shape[0] == m and a_shape[2] == l and sfa_stride == (sfa_shape[1], 1, m * sfa_shape[1])
+    sizes, abc, sf, sf_reordered = seen["group"]
+    assert all(l == 1 for _, _, _, l in sizes)
+    assert all(devices == ["cuda"] * 3 for devices in abc) and all(d == ["cpu"] * 2 for d in sf)
+    assert all(d == ["cuda"] * 2 for d in sf_reordered)
 
 
 def test_triton_submission_passes(torch, tmp_path):
