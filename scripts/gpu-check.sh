@@ -91,7 +91,8 @@ for s in "${steps[@]}"; do
         --kernel gemm_naive --kernel gemv_fast --kernel gemm_tc --kernel cublaslt_nvfp4 --kernel grouped_gemm_naive \
         --kernel grouped_gemm_naive_packed --kernel dual_gemm_naive --kernel grouped_gemm_tc \
         --report "$OUT/run.json" --case-dir "$OUT/cases" >"$OUT/run.log" 2>&1 || status=1
-      tail -16 "$OUT/run.log"
+      grep -E "^FAIL|^  reproduce:" "$OUT/run.log" | head -20
+      grep -v "^drawn" "$OUT/run.log" | tail -13  # the table; what was drawn stays in the log
       ;;
     honest)
       hsec=${NVFP4_HONEST_SECONDS:-120}
