@@ -278,13 +278,14 @@ std::optional<Finding> check_stale_state(const CallContext& x) {
     return Finding{Check::stale_state, "after new input data in the same buffers, " + f->message};
   std::optional<Finding> f = oracle_finding(x);
   if (!f) return std::nullopt;
-  // Run 1's output back unchanged is a result kept by pointer. Any other wrong output may be state
+  // Run 1's output back unchanged is most likely a result kept by pointer (an output that ignores
+  // the data would show the same, but rarely passes run 1). Any other wrong output may be state
   // kept from the call before (decoded inputs, a partial cache) or a kernel wrong on this data
   // alone; only a run of this data first, in a fresh process, tells them apart.
   if (x.run1 && x.run1->c == x.observation->c)
     return blamed(Check::stale_state,
                   "after new input data was written to the same buffers (same pointers, same shape), the kernel "
-                  "returned run 1's output unchanged, bit for bit: it keeps its result by pointer",
+                  "returned run 1's output unchanged, bit for bit: most likely a result kept by pointer",
                   std::move(*f));
   return blamed(Check::stale_state,
                 "after new input data was written to the same buffers (same pointers, same shape), the output does "
