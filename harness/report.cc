@@ -74,6 +74,7 @@ void add_outcome(KernelReport& k, const CaseOutcome& r, int64_t case_index, cons
   k.policy = r.policy.name();
   k.elements += r.summary.elements;
   k.exact_elements += r.summary.exact_regime;
+  k.unjudged_elements += r.summary.unjudged;
   k.max_error_ulps = std::max(k.max_error_ulps, r.summary.max_error_ulps);
   k.max_error_over_bound = std::max(k.max_error_over_bound, r.summary.max_error_over_bound);
   if (r.verdict != CaseOutcome::Verdict::fail) return;
@@ -181,6 +182,7 @@ nlohmann::json report_json(std::optional<uint64_t> seed, const std::vector<Kerne
                         // the share's parts, so that shards' reports merge exactly
                         {"elements", k.elements},
                         {"exact_elements", k.exact_elements},
+                        {"unjudged_elements", k.unjudged_elements},
                         {"flags", k.flags},
                         {"accumulation", to_string((k.flags & NVFP4_FLAG_MMA_ACCUMULATE) ? Accumulation::matrix_unit
                                                                                          : Accumulation::ieee_fp32)},
@@ -267,6 +269,9 @@ std::string summary_table(const std::vector<KernelReport>& kernels) {
     if (k.verdict == KernelVerdict::skipped && !k.skip_reason.empty()) t += fmt::format("{:<{}}    skipped: {}\n", "", w, k.skip_reason);
     if (k.skipped_cases > 0)
       t += fmt::format("{:<{}}    {} more case(s) did not apply, e.g.: {}\n", "", w, k.skipped_cases, k.first_skip);
+    if (k.unjudged_elements > 0)
+      t += fmt::format("{:<{}}    {} output(s) unjudged: G or U of a dual GEMM at FP32's overflow threshold (SPEC rule 6)\n",
+                       "", w, k.unjudged_elements);
   }
   return t;
 }

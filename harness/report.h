@@ -53,6 +53,7 @@ struct KernelReport {
   std::string first_skip;         // why the first of those did not apply
   int64_t failed_cases = 0;
   int64_t elements = 0, exact_elements = 0;
+  int64_t unjudged_elements = 0;  // passed where SPEC rule 6 has no bound (G or U at FP32's overflow)
   double max_error_ulps = 0, max_error_over_bound = 0;
   double seconds = 0;
   int64_t workers = 0;            // kernel processes started (a crash or timeout costs one)

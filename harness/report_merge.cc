@@ -156,6 +156,8 @@ KernelReport kernel_report_from_json(const json& e) {
   k.failed_cases = count_field(e, "failed_cases", where);
   k.elements = count_field(e, "elements", where);
   k.exact_elements = count_field(e, "exact_elements", where);
+  // Reports written before rule 6's unjudged elements existed have none.
+  if (e.contains("unjudged_elements")) k.unjudged_elements = count_field(e, "unjudged_elements", where);
   k.seconds = number_field(e, "seconds", where);
   k.max_error_ulps = number_field(e, "max_error_ulps", where);
   k.max_error_over_bound = number_field(e, "max_error_over_bound", where);
@@ -265,6 +267,7 @@ MergedReport merge_shard_reports(const std::vector<ShardReport>& reports) {
       k.failed_cases += p.failed_cases;
       k.elements += p.elements;
       k.exact_elements += p.exact_elements;
+      k.unjudged_elements += p.unjudged_elements;
       k.max_error_ulps = max_of(k.max_error_ulps, p.max_error_ulps);
       k.max_error_over_bound = max_of(k.max_error_over_bound, p.max_error_over_bound);
       k.seconds += p.seconds;  // the time one run would have taken, not the wall time of the shards

@@ -225,6 +225,7 @@ struct Target {
   bool exact = false;      // only RN_out is acceptable (rule 2, or the `exact` policy)
   long double spread = 0;  // rules 3 and 6: the error allowed before the final rounding (Inf:
                            // no bound), computed only for the policies that use it
+  bool unjudged = false;   // rule 6: G or U at FP32's overflow threshold, where no bound exists
 };
 
 // The verdict for `actual` without the saturation allowance.
@@ -235,6 +236,13 @@ ElementVerdict judge_target(const Target& t, uint32_t actual, const Policy& poli
   const long double inf = std::numeric_limits<long double>::infinity();
   const bool actual_nan = is_nan_out(type, actual);
 
+  // Rule 6: where an FP32 epilogue's G or U is Inf, any word (NaN too) is what some honest
+  // kernel writes. dual_target never sets it with a NaN scale, whose rule 1 still holds.
+  if (t.unjudged) {
+    v.unjudged = true;
+    v.expected = static_cast<double>(out_value(type, t.expected));
+    return v;
+  }
   // Rule 1, shared by every policy: NaN exactly where a used scale is NaN.
   if (t.nan || actual_nan) {
     v.expected = t.nan ? std::numeric_limits<double>::quiet_NaN() : static_cast<double>(out_value(type, t.expected));
@@ -371,20 +379,32 @@ Target dual_target(const ExactElement& g, const ExactElement& u, const DualValue
   t.expected = round_dual(d, t.nan, type);
   if (t.nan) return t;
   t.x = d.v;
-  if (!uses_spread(policy) && policy.kind != Policy::Kind::exact) return t;
-  auto allowed = [&policy](const ExactElement& e, float a) -> long double {
-    if (policy.kind == Policy::Kind::exact || exact_regime_for_policy(e, a, policy)) return 0;
+  const bool spread = uses_spread(policy) || policy.kind == Policy::Kind::exact;
+  auto allowed = [&policy, spread](const ExactElement& e, float a) -> long double {
+    if (!spread || policy.kind == Policy::Kind::exact || exact_regime_for_policy(e, a, policy)) return 0;
     return rounding_spread(e, a, policy);
   };
   const long double e1 = allowed(g, alpha), e2 = allowed(u, alpha2);
+  const long double gv = static_cast<long double>(g.sum) * alpha * 0x1p-20L;
+  const long double s = std::fabs(d.silu_g), abs_u = std::fabs(d.u);
+  // FP32's range: where G or U (within what rules 2-3 allow) reaches FP32's overflow threshold,
+  // an FP32 G or U is Inf and silu(G) * U may be NaN or Inf: no bound of this form exists, under
+  // any policy.
+  constexpr long double kFp32Overflow = (2 - 0x1p-24L) * 0x1p127L;
+  if (std::fabs(gv) + e1 >= kFp32Overflow || abs_u + e2 >= kFp32Overflow) {
+    t.unjudged = true;
+    return t;
+  }
+  if (!spread) return t;
   constexpr long double kL = 1.1L;          // the largest slope of silu is 1.0998
   constexpr long double kEta = 0x1p-16L;    // the kernel's own FP32 silu and product
-  const long double s = std::fabs(d.silu_g), abs_u = std::fabs(d.u);
   long double b = kL * e1 * (abs_u + e2) + (s + kL * e1) * e2 + kEta * (s + kL * e1) * (abs_u + e2);
   // Below G = -87, 1 + exp(-G) overflows FP32 (or a fast divide returns 0): an FP32 silu may
   // give -0 there.
-  const long double gv = static_cast<long double>(g.sum) * alpha * 0x1p-20L;
   if (gv < -87) b += s * (abs_u + e2);
+  // Below 2^-126 an FP32 epilogue rounds G, U, silu(G) and the product with an absolute error of
+  // up to 2^-150 each, which eta's relative allowance does not cover.
+  b += 0x1p-148L * (kL * (abs_u + e2) + s + kL * e1 + 1);
   t.spread = b;
   return t;
 }
@@ -444,6 +464,7 @@ OracleSummary judge_all(const Problem& p, const ExactResult& ref, const Word& wo
                                     p.out_type)
                : judge_element(ref.elems[idx], grouped ? p.groups[g].alpha : p.alpha, actual, policy, p.out_type);
       part.exact_regime += v.exact_regime;
+      part.unjudged += v.unjudged;
       if (v.error_ulps > part.max_error_ulps) part.max_error_ulps = v.error_ulps;
       if (v.error_over_bound > part.max_error_over_bound) part.max_error_over_bound = v.error_over_bound;
       if (v.ok) continue;
@@ -464,6 +485,7 @@ OracleSummary judge_all(const Problem& p, const ExactResult& ref, const Word& wo
   for (int64_t ch = 0; ch < chunks; ++ch) {
     const OracleSummary& part = parts[static_cast<size_t>(ch)];
     sum.exact_regime += part.exact_regime;
+    sum.unjudged += part.unjudged;
     sum.max_error_ulps = std::max(sum.max_error_ulps, part.max_error_ulps);
     sum.max_error_over_bound = std::max(sum.max_error_over_bound, part.max_error_over_bound);
     if (part.failing == 0) continue;

@@ -59,6 +59,7 @@ bool exact_regime(const ExactElement& e, float alpha, const AccumulationRule& ru
 struct ElementVerdict {
   bool ok = true;
   bool exact_regime = false;  // only the bit-exact RN_out(x) was acceptable
+  bool unjudged = false;      // rule 6 has no bound here (G or U at FP32's overflow threshold): passes
   double expected = 0;        // RN_out(x) as a double (NaN when the element must be NaN)
   uint32_t expected_bits = 0; // RN_out(x), a word of the output type
   double bound = 0;           // see above
@@ -79,6 +80,7 @@ ElementVerdict judge_dual_element(const ExactElement& g, const ExactElement& u, 
 
 struct OracleSummary {
   int64_t elements = 0, failing = 0, exact_regime = 0;
+  int64_t unjudged = 0;  // elements that passed because rule 6 has no bound for them
   bool any_failure() const { return failing > 0; }
   // First failing element in output order: its group (-1 unless grouped), batch, row and column
   // within its GEMM, and its index in the outputs (as in ExactResult).

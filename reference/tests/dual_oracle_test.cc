@@ -178,6 +178,77 @@ TEST(DualOracle, FastSiluAcrossTheWholeRangeOfG) {
   EXPECT_EQ(checked, 3 * 240001);
 }
 
+// The same honest FP32-epilogue kernels with the alphas the schedule draws for BF16 and FP32
+// outputs: down among FP32's subnormals (G, silu(G) and the product lose up to 2^-150 each, which
+// rule 6's absolute term allows) and up to 2^126 (G or U overflows FP32: silu(G) * U is then NaN
+// or Inf, and rule 6 leaves such an element unjudged).
+TEST(DualOracle, HonestFp32EpiloguesAcrossFp32sWholeRange) {
+  const uint64_t seed = 2026;
+  std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
+  std::mt19937_64 rng(seed);
+  const Policy policy = Policy::parse("fp32");
+  int64_t subnormal_g = 0, unjudged = 0, elements = 0;
+  for (int iter = 0; iter < 3000; ++iter) {
+    const OutType type = iter % 2 ? OutType::bf16 : OutType::fp32;
+    Problem p = random_dual(rng, type);
+    // As harness/generators.cc moves an arbitrary alpha: 2^-(100..129) or 2^(80..109) times it.
+    const int shift = iter % 4 < 2 ? -100 - static_cast<int>(rng() % 30) : 80 + static_cast<int>(rng() % 30);
+    float& moved = iter % 4 == 0 || iter % 4 == 2 ? p.alpha : p.alpha2;
+    moved = std::ldexp(moved, shift);
+    const ExactResult ref = exact_gemm(p);
+    for (const bool fast : {true, false}) {
+      const std::vector<uint32_t> c = kernel_dual(p, Accum::fp32, fast, rng);
+      const OracleSummary s = judge_words(p, ref, c.data(), policy);
+      ASSERT_FALSE(s.any_failure()) << "iteration " << iter << " (" << to_string(type) << (fast ? ", fast" : "")
+                                    << ", alpha " << p.alpha << ", alpha2 " << p.alpha2 << "): element ("
+                                    << s.first_i << ", " << s.first_j << ") expected "
+                                    << word_text(type, s.first.expected_bits) << " got "
+                                    << word_text(type, s.first_actual) << ", error " << s.first.error << " bound "
+                                    << s.first.bound;
+      unjudged += s.unjudged;
+      elements += s.elements;
+    }
+    for (size_t x = 0; x < ref.size(); ++x) {
+      const double g = std::fabs(static_cast<double>(ref.elems[x].sum) * p.alpha * 0x1p-20);
+      subnormal_g += g > 0 && g < 0x1p-126;
+    }
+  }
+  std::printf("%lld elements, %lld with a subnormal G, %lld unjudged\n", static_cast<long long>(elements),
+              static_cast<long long>(subnormal_g), static_cast<long long>(unjudged));
+  EXPECT_GT(subnormal_g, 100);
+  EXPECT_GT(unjudged, 100);
+}
+
+// Rule 6's absolute term is small: an output flushed to zero, or off by a few of FP32's smallest
+// steps times |U|, still fails.
+TEST(DualOracle, UnderflowAllowanceIsOnlyAFewSubnormalSteps) {
+  const Policy fp32 = Policy::parse("fp32");
+  ExactElement g, u;
+  g.sum = 3 << 20, g.abs_sum = 3 << 20, g.nonzero = 1, g.min_tz = 20;  // G = 3 * alpha
+  u.sum = 1 << 20, u.abs_sum = 1 << 20, u.nonzero = 1, u.min_tz = 20;  // U = 1
+  const float alpha = 0x1p-140f;  // G = 3 * 2^-140, silu(G) ~ G / 2: about 24 units of 2^-149
+  const DualValue d = dual_value(g, alpha, u, 1.0f);
+  const uint32_t right = round_dual(d, false, OutType::fp32);
+  ASSERT_EQ(right, word_of(OutType::fp32, 1.5 * 0x1p-140));
+  EXPECT_TRUE(judge_dual_element(g, u, d, alpha, 1.0f, right, fp32, OutType::fp32).ok);
+  EXPECT_TRUE(judge_dual_element(g, u, d, alpha, 1.0f, right + 2, fp32, OutType::fp32).ok);
+  EXPECT_FALSE(judge_dual_element(g, u, d, alpha, 1.0f, right + 8, fp32, OutType::fp32).ok);
+  EXPECT_FALSE(judge_dual_element(g, u, d, alpha, 1.0f, 0u, fp32, OutType::fp32).ok);
+  // G at FP32's overflow threshold: any word, NaN included, is unjudged; a NaN scale still rules.
+  ExactElement huge = g;
+  huge.sum = i128(1) << 40, huge.abs_sum = u128(1) << 40, huge.min_tz = 40;  // 2^20 * alpha
+  const DualValue dh = dual_value(huge, 0x1p108f, u, 1.0f);                   // G = 2^128
+  const ElementVerdict v = judge_dual_element(huge, u, dh, 0x1p108f, 1.0f, 0x7fc00000u, fp32, OutType::fp32);
+  EXPECT_TRUE(v.ok);
+  EXPECT_TRUE(v.unjudged);
+  ExactElement nan_u = u;
+  nan_u.nan = true;
+  EXPECT_FALSE(judge_dual_element(huge, nan_u, dh, 0x1p108f, 1.0f, 0x3f800000u, fp32, OutType::fp32).ok);
+  // Just below the threshold it is judged: 2^127 * silu(1)... far from Inf, a NaN fails.
+  const DualValue db = dual_value(huge, 0x1p106f, u, 1.0f);  // G = 2^126
+  EXPECT_FALSE(judge_dual_element(huge, u, db, 0x1p106f, 1.0f, 0x7fc00000u, fp32, OutType::fp32).ok);
+}
+
 TEST(DualOracle, FailsAKernelThatAccumulatesUInFp16) {
   // FP16 accumulation loses about 2^-11 of the partial sums: always visible in FP32 outputs,
   // mostly in FP16 ones (half an ulp is 2^-11 there too), and in BF16 ones only where it grows
@@ -244,16 +315,18 @@ TEST(DualOracle, RuleSixDetails) {
   near.sum = -(int64_t(80) << 20), near.min_tz = 24;
   const DualValue dn = dual_value(near, 1.0f, u, 1.0f);
   EXPECT_FALSE(judge_dual_element(near, u, dn, 1.0f, 1.0f, 0x80000000u, fp32, OutType::fp32).ok);
-  // Overflow (rule 4): v beyond BF16's range accepts only +Inf.
+  // Overflow (rule 4): v beyond BF16's range accepts only +Inf. G = U = 2^70: inside FP32's
+  // range (beyond it rule 6 leaves the element unjudged), v = 2^140 beyond BF16's.
   ExactElement big = g;
   big.sum = i128(1) << 90, big.abs_sum = u128(1) << 90, big.min_tz = 90;
-  const DualValue db = dual_value(big, 1.0f, big, 0x1p60f);
-  EXPECT_TRUE(judge_dual_element(big, big, db, 1.0f, 0x1p60f, 0x7f80u, fp32, OutType::bf16).ok);
-  EXPECT_FALSE(judge_dual_element(big, big, db, 1.0f, 0x1p60f, 0xff80u, fp32, OutType::bf16).ok);
-  EXPECT_FALSE(judge_dual_element(big, big, db, 1.0f, 0x1p60f, 0x7f7fu, fp32, OutType::bf16).ok);
+  const DualValue db = dual_value(big, 1.0f, big, 1.0f);
+  EXPECT_TRUE(judge_dual_element(big, big, db, 1.0f, 1.0f, 0x7f80u, fp32, OutType::bf16).ok);
+  EXPECT_FALSE(judge_dual_element(big, big, db, 1.0f, 1.0f, 0xff80u, fp32, OutType::bf16).ok);
+  EXPECT_FALSE(judge_dual_element(big, big, db, 1.0f, 1.0f, 0x7f7fu, fp32, OutType::bf16).ok);
+  EXPECT_FALSE(judge_dual_element(big, big, db, 1.0f, 1.0f, 0x7f7fu, fp32, OutType::bf16).unjudged);
   Policy saturating = fp32;
   saturating.saturates = true;
-  EXPECT_TRUE(judge_dual_element(big, big, db, 1.0f, 0x1p60f, 0x7f7fu, saturating, OutType::bf16).ok);
+  EXPECT_TRUE(judge_dual_element(big, big, db, 1.0f, 1.0f, 0x7f7fu, saturating, OutType::bf16).ok);
 }
 
 // ---- rules 1-4 for BF16 and FP32 outputs ---------------------------------------------------------
