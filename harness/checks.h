@@ -144,8 +144,9 @@ std::optional<Finding> first_finding(const CallContext& x);
 std::string oracle_text(OutType type, const OracleSummary& s, const Policy& policy);
 // "(b=0, i=3, j=1)" or "(g=2, i=3, j=1)": the oracle's first failing element.
 std::string element_position_text(const OracleSummary& s);
-// When the policy assumes IEEE adders and every output would pass the matrix-unit model, a
-// sentence saying so that names NVFP4_FLAG_MMA_ACCUMULATE (SPEC section 3); else "".
+// When the policy assumes IEEE adders, the op's outputs are sums of products (GEMV, GEMM,
+// grouped GEMM; not dual GEMM's silu(G) * U) and every output would pass the matrix-unit model,
+// a sentence saying so that names NVFP4_FLAG_MMA_ACCUMULATE (SPEC section 3); else "".
 std::string accumulation_hint(const Problem& p, const ExactResult& ref, const std::vector<uint32_t>& c,
                               const Policy& policy);
 
