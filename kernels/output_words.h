@@ -86,14 +86,17 @@ NVFP4_KERNEL_HD void store_scaled(void* c, int64_t index, uint32_t out_type, flo
   store_output(c, index, out_type, static_cast<double>(alpha) * static_cast<double>(acc));
 }
 
-// silu(g) * u for the dual GEMM, g = alpha * (FP32 sum) and u = alpha2 * (FP32 sum) formed in
-// double by the caller and silu in double (x / (1 + e^-x)), rounded once to out_type. Not FP32:
-// with a tiny alpha, G or silu(G) falls among FP32's subnormals, whose absolute error (up to
-// 2^-150) SPEC section 3 rule 6's relative allowance does not cover; a tiny alpha is a valid
-// global scale, and the schedule draws them for BF16 and FP32 outputs.
-NVFP4_KERNEL_HD void store_silu_product(void* c, int64_t index, uint32_t out_type, double g, double u) {
-  const double silu = g / (1.0 + exp(-g));
-  store_output(c, index, out_type, silu * u);
+// silu(g) * u for the dual GEMM, all in FP32 as a CUDA epilogue computes it: g = alpha * (FP32
+// sum) and u = alpha2 * (FP32 sum) rounded to FP32 by the caller, silu(g) = g / (1 + e^-g) with
+// the accurate expf and an IEEE division, the product rounded to FP32 and then once more to
+// out_type. SPEC section 3 rule 6 allows each of those roundings, FP32's subnormals included.
+NVFP4_KERNEL_HD void store_silu_product(void* c, int64_t index, uint32_t out_type, float g, float u) {
+#if defined(__CUDA_ARCH__)
+  const float silu = g / (1.0f + expf(-g));
+#else
+  const float silu = g / (1.0f + std::exp(-g));
+#endif
+  store_output(c, index, out_type, static_cast<double>(silu * u));
 }
 
 }  // namespace nvfp4::kern

@@ -1,9 +1,9 @@
 // dual_gemm_naive: a simple correct CUDA NVFP4 dual GEMM with SiLU (the gate/up projection of a
 // SwiGLU MLP, GPU MODE's nvfp4_dual_gemm): C = RN_out(silu(G) * U), G = alpha * A B1^T and
 // U = alpha2 * A B2^T, both accumulated in FP32 like gemm_naive (one block per 8x8 output tile,
-// 4 k-lanes per output reduced in a fixed order), silu in FP32 with the accurate expf and an
-// IEEE division, the product rounded once (kernels/output_words.h). Any shape, both layouts,
-// FP16, BF16 or FP32 out.
+// 4 k-lanes per output reduced in a fixed order), G, U, silu (the accurate expf and an IEEE
+// division) and the product in FP32, then rounded to the output type (kernels/output_words.h).
+// Any shape, both layouts, FP16, BF16 or FP32 out.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -52,7 +52,7 @@ __global__ void dual_gemm_naive_kernel(nvfp4_problem p, uint32_t out) {
         g += lane_sums[0][x][out_idx];
         u += lane_sums[1][x][out_idx];
       }
-      store_silu_product(p.c, (b * m + i) * n + j, out, static_cast<double>(p.alpha) * g, static_cast<double>(p.alpha2) * u);
+      store_silu_product(p.c, (b * m + i) * n + j, out, p.alpha * g, p.alpha2 * u);
     }
     __syncthreads();
   }

@@ -96,9 +96,9 @@ int run_block_scaled(const nvfp4_kernel_info& info, const nvfp4_problem* p) {
         if (!dual) {
           store_scaled(c, at, out, alpha, acc);
         } else {
-          // G and U each in FP32 with its own alpha, then silu(G) * U (output_words.h).
-          const double u = static_cast<double>(alpha2) * block_scaled_dot(scale, layout, k, a, i, b2, j);
-          store_silu_product(c, at, out, static_cast<double>(alpha) * acc, u);
+          // G and U each in FP32 with its own alpha, then silu(G) * U in FP32 (output_words.h).
+          const float u = alpha2 * block_scaled_dot(scale, layout, k, a, i, b2, j);
+          store_silu_product(c, at, out, alpha * acc, u);
         }
       }
     }

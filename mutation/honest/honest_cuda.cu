@@ -112,6 +112,7 @@ int run_cuda_variant(CudaVariant v, const nvfp4_problem* p) {
   if (v == CudaVariant::mma_f16 || v == CudaVariant::mma_split_k_bf16 || v == CudaVariant::wgmma_f16)
     return run_tensor_core_variant(v, p);
   if (v == CudaVariant::cublas_grouped_f16) return run_cublas_grouped(p);
+  if (v == CudaVariant::dual_fp32_fast) return run_cuda_dual_fp32_fast(p);
   cudaStream_t stream = static_cast<cudaStream_t>(p->stream);
   const int64_t total = p->l * p->m * p->n;
   const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(total, int64_t{1} << 16));

@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "kernels/block_scaled_decode.h"
+#include "kernels/problem_fits.h"
+#include "mutation/honest/honest_dual.h"
 #include "mutation/honest/honest_variants.h"
 #include "mutation/honest/rounding.h"
 
@@ -58,9 +60,19 @@ float split_k_sum(const float* v, int64_t count, uint64_t seed) {
   return total;
 }
 
+int run_host_dual(const nvfp4_problem* p) {
+  const uint32_t out = kern::problem_out_type(p);
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t b = 0; b < p->l; ++b)
+    for (int64_t i = 0; i < p->m; ++i)
+      for (int64_t j = 0; j < p->n; ++j) dual_fp32_element<SiluForm::reciprocal>(*p, out, b, i, j);
+  return NVFP4_OK;
+}
+
 }  // namespace
 
 int run_host_variant(HostVariant v, const nvfp4_problem* p) {
+  if (v == HostVariant::dual_fp32) return run_host_dual(p);
   const int64_t m = p->m, n = p->n, k = p->k, l = p->l, kb = (k + 15) / 16, row_bytes = k / 2;
   const bool signed_scales = v == HostVariant::signed_scales;
   const uint32_t layout = p->sf_layout;

@@ -28,6 +28,13 @@ constexpr nvfp4_kernel_info grouped_cuda_info(const char* name, uint32_t flags) 
           all_out, 0};
 }
 
+// Dual GEMM, every output type.
+constexpr nvfp4_kernel_info dual_info(const char* name, uint32_t memory) {
+  constexpr uint32_t all_out = (1u << NVFP4_OUT_FP16) | (1u << NVFP4_OUT_BF16) | (1u << NVFP4_OUT_FP32);
+  return {NVFP4_ABI_VERSION, name, memory, 1u << NVFP4_OP_DUAL_GEMM, kBothLayouts, memory == NVFP4_MEMORY_CUDA ? 90u : 0u,
+          1, 1, 1, 0, all_out, 0};
+}
+
 const Entry kEntries[] = {
     {host_info("honest_host_forward", 0), false, static_cast<int>(HostVariant::forward)},
     {host_info("honest_host_reverse", 0), false, static_cast<int>(HostVariant::reverse)},
@@ -39,6 +46,7 @@ const Entry kEntries[] = {
     {host_info("honest_host_fp16_dequant", 0), false, static_cast<int>(HostVariant::fp16_dequant)},
     {host_info("honest_host_signed_scales", NVFP4_FLAG_SIGNED_SCALES), false,
      static_cast<int>(HostVariant::signed_scales)},
+    {dual_info("honest_host_dual_fp32", NVFP4_MEMORY_HOST), false, static_cast<int>(HostVariant::dual_fp32)},
 #if defined(NVFP4_HONEST_WITH_CUDA)
     {cuda_info("honest_cuda_warp_tree", 0), true, static_cast<int>(CudaVariant::warp_tree)},
     {cuda_info("honest_cuda_atomic_split_k", NVFP4_FLAG_NONDETERMINISTIC), true,
@@ -53,6 +61,7 @@ const Entry kEntries[] = {
     // cuBLAS's grouped FP16 GEMM adds on the tensor cores: the same matrix-unit rule.
     {grouped_cuda_info("honest_cuda_cublas_grouped_f16", NVFP4_FLAG_MMA_ACCUMULATE), true,
      static_cast<int>(CudaVariant::cublas_grouped_f16)},
+    {dual_info("honest_cuda_dual_fp32_fast", NVFP4_MEMORY_CUDA), true, static_cast<int>(CudaVariant::dual_fp32_fast)},
 #endif
 };
 

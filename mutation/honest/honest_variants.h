@@ -16,6 +16,7 @@ enum class HostVariant {
   truncating,      // FP32 adds rounded toward zero (tensor-core adders)
   fp16_dequant,    // a*sa and b*sb dequantized to FP16 (exact), FP32 FMA accumulation
   signed_scales,   // FP32 forward with e4m3 semantics (declares SIGNED_SCALES)
+  dual_fp32,       // dual GEMM only: FP32 sums and an FP32 epilogue, silu by reciprocal (honest_dual.h)
 };
 
 int run_host_variant(HostVariant v, const nvfp4_problem* p);
@@ -32,11 +33,14 @@ enum class CudaVariant {
   wgmma_f16,         // wgmma m64n32k16 (sm_90a only), both operands from shared memory
   // Grouped GEMM only (honest_cublas_grouped.cu):
   cublas_grouped_f16,  // FP16 dequantization, one cublasGemmGroupedBatchedEx call (see the file)
+  // Dual GEMM only (honest_dual.cu):
+  dual_fp32_fast,      // FP32 sums, an FP32 epilogue with __expf and __fdividef (honest_dual.h)
 };
 
 int run_cuda_variant(CudaVariant v, const nvfp4_problem* p);
 int run_tensor_core_variant(CudaVariant v, const nvfp4_problem* p);
 int run_cublas_grouped(const nvfp4_problem* p);
+int run_cuda_dual_fp32_fast(const nvfp4_problem* p);
 #endif
 
 }  // namespace nvfp4::honest
