@@ -15,6 +15,7 @@
 
 #include "kernels/registry.h"
 #include "reference/case_file.h"
+#include "reference/formats.h"
 
 namespace nvfp4 {
 namespace {
@@ -650,6 +651,8 @@ void set_signs(std::vector<uint8_t>& packed, bool negative) {
 // for nan_block one NaN in one group's used block (a kernel reading the next expert's scales, or
 // one group's output from another's, shows it in the wrong group). Empty groups draw an alpha
 // only.
+void draw_dense_data(Draws& d, const DataSpec& spec, Problem& p, bool edges_allowed);
+
 void draw_grouped_data(Draws& d, const DataSpec& spec, Problem& p) {
   DataSpec each = spec;
   if (each.scales == ScaleDist::nan_block) each.scales = ScaleDist::narrow;
@@ -665,7 +668,7 @@ void draw_grouped_data(Draws& d, const DataSpec& spec, Problem& p) {
     one.op = Op::gemm;
     one.m = g.m, one.n = g.n, one.k = g.k, one.l = 1;
     one.out_type = p.out_type;
-    draw_data(d, each, one);
+    draw_dense_data(d, each, one, false);
     make_distinct(one.sfa, each.scales, g.kb(), seen_sfa);
     make_distinct(one.sfb, each.scales, g.kb(), seen_sfb);
     g.a = std::move(one.a), g.b = std::move(one.b), g.sfa = std::move(one.sfa), g.sfb = std::move(one.sfb);
@@ -686,6 +689,82 @@ void draw_grouped_data(Draws& d, const DataSpec& spec, Problem& p) {
   }
 }
 
+// The value of a scale byte (0 for NaN: a bound that ignores NaN blocks, whose outputs are NaN).
+double scale_magnitude(uint8_t byte) {
+  const ScaleValue v = e4m3_decode(byte, ScaleSemantics::ue4m3);
+  return v.nan ? 0.0 : std::ldexp(static_cast<double>(v.sig), v.exp);
+}
+
+// sum_x A[b][i][x] * SA * B[b][j][x] * SB of one output element, in double (only its binary
+// exponent is used); scales linear, as drawn. NaN blocks are left out.
+double element_value(const Problem& p, int64_t b, int64_t i, int64_t j) {
+  const int64_t kb = p.kb(), row = p.k / 2;
+  const uint8_t* a = p.a.data() + (b * p.m + i) * row;
+  const uint8_t* bb = p.b.data() + (b * p.n + j) * row;
+  double sum = 0;
+  for (int64_t x = 0; x < p.k; ++x) {
+    const ScaleValue sa = e4m3_decode(p.sfa[static_cast<size_t>((b * p.m + i) * kb + x / 16)], p.semantics);
+    const ScaleValue sb = e4m3_decode(p.sfb[static_cast<size_t>((b * p.n + j) * kb + x / 16)], p.semantics);
+    if (sa.nan || sb.nan) continue;
+    sum += e2m1_twice(e2m1_nibble(a, x)) * e2m1_twice(e2m1_nibble(bb, x)) * 0.25 * sa.sign * sb.sign *
+           std::ldexp(static_cast<double>(sa.sig) * sb.sig, sa.exp + sb.exp);
+  }
+  return sum;
+}
+
+// Output-type edges (SPEC section 1) that plain data seldom reaches: alpha becomes the power of two
+// that puts one output element at or just past the type's overflow threshold (edge 1: |alpha r|
+// in [2^127, 2^128) once in three, else in [2^128, 2^129); the largest |r| of up to 16 elements
+// from `at`), or among its subnormals and
+// the half of the smallest one that rounds to zero (edge 2: the smallest nonzero |r| of those);
+// `exp_raw` picks the binade and the sign. Other outputs of the case lie above and below it.
+// Nothing changes when every element looked at is 0.
+void move_alpha_to_an_edge(Problem& p, uint64_t edge, uint64_t at, uint64_t exp_raw) {
+  const int64_t outputs = p.l * p.m * p.n;
+  double chosen = 0;
+  for (int64_t tries = 0; tries < std::min<int64_t>(outputs, 16); ++tries) {
+    const int64_t e = static_cast<int64_t>((at + static_cast<uint64_t>(tries)) % static_cast<uint64_t>(outputs));
+    const double r = std::fabs(element_value(p, e / (p.m * p.n), e / p.n % p.m, e % p.n));
+    if (r != 0 && (chosen == 0 || (edge == 1 ? r > chosen : r < chosen))) chosen = r;
+  }
+  if (chosen == 0) return;
+  // BF16's subnormals reach 2^-133 (2^-134 ties to zero), FP32's 2^-149 (2^-150).
+  const int lowest = p.out_type == OutType::bf16 ? -134 : -150;
+  const int target = edge == 1 ? (exp_raw % 3 == 0 ? 127 : 128)
+                               : -127 - static_cast<int>(exp_raw % static_cast<uint64_t>(-127 - lowest + 1));
+  const int alpha_exp = std::clamp(target - std::ilogb(chosen), -149, 127);
+  p.alpha = std::ldexp((exp_raw >> 8) & 1u ? -1.0f : 1.0f, alpha_exp);
+}
+
+// |G| and |U| of a dual GEMM kept below 2^120 (SPEC section 3, rule 6: an FP32 epilogue's G and U
+// must be finite): bounded by the largest row sum of |a*sa| times the largest |b*sb|, each alpha
+// moved down by powers of two until that bound times it is below 2^120.
+void keep_dual_in_fp32_range(Problem& p) {
+  const int64_t kb = p.kb(), rows_a = p.l * p.m, row = p.k / 2;
+  double a_max = 0;
+  for (int64_t r = 0; r < rows_a; ++r) {
+    double sum = 0;
+    for (int64_t x = 0; x < p.k; ++x)
+      sum += std::abs(e2m1_twice(e2m1_nibble(p.a.data() + r * row, x))) * 0.5 *
+             scale_magnitude(p.sfa[static_cast<size_t>(r * kb + x / 16)]);
+    a_max = std::max(a_max, sum);
+  }
+  auto b_max = [&](const std::vector<uint8_t>& b, const std::vector<uint8_t>& sfb) {
+    double most = 0;
+    for (int64_t r = 0; r < p.l * p.n; ++r)
+      for (int64_t x = 0; x < p.k; ++x)
+        most = std::max(most, std::abs(e2m1_twice(e2m1_nibble(b.data() + r * row, x))) * 0.5 *
+                                  scale_magnitude(sfb[static_cast<size_t>(r * kb + x / 16)]));
+    return most;
+  };
+  auto fit = [](float& alpha, double bound) {
+    const double top = std::fabs(static_cast<double>(alpha)) * bound;
+    if (top >= 0x1p120) alpha = std::ldexp(alpha, -(std::ilogb(top) - 118));
+  };
+  fit(p.alpha, a_max * b_max(p.b, p.sfb));
+  fit(p.alpha2, a_max * b_max(p.b2, p.sfb2));
+}
+
 }  // namespace
 
 void draw_data(Draws& d, const DataSpec& spec, Problem& p) {
@@ -693,6 +772,14 @@ void draw_data(Draws& d, const DataSpec& spec, Problem& p) {
     draw_grouped_data(d, spec, p);
     return;
   }
+  draw_dense_data(d, spec, p, true);
+}
+
+namespace {
+
+// GEMV, GEMM and dual GEMM data, and one group's of a grouped GEMM (`edges` false there: a group's
+// alpha stays as drawn, so that the draws of the groups after it do not move).
+void draw_dense_data(Draws& d, const DataSpec& spec, Problem& p, bool edges_allowed) {
   const bool dual = p.op == Op::dual_gemm;
   // The draws of GEMV and GEMM come first and in their old order; a dual problem's extra draws
   // (B2, SFB2, B2's sign, alpha2, silu's region) come with a bound of 1 otherwise, which draws
@@ -714,6 +801,15 @@ void draw_data(Draws& d, const DataSpec& spec, Problem& p) {
   // their top (overflow to Inf). FP16 problems draw nothing here.
   const bool wide = p.out_type != OutType::fp16 && spec.alpha == AlphaDist::arbitrary;
   const uint64_t range = d.below(wide ? 4 : 1), range_exp = d.below(wide ? 30 : 1);
+  // BF16 and FP32 GEMV/GEMM outputs at their overflow threshold and among their subnormals, each
+  // in two of five cases with a drawn alpha (pow2 or arbitrary: a case file's generator then
+  // names it, so its seed reproduces it; move_alpha_to_an_edge). Drawn last: every FP16 case, and
+  // every BF16/FP32 case that draws no edge, is what it was before.
+  const bool edges = edges_allowed && !dual && p.out_type != OutType::fp16 && spec.alpha != AlphaDist::one;
+  const uint64_t edge_class = d.below(edges ? 5 : 1);
+  const uint64_t edge = edge_class == 0 ? 0 : edge_class <= 2 ? 1 : 2;
+  const uint64_t edge_at = d.below(edge != 0 ? uint64_t(1) << 32 : 1);
+  const uint64_t edge_exp = d.below(edge != 0 ? uint64_t(1) << 9 : 1);
 
   pack_codes(raw_a, spec.values, p.k, false, signs & 1u, p.a);
   pack_codes(raw_b, spec.values, p.k, true, signs & 2u, p.b);
@@ -759,7 +855,11 @@ void draw_data(Draws& d, const DataSpec& spec, Problem& p) {
   // |alpha| < 2^17 from alpha_from_raw: 2^-(100..129) and 2^(80..109) keep it finite and non-zero.
   if (range == 1) p.alpha = std::ldexp(p.alpha, -100 - static_cast<int>(range_exp));
   if (range == 2) p.alpha = std::ldexp(p.alpha, 80 + static_cast<int>(range_exp));
+  if (edge == 1 || edge == 2) move_alpha_to_an_edge(p, edge, edge_at, edge_exp);
+  if (dual) keep_dual_in_fp32_range(p);
 }
+
+}  // namespace
 
 void fill_data(Rng& rng, const DataSpec& spec, Problem& p) {
   RngDraws d(rng);

@@ -592,6 +592,73 @@ TEST(Schedule, OutTypesAndOpsFollowTheDeclaration) {
   EXPECT_EQ(seen["v1 gemv"] + seen["v1 gemm"], 1200);
 }
 
+// BF16 and FP32 outputs get the attention FP16 gets: in a BF16-only and an FP32-only kernel's
+// schedule, about one case in twelve has an output that overflows the type (Inf is the only right
+// answer, so a kernel clamping to the largest finite value fails) and about one in twelve a
+// nonzero output among the type's subnormals (a kernel flushing them to zero fails).
+TEST(Schedule, Bf16AndFp32OutputsReachOverflowAndSubnormals) {
+  ScheduleOptions o;
+  o.seed = 20261202;
+  for (const OutType type : {OutType::bf16, OutType::fp32}) {
+    nvfp4_kernel_info info = any_gemm();
+    info.out_types = 1u << static_cast<uint32_t>(type);
+    const Schedule s(info, "edges", o);
+    const OutFormat f = out_format(type);
+    const uint32_t min_normal = 1u << (f.precision - 1);  // the word of 2^-126
+    int overflow = 0, subnormal = 0, cases = 0;
+    for (int64_t i = 0; i < 400; ++i) {
+      const ScheduledCase c = s.at(i);
+      if (c.kind != CaseKind::small) continue;
+      ++cases;
+      const ExactResult ref = exact_gemm(c.problem);
+      bool inf = false, sub = false;
+      for (size_t e = 0; e < ref.size(); ++e) {
+        const uint32_t w = ref.word(e) & ~f.sign_bit;
+        inf = inf || w == f.inf;
+        sub = sub || (w != 0 && w < min_normal);
+      }
+      overflow += inf;
+      subnormal += sub;
+    }
+    std::printf("%s: %d cases, %d with an overflowing output, %d with a subnormal one\n", to_string(type), cases,
+                overflow, subnormal);
+    EXPECT_GE(overflow, cases / 16) << to_string(type);
+    EXPECT_GE(subnormal, cases / 16) << to_string(type);
+  }
+}
+
+// SPEC section 3 rule 6: drawn dual cases keep |G| and |U| below 2^120, where an FP32 epilogue's
+// G and U are finite, also with the alphas drawn for BF16 and FP32 outputs (up to 2^126).
+TEST(Schedule, DualCasesKeepGAndUInsideFp32sRange) {
+  ScheduleOptions o;
+  o.seed = 20261203;
+  nvfp4_kernel_info info = any_gemm();
+  info.ops = 1u << NVFP4_OP_DUAL_GEMM;
+  info.out_types = kAllOutTypes;
+  const Schedule s(info, "dual_range", o);
+  int huge_alpha = 0;
+  long double largest = 0;
+  for (int64_t i = 0; i < 1500; ++i) {
+    const ScheduledCase c = s.at(i);
+    const Problem& p = c.problem;
+    if (c.kind == CaseKind::large) continue;
+    // Below 2^60 no alpha reaches 2^120 (|G| and |U| of a small case stay below 2^48).
+    if (std::fabs(p.alpha) <= 0x1p60f && std::fabs(p.alpha2) <= 0x1p60f) continue;
+    ++huge_alpha;
+    const ExactResult ref = exact_gemm(p);
+    for (size_t e = 0; e < ref.size(); ++e) {
+      const long double g = std::fabs(static_cast<long double>(ref.elems[e].sum) * p.alpha * 0x1p-20L);
+      const long double u = std::fabs(static_cast<long double>(ref.elems2[e].sum) * p.alpha2 * 0x1p-20L);
+      largest = std::max({largest, g, u});
+      ASSERT_LT(g, 0x1p120L) << "case " << i << " element " << e << " alpha " << p.alpha;
+      ASSERT_LT(u, 0x1p120L) << "case " << i << " element " << e << " alpha2 " << p.alpha2;
+    }
+  }
+  std::printf("%d cases with an alpha above 2^60; largest |G| or |U| %Lg\n", huge_alpha, largest);
+  EXPECT_GE(huge_alpha, 10);
+  EXPECT_GT(largest, 0x1p100L);
+}
+
 // Grouped and dual cases are pure functions of the seed, and a seed-only case file of one (what
 // a big failing case is saved as) expands to the same data.
 TEST(Schedule, GroupedAndDualCasesReplayFromTheirSeed) {

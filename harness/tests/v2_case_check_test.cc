@@ -127,14 +127,17 @@ Problem gemm_problem(Op op, int64_t m, int64_t n, int64_t k, OutType out, SfLayo
   p.op = op;
   p.m = m, p.n = op == Op::gemv ? 1 : n, p.k = k, p.l = 2;
   p.sf_layout = layout;
-  p.out_type = out;
   Rng rng(seed);
   std::printf("problem %s %ldx%ldx%ld %s %s from seed %lu\n", to_string(op), (long)m, (long)p.n, (long)k,
               to_string(out), to_string(layout), (unsigned long)seed);
+  // Drawn as an FP16 problem: a drawn alpha of a BF16 or FP32 one may be moved to the type's edges
+  // (generators.cc), and these problems are meant to be ordinary ones, in the exact regime.
   fill_data(rng, DataSpec::parse("uniform/narrow/pow2"), p);
+  p.out_type = out;
   if (op == Op::dual_gemm) {
     Problem second = p;
     second.op = Op::gemm;
+    second.out_type = OutType::fp16;  // as above
     Rng rng2(seed + 1);
     fill_data(rng2, DataSpec::parse("uniform/narrow/pow2"), second);
     p.b2 = second.b, p.sfb2 = second.sfb, p.alpha2 = 0.5f;

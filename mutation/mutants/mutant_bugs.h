@@ -61,6 +61,8 @@ enum class Bug : int {
   // Output types (a GEMM declaring only the type its bug is in; mutant_v2_host.cc).
   bf16_truncated,           // FP32 -> BF16 by dropping the low 16 bits instead of rounding
   fp32_through_fp16,        // FP32 output written as RN32(RN16(value)): an FP16 epilogue reused
+  bf16_satfinite,           // BF16 overflow written as +-0x7F7F (cvt.rn.satfinite) instead of +-Inf
+  fp32_ftz,                 // FP32 subnormal outputs flushed to +-0 (an FTZ epilogue)
   // Dual GEMM with SiLU.
   dual_silu_fp16,           // silu computed in FP16 (G, e^-G, 1 + e^-G and the quotient rounded to half)
   dual_gate_up_swapped,     // silu(U) * G instead of silu(G) * U
@@ -160,6 +162,20 @@ NVFP4_KERNEL_HD uint16_t mutant_epilogue(float acc, float alpha, Bug bug) {
     }
     default:
       return kern::fp16_from_double(alpha * acc);
+  }
+}
+
+// The output-type bugs that act on a word already written: BF16 overflow clamped to the largest
+// finite value, FP32 subnormals flushed to zero of their sign.
+NVFP4_KERNEL_HD void mutant_output_word(void* c, int64_t index, uint32_t out, Bug bug) {
+  if (bug == Bug::bf16_satfinite && out == NVFP4_OUT_BF16) {
+    uint16_t& w = static_cast<uint16_t*>(c)[index];
+    if ((w & 0x7FFFu) == 0x7F80u) w = static_cast<uint16_t>((w & 0x8000u) | 0x7F7Fu);
+  }
+  if (bug == Bug::fp32_ftz && out == NVFP4_OUT_FP32) {
+    float& f = static_cast<float*>(c)[index];
+    const uint32_t bits = kern::bits_from_float(f);
+    if ((bits & 0x7F800000u) == 0) f = kern::float_from_bits(bits & 0x80000000u);
   }
 }
 

@@ -41,6 +41,7 @@ __device__ void store(void* c, int64_t index, uint32_t out, double v, Bug bug) {
   } else {
     kern::store_output(c, index, out, v);
   }
+  mutant_output_word(c, index, out, bug);
 }
 
 __device__ double silu_product(double g, double u, Bug bug) {

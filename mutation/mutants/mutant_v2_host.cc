@@ -41,6 +41,7 @@ void store(void* c, int64_t index, uint32_t out, double v, Bug bug) {
     return;
   }
   kern::store_output(c, index, out, v);
+  mutant_output_word(c, index, out, bug);
 }
 
 // silu(g) * u in double (g and u formed in double: see kernels/output_words.h), with the

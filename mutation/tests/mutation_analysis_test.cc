@@ -107,6 +107,27 @@ TEST_P(Honest, NoFalseAlarm) {
 
 INSTANTIATE_TEST_SUITE_P(Plugin, Honest, testing::ValuesIn(names(false)), param_name);
 
+// The output-type edges: a BF16 kernel clamping overflow to the largest finite value and an FP32
+// one flushing subnormal outputs to zero die within 100 cases whatever the seed (the schedule puts
+// outputs past BF16's and FP32's overflow threshold and among their subnormals).
+TEST(OutputEdges, SatfiniteAndFlushToZeroDieWithin100CasesOnTenSeeds) {
+  const std::string engine = NVFP4_TEST_CUDA ? "mut_cuda_" : "mut_host_";
+  for (const std::string bug : {"bf16_satfinite", "fp32_ftz"}) {
+    const Kernel& k = kernel(engine + bug);
+    SKIP_UNLESS_RUNNABLE(k);
+    WorkerExecutor executor = executor_for(k);
+    for (uint64_t seed = 1; seed <= 10; ++seed) {
+      MutationOptions o = options();
+      o.seed = seed;
+      const CheckOutcome out = suite_check(executor, o, 100);
+      EXPECT_TRUE(out.failed) << k.name() << " survived 100 cases with seed " << seed;
+      if (out.failed) std::printf("%s, seed %llu: killed by %s at case %lld\n", k.name().c_str(),
+                                  static_cast<unsigned long long>(seed), out.check.c_str(),
+                                  static_cast<long long>(out.cases));
+    }
+  }
+}
+
 // The weaker checks are only a fair comparison if a correct kernel passes them.
 TEST(WeakChecks, ControlPassesBoth) {
   const Kernel& k = kernel(NVFP4_TEST_CUDA ? "ctl_cuda_unmutated" : "ctl_host_unmutated");
