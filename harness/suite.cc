@@ -357,9 +357,10 @@ ReplayInput read_replay_input(const std::string& path, bool fuzz_input) {
   ReplayInput in;
   in.path = std::filesystem::absolute(path).string();
   if (fuzz_input) {
-    std::ifstream file(path, std::ios::binary);
-    if (!file) throw CaseError(path + ": cannot read it");
-    in.fuzz_bytes = std::string(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
+    // The fuzzer's inputs are at most its -max_len (32 KiB under OSS-Fuzz); 16 MiB is far past that.
+    static const InputLimit fuzz_limit{uint64_t(1) << 24, "a kernel fuzzer input",
+                                       "the fuzzer's own inputs are at most its -max_len"};
+    in.fuzz_bytes = read_input_file(path, fuzz_limit, false);
     in.problem = *decode_fuzz_draws(*in.fuzz_bytes, nullptr, nullptr);
   } else {
     in.problem = read_case_file(path);
