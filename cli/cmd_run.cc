@@ -79,12 +79,15 @@ int run_main(const RunArgs& args, const std::string& command_line) {
   const std::unique_ptr<SuiteListener> streams =
       !args.python.python.empty() ? other_stream_listener(kernels.front(), python, args.timeout_s, args.case_dir)
                                   : nullptr;
-  std::vector<SuiteListener*> all = {&maps, &console};
+  InterruptListener interrupt;
+  std::vector<SuiteListener*> all = {&interrupt, &maps, &console};
   if (streams) all.insert(all.begin(), streams.get());
   Listeners listeners(all);
   const SuiteResult result = run_suite(kernels, s, listeners);
   console.summary(result);
-  return suite_exit_code(result, write_json_report(args.report, result), false);
+  const int code = suite_exit_code(result, write_json_report(args.report, result), false);
+  interrupt.end_if_interrupted();
+  return code;
 }
 
 }  // namespace

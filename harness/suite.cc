@@ -76,6 +76,17 @@ void report_failure(KernelReport& report, const KernelDesc& kernel, const CaseOu
   listener.failed(kernel, f);
 }
 
+// When the listener asks to stop (an interrupt), marks the report: a kernel cut short is never a
+// pass (skipped, with how far it got), and one not started says so.
+void mark_interrupted(SuiteListener& listener, KernelReport& report, SuiteResult& result, bool started) {
+  if (!listener.should_stop()) return;
+  result.interrupted = report.interrupted = true;
+  if (report.verdict != KernelVerdict::fail) {
+    report.verdict = KernelVerdict::skipped;
+    report.skip_reason = started ? fmt::format("interrupted after {} cases", report.cases) : "interrupted before it started";
+  }
+}
+
 }  // namespace
 
 void Listeners::kernel_started(size_t index, size_t kernels, const KernelDesc& kernel, double budget_s,
@@ -315,7 +326,10 @@ SuiteResult run_suite(const std::vector<SuiteKernel>& kernels, const RunSettings
     }
     listener.kernel_started(x, kernels.size(), sk.desc, budget, settings.shard.cases_below(settings.cases));
     KernelReport report;
-    if (!schedule) {
+    if (listener.should_stop()) {
+      report = kernel_report(sk.desc);
+      mark_interrupted(listener, report, result, false);
+    } else if (!schedule) {
       report = skipped_report(sk.desc, skips[x]);
     } else {
       // Lanes: `jobs` kernel processes per GPU for CUDA kernels, `jobs` in all for host ones.
@@ -344,6 +358,7 @@ SuiteResult run_suite(const std::vector<SuiteKernel>& kernels, const RunSettings
       report = check_kernel(raw, sk.desc, *schedule, ls, listener);
       for (const auto& e : executors) report.workers += e->starts();
       report.warmup_seconds = warmup;
+      mark_interrupted(listener, report, result, true);
     }
     report.stream = sk.stream;
     listener.kernel_finished(report);
@@ -436,7 +451,10 @@ SuiteResult replay_suite(const std::vector<SuiteKernel>& kernels, const std::vec
     if (mine.empty()) continue;
     listener.kernel_started(x, kernels.size(), sk.desc, 0, static_cast<int64_t>(mine.size()));
     KernelReport report;
-    if (!sk.desc.runnable) {
+    if (listener.should_stop()) {
+      report = kernel_report(sk.desc);
+      mark_interrupted(listener, report, result, false);
+    } else if (!sk.desc.runnable) {
       report = skipped_report(sk.desc, sk.desc.why_not);
     } else {
       WorkerExecutor executor(sk.command, settings.timeout_s);
@@ -445,6 +463,7 @@ SuiteResult replay_suite(const std::vector<SuiteKernel>& kernels, const std::vec
       base.policy = settings.policy;
       report = replay_kernel(executor, sk.desc, mine, base, sk.replay_args, listener);
       report.workers = executor.starts();
+      mark_interrupted(listener, report, result, true);
     }
     listener.kernel_finished(report);
     result.checked += report.cases;

@@ -48,6 +48,154 @@ std::string slurp(const fs::path& path) {
 
 const std::string kWrong = std::string("--plugin ") + WRONG_PLUGIN;
 
+// ---- A case folder that cannot take the case -------------------------------------------------
+
+// Where the case folder should be there is a file (as root, whom a read-only folder does not
+// stop, this is what fails): no case is saved, and the failure, the report and the next kernel
+// must survive it.
+TEST(CaseDir, UnwritableFolderKeepsTheFailureAndTheReport) {
+  const fs::path dir = fresh_dir("notadir");
+  std::ofstream(dir / "cases") << "a file where the case folder should be\n";
+  const Outcome o = run("run " + kWrong + " --kernel wrong_answer_host --kernel honest_host --cases 4 --seed 8" +
+                        " --jobs 1 --case-dir " + (dir / "cases").string() + " --report " +
+                        (dir / "report.json").string());
+  EXPECT_EQ(o.exit_code, 1) << "a failing kernel is exit 1, whatever happened to its case file";
+  EXPECT_TRUE(contains(o.output, "FAIL wrong_answer_host")) << "the diagnosis is printed";
+  EXPECT_TRUE(contains(o.output, "first bad element")) << "with its element";
+  EXPECT_TRUE(contains(o.output, "case file: not saved: ")) << "and says its case was not kept";
+  EXPECT_EQ(count(o.output, "warning: a case could not be saved"), 1u) << "the warning comes once";
+  ASSERT_TRUE(fs::exists(dir / "report.json"));
+  const nlohmann::json r = read_json(dir / "report.json");
+  ASSERT_EQ(r["kernels"].size(), 2u);
+  EXPECT_EQ(r["kernels"][0]["verdict"], "fail");
+  EXPECT_EQ(r["kernels"][0]["failure"]["check"], "oracle");
+  EXPECT_EQ(r["kernels"][0]["failure"]["case_file"], "");
+  EXPECT_FALSE(r["kernels"][0]["failure"].value("case_file_error", "").empty());
+  EXPECT_EQ(r["kernels"][1]["verdict"], "pass") << "the next kernel still runs";
+  EXPECT_EQ(r["kernels"][1]["cases"], 4);
+}
+
+// A disk that fills while the failing case is written in full (a file size limit stands in for
+// it, as root too): the failure keeps its seed-only record, says why the full case is missing,
+// and no truncated case file is left behind.
+TEST(CaseDir, FullDiskWhileSavingTheFailureLeavesNoTruncatedFile) {
+  const fs::path dir = fresh_dir("full");
+  // 64 KiB: room for the seed-only records and the report, not for the failing case in full.
+  const Outcome o = nvfp4::test::run_program(
+      "sh -c \"trap '' XFSZ; ulimit -f 128; exec " + std::string(NVFP4CHECK_EXE) + " \\\"\\$@\\\"\" nvfp4check",
+      "run " + kWrong + " --kernel wrong_answer_host --kernel honest_host --cases 30 --seed 1 --jobs 1 --shape " +
+          "300x1x600 --case-dir " + (dir / "cases").string() + " --report " + (dir / "report.json").string());
+  EXPECT_EQ(o.exit_code, 1);
+  EXPECT_TRUE(contains(o.output, "FAIL wrong_answer_host"));
+  EXPECT_TRUE(contains(o.output, "the full case could not be saved")) << "the failure says so";
+  ASSERT_TRUE(fs::exists(dir / "report.json"));
+  const nlohmann::json r = read_json(dir / "report.json");
+  ASSERT_EQ(r["kernels"].size(), 2u);
+  EXPECT_EQ(r["kernels"][1]["verdict"], "pass");
+  const std::string kept = r["kernels"][0]["failure"]["case_file"];
+  EXPECT_FALSE(kept.empty()) << "the seed-only record reproduces the failure";
+  EXPECT_TRUE(contains(r["kernels"][0]["failure"].value("case_file_error", ""), "File too large"));
+  for (const auto& entry : fs::directory_iterator(dir / "cases")) {
+    if (entry.path().extension() != ".case") continue;
+    const Outcome show = run("show " + entry.path().string());
+    EXPECT_EQ(show.exit_code, 0) << "a case file left behind is whole: " << entry.path();
+  }
+  const Outcome again = run("replay " + kept + " " + kWrong + " --kernel wrong_answer_host --case-dir " +
+                            (dir / "replay").string());
+  EXPECT_EQ(again.exit_code, 1) << "the record kept reproduces the failure";
+}
+
+// ---- Signals ---------------------------------------------------------------------------------
+
+struct Started {
+  pid_t pid = -1;
+  fs::path output;
+};
+
+// Starts nvfp4check with args, its output to a file, and waits until the output shows `ready`.
+Started start(const std::string& args, const fs::path& dir, const std::string& ready) {
+  Started s;
+  s.output = dir / "output.txt";
+  std::printf("$ %s %s\n", NVFP4CHECK_EXE, args.c_str());
+  s.pid = fork();
+  if (s.pid == 0) {
+    const int fd = open(s.output.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(fd, 1);
+    dup2(fd, 2);
+    execl("/bin/sh", "sh", "-c", ("exec " + std::string(NVFP4CHECK_EXE) + " " + args).c_str(), (char*)nullptr);
+    _exit(127);
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  while (!contains(slurp(s.output), ready) && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60))
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  return s;
+}
+
+// Sends sig, waits for the end; returns the wait status.
+int stop_with(const Started& s, int sig, double* seconds) {
+  const auto t0 = std::chrono::steady_clock::now();
+  kill(s.pid, sig);
+  int status = 0;
+  waitpid(s.pid, &status, 0);
+  *seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("%s(%.1f s after the signal)\n", slurp(s.output).c_str(), *seconds);
+  return status;
+}
+
+// A run stopped by SIGTERM, SIGINT or SIGHUP writes its table and report, marked interrupted; a
+// kernel cut short is never a pass; the process ends as the signal would (128 + it to a shell).
+TEST(Signals, InterruptedRunKeepsItsReportMarkedInterrupted) {
+  for (const int sig : {SIGTERM, SIGINT, SIGHUP}) {
+    SCOPED_TRACE(strsignal(sig));
+    const fs::path dir = fresh_dir("signal-" + std::to_string(sig));
+    const Started s = start("run --kernel host_gemm_fp32 --cases 100000000 --seed 3 --jobs 2 --case-dir " +
+                                (dir / "cases").string() + " --report " + (dir / "report.json").string(),
+                            dir, "[1/1] host_gemm_fp32");
+    // Some cases done: the first case's record appears when it starts; then give it time.
+    const auto t0 = std::chrono::steady_clock::now();
+    while (!fs::exists(dir / "cases") && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(30))
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+    double seconds = 0;
+    const int status = stop_with(s, sig, &seconds);
+    EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == sig) << "ends as the signal would";
+    EXPECT_LT(seconds, 30.0);
+    const std::string out = slurp(s.output);
+    EXPECT_TRUE(contains(out, "kernel ")) << "the table is printed";
+    EXPECT_TRUE(contains(out, "interrupted after"));
+    ASSERT_TRUE(fs::exists(dir / "report.json")) << "the report is written";
+    const nlohmann::json r = read_json(dir / "report.json");
+    EXPECT_EQ(r.value("interrupted", false), true);
+    ASSERT_EQ(r["kernels"].size(), 1u);
+    EXPECT_EQ(r["kernels"][0]["verdict"], "skipped") << "a kernel cut short is never a pass";
+    EXPECT_GT(r["kernels"][0]["cases"].get<int64_t>(), 0);
+    EXPECT_TRUE(contains(r["kernels"][0].value("skip_reason", ""), "interrupted after"));
+    EXPECT_EQ(r["kernels"][0].value("interrupted", false), true);
+  }
+}
+
+// A kernel that finished before the signal keeps its verdict; the one in progress is cut short.
+TEST(Signals, FinishedKernelsKeepTheirVerdict) {
+  const fs::path dir = fresh_dir("signal-finished");
+  const Started s = start("run --plugin " + std::string(CRASHING_PLUGIN) +
+                              " --kernel host_gemv_fp32 --kernel hangs_host --cases 3 --seed 4 --jobs 1 --timeout 3" +
+                              " --case-dir " + (dir / "cases").string() + " --report " + (dir / "report.json").string(),
+                          dir, "[2/2] hangs_host");
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  double seconds = 0;
+  const int status = stop_with(s, SIGTERM, &seconds);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM);
+  ASSERT_TRUE(fs::exists(dir / "report.json"));
+  const nlohmann::json r = read_json(dir / "report.json");
+  EXPECT_EQ(r.value("interrupted", false), true);
+  ASSERT_EQ(r["kernels"].size(), 2u);
+  EXPECT_EQ(r["kernels"][0]["verdict"], "pass");
+  EXPECT_EQ(r["kernels"][0]["cases"], 3);
+  EXPECT_FALSE(r["kernels"][0].contains("interrupted"));
+  EXPECT_EQ(r["kernels"][1]["verdict"], "skipped") << "the hanging case in flight is dropped, not a failure";
+  EXPECT_EQ(r["kernels"][1].value("interrupted", false), true);
+}
+
 // ---- Inputs that never end, never start, or are not files ------------------------------------
 
 // Each command that reads a case (or a fuzzer input) ends with exit 2 within seconds.
