@@ -264,4 +264,11 @@ TEST(Inputs, CaseLargerThanMemoryEndsCleanly) {
   EXPECT_TRUE(contains(o.output, "out of memory: a case needs about 100 bytes of host memory per output"));
 }
 
+// An empty --shard is a mistake (a script's unset variable), not a run of the whole schedule.
+TEST(Arguments, EmptyShardIsRefused) {
+  const Outcome o = run("run --shard '' --seed 1 --cases 1 --kernel host_gemv_fp32");
+  EXPECT_EQ(o.exit_code, 2);
+  EXPECT_TRUE(contains(o.output, "expected I/N"));
+}
+
 }  // namespace
