@@ -156,7 +156,8 @@ std::string failure_text(const std::string& kernel, std::optional<uint64_t> seed
   if (!r.finding->hint.empty()) t += "  likely cause: " + r.finding->hint + "\n";
   if (!r.case_file.empty() && r.case_file_error.empty()) t += "  case file: " + r.case_file + "\n";
   if (!r.case_file.empty() && !r.case_file_error.empty())
-    t += "  case file: " + r.case_file + " (its seed only: the full case could not be saved: " + r.case_file_error + ")\n";
+    t += "  case file: " + r.case_file + " (its seed only: the full case could not be saved: " + r.case_file_error +
+         ")\n";
   if (r.case_file.empty() && !r.case_file_error.empty()) t += "  case file: not saved: " + r.case_file_error + "\n";
   if (!r.case_file.empty() && !reproduce.empty()) t += "  reproduce: " + reproduce + "\n";
   if (!error_map.empty()) t += "  error map: " + error_map + "\n";

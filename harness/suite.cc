@@ -83,7 +83,8 @@ void mark_interrupted(SuiteListener& listener, KernelReport& report, SuiteResult
   result.interrupted = report.interrupted = true;
   if (report.verdict != KernelVerdict::fail) {
     report.verdict = KernelVerdict::skipped;
-    report.skip_reason = started ? fmt::format("interrupted after {} cases", report.cases) : "interrupted before it started";
+    report.skip_reason =
+        started ? fmt::format("interrupted after {} cases", report.cases) : "interrupted before it started";
   }
 }
 

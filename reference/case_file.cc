@@ -866,7 +866,8 @@ void write_case_text(const std::string& text, const std::string& path) {
     // A truncated case file would only be rejected later: remove it (a regular file only: the
     // path may name a device, or a link to one).
     std::error_code ignored;
-    if (std::filesystem::is_regular_file(std::filesystem::symlink_status(path, ignored))) std::filesystem::remove(path, ignored);
+    if (std::filesystem::is_regular_file(std::filesystem::symlink_status(path, ignored)))
+      std::filesystem::remove(path, ignored);
     throw std::runtime_error("error writing case file " + path + ": " + std::strerror(err));
   }
 }
