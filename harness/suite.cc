@@ -369,6 +369,23 @@ SuiteResult run_suite(const std::vector<SuiteKernel>& kernels, const RunSettings
   return result;
 }
 
+namespace {
+
+// "FILE:LINE: " of the expect line that disagrees with ref (of its group's, for a grouped case).
+std::string expect_place(const std::string& path, const Problem& p, const ExactResult& ref) {
+  std::string key = "expect";
+  if (p.op == Op::grouped_gemm) {
+    const int64_t x = compare_expect(p, ref, 1).first.front();
+    size_t g = 0;
+    while (g + 1 < ref.group_offset.size() && ref.group_offset[g + 1] <= x) ++g;
+    key += "." + std::to_string(g);
+  }
+  const int line = case_key_line(path, key);
+  return line > 0 ? path + ":" + std::to_string(line) + ": " : path + ": ";
+}
+
+}  // namespace
+
 ReplayInput read_replay_input(const std::string& path, bool fuzz_input) {
   ReplayInput in;
   in.path = std::filesystem::absolute(path).string();
@@ -387,8 +404,10 @@ ReplayInput read_replay_input(const std::string& path, bool fuzz_input) {
     throw CaseError(path + ": " + e.what());
   }
   if (has_expect(in.problem)) {
-    const std::string mismatch = expect_mismatch(in.problem, exact_gemm_auto(in.problem));
-    if (!mismatch.empty()) throw CaseError(path + ": " + mismatch + " (the case file or the reference is wrong)");
+    const ExactResult ref = exact_gemm_auto(in.problem);
+    const std::string mismatch = expect_mismatch(in.problem, ref);
+    if (!mismatch.empty())
+      throw CaseError(expect_place(path, in.problem, ref) + mismatch + " (the case file or the reference is wrong)");
     clear_expect(in.problem);  // checked once here
   }
   return in;

@@ -741,6 +741,25 @@ Problem read_case_file(const std::string& path) {
   return parse_case(read_input_file(path, case_file_limit(), true), path);
 }
 
+int case_key_line(const std::string& path, const std::string& key) {
+  std::string text;
+  try {
+    text = read_input_file(path, case_file_limit(), true);
+  } catch (const CaseError&) {
+    return 0;
+  }
+  int line = 0;
+  for (size_t at = 0; at < text.size();) {
+    size_t end = text.find('\n', at);
+    if (end == std::string::npos) end = text.size();
+    ++line;
+    const size_t eq = text.find('=', at);
+    if (eq < end && text.find('#', at) > eq && trim(text, at, eq) == key) return line;
+    at = end + 1;
+  }
+  return 0;
+}
+
 namespace {
 
 void append_words(std::string& out, const char* key, OutType type, const std::vector<uint32_t>& words) {

@@ -41,6 +41,9 @@ const InputLimit& case_file_limit();
 // refused at once, not waited for; a directory is refused; with text, a NUL byte ends it at once.
 // Throws CaseError "FILE:LINE: what is wrong".
 std::string read_input_file(const std::string& path, const InputLimit& limit, bool text);
+// The line of `key` (e.g. "expect", "expect.3") in the case file at path; 0 when it has none or
+// cannot be read. For messages about a value found wrong after parsing.
+int case_key_line(const std::string& path, const std::string& key);
 
 // Canonical text of a case: keys in the order op m n k l sf_layout scale_semantics alpha seed
 // generator note a b sfa sfb expect, data as one hex line per tensor, alpha in the fewest digits

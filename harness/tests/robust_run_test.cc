@@ -265,10 +265,18 @@ TEST(Inputs, CaseLargerThanMemoryEndsCleanly) {
 }
 
 // An empty --shard is a mistake (a script's unset variable), not a run of the whole schedule.
-TEST(Arguments, EmptyShardIsRefused) {
+TEST(RunArguments, EmptyShardIsRefused) {
   const Outcome o = run("run --shard '' --seed 1 --cases 1 --kernel host_gemv_fp32");
   EXPECT_EQ(o.exit_code, 2);
   EXPECT_TRUE(contains(o.output, "expected I/N"));
+}
+
+// An expect line that disagrees with the reference is named by its line, as parse errors are.
+TEST(RunArguments, ReplayNamesTheExpectLineThatDisagrees) {
+  const std::string wrong = std::string(SEEDED_CASE).substr(0, std::string(SEEDED_CASE).rfind('/')) + "/wrong_expect.case";
+  const Outcome o = run("replay " + wrong + " --kernel host_gemm_fp32");
+  EXPECT_EQ(o.exit_code, 2);
+  EXPECT_TRUE(contains(o.output, "wrong_expect.case:28: the expect line disagrees")) << "line 28 holds expect";
 }
 
 }  // namespace
