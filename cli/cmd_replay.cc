@@ -50,10 +50,12 @@ int replay_main(const ReplayArgs& args) {
   }
   ConsoleListener console(isatty(2) != 0);
   ErrorMapListener maps(s.case_dir);
-  Listeners listeners({&maps, &console});
+  InterruptListener interrupt;
+  Listeners listeners({&interrupt, &maps, &console});
   const SuiteResult result = replay_suite(kernels, inputs, s, listeners);
   console.summary(result);
   const int code = suite_exit_code(result, write_json_report(args.report, result), true);
+  interrupt.end_if_interrupted();
   if (!result.any_failed() && result.checked == 0)
     fmt::print(stderr, "nvfp4check replay: nothing was checked: {}\n",
                result.kernels.empty() ? "no kernel declares the op and scale layout of these inputs"

@@ -29,6 +29,7 @@ struct RunArgs {
   double seconds = 0, timeout_s = kDefaultCallTimeout;
   std::optional<uint64_t> seed;
   int64_t jobs = 0;
+  bool shard_given = false;  // `--shard ''` is an error, not no sharding
 };
 
 // Kernel processes per GPU (or in all, for host kernels) when --jobs is not given: half the cores,
@@ -40,7 +41,7 @@ int default_jobs() {
 
 int run_main(const RunArgs& args, const std::string& command_line) {
   RunSettings s;
-  if (!args.shard.empty()) s.shard = parse_shard(args.shard);
+  if (args.shard_given) s.shard = parse_shard(args.shard);
   // Without one seed the shards would each draw their own schedule, not split one.
   if (s.shard.sharded() && !args.seed) throw std::invalid_argument("--shard needs --seed (every shard the same)");
   if (args.seed) {
@@ -79,12 +80,15 @@ int run_main(const RunArgs& args, const std::string& command_line) {
   const std::unique_ptr<SuiteListener> streams =
       !args.python.python.empty() ? other_stream_listener(kernels.front(), python, args.timeout_s, args.case_dir)
                                   : nullptr;
-  std::vector<SuiteListener*> all = {&maps, &console};
+  InterruptListener interrupt;
+  std::vector<SuiteListener*> all = {&interrupt, &maps, &console};
   if (streams) all.insert(all.begin(), streams.get());
   Listeners listeners(all);
   const SuiteResult result = run_suite(kernels, s, listeners);
   console.summary(result);
-  return suite_exit_code(result, write_json_report(args.report, result), false);
+  const int code = suite_exit_code(result, write_json_report(args.report, result), false);
+  interrupt.end_if_interrupted();
+  return code;
 }
 
 }  // namespace
@@ -123,8 +127,9 @@ void add_run_command(CLI::App& app, int& exit_code) {
                   "CUDA devices to spread CUDA kernels' processes over, as CUDA_VISIBLE_DEVICES values "
                   "(repeatable or comma-separated; default: the environment's)")
       ->delimiter(',');
-  run->callback([args, &exit_code] {
+  run->callback([args, run, &exit_code] {
     try {
+      args->shard_given = run->count("--shard") > 0;
       std::string command = "nvfp4check run";
       for (const auto& k : args->kernels) command += " --kernel " + k;
       for (const auto& p : args->plugins) command += " --plugin " + p;

@@ -61,7 +61,11 @@ int main(int argc, char** argv) {
     const int cli11_code = app.exit(e);
     return cli11_code == 0 ? 0 : 2;
   } catch (const std::bad_alloc&) {
-    fmt::print(stderr, "nvfp4check: out of memory\n");
+    // The case limit bounds a case's tensors; the exact reference takes more (measured: about
+    // 100 bytes per output, so 4 * 10^8 outputs in 3.2 GB of tensors need some 40 GB).
+    fmt::print(stderr,
+               "nvfp4check: out of memory: a case needs about 100 bytes of host memory per output for its exact "
+               "reference, besides its tensors (a case near the 4 GiB tensor limit can need 40 GB or more)\n");
     return 2;
   } catch (const std::exception& e) {
     // The commands catch what they expect; anything else still gets a message, never an abort.

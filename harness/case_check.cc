@@ -291,6 +291,22 @@ std::vector<uint32_t> run_kernel_once(Executor& executor, const Problem& input) 
   return obs.front().c;
 }
 
+namespace {
+
+// save_case, best effort: a full or read-only disk must not cost the verdict, so the failure is
+// kept in r.case_file_error and "" returned.
+std::string try_save_case(CaseOutcome& r, const std::string& kernel, const Problem& p, const std::string& dir,
+                          const std::string& suffix = "", bool compact = false) {
+  try {
+    return save_case(kernel, p, &r.reference, dir, suffix, compact);
+  } catch (const std::exception& e) {
+    r.case_file_error = e.what();
+    return "";
+  }
+}
+
+}  // namespace
+
 CaseOutcome check_case(Executor& executor, const Problem& input, const CaseOptions& options) {
   const KernelDesc& k = executor.kernel();
   CaseOutcome r;
@@ -338,7 +354,7 @@ CaseOutcome check_case(Executor& executor, const Problem& input, const CaseOptio
   if (!options.existing_file.empty()) {
     r.case_file = options.existing_file;
   } else if (!options.case_dir.empty()) {
-    r.case_file = save_case(k.name, p, &r.reference, options.case_dir, "", /*compact=*/true);
+    r.case_file = try_save_case(r, k.name, p, options.case_dir, "", /*compact=*/true);
   }
   r.times.save = since(t);
 
@@ -431,7 +447,7 @@ CaseOutcome check_case(Executor& executor, const Problem& input, const CaseOptio
       // The stale data is what the output is judged against from here on.
       r.problem = stale->problem;
       r.reference = stale->reference;
-      if (!options.case_dir.empty()) r.case_file = save_case(k.name, r.problem, &r.reference, options.case_dir, "-stale");
+      if (!options.case_dir.empty()) r.case_file = try_save_case(r, k.name, r.problem, options.case_dir, "-stale");
     }
   }
   if (r.verdict != CaseOutcome::Verdict::fail) {
@@ -439,15 +455,20 @@ CaseOutcome check_case(Executor& executor, const Problem& input, const CaseOptio
     if (!why.empty()) r.message = "correctly refused: " + why;
   }
   r.times.judge = since(t);
-  if (options.existing_file.empty() && !r.case_file.empty()) {
+  if (options.existing_file.empty() && !options.case_dir.empty()) {
     const bool failed = r.verdict == CaseOutcome::Verdict::fail;
-    // A failure keeps its case in full (the write-ahead record named only its seed); a pass
-    // leaves nothing behind unless asked to.
-    if (failed && r.call != CaseCall::stale && p.data_from_seed) {
-      const std::string full = save_case(k.name, p, &r.reference, options.case_dir);
-      if (full != r.case_file) std::filesystem::remove(r.case_file);
-      r.case_file = full;
-    } else if (!failed && !options.keep_passing) {
+    // A failure keeps its case in full (the write-ahead record named only its seed, or could not
+    // be written); a pass leaves nothing behind unless asked to. A failure whose full case cannot
+    // be written keeps the seed-only record, which reproduces it too.
+    if (failed && r.call != CaseCall::stale && (p.data_from_seed || r.case_file.empty())) {
+      const std::string full = try_save_case(r, k.name, p, options.case_dir);
+      if (!full.empty()) {
+        std::error_code ignored;
+        if (full != r.case_file && !r.case_file.empty()) std::filesystem::remove(r.case_file, ignored);
+        r.case_file = full;
+        r.case_file_error.clear();
+      }
+    } else if (!failed && !options.keep_passing && !r.case_file.empty()) {
       std::error_code ignored;
       std::filesystem::remove(r.case_file, ignored);
       r.case_file.clear();

@@ -43,6 +43,7 @@ struct CaseOutcome {
   Policy policy;
   OracleSummary summary;           // the oracle's judgement of that output
   std::string case_file;           // the saved case (kept when it failed)
+  std::string case_file_error;     // why the case could not be saved (saving is best effort); "" when it was
   int64_t calls = 0;               // kernel calls made
   bool context_lost = false;       // the kernel's process was lost (crash, timeout, CUDA error)
   CaseTimes times;

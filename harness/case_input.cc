@@ -1,8 +1,6 @@
 // Case files and registered binary decoders behind one entry point for `replay`.
 #include "harness/case_input.h"
 
-#include <fstream>
-#include <sstream>
 
 #include "reference/case_file.h"
 
@@ -15,12 +13,8 @@ BinaryCaseDecoder& decoder_slot() {
 }
 
 std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw CaseError(path + ": cannot open the file");
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) throw CaseError(path + ": cannot read the file");
-  return text.str();
+  static const InputLimit limit{case_file_limit().max_bytes, "a binary case", "that of case files"};
+  return read_input_file(path, limit, false);
 }
 
 }  // namespace

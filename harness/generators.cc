@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <numeric>
 #include <set>
 #include <stdexcept>
@@ -614,25 +615,105 @@ const ScaleValues& scale_values(ScaleDist dist) {
   return all[static_cast<size_t>(dist)];
 }
 
+// The scales of earlier groups, and for each ring of values that one group's counter steps
+// through (make_distinct) how many of them are known to be seen, so that a ring need not be
+// stepped round to find it full or to find its next unseen value.
+struct DistinctScales {
+  struct Ring {
+    uint64_t marked = 0;           // values of the ring known to be in `seen`
+    std::vector<uint32_t> values;  // a small ring's values inserted, in order
+    std::vector<uint32_t> next;    // a small ring once half full: the next value not marked (union-find)
+  };
+  std::set<std::vector<uint8_t>> seen;
+  std::map<std::vector<uint16_t>, Ring> rings;
+};
+
+// The first value at or after x (cyclically) that `next` has not marked; compresses the path.
+uint32_t first_unmarked(std::vector<uint32_t>& next, uint32_t x) {
+  uint32_t root = x;
+  while (next[root] != root) root = next[root];
+  while (next[x] != root) {
+    const uint32_t after = next[x];
+    next[x] = root;
+    x = after;
+  }
+  return root;
+}
+
 // Makes one group's scales differ from every earlier group's (`seen`, which it joins), so that a
 // kernel reading another expert's scales changes some output: steps the scales like a counter
-// whose digits are the distribution's values (fine_cancel's fixed pair blocks left alone). A
-// distribution with fewer combinations than groups gives up after one full turn.
-void make_distinct(std::vector<uint8_t>& scales, ScaleDist dist, int64_t kb, std::set<std::vector<uint8_t>>& seen) {
+// whose digits are the distribution's values (fine_cancel's fixed pair blocks left alone), to
+// the first value not seen. A distribution with fewer combinations than groups gives up after
+// |seen| + 1 steps. What the steps come to is the same however it is found: a full ring is
+// known by its count, and a small ring half full or more finds its next unseen value through a
+// union-find, so many small groups take near-linear time and every seed draws what it always did.
+void make_distinct(std::vector<uint8_t>& scales, ScaleDist dist, int64_t kb, DistinctScales& state) {
+  std::set<std::vector<uint8_t>>& seen = state.seen;
   const ScaleValues& sv = scale_values(dist);
   std::vector<size_t> free;
+  // The ring: kb and every byte the counter leaves alone (a stepped digit reads 256).
+  std::vector<uint16_t> key(scales.begin(), scales.end());
+  key.push_back(static_cast<uint16_t>(std::min<int64_t>(kb, 0xFFFF)));
   for (size_t i = 0; i < scales.size(); ++i) {
     const bool fixed = dist == ScaleDist::fine_cancel && fine_cancel_pair_block(static_cast<int64_t>(i) % kb, kb);
-    if (!fixed && sv.index[scales[i]] >= 0) free.push_back(i);
+    if (!fixed && sv.index[scales[i]] >= 0) free.push_back(i), key[i] = 256;
   }
-  for (size_t attempt = 0; attempt <= seen.size() && seen.count(scales) && !free.empty(); ++attempt) {
-    for (const size_t i : free) {
-      const size_t next = (static_cast<size_t>(sv.index[scales[i]]) + 1) % sv.list.size();
-      scales[i] = sv.list[next];
-      if (next != 0) break;  // no carry
+  if (free.empty()) {
+    seen.insert(scales);
+    return;
+  }
+  // The ring's size, |values|^|free| (0: more than any number of groups could fill).
+  const uint64_t base = sv.list.size();
+  uint64_t size = 1;
+  for (size_t x = 0; x < free.size() && size != 0; ++x) size = size > (uint64_t(1) << 40) / base ? 0 : size * base;
+  constexpr uint64_t kIndexed = uint64_t(1) << 20;  // rings up to this size get a union-find
+  DistinctScales::Ring& ring = state.rings[key];
+  // The counter as a number (digits little-endian in free's order), when size != 0.
+  const auto value = [&] {
+    uint64_t x = 0;
+    for (size_t f = free.size(); f-- > 0;) x = x * base + static_cast<uint64_t>(sv.index[scales[free[f]]]);
+    return x;
+  };
+  const auto set_value = [&](uint64_t x) {
+    for (const size_t i : free) scales[i] = sv.list[x % base], x /= base;
+  };
+  const auto mark = [&](uint64_t v) {
+    ++ring.marked;
+    if (!ring.next.empty()) ring.next[v] = static_cast<uint32_t>((v + 1) % size);
+  };
+  if (size != 0 && ring.marked >= size) {
+    // Every step lands on a seen value: stepping would take |seen| + 1 of them.
+    set_value((value() + (seen.size() + 1) % size) % size);
+  } else if (size != 0 && size <= kIndexed && 2 * ring.marked >= size) {
+    if (ring.next.empty()) {
+      ring.next.resize(size);
+      std::iota(ring.next.begin(), ring.next.end(), 0u);
+      for (const uint32_t v : ring.values) ring.next[v] = static_cast<uint32_t>((v + 1) % size);
+    }
+    const uint64_t x = value();
+    set_value(first_unmarked(ring.next, static_cast<uint32_t>(x)));
+    // A value seen from a group of another kb is not marked yet: it is now.
+    while (seen.count(scales)) {
+      mark(value());
+      if (ring.marked >= size) {
+        set_value((x + (seen.size() + 1) % size) % size);
+        break;
+      }
+      set_value(first_unmarked(ring.next, static_cast<uint32_t>(value())));
+    }
+  } else {
+    for (size_t attempt = 0; attempt <= seen.size() && seen.count(scales); ++attempt) {
+      for (const size_t i : free) {
+        const size_t next = (static_cast<size_t>(sv.index[scales[i]]) + 1) % sv.list.size();
+        scales[i] = sv.list[next];
+        if (next != 0) break;  // no carry
+      }
     }
   }
-  seen.insert(scales);
+  if (!seen.insert(scales).second || size == 0) return;
+  const uint64_t v = value();
+  mark(v);
+  if (size <= kIndexed) ring.values.push_back(static_cast<uint32_t>(v));
 }
 
 void set_signs(std::vector<uint8_t>& packed, bool negative) {
@@ -656,7 +737,7 @@ void draw_dense_data(Draws& d, const DataSpec& spec, Problem& p, bool edges_allo
 void draw_grouped_data(Draws& d, const DataSpec& spec, Problem& p) {
   DataSpec each = spec;
   if (each.scales == ScaleDist::nan_block) each.scales = ScaleDist::narrow;
-  std::set<std::vector<uint8_t>> seen_sfa, seen_sfb;
+  DistinctScales seen_sfa, seen_sfb;
   std::optional<float> previous_alpha;
   for (Group& g : p.groups) {
     if (g.m == 0) {

@@ -1,8 +1,14 @@
 // The console, error-map and JSON listeners of the suite engine (see listeners.h).
 #include "harness/listeners.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -12,6 +18,24 @@ namespace {
 
 double since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+constexpr int kStopSignals[3] = {SIGINT, SIGTERM, SIGHUP};
+std::atomic<int> g_signal{0};  // the first stop signal received
+static_assert(std::atomic<int>::is_always_lock_free, "used in a signal handler");
+
+void on_stop_signal(int sig) {
+  int none = 0;
+  if (!g_signal.compare_exchange_strong(none, sig)) {
+    // The second: end now, as the signal does by default.
+    ::signal(sig, SIG_DFL);
+    ::raise(sig);
+    return;
+  }
+  static const char note[] =
+      "\nnvfp4check: interrupted: the cases in flight finish, then the table and the report (again to stop at once)\n";
+  const ssize_t ignored = ::write(2, note, sizeof note - 1);
+  (void)ignored;
 }
 
 }  // namespace
@@ -38,6 +62,13 @@ void ConsoleListener::case_done(const KernelDesc&, int64_t, const CaseOutcome& o
   ++cases_;
   const bool failed = outcome.verdict == CaseOutcome::Verdict::fail;
   failed_ += failed;
+  if (!outcome.case_file_error.empty() && !warned_unsaved_) {
+    // Saving cases is best effort: the run goes on, each failure says whether its case was kept.
+    warned_unsaved_ = true;
+    clear();
+    fmt::print(stderr, "warning: a case could not be saved ({}); checking goes on, failures are still reported\n",
+               outcome.case_file_error);
+  }
   // Fast kernels finish hundreds of cases a second: redraw at most ten times a second.
   if (failed || Clock::now() - last_draw_ > std::chrono::milliseconds(100)) draw();
 }
@@ -102,6 +133,33 @@ void ConsoleListener::draw() {
   std::fflush(stderr);
 }
 
+InterruptListener::InterruptListener() {
+  g_signal = 0;
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;  // the engine's reads and waits go on; it polls should_stop()
+  for (int x = 0; x < 3; ++x) sigaction(kStopSignals[x], &sa, &old_[x]);
+}
+
+InterruptListener::~InterruptListener() {
+  for (int x = 0; x < 3; ++x) sigaction(kStopSignals[x], &old_[x], nullptr);
+}
+
+bool InterruptListener::should_stop() { return g_signal != 0; }
+
+void InterruptListener::end_if_interrupted() const {
+  const int sig = g_signal;
+  if (sig == 0) return;
+  fmt::print(stderr, "nvfp4check: stopped by {}; the table and the report cover the cases finished before it\n",
+             strsignal(sig));
+  std::fflush(stdout);
+  std::fflush(stderr);
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);
+  std::_Exit(128 + sig);  // were the signal blocked
+}
+
 std::string write_error_map_for(const CaseOutcome& r, const std::string& dir) {
   const Problem& p = r.problem;
   if (r.verdict != CaseOutcome::Verdict::fail || r.case_file.empty() || p.c_elems() == 0 ||
@@ -126,7 +184,14 @@ void ErrorMapListener::annotate_failure(const KernelDesc&, const CaseOutcome& ou
 bool write_json_report(const std::string& path, const SuiteResult& result) {
   if (path.empty()) return true;
   try {
-    write_report_file(path, report_json(result.seed, result.kernels, result.command, result.shard));
+    nlohmann::json report = report_json(result.seed, result.kernels, result.command, result.shard);
+    if (result.interrupted) {
+      // What was known when a signal stopped the run; the kernels it cut short say so too.
+      report["interrupted"] = true;
+      for (size_t x = 0; x < result.kernels.size(); ++x)
+        if (result.kernels[x].interrupted) report["kernels"][x]["interrupted"] = true;
+    }
+    write_report_file(path, report);
     return true;
   } catch (const std::exception& e) {
     fmt::print(stderr, "nvfp4check: {}\n", e.what());

@@ -3,6 +3,8 @@
 // JSON report of SPEC.md section 6.
 #pragma once
 
+#include <signal.h>
+
 #include <chrono>
 #include <string>
 
@@ -34,7 +36,24 @@ class ConsoleListener final : public SuiteListener {
   std::string name_;
   double budget_s_ = 0;
   int64_t planned_ = 0, cases_ = 0, failed_ = 0;
+  bool warned_unsaved_ = false;  // a case file could not be saved: said once
   Clock::time_point started_, last_draw_;
+};
+
+// SIGINT, SIGTERM and SIGHUP while it lives: the first asks the engine to stop (no case starts;
+// those in flight finish, within the watchdog) so that the table and the report still say what
+// was done, marked interrupted; a second ends the program at once, as the signal would.
+class InterruptListener final : public SuiteListener {
+ public:
+  InterruptListener();            // installs the handlers
+  ~InterruptListener() override;  // puts the earlier ones back
+  bool should_stop() override;
+  // After the table and the report: ends the process as the first signal would have (a shell
+  // sees 128 + the signal); returns when no signal came.
+  void end_if_interrupted() const;
+
+ private:
+  struct sigaction old_[3];
 };
 
 // Draws the error map of a kernel's first failure beside its case file (or into dir).

@@ -87,6 +87,7 @@ void add_outcome(KernelReport& k, const CaseOutcome& r, int64_t case_index, cons
   rec.hint = r.finding->hint;
   rec.reproduce = reproduce;
   rec.case_file = r.case_file;
+  rec.case_file_error = r.case_file_error;
   rec.error_map = error_map;
   rec.text = text;
   rec.call = r.call;
@@ -154,7 +155,11 @@ std::string failure_text(const std::string& kernel, std::optional<uint64_t> seed
   const std::string& lead = element ? r.finding->context : r.finding->message;
   if (!lead.empty()) t += "  " + lead + "\n";
   if (!r.finding->hint.empty()) t += "  likely cause: " + r.finding->hint + "\n";
-  if (!r.case_file.empty()) t += "  case file: " + r.case_file + "\n";
+  if (!r.case_file.empty() && r.case_file_error.empty()) t += "  case file: " + r.case_file + "\n";
+  if (!r.case_file.empty() && !r.case_file_error.empty())
+    t += "  case file: " + r.case_file + " (its seed only: the full case could not be saved: " + r.case_file_error +
+         ")\n";
+  if (r.case_file.empty() && !r.case_file_error.empty()) t += "  case file: not saved: " + r.case_file_error + "\n";
   if (!r.case_file.empty() && !reproduce.empty()) t += "  reproduce: " + reproduce + "\n";
   if (!error_map.empty()) t += "  error map: " + error_map + "\n";
   return t;
@@ -218,6 +223,7 @@ nlohmann::json report_json(std::optional<uint64_t> seed, const std::vector<Kerne
                            {"call", to_string(f.call)},  {"case_index", f.case_index}};
       fj["meaning"] = check_meaning(f.check);
       if (!f.hint.empty()) fj["hint"] = f.hint;
+      if (!f.case_file_error.empty()) fj["case_file_error"] = f.case_file_error;
       if (!f.reproduce.empty()) fj["reproduce"] = f.reproduce;
       if (!f.error_map.empty()) fj["error_map"] = f.error_map;
       if (f.has_element)

@@ -31,6 +31,7 @@ std::string shell_quote(const std::string& word);
 struct FailureRecord {
   Check check = Check::oracle;
   std::string message, hint, case_file, error_map, text, reproduce;
+  std::string case_file_error;  // why the case could not be saved (in full); "" when it was
   CaseCall call = CaseCall::none;
   int64_t case_index = -1;   // in the schedule (run), or the input's position (replay)
   bool has_element = false;  // an output element is to blame (oracle-like checks)
@@ -64,6 +65,7 @@ struct KernelReport {
   std::vector<std::pair<std::string, double>> step_seconds;
   ScheduleStats drawn;            // what the schedule drew (run)
   std::optional<FailureRecord> failure;  // the first one
+  bool interrupted = false;       // a signal cut its cases short (a verdict of skipped, unless one failed)
   void add_time(const std::string& step, double seconds);
 };
 

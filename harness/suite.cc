@@ -76,6 +76,18 @@ void report_failure(KernelReport& report, const KernelDesc& kernel, const CaseOu
   listener.failed(kernel, f);
 }
 
+// When the listener asks to stop (an interrupt), marks the report: a kernel cut short is never a
+// pass (skipped, with how far it got), and one not started says so.
+void mark_interrupted(SuiteListener& listener, KernelReport& report, SuiteResult& result, bool started) {
+  if (!listener.should_stop()) return;
+  result.interrupted = report.interrupted = true;
+  if (report.verdict != KernelVerdict::fail) {
+    report.verdict = KernelVerdict::skipped;
+    report.skip_reason =
+        started ? fmt::format("interrupted after {} cases", report.cases) : "interrupted before it started";
+  }
+}
+
 }  // namespace
 
 void Listeners::kernel_started(size_t index, size_t kernels, const KernelDesc& kernel, double budget_s,
@@ -315,7 +327,10 @@ SuiteResult run_suite(const std::vector<SuiteKernel>& kernels, const RunSettings
     }
     listener.kernel_started(x, kernels.size(), sk.desc, budget, settings.shard.cases_below(settings.cases));
     KernelReport report;
-    if (!schedule) {
+    if (listener.should_stop()) {
+      report = kernel_report(sk.desc);
+      mark_interrupted(listener, report, result, false);
+    } else if (!schedule) {
       report = skipped_report(sk.desc, skips[x]);
     } else {
       // Lanes: `jobs` kernel processes per GPU for CUDA kernels, `jobs` in all for host ones.
@@ -344,6 +359,7 @@ SuiteResult run_suite(const std::vector<SuiteKernel>& kernels, const RunSettings
       report = check_kernel(raw, sk.desc, *schedule, ls, listener);
       for (const auto& e : executors) report.workers += e->starts();
       report.warmup_seconds = warmup;
+      mark_interrupted(listener, report, result, true);
     }
     report.stream = sk.stream;
     listener.kernel_finished(report);
@@ -353,13 +369,31 @@ SuiteResult run_suite(const std::vector<SuiteKernel>& kernels, const RunSettings
   return result;
 }
 
+namespace {
+
+// "FILE:LINE: " of the expect line that disagrees with ref (of its group's, for a grouped case).
+std::string expect_place(const std::string& path, const Problem& p, const ExactResult& ref) {
+  std::string key = "expect";
+  if (p.op == Op::grouped_gemm) {
+    const int64_t x = compare_expect(p, ref, 1).first.front();
+    size_t g = 0;
+    while (g + 1 < ref.group_offset.size() && ref.group_offset[g + 1] <= x) ++g;
+    key += "." + std::to_string(g);
+  }
+  const int line = case_key_line(path, key);
+  return line > 0 ? path + ":" + std::to_string(line) + ": " : path + ": ";
+}
+
+}  // namespace
+
 ReplayInput read_replay_input(const std::string& path, bool fuzz_input) {
   ReplayInput in;
   in.path = std::filesystem::absolute(path).string();
   if (fuzz_input) {
-    std::ifstream file(path, std::ios::binary);
-    if (!file) throw CaseError(path + ": cannot read it");
-    in.fuzz_bytes = std::string(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
+    // The fuzzer's inputs are at most its -max_len (32 KiB under OSS-Fuzz); 16 MiB is far past that.
+    static const InputLimit fuzz_limit{uint64_t(1) << 24, "a kernel fuzzer input",
+                                       "the fuzzer's own inputs are at most its -max_len"};
+    in.fuzz_bytes = read_input_file(path, fuzz_limit, false);
     in.problem = *decode_fuzz_draws(*in.fuzz_bytes, nullptr, nullptr);
   } else {
     in.problem = read_case_file(path);
@@ -370,8 +404,10 @@ ReplayInput read_replay_input(const std::string& path, bool fuzz_input) {
     throw CaseError(path + ": " + e.what());
   }
   if (has_expect(in.problem)) {
-    const std::string mismatch = expect_mismatch(in.problem, exact_gemm_auto(in.problem));
-    if (!mismatch.empty()) throw CaseError(path + ": " + mismatch + " (the case file or the reference is wrong)");
+    const ExactResult ref = exact_gemm_auto(in.problem);
+    const std::string mismatch = expect_mismatch(in.problem, ref);
+    if (!mismatch.empty())
+      throw CaseError(expect_place(path, in.problem, ref) + mismatch + " (the case file or the reference is wrong)");
     clear_expect(in.problem);  // checked once here
   }
   return in;
@@ -435,7 +471,10 @@ SuiteResult replay_suite(const std::vector<SuiteKernel>& kernels, const std::vec
     if (mine.empty()) continue;
     listener.kernel_started(x, kernels.size(), sk.desc, 0, static_cast<int64_t>(mine.size()));
     KernelReport report;
-    if (!sk.desc.runnable) {
+    if (listener.should_stop()) {
+      report = kernel_report(sk.desc);
+      mark_interrupted(listener, report, result, false);
+    } else if (!sk.desc.runnable) {
       report = skipped_report(sk.desc, sk.desc.why_not);
     } else {
       WorkerExecutor executor(sk.command, settings.timeout_s);
@@ -444,6 +483,7 @@ SuiteResult replay_suite(const std::vector<SuiteKernel>& kernels, const std::vec
       base.policy = settings.policy;
       report = replay_kernel(executor, sk.desc, mine, base, sk.replay_args, listener);
       report.workers = executor.starts();
+      mark_interrupted(listener, report, result, true);
     }
     listener.kernel_finished(report);
     result.checked += report.cases;

@@ -75,6 +75,7 @@ struct SuiteResult {
   int64_t checked = 0;           // cases checked over all kernels
   std::string command;           // the command line, for the JSON report
   Shard shard;                   // run --shard I/N: which share of the schedule this was
+  bool interrupted = false;      // the listener asked to stop: some kernels' cases were cut short
   bool any_failed() const;
 };
 

@@ -2,6 +2,11 @@
 // every problem it finds, and a writer whose output the parser reads back to the same Problem.
 #include "reference/case_file.h"
 
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
@@ -662,25 +667,97 @@ Problem parse_case(const std::string& text, const std::string& filename) {
   return CaseParser(text, filename).parse();
 }
 
-Problem read_case_file(const std::string& path) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  if (fs::is_directory(path, ec)) throw CaseError(path + ":0: is a directory, not a case file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw CaseError(path + ":0: cannot open: " + std::strerror(errno));
-  // Read in chunks rather than by the size tellg() gives: a pipe (/dev/stdin) has none.
-  // Twice the tensor cap (hex) plus the expected output's words and room for comments.
-  constexpr size_t kMaxFileBytes = size_t(4) * kMaxCaseBytes;
-  std::string text;
-  char chunk[1 << 16];
-  while (in.read(chunk, sizeof chunk) || in.gcount() > 0) {
-    text.append(chunk, static_cast<size_t>(in.gcount()));
-    if (text.size() > kMaxFileBytes)
-      throw CaseError(path + ":0: file is larger than " + std::to_string(kMaxFileBytes) +
-                      " bytes, the limit of case files");
+namespace {
+
+// A file descriptor closed when it goes out of scope.
+struct Fd {
+  int fd = -1;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
   }
-  if (in.bad()) throw CaseError(path + ":0: cannot read: " + std::strerror(errno));
-  return parse_case(text, path);
+};
+
+}  // namespace
+
+std::string read_input_file(const std::string& path, const InputLimit& limit, bool text) {
+  auto fail = [&](const std::string& why) -> CaseError { return CaseError(path + ":0: " + why); };
+  // Non-blocking: opening a FIFO that has no writer must not hang the command. A pipe with a
+  // writer (`<(...)`, a shell pipe) is read as it comes (poll below).
+  Fd f{::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC)};
+  if (f.fd < 0) throw fail(std::string("cannot open: ") + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(f.fd, &st) != 0) throw fail(std::string("cannot read: ") + std::strerror(errno));
+  if (S_ISDIR(st.st_mode)) throw fail("is a directory, not " + limit.kind);
+  // Only a FIFO or socket waits for its writer: a terminal (or anything else) is read blocking.
+  if (!S_ISFIFO(st.st_mode) && !S_ISSOCK(st.st_mode)) ::fcntl(f.fd, F_SETFL, ::fcntl(f.fd, F_GETFL) & ~O_NONBLOCK);
+  const auto too_large = [&] {
+    return fail("larger than " + std::to_string(limit.max_bytes) + " bytes, the limit of " + limit.kind + " (" +
+                limit.why + ")");
+  };
+  // A regular file's size is known: one too large is refused before anything is read.
+  if (S_ISREG(st.st_mode) && static_cast<uint64_t>(st.st_size) > limit.max_bytes) throw too_large();
+  std::string out;
+  if (S_ISREG(st.st_mode)) out.reserve(static_cast<size_t>(st.st_size));
+  std::vector<char> chunk(size_t(1) << 20);
+  int64_t lines_before = 0;  // newlines before out's end, for the line of a NUL byte
+  for (;;) {
+    const ssize_t n = ::read(f.fd, chunk.data(), chunk.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      pollfd p{f.fd, POLLIN, 0};
+      if (::poll(&p, 1, -1) < 0 && errno != EINTR) throw fail(std::string("cannot read: ") + std::strerror(errno));
+      continue;
+    }
+    if (n < 0) throw fail(std::string("cannot read: ") + std::strerror(errno));
+    if (n == 0) break;
+    const size_t got = static_cast<size_t>(n);
+    if (text) {
+      // Text is checked as it comes: /dev/zero or a binary file ends at its first NUL.
+      if (const void* nul = std::memchr(chunk.data(), 0, got)) {
+        const char* end = static_cast<const char*>(nul);
+        const int64_t line = lines_before + std::count(static_cast<const char*>(chunk.data()), end, '\n') + 1;
+        throw CaseError(path + ":" + std::to_string(line) + ": NUL byte (" + limit.kind + " is text)");
+      }
+      lines_before += std::count(chunk.data(), chunk.data() + got, '\n');
+    }
+    if (out.size() + got > limit.max_bytes) throw too_large();
+    out.append(chunk.data(), got);
+  }
+  if (out.empty() && (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode)))
+    throw fail("nothing to read: a pipe or FIFO with no writer, or an empty one");
+  return out;
+}
+
+const InputLimit& case_file_limit() {
+  // Hex is two characters a byte, expect's words with their spaces at most 2.5 a byte, so no
+  // valid case is longer than 2.5 times the tensor limit; the rest is room for keys and comments.
+  static const InputLimit limit{
+      uint64_t(3) * kMaxCaseBytes, "a case file",
+      "3 times the " + std::to_string(kMaxCaseBytes) + " bytes of tensors a case may have, written as hex"};
+  return limit;
+}
+
+Problem read_case_file(const std::string& path) {
+  return parse_case(read_input_file(path, case_file_limit(), true), path);
+}
+
+int case_key_line(const std::string& path, const std::string& key) {
+  std::string text;
+  try {
+    text = read_input_file(path, case_file_limit(), true);
+  } catch (const CaseError&) {
+    return 0;
+  }
+  int line = 0;
+  for (size_t at = 0; at < text.size();) {
+    size_t end = text.find('\n', at);
+    if (end == std::string::npos) end = text.size();
+    ++line;
+    const size_t eq = text.find('=', at);
+    if (eq < end && text.find('#', at) > eq && trim(text, at, eq) == key) return line;
+    at = end + 1;
+  }
+  return 0;
 }
 
 namespace {
@@ -803,7 +880,15 @@ void write_case_text(const std::string& text, const std::string& path) {
   if (!out) throw std::runtime_error("cannot write case file " + path + ": " + std::strerror(errno));
   out.write(text.data(), static_cast<std::streamsize>(text.size()));
   out.close();
-  if (!out) throw std::runtime_error("error writing case file " + path + ": " + std::strerror(errno));
+  if (!out) {
+    const int err = errno;
+    // A truncated case file would only be rejected later: remove it (a regular file only: the
+    // path may name a device, or a link to one).
+    std::error_code ignored;
+    if (std::filesystem::is_regular_file(std::filesystem::symlink_status(path, ignored)))
+      std::filesystem::remove(path, ignored);
+    throw std::runtime_error("error writing case file " + path + ": " + std::strerror(err));
+  }
 }
 
 }  // namespace nvfp4

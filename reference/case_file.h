@@ -19,7 +19,8 @@ class CaseError : public std::runtime_error {
 // larger shape is rejected by the parser, so no file can make the suite allocate without bound.
 // 4 GiB: a grouped problem's packed B passes 2^31 bytes at realistic expert counts, and 64-bit
 // offsets are only checked by a case that does (the runner holds a few copies of a case: the
-// host needs several times this much memory for the largest).
+// host needs several times this much memory for the largest: the exact reference alone takes
+// about 100 bytes per output, which the limit does not count; out of memory is exit 2).
 constexpr int64_t kMaxCaseBytes = int64_t(1) << 32;
 
 // Parses a case. Unknown keys, duplicate keys, bad numbers, odd k, n != 1 for gemv, missing
@@ -27,6 +28,22 @@ constexpr int64_t kMaxCaseBytes = int64_t(1) << 32;
 // empty data vectors (the harness generates them); explicit data wins over a seed.
 Problem parse_case(const std::string& text, const std::string& filename);
 Problem read_case_file(const std::string& path);  // throws CaseError also when unreadable
+
+// What a command may read from one input file: at most max_bytes; kind ("a case file") and why
+// (how the limit follows from what a valid input can hold) are for the message.
+struct InputLimit {
+  uint64_t max_bytes;
+  std::string kind, why;
+};
+const InputLimit& case_file_limit();
+// A whole input file, read so that nothing hangs or grows without bound: a file over the limit is
+// refused before it is read (or when the limit is passed, for a pipe); a FIFO with no writer is
+// refused at once, not waited for; a directory is refused; with text, a NUL byte ends it at once.
+// Throws CaseError "FILE:LINE: what is wrong".
+std::string read_input_file(const std::string& path, const InputLimit& limit, bool text);
+// The line of `key` (e.g. "expect", "expect.3") in the case file at path; 0 when it has none or
+// cannot be read. For messages about a value found wrong after parsing.
+int case_key_line(const std::string& path, const std::string& key);
 
 // Canonical text of a case: keys in the order op m n k l sf_layout scale_semantics alpha seed
 // generator note a b sfa sfb expect, data as one hex line per tensor, alpha in the fewest digits

@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "harness/checks.h"
@@ -273,6 +274,26 @@ TEST(RunnerSave, LargeSeededCaseIsSavedAsItsSeed) {
     ASSERT_EQ(r2.verdict, CaseOutcome::Verdict::fail);
     EXPECT_TRUE(read_case_file(r2.case_file).has_data());
   }
+}
+
+// Saving the case is best effort: where the case folder cannot be made (a file is in its place),
+// the failure is still judged and returned, saying why its case was not saved.
+TEST(RunnerSave, UnwritableCaseDirKeepsTheVerdict) {
+  const Problem p = make_problem(G, 7, 3, 32, 1, P, 5);
+  CaseOptions o = test_options();
+  std::filesystem::create_directories(std::filesystem::path(o.case_dir).parent_path());
+  o.case_dir += "-file";
+  std::ofstream(o.case_dir) << "not a folder\n";
+  CaseOutcome r;
+  ASSERT_NO_THROW(r = check_in_process(kernel("wrong_answer_host"), p, o));
+  EXPECT_EQ(r.verdict, CaseOutcome::Verdict::fail);
+  EXPECT_EQ(check_of(r), "oracle");
+  EXPECT_TRUE(r.case_file.empty());
+  EXPECT_FALSE(r.case_file_error.empty());
+  CaseOutcome honest;
+  ASSERT_NO_THROW(honest = check_in_process(kernel("honest_host"), p, o));
+  EXPECT_EQ(honest.verdict, CaseOutcome::Verdict::pass);
+  std::filesystem::remove(o.case_dir);
 }
 
 // run_kernel_once hands back what an honest kernel computed, and names a refusal.

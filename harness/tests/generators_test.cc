@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "reference/case_file.h"
+#include "reference/stable_hash.h"
 #include "reference/exact_gemm.h"
 #include "reference/formats.h"
 #include "reference/oracle.h"
@@ -478,4 +480,73 @@ TEST(Generators, SeededCasesExpandLikeFillData) {
 }
 
 }  // namespace
+// A seed-only grouped case of n-row groups, expanded; the hash of every group's scales.
+Problem many_groups(int64_t groups, int64_t m, int64_t n, int64_t k, const std::string& generator, uint64_t seed) {
+  Problem p;
+  p.op = Op::grouped_gemm;
+  p.groups.resize(static_cast<size_t>(groups));
+  for (Group& g : p.groups) g.m = m, g.n = n, g.k = k;
+  p.seed = seed;
+  p.generator = generator;
+  expand_seeded_case(p);
+  return p;
+}
+
+uint64_t scales_hash(const Problem& p) {
+  std::string all;
+  for (const Group& g : p.groups) {
+    all.append(g.sfa.begin(), g.sfa.end());
+    all.append(g.sfb.begin(), g.sfb.end());
+  }
+  return fnv1a(all);
+}
+
+// Groups get scales distinct from every earlier group's while the distribution has combinations
+// left, and after that the same scales as before this was made fast: seeds and saved seed-only
+// cases mean the same data. The hashes were taken from the first (quadratic) version; the cases
+// run past the combinations of one- and two-byte scales.
+TEST(Generators, DistinctGroupScalesAreTheSameDrawAsEver) {
+  struct Expect {
+    int64_t groups, m, n, k;
+    const char* generator;
+    uint64_t hash;
+  };
+  const Expect cases[] = {
+      {400, 1, 1, 16, "uniform/narrow/one", 0xce64c756acca5175},
+      {400, 1, 2, 16, "uniform/zero/one", 0x4ca6306245a21be5},
+      {300, 1, 1, 16, "uniform/fine_cancel/one", 0xefcac629c3ab0603},
+      {300, 2, 1, 16, "uniform/sign_bit/one", 0x7ca9028231e8e06c},
+      {600, 1, 1, 32, "uniform/subnormal/one", 0xe621f26873dd6a56},
+      {300, 1, 1, 16, "uniform/nan_block/pow2", 0x44470b2614798133},
+      {300, 1, 3, 48, "uniform/near_max/one", 0x062a1bf565e188f8},
+      {2000, 1, 1, 32, "uniform/narrow/one", 0x0b25feab5e11605a},
+  };
+  for (const Expect& e : cases) {
+    const uint64_t h = scales_hash(many_groups(e.groups, e.m, e.n, e.k, e.generator, 7));
+    std::printf("%lld x %lldx%lldx%lld %s: 0x%016llx\n", (long long)e.groups, (long long)e.m, (long long)e.n,
+                (long long)e.k, e.generator, (unsigned long long)h);
+    EXPECT_EQ(h, e.hash) << e.groups << " groups, " << e.generator;
+  }
+  // Groups of one scale length but two block counts (2 rows of 16, 1 row of 32) share scale
+  // values without sharing a counter.
+  Problem mixed = many_groups(3000, 2, 1, 16, "uniform/narrow/one", 9);
+  for (size_t g = 1; g < mixed.groups.size(); g += 2) mixed.groups[g].m = 1, mixed.groups[g].k = 32;
+  for (Group& g : mixed.groups) g.a.clear(), g.b.clear(), g.sfa.clear(), g.sfb.clear();
+  mixed.seed = 9;
+  expand_seeded_case(mixed);
+  std::printf("mixed: 0x%016llx\n", (unsigned long long)scales_hash(mixed));
+  EXPECT_EQ(scales_hash(mixed), 0x20f79969345c1df2u);
+}
+
+// The review's case: 70,000 one-row groups of two scale bytes, more groups than the distribution
+// has combinations, took over 300 s; each group stepped through every earlier one.
+TEST(Generators, ManyGroupsExpandInSeconds) {
+  const auto start = std::chrono::steady_clock::now();
+  const Problem p = many_groups(70000, 1, 2, 32, "uniform/narrow/one", 1);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("70000 groups expanded in %.1f s\n", seconds);
+  EXPECT_EQ(p.groups.size(), 70000u);
+  EXPECT_LT(seconds, 20.0);
+}
+
 }  // namespace nvfp4

@@ -4,14 +4,19 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <random>
 #include <string>
 #include <vector>
 
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>  // getpid
 
 namespace nvfp4 {
@@ -591,6 +596,74 @@ TEST(CaseFile, FilesRoundTripAndUnreadableFilesSayWhy) {
     EXPECT_NE(std::string(e.what()).find("is a directory"), std::string::npos) << e.what();
   }
   EXPECT_THROW(write_case_file(p, (dir / "no" / "such" / "dir.case").string()), std::runtime_error);
+  std::filesystem::remove_all(dir);
+}
+
+// A case file whose writing fails part way (a full disk; a file size limit stands in for it, as
+// root too) is removed, not left truncated; a device is never removed.
+TEST(CaseFile, AWriteThatFailsLeavesNoPartialFile) {
+  const auto dir = std::filesystem::temp_directory_path() / ("case_file_partial_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "big.case").string();
+  const std::string text(1 << 20, 'x');
+  rlimit old{};
+  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &old), 0);
+  rlimit small = old;
+  small.rlim_cur = 65536;
+  void (*old_handler)(int) = std::signal(SIGXFSZ, SIG_IGN);
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
+  std::string message;
+  try {
+    write_case_text(text, path);
+  } catch (const std::runtime_error& e) {
+    message = e.what();
+  }
+  setrlimit(RLIMIT_FSIZE, &old);
+  std::signal(SIGXFSZ, old_handler);
+  EXPECT_NE(message.find("error writing case file " + path), std::string::npos) << message;
+  EXPECT_FALSE(std::filesystem::exists(path)) << "the truncated file is removed";
+  if (std::filesystem::exists("/dev/full")) {
+    EXPECT_THROW(write_case_text(text, "/dev/full"), std::runtime_error);
+    EXPECT_TRUE(std::filesystem::exists("/dev/full"));
+  }
+  std::filesystem::remove_all(dir);
+}
+
+// Inputs are read so that nothing hangs or grows without bound: a FIFO with no writer is refused
+// at once, a NUL byte ends the reading where it is, and the limit is checked as bytes come.
+TEST(CaseFile, InputsAreReadWithinBounds) {
+  const auto dir = std::filesystem::temp_directory_path() / ("case_file_inputs_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string fifo = (dir / "p.case").string();
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    read_case_file(fifo);
+    FAIL() << "read a FIFO without a writer";
+  } catch (const CaseError& e) {
+    EXPECT_NE(std::string(e.what()).find("no writer"), std::string::npos) << e.what();
+  }
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 5.0);
+
+  const std::string nul = (dir / "nul.case").string();
+  std::ofstream(nul, std::ios::binary) << "op = gemm\nm = 1\n" << std::string(1, '\0') << "\n";
+  try {
+    read_case_file(nul);
+    FAIL() << "read a NUL byte";
+  } catch (const CaseError& e) {
+    EXPECT_EQ(std::string(e.what()).rfind(nul + ":3: NUL byte", 0), 0u) << e.what();
+  }
+  const InputLimit tiny{10, "a test input", "for the test"};
+  try {
+    read_input_file(nul, tiny, false);
+    FAIL() << "read past the limit";
+  } catch (const CaseError& e) {
+    EXPECT_NE(std::string(e.what()).find("larger than 10 bytes, the limit of a test input (for the test)"),
+              std::string::npos) << e.what();
+  }
+  EXPECT_EQ(read_input_file(nul, InputLimit{100, "a test input", ""}, false).size(), 18u);
+  EXPECT_NE(case_file_limit().why.find(std::to_string(kMaxCaseBytes)), std::string::npos)
+      << "the limit says where it comes from";
   std::filesystem::remove_all(dir);
 }
 
