@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <numeric>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -117,13 +118,20 @@ void finish_report(KernelReport& k) {
 
 std::string shape_text(const Problem& p) {
   if (p.op == Op::grouped_gemm) {
-    // The groups' shapes, the first few of them: a failure in group 200 is named by the element.
-    std::string t = fmt::format("grouped_gemm {} groups{}:", p.groups.size(), p.packed ? " (packed)" : "");
-    const size_t shown = std::min<size_t>(p.groups.size(), 8);
-    for (size_t g = 0; g < shown; ++g)
-      t += fmt::format(" {}x{}x{}{}", p.groups[g].m, p.groups[g].n, p.groups[g].k,
-                       p.groups[g].alpha != 1.0f ? fmt::format(" alpha={}", p.groups[g].alpha) : "");
-    if (shown < p.groups.size()) t += fmt::format(" ... ({} more)", p.groups.size() - shown);
+    // A few groups' shapes, the non-empty ones first (an empty group computes nothing, and most
+    // drawn cases have some), each with its index: a failure in group 200 is named by the element.
+    std::vector<size_t> order(p.groups.size());
+    std::iota(order.begin(), order.end(), size_t{0});
+    const auto empty = std::stable_partition(order.begin(), order.end(), [&](size_t g) { return p.groups[g].m != 0; });
+    std::string t = fmt::format("grouped_gemm {} groups{}", p.groups.size(), p.packed ? " (packed)" : "");
+    if (empty != order.end()) t += fmt::format(", {} empty", order.end() - empty);
+    t += ":";
+    const size_t shown = std::min<size_t>(order.size(), 8);
+    for (size_t x = 0; x < shown; ++x) {
+      const Group& q = p.groups[order[x]];
+      t += fmt::format(" g{}={}x{}x{}{}", order[x], q.m, q.n, q.k, q.alpha != 1.0f ? fmt::format(" alpha={}", q.alpha) : "");
+    }
+    if (shown < order.size()) t += fmt::format(" ... ({} more)", order.size() - shown);
     return t;
   }
   std::string t = fmt::format("{} m={} n={} k={} l={}, alpha={}", to_string(p.op), p.m, p.n, p.k, p.l, p.alpha);

@@ -154,6 +154,25 @@ TEST(Report, FailureTextNamesTheMatrixUnitFlagWhenThatRuleWouldPass) {
   FAIL() << "no element in the rounding regime found where only the matrix-unit rule passes";
 }
 
+TEST(Report, GroupedShapeListsTheNonEmptyGroupsFirst) {
+  // Twelve groups, only 9 and 11 with rows: those are the ones a reader needs, the first eight
+  // empty ones say nothing.
+  Problem p;
+  p.op = Op::grouped_gemm;
+  for (int g = 0; g < 12; ++g) {
+    Group q;
+    q.m = g == 9 ? 37 : g == 11 ? 5 : 0;
+    q.n = 8;
+    q.k = 64;
+    q.alpha = g == 11 ? 0.5f : 1.0f;
+    p.groups.push_back(q);
+  }
+  EXPECT_EQ(shape_text(p), "grouped_gemm 12 groups, 10 empty: g9=37x8x64 g11=5x8x64 alpha=0.5 g0=0x8x64 g1=0x8x64 "
+                           "g2=0x8x64 g3=0x8x64 g4=0x8x64 g5=0x8x64 ... (4 more)");
+  for (Group& q : p.groups) q.m = 3;
+  EXPECT_EQ(shape_text(p).rfind("grouped_gemm 12 groups: g0=3x8x64 g1=3x8x64 ", 0), 0u) << shape_text(p);
+}
+
 TEST(Report, EveryCheckHasOneNameAndMeaningThatReadBack) {
   std::set<std::string> names;
   for (Check c : kAllChecks) {
