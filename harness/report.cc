@@ -154,8 +154,13 @@ std::string failure_text(const std::string& kernel, std::optional<uint64_t> seed
     const OracleSummary& s = r.summary;
     t += fmt::format("  first bad element {}: expected {}, actual {}\n", element_position_text(s),
                      word_text(p.out_type, s.first.expected_bits), word_text(p.out_type, s.first_actual));
-    t += fmt::format("  error {:.4g} ulps, {:.4g} x the allowed bound ({:.4g}); {} of {} outputs fail\n",
-                     s.first.error_ulps, s.first.error_over_bound, s.first.bound, s.failing, s.elements);
+    const std::string words =
+        infinite_error_text(p.out_type, s.first.expected_bits, s.first_actual, s.first.error_ulps);
+    if (!words.empty())
+      t += fmt::format("  {}; {} of {} outputs fail\n", words, s.failing, s.elements);
+    else
+      t += fmt::format("  error {:.4g} ulps, {:.4g} x the allowed bound ({:.4g}); {} of {} outputs fail\n",
+                       s.first.error_ulps, s.first.error_over_bound, s.first.bound, s.failing, s.elements);
   }
   // The element and its error are printed above; of the message keep what leads up to them.
   const std::string& lead = element ? r.finding->context : r.finding->message;

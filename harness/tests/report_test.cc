@@ -154,6 +154,42 @@ TEST(Report, FailureTextNamesTheMatrixUnitFlagWhenThatRuleWouldPass) {
   FAIL() << "no element in the rounding regime found where only the matrix-unit rule passes";
 }
 
+// An element where Inf is due (or given) has no meaningful ulp distance: the texts say in words
+// what the kernel did.
+TEST(Report, AnInfiniteErrorIsSaidInWords) {
+  Problem huge = small_problem();
+  huge.alpha = 0x1p40f;  // every output overflows FP16
+  const Problem plain = small_problem();
+  auto text_of = [](const Problem& p, uint32_t actual) {
+    CaseOutcome r;
+    r.problem = p;
+    r.reference = exact_gemm(p);
+    r.c = r.reference.words();
+    size_t e = 0;  // the first element that is no NaN
+    while (is_nan_out(OutType::fp16, r.c[e])) ++e;
+    r.c[e] = actual == 0 ? r.c[e] ^ 0x0001u : actual == 1 ? (r.c[e] & 0x8000u) | 0x7BFFu : actual;
+    r.summary = judge_words(p, r.reference, r.c.data(), r.policy);
+    r.verdict = CaseOutcome::Verdict::fail;
+    r.finding = Finding{Check::oracle, oracle_text(OutType::fp16, r.summary, r.policy)};
+    r.call = CaseCall::run1;
+    return r.finding->message + "\n" + failure_text("k", 1, r, "", "");
+  };
+  // 1: +-65504, the sign of the infinity due.
+  std::string t = text_of(huge, 1);
+  EXPECT_EQ(t.find("ulps"), std::string::npos) << t;
+  EXPECT_NE(t.find("saturated to the largest finite value where the exact value overflows fp16"), std::string::npos) << t;
+  EXPECT_NE(t.find("65520"), std::string::npos) << t;  // where FP16 overflows
+  t = text_of(huge, 0x3C00u);
+  EXPECT_EQ(t.find("ulps"), std::string::npos) << t;
+  EXPECT_NE(t.find("gave a finite value where the exact value overflows"), std::string::npos) << t;
+  t = text_of(plain, 0x7C00u);
+  EXPECT_EQ(t.find("ulps"), std::string::npos) << t;
+  EXPECT_NE(t.find("gave inf where the exact value rounds to a finite fp16"), std::string::npos) << t;
+  // 0: one ulp off a finite value keeps its figures.
+  t = text_of(plain, 0);
+  EXPECT_NE(t.find("ulps"), std::string::npos) << t;
+}
+
 TEST(Report, GroupedShapeListsTheNonEmptyGroupsFirst) {
   // Twelve groups, only 9 and 11 with rows: those are the ones a reader needs, the first eight
   // empty ones say nothing.
