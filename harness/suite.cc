@@ -360,7 +360,11 @@ ReplayInput read_replay_input(const std::string& path, bool fuzz_input) {
     std::ifstream file(path, std::ios::binary);
     if (!file) throw CaseError(path + ": cannot read it");
     in.fuzz_bytes = std::string(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
-    in.problem = *decode_fuzz_draws(*in.fuzz_bytes, nullptr, nullptr);
+    in.fuzz_limits = fuzz_limits_from_environment();
+    std::string why;
+    std::optional<Problem> p = fuzz_input_problem(*in.fuzz_bytes, nullptr, in.fuzz_limits, &why);
+    if (!p) throw CaseError(path + ": " + why);
+    in.problem = std::move(*p);
   } else {
     in.problem = read_case_file(path);
   }
@@ -424,7 +428,7 @@ SuiteResult replay_suite(const std::vector<SuiteKernel>& kernels, const std::vec
       const ReplayInput* in = &given;
       if (given.fuzz_bytes) {
         drawn.push_back(given);
-        drawn.back().problem = *decode_fuzz_draws(*given.fuzz_bytes, &sk.desc.info, nullptr);
+        drawn.back().problem = *fuzz_input_problem(*given.fuzz_bytes, &sk.desc.info, given.fuzz_limits);
         in = &drawn.back();
       }
       if (settings.named || given.fuzz_bytes ||
