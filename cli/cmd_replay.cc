@@ -105,7 +105,9 @@ void add_replay_command(CLI::App& app, int& exit_code) {
   replay->add_option("--kernel", args->kernels,
                      "Kernel to check (repeatable; default: every runnable kernel declaring the input's op and layout)");
   replay->add_option("--report", args->report, "Write the JSON report here (checked before anything runs)");
-  replay->add_option("--case-dir", args->case_dir, "Where error maps and stale-state cases of failures go (default: a fresh temporary folder, named when used)");
+  replay->add_option("--case-dir", args->case_dir,
+                     "Where error maps and stale-state cases of failures go (default: a fresh temporary folder, "
+                     "named when used)");
   replay->add_option("--policy", args->policy,
                      "Judge with this oracle policy instead of the one the kernel's flags call for");
   replay->add_option("--timeout", args->timeout_s, "Watchdog: seconds one kernel call may take (default 30)")
