@@ -278,8 +278,11 @@ std::string summary_table(const std::vector<KernelReport>& kernels) {
     t += fmt::format("{:<{}}  {:>7}  {:<7}  {:<26}  {:>9.3g}  {:>11.3g}  {:>6}\n", k.name, w, k.cases, to_string(k.verdict), check,
                      k.max_error_ulps, k.max_error_over_bound, exact);
     if (k.verdict == KernelVerdict::skipped && !k.skip_reason.empty()) t += fmt::format("{:<{}}    skipped: {}\n", "", w, k.skip_reason);
-    if (k.skipped_cases > 0)
+    // Beside checked cases, the ones that were not; a kernel that checked none says so above.
+    if (k.skipped_cases > 0 && k.cases > 0)
       t += fmt::format("{:<{}}    {} more case(s) did not apply, e.g.: {}\n", "", w, k.skipped_cases, k.first_skip);
+    else if (k.skipped_cases > 1)
+      t += fmt::format("{:<{}}    none of its {} cases applied\n", "", w, k.skipped_cases);
   }
   return t;
 }

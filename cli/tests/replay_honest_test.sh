@@ -35,6 +35,8 @@ expect_field gemm_only cases 0
 expect_field gemm_only skipped_cases 2
 grep -q "nothing was checked" "$dir/gemm_only.err" || fail "gemm_only: no message that nothing was checked"
 grep -q "grouped_gemm" "$dir/gemm_only.out" || fail "gemm_only: the table does not name the undeclared op"
+grep -q "none of its 2 cases applied" "$dir/gemm_only.out" || fail "gemm_only: the table does not say no case applied"
+! grep -q "more case" "$dir/gemm_only.out" || fail "gemm_only: the table speaks of more cases beside none"
 
 # A version-1 kernel: only version-1 problems are handed to it.
 replay version_1 2 "$grouped" --plugin "$v1_plugin" --kernel example_host_gemv
