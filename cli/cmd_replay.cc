@@ -2,8 +2,13 @@
 // fuzzer) against kernels, with every check of `run` (harness/suite.h). Argument parsing only.
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <memory>
 #include <stdexcept>
+#include <system_error>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -20,10 +25,37 @@ namespace {
 
 struct ReplayArgs {
   std::vector<std::string> files, plugins, kernels;
-  std::string report, case_dir = "nvfp4check-cases", policy;
+  std::string report, case_dir, policy;  // no case_dir: a fresh temporary folder (ReplayDir)
   PythonArgs python;
   double timeout_s = kDefaultCallTimeout;
   bool fuzz_input = false;
+};
+
+// Where a replay's error maps and stale-state cases go: --case-dir, or else a fresh folder under
+// the system's temporary one (the inputs already are files: a replay writes nothing into the
+// folder it runs in). That folder is removed when nothing was written into it, and named on
+// stderr when something was (each failure text names its own files too).
+class ReplayDir {
+ public:
+  explicit ReplayDir(const std::string& given) : path_(given) {
+    if (!path_.empty()) return;
+    std::string pattern = (std::filesystem::temp_directory_path() / "nvfp4check-replay-XXXXXX").string();
+    if (mkdtemp(pattern.data()) == nullptr)
+      throw std::runtime_error("cannot create a temporary folder " + pattern + ": " + std::strerror(errno));
+    path_ = temporary_ = pattern;
+  }
+  ReplayDir(const ReplayDir&) = delete;
+  ReplayDir& operator=(const ReplayDir&) = delete;
+  ~ReplayDir() {
+    if (temporary_.empty()) return;
+    std::error_code ec;
+    if (std::filesystem::is_empty(temporary_, ec) && !ec) std::filesystem::remove(temporary_, ec);
+    else fmt::print(stderr, "nvfp4check replay: this replay's error maps and cases are in {}\n", temporary_);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_, temporary_;
 };
 
 int replay_main(const ReplayArgs& args) {
@@ -34,7 +66,8 @@ int replay_main(const ReplayArgs& args) {
   std::vector<ReplayInput> inputs;
   for (const std::string& path : args.files) inputs.push_back(read_replay_input(path, args.fuzz_input));
   if (!args.report.empty()) check_report_writable(args.report);
-  s.case_dir = args.case_dir;
+  const ReplayDir dir(args.case_dir);
+  s.case_dir = dir.path();
   s.timeout_s = args.timeout_s;
   s.command_line = "nvfp4check replay";
   for (const std::string& f : args.files) s.command_line += " " + f;
@@ -74,7 +107,9 @@ void add_replay_command(CLI::App& app, int& exit_code) {
   replay->add_option("--kernel", args->kernels,
                      "Kernel to check (repeatable; default: every runnable kernel declaring the input's op and layout)");
   replay->add_option("--report", args->report, "Write the JSON report here (checked before anything runs)");
-  replay->add_option("--case-dir", args->case_dir, "Where error maps and stale-state cases of failures go");
+  replay->add_option("--case-dir", args->case_dir,
+                     "Where error maps and stale-state cases of failures go (default: a fresh temporary folder, "
+                     "named when used)");
   replay->add_option("--policy", args->policy,
                      "Judge with this oracle policy instead of the one the kernel's flags call for");
   replay->add_option("--timeout", args->timeout_s, "Watchdog: seconds one kernel call may take (default 30)")

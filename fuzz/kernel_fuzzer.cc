@@ -2,7 +2,8 @@
 // schedule's shape classes, data classes, layouts and generators, each choice a few bytes of the
 // input, so every generator the schedule has reaches fuzzing) -> a kernel -> every check of the
 // runner, judged by the oracle. On a failure it saves the case file (SPEC.md section 4) and aborts with the diagnosis.
-// Text inputs are read as case files, so saved cases and hand-written seeds work as inputs too.
+// Text inputs are read as case files, so saved cases and hand-written seeds work as inputs too
+// (harness/schedule.h fuzz_input_problem, which `nvfp4check replay --fuzz-input` calls as well).
 //
 // Environment:
 //   NVFP4_FUZZ_KERNEL    kernel name, or several separated by commas (default: every runnable
@@ -37,7 +38,6 @@
 
 #include <omp.h>
 
-#include "fuzz/fuzz_problem.h"
 #include "harness/generators.h"
 #include "harness/case_check.h"
 #include "harness/report.h"
@@ -58,7 +58,7 @@ struct FuzzSetup {
   std::vector<const nvfp4::Kernel*> kernels;
   std::string case_dir = "fuzz-cases";
   SaveMode save = SaveMode::failures;
-  nvfp4::ShapeLimits limits = nvfp4::fuzz_shape_limits();
+  nvfp4::ShapeLimits limits;  // fuzz_limits_from_environment()
 };
 
 FuzzSetup* g_setup = nullptr;
@@ -130,20 +130,10 @@ std::string save_case(const nvfp4::Problem& p, const std::string& kernel) {
 }
 
 void fuzz_one_kernel(const nvfp4::Kernel& kernel, const uint8_t* data, size_t size) {
-  std::optional<nvfp4::Problem> p;
-  try {
-    if (nvfp4::looks_like_case_text(data, size)) {
-      p = nvfp4::load_case_or_fuzz_input(data, size, "fuzz-input", kernel.info);
-    } else {
-      p = nvfp4::draw_fuzz_case(data, size, kernel.info, g_setup->limits).problem;
-    }
-    if (p && !p->has_data()) nvfp4::expand_seeded_case(*p);  // a case file naming a seed
-  } catch (const nvfp4::CaseError&) {
-    return;  // text that is not a case: nothing to run
-  } catch (const std::invalid_argument&) {
-    return;  // a case naming an unknown generator
-  }
-  if (!p) return;
+  // The one function `nvfp4check replay --fuzz-input` calls too: a replay checks this problem.
+  const std::string bytes(reinterpret_cast<const char*>(data), size);
+  const std::optional<nvfp4::Problem> p = nvfp4::fuzz_input_problem(bytes, kernel.info, g_setup->limits);
+  if (!p) return;  // text that is no case: nothing to run
   if (g_setup->save != SaveMode::failures) {
     const std::string path = save_case(*p, kernel.name());
     std::fprintf(stderr, "kernel fuzzer: saved %s\n", path.c_str());
@@ -153,7 +143,7 @@ void fuzz_one_kernel(const nvfp4::Kernel& kernel, const uint8_t* data, size_t si
     if (g_setup->save == SaveMode::only) return;
   }
   nvfp4::CaseOptions options;  // not saved: libFuzzer keeps the input; a failure is saved below
-  options.stale_seed = nvfp4::fnv1a(std::string(reinterpret_cast<const char*>(data), size));
+  options.stale_seed = nvfp4::fnv1a(bytes);
   nvfp4::CaseOutcome r;
   try {
     nvfp4::InProcessExecutor executor(kernel, nvfp4::kDefaultCallTimeout);
@@ -187,11 +177,10 @@ extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
     }
   }
   if (const char* dir = std::getenv("NVFP4_FUZZ_CASE_DIR")) g_setup->case_dir = dir;
-  if (const char* cap = std::getenv("NVFP4_FUZZ_MAX_PRODUCTS")) {
-    char* end = nullptr;
-    const long long v = std::strtoll(cap, &end, 10);
-    if (end == cap || *end != '\0' || v < 2) setup_error("NVFP4_FUZZ_MAX_PRODUCTS must be an integer >= 2");
-    g_setup->limits.max_products = v;
+  try {
+    g_setup->limits = nvfp4::fuzz_limits_from_environment();
+  } catch (const std::invalid_argument& e) {
+    setup_error(e.what());
   }
   if (const char* save = std::getenv("NVFP4_FUZZ_SAVE")) {
     const std::string s = save;

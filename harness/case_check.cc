@@ -333,9 +333,9 @@ CaseOutcome check_case(Executor& executor, const Problem& input, const CaseOptio
   // one it was checked in.
   if (p.op == Op::grouped_gemm) p.packed = k.info.flags & NVFP4_FLAG_GROUPS_PACKED;
   // A problem the kernel could not tell from one it declares is never handed to it: there is
-  // nothing to probe (probes_refusal).
+  // nothing to probe (probes_refusal), and nothing was checked.
   if (const std::string why = unsupported_reason(k.info, p); !why.empty() && !probes_refusal(k.info, p)) {
-    r.verdict = CaseOutcome::Verdict::unsupported;
+    r.verdict = CaseOutcome::Verdict::skipped;
     r.message = "not handed to the kernel: " + why;
     return r;
   }

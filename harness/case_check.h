@@ -53,7 +53,8 @@ const char* verdict_name(CaseOutcome::Verdict v);
 
 // Runs every check of one case. A problem outside the kernel's declared constraints is instead
 // checked to come back NVFP4_UNSUPPORTED with C untouched (verdict unsupported or fail). A case
-// of the other scale semantics whose scales have sign bits set is skipped. Throws
+// that is never handed to the kernel (of the other scale semantics with sign bits set, or one
+// probes_refusal keeps from it) is skipped, with the reason: nothing was checked. Throws
 // std::invalid_argument for a problem that is not a valid case, or whose `expect` disagrees
 // with the reference (the case or the reference is wrong: nothing can be judged).
 CaseOutcome check_case(Executor& executor, const Problem& problem, const CaseOptions& options);

@@ -1,6 +1,8 @@
 // The checks of checks.h: names, meanings, and one function each.
 #include "harness/checks.h"
 
+#include <cmath>
+
 #include <fmt/format.h>
 
 #include "reference/fp16.h"
@@ -300,13 +302,40 @@ std::string element_position_text(const OracleSummary& s) {
   return fmt::format("(b={}, i={}, j={})", s.first_b, s.first_i, s.first_j);
 }
 
+std::string infinite_error_text(OutType type, uint32_t expected, uint32_t actual, double error_ulps) {
+  const OutFormat f = out_format(type);
+  const bool expected_inf = is_inf_out(type, expected), actual_inf = is_inf_out(type, actual);
+  const bool expected_nan = is_nan_out(type, expected), actual_nan = is_nan_out(type, actual);
+  if (!expected_inf && !actual_inf && std::isfinite(error_ulps)) return "";
+  if (expected_inf && actual_inf) return "the kernel gave an infinity of the wrong sign";
+  if (expected_inf) {
+    const std::string overflows =
+        fmt::format("the exact value overflows {} (its magnitude is at least {}, which rounds to inf)", to_string(type),
+                    overflow_threshold(type));
+    if (actual_nan) return "the kernel gave NaN where " + overflows;
+    if ((actual & ~f.sign_bit) == f.max_finite && (actual & f.sign_bit) == (expected & f.sign_bit))
+      return "the kernel saturated to the largest finite value where " + overflows;
+    return "the kernel gave a finite value where " + overflows;
+  }
+  if (actual_inf)
+    return expected_nan ? "the kernel gave inf where NaN is due"
+                        : fmt::format("the kernel gave inf where the exact value rounds to a finite {}", to_string(type));
+  if (actual_nan) return "the kernel gave NaN where a number is due";
+  if (expected_nan) return "the kernel gave a number where NaN is due";
+  return "the error is infinite";
+}
+
 std::string oracle_text(OutType type, const OracleSummary& s, const Policy& policy) {
   const ElementVerdict& v = s.first;
+  const std::string lead = fmt::format("{} of {} outputs are wrong under policy {}; the first {}: expected {}, actual {}",
+                                       s.failing, s.elements, policy.name(), element_position_text(s),
+                                       word_text(type, v.expected_bits), word_text(type, s.first_actual));
+  // An ulp count of an infinite distance says nothing: where an infinity or NaN is wrong, words.
+  if (const std::string words = infinite_error_text(type, v.expected_bits, s.first_actual, v.error_ulps);
+      !words.empty())
+    return lead + ": " + words;
   return fmt::format(
-      "{} of {} outputs are wrong under policy {}; the first {}: expected {}, actual {}; error "
-      "{:.4g} ulps, {:.4g} x the allowed bound {:.4g}{}",
-      s.failing, s.elements, policy.name(), element_position_text(s), word_text(type, v.expected_bits),
-      word_text(type, s.first_actual), v.error_ulps, v.error_over_bound, v.bound,
+      "{}; error {:.4g} ulps, {:.4g} x the allowed bound {:.4g}{}", lead, v.error_ulps, v.error_over_bound, v.bound,
       v.exact_regime ? fmt::format(" (exact regime: only the bit-exact RN_{} result is right; the bound shown is its "
                                    "own half-ulp rounding)", to_string(type))
                      : "");

@@ -140,8 +140,12 @@ NVFP4_CHECKS(NVFP4_CHECK_FUNCTION)
 std::optional<Finding> first_finding(const CallContext& x);
 
 // The oracle's failure in words: how many outputs, the first (b, i, j), expected and actual,
-// error in ulps and against the bound.
+// error in ulps and against the bound (or infinite_error_text).
 std::string oracle_text(OutType type, const OracleSummary& s, const Policy& policy);
+// Where an infinity or NaN makes an element wrong (the expected or actual word is Inf, or the
+// error is infinite), what happened in words ("the kernel saturated to the largest finite value
+// where the exact value overflows fp16 ..."): an ulp count says nothing there. "" otherwise.
+std::string infinite_error_text(OutType type, uint32_t expected, uint32_t actual, double error_ulps);
 // "(b=0, i=3, j=1)" or "(g=2, i=3, j=1)": the oracle's first failing element.
 std::string element_position_text(const OracleSummary& s);
 // When the policy assumes IEEE adders, the op's outputs are sums of products (GEMV, GEMM,

@@ -202,15 +202,16 @@ struct KernelCaller::Buffers {
   };
   std::vector<Input> inputs;
   std::vector<std::unique_ptr<GuardedBuffer>> outputs;
-  std::unique_ptr<GuardedBuffer> table;  // the group table in the kernel's memory (group_device)
+  // The group table in the kernel's memory: group_device for a CUDA kernel; for a host kernel
+  // `group` itself, between guards and read-only during the call like the other inputs.
+  std::unique_ptr<GuardedBuffer> table;
 
-  Buffers(KernelMemory& memory, const LaidOut& in, OutType type, bool cuda, int64_t groups) {
+  Buffers(KernelMemory& memory, const LaidOut& in, OutType type, int64_t groups) {
     for (const InputTensor& t : in.inputs)
       inputs.push_back({t.name, t.kind, t.bytes.empty() ? nullptr : memory.allocate(static_cast<int64_t>(t.bytes.size()), pattern_of(t.kind))});
     for (int64_t words : in.outputs)
       outputs.push_back(words == 0 ? nullptr : memory.allocate(words * out_word_bytes(type), GuardPattern::nan_fp16));
-    if (cuda && groups > 0)
-      table = memory.allocate(groups * static_cast<int64_t>(sizeof(nvfp4_group)), GuardPattern::bytes);
+    if (groups > 0) table = memory.allocate(groups * static_cast<int64_t>(sizeof(nvfp4_group)), GuardPattern::bytes);
   }
   uint8_t* input(size_t x) const { return inputs[x].buffer ? inputs[x].buffer->data() : nullptr; }
 };
@@ -248,7 +249,7 @@ CallObservation KernelCaller::call(const CallSpec& spec) {
     KernelMemory& mem = *memory_;
     const LaidOut in = lay_out(p, spec.pad, packed_kernel);
     const int64_t groups = p.op == Op::grouped_gemm ? static_cast<int64_t>(p.groups.size()) : 0;
-    if (!buffers_) buffers_ = std::make_unique<Buffers>(mem, in, p.out_type, cuda, groups);
+    if (!buffers_) buffers_ = std::make_unique<Buffers>(mem, in, p.out_type, groups);
     Buffers& buf = *buffers_;
 
     // The group table: pointers into the buffers just allocated (the same for every call of the
@@ -304,8 +305,9 @@ CallObservation KernelCaller::call(const CallSpec& spec) {
       abi = to_abi(p, in.packed ? buf.input(0) : nullptr, in.packed ? buf.input(1) : nullptr,
                    in.packed ? buf.input(2) : nullptr, in.packed ? buf.input(3) : nullptr,
                    in.packed && buf.outputs[0] ? buf.outputs[0]->data() : nullptr, mem.stream());
-      abi.group = table.data();
-      abi.group_device = buf.table ? reinterpret_cast<const nvfp4_group*>(buf.table->data()) : nullptr;
+      const auto* in_memory = buf.table ? reinterpret_cast<const nvfp4_group*>(buf.table->data()) : nullptr;
+      abi.group = cuda ? table.data() : in_memory;
+      abi.group_device = cuda ? in_memory : nullptr;
     } else {
       abi = to_abi(p, buf.input(0), buf.input(1), buf.input(2), buf.input(3),
                    buf.outputs[0] ? buf.outputs[0]->data() : nullptr, mem.stream());
@@ -316,14 +318,18 @@ CallObservation KernelCaller::call(const CallSpec& spec) {
     }
     int protected_count = 0;
     if (protect_inputs_) {
-      for (const Buffers::Input& x : buf.inputs) {
-        if (!x.buffer || protected_count == kMaxProtected) continue;
-        x.buffer->set_read_only(true);
+      auto protect = [&](GuardedBuffer& b, InputKind kind) {
+        if (protected_count == kMaxProtected) return;
+        b.set_read_only(true);
         ProtectedRange& r = g_protected[protected_count++];
-        r.kind = static_cast<int>(x.kind);
-        r.begin = reinterpret_cast<uintptr_t>(x.buffer->data());
-        r.end = reinterpret_cast<uintptr_t>(x.buffer->data()) + static_cast<uintptr_t>(x.buffer->size());
-      }
+        r.kind = static_cast<int>(kind);
+        r.begin = reinterpret_cast<uintptr_t>(b.data());
+        r.end = reinterpret_cast<uintptr_t>(b.data()) + static_cast<uintptr_t>(b.size());
+      };
+      // The table first: an edit made and undone within the call leaves nothing to compare.
+      if (buf.table) protect(*buf.table, InputKind::group_table);
+      for (const Buffers::Input& x : buf.inputs)
+        if (x.buffer) protect(*x.buffer, x.kind);
     }
     int rc = 0;
     try {
@@ -340,6 +346,7 @@ CallObservation KernelCaller::call(const CallSpec& spec) {
       for (int x = 0; x < protected_count; ++x) g_protected[x].begin = g_protected[x].end = 0;
       for (const Buffers::Input& x : buf.inputs)
         if (x.buffer) x.buffer->set_read_only(false);
+      if (buf.table) buf.table->set_read_only(false);
     }
     out.rc = rc;
     mem.after_call();
@@ -398,8 +405,12 @@ CallObservation KernelCaller::call(const CallSpec& spec) {
         return b;
       };
       const std::vector<uint8_t> sent = as_bytes(table_sent);
-      compare("group table", as_bytes(table).data(), sent);
-      if (buf.table) compare("group table (device)", buf.table->staged_data(), sent);
+      if (cuda) {
+        compare("group table", as_bytes(table).data(), sent);
+        compare("group table (device)", buf.table->staged_data(), sent);
+      } else {
+        compare("group table", buf.table->staged_data(), sent);
+      }
     }
   } catch (const DeviceError& e) {
     out.end = e.hung() ? CallObservation::End::device_hang : CallObservation::End::cuda_error;

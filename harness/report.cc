@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <numeric>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -119,13 +120,20 @@ void finish_report(KernelReport& k) {
 
 std::string shape_text(const Problem& p) {
   if (p.op == Op::grouped_gemm) {
-    // The groups' shapes, the first few of them: a failure in group 200 is named by the element.
-    std::string t = fmt::format("grouped_gemm {} groups{}:", p.groups.size(), p.packed ? " (packed)" : "");
-    const size_t shown = std::min<size_t>(p.groups.size(), 8);
-    for (size_t g = 0; g < shown; ++g)
-      t += fmt::format(" {}x{}x{}{}", p.groups[g].m, p.groups[g].n, p.groups[g].k,
-                       p.groups[g].alpha != 1.0f ? fmt::format(" alpha={}", p.groups[g].alpha) : "");
-    if (shown < p.groups.size()) t += fmt::format(" ... ({} more)", p.groups.size() - shown);
+    // A few groups' shapes, the non-empty ones first (an empty group computes nothing, and most
+    // drawn cases have some), each with its index: a failure in group 200 is named by the element.
+    std::vector<size_t> order(p.groups.size());
+    std::iota(order.begin(), order.end(), size_t{0});
+    const auto empty = std::stable_partition(order.begin(), order.end(), [&](size_t g) { return p.groups[g].m != 0; });
+    std::string t = fmt::format("grouped_gemm {} groups{}", p.groups.size(), p.packed ? " (packed)" : "");
+    if (empty != order.end()) t += fmt::format(", {} empty", order.end() - empty);
+    t += ":";
+    const size_t shown = std::min<size_t>(order.size(), 8);
+    for (size_t x = 0; x < shown; ++x) {
+      const Group& q = p.groups[order[x]];
+      t += fmt::format(" g{}={}x{}x{}{}", order[x], q.m, q.n, q.k, q.alpha != 1.0f ? fmt::format(" alpha={}", q.alpha) : "");
+    }
+    if (shown < order.size()) t += fmt::format(" ... ({} more)", order.size() - shown);
     return t;
   }
   std::string t = fmt::format("{} m={} n={} k={} l={}, alpha={}", to_string(p.op), p.m, p.n, p.k, p.l, p.alpha);
@@ -148,8 +156,13 @@ std::string failure_text(const std::string& kernel, std::optional<uint64_t> seed
     const OracleSummary& s = r.summary;
     t += fmt::format("  first bad element {}: expected {}, actual {}\n", element_position_text(s),
                      word_text(p.out_type, s.first.expected_bits), word_text(p.out_type, s.first_actual));
-    t += fmt::format("  error {:.4g} ulps, {:.4g} x the allowed bound ({:.4g}); {} of {} outputs fail\n",
-                     s.first.error_ulps, s.first.error_over_bound, s.first.bound, s.failing, s.elements);
+    const std::string words =
+        infinite_error_text(p.out_type, s.first.expected_bits, s.first_actual, s.first.error_ulps);
+    if (!words.empty())
+      t += fmt::format("  {}; {} of {} outputs fail\n", words, s.failing, s.elements);
+    else
+      t += fmt::format("  error {:.4g} ulps, {:.4g} x the allowed bound ({:.4g}); {} of {} outputs fail\n",
+                       s.first.error_ulps, s.first.error_over_bound, s.first.bound, s.failing, s.elements);
   }
   // The element and its error are printed above; of the message keep what leads up to them.
   const std::string& lead = element ? r.finding->context : r.finding->message;
@@ -273,8 +286,11 @@ std::string summary_table(const std::vector<KernelReport>& kernels) {
     t += fmt::format("{:<{}}  {:>7}  {:<7}  {:<26}  {:>9.3g}  {:>11.3g}  {:>6}\n", k.name, w, k.cases, to_string(k.verdict), check,
                      k.max_error_ulps, k.max_error_over_bound, exact);
     if (k.verdict == KernelVerdict::skipped && !k.skip_reason.empty()) t += fmt::format("{:<{}}    skipped: {}\n", "", w, k.skip_reason);
-    if (k.skipped_cases > 0)
+    // Beside checked cases, the ones that were not; a kernel that checked none says so above.
+    if (k.skipped_cases > 0 && k.cases > 0)
       t += fmt::format("{:<{}}    {} more case(s) did not apply, e.g.: {}\n", "", w, k.skipped_cases, k.first_skip);
+    else if (k.skipped_cases > 1)
+      t += fmt::format("{:<{}}    none of its {} cases applied\n", "", w, k.skipped_cases);
     if (k.unjudged_elements > 0)
       t += fmt::format("{:<{}}    {} output(s) unjudged: G or U of a dual GEMM at FP32's overflow threshold (SPEC rule 6)\n",
                        "", w, k.unjudged_elements);

@@ -105,7 +105,8 @@ std::string summary_table(const std::vector<KernelReport>& kernels);
 // by a white column. Throws std::runtime_error when the file cannot be written.
 void write_error_map_png(const std::string& path, const Problem& p, const ExactResult& ref,
                          const std::vector<uint32_t>& c, const Policy& policy);
-// "gemm m=3 n=5 k=64 l=1, alpha=1", "dual_gemm ..., alpha2=2", "grouped_gemm 3 groups: 40x64x128 0x64x128 ...".
+// "gemm m=3 n=5 k=64 l=1, alpha=1", "dual_gemm ..., alpha2=2", "grouped_gemm 3 groups, 1 empty:
+// g0=40x64x128 g2=8x64x128 g1=0x64x128" (non-empty groups first, at most 8).
 std::string shape_text(const Problem& p);
 
 // Path of the error map that belongs with a case file: same stem, ".png".

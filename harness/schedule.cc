@@ -2,12 +2,15 @@
 #include "harness/schedule.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdlib>
 #include <numeric>
 #include <stdexcept>
 
 #include <fmt/format.h>
 
 #include "kernels/registry.h"
+#include "reference/case_file.h"
 
 namespace nvfp4 {
 namespace {
@@ -378,8 +381,47 @@ DrawnCase draw_fuzz_case(const uint8_t* data, std::size_t size, const nvfp4_kern
   return out;
 }
 
-std::optional<Problem> decode_fuzz_draws(const std::string& bytes, const nvfp4_kernel_info* kernel, std::string*) {
-  return draw_fuzz_case(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), kernel).problem;
+namespace {
+
+// Text to a person: no control byte but tab, CR and LF, and no DEL.
+bool is_text(const std::string& bytes) {
+  return std::none_of(bytes.begin(), bytes.end(), [](char ch) {
+    const auto c = static_cast<unsigned char>(ch);
+    return (c < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0x7F;
+  });
+}
+
+}  // namespace
+
+std::optional<Problem> fuzz_input_problem(const std::string& bytes, const nvfp4_kernel_info* kernel,
+                                          const ShapeLimits& limits, std::string* why) {
+  if (!is_text(bytes))
+    return draw_fuzz_case(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), kernel, limits).problem;
+  std::string error;
+  try {
+    Problem p = parse_case(bytes, "fuzz input");
+    if (!p.has_data()) expand_seeded_case(p);
+    return p;
+  } catch (const CaseError& e) {
+    error = e.what();
+  } catch (const std::invalid_argument& e) {  // a case naming an unknown generator
+    error = e.what();
+  }
+  if (why) *why = "text that is no case file, so the kernel fuzzer runs nothing for it: " + error;
+  return std::nullopt;
+}
+
+ShapeLimits fuzz_limits_from_environment() {
+  ShapeLimits limits = fuzz_shape_limits();
+  if (const char* cap = std::getenv("NVFP4_FUZZ_MAX_PRODUCTS")) {
+    char* end = nullptr;
+    errno = 0;
+    const long long v = std::strtoll(cap, &end, 10);
+    if (end == cap || *end != '\0' || errno != 0 || v < 2)
+      throw std::invalid_argument(fmt::format("NVFP4_FUZZ_MAX_PRODUCTS must be an integer >= 2, not '{}'", cap));
+    limits.max_products = v;
+  }
+  return limits;
 }
 
 Schedule::Schedule(const nvfp4_kernel_info& info, std::string kernel_name, ScheduleOptions options)

@@ -91,8 +91,17 @@ DrawnCase draw_case(Draws& d, const nvfp4_kernel_info& info, const CaseConstrain
 // shape when null: a fuzz input replayed for no particular kernel).
 DrawnCase draw_fuzz_case(const uint8_t* data, std::size_t size, const nvfp4_kernel_info* kernel,
                          const ShapeLimits& limits = fuzz_shape_limits());
-// The same as a case_input.h BinaryCaseDecoder, for `nvfp4check replay --fuzz-input`.
-std::optional<Problem> decode_fuzz_draws(const std::string& bytes, const nvfp4_kernel_info* kernel, std::string* why);
+// The problem one kernel fuzzer input stands for, for `kernel` (null: the generic kernel): text (no
+// control byte but tab, CR and LF, no DEL) is a case file, so saved cases and hand-written seeds
+// are inputs too (a seed-only one expanded); other bytes are draws (draw_fuzz_case) within
+// `limits`. nullopt, with *why, when there is nothing to run: text that is no case file, or a case
+// naming an unknown generator. The kernel fuzzer and `nvfp4check replay --fuzz-input` both call
+// this with fuzz_limits_from_environment(), so a replay checks what the fuzzer checked.
+std::optional<Problem> fuzz_input_problem(const std::string& bytes, const nvfp4_kernel_info* kernel,
+                                          const ShapeLimits& limits, std::string* why = nullptr);
+// The kernel fuzzer's limits: fuzz_shape_limits, with NVFP4_FUZZ_MAX_PRODUCTS (an integer >= 2)
+// as the cap on l*m*n*k when it is set. Throws std::invalid_argument for any other value.
+ShapeLimits fuzz_limits_from_environment();
 
 
 struct ScheduleOptions {

@@ -394,7 +394,11 @@ ReplayInput read_replay_input(const std::string& path, bool fuzz_input) {
     static const InputLimit fuzz_limit{uint64_t(1) << 24, "a kernel fuzzer input",
                                        "the fuzzer's own inputs are at most its -max_len"};
     in.fuzz_bytes = read_input_file(path, fuzz_limit, false);
-    in.problem = *decode_fuzz_draws(*in.fuzz_bytes, nullptr, nullptr);
+    in.fuzz_limits = fuzz_limits_from_environment();
+    std::string why;
+    std::optional<Problem> p = fuzz_input_problem(*in.fuzz_bytes, nullptr, in.fuzz_limits, &why);
+    if (!p) throw CaseError(path + ": " + why);
+    in.problem = std::move(*p);
   } else {
     in.problem = read_case_file(path);
   }
@@ -460,7 +464,7 @@ SuiteResult replay_suite(const std::vector<SuiteKernel>& kernels, const std::vec
       const ReplayInput* in = &given;
       if (given.fuzz_bytes) {
         drawn.push_back(given);
-        drawn.back().problem = *decode_fuzz_draws(*given.fuzz_bytes, &sk.desc.info, nullptr);
+        drawn.back().problem = *fuzz_input_problem(*given.fuzz_bytes, &sk.desc.info, given.fuzz_limits);
         in = &drawn.back();
       }
       if (settings.named || given.fuzz_bytes ||

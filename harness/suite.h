@@ -133,9 +133,11 @@ SuiteResult run_suite(const std::vector<SuiteKernel>& kernels, const RunSettings
 struct ReplayInput {
   std::string path;
   Problem problem;  // parsed, validated (and its `expect` checked) before anything runs
-  // A kernel fuzzer input: its bytes, drawn again for each kernel (draw_fuzz_case), as the
-  // fuzzer drew them for the kernel it ran; `problem` is the draw for no particular kernel.
+  // A kernel fuzzer input: its bytes, made a problem again for each kernel (fuzz_input_problem,
+  // under the limits the fuzzer had), as the fuzzer did for the kernel it ran; `problem` is the
+  // one for no particular kernel.
   std::optional<std::string> fuzz_bytes;
+  ShapeLimits fuzz_limits;
 };
 struct ReplaySettings {
   std::string case_dir = "nvfp4check-cases";  // error maps and stale-state cases of failures
@@ -144,8 +146,10 @@ struct ReplaySettings {
   bool named = false;  // kernels were named: every input goes to every one
   std::string command_line;
 };
-// Reads and validates a case file (or, with fuzz_input, a kernel fuzzer input); throws CaseError
-// "FILE: what is wrong".
+// Reads and validates a case file (or, with fuzz_input, a kernel fuzzer input, taken as the fuzzer
+// takes it in this environment: fuzz_input_problem with fuzz_limits_from_environment()); throws
+// CaseError "FILE: what is wrong" (text that is no case file: the fuzzer runs nothing for it), or
+// std::invalid_argument for a bad NVFP4_FUZZ_MAX_PRODUCTS.
 ReplayInput read_replay_input(const std::string& path, bool fuzz_input);
 // One input through every check (base gives the case directory for error maps and stale-state
 // cases, and the policy).

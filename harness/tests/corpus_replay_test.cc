@@ -70,6 +70,8 @@ std::vector<std::pair<const Kernel*, Problem>> targets(const std::string& file, 
     if (!k.supports_layout(static_cast<uint32_t>(q.sf_layout))) {
       q.sf_layout = q.sf_layout == SfLayout::linear ? SfLayout::permuted : SfLayout::linear;
     }
+    // A problem never handed to the kernel (an output type it does not declare) checks nothing.
+    if (!unsupported_reason(*k.info, q).empty() && !probes_refusal(*k.info, q)) continue;
     out.emplace_back(&k, q);
   }
   return out;

@@ -171,6 +171,17 @@ TEST(HostileKernel, InputEditedAndRestoredDuringTheCallIsSeen) {
   EXPECT_TRUE(contains(exits.output, "exited with status 0"));
 }
 
+// A host kernel's group table is read-only during the call too: an edit undone before returning
+// leaves nothing to compare afterwards, the write itself faults.
+TEST(HostileKernel, GroupTableEditedAndRestoredDuringTheCallIsSeen) {
+  const fs::path dir = fresh_dir("group-table");
+  const Outcome o = run("run " + kHostile + " --kernel edits_group_table_host --cases 20 --seed 5 --case-dir " +
+                        (dir / "cases").string());
+  EXPECT_EQ(o.exit_code, 1) << o.output;
+  EXPECT_TRUE(contains(o.output, "check \"inputs-modified\"")) << o.output;
+  EXPECT_TRUE(contains(o.output, "wrote to its input group table during the call")) << o.output;
+}
+
 // ---- 3. Replay never passes having checked nothing -----------------------------------------
 
 TEST(Replay, InputsThatCheckedNothingAreErrorsOrChecked) {

@@ -188,6 +188,61 @@ TEST(Report, NoMatrixUnitHintForADualGemmEvenWhereThatRuleWouldPass) {
   FAIL() << "no dual GEMM element found that only the matrix-unit rule passes";
 }
 
+// An element where Inf is due (or given) has no meaningful ulp distance: the texts say in words
+// what the kernel did.
+TEST(Report, AnInfiniteErrorIsSaidInWords) {
+  Problem huge = small_problem();
+  huge.alpha = 0x1p40f;  // every output overflows FP16
+  const Problem plain = small_problem();
+  auto text_of = [](const Problem& p, uint32_t actual) {
+    CaseOutcome r;
+    r.problem = p;
+    r.reference = exact_gemm(p);
+    r.c = r.reference.words();
+    size_t e = 0;  // the first element that is no NaN
+    while (is_nan_out(OutType::fp16, r.c[e])) ++e;
+    r.c[e] = actual == 0 ? r.c[e] ^ 0x0001u : actual == 1 ? (r.c[e] & 0x8000u) | 0x7BFFu : actual;
+    r.summary = judge_words(p, r.reference, r.c.data(), r.policy);
+    r.verdict = CaseOutcome::Verdict::fail;
+    r.finding = Finding{Check::oracle, oracle_text(OutType::fp16, r.summary, r.policy)};
+    r.call = CaseCall::run1;
+    return r.finding->message + "\n" + failure_text("k", 1, r, "", "");
+  };
+  // 1: +-65504, the sign of the infinity due.
+  std::string t = text_of(huge, 1);
+  EXPECT_EQ(t.find("ulps"), std::string::npos) << t;
+  EXPECT_NE(t.find("saturated to the largest finite value where the exact value overflows fp16"), std::string::npos) << t;
+  EXPECT_NE(t.find("65520"), std::string::npos) << t;  // where FP16 overflows
+  t = text_of(huge, 0x3C00u);
+  EXPECT_EQ(t.find("ulps"), std::string::npos) << t;
+  EXPECT_NE(t.find("gave a finite value where the exact value overflows"), std::string::npos) << t;
+  t = text_of(plain, 0x7C00u);
+  EXPECT_EQ(t.find("ulps"), std::string::npos) << t;
+  EXPECT_NE(t.find("gave inf where the exact value rounds to a finite fp16"), std::string::npos) << t;
+  // 0: one ulp off a finite value keeps its figures.
+  t = text_of(plain, 0);
+  EXPECT_NE(t.find("ulps"), std::string::npos) << t;
+}
+
+TEST(Report, GroupedShapeListsTheNonEmptyGroupsFirst) {
+  // Twelve groups, only 9 and 11 with rows: those are the ones a reader needs, the first eight
+  // empty ones say nothing.
+  Problem p;
+  p.op = Op::grouped_gemm;
+  for (int g = 0; g < 12; ++g) {
+    Group q;
+    q.m = g == 9 ? 37 : g == 11 ? 5 : 0;
+    q.n = 8;
+    q.k = 64;
+    q.alpha = g == 11 ? 0.5f : 1.0f;
+    p.groups.push_back(q);
+  }
+  EXPECT_EQ(shape_text(p), "grouped_gemm 12 groups, 10 empty: g9=37x8x64 g11=5x8x64 alpha=0.5 g0=0x8x64 g1=0x8x64 "
+                           "g2=0x8x64 g3=0x8x64 g4=0x8x64 g5=0x8x64 ... (4 more)");
+  for (Group& q : p.groups) q.m = 3;
+  EXPECT_EQ(shape_text(p).rfind("grouped_gemm 12 groups: g0=3x8x64 g1=3x8x64 ", 0), 0u) << shape_text(p);
+}
+
 TEST(Report, EveryCheckHasOneNameAndMeaningThatReadBack) {
   std::set<std::string> names;
   for (Check c : kAllChecks) {

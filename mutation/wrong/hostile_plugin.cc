@@ -28,6 +28,7 @@ enum Attack {
   kModifiesAndRestores,    // changes an input during the call and puts it back before returning
   kExitsZero,              // exit(0) in the middle of the call
   kWritesEveryFd,          // writes bytes into every descriptor it can, then computes honestly
+  kEditsGroupTable,        // grouped GEMM: changes group[0].m and puts it back, then computes honestly
   kCount
 };
 
@@ -36,6 +37,8 @@ const nvfp4_kernel_info kInfos[kCount] = {
     HOSTILE("throws_runtime_error_host"), HOSTILE("throws_bad_alloc_host"),   HOSTILE("forges_verdict_host"),
     HOSTILE("closes_channel_host"),       HOSTILE("chdir_and_wrong_host"),    HOSTILE("forks_holding_channel_host"),
     HOSTILE("modifies_and_restores_host"), HOSTILE("exits_zero_host"),    HOSTILE("writes_every_fd_host"),
+    {NVFP4_ABI_VERSION, "edits_group_table_host", NVFP4_MEMORY_HOST, 1u << NVFP4_OP_GROUPED_GEMM, kBothLayouts, 0, 1,
+     1, 1, 0},
 };
 
 }  // namespace
@@ -103,6 +106,25 @@ int nvfp4_kernel_run(int index, const nvfp4_problem* p) {
       static const unsigned char kNoise[] = {0x10, 0x00, 0x00, 0x01, 'f', 'o', 'r', 'g', 'e', 'd'};
       for (int fd = 0; fd < 64; ++fd) (void)!write(fd, kNoise, sizeof kNoise);
       nvfp4::test::honest_host_gemm(p, false);
+      return NVFP4_OK;
+    }
+    case kEditsGroupTable: {
+      if (p->op != NVFP4_OP_GROUPED_GEMM) return NVFP4_UNSUPPORTED;
+      // A scratch use of the table, undone at once: nothing is left for a comparison after the call.
+      volatile int64_t* m = &const_cast<nvfp4_group*>(p->group)[0].m;
+      *m = *m + 1;
+      *m = *m - 1;
+      for (int64_t g = 0; g < p->groups; ++g) {
+        const nvfp4_group& q = p->group[g];
+        if (q.m == 0) continue;
+        nvfp4_problem one = *p;  // each group as the GEMM it is
+        one.op = NVFP4_OP_GEMM;
+        one.m = q.m, one.n = q.n, one.k = q.k, one.l = 1;
+        one.a = q.a, one.b = q.b, one.sfa = q.sfa, one.sfb = q.sfb;
+        one.c = static_cast<uint16_t*>(q.c);
+        one.alpha = q.alpha;
+        nvfp4::test::honest_host_gemm(&one, false);
+      }
       return NVFP4_OK;
     }
   }

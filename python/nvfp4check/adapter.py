@@ -172,12 +172,11 @@ def out_type_name(problem):
     return _abi.OUT_TYPE_NAMES.get(problem.out_type or _abi.NVFP4_OUT_FP16, str(problem.out_type))
 
 
-def _import_torch():
+def _import_torch(why):
     try:
         import torch
-    except ImportError as e:  # reported as the case's "exception", with this text
-        raise ImportError("memory='cuda' and format='gpumode' need torch, which cannot be imported here: "
-                          f"{e}") from e
+    except ImportError as e:
+        raise ImportError(f"{why} needs torch, which cannot be imported here: {e}") from e
     return torch
 
 
@@ -543,9 +542,22 @@ class KernelAdapter:
 
     # -- torch ----------------------------------------------------------------------------------
 
+    def _torch_needed_by(self):
+        """What needs torch to call fn: format='gpumode' (its tensors, on the host too) or
+        memory='cuda'; None when nothing does."""
+        if self.format == "gpumode":
+            return f"format='gpumode' (with memory={self.memory!r})"
+        return "memory='cuda'" if self.memory == "cuda" else None
+
+    def prepare(self):
+        """Imports what calling fn needs, before the first case: a machine without it is a setup
+        error (ImportError, the worker's exit 2), not a failure of fn, which was never called."""
+        if self._torch_needed_by() is not None:
+            self._get_torch()
+
     def _get_torch(self):
         if self._torch is None:
-            self._torch = _import_torch()
+            self._torch = _import_torch(self._torch_needed_by() or "this call")
         return self._torch
 
     def _stream(self, torch, address):

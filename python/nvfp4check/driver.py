@@ -7,6 +7,7 @@ The run callback is the only Python on the C++ side's path. It catches everythin
 """
 import os
 import sys
+import tempfile
 import time
 import warnings
 
@@ -166,6 +167,15 @@ def _adapter(fn, **declared):
     return fn if isinstance(fn, KernelAdapter) else KernelAdapter(fn, **declared)
 
 
+def _prepare(adapter, capi):
+    """What calling fn needs (torch), imported before the first case: missing, it is a setup error
+    (ImportError), not a failure of fn, which would never be called. A CUDA function where the
+    suite has no device is skipped, never called: nothing is needed then."""
+    if adapter.memory == "cuda" and not capi.build_info().get("cuda_device"):
+        return
+    adapter.prepare()
+
+
 def _finish(raw, adapter, state):
     if state["interrupt"] is not None:
         raise state["interrupt"]
@@ -241,11 +251,12 @@ def check(fn, op=None, memory="cuda", format=None, sf_layouts=None, flags=0, nam
     adapter = _adapter(fn, op=op, memory=memory, format=format, sf_layouts=sf_layouts, flags=flags, name=name,
                        m_multiple=m_multiple, n_multiple=n_multiple, k_multiple=k_multiple, min_sm=min_sm,
                        problem=problem, stream=stream, out_types=out_types, max_groups=max_groups)
+    capi = _capi.load()
+    _prepare(adapter, capi)
     if cases is None and seconds is None:
         seconds = DEFAULT_SECONDS
     if seed is None:
         seed = _clock_seed()
-    capi = _capi.load()
     run, state = _callback(adapter, capi)
     options = {"cases": cases, "seconds": seconds, "seed": int(seed), "case_dir": case_dir, "policy": policy,
                "timeout_s": timeout_s, "shape": _shape_option(shape), "keep_passing_cases": keep_passing_cases,
@@ -264,15 +275,25 @@ def replay(path, fn, op=None, memory="cuda", format=None, flags=0, *, sf_layouts
            case_dir=None, policy=None, timeout_s=None, m_multiple=None, n_multiple=None, k_multiple=None, min_sm=0,
            problem=None, stream="current", out_types=None, max_groups=0):
     """Runs one saved case (a case file or a binary fuzz input) through every check, like
-    `nvfp4check replay`, and returns a Report. op None declares both ops (or the problem's)."""
+    `nvfp4check replay`, and returns a Report. op None declares both ops (or the problem's).
+    case_dir: where a failure's error map and stale-state case go (default: a fresh temporary
+    folder, removed when nothing was written there)."""
     format = format or ("gpumode" if problem is not None else "canonical")
     adapter = _adapter(fn, op=op, memory=memory, format=format, sf_layouts=sf_layouts, flags=flags, name=name,
                        m_multiple=m_multiple, n_multiple=n_multiple, k_multiple=k_multiple, min_sm=min_sm,
                        problem=problem, stream=stream, out_types=out_types, max_groups=max_groups)
     capi = _capi.load()
+    _prepare(adapter, capi)
     run, state = _callback(adapter, capi)
-    options = {"case_dir": case_dir, "policy": policy, "timeout_s": timeout_s}
-    raw = capi.replay(os.fspath(path), adapter.info, run, options)
+    # As `nvfp4check replay`: nothing is written into the current folder unless asked; a failure's
+    # text names its error map in the temporary folder, which goes when nothing was written there.
+    temporary = tempfile.mkdtemp(prefix="nvfp4check-replay-") if case_dir is None else None
+    options = {"case_dir": case_dir or temporary, "policy": policy, "timeout_s": timeout_s}
+    try:
+        raw = capi.replay(os.fspath(path), adapter.info, run, options)
+    finally:
+        if temporary is not None and not os.listdir(temporary):
+            os.rmdir(temporary)
     return _finish(raw, adapter, state)
 
 
@@ -284,6 +305,7 @@ def serve(fn, fd, *, op="gemv", memory="cuda", format="canonical", sf_layouts=No
     adapter = _adapter(fn, op=op, memory=memory, format=format, sf_layouts=sf_layouts, flags=flags, name=name,
                        m_multiple=m_multiple, n_multiple=n_multiple, k_multiple=k_multiple, min_sm=min_sm)
     capi = _capi.load()
+    _prepare(adapter, capi)  # before the parent is told the kernel: a setup error ends the run with exit 2
     run, state = _callback(adapter, capi, serving=True)
     code = capi.serve(adapter.info, run, fd, float(timeout_s))
     if state["interrupt"] is not None:

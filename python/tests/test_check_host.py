@@ -82,7 +82,7 @@ def test_wrong_kernel_is_caught_by_its_check(fn, check, extra, case_dir, monkeyp
     # The printed line, run as printed, reproduces the failure with the same check.
     if fn is K.stale_cache_bug:
         K._cache.clear()  # a fresh process would not have the cache either
-    monkeypatch.chdir(case_dir)  # the line names no case directory: its error map goes to ./nvfp4check-cases
+    monkeypatch.chdir(case_dir)  # the line names no case directory: its error map goes to a temporary one
     again = eval(line, {"nvfp4check": nc, fn.__name__: fn})
     assert again.verdict == "fail" and again.failure.check == check, (line, again)
 
@@ -106,6 +106,22 @@ def test_oracle_failure_draws_an_error_map(case_dir):
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
     element = r.failure.element
     assert element is not None and element["expected"] != element["actual"]
+
+
+def test_replay_writes_nothing_into_the_current_folder(case_dir, tmp_path, monkeypatch):
+    r = nc.check(K.nibble_order_bug, op=BOTH, memory="host", cases=20, seed=SEED, case_dir=case_dir)
+    assert r.failure.check == "oracle"
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    again = nc.replay(r.failure.case_file, K.nibble_order_bug, op=BOTH, memory="host")
+    assert again.failure.check == "oracle"
+    assert list(cwd.iterdir()) == [], "a replay wrote into the current folder"
+    # The failure still says where its error map is.
+    assert again.failure.error_map and os.path.isfile(again.failure.error_map), again.failure.text
+    assert f"error map: {again.failure.error_map}" in again.failure.text
+    assert nc.replay(r.failure.case_file, K.honest_any, op=BOTH, memory="host").verdict == "pass"
+    assert list(cwd.iterdir()) == []
 
 
 def test_same_seed_same_cases(case_dir):

@@ -148,3 +148,38 @@ def test_reproduce_lines_of_run_python_and_replay_reproduce(tmp_path):
     assert f'check "{check}"' in again.stdout, again.stdout
     third = run_as_printed(reproduce_line(again.stdout))
     assert third.returncode == 1 and f'check "{check}"' in third.stdout, third.stdout + third.stderr
+
+
+def test_gpumode_without_torch_is_a_setup_error(tmp_path):
+    # format='gpumode' needs torch, on the host too: where it cannot be imported the function is
+    # never called, and that is a setup error (exit 2 before the first case, the adapter's
+    # message), not the kernel's "exception" failure with a case file.
+    try:
+        import torch  # noqa: F401
+        pytest.skip("torch is importable here")
+    except ImportError:
+        pass
+    called = tmp_path / "called"
+    sub = tmp_path / "gm.py"
+    sub.write_text("from task import input_t, output_t\n\ndef custom_kernel(data: input_t) -> output_t:\n"
+                   f"    open({str(called)!r}, 'w').close()\n    return data[-1]\n")
+    cases = tmp_path / "cases"
+    r = worker(str(sub), "--format", "gpumode", "--problem", "nvfp4_gemv", "--memory", "host", "--cases", "3",
+               "--case-dir", str(cases))
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "needs torch" in r.stderr and "FAIL" not in r.stdout, r.stdout + r.stderr
+    for problem in ("nvfp4_gemv", "nvfp4_group_gemm", None):
+        args = ["run", "--python", str(sub), "--format", "gpumode", "--memory", "host", "--cases", "3",
+                "--case-dir", str(cases)] + (["--problem", problem] if problem else [])
+        r = program(*args)
+        assert r.returncode == 2, r.stdout + r.stderr
+        assert "needs torch" in r.stderr and "FAIL" not in r.stdout, r.stdout + r.stderr
+    assert not called.exists(), "the function was called"
+    assert not cases.exists() or not any(cases.rglob("*.case")), "a case was saved"
+    sys.path.insert(0, os.path.dirname(HERE))
+    try:
+        import nvfp4check as nc
+    finally:
+        sys.path.pop(0)
+    with pytest.raises(ImportError, match="needs torch"):
+        nc.check(lambda data: data[-1], problem="nvfp4_gemv", memory="host", cases=3, case_dir=str(cases))
