@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "harness/run_identity.h"
 #include "reference/fp16.h"
 
 namespace nvfp4 {
@@ -184,6 +185,7 @@ nlohmann::json report_json(std::optional<uint64_t> seed, const std::vector<Kerne
   j["seed"] = seed ? nlohmann::json(*seed) : nlohmann::json(nullptr);
   j["command"] = command;
   if (shard.sharded()) j["shard"] = {{"index", shard.index}, {"count", shard.count}};
+  j["build"] = program_identity();
   nlohmann::json list = nlohmann::json::array();
   for (const KernelReport& k : kernels) {
     nlohmann::json e = {{"name", k.name},
@@ -206,6 +208,8 @@ nlohmann::json report_json(std::optional<uint64_t> seed, const std::vector<Kerne
                                                                                          : Accumulation::ieee_fp32)},
                         {"policy", k.policy},
                         {"workers", k.workers}};
+    if (!k.origin_identity.empty()) e["origin_identity"] = k.origin_identity;
+    if (seed) e["schedule_digest"] = schedule_digest(*seed, k.name, shard, k.cases + k.skipped_cases);
     if (k.warmup_seconds > 0) e["warmup_seconds"] = k.warmup_seconds;
     if (!k.stream.empty()) e["stream"] = k.stream;
     if (k.drawn.cases > 0) {

@@ -44,6 +44,7 @@ struct FailureRecord {
 // Everything one kernel's cases added up to.
 struct KernelReport {
   std::string name, origin;
+  std::string origin_identity;    // the plugin file's, when it was loaded (run_identity.h); empty for built-ins
   KernelVerdict verdict = KernelVerdict::pass;
   std::string skip_reason;
   uint32_t flags = 0;             // the kernel's declared flags
@@ -86,7 +87,9 @@ std::string failure_text(const std::string& kernel, std::optional<uint64_t> seed
                          const std::string& error_map, const std::string& reproduce);
 
 // The JSON report: {"seed": S, "kernels": [{"name", "verdict", "cases", "failure": {...}}, ...]},
-// with "shard": {"index": I, "count": N} for a run of `--shard I/N` (N > 1).
+// with "shard": {"index": I, "count": N} for a run of `--shard I/N` (N > 1). What identifies the
+// work (harness/run_identity.h), for `merge` to check: "build", the program's identity; per kernel
+// "origin_identity" (a plugin's) and, with a seed, "schedule_digest" of the cases walked.
 nlohmann::json report_json(std::optional<uint64_t> seed, const std::vector<KernelReport>& kernels,
                            const std::string& command, const Shard& shard = {});
 // Checks at the start of a run that the report can be written there (throws std::runtime_error).

@@ -4,11 +4,14 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <map>
 #include <sstream>
 
 #include <fmt/format.h>
+
+#include "harness/run_identity.h"
 
 namespace nvfp4 {
 namespace {
@@ -119,6 +122,104 @@ Shard shard_of(const ShardReport& r) {
   return s;
 }
 
+// What the command says about each shard's share: `--cases C` (0: none given), and whether
+// `--seconds` may have ended a shard before its share was done.
+struct CommandBounds {
+  int64_t cases = 0;
+  bool timed = false;
+};
+
+CommandBounds bounds_of(const std::string& command) {
+  CommandBounds b;
+  std::istringstream words(command);
+  std::string word, next;
+  while (words >> word) {
+    if (word == "--seconds") b.timed = true;
+    if (word == "--cases" && words >> next && next.find_first_not_of("0123456789") == std::string::npos &&
+        !next.empty() && next.size() < 16)
+      b.cases = std::stoll(next);
+  }
+  return b;
+}
+
+// The build that wrote a report ("build"): shards of one campaign come from one build.
+std::string build_of(const ShardReport& r) {
+  if (!r.json.contains("build"))
+    bad(r.path, "no \"build\": written by an older nvfp4check, which did not say what build it was (shards of one "
+                "campaign come from one build: run the shard again)");
+  return text_field(r.json, "build", r.path);
+}
+
+std::string shown_identity(const std::string& id) { return id.empty() ? "none" : id; }
+
+// A shard's claims about one kernel that must add up by themselves and against the command: a
+// run walks the shard's indices I, I+N, ... in order, draws each (`drawn`), counts it as checked
+// or skipped, and stops at its first failure or at the case limit.
+void check_claims(const KernelReport& k, const Shard& s, const CommandBounds& b) {
+  // No run walks more cases than `run --cases` may ask for (2^40); the index arithmetic below
+  // stays far from int64's end.
+  const int64_t most = int64_t(1) << 40;
+  if (k.cases > most || k.skipped_cases > most)
+    bad("", fmt::format("{} cases and {} skipped: more than any run walks", k.cases, k.skipped_cases));
+  const int64_t walked = k.cases + k.skipped_cases;
+  if (k.drawn.cases != walked)
+    bad("", fmt::format("\"drawn\" says {} cases were drawn, but the report counts {} ({} checked + {} skipped)",
+                        k.drawn.cases, walked, k.cases, k.skipped_cases));
+  const int64_t failed = k.verdict == KernelVerdict::fail ? 1 : 0;  // a run stops at its first failure
+  if (k.failed_cases != failed)
+    bad("", fmt::format("verdict {} with failed_cases {} (a shard stops at its first failure: 1 with verdict "
+                        "fail, else 0)", to_string(k.verdict), k.failed_cases));
+  if ((k.verdict == KernelVerdict::skipped) != (k.cases == 0))
+    bad("", fmt::format("verdict {} with {} cases checked", to_string(k.verdict), k.cases));
+  if (k.unsupported_cases > k.cases || k.exact_elements > k.elements)
+    bad("", "more unsupported cases than cases, or more exact elements than elements");
+  if (k.failure) {
+    const int64_t f = k.failure->case_index;
+    if (f < 0 || f % s.count != s.index || (b.cases > 0 && f >= b.cases))
+      bad("", fmt::format("a failure at case_index {}, which is not a case of shard {}/{} ({} + a multiple of {}{})",
+                          f, s.index, s.count, s.index, s.count,
+                          b.cases > 0 ? fmt::format(", below --cases {}", b.cases) : ""));
+    const int64_t upto = (f - s.index) / s.count + 1;  // the shard's cases up to and with f
+    if (b.timed ? walked > upto : walked != upto)
+      bad("", fmt::format("{} cases walked, but the failure at case_index {} is the shard's case number {}, where it "
+                          "stops", walked, f, upto));
+  } else if (b.cases > 0 && walked > 0 && (b.timed ? walked > s.cases_below(b.cases) : walked != s.cases_below(b.cases))) {
+    bad("", fmt::format("{} cases walked without a failure, but shard {}/{} of --cases {} has exactly {}", walked,
+                        s.index, s.count, b.cases, s.cases_below(b.cases)));
+  }
+}
+
+// A kernel that walked no case in one shard though its share has some, while another shard
+// checked it: the shards did not run alike (it could not run there, or the report was emptied).
+void check_ran_alike(const std::vector<const ShardReport*>& by_shard,
+                     const std::vector<std::vector<KernelReport>>& parts, size_t x, const CommandBounds& b) {
+  int64_t ran = -1;
+  for (size_t s = 0; s < parts.size() && ran < 0; ++s)
+    if (parts[s][x].cases + parts[s][x].skipped_cases > 0) ran = static_cast<int64_t>(s);
+  if (ran < 0) return;  // skipped in every shard: the merge says skipped
+  for (size_t s = 0; s < parts.size(); ++s) {
+    const KernelReport& k = parts[s][x];
+    const Shard shard{static_cast<int64_t>(s), static_cast<int64_t>(parts.size())};
+    if (k.cases + k.skipped_cases == 0 && (b.cases == 0 || shard.cases_below(b.cases) > 0))
+      bad(by_shard[s]->path,
+          fmt::format("kernel {}: no case walked ({}), though {} checked it: the shards did not run alike", k.name,
+                      k.skip_reason.empty() ? "no reason given" : k.skip_reason,
+                      by_shard[static_cast<size_t>(ran)]->path));
+  }
+}
+
+// The report's evidence of its own cases: the digest of the case seeds of the indices its counts
+// say it walked, which depends on the seed, the kernel and the shard's index. A report relabelled
+// as another shard, or with counts edited, does not carry the right one.
+void check_digest(const json& entry, const KernelReport& k, uint64_t seed, const Shard& s) {
+  const std::string digest = text_field(entry, "schedule_digest", "");
+  const int64_t walked = k.cases + k.skipped_cases;
+  if (digest != schedule_digest(seed, k.name, s, walked))
+    bad("", fmt::format("\"schedule_digest\" {} is not the digest of the first {} cases of shard {}/{} under seed "
+                        "{}: its cases are not those of shard {}/{} (another shard's report relabelled, or its "
+                        "counts edited)", digest, walked, s.index, s.count, seed, s.index, s.count));
+}
+
 }  // namespace
 
 std::vector<ShardReport> read_shard_reports(const std::vector<std::string>& paths) {
@@ -145,6 +246,7 @@ KernelReport kernel_report_from_json(const json& e) {
   KernelReport k;
   k.name = text_field(e, "name", where);
   k.origin = text_field(e, "origin", where);
+  if (e.contains("origin_identity")) k.origin_identity = text_field(e, "origin_identity", where);
   const std::string verdict = text_field(e, "verdict", where);
   bool known_verdict = false;
   for (KernelVerdict v : {KernelVerdict::pass, KernelVerdict::fail, KernelVerdict::skipped})
@@ -209,6 +311,7 @@ MergedReport merge_shard_reports(const std::vector<ShardReport>& reports) {
   m.seed = seed.get<uint64_t>();
   m.command = text_field(first.json, "command", first.path);
   m.shards = shard_of(first).count;
+  m.build = build_of(first);
   // Shard index -> its report, every one of 0..N-1 exactly once.
   std::vector<const ShardReport*> by_shard(static_cast<size_t>(m.shards), nullptr);
   for (const ShardReport& r : reports) {
@@ -218,6 +321,9 @@ MergedReport merge_shard_reports(const std::vector<ShardReport>& reports) {
     if (text_field(r.json, "command", r.path) != m.command)
       bad(r.path, fmt::format("another command (\"{}\") than {} (\"{}\"): not shards of one run",
                               r.json.at("command").get<std::string>(), first.path, m.command));
+    if (build_of(r) != m.build)
+      bad(r.path, fmt::format("written by another build of nvfp4check ({}) than {} ({}): not shards of one run",
+                              shown_identity(build_of(r)), first.path, shown_identity(m.build)));
     const Shard s = shard_of(r);
     if (s.count != m.shards)
       bad(r.path, fmt::format("shard {}/{} but {} is one of {}", s.index, s.count, first.path, m.shards));
@@ -247,14 +353,40 @@ MergedReport merge_shard_reports(const std::vector<ShardReport>& reports) {
       bool same = ks.size() == parts.front().size();
       for (size_t x = 0; same && x < ks.size(); ++x) same = ks[x].name == parts.front()[x].name;
       if (!same) bad(r->path, fmt::format("other kernels than {}", by_shard.front()->path));
+      for (size_t x = 0; x < ks.size(); ++x)
+        if (ks[x].origin_identity != parts.front()[x].origin_identity)
+          bad(r->path, fmt::format("kernel {}: another plugin file ({}) than in {} ({}): rebuilt or replaced "
+                                   "between shards", ks[x].name, shown_identity(ks[x].origin_identity),
+                                   by_shard.front()->path, shown_identity(parts.front()[x].origin_identity)));
     }
     parts.push_back(std::move(ks));
+  }
+
+  // What each shard says must add up: by itself and against the command, across the shards, and
+  // against its evidence of the cases it walked.
+  const CommandBounds bounds = bounds_of(m.command);
+  auto in_shard = [&](size_t s, const std::string& kernel, const std::function<void()>& check) {
+    try {
+      check();
+    } catch (const MergeError& err) {
+      bad(by_shard[s]->path, "kernel " + kernel + err.what());  // err: ": what"
+    }
+  };
+  for (size_t x = 0; x < parts.front().size(); ++x) {
+    for (size_t s = 0; s < parts.size(); ++s)
+      in_shard(s, parts[s][x].name, [&] { check_claims(parts[s][x], Shard{int64_t(s), m.shards}, bounds); });
+    check_ran_alike(by_shard, parts, x, bounds);
+    for (size_t s = 0; s < parts.size(); ++s)
+      in_shard(s, parts[s][x].name, [&] {
+        check_digest(by_shard[s]->json.at("kernels").at(x), parts[s][x], m.seed, Shard{int64_t(s), m.shards});
+      });
   }
 
   for (size_t x = 0; x < parts.front().size(); ++x) {
     KernelReport k;
     k.name = parts.front()[x].name;
     k.origin = parts.front()[x].origin;
+    k.origin_identity = parts.front()[x].origin_identity;
     k.flags = parts.front()[x].flags;
     k.verdict = KernelVerdict::skipped;
     int64_t found_by = -1;
@@ -305,8 +437,10 @@ MergedReport merge_shard_reports(const std::vector<ShardReport>& reports) {
 nlohmann::json merged_report_json(const MergedReport& m) {
   json j = report_json(m.seed, m.kernels, m.command);
   j["merged_shards"] = m.shards;
+  j["build"] = m.build;  // the shards', not this program's
   for (size_t x = 0; x < m.kernels.size(); ++x) {
     json& e = j["kernels"][x];
+    e.erase("schedule_digest");  // each shard's evidence of its own cases; the merge has no single one
     json list = json::array();
     for (const ShardFailure& f : m.shard_failures[x])
       list.push_back({{"shard", f.shard},

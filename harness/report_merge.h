@@ -51,14 +51,19 @@ struct ShardFailure {
 struct MergedReport {
   uint64_t seed = 0;
   std::string command;
+  std::string build;  // the identity of the build that wrote every shard (harness/run_identity.h)
   int64_t shards = 1;
   std::vector<KernelReport> kernels;  // the failure of each is the earliest by case index
   std::vector<int64_t> failure_shard;  // per kernel: the shard that found it (-1: none)
   std::vector<std::vector<ShardFailure>> shard_failures;  // per kernel: every shard's first failure, by index
 };
 
-// Checks that the reports are shards 0..N-1 of one run (one seed, one command, one N, the same
-// kernels in the same order) and merges them; throws MergeError otherwise.
+// Checks that the reports are shards 0..N-1 of one run (one seed, one command, one N, one build,
+// the same kernels in the same order from the same plugin files) and that what each says adds
+// up: its counts against the command's `--cases` and its share of the indices, its verdict
+// against its failures and the `drawn` summary, a failure's case_index in the shard's residue
+// class, and its schedule digest (harness/run_identity.h) against its label; then merges them.
+// Throws MergeError naming the file and what does not add up.
 MergedReport merge_shard_reports(const std::vector<ShardReport>& reports);
 
 // The merged report as JSON: report_json's fields (the failure's "reproduce" as its shard wrote

@@ -437,9 +437,11 @@ Schedule::Schedule(const nvfp4_kernel_info& info, std::string kernel_name, Sched
                                                               : "the kernel declares no op");
 }
 
-uint64_t Schedule::case_seed(int64_t index) const {
-  return splitmix64(options_.seed ^ splitmix64(fnv1a(name_) ^ splitmix64(static_cast<uint64_t>(index))));
+uint64_t schedule_case_seed(uint64_t seed, const std::string& kernel_name, int64_t index) {
+  return splitmix64(seed ^ splitmix64(fnv1a(kernel_name) ^ splitmix64(static_cast<uint64_t>(index))));
 }
+
+uint64_t Schedule::case_seed(int64_t index) const { return schedule_case_seed(options_.seed, name_, index); }
 
 ScheduledCase Schedule::at(int64_t index) const {
   Rng rng(case_seed(index));

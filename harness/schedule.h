@@ -112,6 +112,10 @@ struct ScheduleOptions {
   ShapeLimits limits = small_shape_limits();
 };
 
+// The seed of case `index` of a kernel's schedule: a pure function of the run's seed, the kernel's
+// name and the index (Schedule::case_seed; a merge recomputes it to check a shard's report).
+uint64_t schedule_case_seed(uint64_t seed, const std::string& kernel_name, int64_t index);
+
 struct ScheduledCase {
   int64_t index = 0;
   Problem problem;      // its data drawn from problem.seed with problem.generator

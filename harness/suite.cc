@@ -19,6 +19,7 @@
 
 #include "gpu_reference/exact_gemm_gpu.h"
 #include "harness/case_input.h"
+#include "harness/run_identity.h"
 #include "harness/warmup.h"
 #include "reference/case_file.h"
 
@@ -125,6 +126,7 @@ KernelReport kernel_report(const KernelDesc& kernel) {
   KernelReport report;
   report.name = kernel.name;
   report.origin = kernel.origin;
+  report.origin_identity = origin_identity(kernel.origin);
   report.flags = kernel.info.flags;
   return report;
 }

@@ -188,16 +188,158 @@ TEST(ShardMerge, FailingKernelMergesToTheSameFirstFailureAndCountsAddUp) {
 }
 #endif
 
+#ifdef NVFP4_MUTANTS_PLUGIN
+// ---- Forged shard reports (exit 2, naming the file and what does not add up). ----
+
+// Real shards of a campaign in which one shard finds the bug: `run --shard I/3 --seed 11 --cases
+// 30` of a failing mutant (shard 1 fails at index 7, its third case; shards 0 and 2 pass their 10).
+const char* const kForgedKernel = "mut_host_gemv_path_alpha_ignored";
+constexpr int64_t kForgeryCases = 30, kForgeryShards = 3;
+
+struct Campaign {
+  fs::path dir;
+  std::vector<fs::path> paths;
+  std::vector<json> reports;
+  size_t failing = 0;  // the shard that found the bug
+  size_t passing = 0;  // one that did not
+};
+
+const Campaign& forgery_campaign() {
+  static const Campaign c = [] {
+    Campaign out;
+    out.dir = test::fresh_dir("shard-forged");
+    const std::string args = std::string("--plugin ") + NVFP4_MUTANTS_PLUGIN + " --kernel " + kForgedKernel +
+                             " --seed 11 --cases " + std::to_string(kForgeryCases);
+    out.paths = run_shards(out.dir, args, "honest", kForgeryShards, &out.reports, exit_by_verdicts);
+    int failing = 0;
+    for (size_t i = 0; i < out.reports.size(); ++i) {
+      if (out.reports[i]["kernels"][0]["verdict"] == "fail") out.failing = i, ++failing;
+      else out.passing = i;
+    }
+    EXPECT_EQ(failing, 1) << "one shard of three finds the bug";
+    return out;
+  }();
+  return c;
+}
+
+// Merges the campaign's shards with shard `replaced`'s report replaced by `forged` (written as
+// NAME.json); expects exit 2 and a message naming that file and saying `says`.
+void expect_forgery_refused(size_t replaced, const json& forged, const std::string& name, const std::string& says) {
+  SCOPED_TRACE(name);
+  const Campaign& c = forgery_campaign();
+  const fs::path path = c.dir / (name + ".json");
+  std::ofstream(path) << forged.dump(2);
+  std::string a = "merge";
+  for (size_t i = 0; i < c.paths.size(); ++i) a += " " + (i == replaced ? path : c.paths[i]).string();
+  const Outcome o = program(a);
+  EXPECT_EQ(o.exit_code, 2) << a << "\n" << o.output;
+  EXPECT_NE(o.output.find(path.string()), std::string::npos) << o.output;
+  EXPECT_NE(o.output.find(says), std::string::npos) << o.output;
+}
+
+// The failing shard's report with its failure removed and the given verdict and counts.
+json without_failure(const char* verdict, int64_t cases, int64_t failed_cases) {
+  json r = forgery_campaign().reports[forgery_campaign().failing];
+  json& k = r["kernels"][0];
+  k["verdict"] = verdict;
+  k["cases"] = cases;
+  k["failed_cases"] = failed_cases;
+  k.erase("failure");
+  return r;
+}
+
+TEST(ShardMerge, HonestShardsOfTheForgeryCampaignMergeAsAFailure) {
+  const Campaign& c = forgery_campaign();
+  const json merged = merge_reports(c.dir, c.paths, "honest-merged", 1);
+  EXPECT_EQ(merged["kernels"][0]["verdict"], "fail");
+  EXPECT_EQ(merged["kernels"][0]["failure"]["shard"], c.failing);
+}
+
+TEST(ShardMerge, RefusesAForgedVerdictOrCount) {
+  const Campaign& c = forgery_campaign();
+  const size_t f = c.failing;
+  // Skipped with no case, the drawn summary left saying cases were drawn.
+  expect_forgery_refused(f, without_failure("skipped", 0, 0), "skipped-drawn", "drawn");
+  // Skipped with no case and no drawn summary either, while the other shards checked theirs.
+  json bare = without_failure("skipped", 0, 0);
+  bare["kernels"][0].erase("drawn");
+  expect_forgery_refused(f, bare, "skipped-bare", "no case");
+  // A pass that still counts its failed case (the counts left as they were).
+  const int64_t checked = c.reports[f]["kernels"][0]["cases"];
+  expect_forgery_refused(f, without_failure("pass", checked, 1), "pass-failed-cases", "failed_cases");
+  // A pass of 0, 5 or 1,000 cases: the shard's share of --cases 30 is exactly 10.
+  for (int64_t cases : {0, 5, 1000})
+    expect_forgery_refused(f, without_failure("pass", cases, 0), "pass-" + std::to_string(cases), "cases");
+  // 1,000 cases with the drawn summary edited to match: still not the shard's 10.
+  json both = without_failure("pass", 1000, 0);
+  both["kernels"][0]["drawn"]["cases"] = 1000;
+  expect_forgery_refused(f, both, "pass-1000-drawn-1000", "has exactly 10");
+  // The failure kept, but the counts of a shard that went on past it.
+  json past = c.reports[f];
+  past["kernels"][0]["cases"] = 10;
+  past["kernels"][0]["drawn"]["cases"] = 10;
+  expect_forgery_refused(f, past, "fail-past-its-failure", "where it stops");
+  // The right count for a pass, but the drawn summary still says what the failing run drew.
+  const int64_t share = Shard{static_cast<int64_t>(f), kForgeryShards}.cases_below(kForgeryCases);
+  expect_forgery_refused(f, without_failure("pass", share, 0), "pass-share-drawn", "drawn");
+}
+
+TEST(ShardMerge, RefusesAFailureOutsideTheShard) {
+  const Campaign& c = forgery_campaign();
+  const size_t f = c.failing;
+  const int64_t own = c.reports[f]["kernels"][0]["failure"]["case_index"];
+  for (int64_t index : {own + 1, int64_t{-3}, kForgeryCases + static_cast<int64_t>(f) + 3 * kForgeryShards}) {
+    json r = c.reports[f];
+    r["kernels"][0]["failure"]["case_index"] = index;
+    expect_forgery_refused(f, r, "failure-at-" + std::to_string(index), "case_index");
+  }
+  // A failure put into a passing shard, at an index that is not its own.
+  json r = c.reports[c.passing];
+  json& k = r["kernels"][0];
+  k["verdict"] = "fail";
+  k["failed_cases"] = 1;
+  k["failure"] = c.reports[f]["kernels"][0]["failure"];
+  k["failure"]["case_index"] = static_cast<int64_t>(c.passing) + 1;
+  expect_forgery_refused(c.passing, r, "injected-failure", "case_index");
+}
+
+TEST(ShardMerge, RefusesAShardUnderAnotherLabel) {
+  const Campaign& c = forgery_campaign();
+  // A passing shard's report, identical but for its label, in the failing shard's place (both
+  // have 10 cases of --cases 30): its evidence is of the other shard's cases.
+  json r = c.reports[c.passing];
+  r["shard"]["index"] = c.failing;
+  expect_forgery_refused(c.failing, r, "relabelled", "not those of shard");
+}
+
+TEST(ShardMerge, RefusesShardsOfAnotherBuildOrPlugin) {
+  const Campaign& c = forgery_campaign();
+  json other = c.reports[c.passing];
+  other["build"] = "fnv1a64:0123456789abcdef";
+  expect_forgery_refused(c.passing, other, "other-build", "another build");
+  json older = c.reports[c.passing];
+  older.erase("build");
+  expect_forgery_refused(c.passing, older, "older-build", "older nvfp4check");
+  json plugin = c.reports[c.passing];
+  plugin["kernels"][0]["origin_identity"] = "fnv1a64:0123456789abcdef";
+  expect_forgery_refused(c.passing, plugin, "other-plugin", "another plugin file");
+}
+#endif
+
 // ---- What merge refuses (exit 2), in the library and through the program. ----
 
-json shard_json(uint64_t seed, const std::string& command, int64_t index, int64_t count) {
+// A passing shard's report whose counts add up for a command of `--cases 6` (or that checked
+// `cases`, its drawn summary and digest agreeing).
+json shard_json(uint64_t seed, const std::string& command, int64_t index, int64_t count, int64_t cases = -1) {
   KernelReport k;
   k.name = "host_gemv_fp32";
   k.origin = "builtin";
-  k.cases = 3;
+  k.cases = cases >= 0 ? cases : Shard{index, count}.cases_below(6);
+  k.drawn.cases = k.cases;
   k.elements = 30;
   k.exact_elements = 20;
   k.policy = "fp32";
+  finish_report(k);  // no case: skipped, as a run says
   return report_json(seed, {k}, command, Shard{index, count});
 }
 
@@ -217,7 +359,7 @@ void expect_refused(const std::vector<ShardReport>& reports, const std::string& 
 }
 
 TEST(ShardMerge, RefusesWhatIsNotTheShardsOfOneRun) {
-  const std::string cmd = "nvfp4check run --cases 9";
+  const std::string cmd = "nvfp4check run --cases 6";
   // The good case first, so that each refusal below is for its one reason.
   const MergedReport ok = merge_shard_reports(shards_of({shard_json(5, cmd, 1, 2), shard_json(5, cmd, 0, 2)}));
   EXPECT_EQ(ok.kernels.at(0).cases, 6);
@@ -240,6 +382,22 @@ TEST(ShardMerge, RefusesWhatIsNotTheShardsOfOneRun) {
   failing["kernels"][0]["verdict"] = "fail";
   expect_refused(shards_of({shard_json(5, cmd, 0, 2), failing}), "failure without verdict");
   EXPECT_THROW(merge_shard_reports({}), MergeError);
+}
+
+TEST(ShardMerge, CountsMustBeTheShardsShareOfTheCommand) {
+  // Shard 1 of 2 of --cases 6 has indices 1, 3, 5: a pass checked all three, unless --seconds
+  // ended it first. Each report here agrees with itself (drawn summary, digest): only the count
+  // against the command is wrong.
+  const std::string cmd = "nvfp4check run --cases 6";
+  expect_refused(shards_of({shard_json(5, cmd, 0, 2), shard_json(5, cmd, 1, 2, 2)}), "has exactly 3");
+  expect_refused(shards_of({shard_json(5, cmd, 0, 2), shard_json(5, cmd, 1, 2, 4)}), "has exactly 3");
+  const std::string timed = "nvfp4check run --cases 6 --seconds 9";
+  EXPECT_EQ(merge_shard_reports(shards_of({shard_json(5, timed, 0, 2), shard_json(5, timed, 1, 2, 2)})).kernels.at(0).cases, 5);
+  expect_refused(shards_of({shard_json(5, timed, 0, 2), shard_json(5, timed, 1, 2, 4)}), "has exactly 3");
+  // Shards with no share (6 and 7 of 8 with --cases 6) check nothing; the others theirs.
+  std::vector<json> eight;
+  for (int64_t i = 0; i < 8; ++i) eight.push_back(shard_json(5, cmd, i, 8));
+  EXPECT_EQ(merge_shard_reports(shards_of(eight)).kernels.at(0).cases, 6);
 }
 
 TEST(ShardMerge, ProgramExitsTwoOnBadInput) {
