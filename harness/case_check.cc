@@ -121,11 +121,12 @@ std::string unsupported_reason(const nvfp4_kernel_info& info, const Problem& p) 
 bool probes_refusal(const nvfp4_kernel_info& info, const Problem& p) {
   // A version-1 kernel is handed version-1 problems only; no kernel is handed an op of revision 3
   // or an output type it does not declare (the ABI gives it no way to tell it apart from one it
-  // does), nor groups it cannot be handed in its arrangement.
-  const bool v1_problem = p.out_type == OutType::fp16 && (p.op == Op::gemv || p.op == Op::gemm);
-  if (info.abi_version < 2 && !v1_problem) return false;
+  // does), nor groups it cannot be handed in its arrangement. GEMV and GEMM every kernel tells
+  // apart by p->op, in any output type it declares.
+  const bool v1_op = p.op == Op::gemv || p.op == Op::gemm;
+  if (info.abi_version < 2 && !(v1_op && p.out_type == OutType::fp16)) return false;
   if (!((declared_out_types(info) >> static_cast<uint32_t>(p.out_type)) & 1u)) return false;
-  if (!v1_problem && !((info.ops >> static_cast<uint32_t>(p.op)) & 1u)) return false;
+  if (!v1_op && !((info.ops >> static_cast<uint32_t>(p.op)) & 1u)) return false;
   if (p.op == Op::grouped_gemm && (info.flags & NVFP4_FLAG_GROUPS_PACKED))
     for (const Group& q : p.groups)
       if (q.n != p.groups.front().n || q.k != p.groups.front().k) return false;

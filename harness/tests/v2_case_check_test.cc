@@ -301,6 +301,16 @@ TEST(V2Declarations, RefusalsAreProbedOnlyWhereTheKernelCanTell) {
   EXPECT_FALSE(probes_refusal(info, bf16));
   info.abi_version = 1;
   EXPECT_FALSE(probes_refusal(info, grouped_problem({3}, 6, 48, OutType::fp16, SfLayout::linear, 17)));
+  // GEMV and GEMM every kernel tells apart by op: a GEMM in BF16 is handed to a kernel declaring
+  // GEMV in BF16 (to be refused), also to a version-2 one; a version-1 kernel sees FP16 only.
+  nvfp4_kernel_info gemv_bf16 = *grouped.info;
+  gemv_bf16.ops = 1u << NVFP4_OP_GEMV;
+  gemv_bf16.out_types = 1u << NVFP4_OUT_BF16;
+  const Problem gemm_bf16 = gemm_problem(Op::gemm, 5, 3, 32, OutType::bf16, SfLayout::linear, 19);
+  EXPECT_FALSE(unsupported_reason(gemv_bf16, gemm_bf16).empty());
+  EXPECT_TRUE(probes_refusal(gemv_bf16, gemm_bf16));
+  gemv_bf16.abi_version = 1;
+  EXPECT_FALSE(probes_refusal(gemv_bf16, gemm_bf16));
   // Groups of different n cannot be packed: not a probe of a packed kernel.
   Problem ragged = grouped_problem({3, 2}, 6, 48, OutType::fp16, SfLayout::linear, 18);
   ragged.groups[1].n = 7;
