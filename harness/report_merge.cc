@@ -321,6 +321,9 @@ MergedReport merge_shard_reports(const std::vector<ShardReport>& reports) {
     if (text_field(r.json, "command", r.path) != m.command)
       bad(r.path, fmt::format("another command (\"{}\") than {} (\"{}\"): not shards of one run",
                               r.json.at("command").get<std::string>(), first.path, m.command));
+    // An interrupted shard checked fewer cases than its share: the campaign is not complete.
+    if (r.json.contains("interrupted") && r.json.at("interrupted") == true)
+      bad(r.path, "the run of this shard was interrupted (\"interrupted\": true): run the shard again");
     if (build_of(r) != m.build)
       bad(r.path, fmt::format("written by another build of nvfp4check ({}) than {} ({}): not shards of one run",
                               shown_identity(build_of(r)), first.path, shown_identity(m.build)));

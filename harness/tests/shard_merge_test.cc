@@ -324,6 +324,14 @@ TEST(ShardMerge, RefusesShardsOfAnotherBuildOrPlugin) {
   plugin["kernels"][0]["origin_identity"] = "fnv1a64:0123456789abcdef";
   expect_forgery_refused(c.passing, plugin, "other-plugin", "another plugin file");
 }
+
+// A shard stopped by a signal writes its report marked interrupted: the campaign is incomplete.
+TEST(ShardMerge, RefusesAnInterruptedShard) {
+  const Campaign& c = forgery_campaign();
+  json r = c.reports[c.passing];
+  r["interrupted"] = true;
+  expect_forgery_refused(c.passing, r, "interrupted", "interrupted");
+}
 #endif
 
 // ---- What merge refuses (exit 2), in the library and through the program. ----
