@@ -35,6 +35,24 @@ constexpr uint32_t kV1Flags = NVFP4_FLAG_SIGNED_SCALES | NVFP4_FLAG_NONDETERMINI
                               NVFP4_FLAG_UNIT_ALPHA | NVFP4_FLAG_MMA_ACCUMULATE;
 constexpr uint32_t kV2Flags = kV1Flags | NVFP4_FLAG_GROUPS_PACKED;
 constexpr uint32_t kKnownOutTypes = (1u << NVFP4_OUT_FP16) | (1u << NVFP4_OUT_BF16) | (1u << NVFP4_OUT_FP32);
+constexpr uint32_t kV3Ops = kV2Ops | (1u << NVFP4_OP_QUANTIZE);
+constexpr uint32_t kV3Flags = kV2Flags | NVFP4_FLAG_QUANT_2D | NVFP4_FLAG_ROW_GLOBAL_SCALE | NVFP4_FLAG_STOCHASTIC |
+                              NVFP4_FLAG_SF_PADDING_KEPT;
+constexpr uint32_t kV3OutTypes = kKnownOutTypes | (1u << NVFP4_OUT_NVFP4);
+constexpr uint32_t kKnownFormats = (1u << NVFP4_FORMAT_NVFP4) | (1u << NVFP4_FORMAT_MXFP4) |
+                                   (1u << NVFP4_FORMAT_MXFP8_E4M3) | (1u << NVFP4_FORMAT_MXFP8_E5M2);
+constexpr uint32_t kKnownInTypes = (1u << NVFP4_IN_FP16) | (1u << NVFP4_IN_BF16) | (1u << NVFP4_IN_FP32);
+constexpr uint32_t kKnownRecipes = 0xFEu;  // bits 1..7: NVFP4_RECIPE_TE .. NVFP4_RECIPE_MX_EVEN
+
+// The size of a provider's info struct by the version it declares (0 for an unknown version).
+size_t info_bytes(uint32_t version) {
+  switch (version) {
+    case 1: return kAbiV1InfoBytes;
+    case 2: return kAbiV2InfoBytes;
+    case 3: return sizeof(nvfp4_kernel_info);
+    default: return 0;
+  }
+}
 // More kernels than any library plausibly holds: a larger count is garbage, not a catalogue.
 constexpr int kMaxKernelsPerProvider = 4096;
 // Names are identifiers in reports and file names, not payloads.
@@ -46,35 +64,63 @@ constexpr uint64_t kMaxCaseBytes = uint64_t(1) << 30;
 // one answer.
 constexpr uint32_t kExactExcludes = NVFP4_FLAG_FP16_ACCUMULATE | NVFP4_FLAG_MMA_ACCUMULATE | NVFP4_FLAG_NONDETERMINISTIC;
 
-// The provider's info as a zero-filled version-2 struct, reading only as many bytes as the
-// version it declares has: a version-1 plugin's struct ends at kAbiV1InfoBytes, and its
-// abi_version (the first field, in every version) says so. Empty for an unknown version; the
-// caller reports it.
+// The provider's info as a zero-filled current struct, reading only as many bytes as the
+// version it declares has (a version-1 plugin's struct ends at kAbiV1InfoBytes, a version-2
+// one's at kAbiV2InfoBytes), and its abi_version (the first field, in every version) says
+// which. Empty for an unknown version; the caller reports it.
 std::shared_ptr<const nvfp4_kernel_info> copy_info(const nvfp4_kernel_info* from) {
   uint32_t version = 0;
   std::memcpy(&version, from, sizeof version);
-  if (version != 1 && version != 2) return nullptr;
+  const size_t bytes = info_bytes(version);
+  if (bytes == 0) return nullptr;
   auto copy = std::make_shared<nvfp4_kernel_info>();
   std::memset(copy.get(), 0, sizeof *copy);
-  std::memcpy(copy.get(), from, version == 1 ? kAbiV1InfoBytes : sizeof(nvfp4_kernel_info));
+  std::memcpy(copy.get(), from, bytes);
   return copy;
+}
+
+// Version 3's declarations: empty when they hold together, else why not.
+std::string v3_info_error(const nvfp4_kernel_info& info) {
+  std::ostringstream why;
+  const auto bad_set = [&](const char* field, uint32_t value, uint32_t known, const char* members) {
+    if (!(value & ~known)) return false;
+    why << "declares " << field << " 0x" << std::hex << value << ": it must be a set of " << members;
+    return true;
+  };
+  if (bad_set("a_formats", info.a_formats, kKnownFormats, "(1u << NVFP4_FORMAT_*) (0 means NVFP4 only)") ||
+      bad_set("b_formats", info.b_formats, kKnownFormats, "(1u << NVFP4_FORMAT_*) (0 means NVFP4 only)") ||
+      bad_set("q_formats", info.q_formats, kKnownFormats, "(1u << NVFP4_FORMAT_*) (0 means NVFP4 only)") ||
+      bad_set("in_types", info.in_types, kKnownInTypes, "(1u << NVFP4_IN_FP16), BF16 and FP32") ||
+      bad_set("recipes", info.recipes, kKnownRecipes, "(1u << NVFP4_RECIPE_*)"))
+    return why.str();
+  const bool quantizes = (info.ops >> NVFP4_OP_QUANTIZE) & 1u;
+  const bool block_scaled_out = (info.out_types >> NVFP4_OUT_NVFP4) & 1u;
+  if (quantizes && info.in_types == 0)
+    return "declares NVFP4_OP_QUANTIZE but no in_types: say which input types it reads";
+  if ((quantizes || block_scaled_out) && info.recipes == 0)
+    return "declares NVFP4_OP_QUANTIZE or NVFP4_OUT_NVFP4 but no recipes: say which quantization recipe it follows";
+  return "";
 }
 
 // Empty when info is a usable ABI v1 or v2 description, else why not. The name is checked apart.
 std::string info_error(const nvfp4_kernel_info& info) {
   std::ostringstream why;
-  const bool v2 = info.abi_version == 2;
-  const uint32_t known_ops = v2 ? kV2Ops : kV1Ops, known_flags = v2 ? kV2Flags : kV1Flags;
-  if (info.abi_version != 1 && info.abi_version != 2) {
-    why << "declares ABI version " << info.abi_version << ", but this nvfp4check reads ABI versions 1 and 2 "
+  const bool v2 = info.abi_version == 2, v3 = info.abi_version == 3;
+  const uint32_t known_ops = v3 ? kV3Ops : v2 ? kV2Ops : kV1Ops;
+  const uint32_t known_flags = v3 ? kV3Flags : v2 ? kV2Flags : kV1Flags;
+  const uint32_t known_out_types = v3 ? kV3OutTypes : kKnownOutTypes;
+  if (info_bytes(info.abi_version) == 0) {
+    why << "declares ABI version " << info.abi_version << ", but this nvfp4check reads ABI versions 1 to 3 "
         << "(this header's is " << NVFP4_ABI_VERSION << "; rebuild the plugin against its nvfp4_kernel_abi.h)";
   } else if (info.memory != NVFP4_MEMORY_HOST && info.memory != NVFP4_MEMORY_CUDA) {
     why << "declares memory " << info.memory << ", which is neither NVFP4_MEMORY_HOST (1) nor NVFP4_MEMORY_CUDA (2)";
   } else if (info.ops == 0 || (info.ops & ~known_ops)) {
     why << "declares ops 0x" << std::hex << info.ops
-        << (v2 ? ": it must be a nonempty set of (1u << NVFP4_OP_GEMV), GEMM, GROUPED_GEMM and DUAL_GEMM"
-               : ": it must be a nonempty set of (1u << NVFP4_OP_GEMV) and (1u << NVFP4_OP_GEMM) "
-                 "(the other ops need ABI version 2)");
+        << (v3   ? ": it must be a nonempty set of (1u << NVFP4_OP_GEMV), GEMM, GROUPED_GEMM, DUAL_GEMM and QUANTIZE"
+            : v2 ? ": it must be a nonempty set of (1u << NVFP4_OP_GEMV), GEMM, GROUPED_GEMM and DUAL_GEMM "
+                   "(QUANTIZE needs ABI version 3)"
+                 : ": it must be a nonempty set of (1u << NVFP4_OP_GEMV) and (1u << NVFP4_OP_GEMM) "
+                   "(the other ops need ABI version 2)");
   } else if (info.sf_layouts == 0 || (info.sf_layouts & ~kKnownLayouts)) {
     why << "declares sf_layouts 0x" << std::hex << info.sf_layouts
         << ": it must be a nonempty set of (1u << NVFP4_SF_LINEAR) and (1u << NVFP4_SF_PERMUTED)";
@@ -84,9 +130,13 @@ std::string info_error(const nvfp4_kernel_info& info) {
   } else if (info.flags & ~known_flags) {
     why << "declares unknown flag bits 0x" << std::hex << (info.flags & ~known_flags) << " that ABI version "
         << std::dec << info.abi_version << " does not define";
-  } else if (info.out_types & ~kKnownOutTypes) {
+  } else if (info.out_types & ~known_out_types) {
     why << "declares out_types 0x" << std::hex << info.out_types
-        << ": it must be a set of (1u << NVFP4_OUT_FP16), BF16 and FP32 (0 means FP16 only)";
+        << (v3 ? ": it must be a set of (1u << NVFP4_OUT_FP16), BF16, FP32 and NVFP4 (0 means FP16 only)"
+               : ": it must be a set of (1u << NVFP4_OUT_FP16), BF16 and FP32 (0 means FP16 only; NVFP4 "
+                 "output needs ABI version 3)");
+  } else if (const std::string v3_why = v3 ? v3_info_error(info) : ""; !v3_why.empty()) {
+    why << v3_why;
   } else if ((info.flags & NVFP4_FLAG_EXACT) && (info.flags & kExactExcludes)) {
     why << "declares NVFP4_FLAG_EXACT together with flags 0x" << std::hex << (info.flags & kExactExcludes)
         << " (FP16_ACCUMULATE, MMA_ACCUMULATE, NONDETERMINISTIC) that contradict exact accumulation";
@@ -200,8 +250,21 @@ bool is_v1_problem(const nvfp4_problem& p) {
          p.b2 == nullptr && p.sfb2 == nullptr && p.groups == 0 && p.group == nullptr && p.group_device == nullptr;
 }
 
+bool is_v2_problem(const nvfp4_problem& p) {
+  return p.op != NVFP4_OP_QUANTIZE && p.out_type != NVFP4_OUT_NVFP4 && (p.a_format == 0 || p.a_format == NVFP4_FORMAT_NVFP4) &&
+         (p.b_format == 0 || p.b_format == NVFP4_FORMAT_NVFP4) && p.x == nullptr && p.q == nullptr && p.sfq == nullptr &&
+         p.group_out == nullptr && p.group_out_device == nullptr;
+}
+
 int Kernel::run(const nvfp4_problem& p) const {
-  if (info->abi_version >= 2) return run_fn(index, &p);
+  if (info->abi_version >= 3) return run_fn(index, &p);
+  if (info->abi_version == 2) {
+    if (!is_v2_problem(p)) return NVFP4_UNSUPPORTED;
+    // Exactly the version-2 bytes, on the heap, as for version 1 below.
+    std::unique_ptr<unsigned char[]> v2(new unsigned char[kAbiV2ProblemBytes]);
+    std::memcpy(v2.get(), &p, kAbiV2ProblemBytes);
+    return run_fn(index, reinterpret_cast<const nvfp4_problem*>(v2.get()));
+  }
   if (!is_v1_problem(p)) return NVFP4_UNSUPPORTED;
   // Exactly the version-1 bytes, on the heap, so that reading past them is caught (ASan) rather
   // than finding this call's version-2 fields.

@@ -16,6 +16,9 @@ namespace nvfp4 {
 // (its info) and may read (its problem). Everything after is version 2's (SPEC.md section 5).
 constexpr size_t kAbiV1InfoBytes = offsetof(nvfp4_kernel_info, out_types);
 constexpr size_t kAbiV1ProblemBytes = offsetof(nvfp4_problem, out_type);
+// Likewise version 2's (everything after is version 3's).
+constexpr size_t kAbiV2InfoBytes = offsetof(nvfp4_kernel_info, a_formats);
+constexpr size_t kAbiV2ProblemBytes = offsetof(nvfp4_problem, a_format);
 
 // The output types a kernel writes, as a bit set of (1u << NVFP4_OUT_*): a version-1 kernel, or
 // out_types 0, writes FP16 only.
@@ -26,6 +29,8 @@ inline uint32_t declared_out_types(const nvfp4_kernel_info& info) {
 // Whether p is a problem version 1 of the ABI can express: GEMV or GEMM, FP16 out, no second B,
 // no groups. A version-1 kernel is handed nothing else (it could not tell).
 bool is_v1_problem(const nvfp4_problem& p);
+// Whether p is one version 2 can express: no quantize op, no NVFP4 output, NVFP4 operands.
+bool is_v2_problem(const nvfp4_problem& p);
 
 // One kernel: its info and how to call it (the providing library's nvfp4_kernel_run + index).
 struct Kernel {

@@ -17,6 +17,7 @@ const char* to_string(Op op) {
     case Op::gemm: return "gemm";
     case Op::grouped_gemm: return "grouped_gemm";
     case Op::dual_gemm: return "dual_gemm";
+    case Op::quantize: return "quantize";
   }
   return "unknown-op";
 }
@@ -30,15 +31,60 @@ const char* to_string(OutType type) {
   return "unknown-out-type";
 }
 
-bool parse_op(const std::string& text, Op* op) {
-  for (const Op o : {Op::gemv, Op::gemm, Op::grouped_gemm, Op::dual_gemm}) {
-    if (text == to_string(o)) {
-      *op = o;
+const char* to_string(BlockFormat format) {
+  switch (format) {
+    case BlockFormat::nvfp4: return "nvfp4";
+    case BlockFormat::mxfp4: return "mxfp4";
+    case BlockFormat::mxfp8_e4m3: return "mxfp8_e4m3";
+    case BlockFormat::mxfp8_e5m2: return "mxfp8_e5m2";
+  }
+  return "unknown-format";
+}
+
+const char* to_string(InType type) {
+  switch (type) {
+    case InType::fp16: return "fp16";
+    case InType::bf16: return "bf16";
+    case InType::fp32: return "fp32";
+  }
+  return "unknown-in-type";
+}
+
+const char* to_string(Recipe recipe) {
+  switch (recipe) {
+    case Recipe::te: return "te";
+    case Recipe::ref: return "ref";
+    case Recipe::fast: return "fast";
+    case Recipe::torchao: return "torchao";
+    case Recipe::mx_rceil: return "mx_rceil";
+    case Recipe::mx_floor: return "mx_floor";
+    case Recipe::mx_even: return "mx_even";
+  }
+  return "unknown-recipe";
+}
+
+namespace {
+
+// Finds text among the names of an enum's values `first`..`last` (consecutive).
+template <class E>
+bool parse_enum(const std::string& text, E first, E last, E* out) {
+  for (uint32_t v = static_cast<uint32_t>(first); v <= static_cast<uint32_t>(last); ++v) {
+    if (text == to_string(static_cast<E>(v))) {
+      *out = static_cast<E>(v);
       return true;
     }
   }
   return false;
 }
+
+}  // namespace
+
+bool parse_op(const std::string& text, Op* op) { return parse_enum(text, Op::gemv, Op::quantize, op); }
+bool parse_block_format(const std::string& text, BlockFormat* f) {
+  return parse_enum(text, BlockFormat::nvfp4, BlockFormat::mxfp8_e5m2, f);
+}
+bool parse_in_type(const std::string& text, InType* t) { return parse_enum(text, InType::fp16, InType::fp32, t); }
+bool parse_recipe(const std::string& text, Recipe* r) { return parse_enum(text, Recipe::te, Recipe::mx_even, r); }
 
 bool parse_out_type(const std::string& text, OutType* type) {
   for (const OutType t : {OutType::fp16, OutType::bf16, OutType::fp32}) {
@@ -88,6 +134,7 @@ std::string size_error(const char* what, int64_t a, int64_t b, int64_t c) {
 }  // namespace
 
 int64_t Problem::c_elems() const {
+  if (op == Op::quantize) return 0;
   if (op != Op::grouped_gemm) return l * m * n;
   int64_t total = 0;
   for (const Group& g : groups) total += g.c_elems();
@@ -105,6 +152,7 @@ bool Problem::has_data() const {
     }
     return true;
   }
+  if (op == Op::quantize) return fits(x, x_bytes());
   return fits(a, a_bytes()) && fits(b, b_bytes()) && fits(sfa, sfa_bytes()) && fits(sfb, sfb_bytes()) &&
          fits(b2, b2_bytes()) && fits(sfb2, sfb2_bytes());
 }
@@ -160,11 +208,35 @@ std::string grouped_shape_error(const Problem& p) {
   return {};
 }
 
+// quantize: X of l x m x k (n = 1), k even for E2M1 codes, the recipe one of the format's,
+// the options its own (2D tiles and stochastic rounding for NVFP4 only).
+std::string quantize_shape_error(const Problem& p) {
+  if (p.m < 1) return "m = " + std::to_string(p.m) + " must be >= 1";
+  if (p.l < 1) return "l = " + std::to_string(p.l) + " must be >= 1";
+  if (p.n != 1) return "quantize needs n = 1, got n = " + std::to_string(p.n);
+  if (p.k < 2 || (packs_nibbles(p.q_format) && p.k % 2 != 0))
+    return "k = " + std::to_string(p.k) + (packs_nibbles(p.q_format) ? " must be even and >= 2" : " must be >= 2");
+  if (static_cast<uint32_t>(p.in_type) < 1 || static_cast<uint32_t>(p.in_type) > 3) return "in_type must be fp16, bf16 or fp32";
+  if (static_cast<uint32_t>(p.q_format) < 1 || static_cast<uint32_t>(p.q_format) > 4)
+    return "format must be nvfp4, mxfp4, mxfp8_e4m3 or mxfp8_e5m2";
+  if (static_cast<uint32_t>(p.recipe) < 1 || static_cast<uint32_t>(p.recipe) > 7) return "recipe is not one of SPEC section 2's";
+  if (!recipe_fits(p.recipe, p.q_format))
+    return std::string("recipe ") + to_string(p.recipe) + " does not quantize to " + to_string(p.q_format) +
+           " (te, ref, fast and torchao make nvfp4; mx_rceil, mx_floor and mx_even the MX formats)";
+  if (p.q_format != BlockFormat::nvfp4 && (p.quant_2d || p.row_global_scale))
+    return "16 x 16 tiles and per-row global scales are NVFP4's (the MX recipes have no global scale)";
+  if (p.quant_2d && p.row_global_scale) return "16 x 16 tiles span 16 rows: they cannot have one global scale per row";
+  if (p.stochastic_seed && p.q_format != BlockFormat::nvfp4) return "stochastic rounding is for NVFP4 codes";
+  std::string e = size_error("X", p.l, p.m, checked_bytes(p.k, in_word_bytes(p.in_type), 1));
+  if (e.empty()) e = size_error("permuted SFQ", p.l, ceil_div(p.m, 128) * 128, ceil_div(p.qkb(), 4) * 4);
+  return e;
+}
+
 }  // namespace
 
 std::string shape_error(const Problem& p) {
-  if (p.op != Op::gemv && p.op != Op::gemm && p.op != Op::grouped_gemm && p.op != Op::dual_gemm)
-    return "op must be gemv, gemm, grouped_gemm or dual_gemm";
+  if (p.op != Op::gemv && p.op != Op::gemm && p.op != Op::grouped_gemm && p.op != Op::dual_gemm && p.op != Op::quantize)
+    return "op must be gemv, gemm, grouped_gemm, dual_gemm or quantize";
   if (p.sf_layout != SfLayout::linear && p.sf_layout != SfLayout::permuted)
     return "sf_layout must be linear or permuted";
   if (p.semantics != ScaleSemantics::ue4m3 && p.semantics != ScaleSemantics::e4m3)
@@ -173,6 +245,7 @@ std::string shape_error(const Problem& p) {
     return "out_type must be fp16, bf16 or fp32";
   if (p.op == Op::grouped_gemm) return grouped_shape_error(p);
   if (!p.groups.empty()) return "only grouped_gemm has groups";
+  if (p.op == Op::quantize) return p.packed ? "only grouped_gemm has the packed arrangement" : quantize_shape_error(p);
   if (p.packed) return "only grouped_gemm has the packed arrangement";
   return gemm_shape_error(p.m, p.n, p.k, p.l, out_word_bytes(p.out_type), "", p.op == Op::gemv);
 }
@@ -214,6 +287,16 @@ std::string problem_error(const Problem& p) {
     if (p.expect) return "grouped_gemm holds its expected outputs per group";
     return {};
   }
+  if (p.op == Op::quantize) {
+    auto optional_length = [&](const std::string& what, const std::optional<std::vector<uint8_t>>& v, int64_t want) {
+      return v ? length(what, v->size(), want) : std::string();
+    };
+    for (std::string err : {length("x", p.x.size(), p.x_bytes()), optional_length("expect_q", p.expect_q, p.q_bytes()),
+                            optional_length("expect_sfq", p.expect_sfq, p.sfq_bytes())})
+      if (!err.empty()) return err;
+    if (p.expect) return "quantize records its expected outputs as expect_q and expect_sfq";
+    return {};
+  }
   if (!std::isfinite(p.alpha)) return "alpha must be finite";
   if (!std::isfinite(p.alpha2)) return "alpha2 must be finite";
   for (std::string err : {length("a", p.a.size(), p.a_bytes()), length("b", p.b.size(), p.b_bytes()),
@@ -228,7 +311,7 @@ std::string problem_error(const Problem& p) {
 }
 
 bool has_expect(const Problem& p) {
-  if (p.expect) return true;
+  if (p.expect || p.expect_q || p.expect_sfq) return true;
   for (const Group& g : p.groups) {
     if (g.expect) return true;
   }
@@ -237,6 +320,8 @@ bool has_expect(const Problem& p) {
 
 void clear_expect(Problem& p) {
   p.expect.reset();
+  p.expect_q.reset();
+  p.expect_sfq.reset();
   for (Group& g : p.groups) g.expect.reset();
 }
 

@@ -16,7 +16,12 @@
 namespace nvfp4 {
 
 // Values of NVFP4_OP_*.
-enum class Op : uint32_t { gemv = 1, gemm = 2, grouped_gemm = 3, dual_gemm = 4 };
+enum class Op : uint32_t { gemv = 1, gemm = 2, grouped_gemm = 3, dual_gemm = 4, quantize = 5 };
+// Block formats of SPEC section 1 (values of NVFP4_FORMAT_*), quantize input types
+// (NVFP4_IN_*) and quantization recipes of SPEC section 2 (NVFP4_RECIPE_*).
+enum class BlockFormat : uint32_t { nvfp4 = 1, mxfp4 = 2, mxfp8_e4m3 = 3, mxfp8_e5m2 = 4 };
+enum class InType : uint32_t { fp16 = 1, bf16 = 2, fp32 = 3 };
+enum class Recipe : uint32_t { te = 1, ref = 2, fast = 3, torchao = 4, mx_rceil = 5, mx_floor = 6, mx_even = 7 };
 enum class SfLayout : uint32_t { linear = 1, permuted = 2 };  // values of NVFP4_SF_*
 // OutType (values of NVFP4_OUT_*) is defined in out_type.h, with its rounding: device code
 // includes that header alone.
@@ -25,9 +30,26 @@ const char* to_string(Op op);
 const char* to_string(SfLayout layout);
 const char* to_string(ScaleSemantics semantics);
 const char* to_string(OutType type);
-// "gemv", "gemm", "grouped_gemm", "dual_gemm" / "fp16", "bf16", "fp32"; false for anything else.
+const char* to_string(BlockFormat format);
+const char* to_string(InType type);
+const char* to_string(Recipe recipe);
+// "gemv", "gemm", "grouped_gemm", "dual_gemm", "quantize" / "fp16", "bf16", "fp32" / "nvfp4",
+// "mxfp4", "mxfp8_e4m3", "mxfp8_e5m2" / ... ; false for anything else.
 bool parse_op(const std::string& text, Op* op);
 bool parse_out_type(const std::string& text, OutType* type);
+bool parse_block_format(const std::string& text, BlockFormat* format);
+bool parse_in_type(const std::string& text, InType* type);
+bool parse_recipe(const std::string& text, Recipe* recipe);
+
+// Elements per scale block (16 for NVFP4, 32 for the MX formats), bytes per input word.
+inline int64_t block_size(BlockFormat f) { return f == BlockFormat::nvfp4 ? 16 : 32; }
+inline int in_word_bytes(InType t) { return t == InType::fp32 ? 4 : 2; }
+// E2M1 elements are packed two to a byte; E4M3 and E5M2 take a byte each.
+inline bool packs_nibbles(BlockFormat f) { return f == BlockFormat::nvfp4 || f == BlockFormat::mxfp4; }
+// Whether a recipe quantizes to the format (the first four recipes NVFP4, the last three MX).
+inline bool recipe_fits(Recipe r, BlockFormat f) {
+  return (static_cast<uint32_t>(r) <= static_cast<uint32_t>(Recipe::torchao)) == (f == BlockFormat::nvfp4);
+}
 
 // One GEMM of a grouped problem: l = 1, its own shape, alpha, data and expected output.
 struct Group {
@@ -63,6 +85,18 @@ struct Problem {
   // the arrangement of SPEC section 2 (one n, one k), see packed_layout().
   std::vector<Group> groups;
   bool packed = false;
+  // quantize (SPEC section 2): X, l*m*k little-endian words of in_type in C order (n is 1),
+  // quantized to q_format by `recipe` into Q (codes, laid out like A) and SFQ (one scale per
+  // block of k, LINEAR here like every scale; sf_layout is the layout the kernel writes).
+  // quant_2d: NVFP4 blocks of 16 x 16 (16 rows, 16 k); row_global_scale: one global scale per
+  // row; stochastic_seed: codes rounded stochastically from it. out_type is fp16 and unused.
+  InType in_type = InType::bf16;
+  BlockFormat q_format = BlockFormat::nvfp4;
+  Recipe recipe = Recipe::te;
+  bool quant_2d = false, row_global_scale = false;
+  std::optional<uint64_t> stochastic_seed;
+  std::vector<uint8_t> x;
+  std::optional<std::vector<uint8_t>> expect_q, expect_sfq;  // reference Q and SFQ (linear), if recorded
   std::string note;
   // A case may name a seed and generator instead of explicit data (SPEC.md section 4); the
   // harness's generators fill a, b, sfa, sfb from them. Explicit data always wins.
@@ -73,16 +107,23 @@ struct Problem {
   // case files; whoever changes the data clears it.
   bool data_from_seed = false;
 
-  // Sizes of the problem-level tensors (0 for grouped_gemm, whose data are per group).
+  // Sizes of the problem-level tensors (0 for grouped_gemm, whose data are per group, and for
+  // quantize, whose data are X).
   int64_t kb() const { return (k + 15) / 16; }
-  int64_t a_bytes() const { return op == Op::grouped_gemm ? 0 : l * m * k / 2; }
-  int64_t b_bytes() const { return op == Op::grouped_gemm ? 0 : l * n * k / 2; }
+  bool gemm_data() const { return op != Op::grouped_gemm && op != Op::quantize; }
+  int64_t a_bytes() const { return gemm_data() ? l * m * k / 2 : 0; }
+  int64_t b_bytes() const { return gemm_data() ? l * n * k / 2 : 0; }
   int64_t b2_bytes() const { return op == Op::dual_gemm ? l * n * k / 2 : 0; }
-  int64_t sfa_bytes() const { return op == Op::grouped_gemm ? 0 : l * m * kb(); }
-  int64_t sfb_bytes() const { return op == Op::grouped_gemm ? 0 : l * n * kb(); }
+  int64_t sfa_bytes() const { return gemm_data() ? l * m * kb() : 0; }
+  int64_t sfb_bytes() const { return gemm_data() ? l * n * kb() : 0; }
   int64_t sfb2_bytes() const { return op == Op::dual_gemm ? l * n * kb() : 0; }
+  // quantize: X's bytes, Q's bytes, scale blocks per row and SFQ's bytes (linear).
+  int64_t x_bytes() const { return op == Op::quantize ? l * m * k * in_word_bytes(in_type) : 0; }
+  int64_t q_bytes() const { return op == Op::quantize ? (packs_nibbles(q_format) ? l * m * k / 2 : l * m * k) : 0; }
+  int64_t qkb() const { return (k + block_size(q_format) - 1) / block_size(q_format); }
+  int64_t sfq_bytes() const { return op == Op::quantize ? l * m * qkb() : 0; }
   // Output elements: l*m*n, or for grouped_gemm the sum of m_g*n_g (the groups' outputs one
-  // after another, which is also the packed C).
+  // after another, which is also the packed C). quantize: 0 (its outputs are Q and SFQ).
   int64_t c_elems() const;
   int64_t c_bytes() const { return c_elems() * out_word_bytes(out_type); }
   bool has_data() const;  // every tensor present with the right length (every group's too)

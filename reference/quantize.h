@@ -1,0 +1,74 @@
+// The exact quantizers of SPEC.md section 2 (recipes te, ref, fast, torchao, mx_rceil, mx_floor,
+// mx_even) and the oracle's rule 7 for a quantize problem: what every byte of Q and SFQ must be,
+// and, where a kernel's bytes differ, which block and which of the recipe's operations the kernel
+// apparently did differently. Every operation is the FP32 operation the recipe names, done with
+// the host's IEEE binary32 arithmetic (round to nearest even, subnormals kept), so the result is
+// the same on every machine; the sources of each formula are in the project's
+// shared/evidence/quantizer-recipes.md.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "reference/problem.h"
+
+namespace nvfp4 {
+
+// Input element `index` (C order over l x m x k) of a quantize problem as a float (every FP16,
+// BF16 and FP32 word is exactly a float).
+float quantize_input(const Problem& p, int64_t index);
+
+// The global scales the suite hands the kernel, by the recipe's own convention from amax(|X|)
+// (NaN elements ignored): one value, or l*m with p.row_global_scale (one per row); empty for the
+// MX recipes, which have none. te: min(RN(2688/amax), FLT_MAX), 1 where amax is 0 or that is 0;
+// ref and fast: RN(2688/amax); torchao: the decode scale RN(amax/2688).
+std::vector<float> quantize_global_scales(const Problem& p);
+
+// How a kernel's quantization may differ from the recipe's named operations: used to say which
+// operation a failing kernel did differently, by recomputing with each variant.
+enum class QuantVariant : uint8_t {
+  exact,              // the recipe as SPEC section 2 writes it
+  other_association,  // gs * (amax * c6) where the recipe has amax * (gs * c6), and the reverse
+  approx_reciprocal,  // both reciprocals within 1 ulp (rcp.approx.ftz): `fast`'s window
+  scale_toward_zero,  // the E4M3 / E8M0 scale rounded toward zero instead of to nearest
+  os_from_unrounded,  // the encode factor from the scale before its E4M3 rounding
+  decode_as_encode,   // the global scale used the other way round (1/gs for gs)
+};
+const char* to_string(QuantVariant v);
+
+// The reference quantization of p: Q (l*m*k/2 packed E2M1 bytes, or l*m*k bytes for MXFP8) and
+// SFQ (l*m*qkb scale bytes, LINEAR order), with each block's encode factor os (linear order,
+// like SFQ) and the global scales handed over. Throws std::invalid_argument for a problem that is
+// not a valid quantize problem with data.
+struct QuantResult {
+  std::vector<uint8_t> q, sfq;
+  std::vector<float> os;
+  std::vector<float> global_scale;
+};
+QuantResult quantize_reference(const Problem& p, QuantVariant variant = QuantVariant::exact);
+
+// Rule 7: a kernel's Q and SFQ against the reference. `sfq` is SFQ as the kernel left it, in
+// p.sf_layout (for permuted: padding cells included, which must be `padding` after the call:
+// 0x00, or the byte the runner put there when the kernel declares NVFP4_FLAG_SF_PADDING_KEPT).
+// Zero codes of either sign are equal; a NaN element may take any code and the rest of its block
+// is judged as if it were absent; for `fast` a code may also be the one for x*os' for any os'
+// within os*(1 +- 2^-20).
+struct QuantJudgement {
+  int64_t wrong_codes = 0, wrong_scales = 0, wrong_padding = 0;
+  // The first wrong block: batch, row, block; the expected and actual scale byte, the first
+  // wrong element in it and its expected and actual code.
+  int64_t b = 0, i = 0, s = 0, x = -1;
+  uint8_t expected_scale = 0, actual_scale = 0, expected_code = 0, actual_code = 0;
+  bool pass() const { return wrong_codes == 0 && wrong_scales == 0 && wrong_padding == 0; }
+};
+QuantJudgement judge_quantize(const Problem& p, const QuantResult& ref, const std::vector<uint8_t>& q,
+                              const std::vector<uint8_t>& sfq, uint8_t padding);
+
+// The failure in words: the block, expected and actual scale byte and codes (value and hex),
+// and the variant whose output the kernel's matches, where one does ("the kernel's bytes are
+// what the recipe gives with the other association ..."), tried in QuantVariant's order.
+std::string quantize_failure_text(const Problem& p, const QuantJudgement& j, const std::vector<uint8_t>& q,
+                                  const std::vector<uint8_t>& sfq, uint8_t padding);
+
+}  // namespace nvfp4
