@@ -40,6 +40,13 @@ std::string shape_words(const Problem& p) {
   return fmt::format("{} groups{}", p.groups.size(), p.packed ? " (packed)" : "");
 }
 
+// "m=4 k=64 l=1, bf16 -> nvfp4 by te (16 x 16 tiles)": a quantize case in words.
+std::string quantize_words(const Problem& p) {
+  return fmt::format("m={} k={} l={}, {} -> {} by {}{}{}", p.m, p.k, p.l, to_string(p.in_type), to_string(p.q_format),
+                     to_string(p.recipe), p.quant_2d ? " (16 x 16 tiles)" : "",
+                     p.row_global_scale ? " (one global scale per row)" : "");
+}
+
 int run_reference(const ReferenceOptions& opts) {
   Problem p;
   try {
@@ -54,8 +61,15 @@ int run_reference(const ReferenceOptions& opts) {
   }
   const ExactResult ref = exact_gemm(p);
 
-  // Raw little-endian words of the output type in C order; grouped: the groups one after another.
-  const std::vector<uint8_t> bytes = words_to_bytes(p.out_type, ref.words());
+  // Raw little-endian words of the output type in C order; grouped: the groups one after another;
+  // quantize: Q's bytes, then SFQ's in linear order (SPEC section 6).
+  std::vector<uint8_t> bytes;
+  if (p.op == Op::quantize) {
+    bytes = ref.quant->q;
+    bytes.insert(bytes.end(), ref.quant->sfq.begin(), ref.quant->sfq.end());
+  } else {
+    bytes = words_to_bytes(p.out_type, ref.words());
+  }
   std::ofstream out(opts.out_path, std::ios::binary | std::ios::trunc);
   if (out) out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
   if (out) out.close();
@@ -64,13 +78,23 @@ int run_reference(const ReferenceOptions& opts) {
                std::strerror(errno));
     return 2;
   }
-  fmt::print("{}: {} {} out_type={}: wrote {} outputs ({} bytes) to {}\n", opts.case_path, to_string(p.op),
-             shape_words(p), to_string(p.out_type), ref.size(), bytes.size(), opts.out_path);
+  if (p.op == Op::quantize)
+    fmt::print("{}: quantize {}: wrote Q ({} bytes) and SFQ ({} bytes, linear) to {}\n", opts.case_path,
+               quantize_words(p), ref.quant->q.size(), ref.quant->sfq.size(), opts.out_path);
+  else
+    fmt::print("{}: {} {} out_type={}: wrote {} outputs ({} bytes) to {}\n", opts.case_path, to_string(p.op),
+               shape_words(p), to_string(p.out_type), ref.size(), bytes.size(), opts.out_path);
 
   constexpr size_t kShown = 10;
   const ExpectComparison cmp = compare_expect(p, ref, kShown);
   if (!cmp.any_expect) return 0;
   for (const int64_t idx : cmp.first) {
+    if (p.op == Op::quantize) {
+      const int64_t q = static_cast<int64_t>(ref.quant->q.size());
+      fmt::print(stderr, "  {} byte {}: expect 0x{:02x}, reference 0x{:02x}\n", idx < q ? "Q" : "SFQ", idx < q ? idx : idx - q,
+                 expect_word(p, idx), idx < q ? ref.quant->q[idx] : ref.quant->sfq[idx - q]);
+      continue;
+    }
     fmt::print(stderr, "  {}: expect {}, reference {}\n", position_words(p, idx),
                word_text(p.out_type, expect_word(p, idx)), word_text(p.out_type, ref.word(static_cast<size_t>(idx))));
   }

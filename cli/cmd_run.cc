@@ -16,6 +16,7 @@
 #include "cli/commands.h"
 #include "cli/python_kernel.h"
 #include "harness/listeners.h"
+#include "harness/ops/op_module.h"
 #include "harness/suite.h"
 
 namespace nvfp4::cli {
@@ -99,7 +100,7 @@ void add_run_command(CLI::App& app, int& exit_code) {
   run->add_option("--plugin", args->plugins, "Shared library exporting the nvfp4 kernel ABI (repeatable)");
   run->add_option("--kernel", args->kernels, "Kernel to check (repeatable; default: every kernel that can run here)");
   run->add_option("--op", args->op, "Only this op")
-      ->check(CLI::IsMember({"gemv", "gemm", "grouped_gemm", "dual_gemm"}));
+      ->check(CLI::IsMember(op_names()));
   run->add_option("--cases", args->cases, "Cases per kernel (default: as many as the time allows)")
       ->check(count_in_range(int64_t(1) << 40));
   run->add_option("--seconds", args->seconds, "Time for all kernels together (default 60 without --cases)")

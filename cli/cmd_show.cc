@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdio>
 #include <memory>
 #include <stdexcept>
@@ -18,6 +19,7 @@
 #include "reference/case_file.h"
 #include "reference/exact_gemm.h"
 #include "reference/oracle.h"
+#include "reference/quantize.h"
 #include "reference/scale_layout.h"
 
 namespace nvfp4::cli {
@@ -87,6 +89,58 @@ bool element_exact(const Problem& p, const ExactResult& ref, int64_t idx) {
   return exact_regime(ref.elems[idx], element_alpha(p, pos));
 }
 
+// A scale byte in words: E4M3 (NVFP4) or E8M0 (the MX formats).
+std::string scale_words(BlockFormat f, uint8_t byte) {
+  if (f != BlockFormat::nvfp4)
+    return byte == 0xFF ? "0xff (NaN)" : fmt::format("0x{:02x} (2^{})", byte, static_cast<int>(byte) - 127);
+  const ScaleValue v = e4m3_decode(byte, ScaleSemantics::e4m3);
+  if (v.nan) return fmt::format("0x{:02x} (NaN)", byte);
+  return fmt::format("0x{:02x} ({})", byte, v.sign * std::ldexp(static_cast<double>(v.sig), v.exp));
+}
+
+// A quantize case: its declaration, the global scales handed over, the first blocks' maxima,
+// scale bytes, encode factors and codes, and the expect lines against the reference.
+int show_quantize(const ShowOptions& opts, const Problem& p, bool generated) {
+  const QuantResult ref = quantize_reference(p);
+  fmt::print("case       {}\n", opts.case_path);
+  if (!p.note.empty()) fmt::print("note       {}\n", p.note);
+  fmt::print("op         quantize  m={} k={} l={}  ({} scale blocks of {} per row)\n", p.m, p.k, p.l, p.qkb(),
+             block_size(p.q_format));
+  fmt::print("recipe     {} -> {} by {}{}{}{}\n", to_string(p.in_type), to_string(p.q_format), to_string(p.recipe),
+             p.quant_2d ? ", 16 x 16 tiles" : "", p.row_global_scale ? ", one global scale per row" : "",
+             p.stochastic_seed ? fmt::format(", stochastic (seed {})", *p.stochastic_seed) : "");
+  fmt::print("sf_layout  {} (the layout SFQ is written in; the file and `reference` use linear order)\n",
+             to_string(p.sf_layout));
+  if (p.seed)
+    fmt::print("seed       {}  generator {}{}\n", *p.seed, p.generator, generated ? "  (X drawn from it)" : "  (explicit X wins)");
+  fmt::print("bytes      x {}  q {}  sfq {} (permuted {})\n", p.x_bytes(), p.q_bytes(), p.sfq_bytes(),
+             sf_permuted_bytes(p.m, p.qkb(), p.l));
+  if (ref.global_scale.empty()) fmt::print("global     none (the MX recipes have no global scale)\n");
+  else
+    fmt::print("global     {} value(s), the first {} ({:a})\n", ref.global_scale.size(), ref.global_scale.front(),
+               ref.global_scale.front());
+  const int64_t bs = block_size(p.q_format), shown = std::min<int64_t>(8, p.l * p.m * p.qkb());
+  for (int64_t b = 0; b < shown; ++b) {
+    const int64_t row = b / p.qkb(), s = b % p.qkb();
+    std::string codes;
+    for (int64_t x = s * bs; x < std::min(p.k, (s + 1) * bs); ++x) {
+      const int64_t e = row * p.k + x;
+      const uint8_t code = packs_nibbles(p.q_format) ? ((ref.q[e / 2] >> (4 * (e % 2))) & 0xF) : ref.q[e];
+      codes += fmt::format(packs_nibbles(p.q_format) ? "{:x}" : "{:02x} ", code);
+    }
+    fmt::print("block      row {} block {}: scale {}, os {:a}, codes {}\n", row, s, scale_words(p.q_format, ref.sfq[b]),
+               ref.os[b], codes);
+  }
+  const ExactResult result = exact_gemm(p);
+  const ExpectComparison cmp = compare_expect(p, result, 1);
+  if (!cmp.any_expect) fmt::print("expect     none recorded\n");
+  else if (cmp.differing == 0) fmt::print("expect     all {} bytes match the reference\n", cmp.compared);
+  else
+    fmt::print("expect     {} of {} bytes differ from the reference; the first: {}\n", cmp.differing, cmp.compared,
+               expect_mismatch(p, result));
+  return cmp.differing == 0 ? 0 : 1;
+}
+
 int run_show(const ShowOptions& opts) {
   Problem p;
   bool generated = false;
@@ -103,6 +157,7 @@ int run_show(const ShowOptions& opts) {
     fmt::print(stderr, "nvfp4check show: {}: {}\n", opts.case_path, e.what());
     return 2;
   }
+  if (p.op == Op::quantize) return show_quantize(opts, p, generated);
   const bool grouped = p.op == Op::grouped_gemm, dual = p.op == Op::dual_gemm;
   const OutType type = p.out_type;
 

@@ -8,6 +8,8 @@
 
 #include <fmt/format.h>
 
+#include "harness/ops/op_module.h"
+
 namespace nvfp4::cli {
 
 void add_python_options(CLI::App* c, PythonArgs& args, bool with_op) {
@@ -38,7 +40,7 @@ void add_python_options(CLI::App* c, PythonArgs& args, bool with_op) {
       ->check(CLI::IsMember({"host", "cuda"}));
   if (with_op)
     c->add_option("--op", args.ops, "--python: an op the function declares (repeatable; default gemv)")
-        ->check(CLI::IsMember({"gemv", "gemm", "grouped_gemm", "dual_gemm"}));
+        ->check(CLI::IsMember(op_names()));
   c->add_option("--sf-layout", args.sf_layouts, "--python: a scale layout the function reads (repeatable)")
       ->check(CLI::IsMember({"linear", "permuted"}));
   c->add_option("--flags", args.flags, "--python: the function's declared flags (SPEC.md section 5 bits)");

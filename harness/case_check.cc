@@ -10,6 +10,7 @@
 
 #include "gpu_reference/exact_gemm_gpu.h"
 #include "harness/generators.h"
+#include "harness/ops/op_module.h"
 #include "reference/case_file.h"
 #include "reference/scale_layout.h"
 
@@ -79,6 +80,12 @@ Policy kernel_policy(const KernelDesc& k) {
 }
 
 std::string unsupported_reason(const nvfp4_kernel_info& info, const Problem& p) {
+  return op_module(p.op).unsupported_reason(info, p);
+}
+
+bool probes_refusal(const nvfp4_kernel_info& info, const Problem& p) { return op_module(p.op).probes_refusal(info, p); }
+
+std::string gemm_family::unsupported_reason(const nvfp4_kernel_info& info, const Problem& p) {
   const uint32_t op = static_cast<uint32_t>(p.op), layout = static_cast<uint32_t>(p.sf_layout);
   if (!((info.ops >> op) & 1u)) return fmt::format("the kernel does not declare op {}", to_string(p.op));
   if (!((declared_out_types(info) >> static_cast<uint32_t>(p.out_type)) & 1u))
@@ -118,7 +125,7 @@ std::string unsupported_reason(const nvfp4_kernel_info& info, const Problem& p) 
   return "";
 }
 
-bool probes_refusal(const nvfp4_kernel_info& info, const Problem& p) {
+bool gemm_family::probes_refusal(const nvfp4_kernel_info& info, const Problem& p) {
   // A version-1 kernel is handed version-1 problems only; no kernel is handed an op of revision 3
   // or an output type it does not declare (the ABI gives it no way to tell it apart from one it
   // does), nor groups it cannot be handed in its arrangement. GEMV and GEMM every kernel tells
@@ -211,6 +218,10 @@ StaleVariant stale_gemm(const Problem& p, const ExactResult& ref, uint64_t seed)
 }  // namespace
 
 StaleVariant stale_variant(const Problem& p, const ExactResult& ref, uint64_t seed) {
+  return op_module(p.op).stale_variant(p, ref, seed);
+}
+
+StaleVariant gemm_family::stale_variant(const Problem& p, const ExactResult& ref, uint64_t seed) {
   if (p.op == Op::gemv || p.op == Op::gemm) return stale_gemm(p, ref, seed);
   if (p.op == Op::dual_gemm) {
     // silu(-G) * -U is not -(silu(G) * U): B2 alone is negated (U and so C change sign), the
@@ -261,11 +272,12 @@ std::string save_case(const std::string& kernel, const Problem& p, const ExactRe
   constexpr int64_t kSeededSaveBytes = int64_t(1) << 20;
   constexpr int64_t kMaxSavedExpect = int64_t(1) << 20;
   Problem saved = p;
-  int64_t data_bytes = p.a_bytes() + p.b_bytes() + p.sfa_bytes() + p.sfb_bytes() + p.b2_bytes() + p.sfb2_bytes();
+  int64_t data_bytes =
+      p.a_bytes() + p.b_bytes() + p.sfa_bytes() + p.sfb_bytes() + p.b2_bytes() + p.sfb2_bytes() + p.x_bytes();
   for (const Group& g : p.groups) data_bytes += g.a_bytes() + g.b_bytes() + g.sfa_bytes() + g.sfb_bytes();
   const bool seeded = p.data_from_seed && p.seed && (compact || data_bytes > kSeededSaveBytes);
   if (seeded) {
-    for (std::vector<uint8_t>* v : {&saved.a, &saved.b, &saved.sfa, &saved.sfb, &saved.b2, &saved.sfb2}) v->clear();
+    for (std::vector<uint8_t>* v : {&saved.a, &saved.b, &saved.sfa, &saved.sfb, &saved.b2, &saved.sfb2, &saved.x}) v->clear();
     for (Group& g : saved.groups) g.a.clear(), g.b.clear(), g.sfa.clear(), g.sfb.clear();
   }
   clear_expect(saved);
@@ -411,6 +423,8 @@ CaseOutcome check_case(Executor& executor, const Problem& input, const CaseOptio
     ctx.run1 = call == CaseCall::run2 || call == CaseCall::stale ? &obs[0] : nullptr;
     ctx.policy = &r.policy;
     ctx.nondeterministic = k.info.flags & NVFP4_FLAG_NONDETERMINISTIC;
+    ctx.kernel_flags = k.info.flags;
+    ctx.pad = plan[x].spec.pad;
     ctx.unsupported_why = why;
     ctx.judgement = &judgement;
     if (call == CaseCall::run1)

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "harness/ops/op_module.h"
 #include "reference/fp16.h"
 
 namespace nvfp4 {
@@ -43,9 +44,11 @@ std::optional<Finding> ended(const CallContext& x, CallObservation::End end, Che
   return Finding{check, lead + x.observation->error};
 }
 
+}  // namespace
+
 // An element still holding the poison where the reference wants a number (or, for run 2, one
 // that held each run's poison: unwritten even where NaN is the right answer).
-std::optional<Finding> unwritten(const CallContext& x) {
+std::optional<Finding> gemm_family::unwritten(const CallContext& x) {
   const std::vector<uint32_t>& c = x.observation->c;
   const std::vector<uint32_t>* other = x.call == CaseCall::run2 && x.run1 ? &x.run1->c : nullptr;
   const uint32_t run1_poison = poison_word(x.problem->out_type, 1);
@@ -59,13 +62,27 @@ std::optional<Finding> unwritten(const CallContext& x) {
   return std::nullopt;
 }
 
-std::optional<Finding> oracle_finding(const CallContext& x) {
-  const OracleSummary& s = judged(x);
+std::optional<Finding> gemm_family::judge(const CallContext& x, OracleSummary* summary) {
+  *summary = judge_words(*x.problem, *x.reference, x.observation->c.data(), *x.policy);
+  const OracleSummary& s = *summary;
   if (!s.any_failure()) return std::nullopt;
   Finding f{Check::oracle, oracle_text(x.problem->out_type, s, *x.policy), "",
             accumulation_hint(*x.problem, *x.reference, x.observation->c, *x.policy)};
   if (!f.hint.empty()) f.message += ". " + f.hint;
   return f;
+}
+
+namespace {
+
+std::optional<Finding> unwritten(const CallContext& x) { return op_module(x.problem->op).unwritten(x); }
+
+// The op's oracle on this call's output, once (later checks reuse the judgement).
+std::optional<Finding> oracle_finding(const CallContext& x) {
+  if (!x.judgement->done) {
+    x.judgement->finding = op_module(x.problem->op).judge(x, &x.judgement->summary);
+    x.judgement->done = true;
+  }
+  return x.judgement->finding;
 }
 
 // f (an oracle finding) under another check, with what leads up to it.
@@ -98,10 +115,7 @@ const char* to_string(CaseCall call) {
 }
 
 const OracleSummary& judged(const CallContext& x) {
-  if (!x.judgement->done) {
-    x.judgement->summary = judge_words(*x.problem, *x.reference, x.observation->c.data(), *x.policy);
-    x.judgement->done = true;
-  }
+  (void)oracle_finding(x);
   return x.judgement->summary;
 }
 
@@ -122,7 +136,8 @@ std::string position_text(const Problem& p, int64_t e) {
 }
 
 bool has_padding(const Problem& p) {
-  if (p.sf_layout != SfLayout::permuted) return false;
+  // A quantizer's padding is an output it writes, judged by its oracle.
+  if (p.sf_layout != SfLayout::permuted || p.op == Op::quantize) return false;
   const auto padded = [](int64_t m, int64_t n, int64_t kb) { return m % 128 != 0 || n % 128 != 0 || kb % 4 != 0; };
   if (p.op != Op::grouped_gemm) return padded(p.m, p.n, p.kb());
   for (const Group& g : p.groups)
@@ -135,6 +150,12 @@ std::string expect_mismatch(const Problem& p, const ExactResult& reference) {
   const ExpectComparison cmp = compare_expect(p, reference, 1);
   if (cmp.differing == 0) return "";
   const int64_t x = cmp.first.front();
+  if (p.op == Op::quantize) {
+    const int64_t q = static_cast<int64_t>(reference.quant->q.size());
+    const uint8_t due = x < q ? reference.quant->q[static_cast<size_t>(x)] : reference.quant->sfq[static_cast<size_t>(x - q)];
+    return fmt::format("the {} line disagrees with the exact reference at byte {}: expect 0x{:02x}, reference 0x{:02x}",
+                       x < q ? "expect_q" : "expect_sfq", x < q ? x : x - q, expect_word(p, x), due);
+  }
   const std::string where = position_text(p, x);
   return fmt::format("the expect line disagrees with the exact reference at {}: expect {}, reference {}", where,
                      word_text(p.out_type, expect_word(p, x)), word_text(p.out_type, reference.word(static_cast<size_t>(x))));

@@ -117,6 +117,8 @@ struct CallContext {
   const CallObservation* run1 = nullptr;  // run 1's observation, for run 2 and the stale call
   const Policy* policy = nullptr;
   bool nondeterministic = false;          // the kernel declares NVFP4_FLAG_NONDETERMINISTIC
+  uint32_t kernel_flags = 0;              // all the kernel's flags (ops read theirs)
+  uint8_t pad = kPad1;                    // the byte this call's padding cells held
   std::string unsupported_why;            // for `unsupported`: why the problem is outside
   // Runs the case again with zero padding (nan_padding's second opinion); empty when none can.
   std::function<std::optional<std::vector<uint32_t>>()> rerun_zero_padding;
@@ -124,10 +126,11 @@ struct CallContext {
   struct Judgement {
     bool done = false;
     OracleSummary summary;
+    std::optional<Finding> finding;
   };
   Judgement* judgement = nullptr;
 };
-// x's output judged under x.policy (once; later calls return the same judgement).
+// x's output judged by its op's oracle under x.policy (once; later calls return the same judgement).
 const OracleSummary& judged(const CallContext& x);
 
 // One function per check: a Finding when the check fails for this call, nullopt when it passes

@@ -3,6 +3,8 @@
 // always gives the plainest choice so that shrinking ends in small, readable cases.
 #include "harness/generators.h"
 
+#include "harness/ops/op_module.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -172,9 +174,10 @@ std::string case_shape_error(const Shape& s) {
 std::vector<Op> declared_ops(const nvfp4_kernel_info& info, std::optional<Op> only) {
   std::vector<Op> ops;
   // A version-1 kernel is handed GEMV and GEMM only (SPEC section 5), whatever its ops bits say.
-  const bool v2 = info.abi_version >= 2;
-  for (Op op : {Op::gemv, Op::gemm, Op::grouped_gemm, Op::dual_gemm}) {
+  const bool v2 = info.abi_version >= 2, v3 = info.abi_version >= 3;
+  for (Op op : {Op::gemv, Op::gemm, Op::grouped_gemm, Op::dual_gemm, Op::quantize}) {
     if (!v2 && op != Op::gemv && op != Op::gemm) continue;
+    if (!v3 && op == Op::quantize) continue;
     if (((info.ops >> static_cast<uint32_t>(op)) & 1u) && (!only || *only == op)) ops.push_back(op);
   }
   return ops;
@@ -973,10 +976,18 @@ void expand_seeded_case(Problem& p) {
   // its seed still names the groups' alphas.
   if (p.has_data() && !(all_empty && p.seed)) return;
   if (!p.seed) {
-    throw std::invalid_argument("the case gives neither explicit data (a, b, sfa, sfb) nor a seed");
+    throw std::invalid_argument(p.op == Op::quantize ? "the case gives neither explicit data (x) nor a seed"
+                                                      : "the case gives neither explicit data (a, b, sfa, sfb) nor a seed");
   }
   const std::string shape = shape_error(p);
   if (!shape.empty()) throw std::invalid_argument(shape);
+  if (p.op == Op::quantize) {
+    // The quantize op's own draw of X (its module); explicit X wins like every tensor.
+    if (static_cast<int64_t>(p.x.size()) == p.x_bytes()) return;
+    quantize_op::fill_x(p);
+    p.data_from_seed = true;
+    return;
+  }
   const DataSpec spec = p.generator.empty() ? DataSpec{} : DataSpec::parse(p.generator);
   // The draw reads the shape alone (op, m, n, k, l, the groups' m, n, k), never the case's data:
   // the expansion is a pure function of seed, generator and shape.

@@ -13,32 +13,11 @@
 
 #include <fmt/format.h>
 
+#include "harness/ops/op_module.h"
 #include "reference/scale_layout.h"
 
 namespace nvfp4 {
 namespace {
-
-// One tensor a call hands the kernel, as laid out for that call (scales in the problem's layout,
-// padding cells filled).
-struct InputTensor {
-  std::string name;
-  InputKind kind;
-  std::vector<uint8_t> bytes;
-};
-
-// Everything one call uploads: the inputs in the arrangement the kernel is handed, and the
-// number of output words of each output buffer (one, or one per non-empty group when the groups
-// are separate). For a grouped problem, `group_inputs[g]` lists the indices into `inputs` of
-// group g's a, b, sfa, sfb (-1 for an empty group), or for the packed arrangement the packed
-// buffers with each group's byte offsets in `offsets[g]`.
-struct LaidOut {
-  std::vector<InputTensor> inputs;
-  std::vector<int64_t> outputs;
-  std::vector<std::string> output_names;  // "c", or each group's "c[g=3]"
-  bool packed = false;
-  std::vector<std::array<int64_t, 4>> offsets;  // packed: a, b, sfa, sfb offsets of each group
-  std::vector<int64_t> c_offset;                // packed: each group's first C element
-};
 
 std::vector<uint8_t> scales_as(const Problem& p, const std::vector<uint8_t>& linear, int64_t rows, int64_t kb,
                                int64_t l, uint8_t pad) {
@@ -46,7 +25,23 @@ std::vector<uint8_t> scales_as(const Problem& p, const std::vector<uint8_t>& lin
   return sf_to_permuted(linear.data(), rows, kb, l, pad);
 }
 
-LaidOut lay_out(const Problem& p, uint8_t pad, bool packed_kernel) {
+// `count` copies of word w as bytes of `type`.
+std::vector<uint8_t> poisoned_bytes(int64_t count, OutType type, uint32_t w) {
+  const int width = out_word_bytes(type);
+  std::vector<uint8_t> out(static_cast<size_t>(count * width));
+  for (int64_t e = 0; e < count; ++e) std::memcpy(out.data() + e * width, &w, static_cast<size_t>(width));
+  return out;
+}
+
+OutputTensor poisoned_output(const Problem& p, const std::string& name, int64_t words, uint32_t poison) {
+  return {name, words, out_word_bytes(p.out_type), poisoned_bytes(words, p.out_type, poison)};
+}
+
+}  // namespace
+
+LaidOut gemm_family::lay_out(const Problem& p, const CallSpec& spec, uint32_t kernel_flags) {
+  const uint8_t pad = spec.pad;
+  const bool packed_kernel = kernel_flags & NVFP4_FLAG_GROUPS_PACKED;
   LaidOut in;
   if (p.op != Op::grouped_gemm) {
     in.inputs = {{"a", InputKind::a, p.a},
@@ -57,8 +52,7 @@ LaidOut lay_out(const Problem& p, uint8_t pad, bool packed_kernel) {
       in.inputs.push_back({"b2", InputKind::b2, p.b2});
       in.inputs.push_back({"sfb2", InputKind::sfb2, scales_as(p, p.sfb2, p.n, p.kb(), p.l, pad)});
     }
-    in.outputs = {p.c_elems()};
-    in.output_names = {"c"};
+    in.outputs = {poisoned_output(p, "c", p.c_elems(), spec.poison)};
     return in;
   }
   if (packed_kernel) {
@@ -78,8 +72,7 @@ LaidOut lay_out(const Problem& p, uint8_t pad, bool packed_kernel) {
                             permuted ? lay.sfb_permuted_offset(g) : lay.sfb_linear_offset(g)});
       in.c_offset.push_back(lay.c_offset(g));
     }
-    in.outputs = {lay.c_elems()};
-    in.output_names = {"c"};
+    in.outputs = {poisoned_output(p, "c", lay.c_elems(), spec.poison)};
     return in;
   }
   // Separate: every non-empty group its own buffers, each between its own guards, so a write
@@ -92,11 +85,27 @@ LaidOut lay_out(const Problem& p, uint8_t pad, bool packed_kernel) {
     in.inputs.push_back({"b" + at, InputKind::b, q.b});
     in.inputs.push_back({"sfa" + at, InputKind::sfa, scales_as(p, q.sfa, q.m, q.kb(), 1, pad)});
     in.inputs.push_back({"sfb" + at, InputKind::sfb, scales_as(p, q.sfb, q.n, q.kb(), 1, pad)});
-    in.outputs.push_back(q.c_elems());
-    in.output_names.push_back("c" + at);
+    in.outputs.push_back(poisoned_output(p, "c" + at, q.c_elems(), spec.poison));
   }
   return in;
 }
+
+void gemm_family::point_abi(nvfp4_problem& abi, const Problem& p, const std::vector<uint8_t*>& inputs,
+                            const std::vector<uint8_t*>& outputs) {
+  // Grouped: the packed buffers or NULL, and the group table, are set by the caller.
+  if (p.op == Op::grouped_gemm) return;
+  abi.a = inputs[0];
+  abi.b = inputs[1];
+  abi.sfa = inputs[2];
+  abi.sfb = inputs[3];
+  abi.c = static_cast<uint16_t*>(static_cast<void*>(outputs.empty() ? nullptr : outputs[0]));
+  if (p.op == Op::dual_gemm) {
+    abi.b2 = inputs[4];
+    abi.sfb2 = inputs[5];
+  }
+}
+
+namespace {
 
 GuardPattern pattern_of(InputKind kind) {
   switch (kind) {
@@ -126,22 +135,13 @@ void on_segv(int sig, siginfo_t* info, void*) {
   raise(sig);
 }
 
-// Appends `count` output words of `type` read from little-endian bytes.
-void read_words(const uint8_t* bytes, int64_t count, OutType type, std::vector<uint32_t>& into) {
-  const int width = out_word_bytes(type);
+// Appends `count` output words of `width` bytes read from little-endian bytes.
+void read_words(const uint8_t* bytes, int64_t count, int width, std::vector<uint32_t>& into) {
   for (int64_t e = 0; e < count; ++e) {
     uint32_t w = 0;
     std::memcpy(&w, bytes + e * width, static_cast<size_t>(width));  // little-endian hosts only
     into.push_back(w);
   }
-}
-
-// `count` copies of word w as bytes of `type`.
-std::vector<uint8_t> poisoned_bytes(int64_t count, OutType type, uint32_t w) {
-  const int width = out_word_bytes(type);
-  std::vector<uint8_t> out(static_cast<size_t>(count * width));
-  for (int64_t e = 0; e < count; ++e) std::memcpy(out.data() + e * width, &w, static_cast<size_t>(width));
-  return out;
 }
 
 }  // namespace
@@ -175,11 +175,14 @@ nvfp4_problem to_abi(const Problem& p, const uint8_t* a, const uint8_t* b, const
   abi.stream = stream;
   abi.out_type = static_cast<uint32_t>(p.out_type);
   abi.alpha2 = p.op == Op::dual_gemm ? p.alpha2 : 1.0f;  // SPEC section 5: 1 for every other problem
+  // Version 3: every GEMM-family problem's operands are NVFP4 (a quantize problem's module
+  // sets its own fields).
+  if (p.op != Op::quantize) abi.a_format = abi.b_format = NVFP4_FORMAT_NVFP4;
   return abi;
 }
 
 const char* input_buffer_name(int kind) {
-  static const char* const kNames[kInputKinds] = {"a", "b", "sfa", "sfb", "b2", "sfb2", "group table"};
+  static const char* const kNames[kInputKinds] = {"a", "b", "sfa", "sfb", "b2", "sfb2", "group table", "x", "global_scale"};
   return kind >= 0 && kind < kInputKinds ? kNames[kind] : "?";
 }
 
@@ -206,11 +209,11 @@ struct KernelCaller::Buffers {
   // `group` itself, between guards and read-only during the call like the other inputs.
   std::unique_ptr<GuardedBuffer> table;
 
-  Buffers(KernelMemory& memory, const LaidOut& in, OutType type, int64_t groups) {
+  Buffers(KernelMemory& memory, const LaidOut& in, int64_t groups) {
     for (const InputTensor& t : in.inputs)
       inputs.push_back({t.name, t.kind, t.bytes.empty() ? nullptr : memory.allocate(static_cast<int64_t>(t.bytes.size()), pattern_of(t.kind))});
-    for (int64_t words : in.outputs)
-      outputs.push_back(words == 0 ? nullptr : memory.allocate(words * out_word_bytes(type), GuardPattern::nan_fp16));
+    for (const OutputTensor& o : in.outputs)
+      outputs.push_back(o.words == 0 ? nullptr : memory.allocate(o.words * o.width, GuardPattern::nan_fp16));
     if (groups > 0) table = memory.allocate(groups * static_cast<int64_t>(sizeof(nvfp4_group)), GuardPattern::bytes);
   }
   uint8_t* input(size_t x) const { return inputs[x].buffer ? inputs[x].buffer->data() : nullptr; }
@@ -242,14 +245,14 @@ CallObservation KernelCaller::call(const CallSpec& spec) {
   }
   const Problem& p = spec.stale_data && data_.stale ? *data_.stale : data_.problem;
   const bool cuda = kernel_.is_cuda();
-  const bool packed_kernel = kernel_.info->flags & NVFP4_FLAG_GROUPS_PACKED;
+  const OpModule& op = op_module(p.op);
   const auto start = std::chrono::steady_clock::now();
   try {
     if (!memory_) memory_ = KernelMemory::create(kernel_.info->memory);
     KernelMemory& mem = *memory_;
-    const LaidOut in = lay_out(p, spec.pad, packed_kernel);
+    const LaidOut in = op.lay_out(p, spec, kernel_.info->flags);
     const int64_t groups = p.op == Op::grouped_gemm ? static_cast<int64_t>(p.groups.size()) : 0;
-    if (!buffers_) buffers_ = std::make_unique<Buffers>(mem, in, p.out_type, groups);
+    if (!buffers_) buffers_ = std::make_unique<Buffers>(mem, in, groups);
     Buffers& buf = *buffers_;
 
     // The group table: pointers into the buffers just allocated (the same for every call of the
@@ -276,7 +279,7 @@ CallObservation KernelCaller::call(const CallSpec& spec) {
           t.b = at(1, in.offsets[g][1]);
           t.sfa = at(2, in.offsets[g][2]);
           t.sfb = at(3, in.offsets[g][3]);
-          t.c = buf.outputs[0] ? buf.outputs[0]->data() + in.c_offset[g] * out_word_bytes(p.out_type) : nullptr;
+          t.c = buf.outputs[0] ? buf.outputs[0]->data() + in.c_offset[g] * in.outputs[0].width : nullptr;
         } else {
           t.a = buf.input(next_input);
           t.b = buf.input(next_input + 1);
@@ -295,7 +298,7 @@ CallObservation KernelCaller::call(const CallSpec& spec) {
     for (size_t x = 0; x < in.inputs.size(); ++x)
       if (buf.inputs[x].buffer) buf.inputs[x].buffer->upload(in.inputs[x].bytes.data());
     for (size_t x = 0; x < in.outputs.size(); ++x)
-      if (buf.outputs[x]) buf.outputs[x]->upload(poisoned_bytes(in.outputs[x], p.out_type, spec.poison).data());
+      if (buf.outputs[x]) buf.outputs[x]->upload(in.outputs[x].before.data());
     if (buf.table) buf.table->upload(reinterpret_cast<const uint8_t*>(table.data()));
     if (spec.inputs_ready_first) mem.synchronize(timeout_s_);
 
@@ -309,12 +312,11 @@ CallObservation KernelCaller::call(const CallSpec& spec) {
       abi.group = cuda ? table.data() : in_memory;
       abi.group_device = cuda ? in_memory : nullptr;
     } else {
-      abi = to_abi(p, buf.input(0), buf.input(1), buf.input(2), buf.input(3),
-                   buf.outputs[0] ? buf.outputs[0]->data() : nullptr, mem.stream());
-      if (p.op == Op::dual_gemm) {
-        abi.b2 = buf.input(4);
-        abi.sfb2 = buf.input(5);
-      }
+      abi = to_abi(p, nullptr, nullptr, nullptr, nullptr, nullptr, mem.stream());
+      std::vector<uint8_t*> inputs, outputs;
+      for (size_t x = 0; x < buf.inputs.size(); ++x) inputs.push_back(buf.input(x));
+      for (const auto& o : buf.outputs) outputs.push_back(o ? o->data() : nullptr);
+      op.point_abi(abi, p, inputs, outputs);
     }
     int protected_count = 0;
     if (protect_inputs_) {
@@ -356,9 +358,8 @@ CallObservation KernelCaller::call(const CallSpec& spec) {
     mem.synchronize(timeout_s_);
     const auto words = [&]() {
       std::vector<uint32_t> w;
-      w.reserve(static_cast<size_t>(p.c_elems()));
       for (size_t x = 0; x < buf.outputs.size(); ++x)
-        if (buf.outputs[x]) read_words(buf.outputs[x]->staged_data(), in.outputs[x], p.out_type, w);
+        if (buf.outputs[x]) read_words(buf.outputs[x]->staged_data(), in.outputs[x].words, in.outputs[x].width, w);
       return w;
     };
     out.c = words();
@@ -372,7 +373,7 @@ CallObservation KernelCaller::call(const CallSpec& spec) {
     if (buf.table) all.emplace_back("group table", buf.table.get());
     for (size_t x = 0; x < buf.outputs.size(); ++x)
       if (buf.outputs[x])
-        all.emplace_back(in.output_names[x], buf.outputs[x].get());
+        all.emplace_back(in.outputs[x].name, buf.outputs[x].get());
     for (const auto& [name, g] : all) g->fetch_async();
     mem.synchronize(timeout_s_);
     out.c_later = cuda ? words() : out.c;

@@ -107,10 +107,10 @@ class KernelCaller {
 
 // The inputs a kernel is handed, by kind: a faulting worker ends with the exit status
 // kInputFaultExitBase + kind (a grouped problem's groups share their kind's status).
-enum class InputKind : int { a, b, sfa, sfb, b2, sfb2, group_table };
-constexpr int kInputKinds = 7;
+enum class InputKind : int { a, b, sfa, sfb, b2, sfb2, group_table, x, global_scale };
+constexpr int kInputKinds = 9;
 constexpr int kInputFaultExitBase = 64;
-const char* input_buffer_name(int kind);  // "a", ..., "group table"
+const char* input_buffer_name(int kind);  // "a", ..., "group table", "x", "global_scale"
 
 // Installs the handler that turns a write into a read-only input into _exit(kInputFaultExitBase
 // + buffer) (worker processes only).

@@ -1,6 +1,8 @@
 // Results as JSON, tables and text, and the PNG error map (libpng).
 #include "harness/report.h"
 
+#include "harness/ops/op_module.h"
+
 #include <png.h>
 
 #include <algorithm>
@@ -94,7 +96,7 @@ void add_outcome(KernelReport& k, const CaseOutcome& r, int64_t case_index, cons
   rec.text = text;
   rec.call = r.call;
   rec.case_index = case_index;
-  if (blames_elements(rec.check) && r.summary.any_failure()) {
+  if (blames_elements(rec.check) && r.summary.any_failure() && r.summary.first_index >= 0) {
     const OracleSummary& s = r.summary;
     rec.has_element = true;
     rec.g = s.first_g;
@@ -119,7 +121,9 @@ void finish_report(KernelReport& k) {
   }
 }
 
-std::string shape_text(const Problem& p) {
+std::string shape_text(const Problem& p) { return op_module(p.op).shape_text(p); }
+
+std::string gemm_family::shape_text(const Problem& p) {
   if (p.op == Op::grouped_gemm) {
     // A few groups' shapes, the non-empty ones first (an empty group computes nothing, and most
     // drawn cases have some), each with its index: a failure in group 200 is named by the element.
@@ -146,12 +150,17 @@ std::string failure_text(const std::string& kernel, std::optional<uint64_t> seed
                          const std::string& error_map, const std::string& reproduce) {
   const Problem& p = r.problem;
   const Check check = r.finding->check;
-  const bool element = blames_elements(check) && r.summary.any_failure();
+  // An element to name (an output word with its position): the GEMM family's outputs; a
+  // quantizer's failure names its block in the message.
+  const bool element = blames_elements(check) && r.summary.any_failure() && r.summary.first_index >= 0;
   std::string t = fmt::format("FAIL {}: check \"{}\"", kernel, check_name(check));
   if (seed) t += fmt::format(" (seed {})", *seed);
   t += "\n";
-  t += fmt::format("  case: {}, {} scales, {}, {} out, policy {}\n", shape_text(p), to_string(p.sf_layout),
-                   to_string(p.semantics), to_string(p.out_type), r.policy.name());
+  if (p.op == Op::quantize)
+    t += fmt::format("  case: quantize {}, {} scales\n", shape_text(p), to_string(p.sf_layout));
+  else
+    t += fmt::format("  case: {}, {} scales, {}, {} out, policy {}\n", shape_text(p), to_string(p.sf_layout),
+                     to_string(p.semantics), to_string(p.out_type), r.policy.name());
   if (r.call != CaseCall::none) t += fmt::format("  during: {}\n", to_string(r.call));
   if (element) {
     const OracleSummary& s = r.summary;

@@ -1,6 +1,8 @@
 // The case schedule (see schedule.h).
 #include "harness/schedule.h"
 
+#include "harness/ops/op_module.h"
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
@@ -305,6 +307,13 @@ CasePlan draw_plan(Draws& d, const nvfp4_kernel_info& info, const CaseConstraint
   const Op op = ops[d.below(ops.size())];
   const uint64_t layout_pick = d.below(2);
   p.sf_layout = c.layout ? *c.layout : pick_layout(info, layout_pick);
+  if (op == Op::quantize) {
+    // Its own draw (the quantize module): the shape classes and data classes above are the GEMM
+    // family's; a quantizer's data classes aim at its own decisions.
+    plan.kind = CaseKind::small;
+    quantize_op::draw(d, info, limits, plan);
+    return plan;
+  }
   p.semantics = declared_semantics(info);
   // Among the declared output types, FP16 first (raw 0) when declared. One declared type draws
   // nothing, so a version-1 kernel's cases are what they were before BF16 and FP32 existed.
@@ -359,6 +368,12 @@ DrawnCase draw_case(Draws& d, const nvfp4_kernel_info& info, const CaseConstrain
   out.spec = plan.spec;
   out.kind = plan.kind;
   out.data = plan.data;
+  if (out.problem.op == Op::quantize) {
+    // X from a seed drawn here: its classes are the module's, named by the generator.
+    out.problem.seed = d.below(uint64_t(1) << 62);
+    quantize_op::fill_x(out.problem);
+    return out;
+  }
   draw_data(d, out.spec, out.problem);
   if ((info.flags & NVFP4_FLAG_UNIT_ALPHA) && out.kind != CaseKind::unsupported) set_unit_alpha(out.problem);
   return out;
@@ -460,7 +475,7 @@ ScheduledCase Schedule::at(int64_t index) const {
   c.problem = std::move(plan.problem);
   Problem& p = c.problem;
   p.seed = rng();
-  p.generator = c.spec.name();
+  if (p.op != Op::quantize) p.generator = c.spec.name();
   expand_seeded_case(p);
   if ((info_.flags & NVFP4_FLAG_UNIT_ALPHA) && c.kind != CaseKind::unsupported) set_unit_alpha(p);
   p.note = fmt::format("schedule seed {} kernel {} case {} ({}, {}, data {})", options_.seed, name_, index,

@@ -44,7 +44,7 @@ CaseOutcome start_failure(const Problem& p, const std::string& why) {
 // A problem without its tensors, their memory given back (kept until the first failure is
 // decided, a case needs only its shape and counts).
 void drop_data(Problem& p) {
-  for (std::vector<uint8_t>* v : {&p.a, &p.b, &p.sfa, &p.sfb, &p.b2, &p.sfb2}) std::vector<uint8_t>().swap(*v);
+  for (std::vector<uint8_t>* v : {&p.a, &p.b, &p.sfa, &p.sfb, &p.b2, &p.sfb2, &p.x}) std::vector<uint8_t>().swap(*v);
   for (Group& g : p.groups)
     for (std::vector<uint8_t>* v : {&g.a, &g.b, &g.sfa, &g.sfb}) std::vector<uint8_t>().swap(*v);
 }
@@ -522,7 +522,11 @@ std::string kernel_table(const std::vector<SuiteKernel>& kernels) {
                                {NVFP4_FLAG_EXACT, "exact"},
                                {NVFP4_FLAG_UNIT_ALPHA, "unit-alpha"},
                                {NVFP4_FLAG_MMA_ACCUMULATE, "mma-accumulate"},
-                               {NVFP4_FLAG_GROUPS_PACKED, "groups-packed"}});
+                               {NVFP4_FLAG_GROUPS_PACKED, "groups-packed"},
+                               {NVFP4_FLAG_QUANT_2D, "quant-2d"},
+                               {NVFP4_FLAG_ROW_GLOBAL_SCALE, "row-global-scale"},
+                               {NVFP4_FLAG_STOCHASTIC, "stochastic"},
+                               {NVFP4_FLAG_SF_PADDING_KEPT, "sf-padding-kept"}});
     const std::string accumulates = (info.flags & NVFP4_FLAG_EXACT)         ? "exactly"
                                     : (info.flags & NVFP4_FLAG_MMA_ACCUMULATE) ? "matrix-unit"
                                                                               : "ieee-fp32";
@@ -535,13 +539,27 @@ std::string kernel_table(const std::vector<SuiteKernel>& kernels) {
                      bit_names(info.ops, {{1u << NVFP4_OP_GEMV, "gemv"},
                                           {1u << NVFP4_OP_GEMM, "gemm"},
                                           {1u << NVFP4_OP_GROUPED_GEMM, "grouped_gemm"},
-                                          {1u << NVFP4_OP_DUAL_GEMM, "dual_gemm"}}),
+                                          {1u << NVFP4_OP_DUAL_GEMM, "dual_gemm"},
+                                          {1u << NVFP4_OP_QUANTIZE, "quantize"}}),
                      bit_names(info.sf_layouts, {{1u << NVFP4_SF_LINEAR, "linear"}, {1u << NVFP4_SF_PERMUTED, "permuted"}}),
                      bit_names(declared_out_types(info), {{1u << NVFP4_OUT_FP16, "fp16"},
                                                           {1u << NVFP4_OUT_BF16, "bf16"},
                                                           {1u << NVFP4_OUT_FP32, "fp32"}}),
                      groups, info.min_sm, fmt::format("{}/{}/{}", info.m_multiple, info.n_multiple, info.k_multiple),
                      accumulates, flags, k.desc.runnable ? "yes" : "no: " + k.desc.why_not);
+    if ((info.ops >> NVFP4_OP_QUANTIZE) & 1u) {
+      const auto names = [](uint32_t bits, uint32_t first, uint32_t last, auto to_name) {
+        std::string out;
+        for (uint32_t v = first; v <= last; ++v)
+          if ((bits >> v) & 1u) out += (out.empty() ? "" : ",") + std::string(to_name(v));
+        return out.empty() ? std::string("-") : out;
+      };
+      t += fmt::format("{:<{}}  quantizes {} to {} by {}\n", "", w,
+                       names(info.in_types, 1, 3, [](uint32_t v) { return to_string(static_cast<InType>(v)); }),
+                       names(info.q_formats ? info.q_formats : 2u, 1, 4,
+                             [](uint32_t v) { return to_string(static_cast<BlockFormat>(v)); }),
+                       names(info.recipes, 1, 7, [](uint32_t v) { return to_string(static_cast<Recipe>(v)); }));
+    }
     if (k.desc.origin != "builtin")
       t += fmt::format("{:<{}}  from {} (ABI version {})\n", "", w, k.desc.origin, info.abi_version);
   }

@@ -1,6 +1,9 @@
 // The warm-up call of Python kernel processes (see warmup.h).
 #include "harness/warmup.h"
 
+#include "harness/ops/op_module.h"
+#include "harness/schedule.h"
+
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
@@ -34,7 +37,21 @@ CaseData warmup_case(const nvfp4_kernel_info& info) {
   for (OutType t : {OutType::bf16, OutType::fp32, OutType::fp16})
     if ((outs >> static_cast<uint32_t>(t)) & 1u) p.out_type = t;
   Rng rng(0x7761726D);  // "warm": the warm-up's data is the same every time
-  if (p.op == Op::grouped_gemm) {
+  if (p.op == Op::quantize) {
+    // The first of each declaration the draw would pick (raw 0), X of the plain class.
+    RngDraws first(rng);
+    CasePlan plan;
+    ShapeLimits limits;
+    limits.max_m = std::max<int64_t>(1, info.m_multiple);
+    limits.max_k = p.k;
+    quantize_op::draw(first, info, limits, plan);
+    plan.problem.m = limits.max_m, plan.problem.k = p.k, plan.problem.l = 1;
+    plan.problem.sf_layout = p.sf_layout;
+    plan.problem.seed = 0x7761726D;
+    plan.problem.generator = "quantize/plain";
+    quantize_op::fill_x(plan.problem);
+    p = std::move(plan.problem);
+  } else if (p.op == Op::grouped_gemm) {
     // One group of the declared multiples (and its n, as a GEMM's).
     Problem one = p;
     one.op = Op::gemm;
@@ -61,6 +78,7 @@ CaseData warmup_case(const nvfp4_kernel_info& info) {
 }
 
 std::string warmup_shape_text(const Problem& p) {
+  if (p.op == Op::quantize) return op_module(p.op).shape_text(p);
   if (p.op == Op::grouped_gemm)
     return fmt::format("one group {}x{}x{} {}", p.groups.front().m, p.groups.front().n, p.groups.front().k, to_string(p.op));
   return fmt::format("{}x{}x{} {}", p.m, p.n, p.k, to_string(p.op));

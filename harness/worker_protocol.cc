@@ -62,6 +62,15 @@ json problem_json(const Problem& p) {
     j["sfb2"] = bytes(p.sfb2);
     j["alpha2"] = p.alpha2;
   }
+  if (p.op == Op::quantize) {
+    j["in_type"] = static_cast<uint32_t>(p.in_type);
+    j["q_format"] = static_cast<uint32_t>(p.q_format);
+    j["recipe"] = static_cast<uint32_t>(p.recipe);
+    j["quant_2d"] = p.quant_2d;
+    j["row_global_scale"] = p.row_global_scale;
+    if (p.stochastic_seed) j["stochastic_seed"] = *p.stochastic_seed;
+    j["x"] = bytes(p.x);
+  }
   if (p.op == Op::grouped_gemm) {
     json groups = json::array();
     for (const Group& g : p.groups)
@@ -94,6 +103,15 @@ Problem problem_from(const json& j) {
     p.sfb2 = get_bytes(j.at("sfb2"));
     p.alpha2 = j.at("alpha2").get<float>();
   }
+  if (p.op == Op::quantize) {
+    p.in_type = static_cast<InType>(j.at("in_type").get<uint32_t>());
+    p.q_format = static_cast<BlockFormat>(j.at("q_format").get<uint32_t>());
+    p.recipe = static_cast<Recipe>(j.at("recipe").get<uint32_t>());
+    p.quant_2d = j.at("quant_2d").get<bool>();
+    p.row_global_scale = j.at("row_global_scale").get<bool>();
+    if (j.contains("stochastic_seed")) p.stochastic_seed = j.at("stochastic_seed").get<uint64_t>();
+    p.x = get_bytes(j.at("x"));
+  }
   if (p.op == Op::grouped_gemm) {
     for (const json& g : j.at("groups")) {
       Group q;
@@ -120,6 +138,8 @@ json info_json(const KernelDesc& k) {
           {"layouts", i.sf_layouts}, {"min_sm", i.min_sm},        {"m_multiple", i.m_multiple},
           {"n_multiple", i.n_multiple}, {"k_multiple", i.k_multiple}, {"flags", i.flags},
           {"out_types", i.out_types}, {"max_groups", i.max_groups},
+          {"a_formats", i.a_formats}, {"b_formats", i.b_formats}, {"in_types", i.in_types},
+          {"q_formats", i.q_formats}, {"recipes", i.recipes},
           {"runnable", k.runnable}, {"why_not", k.why_not}};
 }
 
@@ -139,6 +159,11 @@ KernelDesc desc_from(const json& j) {
   k.info.flags = j.at("flags").get<uint32_t>();
   k.info.out_types = j.at("out_types").get<uint32_t>();
   k.info.max_groups = j.at("max_groups").get<uint32_t>();
+  k.info.a_formats = j.at("a_formats").get<uint32_t>();
+  k.info.b_formats = j.at("b_formats").get<uint32_t>();
+  k.info.in_types = j.at("in_types").get<uint32_t>();
+  k.info.q_formats = j.at("q_formats").get<uint32_t>();
+  k.info.recipes = j.at("recipes").get<uint32_t>();
   k.runnable = j.at("runnable").get<bool>();
   k.why_not = j.at("why_not").get<std::string>();
   return k;

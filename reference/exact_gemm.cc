@@ -344,6 +344,11 @@ ExactResult exact_gemm(const Problem& p) {
   if (!error.empty()) throw std::invalid_argument("exact_gemm: " + error);
   if (!p.has_data()) throw std::invalid_argument("exact_gemm: the problem has no data (a seed-only case not expanded?)");
   ExactResult result;
+  if (p.op == Op::quantize) {
+    result.quant = std::make_shared<const QuantResult>(quantize_reference(p));
+    result.group_offset = {0, 0};
+    return result;
+  }
   result.out_type = p.out_type;
   const size_t count = static_cast<size_t>(p.c_elems());
   result.elems.resize(count);
@@ -394,6 +399,10 @@ ExactResult exact_gemm(const Problem& p) {
 }
 
 uint32_t expect_word(const Problem& p, int64_t index) {
+  if (p.op == Op::quantize) {
+    const int64_t q = static_cast<int64_t>(p.expect_q ? p.expect_q->size() : 0);
+    return index < q ? (*p.expect_q)[static_cast<size_t>(index)] : (*p.expect_sfq)[static_cast<size_t>(index - q)];
+  }
   if (p.op != Op::grouped_gemm) return (*p.expect)[static_cast<size_t>(index)];
   const OutputPosition pos = output_position(p, index);
   const Group& g = p.groups[static_cast<size_t>(pos.g)];
@@ -402,6 +411,11 @@ uint32_t expect_word(const Problem& p, int64_t index) {
 
 void set_expect(Problem& p, const ExactResult& ref) {
   clear_expect(p);
+  if (p.op == Op::quantize) {
+    p.expect_q = ref.quant->q;
+    p.expect_sfq = ref.quant->sfq;
+    return;
+  }
   if (p.op != Op::grouped_gemm) {
     p.expect = ref.words();
     return;
@@ -417,6 +431,23 @@ void set_expect(Problem& p, const ExactResult& ref) {
 
 ExpectComparison compare_expect(const Problem& p, const ExactResult& ref, size_t max_listed) {
   ExpectComparison out;
+  if (p.op == Op::quantize) {
+    // Bytes of Q, then of SFQ (linear): every byte equal. A recorded expect_q of a stochastic
+    // case is what the reference's own random source gave, so it compares the same way.
+    const auto compare_bytes = [&](const std::optional<std::vector<uint8_t>>& expect, const std::vector<uint8_t>& got,
+                                   int64_t base) {
+      if (!expect) return;
+      out.any_expect = true;
+      for (size_t x = 0; x < expect->size() && x < got.size(); ++x) {
+        ++out.compared;
+        if ((*expect)[x] != got[x] && out.differing++ < static_cast<int64_t>(max_listed))
+          out.first.push_back(base + static_cast<int64_t>(x));
+      }
+    };
+    compare_bytes(p.expect_q, ref.quant->q, 0);
+    compare_bytes(p.expect_sfq, ref.quant->sfq, static_cast<int64_t>(ref.quant->q.size()));
+    return out;
+  }
   auto compare = [&](const std::vector<uint32_t>& expect, int64_t base) {
     out.any_expect = true;
     for (size_t x = 0; x < expect.size(); ++x) {

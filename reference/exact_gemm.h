@@ -5,10 +5,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "reference/fp16.h"
 #include "reference/problem.h"
+#include "reference/quantize.h"
 
 namespace nvfp4 {
 
@@ -58,6 +60,9 @@ struct ExactResult {
   std::vector<int64_t> group_offset;  // grouped_gemm: G + 1 element offsets; else {0, size}
   std::vector<ExactElement> elems2;   // dual_gemm: U's (alpha2)
   std::vector<DualValue> dual;        // dual_gemm
+  // quantize: the reference quantization (Q, SFQ, encode factors, global scales); the vectors
+  // above stay empty. Shared: the reference of a large case is not copied with the outcome.
+  std::shared_ptr<const QuantResult> quant;
 
   size_t size() const { return elems.size(); }
   uint32_t word(size_t i) const { return out_type == OutType::fp32 ? c32[i] : c[i]; }

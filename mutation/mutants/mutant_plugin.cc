@@ -5,8 +5,9 @@
 #include <string>
 #include <vector>
 
-#include "mutation/mutants/mutant_engines.h"
+#include "kernels/host/host_quantize.h"
 #include "kernels/problem_fits.h"
+#include "mutation/mutants/mutant_engines.h"
 
 namespace nvfp4::mutants {
 namespace {
@@ -125,6 +126,49 @@ const V2BugEntry kV2Bugs[] = {
 
 constexpr uint32_t kAllOutTypes = (1u << NVFP4_OUT_FP16) | (1u << NVFP4_OUT_BF16) | (1u << NVFP4_OUT_FP32);
 
+// Quantizers (SPEC section 2): the bugs of public quantizers (shared/evidence/
+// field-study-2026-12.md), each in the host quantizer of kernels/host/host_quantize.h.
+using QBug = kern::quant::Bug;
+struct QuantBugEntry {
+  QBug bug;
+  const char* name;  // the mutant is mut_host_<name>
+  uint32_t flags, formats, recipes;
+  const char* what;
+};
+constexpr uint32_t kNvfp4 = 1u << NVFP4_FORMAT_NVFP4;
+constexpr uint32_t kTe = 1u << NVFP4_RECIPE_TE;
+constexpr uint32_t kMx = (1u << NVFP4_FORMAT_MXFP4) | (1u << NVFP4_FORMAT_MXFP8_E4M3) | (1u << NVFP4_FORMAT_MXFP8_E5M2);
+
+const QuantBugEntry kQuantBugs[] = {
+    {QBug::none, "quantize_unmutated", 0, kNvfp4, kTe | (1u << NVFP4_RECIPE_REF) | (1u << NVFP4_RECIPE_TORCHAO),
+     "control: the host quantizer, te, ref and torchao, no bug (must pass)"},
+    {QBug::none, "quantize_mx_unmutated", 0, kMx, 1u << NVFP4_RECIPE_MX_RCEIL,
+     "control: the host quantizer, MX formats by mx_rceil, no bug (must pass)"},
+    {QBug::subnormal_scale_decode, "q_subnormal_scale_decode", 0, kNvfp4, kTe,
+     "E4M3 subnormal block scales decoded with the normal formula when forming os (flashinfer PR #3932)"},
+    {QBug::zero_codes, "q_zero_codes", 0, kNvfp4, kTe,
+     "every code written 0 (a conversion compiled out on one architecture, TransformerEngine PR #3281)"},
+    {QBug::no_global_scale, "q_no_global_scale", 0, kNvfp4, kTe,
+     "the global scale ignored: blocks with amax > 2688 clip (kekzl/imp#1544)"},
+    {QBug::other_association, "q_other_association", 0, kNvfp4, kTe,
+     "te's scale as gs * (amax * c6) instead of amax * (gs * c6): the fast kernels' association under the te recipe"},
+    {QBug::scale_toward_zero, "q_scale_toward_zero", 0, kNvfp4, kTe, "the E4M3 block scale rounded toward zero"},
+    {QBug::os_from_unrounded, "q_os_from_unrounded", 0, kNvfp4, kTe,
+     "the encode factor from the block scale before its E4M3 rounding"},
+    {QBug::decode_as_encode, "q_decode_as_encode", 0, kNvfp4, kTe,
+     "the global scale used the other way round (the decode convention 1/gs taken as the encode scale)"},
+    {QBug::padding_not_written, "q_padding_not_written", 0, kNvfp4, kTe,
+     "the permuted SFQ's padding cells left as they were instead of 0x00 (vLLM#45741 class)"},
+    {QBug::linear_scales_declared_permuted, "q_linear_scales_declared_permuted", 0, kNvfp4, kTe,
+     "writes linear scales where the permuted layout is asked for (vllm PR #42089)"},
+    {QBug::tile_amax_16_columns, "q_tile_amax_one_row", NVFP4_FLAG_QUANT_2D, kNvfp4, kTe,
+     "16 x 16 tiles: the amax taken over the tile's first row (16 columns) only"},
+    {QBug::row0_global_scale, "q_row0_global_scale", NVFP4_FLAG_ROW_GLOBAL_SCALE, kNvfp4, kTe,
+     "per-row global scales: every row quantized with row 0's (cutlass PR #3392's class: one group's scale for all)"},
+    {QBug::rceil_as_floor, "q_rceil_as_floor", 0, kMx, 1u << NVFP4_RECIPE_MX_RCEIL,
+     "mx_rceil's E8M0 scale rounded down instead of up (the OCP floor rule under the rceil recipe)"},
+};
+
 void declare(nvfp4_kernel_info& info, Declares d) {
   info.out_types = kAllOutTypes;
   switch (d) {
@@ -147,6 +191,8 @@ struct Entry {
   std::string what;
   bool gemv_path_only = false;  // the bug applies to GEMV problems only
   bool v2 = false;  // run by the version-2 engine (mutant_v2_host.cc)
+  bool quant = false;  // a quantizer (kernels/host/host_quantize.h) with qbug
+  QBug qbug = QBug::none;
 };
 
 // Built once; names live in a deque so their c_str() stays put.
@@ -177,6 +223,18 @@ struct Catalog {
     // The CUDA engine's grouped kernel has a grid row per group.
     if (engine == kCuda && (d == Declares::grouped || d == Declares::grouped_packed)) entries.back().info.max_groups = 65535;
     entries.back().v2 = true;
+  }
+
+  void add_quant(const QuantBugEntry& e) {
+    add(std::string(e.bug == QBug::none ? "ctl_host_" : "mut_host_") + e.name, Bug::none, kHost, e.what);
+    nvfp4_kernel_info& info = entries.back().info;
+    info.ops = 1u << NVFP4_OP_QUANTIZE;
+    info.flags = e.flags;
+    info.in_types = (1u << NVFP4_IN_FP16) | (1u << NVFP4_IN_BF16) | (1u << NVFP4_IN_FP32);
+    info.q_formats = e.formats;
+    info.recipes = e.recipes;
+    entries.back().quant = true;
+    entries.back().qbug = e.bug;
   }
 
   Catalog() {
@@ -254,6 +312,7 @@ extern "C" __attribute__((visibility("default"))) const char* nvfp4_kernel_descr
 extern "C" __attribute__((visibility("default"))) int nvfp4_kernel_run(int index, const nvfp4_problem* p) {
   if (index < 0 || index >= nvfp4_kernel_count()) return NVFP4_ERROR;
   const auto& e = catalog().entries[static_cast<size_t>(index)];
+  if (e.quant) return nvfp4::kern::quant::quantize_on_host(p, e.info, e.qbug);
   nvfp4_kernel_info enforced = e.info;
   // The bug: the declared k multiple is never enforced.
   if (e.bug == Bug::unsupported_shape_computed) enforced.k_multiple = 1;

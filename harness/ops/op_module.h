@@ -1,0 +1,113 @@
+// What is particular to one op, behind one interface: the engine, the checks, the kernel's
+// process and the schedule ask the op's module instead of testing p.op. A module is a table of
+// functions (like kernels/builtin_list.h's kernels), one per op family, listed in op_module.cc;
+// adding an op is its own file plus one line there.
+//
+// Outputs are words: one uint32_t per output element in the op's output buffers, in order,
+// `width` bytes each in memory (2 or 4 for GEMM-family outputs, 1 for the bytes of a quantizer's
+// Q and SFQ), so the generic checks (stream, determinism, unsupported-touched-output) compare
+// them without knowing the op.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "harness/kernel_call.h"
+#include "reference/exact_gemm.h"
+
+namespace nvfp4 {
+
+struct CallContext;
+struct Finding;
+struct StaleVariant;
+struct CasePlan;
+struct ShapeLimits;
+struct OracleSummary;
+class Draws;
+
+// One tensor a call hands the kernel, as laid out for that call (scales in the problem's layout,
+// padding cells filled).
+struct InputTensor {
+  std::string name;
+  InputKind kind;
+  std::vector<uint8_t> bytes;
+};
+
+// One buffer the kernel writes: `words` words of `width` bytes, holding `before` (the runner's
+// poison, and for a quantizer's permuted SFQ the padding byte in its padding cells) before the
+// call.
+struct OutputTensor {
+  std::string name;
+  int64_t words = 0;
+  int width = 2;
+  std::vector<uint8_t> before;
+};
+
+// Everything one call uploads. For a grouped problem, the group table is built from the buffers
+// (see kernel_call.cc): `packed` with each group's byte offsets in `offsets[g]` and first C
+// element in `c_offset[g]`, or the separate arrangement (four inputs and one output per
+// non-empty group).
+struct LaidOut {
+  std::vector<InputTensor> inputs;
+  std::vector<OutputTensor> outputs;
+  bool packed = false;
+  std::vector<std::array<int64_t, 4>> offsets;
+  std::vector<int64_t> c_offset;
+};
+
+struct OpModule {
+  Op op;
+  // Why p lies outside what info declares ("" inside), and whether such a problem is handed to
+  // the kernel to see it refused (only where the kernel could tell from the ABI's fields).
+  std::string (*unsupported_reason)(const nvfp4_kernel_info& info, const Problem& p);
+  bool (*probes_refusal)(const nvfp4_kernel_info& info, const Problem& p);
+  // The buffers of one call: inputs with spec.pad in their padding cells, outputs poisoned
+  // with spec.poison. kernel_flags: the declaring kernel's flags (the arrangement it takes).
+  LaidOut (*lay_out)(const Problem& p, const CallSpec& spec, uint32_t kernel_flags);
+  // The op's own fields of the ABI problem, pointing into the call's buffers (in lay_out's
+  // order; NULL for an empty tensor).
+  void (*point_abi)(nvfp4_problem& abi, const Problem& p, const std::vector<uint8_t*>& inputs,
+                    const std::vector<uint8_t*>& outputs);
+  // The oracle on one call's output words: the summary for the report, and a finding when
+  // anything is wrong. unwritten: outputs that still hold the call's poison where the reference
+  // differs.
+  std::optional<Finding> (*judge)(const CallContext& x, OracleSummary* summary);
+  std::optional<Finding> (*unwritten)(const CallContext& x);
+  // New data in p's shape through the same pointers, with its reference.
+  StaleVariant (*stale_variant)(const Problem& p, const ExactResult& ref, uint64_t seed);
+  // "128x1x256x2", or the op's own: what reports and warm-up print for the shape.
+  std::string (*shape_text)(const Problem& p);
+};
+
+// The module of p's op (every Op has one).
+const OpModule& op_module(Op op);
+// Every op's name ("gemv", ..., "quantize"), for the command line's choices.
+std::vector<std::string> op_names();
+
+// The GEMM family's module (GEMV, GEMM, grouped and dual GEMM share their buffers, oracle and
+// stale data): its entries, where the engine has always kept them.
+namespace gemm_family {
+std::string unsupported_reason(const nvfp4_kernel_info& info, const Problem& p);  // case_check.cc
+bool probes_refusal(const nvfp4_kernel_info& info, const Problem& p);              // case_check.cc
+LaidOut lay_out(const Problem& p, const CallSpec& spec, uint32_t kernel_flags);   // kernel_call.cc
+void point_abi(nvfp4_problem& abi, const Problem& p, const std::vector<uint8_t*>& inputs,
+               const std::vector<uint8_t*>& outputs);                              // kernel_call.cc
+std::optional<Finding> judge(const CallContext& x, OracleSummary* summary);       // checks.cc
+std::optional<Finding> unwritten(const CallContext& x);                           // checks.cc
+StaleVariant stale_variant(const Problem& p, const ExactResult& ref, uint64_t seed);  // case_check.cc
+std::string shape_text(const Problem& p);                                         // report.cc
+}  // namespace gemm_family
+
+// The quantize module's entry points the schedule and generators use (its draws).
+namespace quantize_op {
+// Fills plan.problem's quantize fields and shape from d, within what info declares.
+void draw(Draws& d, const nvfp4_kernel_info& info, const ShapeLimits& limits, CasePlan& plan);
+// X from p.seed with p.generator ("quantize/<class>"), every other field as p has it.
+void fill_x(Problem& p);
+bool is_generator(const std::string& generator);
+}  // namespace quantize_op
+
+}  // namespace nvfp4

@@ -1,0 +1,200 @@
+// The quantize op (SPEC.md section 2, rule 7): a kernel that turns X (FP16, BF16 or FP32) into
+// block-scaled codes Q and scales SFQ by a named recipe. Everything the suite does that is
+// particular to it is here: what a kernel declares for it, its buffers (X and the global scale
+// in, Q and SFQ out, SFQ's padding poisoned before the call), its ABI fields, its oracle, its
+// stale data and its draws, which aim at the decisions a quantizer makes (E4M3 scale midpoints,
+// E2M1 code boundaries, E8M0 binade edges, zero, NaN and Inf blocks and tensors).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "harness/case_check.h"
+#include "harness/checks.h"
+#include "harness/ops/op_module.h"
+#include "harness/schedule.h"
+#include "reference/quantize.h"
+#include "reference/scale_layout.h"
+
+namespace nvfp4 {
+namespace quantize_op {
+namespace {
+
+bool has_global_scale(const Problem& p) { return p.q_format == BlockFormat::nvfp4; }
+uint32_t declared_formats(const nvfp4_kernel_info& info) {
+  return info.q_formats ? info.q_formats : (1u << NVFP4_FORMAT_NVFP4);
+}
+
+// The options the kernel's flags fix (the ABI problem has no field for them).
+std::string flag_mismatch(const nvfp4_kernel_info& info, const Problem& p) {
+  const auto says = [&](uint32_t flag, bool has, const char* flag_name, const char* with, const char* without) {
+    const bool declared = info.flags & flag;
+    if (declared == has) return std::string();
+    return fmt::format("the kernel {} {} but the case has {}", declared ? "declares" : "does not declare", flag_name,
+                       has ? with : without);
+  };
+  for (std::string why : {says(NVFP4_FLAG_QUANT_2D, p.quant_2d, "NVFP4_FLAG_QUANT_2D", "16 x 16 tiles", "1 x 16 blocks"),
+                          says(NVFP4_FLAG_ROW_GLOBAL_SCALE, p.row_global_scale, "NVFP4_FLAG_ROW_GLOBAL_SCALE",
+                               "one global scale per row", "one global scale"),
+                          says(NVFP4_FLAG_STOCHASTIC, p.stochastic_seed.has_value(), "NVFP4_FLAG_STOCHASTIC",
+                               "stochastic rounding", "round-to-nearest codes")})
+    if (!why.empty()) return why;
+  return "";
+}
+
+std::string unsupported_reason(const nvfp4_kernel_info& info, const Problem& p) {
+  if (info.abi_version < 3 || !((info.ops >> NVFP4_OP_QUANTIZE) & 1u)) return "the kernel does not declare op quantize";
+  if (!((declared_formats(info) >> static_cast<uint32_t>(p.q_format)) & 1u))
+    return fmt::format("the kernel does not declare the {} format", to_string(p.q_format));
+  if (!((info.in_types >> static_cast<uint32_t>(p.in_type)) & 1u))
+    return fmt::format("the kernel does not declare the {} input type", to_string(p.in_type));
+  if (!((info.recipes >> static_cast<uint32_t>(p.recipe)) & 1u))
+    return fmt::format("the kernel does not declare the {} recipe", to_string(p.recipe));
+  if (!((info.sf_layouts >> static_cast<uint32_t>(p.sf_layout)) & 1u))
+    return fmt::format("the kernel does not declare the {} scale layout", to_string(p.sf_layout));
+  if (info.m_multiple > 1 && p.m % info.m_multiple != 0)
+    return fmt::format("m = {} is not a multiple of the declared m_multiple {}", p.m, info.m_multiple);
+  if (info.k_multiple > 1 && p.k % info.k_multiple != 0)
+    return fmt::format("k = {} is not a multiple of the declared k_multiple {}", p.k, info.k_multiple);
+  return flag_mismatch(info, p);
+}
+
+bool probes_refusal(const nvfp4_kernel_info& info, const Problem& p) {
+  return info.abi_version >= 3 && ((info.ops >> NVFP4_OP_QUANTIZE) & 1u) && flag_mismatch(info, p).empty();
+}
+
+std::vector<uint8_t> float_bytes(const std::vector<float>& v) {
+  std::vector<uint8_t> b(v.size() * sizeof(float));
+  if (!b.empty()) std::memcpy(b.data(), v.data(), b.size());
+  return b;
+}
+
+// Run 1's and run 2's poison as a byte (a quantizer's outputs are bytes).
+uint8_t poison_byte(uint32_t poison) { return static_cast<uint8_t>(poison & 0xFFu); }
+
+LaidOut lay_out(const Problem& p, const CallSpec& spec, uint32_t) {
+  LaidOut in;
+  in.inputs.push_back({"x", InputKind::x, p.x});
+  if (has_global_scale(p)) in.inputs.push_back({"global_scale", InputKind::global_scale, float_bytes(quantize_global_scales(p))});
+  const uint8_t poison = poison_byte(spec.poison);
+  in.outputs.push_back({"q", p.q_bytes(), 1, std::vector<uint8_t>(static_cast<size_t>(p.q_bytes()), poison)});
+  std::vector<uint8_t> sfq(static_cast<size_t>(p.sfq_bytes()), poison);
+  // The permuted SFQ's padding cells hold the call's padding byte: a kernel must write 0x00 there
+  // (or leave them, declaring NVFP4_FLAG_SF_PADDING_KEPT).
+  if (p.sf_layout == SfLayout::permuted) sfq = sf_to_permuted(sfq.data(), p.m, p.qkb(), p.l, spec.pad);
+  const int64_t sfq_words = static_cast<int64_t>(sfq.size());
+  in.outputs.push_back({"sfq", sfq_words, 1, std::move(sfq)});
+  return in;
+}
+
+void point_abi(nvfp4_problem& abi, const Problem& p, const std::vector<uint8_t*>& inputs,
+               const std::vector<uint8_t*>& outputs) {
+  abi.n = 1;
+  abi.alpha = 1.0f;
+  abi.a = abi.b = abi.sfa = abi.sfb = nullptr;
+  abi.c = nullptr;
+  abi.out_type = 0;
+  abi.a_format = abi.b_format = 0;
+  abi.in_type = static_cast<uint32_t>(p.in_type);
+  abi.x = inputs[0];
+  abi.global_scale = has_global_scale(p) ? reinterpret_cast<const float*>(inputs[1]) : nullptr;
+  abi.q = outputs[0];
+  abi.sfq = outputs[1];
+  abi.q_format = static_cast<uint32_t>(p.q_format);
+  abi.recipe = static_cast<uint32_t>(p.recipe);
+  abi.seed = p.stochastic_seed.value_or(0);
+}
+
+// The call's output words split back into Q's and SFQ's bytes (SFQ in p's layout).
+struct Outputs {
+  std::vector<uint8_t> q, sfq;
+};
+Outputs split(const Problem& p, const std::vector<uint32_t>& words) {
+  Outputs o;
+  const size_t q = static_cast<size_t>(p.q_bytes());
+  if (words.size() < q) return o;
+  o.q.assign(words.begin(), words.begin() + static_cast<std::ptrdiff_t>(q));
+  o.sfq.assign(words.begin() + static_cast<std::ptrdiff_t>(q), words.end());
+  return o;
+}
+
+uint8_t expected_padding(const CallContext& x) {
+  return (x.kernel_flags & NVFP4_FLAG_SF_PADDING_KEPT) ? x.pad : uint8_t{0x00};
+}
+
+std::optional<Finding> judge(const CallContext& x, OracleSummary* summary) {
+  const Problem& p = *x.problem;
+  const Outputs o = split(p, x.observation->c);
+  const QuantJudgement j = judge_quantize(p, *x.reference->quant, o.q, o.sfq, expected_padding(x));
+  summary->elements = static_cast<int64_t>(x.observation->c.size());
+  summary->failing = j.wrong_codes + j.wrong_scales + j.wrong_padding;
+  summary->exact_regime = summary->elements;
+  if (j.pass()) return std::nullopt;
+  summary->first_b = j.b, summary->first_i = j.i, summary->first_j = j.s;
+  return Finding{Check::oracle, quantize_failure_text(p, j, o.q, o.sfq, expected_padding(x))};
+}
+
+std::optional<Finding> unwritten(const CallContext& x) {
+  const Problem& p = *x.problem;
+  const QuantResult& ref = *x.reference->quant;
+  const Outputs o = split(p, x.observation->c);
+  const uint8_t poison = poison_byte(x.poison);
+  int64_t count = 0, first = -1;
+  for (size_t e = 0; e < o.q.size(); ++e)
+    if (o.q[e] == poison && ref.q[e] != poison && count++ == 0) first = static_cast<int64_t>(e);
+  if (count > 0)
+    return Finding{Check::unwritten_output,
+                   fmt::format("left {} byte(s) of Q unwritten (still the runner's poison 0x{:02x}); the first is byte {} "
+                               "(row {}, elements {}..{}), due 0x{:02x}",
+                               count, poison, first, first / (p.q_bytes() / (p.l * p.m)),
+                               packs_nibbles(p.q_format) ? 2 * (first % (p.k / 2)) : first % p.k,
+                               packs_nibbles(p.q_format) ? 2 * (first % (p.k / 2)) + 1 : first % p.k, ref.q[first])};
+  const std::vector<uint8_t> sfq =
+      p.sf_layout == SfLayout::permuted ? sf_to_linear(o.sfq.data(), p.m, p.qkb(), p.l) : o.sfq;
+  for (size_t e = 0; e < sfq.size() && e < ref.sfq.size(); ++e)
+    if (sfq[e] == poison && ref.sfq[e] != poison && count++ == 0) first = static_cast<int64_t>(e);
+  if (count == 0) return std::nullopt;
+  return Finding{Check::unwritten_output,
+                 fmt::format("left {} scale byte(s) of SFQ unwritten (still the runner's poison 0x{:02x}); the first is "
+                             "row {}, block {}, due 0x{:02x}",
+                             count, poison, first / p.qkb(), first % p.qkb(), ref.sfq[first])};
+}
+
+// Rotates the rows of X (l*m rows of k words) by r and negates every element: codes change sign
+// and move, scales move with their rows, so a kernel that keeps anything of the call before by
+// pointer shows it.
+StaleVariant stale_variant(const Problem& p, const ExactResult&, uint64_t seed) {
+  StaleVariant v;
+  Problem& q = v.problem;
+  q = p;
+  clear_expect(q);
+  q.data_from_seed = false;
+  q.seed.reset();
+  q.generator.clear();
+  q.note = "stale-state data of " + (p.note.empty() ? std::string("a case") : p.note);
+  const int64_t width = in_word_bytes(p.in_type), row_bytes = p.k * width, rows = p.l * p.m;
+  for (int64_t e = 0; e < rows * p.k; ++e) q.x[static_cast<size_t>(e * width + width - 1)] ^= 0x80;
+  // Whole 16-row tiles move together so 2D tiles stay tiles.
+  const int64_t unit = p.quant_2d ? 16 : 1, units = rows / unit;
+  if (units > 1) {
+    const int64_t r = 1 + static_cast<int64_t>(splitmix64(seed ^ 0x51A7E) % static_cast<uint64_t>(units - 1));
+    std::rotate(q.x.begin(), q.x.begin() + r * unit * row_bytes, q.x.begin() + units * unit * row_bytes);
+  }
+  v.reference = exact_gemm(q);
+  return v;
+}
+
+std::string shape_text(const Problem& p) {
+  return fmt::format("{}x{}x{} {}->{} {}{}{}", p.m, p.k, p.l, to_string(p.in_type), to_string(p.q_format),
+                     to_string(p.recipe), p.quant_2d ? " 16x16" : "", p.row_global_scale ? " per-row" : "");
+}
+
+}  // namespace
+
+const OpModule kModule = {Op::quantize, unsupported_reason, probes_refusal, lay_out, point_abi,
+                          judge,        unwritten,          stale_variant,  shape_text};
+
+}  // namespace quantize_op
+}  // namespace nvfp4

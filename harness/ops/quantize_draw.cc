@@ -1,0 +1,179 @@
+// The quantize op's draws: a shape and options within what the kernel declares, and X from a
+// seed by one of four classes aimed at a quantizer's decisions:
+//   plain     values over a few binades, every block its own magnitude;
+//   decision  block maxima where the scale lands on or next to a midpoint between neighbouring
+//             scale bytes (where the association of gs * amax / 6 decides), elements on and next
+//             to every E2M1 (or E4M3/E5M2) rounding boundary of x * os, E8M0 binade edges;
+//   edges     blocks that are all zero, hold -0, NaN or Inf elements, are tiny beside the tensor
+//             (E4M3 subnormal or zero scales) or huge (the 448 clamp); tensors whose amax is Inf;
+//   zero      a tensor of zeros (global amax 0), some of them -0.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "harness/ops/op_module.h"
+#include "harness/schedule.h"
+
+namespace nvfp4 {
+namespace quantize_op {
+namespace {
+
+constexpr const char* kClasses[] = {"plain", "decision", "edges", "zero"};
+constexpr int kClassCount = 4;
+
+// Picks one of the set bits of `bits` among [first, last] (raw 0: the lowest).
+template <class E>
+E pick(Draws& d, uint32_t bits, E first, E last) {
+  std::vector<E> options;
+  for (uint32_t v = static_cast<uint32_t>(first); v <= static_cast<uint32_t>(last); ++v)
+    if ((bits >> v) & 1u) options.push_back(static_cast<E>(v));
+  return options[d.below(options.size())];
+}
+
+int64_t draw_extent(Draws& d, int64_t max, int64_t multiple, const std::vector<int64_t>& edges) {
+  int64_t v;
+  if (d.below(3) == 0) v = edges[d.below(edges.size())];
+  else v = 1 + static_cast<int64_t>(d.below(static_cast<uint64_t>(max)));
+  return std::min(round_up(std::max<int64_t>(v, 1), multiple), round_up(max, multiple));
+}
+
+// RN of a float to the input type's word (FP16 and BF16 ties to even, NaN kept quiet).
+uint32_t to_word(InType t, float v) {
+  uint32_t bits;
+  std::memcpy(&bits, &v, 4);
+  if (t == InType::fp32) return bits;
+  if (t == InType::bf16) {
+    if (std::isnan(v)) return (bits >> 16) | 0x40u;
+    return (bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16;
+  }
+  const _Float16 h = static_cast<_Float16>(v);
+  uint16_t out;
+  std::memcpy(&out, &h, 2);
+  return out;
+}
+
+float largest(InType t) { return t == InType::fp16 ? 65504.0f : t == InType::bf16 ? 3.38e38f : 3.4e38f; }
+
+// E4M3 magnitudes by byte (0x00..0x7E), for the scale midpoints.
+float e4m3_magnitude(int byte) {
+  const int e = (byte >> 3) & 0xF, m = byte & 7;
+  return e == 0 ? std::ldexp(static_cast<float>(m), -9) : std::ldexp(static_cast<float>(8 + m), e - 10);
+}
+
+float uniform(Rng& rng) { return static_cast<float>((rng() >> 11) * 0x1.0p-53); }
+
+// A block maximum for the decision class: its scale (amax * gs / 6, or amax / emax for MX) on,
+// or one step beside, a midpoint between neighbouring scale bytes or an E8M0 binade edge.
+float decision_amax(Rng& rng, const Problem& p, float tensor_amax) {
+  const float step = 1.0f + std::ldexp(1.0f, -10) * static_cast<float>(static_cast<int>(rng() % 3) - 1);
+  if (p.q_format != BlockFormat::nvfp4) {
+    const float emax = p.q_format == BlockFormat::mxfp4 ? 6.0f : p.q_format == BlockFormat::mxfp8_e4m3 ? 448.0f : 57344.0f;
+    return std::ldexp(emax, static_cast<int>(rng() % 40) - 30) * step;
+  }
+  const int byte = 1 + static_cast<int>(rng() % 125);
+  const float mid = 0.5f * (e4m3_magnitude(byte) + e4m3_magnitude(byte + 1));
+  return mid * tensor_amax / 448.0f * step;
+}
+
+// An element of a block whose maximum is amax: on or beside an E2M1 rounding boundary of x * os
+// (os about 6 / amax), or uniform below amax.
+float decision_element(Rng& rng, float amax) {
+  static const float kBoundaries[] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f};
+  const float sign = (rng() & 1) ? -1.0f : 1.0f;
+  if (rng() % 3 == 0) return sign * amax * uniform(rng);
+  const float b = kBoundaries[rng() % 7];
+  const float nudge = 1.0f + std::ldexp(1.0f, -static_cast<int>(8 + rng() % 16)) * static_cast<float>(static_cast<int>(rng() % 3) - 1);
+  return sign * amax * b / 6.0f * nudge;
+}
+
+void fill_block(Rng& rng, const std::string& cls, const Problem& p, float tensor_amax, std::vector<float>& v, int64_t from,
+                int64_t count) {
+  if (cls == "zero") {
+    for (int64_t x = 0; x < count; ++x) v[from + x] = (rng() % 4 == 0) ? -0.0f : 0.0f;
+    return;
+  }
+  float amax = tensor_amax * std::ldexp(1.0f, -static_cast<int>(rng() % 12));
+  uint64_t edge = cls == "edges" ? rng() % 8 : 99;
+  if (cls == "decision") amax = decision_amax(rng, p, tensor_amax);
+  if (edge == 0) amax = 0;                                                                    // all-zero block
+  if (edge == 1) amax = tensor_amax * std::ldexp(1.0f, -static_cast<int>(10 + rng() % 14));  // subnormal / zero scale
+  amax = std::min(amax, largest(p.in_type));
+  for (int64_t x = 0; x < count; ++x)
+    v[from + x] = cls == "decision" ? decision_element(rng, amax) : ((rng() & 1) ? -1.0f : 1.0f) * amax * uniform(rng);
+  if (count > 0) v[from + static_cast<int64_t>(rng() % static_cast<uint64_t>(count))] = (rng() & 1) ? -amax : amax;
+  const int64_t at = from + static_cast<int64_t>(rng() % static_cast<uint64_t>(std::max<int64_t>(count, 1)));
+  if (edge == 2) v[at] = std::numeric_limits<float>::quiet_NaN();
+  if (edge == 3) v[at] = -0.0f;
+  if (edge == 4) v[at] = -std::numeric_limits<float>::quiet_NaN();
+}
+
+}  // namespace
+
+bool is_generator(const std::string& generator) {
+  for (const char* c : kClasses)
+    if (generator == std::string("quantize/") + c) return true;
+  return false;
+}
+
+void draw(Draws& d, const nvfp4_kernel_info& info, const ShapeLimits& limits, CasePlan& plan) {
+  Problem& p = plan.problem;
+  p.op = Op::quantize;
+  p.n = 1;
+  p.alpha = 1.0f;
+  // The format first among those with a declared recipe, then the recipe.
+  uint32_t formats = 0;
+  for (uint32_t f = 1; f <= 4; ++f)
+    for (uint32_t r = 1; r <= 7; ++r)
+      if (((info.q_formats ? info.q_formats : 2u) >> f & 1u) && (info.recipes >> r & 1u) &&
+          recipe_fits(static_cast<Recipe>(r), static_cast<BlockFormat>(f)))
+        formats |= 1u << f;
+  if (formats == 0) throw std::invalid_argument("the kernel declares no recipe for a format it declares");
+  p.q_format = pick(d, formats, BlockFormat::nvfp4, BlockFormat::mxfp8_e5m2);
+  uint32_t recipes = 0;
+  for (uint32_t r = 1; r <= 7; ++r)
+    if ((info.recipes >> r & 1u) && recipe_fits(static_cast<Recipe>(r), p.q_format)) recipes |= 1u << r;
+  p.recipe = pick(d, recipes, Recipe::te, Recipe::mx_even);
+  p.in_type = pick(d, info.in_types, InType::fp16, InType::fp32);
+  p.quant_2d = info.flags & NVFP4_FLAG_QUANT_2D;
+  p.row_global_scale = info.flags & NVFP4_FLAG_ROW_GLOBAL_SCALE;
+  if (info.flags & NVFP4_FLAG_STOCHASTIC) p.stochastic_seed = d.below(uint64_t(1) << 32);
+  const int64_t km = std::lcm<int64_t>(packs_nibbles(p.q_format) ? 2 : 1, std::max<uint32_t>(1, info.k_multiple));
+  const int64_t mm = std::max<uint32_t>(1, info.m_multiple);
+  p.m = draw_extent(d, std::min<int64_t>(limits.max_m, 300), mm, {1, 15, 16, 17, 127, 128, 129, 255, 256});
+  p.k = draw_extent(d, std::min<int64_t>(limits.max_k, 1024), km, {2, 14, 16, 18, 30, 32, 34, 62, 64, 66, 256, 1024});
+  p.l = 1 + static_cast<int64_t>(d.below(3));
+  while (p.l * p.m * p.k > limits.max_elements && p.m > mm) p.m = std::max(mm, round_up(p.m / 2, mm));
+  plan.spec = DataSpec{};
+  p.generator = std::string("quantize/") + kClasses[d.below(kClassCount)];
+}
+
+void fill_x(Problem& p) {
+  if (!is_generator(p.generator)) throw std::invalid_argument("a quantize case's generator is quantize/plain, "
+                                                               "quantize/decision, quantize/edges or quantize/zero");
+  const std::string cls = p.generator.substr(9);
+  Rng rng(*p.seed);
+  const int64_t rows = p.l * p.m, bs = block_size(p.q_format);
+  float tensor_amax = std::ldexp(1.0f, static_cast<int>(rng() % 24) - 12) * (1.0f + uniform(rng));
+  if (p.in_type == InType::fp32 && rng() % 8 == 0) tensor_amax = std::ldexp(1.0f, 100 + static_cast<int>(rng() % 27));
+  tensor_amax = std::min(tensor_amax, largest(p.in_type) / 2);
+  std::vector<float> v(static_cast<size_t>(rows * p.k));
+  for (int64_t r = 0; r < rows; ++r) {
+    const float row_amax = p.row_global_scale ? tensor_amax * std::ldexp(1.0f, -static_cast<int>(rng() % 8)) : tensor_amax;
+    for (int64_t s = 0; s * bs < p.k; ++s) fill_block(rng, cls, p, row_amax, v, r * p.k + s * bs, std::min(bs, p.k - s * bs));
+  }
+  // A tensor whose amax is Inf: every block's scale follows the recipe's Inf rule.
+  if (cls == "edges" && rng() % 8 == 0 && !v.empty())
+    v[rng() % v.size()] = (rng() & 1) ? -std::numeric_limits<float>::infinity() : std::numeric_limits<float>::infinity();
+  const int width = in_word_bytes(p.in_type);
+  p.x.resize(v.size() * static_cast<size_t>(width));
+  for (size_t e = 0; e < v.size(); ++e) {
+    const uint32_t w = to_word(p.in_type, v[e]);
+    std::memcpy(p.x.data() + e * static_cast<size_t>(width), &w, static_cast<size_t>(width));
+  }
+}
+
+}  // namespace quantize_op
+}  // namespace nvfp4

@@ -1,0 +1,272 @@
+// The built-in quantizers' arithmetic (SPEC.md section 2), written once for host and device as
+// production kernels write it: FP32 operations, conversions to E4M3, E2M1, E5M2 and E8M0 as the
+// PTX cvt instructions define them (round to nearest even, satfinite), NaN-suppressing block
+// maxima. Kernels never include reference/: this is the kernels' own copy, and the suite checks
+// it against the reference. A Bug value lets the mutation plugin build each known quantizer bug
+// from the same code (Bug::none is the honest kernel).
+#pragma once
+
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "kernels/nvfp4_kernel_abi.h"
+
+#if defined(__CUDACC__)
+#define NVFP4_QHD __host__ __device__
+#else
+#define NVFP4_QHD
+#endif
+
+namespace nvfp4::kern::quant {
+
+// The bugs of public quantizers the mutants reproduce (shared/evidence/field-study-2026-12.md).
+enum class Bug : int {
+  none,
+  subnormal_scale_decode,  // E4M3 subnormal scales decoded with the normal formula (2^(e-7)*(1+m/8))
+  zero_codes,              // codes all zero (a kernel whose conversion was compiled out)
+  no_global_scale,         // the global scale ignored: blocks with amax > 2688 clip
+  other_association,       // gs * (amax * c6) where te has amax * (gs * c6)
+  scale_toward_zero,       // the E4M3 scale rounded toward zero
+  os_from_unrounded,       // the encode factor from the scale before its E4M3 rounding
+  decode_as_encode,        // the global scale used as a decode scale (multiplied where divided)
+  padding_not_written,     // the permuted SFQ's padding cells left as they were
+  linear_scales_declared_permuted,  // writes linear SFQ whatever the layout asked for
+  tile_amax_16_columns,    // 2D: the tile's amax over its first row only
+  row0_global_scale,       // per-row scales: every row quantized with row 0's
+  rceil_as_floor,          // E8M0 scale rounded down where the recipe rounds up
+};
+
+NVFP4_QHD inline float bits_float(uint32_t b) {
+  float f;
+  memcpy(&f, &b, 4);
+  return f;
+}
+NVFP4_QHD inline uint32_t float_bits(float f) {
+  uint32_t b;
+  memcpy(&b, &f, 4);
+  return b;
+}
+
+// One input element as a float (every FP16, BF16 and FP32 word is exactly one).
+NVFP4_QHD inline float input_value(const void* x, int64_t index, uint32_t in_type) {
+  if (in_type == NVFP4_IN_FP32) return static_cast<const float*>(x)[index];
+  const uint16_t w = static_cast<const uint16_t*>(x)[index];
+  if (in_type == NVFP4_IN_BF16) return bits_float(static_cast<uint32_t>(w) << 16);
+  const uint32_t sign = (w & 0x8000u) << 16, e = (w >> 10) & 0x1Fu, m = w & 0x3FFu;
+  if (e == 0x1F) return bits_float(sign | 0x7F800000u | (m << 13));
+  if (e == 0) {  // subnormal or zero: m * 2^-24, exact in FP32
+    const float v = static_cast<float>(m) * 5.9604644775390625e-08f;
+    return sign ? -v : v;
+  }
+  return bits_float(sign | ((e + 112u) << 23) | (m << 13));
+}
+
+// |v| rounded to nearest even on the grid of `quantum` (a power of two), exactly: v / quantum is
+// exact and rintf rounds ties to even.
+NVFP4_QHD inline float grid_round(float a, float quantum) { return rintf(a / quantum) * quantum; }
+
+// The largest power of two <= a (a a positive normal or subnormal float).
+NVFP4_QHD inline float binade(float a) {
+  const uint32_t b = float_bits(a);
+  if ((b >> 23) == 0) {  // subnormal: its top set bit
+    uint32_t top = 1u << 22;
+    while (!(b & top)) top >>= 1;
+    return bits_float(top);
+  }
+  return bits_float(b & 0x7F800000u);
+}
+
+// cvt.rn.satfinite.e4m3x2.f32: RN to E4M3FN, |v| > 448 and Inf to +-448, NaN to 0x7F.
+NVFP4_QHD inline uint8_t e4m3_from_float(float v, bool toward_zero = false) {
+  if (v != v) return 0x7F;
+  const uint8_t sign = (float_bits(v) >> 31) ? 0x80 : 0x00;
+  const float a = fabsf(v);
+  if (a >= 448.0f) return sign | 0x7E;
+  const float min_normal = 0.015625f;  // 2^-6
+  const float quantum = a < min_normal ? 0.001953125f : binade(a) * 0.125f;
+  const float r = toward_zero ? floorf(a / quantum) * quantum : grid_round(a, quantum);
+  if (r >= 448.0f) return sign | 0x7E;
+  if (r < min_normal) return sign | static_cast<uint8_t>(r / 0.001953125f);
+  const float base = binade(r);
+  const int e = static_cast<int>((float_bits(base) >> 23) & 0xFF) - 127 + 7;
+  const int m = static_cast<int>(r / base * 8.0f) - 8;
+  return sign | static_cast<uint8_t>((e << 3) | m);
+}
+
+// An E4M3FN byte's value (NaN for 0x7F/0xFF). bug: the subnormal misdecode.
+NVFP4_QHD inline float e4m3_to_float(uint8_t byte, Bug bug = Bug::none) {
+  if ((byte & 0x7F) == 0x7F) return bits_float(0x7FC00000u);
+  const int e = (byte >> 3) & 0xF, m = byte & 7;
+  float v;
+  if (e == 0 && bug != Bug::subnormal_scale_decode) v = static_cast<float>(m) * 0.001953125f;
+  else v = ldexpf(1.0f + static_cast<float>(m) / 8.0f, e - 7);
+  if (e == 0 && bug == Bug::subnormal_scale_decode && m == 0) v = 0.0f;
+  return (byte & 0x80) ? -v : v;
+}
+
+// cvt.rn.satfinite.e2m1x2.f32: RN (ties to even) onto {0, .5, 1, 1.5, 2, 3, 4, 6}, beyond 6
+// and Inf to +-6, NaN to +6; the sign of zero kept.
+NVFP4_QHD inline uint8_t e2m1_from_float(float v) {
+  if (v != v) return 0x7;
+  const uint8_t sign = (float_bits(v) >> 31) ? 0x8 : 0x0;
+  const float a = fabsf(v);
+  uint8_t c;
+  if (a <= 0.25f) c = 0;
+  else if (a < 0.75f) c = 1;
+  else if (a <= 1.25f) c = 2;
+  else if (a < 1.75f) c = 3;
+  else if (a <= 2.5f) c = 4;
+  else if (a < 3.5f) c = 5;
+  else if (a <= 5.0f) c = 6;
+  else c = 7;
+  return sign | c;
+}
+
+// RN to E5M2 saturating to +-57344 (Inf included), NaN kept (0x7F), the sign of zero kept.
+NVFP4_QHD inline uint8_t e5m2_from_float(float v) {
+  if (v != v) return 0x7F;
+  const uint8_t sign = (float_bits(v) >> 31) ? 0x80 : 0x00;
+  const float a = fabsf(v);
+  if (a >= 57344.0f) return sign | 0x7B;
+  const float min_normal = 6.103515625e-05f;  // 2^-14
+  const float quantum = a < min_normal ? 1.52587890625e-05f : binade(a) * 0.25f;
+  const float r = grid_round(a, quantum);
+  if (r >= 57344.0f) return sign | 0x7B;
+  if (r < min_normal) return sign | static_cast<uint8_t>(r / 1.52587890625e-05f);
+  const float base = binade(r);
+  const int e = static_cast<int>((float_bits(base) >> 23) & 0xFF) - 127 + 15;
+  const int m = static_cast<int>(r / base * 4.0f) - 4;
+  return sign | static_cast<uint8_t>((e << 2) | m);
+}
+
+// RN to E4M3FN as an MXFP8 element: saturating to +-448 (Inf included), NaN kept.
+NVFP4_QHD inline uint8_t e4m3_element(float v) {
+  if (v != v) return 0x7F;
+  return e4m3_from_float(v);
+}
+
+// cvt.rp.satfinite.ue8m0x2.f32: the biased exponent of v rounded up (any mantissa bit set adds
+// one), 0 at or below 2^-127, 0xFE for Inf and above, 0xFF for NaN. floor: rounded down.
+NVFP4_QHD inline uint8_t e8m0_from_float(float v, bool floor_instead) {
+  if (v != v) return 0xFF;
+  const uint32_t b = float_bits(fabsf(v));
+  if (b >= 0x7F800000u) return 0xFE;
+  const uint32_t e = b >> 23, m = b & 0x7FFFFFu;
+  if (e == 0) return (m <= (1u << 22) || floor_instead) ? 0 : 1;  // at or below 2^-127 (m = 2^22): 0
+  const uint32_t up = (m != 0 && !floor_instead) ? e + 1 : e;
+  return static_cast<uint8_t>(up > 254 ? 254 : up);
+}
+
+NVFP4_QHD inline float e8m0_encode_factor(uint8_t e) {
+  // 2^(127 - e), exact for e = 0..254 (2^127 down to 2^-127, a subnormal).
+  const int p = 127 - static_cast<int>(e);
+  return ldexpf(1.0f, p);
+}
+
+// Offset of scale (row, block) in SFQ, linear or in the 128x4 tile layout (SPEC section 2).
+NVFP4_QHD inline int64_t sf_offset(uint32_t layout, int64_t rows, int64_t kb, int64_t b, int64_t i, int64_t s) {
+  if (layout == NVFP4_SF_LINEAR) return (b * rows + i) * kb + s;
+  const int64_t mt = (rows + 127) / 128, kt = (kb + 3) / 4;
+  return ((b * mt + i / 128) * kt + s / 4) * 512 + (i % 32) * 16 + ((i % 128) / 32) * 4 + s % 4;
+}
+NVFP4_QHD inline int64_t sf_bytes(uint32_t layout, int64_t rows, int64_t kb, int64_t l) {
+  return layout == NVFP4_SF_LINEAR ? l * rows * kb : l * ((rows + 127) / 128) * ((kb + 3) / 4) * 512;
+}
+
+// The two reciprocals a recipe takes: exact (IEEE RN) or the kernel's own approximation.
+struct Reciprocal {
+  bool approx = false;
+};
+
+// One NVFP4 block's scale byte and encode factor from its amax, by recipe. `rcp` computes
+// 1/v: exact on the host, rcp.approx.ftz for CUDA's fast recipe.
+template <class Rcp>
+NVFP4_QHD inline uint8_t nvfp4_block_scale(uint32_t recipe, float amax, float gs, Rcp rcp, Bug bug, float* os_out) {
+  const float c6 = 1.0f / 6.0f;
+  if (bug == Bug::no_global_scale) gs = 1.0f;
+  if (bug == Bug::decode_as_encode) gs = 1.0f / gs;
+  float scale;
+  if (recipe == NVFP4_RECIPE_TORCHAO) {
+    // gs is torchao's decode scale pts: RN(RN(amax / 6) / pts), clamped to [2^-6, 448].
+    scale = (amax / 6.0f) / gs;
+    scale = fminf(fmaxf(scale, 0.015625f), 448.0f);
+  } else if (recipe == NVFP4_RECIPE_TE && bug != Bug::other_association) {
+    scale = fminf(amax * (gs * c6), FLT_MAX);
+  } else {
+    scale = gs * (amax * c6);
+  }
+  const uint8_t sfq = e4m3_from_float(scale, bug == Bug::scale_toward_zero);
+  const float sf = bug == Bug::os_from_unrounded ? scale : e4m3_to_float(sfq, bug);
+  float os;
+  if (recipe == NVFP4_RECIPE_TORCHAO) {
+    os = (1.0f / gs) / sf;
+  } else if (recipe == NVFP4_RECIPE_TE) {
+    os = fminf(1.0f / (sf * (1.0f / gs)), FLT_MAX);
+  } else if (recipe == NVFP4_RECIPE_FAST) {
+    os = amax == 0.0f ? 0.0f : rcp(sf * rcp(gs));
+  } else {
+    os = sf != 0.0f ? 1.0f / (sf * (1.0f / gs)) : 0.0f;
+  }
+  *os_out = os;
+  return sfq;
+}
+
+NVFP4_QHD inline int64_t block_elems(uint32_t format) { return format == NVFP4_FORMAT_NVFP4 ? 16 : 32; }
+NVFP4_QHD inline bool packs_nibbles(uint32_t format) {
+  return format == NVFP4_FORMAT_NVFP4 || format == NVFP4_FORMAT_MXFP4;
+}
+
+struct ExactRcp {
+  NVFP4_QHD float operator()(float v) const { return 1.0f / v; }
+};
+
+// The global scale of row `row` (b * m + i): one value, or one per row.
+NVFP4_QHD inline float global_scale_of(const nvfp4_problem& p, uint32_t flags, int64_t row, Bug bug) {
+  if (p.global_scale == nullptr) return 1.0f;
+  const bool per_row = flags & NVFP4_FLAG_ROW_GLOBAL_SCALE;
+  return per_row && bug != Bug::row0_global_scale ? p.global_scale[row] : p.global_scale[0];
+}
+
+// Quantizes rows [r0, r1) of batch b, block s (a 2D tile's rows together): its amax, scale byte
+// and encode factor (per row: a per-row global scale differs by row), then its codes.
+template <class Rcp>
+NVFP4_QHD inline void quantize_block(const nvfp4_problem& p, uint32_t flags, Bug bug, int64_t b, int64_t r0, int64_t r1,
+                                     int64_t s, Rcp rcp) {
+  const int64_t bs = block_elems(p.q_format), kb = (p.k + bs - 1) / bs;
+  const int64_t x0 = s * bs, x1 = p.k < x0 + bs ? p.k : x0 + bs;
+  float amax = 0.0f;
+  const int64_t amax_rows = bug == Bug::tile_amax_16_columns ? r0 + 1 : r1;
+  for (int64_t i = r0; i < amax_rows; ++i)
+    for (int64_t x = x0; x < x1; ++x) {
+      const float a = fabsf(input_value(p.x, ((b * p.m + i) * p.k) + x, p.in_type));
+      if (a > amax) amax = a;  // NaN-suppressing, as __hmax2 and fmaxf are
+    }
+  const uint32_t layout = bug == Bug::linear_scales_declared_permuted ? uint32_t{NVFP4_SF_LINEAR} : p.sf_layout;
+  for (int64_t i = r0; i < r1; ++i) {
+    float os;
+    uint8_t sfq;
+    if (p.q_format == NVFP4_FORMAT_NVFP4) {
+      sfq = nvfp4_block_scale(p.recipe, amax, global_scale_of(p, flags, b * p.m + i, bug), rcp, bug, &os);
+    } else {
+      const float emax = p.q_format == NVFP4_FORMAT_MXFP4 ? 6.0f : p.q_format == NVFP4_FORMAT_MXFP8_E4M3 ? 448.0f : 57344.0f;
+      sfq = e8m0_from_float(amax * (1.0f / emax), bug == Bug::rceil_as_floor);
+      os = e8m0_encode_factor(sfq);
+    }
+    p.sfq[sf_offset(layout, p.m, kb, b, i, s)] = sfq;
+    const int64_t row = b * p.m + i;
+    for (int64_t x = x0; x < x1; ++x) {
+      const float v = input_value(p.x, row * p.k + x, p.in_type) * os;
+      if (!packs_nibbles(p.q_format)) {
+        p.q[row * p.k + x] = p.q_format == NVFP4_FORMAT_MXFP8_E4M3 ? e4m3_element(v) : e5m2_from_float(v);
+        continue;
+      }
+      const uint8_t code = bug == Bug::zero_codes ? 0 : e2m1_from_float(v);
+      uint8_t& byte = p.q[row * (p.k / 2) + x / 2];
+      byte = (x & 1) ? static_cast<uint8_t>((byte & 0x0F) | (code << 4)) : static_cast<uint8_t>((byte & 0xF0) | code);
+    }
+  }
+}
+
+}  // namespace nvfp4::kern::quant
