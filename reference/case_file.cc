@@ -27,9 +27,11 @@ namespace {
 constexpr const char* kKeys[] = {"op",        "m",         "n",     "k",          "l",
                                  "groups",    "group_m",   "group_n", "group_k",  "group_alpha",
                                  "packed",    "sf_layout", "scale_semantics",     "out_type",
+                                 "in_type",   "format",    "recipe", "quant_2d",  "row_global_scale",
+                                 "stochastic_seed",
                                  "alpha",     "alpha2",    "seed",  "generator",  "note",
                                  "a",         "b",         "b2",    "sfa",        "sfb",
-                                 "sfb2",      "expect"};
+                                 "sfb2",      "expect",    "x",     "expect_q",   "expect_sfq"};
 constexpr const char* kGroupKeys[] = {"a", "b", "sfa", "sfb", "expect"};
 
 // "a.12" -> ("a", 12) for the per-group keys; the index is canonical decimal (no leading zeros).
@@ -154,6 +156,11 @@ class CaseParser {
       parse_options(p);
       parse_groups(p);
       parse_group_data(p);
+    } else if (p.op == Op::quantize) {
+      parse_quantize_options(p);  // first: the format decides whether k may be odd
+      parse_shape(p);
+      parse_options(p);
+      parse_quantize_data(p);
     } else {
       parse_shape(p);
       parse_options(p);
@@ -253,9 +260,9 @@ class CaseParser {
 
   void parse_op(Problem& p) {
     const Entry* op = find("op");
-    if (!op) fail_missing("missing required key 'op' (gemv, gemm, grouped_gemm or dual_gemm)");
+    if (!op) fail_missing("missing required key 'op' (gemv, gemm, grouped_gemm, dual_gemm or quantize)");
     if (!nvfp4::parse_op(op->value, &p.op))
-      fail(op->line, "op: " + quoted(op->value) + " is not one of 'gemv', 'gemm', 'grouped_gemm', 'dual_gemm'");
+      fail(op->line, "op: " + quoted(op->value) + " is not one of 'gemv', 'gemm', 'grouped_gemm', 'dual_gemm', 'quantize'");
   }
 
   // Keys that belong to other ops are errors, not ignored: a grouped case given `m` most likely
@@ -276,6 +283,15 @@ class CaseParser {
       const bool not_grouped = key == "m" || key == "n" || key == "k" || key == "l" || key == "alpha" ||
                                key == "a" || key == "b" || key == "sfa" || key == "sfb" || key == "expect";
       const bool dual_only = key == "b2" || key == "sfb2" || key == "alpha2";
+      const bool quantize_only = key == "in_type" || key == "format" || key == "recipe" || key == "quant_2d" ||
+                                 key == "row_global_scale" || key == "stochastic_seed" || key == "x" ||
+                                 key == "expect_q" || key == "expect_sfq";
+      // A quantize case has X and Q/SFQ, no operands, alpha, output type or scale semantics.
+      const bool gemm_only = key == "a" || key == "b" || key == "sfa" || key == "sfb" || key == "expect" ||
+                             key == "alpha" || key == "out_type" || key == "scale_semantics";
+      if (quantize_only && op != Op::quantize) fail(entry.line, "key '" + key + "' is only for op = quantize");
+      if (op == Op::quantize && (gemm_only || grouped_only || dual_only))
+        fail(entry.line, "key '" + key + "' is not used by op = quantize (it has x, expect_q and expect_sfq)");
       if (grouped_only && !grouped) fail(entry.line, "key '" + key + "' is only for op = grouped_gemm");
       if (dual_only && !dual) fail(entry.line, "key '" + key + "' is only for op = dual_gemm");
       if (not_grouped && grouped) {
@@ -292,13 +308,16 @@ class CaseParser {
     for (const char* key : {"m", "k", "l"}) {
       if (!find(key)) fail_missing(std::string("missing required key '") + key + "'");
     }
-    if (p.op != Op::gemv && !find("n")) fail_missing("missing required key 'n' (required for " + std::string(to_string(p.op)) + ")");
+    if (p.op != Op::gemv && p.op != Op::quantize && !find("n")) fail_missing("missing required key 'n' (required for " + std::string(to_string(p.op)) + ")");
     p.m = parse_dim("m");
     p.k = parse_dim("k", 2);  // k is even and at least 2
     p.l = parse_dim("l");
     p.n = find("n") ? parse_dim("n") : 1;
     if (p.op == Op::gemv && p.n != 1) fail(find("n")->line, "n must be 1 for gemv, got " + find("n")->value);
-    if (p.k % 2 != 0) fail(find("k")->line, "k must be even (two E2M1 values per byte), got " + find("k")->value);
+    if (p.op == Op::quantize && p.n != 1) fail(find("n")->line, "n must be 1 for quantize, got " + find("n")->value);
+    const bool packed_k = p.op != Op::quantize || packs_nibbles(p.q_format);  // MXFP8 codes take a byte each
+    if (packed_k && p.k % 2 != 0) fail(find("k")->line, "k must be even (two E2M1 values per byte), got " + find("k")->value);
+    if (p.op == Op::quantize) return check_quantize_size(p);
 
     // Cap the buffers a case needs (SPEC section 2: a, b, both scale layouts, c) so that a typo
     // or a hostile file cannot make the reference or the harness allocate without bound.
@@ -320,6 +339,79 @@ class CaseParser {
                      "); the limit is " +
                      std::to_string(kMaxCaseBytes) + " bytes");
     }
+  }
+
+  // The cap of parse_shape for a quantize case: X, Q, and SFQ in both layouts.
+  void check_quantize_size(const Problem& p) const {
+    using u128v = unsigned __int128;
+    const u128v m = p.m, k = p.k, l = p.l, kb = static_cast<u128v>(p.qkb()), kt = (kb + 3) / 4, mt = (m + 127) / 128;
+    const u128v q = packs_nibbles(p.q_format) ? l * m * k / 2 : l * m * k;
+    const u128v bytes = l * m * k * static_cast<u128v>(in_word_bytes(p.in_type)) + q + l * m * kb + l * mt * kt * 512;
+    if (bytes <= static_cast<u128v>(kMaxCaseBytes)) return;
+    int line = 0;
+    for (const char* key : {"m", "n", "k", "l"}) {
+      if (const Entry* e = find(key)) line = std::max(line, e->line);
+    }
+    fail(line, "shape m=" + std::to_string(p.m) + " k=" + std::to_string(p.k) + " l=" + std::to_string(p.l) + " needs " +
+                   (bytes >> 62 ? std::string("more than 2^62") : std::to_string(static_cast<uint64_t>(bytes))) +
+                   " bytes of tensors (x, q, both scale layouts); the limit is " + std::to_string(kMaxCaseBytes) + " bytes");
+  }
+
+  bool parse_bool(const char* key) const {
+    const Entry* e = find(key);
+    if (!e || e->value == "false") return false;
+    if (e->value != "true") fail(e->line, std::string(key) + ": " + quoted(e->value) + " is neither 'true' nor 'false'");
+    return true;
+  }
+
+  // in_type, format and recipe (all required), the options, and their combination (SPEC section 2).
+  void parse_quantize_options(Problem& p) {
+    const Entry* it = find("in_type");
+    const Entry* fo = find("format");
+    const Entry* re = find("recipe");
+    if (!it) fail_missing("missing required key 'in_type' (fp16, bf16 or fp32; required for quantize)");
+    if (!fo) fail_missing("missing required key 'format' (nvfp4, mxfp4, mxfp8_e4m3 or mxfp8_e5m2; required for quantize)");
+    if (!re) fail_missing("missing required key 'recipe' (te, ref, fast, torchao, mx_rceil, mx_floor or mx_even)");
+    if (!nvfp4::parse_in_type(it->value, &p.in_type))
+      fail(it->line, "in_type: " + quoted(it->value) + " is not one of 'fp16', 'bf16', 'fp32'");
+    if (!nvfp4::parse_block_format(fo->value, &p.q_format))
+      fail(fo->line, "format: " + quoted(fo->value) + " is not one of 'nvfp4', 'mxfp4', 'mxfp8_e4m3', 'mxfp8_e5m2'");
+    if (!nvfp4::parse_recipe(re->value, &p.recipe))
+      fail(re->line, "recipe: " + quoted(re->value) +
+                         " is not one of 'te', 'ref', 'fast', 'torchao', 'mx_rceil', 'mx_floor', 'mx_even'");
+    if (!recipe_fits(p.recipe, p.q_format))
+      fail(re->line, "recipe " + re->value + " does not quantize to " + fo->value +
+                         " (te, ref, fast and torchao make nvfp4; mx_rceil, mx_floor and mx_even the MX formats)");
+    p.quant_2d = parse_bool("quant_2d");
+    p.row_global_scale = parse_bool("row_global_scale");
+    const Entry* option = find("quant_2d") ? find("quant_2d") : find("row_global_scale");
+    if (p.q_format != BlockFormat::nvfp4 && (p.quant_2d || p.row_global_scale))
+      fail(option->line, "16 x 16 tiles and per-row global scales are NVFP4's (the MX recipes have no global scale)");
+    if (p.quant_2d && p.row_global_scale)
+      fail(find("row_global_scale")->line, "16 x 16 tiles span 16 rows: they cannot have one global scale per row");
+    if (const Entry* e = find("stochastic_seed")) {
+      p.stochastic_seed = parse_uint(*e, "stochastic_seed");
+      if (p.q_format != BlockFormat::nvfp4) fail(e->line, "stochastic rounding is for NVFP4 codes");
+    }
+  }
+
+  // x (words of in_type), or a seed to draw it from; expect_q and expect_sfq (hex bytes, SFQ linear).
+  void parse_quantize_data(Problem& p) {
+    const unsigned saved = out_bytes_;
+    out_bytes_ = static_cast<unsigned>(in_word_bytes(p.in_type));
+    if (const Entry* e = find("x")) {
+      const std::vector<uint32_t> words = parse_words(*e, "x", p.l * p.m * p.k, "l*m*k");
+      p.x.reserve(words.size() * out_bytes_);
+      for (const uint32_t w : words)
+        for (unsigned b = 0; b < out_bytes_; ++b) p.x.push_back(static_cast<uint8_t>(w >> (8 * b)));
+    } else if (!p.seed) {
+      fail_missing("no data: give x (l*m*k words of in_type), or a seed to generate it from");
+    }
+    out_bytes_ = saved;
+    const char* q_formula = packs_nibbles(p.q_format) ? "l*m*k/2" : "l*m*k";
+    const char* sfq_formula = p.q_format == BlockFormat::nvfp4 ? "l*m*ceil(k/16)" : "l*m*ceil(k/32)";
+    if (const Entry* e = find("expect_q")) p.expect_q = parse_bytes(*e, "expect_q", p.q_bytes(), q_formula);
+    if (const Entry* e = find("expect_sfq")) p.expect_sfq = parse_bytes(*e, "expect_sfq", p.sfq_bytes(), sfq_formula);
   }
 
   // out_type first: the size cap and the expect words depend on it.
@@ -789,11 +881,55 @@ std::string group_values(const std::vector<Group>& groups, const Get& get) {
 
 }  // namespace
 
+namespace {
+
+// A quantize case: X as words of in_type, Q and SFQ (linear) as hex bytes; quant_2d,
+// row_global_scale and stochastic_seed only when set (their absence means false / none).
+std::string write_quantize_case(const Problem& p) {
+  const auto invalid = [](const std::string& what) { throw std::invalid_argument("write_case: " + what); };
+  if (p.x.empty() && !p.seed) invalid("neither data nor a seed");
+  if (!p.x.empty() && !p.has_data()) invalid("x's length does not match the shape");
+  if (p.expect) invalid("a quantize case holds expect_q and expect_sfq, not expect");
+  if (p.expect_q && static_cast<int64_t>(p.expect_q->size()) != p.q_bytes()) invalid("expect_q has the wrong length");
+  if (p.expect_sfq && static_cast<int64_t>(p.expect_sfq->size()) != p.sfq_bytes()) invalid("expect_sfq has the wrong length");
+  if (!p.generator.empty() && !p.seed) invalid("a generator needs a seed");
+  for (const char c : p.generator) {
+    if (is_space(c) || c == '#' || c == '\n') invalid("generator name contains a space or '#'");
+  }
+  std::string out = "# nvfp4check case v1\nop = quantize\n";
+  out += "m = " + std::to_string(p.m) + "\nn = 1\nk = " + std::to_string(p.k) + "\nl = " + std::to_string(p.l) + "\n";
+  out += std::string("sf_layout = ") + to_string(p.sf_layout) + "\n";
+  out += std::string("in_type = ") + to_string(p.in_type) + "\nformat = " + to_string(p.q_format) + "\nrecipe = " +
+         to_string(p.recipe) + "\n";
+  if (p.quant_2d) out += "quant_2d = true\n";
+  if (p.row_global_scale) out += "row_global_scale = true\n";
+  if (p.stochastic_seed) out += "stochastic_seed = " + std::to_string(*p.stochastic_seed) + "\n";
+  if (p.seed) out += "seed = " + std::to_string(*p.seed) + "\n";
+  if (!p.generator.empty()) out += "generator = " + p.generator + "\n";
+  const std::string note = sanitize_note(p.note);
+  if (!note.empty()) out += "note = " + note + "\n";
+  if (!p.x.empty()) {
+    // Words of in_type: the fp16/bf16 word formats are 4 hex digits, fp32's 8 (out_type's words).
+    const OutType word = p.in_type == InType::fp32 ? OutType::fp32 : OutType::fp16;
+    const size_t w = static_cast<size_t>(in_word_bytes(p.in_type));
+    std::vector<uint32_t> words(p.x.size() / w);
+    for (size_t i = 0; i < words.size(); ++i)
+      for (size_t b = 0; b < w; ++b) words[i] |= static_cast<uint32_t>(p.x[i * w + b]) << (8 * b);
+    append_words(out, "x", word, words);
+  }
+  if (p.expect_q) append_tensor(out, "expect_q", *p.expect_q);
+  if (p.expect_sfq) append_tensor(out, "expect_sfq", *p.expect_sfq);
+  return out;
+}
+
+}  // namespace
+
 std::string write_case(const Problem& p) {
   const auto invalid = [](const std::string& what) { throw std::invalid_argument("write_case: " + what); };
   const std::string shape = shape_error(p);
   if (!shape.empty()) invalid("bad shape: " + shape);
-  const bool grouped = p.op == Op::grouped_gemm, dual = p.op == Op::dual_gemm;
+  const bool grouped = p.op == Op::grouped_gemm, dual = p.op == Op::dual_gemm, quantize = p.op == Op::quantize;
+  if (quantize) return write_quantize_case(p);
   bool any_data = !p.a.empty() || !p.b.empty() || !p.sfa.empty() || !p.sfb.empty() || !p.b2.empty() || !p.sfb2.empty();
   for (const Group& g : p.groups) any_data = any_data || !g.a.empty() || !g.b.empty() || !g.sfa.empty() || !g.sfb.empty();
   if (grouped) {

@@ -51,6 +51,11 @@ bool same_bits(float x, float y) { return std::memcmp(&x, &y, sizeof x) == 0; }
   if (x.note != y.note) return differ("note");
   if (x.seed != y.seed) return differ("seed");
   if (x.generator != y.generator) return differ("generator");
+  if (x.in_type != y.in_type || x.q_format != y.q_format || x.recipe != y.recipe) return differ("in_type/format/recipe");
+  if (x.quant_2d != y.quant_2d || x.row_global_scale != y.row_global_scale) return differ("quant_2d/row_global_scale");
+  if (x.stochastic_seed != y.stochastic_seed) return differ("stochastic_seed");
+  if (x.x != y.x) return differ("x");
+  if (x.expect_q != y.expect_q || x.expect_sfq != y.expect_sfq) return differ("expect_q/expect_sfq");
   return ::testing::AssertionSuccess();
 }
 
@@ -693,6 +698,138 @@ TEST(CaseFile, GarbageIsRejectedNotCrashedOn) {
       ASSERT_EQ(std::string(e.what()).rfind("mangled.case:", 0), 0u) << e.what();
     }
   }
+}
+
+
+// ---- quantize cases (SPEC section 4, revision 4 keys) -----------------------------------------
+
+// A quantize problem of any format, recipe and option the format allows; x or a seed.
+Problem random_quantize(std::mt19937_64& rng) {
+  Problem p;
+  p.op = Op::quantize;
+  p.q_format = static_cast<BlockFormat>(1 + rng() % 4);
+  p.recipe = p.q_format == BlockFormat::nvfp4 ? static_cast<Recipe>(1 + rng() % 4) : static_cast<Recipe>(5 + rng() % 3);
+  p.in_type = static_cast<InType>(1 + rng() % 3);
+  p.m = 1 + static_cast<int64_t>(rng() % 40);
+  p.k = packs_nibbles(p.q_format) ? 2 * (1 + static_cast<int64_t>(rng() % 50)) : 2 + static_cast<int64_t>(rng() % 100);
+  p.l = 1 + static_cast<int64_t>(rng() % 3);
+  p.sf_layout = rng() % 2 ? SfLayout::linear : SfLayout::permuted;
+  if (p.q_format == BlockFormat::nvfp4) {
+    p.quant_2d = rng() % 3 == 0;
+    p.row_global_scale = !p.quant_2d && rng() % 2;
+    if (rng() % 3 == 0) p.stochastic_seed = rng();
+  }
+  if (rng() % 4 == 0) p.seed = rng();
+  if (!p.seed || rng() % 2) p.x = random_bytes(rng, p.x_bytes());
+  if (rng() % 2) p.expect_q = random_bytes(rng, p.q_bytes());
+  if (rng() % 2) p.expect_sfq = random_bytes(rng, p.sfq_bytes());
+  p.note = random_note(rng);
+  return p;
+}
+
+TEST(CaseFileQuantize, RoundTripsRandomProblems) {
+  std::mt19937_64 rng(20261202);
+  for (int iter = 0; iter < 1000; ++iter) {
+    const Problem p = random_quantize(rng);
+    const std::string text = write_case(p);
+    Problem expected = p;
+    expected.note = sanitize_note(p.note);
+    Problem back;
+    ASSERT_NO_THROW(back = parse_case(text, "q.case")) << "iteration " << iter << "\n" << text;
+    ASSERT_TRUE(same_problem(back, expected)) << "iteration " << iter << "\n" << text;
+    ASSERT_EQ(write_case(back), text) << "iteration " << iter;
+  }
+}
+
+// The example of SPEC section 4, with the x words' byte order made explicit.
+const char* const kQuantize =
+    "op = quantize\n"        // 1
+    "m = 1\n"                // 2
+    "k = 4\n"                // 3
+    "l = 1\n"                // 4
+    "in_type = bf16\n"       // 5
+    "format = nvfp4\n"       // 6
+    "recipe = te\n"          // 7
+    "quant_2d = false\n"     // 8
+    "x = 3f80 c000 0000 8000\n"  // 9
+    "expect_q = 0f 80\n"     // 10
+    "expect_sfq = 38\n";     // 11
+
+TEST(CaseFileQuantize, ReadsTheKeysAndWordsLittleEndian) {
+  const Problem p = parse_case(kQuantize, "q.case");
+  EXPECT_EQ(p.op, Op::quantize);
+  EXPECT_EQ(p.n, 1);
+  EXPECT_EQ(p.in_type, InType::bf16);
+  EXPECT_EQ(p.recipe, Recipe::te);
+  EXPECT_EQ(p.x, (std::vector<uint8_t>{0x80, 0x3f, 0x00, 0xc0, 0x00, 0x00, 0x00, 0x80}));
+  EXPECT_EQ(p.expect_q, (std::vector<uint8_t>{0x0f, 0x80}));
+  EXPECT_EQ(p.expect_sfq, (std::vector<uint8_t>{0x38}));
+  EXPECT_EQ(problem_error(p), "");
+  const Problem f = parse_case(with_line(with_line(kQuantize, 5, "in_type = fp32"), 9, "x = 3f800000 c0000000 00000000 80000000"),
+                               "f.case");
+  EXPECT_EQ(f.x.size(), 16u);
+  EXPECT_EQ(f.x[4 * 3 + 3], 0x80);
+  // MXFP8 codes take a byte each: k may be odd.
+  const std::string e4 = with_line(with_line(with_line(with_line(kQuantize, 6, "format = mxfp8_e4m3"), 7, "recipe = mx_even"),
+                                             3, "k = 3"), 9, "x = 3f80 c000 0000");
+  const Problem m = parse_case(with_line(with_line(e4, 10, ""), 11, ""), "m.case");
+  EXPECT_EQ(m.k, 3);
+  EXPECT_EQ(m.q_bytes(), 3);
+}
+
+std::vector<BadCase> bad_quantize_cases() {
+  const std::string q = kQuantize;
+  return {
+      {"QuantizeWithA", q + "a = 00\n", 12, "key 'a' is not used by op = quantize"},
+      {"QuantizeWithAlpha", q + "alpha = 2\n", 12, "key 'alpha' is not used by op = quantize"},
+      {"QuantizeWithExpect", q + "expect = 3c00\n", 12, "key 'expect' is not used by op = quantize"},
+      {"QuantizeWithOutType", q + "out_type = bf16\n", 12, "key 'out_type' is not used by op = quantize"},
+      {"QuantizeWithGroups", q + "groups = 2\n", 12, "key 'groups' is not used by op = quantize"},
+      {"QuantizeWithB2", q + "b2 = 00\n", 12, "key 'b2' is not used by op = quantize"},
+      {"GemmWithX", std::string(kValid) + "x = 3f80\n", 10, "key 'x' is only for op = quantize"},
+      {"GemmWithRecipe", std::string(kValid) + "recipe = te\n", 10, "key 'recipe' is only for op = quantize"},
+      {"GemmWithExpectQ", std::string(kValid) + "expect_q = 00\n", 10, "key 'expect_q' is only for op = quantize"},
+      {"QuantizeUnknownKey", q + "global_scale = 1\n", 12, "unknown key 'global_scale'"},
+      {"QuantizeBadInType", with_line(q, 5, "in_type = fp8"), 5, "in_type: 'fp8' is not one of"},
+      {"QuantizeBadFormat", with_line(q, 6, "format = nvfp8"), 6, "format: 'nvfp8' is not one of"},
+      {"QuantizeBadRecipe", with_line(q, 7, "recipe = rtn"), 7, "recipe: 'rtn' is not one of"},
+      {"QuantizeRecipeNotFormats", with_line(q, 7, "recipe = mx_floor"), 7, "recipe mx_floor does not quantize to nvfp4"},
+      {"QuantizeMissingRecipe", with_line(q, 7, ""), 11, "missing required key 'recipe'"},
+      {"Quantize2dBadValue", with_line(q, 8, "quant_2d = yes"), 8, "quant_2d: 'yes' is neither 'true' nor 'false'"},
+      {"Quantize2dWithRowScale", with_line(q, 8, "quant_2d = true") + "row_global_scale = true\n", 12,
+       "cannot have one global scale per row"},
+      {"QuantizeMx2d", with_line(with_line(with_line(q, 6, "format = mxfp4"), 7, "recipe = mx_rceil"), 8, "quant_2d = true"),
+       8, "16 x 16 tiles and per-row global scales are NVFP4's"},
+      {"QuantizeMxStochastic",
+       with_line(with_line(q, 6, "format = mxfp4"), 7, "recipe = mx_rceil") + "stochastic_seed = 3\n", 12,
+       "stochastic rounding is for NVFP4 codes"},
+      {"QuantizeNTwo", q + "n = 2\n", 12, "n must be 1 for quantize"},
+      {"QuantizeOddKNvfp4", with_line(with_line(q, 3, "k = 3"), 9, "x = 3f80 c000 0000"), 3, "k must be even"},
+      {"QuantizeShortX", with_line(q, 9, "x = 3f80 c000 0000"), 9, "x: 3 words, expected l*m*k = 4"},
+      {"QuantizeXWordWidth", with_line(q, 9, "x = 3f80 c000 0000 80000000"), 9, "x: word 3 '80000000' is not four hex digits"},
+      {"QuantizeFp32XWidth", with_line(q, 5, "in_type = fp32"), 9, "x: word 0 '3f80' is not eight hex digits"},
+      {"QuantizeNoX", with_line(q, 9, ""), 11, "no data: give x"},
+      {"QuantizeLongExpectQ", with_line(q, 10, "expect_q = 0f 80 00"), 10, "expect_q: more than 2 bytes"},
+      {"QuantizeShortExpectSfq", with_line(q, 11, "expect_sfq ="), 11, "expect_sfq: 0 bytes, expected l*m*ceil(k/16) = 1"},
+      {"QuantizeHugeShape", with_line(with_line(q, 2, "m = 1000000"), 3, "k = 1000000"), 4, "bytes of tensors (x, q, both scale layouts)"},
+  };
+}
+
+INSTANTIATE_TEST_SUITE_P(Quantize, CaseFileRejects, ::testing::ValuesIn(bad_quantize_cases()),
+                         [](const ::testing::TestParamInfo<BadCase>& info) { return std::string(info.param.name); });
+
+TEST(CaseFileQuantize, WriteRejectsProblemsNoFileCanHold) {
+  Problem p = parse_case(kQuantize, "q.case");
+  p.x.pop_back();
+  EXPECT_THROW(write_case(p), std::invalid_argument);
+  p = parse_case(kQuantize, "q.case");
+  p.expect_sfq->push_back(0);
+  EXPECT_THROW(write_case(p), std::invalid_argument);
+  p = parse_case(kQuantize, "q.case");
+  p.x.clear();
+  EXPECT_THROW(write_case(p), std::invalid_argument);  // neither data nor a seed
+  p.seed = 5;
+  EXPECT_NO_THROW(write_case(p));
 }
 
 }  // namespace
