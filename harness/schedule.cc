@@ -478,8 +478,10 @@ ScheduledCase Schedule::at(int64_t index) const {
   if (p.op != Op::quantize) p.generator = c.spec.name();
   expand_seeded_case(p);
   if ((info_.flags & NVFP4_FLAG_UNIT_ALPHA) && c.kind != CaseKind::unsupported) set_unit_alpha(p);
-  p.note = fmt::format("schedule seed {} kernel {} case {} ({}, {}, data {})", options_.seed, name_, index,
-                       to_string(c.kind), to_string(c.data), c.spec.name());
+  p.note = p.op == Op::quantize
+               ? fmt::format("schedule seed {} kernel {} case {} ({})", options_.seed, name_, index, p.generator)
+               : fmt::format("schedule seed {} kernel {} case {} ({}, {}, data {})", options_.seed, name_, index,
+                             to_string(c.kind), to_string(c.data), c.spec.name());
   return c;
 }
 

@@ -1,6 +1,8 @@
 // Worker processes and the parent's watchdog over them (see worker.h).
 #include "harness/worker.h"
 
+#include "harness/ops/op_module.h"
+
 #include "harness/warmup.h"
 
 #include <fcntl.h>
@@ -358,8 +360,8 @@ std::vector<CallObservation> WorkerExecutor::run_calls(const CaseData& data, con
   // What can come back: per call, C twice as byte strings of words (at most 4 bytes each) and the
   // report of guards and inputs (a few per buffer: a grouped problem has five buffers per group)
   // and an error (a traceback: 1 MiB is plenty).
-  int64_t words = data.problem.c_elems();
-  if (data.stale) words = std::max(words, data.stale->c_elems());
+  int64_t words = op_module(data.problem.op).output_words(data.problem);
+  if (data.stale) words = std::max(words, op_module(data.stale->op).output_words(*data.stale));
   const uint64_t buffers = 8 + 5 * data.problem.groups.size();
   frames_.set_limit(static_cast<uint64_t>(8 * words) + 256 * buffers + (uint64_t(1) << 20));
   // Send with the watchdog on: a worker that stops reading is hung.

@@ -36,6 +36,10 @@ enum class Bug : int {
   tile_amax_16_columns,    // 2D: the tile's amax over its first row only
   row0_global_scale,       // per-row scales: every row quantized with row 0's
   rceil_as_floor,          // E8M0 scale rounded down where the recipe rounds up
+  // Not bugs: divergences between honest quantizers that rule 7 accepts (the honest variants).
+  honest_rcp_jitter,       // `fast`: each reciprocal 1 ulp up or down (rcp.approx's error), by block
+  honest_plus_zero,        // zero codes written +0 whatever the element's sign
+  honest_nan_code_zero,    // a NaN element's code written 0 (not cvt's +6; 0 * Inf is no NaN element)
 };
 
 NVFP4_QHD inline float bits_float(uint32_t b) {
@@ -190,8 +194,9 @@ NVFP4_QHD inline uint8_t nvfp4_block_scale(uint32_t recipe, float amax, float gs
   float scale;
   if (recipe == NVFP4_RECIPE_TORCHAO) {
     // gs is torchao's decode scale pts: RN(RN(amax / 6) / pts), clamped to [2^-6, 448].
+    // torch.clamp keeps NaN (0 / 0 when the tensor is all zero: pts = 0); fminf/fmaxf would not.
     scale = (amax / 6.0f) / gs;
-    scale = fminf(fmaxf(scale, 0.015625f), 448.0f);
+    if (scale == scale) scale = fminf(fmaxf(scale, 0.015625f), 448.0f);
   } else if (recipe == NVFP4_RECIPE_TE && bug != Bug::other_association) {
     scale = fminf(amax * (gs * c6), FLT_MAX);
   } else {
@@ -222,6 +227,16 @@ struct ExactRcp {
   NVFP4_QHD float operator()(float v) const { return 1.0f / v; }
 };
 
+// 1/v one ulp up or down (by `up`), as rcp.approx.ftz may be (within 1 ulp of RN, measured).
+struct JitterRcp {
+  bool up = false;
+  NVFP4_QHD float operator()(float v) const {
+    const float r = 1.0f / v;
+    if (!(r > 0.0f) || r > FLT_MAX) return r;
+    return bits_float(float_bits(r) + (up ? 1u : 0xFFFFFFFFu));
+  }
+};
+
 // The global scale of row `row` (b * m + i): one value, or one per row.
 NVFP4_QHD inline float global_scale_of(const nvfp4_problem& p, uint32_t flags, int64_t row, Bug bug) {
   if (p.global_scale == nullptr) return 1.0f;
@@ -247,7 +262,10 @@ NVFP4_QHD inline void quantize_block(const nvfp4_problem& p, uint32_t flags, Bug
   for (int64_t i = r0; i < r1; ++i) {
     float os;
     uint8_t sfq;
-    if (p.q_format == NVFP4_FORMAT_NVFP4) {
+    if (p.q_format == NVFP4_FORMAT_NVFP4 && bug == Bug::honest_rcp_jitter) {
+      const JitterRcp jitter{((b * 131 + i * 31 + s) & 1) != 0};
+      sfq = nvfp4_block_scale(p.recipe, amax, global_scale_of(p, flags, b * p.m + i, bug), jitter, bug, &os);
+    } else if (p.q_format == NVFP4_FORMAT_NVFP4) {
       sfq = nvfp4_block_scale(p.recipe, amax, global_scale_of(p, flags, b * p.m + i, bug), rcp, bug, &os);
     } else {
       const float emax = p.q_format == NVFP4_FORMAT_MXFP4 ? 6.0f : p.q_format == NVFP4_FORMAT_MXFP8_E4M3 ? 448.0f : 57344.0f;
@@ -257,12 +275,14 @@ NVFP4_QHD inline void quantize_block(const nvfp4_problem& p, uint32_t flags, Bug
     p.sfq[sf_offset(layout, p.m, kb, b, i, s)] = sfq;
     const int64_t row = b * p.m + i;
     for (int64_t x = x0; x < x1; ++x) {
-      const float v = input_value(p.x, row * p.k + x, p.in_type) * os;
+      const float in = input_value(p.x, row * p.k + x, p.in_type), v = in * os;
       if (!packs_nibbles(p.q_format)) {
         p.q[row * p.k + x] = p.q_format == NVFP4_FORMAT_MXFP8_E4M3 ? e4m3_element(v) : e5m2_from_float(v);
         continue;
       }
-      const uint8_t code = bug == Bug::zero_codes ? 0 : e2m1_from_float(v);
+      uint8_t code = bug == Bug::zero_codes ? 0 : e2m1_from_float(v);
+      if (bug == Bug::honest_plus_zero && (code & 7) == 0) code = 0;
+      if (bug == Bug::honest_nan_code_zero && in != in) code = 0;
       uint8_t& byte = p.q[row * (p.k / 2) + x / 2];
       byte = (x & 1) ? static_cast<uint8_t>((byte & 0x0F) | (code << 4)) : static_cast<uint8_t>((byte & 0xF0) | code);
     }

@@ -8,10 +8,15 @@
 #include <algorithm>
 #include <cstdio>
 #include <numeric>
+#include <cmath>
+#include <cstring>
 
 #include "harness/case_check.h"
 #include "harness/executor.h"
 #include "harness/report.h"
+#include "reference/formats.h"
+#include "reference/quantize.h"
+#include "reference/scale_layout.h"
 
 namespace nvfp4::prop {
 namespace {
@@ -87,6 +92,15 @@ void check_every_problem(const Kernel& k, Draws& d, CaseTags& tags) {
   const DrawnCase c = nvfp4::draw_case(d, *k.info, {}, property_limits());
   const Problem& p = c.problem;
   tags.shape(p);
+  if (p.op == Op::quantize) {
+    // A quantizer's output is judged by its op's oracle: every check of a case.
+    InProcessExecutor executor(k, kDefaultCallTimeout);
+    const CaseOutcome r = check_case(executor, p, CaseOptions{});
+    if (r.verdict == CaseOutcome::Verdict::fail)
+      fail_case(k, p, kEveryProblemAgreesWithReference.name,
+                "check " + std::string(check_name(r.finding->check)) + " failed: " + r.finding->message);
+    return;
+  }
   std::vector<uint32_t> out;
   try {
     InProcessExecutor executor(k, kDefaultCallTimeout);
@@ -442,6 +456,106 @@ void check_runner(const Kernel& k, Draws& d, CaseTags& tags) {
 
 bool always(const Kernel&) { return true; }
 
+// ----- 13, 14. Quantizers ------------------------------------------------------------------------
+
+bool quantizes(const Kernel& k) { return k.supports_op(NVFP4_OP_QUANTIZE); }
+
+// A quantize case the kernel declares (the one draw), its output as Q's bytes and SFQ's (linear).
+struct QuantOutput {
+  std::vector<uint8_t> q, sfq;
+};
+QuantOutput quantize_once(const Kernel& k, const Problem& p, const char* property) {
+  std::vector<uint32_t> words;
+  try {
+    InProcessExecutor executor(k, kDefaultCallTimeout);
+    words = run_kernel_once(executor, p);
+  } catch (const std::exception& e) {
+    fail_case(k, p, property, std::string("the kernel run failed: ") + e.what());
+  }
+  QuantOutput o;
+  o.q.assign(words.begin(), words.begin() + p.q_bytes());
+  const std::vector<uint8_t> sfq(words.begin() + p.q_bytes(), words.end());
+  o.sfq = p.sf_layout == SfLayout::permuted ? sf_to_linear(sfq.data(), p.m, p.qkb(), p.l) : sfq;
+  return o;
+}
+
+uint8_t code_at(const Problem& p, const std::vector<uint8_t>& q, int64_t e) {
+  return packs_nibbles(p.q_format) ? static_cast<uint8_t>((q[static_cast<size_t>(e / 2)] >> (4 * (e % 2))) & 0xF)
+                                   : q[static_cast<size_t>(e)];
+}
+
+// 13: for an NVFP4 or MXFP4 quantizer, every code is x * os rounded to the E2M1 grid: within
+// half a grid step of x * os (the step of the binade it lands in), where os is the encode factor
+// the reference derives from the kernel's own scale byte; elements past the grid's end (x * os
+// beyond 6, up to a sixteenth more where the scale rounded down) take +-6. Blocks with a
+// subnormal, zero or NaN scale, NaN or Inf elements are left out (rule 7 decides those).
+void check_half_step(const Kernel& k, Draws& d, CaseTags& tags) {
+  const DrawnCase c = nvfp4::draw_case(d, *k.info, {}, property_limits());
+  const Problem& p = c.problem;
+  tags.shape(p);
+  if (!packs_nibbles(p.q_format) || p.stochastic_seed) return;
+  const QuantOutput out = quantize_once(k, p, kQuantizedWithinHalfStep.name);
+  const QuantResult ref = quantize_reference(p);
+  const int64_t bs = block_size(p.q_format), rows = p.l * p.m;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t s = 0; s < p.qkb(); ++s) {
+      const size_t at = static_cast<size_t>(r * p.qkb() + s);
+      if (out.sfq[at] != ref.sfq[at]) continue;  // rule 7's business: the scale is judged there
+      const uint8_t sb = out.sfq[at];
+      const bool usable = p.q_format == BlockFormat::nvfp4 ? ((sb >> 3) & 0xF) != 0 && (sb & 0x7F) != 0x7F : sb != 0xFF;
+      if (!usable || !std::isfinite(ref.os[at]) || ref.os[at] == 0) continue;
+      for (int64_t x = s * bs; x < std::min(p.k, (s + 1) * bs); ++x) {
+        const double v = static_cast<double>(quantize_input(p, r * p.k + x)) * ref.os[at];
+        if (!std::isfinite(v)) continue;
+        const uint8_t code = code_at(p, out.q, r * p.k + x);
+        const double got = e2m1_twice(code) / 2.0, mag = std::fabs(v);
+        const double half = mag < 2 ? 0.25 : mag < 4 ? 0.5 : 1.0;
+        const double want = mag > 6 ? std::copysign(6.0, v) : v;
+        if (std::fabs(got - want) > half * (1 + 1e-6) && !(got == 0 && mag <= 0.25 * (1 + 1e-6)))
+          fail_case(k, p, kQuantizedWithinHalfStep.name,
+                    "row " + std::to_string(r) + " element " + std::to_string(x) + ": x * os = " + std::to_string(v) +
+                        " but the code is " + std::to_string(got) + ", more than half a grid step away");
+      }
+    }
+}
+
+// 14: multiplying X by 2^j (exactly representable) moves only the global scale (NVFP4: the
+// recipe's gs or pts by 2^-j or 2^j) or the E8M0 exponents (MX, by +j): the codes and the NVFP4
+// scale bytes stay the same.
+void check_power_of_two(const Kernel& k, Draws& d, CaseTags& tags) {
+  const int j = 1 + static_cast<int>(d.below(3));
+  const DrawnCase c = nvfp4::draw_case(d, *k.info, {}, property_limits());
+  const Problem& p = c.problem;
+  tags.shape(p);
+  if (p.stochastic_seed) return;
+  // BF16 and FP32 words whose every element scales exactly (FP16's range is too narrow for the
+  // schedule's data); finite, zero or far from the subnormals.
+  if (p.in_type == InType::fp16) return;
+  Problem scaled = p;
+  scaled.data_from_seed = false;
+  const int width = in_word_bytes(p.in_type);
+  for (int64_t e = 0; e < p.l * p.m * p.k; ++e) {
+    const float v = quantize_input(p, e), w = std::ldexp(v, j);
+    if (!std::isfinite(v) || !std::isfinite(w) || (v != 0 && std::fabs(v) < 1e-30f)) return;
+    uint32_t bits;
+    std::memcpy(&bits, &w, 4);
+    if (p.in_type == InType::bf16) bits >>= 16;
+    std::memcpy(scaled.x.data() + e * width, &bits, static_cast<size_t>(width));
+  }
+  const QuantOutput a = quantize_once(k, p, kPowerOfTwoMovesOnlyScales.name);
+  const QuantOutput b = quantize_once(k, scaled, kPowerOfTwoMovesOnlyScales.name);
+  if (a.q != b.q) fail_case(k, p, kPowerOfTwoMovesOnlyScales.name, "X * 2^" + std::to_string(j) + " changed the codes");
+  for (size_t s = 0; s < a.sfq.size(); ++s) {
+    const bool mx = p.q_format != BlockFormat::nvfp4;
+    const int want = mx && a.sfq[s] != 0 && a.sfq[s] < 0xFE - j ? a.sfq[s] + j : a.sfq[s];
+    if (mx && (a.sfq[s] == 0 || a.sfq[s] >= 0xFE - j)) continue;  // E8M0's ends do not move
+    if (b.sfq[s] != want)
+      fail_case(k, p, kPowerOfTwoMovesOnlyScales.name,
+                "X * 2^" + std::to_string(j) + ": scale " + std::to_string(s) + " went from " + std::to_string(a.sfq[s]) +
+                    " to " + std::to_string(b.sfq[s]) + ", not " + std::to_string(want));
+  }
+}
+
 // The properties written for one GEMV or GEMM with FP16 words (their draw_case asks for those).
 bool gemm_fp16(const Kernel& k) {
   return (k.supports_op(NVFP4_OP_GEMV) || k.supports_op(NVFP4_OP_GEMM)) && k.supports_out_type(NVFP4_OUT_FP16);
@@ -464,6 +578,8 @@ const Property kNanPaddingNeverReachesC{"nan-padding-never-reaches-c", permuted_
 const Property kUnsupportedIsRefused{"unsupported-is-refused", constrained_gemm, check_unsupported};
 const Property kRunnerChecksHold{"runner-checks-hold", gemm_fp16, check_runner};
 const Property kEveryProblemAgreesWithReference{"every-problem-agrees-with-reference", always, check_every_problem};
+const Property kQuantizedWithinHalfStep{"quantized-within-half-a-grid-step", quantizes, check_half_step};
+const Property kPowerOfTwoMovesOnlyScales{"power-of-two-moves-only-scales", quantizes, check_power_of_two};
 
 void check_all_kernels(const Property& property, const std::vector<const Kernel*>& ks) {
   RcDraws d;

@@ -27,7 +27,9 @@ extern const Property kGemmWithNOneIsGemv;         // 8
 extern const Property kNanPaddingNeverReachesC;    // 9
 extern const Property kUnsupportedIsRefused;       // 10
 extern const Property kRunnerChecksHold;           // 11
-extern const Property kEveryProblemAgreesWithReference;  // 12: grouped, dual, BF16, FP32 too
+extern const Property kEveryProblemAgreesWithReference;  // 12: grouped, dual, BF16, FP32, quantize too
+extern const Property kQuantizedWithinHalfStep;          // 13: quantizers
+extern const Property kPowerOfTwoMovesOnlyScales;        // 14: quantizers
 
 // One RapidCheck case of a property: every kernel it applies to gets its own drawn case.
 void check_all_kernels(const Property& property, const std::vector<const Kernel*>& ks);

@@ -47,6 +47,8 @@ NVFP4_PROPERTY(NanInPaddingNeverReachesC, kNanPaddingNeverReachesC)
 NVFP4_PROPERTY(UnsupportedShapesAreRefusedUntouched, kUnsupportedIsRefused)
 NVFP4_PROPERTY(RunnerChecksHoldOnEveryCase, kRunnerChecksHold)
 NVFP4_PROPERTY(EveryDeclaredProblemAgreesWithExactReference, kEveryProblemAgreesWithReference)
+NVFP4_PROPERTY(QuantizedCodesWithinHalfAGridStep, kQuantizedWithinHalfStep)
+NVFP4_PROPERTY(PowerOfTwoScalingMovesOnlyTheScales, kPowerOfTwoMovesOnlyScales)
 
 }  // namespace
 }  // namespace nvfp4::prop

@@ -18,7 +18,8 @@ const OpModule kGemmFamily = {Op::gemm,
                               gemm_family::judge,
                               gemm_family::unwritten,
                               gemm_family::stale_variant,
-                              gemm_family::shape_text};
+                              gemm_family::shape_text,
+                              [](const Problem& p) { return p.c_elems(); }};
 
 }  // namespace
 

@@ -80,6 +80,8 @@ struct OpModule {
   StaleVariant (*stale_variant)(const Problem& p, const ExactResult& ref, uint64_t seed);
   // "128x1x256x2", or the op's own: what reports and warm-up print for the shape.
   std::string (*shape_text)(const Problem& p);
+  // The most output words one call of p can leave (what the parent accepts from a worker).
+  int64_t (*output_words)(const Problem& p);
 };
 
 // The module of p's op (every Op has one).

@@ -120,6 +120,47 @@ Outputs split(const Problem& p, const std::vector<uint32_t>& words) {
   return o;
 }
 
+// The chain check: what a consumer of the quantizer's output sees. A GEMV whose A is the
+// kernel's Q with its SFQ read in the declared layout, against a B of ones (every product is
+// a*sa exactly), row by row against the same GEMV on the reference quantization. A quantizer
+// that writes another layout than it declares (vllm PR #42089: linear scales where the GEMM
+// reads swizzled ones) shows here as the consumer's wrong rows, and when reading SFQ in the other
+// layout makes them right, the text says so. "" when the consumer sees the right values.
+std::string chain_text(const Problem& p, const QuantResult& ref, const Outputs& o) {
+  if (p.q_format != BlockFormat::nvfp4 || o.sfq.empty()) return "";
+  Problem g;
+  g.op = Op::gemv;
+  g.m = p.m, g.n = 1, g.k = p.k, g.l = p.l;
+  g.sf_layout = SfLayout::linear;
+  g.b.assign(static_cast<size_t>(g.b_bytes()), 0x22);     // E2M1 1.0 in both nibbles
+  g.sfb.assign(static_cast<size_t>(g.sfb_bytes()), 0x38);  // E4M3 1.0
+  g.a = ref.q;
+  g.sfa = ref.sfq;
+  const ExactResult want = exact_gemm(g);
+  const auto consumer = [&](SfLayout read_as) {
+    Problem c = g;
+    c.a = o.q;
+    c.sfa = read_as == SfLayout::permuted ? sf_to_linear(o.sfq.data(), p.m, p.qkb(), p.l)
+                                          : std::vector<uint8_t>(o.sfq.begin(), o.sfq.begin() + p.sfq_bytes());
+    const ExactResult got = exact_gemm(c);
+    int64_t wrong = 0, first = -1;
+    for (size_t e = 0; e < want.size(); ++e)
+      if (!same_result_out(OutType::fp16, want.word(e), got.word(e)) && wrong++ == 0) first = static_cast<int64_t>(e);
+    return std::make_pair(wrong, first);
+  };
+  const auto [wrong, first] = consumer(p.sf_layout);
+  if (wrong == 0) return "";
+  std::string t = fmt::format("; a GEMV consuming Q and SFQ in the declared {} layout (B all ones) gets {} of {} rows "
+                              "wrong, the first row {}",
+                              to_string(p.sf_layout), wrong, want.size(), first);
+  const SfLayout other = p.sf_layout == SfLayout::permuted ? SfLayout::linear : SfLayout::permuted;
+  if (static_cast<int64_t>(o.sfq.size()) >= p.sfq_bytes() && consumer(other).first == 0)
+    t += fmt::format(": read in the {} layout instead, every row is right: the kernel writes {} scales while it "
+                     "declares {} ones",
+                     to_string(other), to_string(other), to_string(p.sf_layout));
+  return t;
+}
+
 uint8_t expected_padding(const CallContext& x) {
   return (x.kernel_flags & NVFP4_FLAG_SF_PADDING_KEPT) ? x.pad : uint8_t{0x00};
 }
@@ -133,18 +174,25 @@ std::optional<Finding> judge(const CallContext& x, OracleSummary* summary) {
   summary->exact_regime = summary->elements;
   if (j.pass()) return std::nullopt;
   summary->first_b = j.b, summary->first_i = j.i, summary->first_j = j.s;
-  return Finding{Check::oracle, quantize_failure_text(p, j, o.q, o.sfq, expected_padding(x))};
+  return Finding{Check::oracle, quantize_failure_text(p, j, o.q, o.sfq, expected_padding(x)) +
+                                    chain_text(p, *x.reference->quant, o)};
 }
 
 std::optional<Finding> unwritten(const CallContext& x) {
   const Problem& p = *x.problem;
   const QuantResult& ref = *x.reference->quant;
   const Outputs o = split(p, x.observation->c);
+  // Every byte value is a code or a scale some input gives, the poison too: a byte holding it is
+  // only unwritten where the oracle rejects the output, and only where most wrong bytes hold it
+  // (a kernel writing wrong values hits the poison by chance, 1 byte in 256).
+  const QuantJudgement j = judge_quantize(p, ref, o.q, o.sfq, expected_padding(x));
+  if (j.pass()) return std::nullopt;
   const uint8_t poison = poison_byte(x.poison);
   int64_t count = 0, first = -1;
   for (size_t e = 0; e < o.q.size(); ++e)
     if (o.q[e] == poison && ref.q[e] != poison && count++ == 0) first = static_cast<int64_t>(e);
-  if (count > 0)
+  const int64_t wrong = j.wrong_codes + j.wrong_scales;
+  if (count > 0 && 2 * count >= wrong)
     return Finding{Check::unwritten_output,
                    fmt::format("left {} byte(s) of Q unwritten (still the runner's poison 0x{:02x}); the first is byte {} "
                                "(row {}, elements {}..{}), due 0x{:02x}",
@@ -155,7 +203,7 @@ std::optional<Finding> unwritten(const CallContext& x) {
       p.sf_layout == SfLayout::permuted ? sf_to_linear(o.sfq.data(), p.m, p.qkb(), p.l) : o.sfq;
   for (size_t e = 0; e < sfq.size() && e < ref.sfq.size(); ++e)
     if (sfq[e] == poison && ref.sfq[e] != poison && count++ == 0) first = static_cast<int64_t>(e);
-  if (count == 0) return std::nullopt;
+  if (count == 0 || 2 * count < wrong) return std::nullopt;
   return Finding{Check::unwritten_output,
                  fmt::format("left {} scale byte(s) of SFQ unwritten (still the runner's poison 0x{:02x}); the first is "
                              "row {}, block {}, due 0x{:02x}",
@@ -191,10 +239,15 @@ std::string shape_text(const Problem& p) {
                      to_string(p.recipe), p.quant_2d ? " 16x16" : "", p.row_global_scale ? " per-row" : "");
 }
 
+int64_t output_words(const Problem& p) {
+  return p.q_bytes() + std::max(p.sfq_bytes(), sf_permuted_bytes(p.m, p.qkb(), p.l));
+}
+
 }  // namespace
 
-const OpModule kModule = {Op::quantize, unsupported_reason, probes_refusal, lay_out, point_abi,
-                          judge,        unwritten,          stale_variant,  shape_text};
+extern const OpModule kModule;
+const OpModule kModule = {Op::quantize, unsupported_reason, probes_refusal, lay_out,    point_abi,
+                          judge,        unwritten,          stale_variant,  shape_text, output_words};
 
 }  // namespace quantize_op
 }  // namespace nvfp4

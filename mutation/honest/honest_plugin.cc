@@ -1,7 +1,8 @@
 // The nvfp4_honest plugin: the honest variants behind the kernel ABI. The mutation analysis runs
 // them through the same checks as the mutants; any failure is a false alarm of the suite.
-#include "mutation/honest/honest_variants.h"
+#include "kernels/host/host_quantize.h"
 #include "kernels/problem_fits.h"
+#include "mutation/honest/honest_variants.h"
 
 namespace nvfp4::honest {
 namespace {
@@ -65,23 +66,51 @@ const Entry kEntries[] = {
 #endif
 };
 
-constexpr int kCount = static_cast<int>(sizeof(kEntries) / sizeof(kEntries[0]));
+constexpr int kGemmCount = static_cast<int>(sizeof(kEntries) / sizeof(kEntries[0]));
+
+// Quantizers that differ from the recipe's reference only where rule 7 allows (SPEC section 3):
+// reciprocals 1 ulp off for `fast`, zero codes of the other sign, any code for a NaN element.
+struct QuantEntry {
+  nvfp4_kernel_info info;
+  kern::quant::Bug variation;
+};
+constexpr uint32_t kAllInTypes = (1u << NVFP4_IN_FP16) | (1u << NVFP4_IN_BF16) | (1u << NVFP4_IN_FP32);
+constexpr nvfp4_kernel_info quant_info(const char* name, uint32_t recipes) {
+  return {NVFP4_ABI_VERSION, name, NVFP4_MEMORY_HOST, 1u << NVFP4_OP_QUANTIZE, kBothLayouts, 0, 1, 1, 1, 0, 0, 0, 0, 0,
+          kAllInTypes, 1u << NVFP4_FORMAT_NVFP4, recipes};
+}
+const QuantEntry kQuantEntries[] = {
+    {quant_info("honest_host_quantize_fast_rcp_ulp", 1u << NVFP4_RECIPE_FAST), kern::quant::Bug::honest_rcp_jitter},
+    {quant_info("honest_host_quantize_plus_zero",
+                (1u << NVFP4_RECIPE_TE) | (1u << NVFP4_RECIPE_REF) | (1u << NVFP4_RECIPE_TORCHAO)),
+     kern::quant::Bug::honest_plus_zero},
+    {quant_info("honest_host_quantize_nan_code_zero", (1u << NVFP4_RECIPE_TE) | (1u << NVFP4_RECIPE_FAST)),
+     kern::quant::Bug::honest_nan_code_zero},
+};
+constexpr int kQuantCount = static_cast<int>(sizeof(kQuantEntries) / sizeof(kQuantEntries[0]));
+constexpr int kCount = kGemmCount + kQuantCount;
 
 }  // namespace
 }  // namespace nvfp4::honest
 
 using nvfp4::honest::kCount;
 using nvfp4::honest::kEntries;
+using nvfp4::honest::kGemmCount;
+using nvfp4::honest::kQuantEntries;
 
 extern "C" __attribute__((visibility("default"))) int nvfp4_kernel_count(void) { return kCount; }
 
 extern "C" __attribute__((visibility("default"))) const nvfp4_kernel_info* nvfp4_kernel_get(int index) {
   if (index < 0 || index >= kCount) return nullptr;
-  return &kEntries[index].info;
+  return index < kGemmCount ? &kEntries[index].info : &kQuantEntries[index - kGemmCount].info;
 }
 
 extern "C" __attribute__((visibility("default"))) int nvfp4_kernel_run(int index, const nvfp4_problem* p) {
   if (index < 0 || index >= kCount) return NVFP4_ERROR;
+  if (index >= kGemmCount) {
+    const auto& q = kQuantEntries[index - kGemmCount];
+    return nvfp4::kern::quant::quantize_on_host(p, q.info, q.variation);
+  }
   const auto& e = kEntries[index];
   if (!nvfp4::kern::problem_fits(e.info, p)) return NVFP4_UNSUPPORTED;
 #if defined(NVFP4_HONEST_WITH_CUDA)

@@ -16,6 +16,8 @@ int run_host_v2_mutant(Bug bug, bool packed, const nvfp4_problem* p);
 int run_cuda_mutant(Bug bug, const nvfp4_problem* p);
 int run_tensor_core_mutant(Bug bug, const nvfp4_problem* p);
 int run_cuda_v2_mutant(Bug bug, bool packed, const nvfp4_problem* p);
+// The CUDA quantizer with kern::quant::Bug `bug` (mutant_quantize_cuda.cu).
+int run_cuda_quantize_mutant(const nvfp4_kernel_info& info, const nvfp4_problem* p, int bug);
 #endif
 
 }  // namespace nvfp4::mutants

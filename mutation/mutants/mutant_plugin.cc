@@ -141,9 +141,9 @@ constexpr uint32_t kMx = (1u << NVFP4_FORMAT_MXFP4) | (1u << NVFP4_FORMAT_MXFP8_
 
 const QuantBugEntry kQuantBugs[] = {
     {QBug::none, "quantize_unmutated", 0, kNvfp4, kTe | (1u << NVFP4_RECIPE_REF) | (1u << NVFP4_RECIPE_TORCHAO),
-     "control: the host quantizer, te, ref and torchao, no bug (must pass)"},
+     "control: the quantizer engine, te, ref and torchao, no bug (must pass)"},
     {QBug::none, "quantize_mx_unmutated", 0, kMx, 1u << NVFP4_RECIPE_MX_RCEIL,
-     "control: the host quantizer, MX formats by mx_rceil, no bug (must pass)"},
+     "control: the quantizer engine, MX formats by mx_rceil, no bug (must pass)"},
     {QBug::subnormal_scale_decode, "q_subnormal_scale_decode", 0, kNvfp4, kTe,
      "E4M3 subnormal block scales decoded with the normal formula when forming os (flashinfer PR #3932)"},
     {QBug::zero_codes, "q_zero_codes", 0, kNvfp4, kTe,
@@ -225,8 +225,9 @@ struct Catalog {
     entries.back().v2 = true;
   }
 
-  void add_quant(const QuantBugEntry& e) {
-    add(std::string(e.bug == QBug::none ? "ctl_host_" : "mut_host_") + e.name, Bug::none, kHost, e.what);
+  void add_quant(const QuantBugEntry& e, unsigned engine = kHost) {
+    const std::string memory = engine == kHost ? "host_" : "cuda_";
+    add((e.bug == QBug::none ? "ctl_" : "mut_") + memory + e.name, Bug::none, engine, e.what);
     nvfp4_kernel_info& info = entries.back().info;
     info.ops = 1u << NVFP4_OP_QUANTIZE;
     info.flags = e.flags;
@@ -281,6 +282,10 @@ struct Catalog {
       if (e.engines & kCuda) add(std::string("mut_cuda_gemv_path_") + e.name, e.bug, kCuda, e.what, true);
     }
 #endif
+    for (const QuantBugEntry& e : kQuantBugs) add_quant(e);
+#if defined(NVFP4_MUTANTS_WITH_CUDA)
+    for (const QuantBugEntry& e : kQuantBugs) add_quant(e, kCuda);
+#endif
   }
 };
 
@@ -312,7 +317,12 @@ extern "C" __attribute__((visibility("default"))) const char* nvfp4_kernel_descr
 extern "C" __attribute__((visibility("default"))) int nvfp4_kernel_run(int index, const nvfp4_problem* p) {
   if (index < 0 || index >= nvfp4_kernel_count()) return NVFP4_ERROR;
   const auto& e = catalog().entries[static_cast<size_t>(index)];
-  if (e.quant) return nvfp4::kern::quant::quantize_on_host(p, e.info, e.qbug);
+  if (e.quant) {
+#if defined(NVFP4_MUTANTS_WITH_CUDA)
+    if (e.engine == nvfp4::mutants::kCuda) return nvfp4::mutants::run_cuda_quantize_mutant(e.info, p, static_cast<int>(e.qbug));
+#endif
+    return nvfp4::kern::quant::quantize_on_host(p, e.info, e.qbug);
+  }
   nvfp4_kernel_info enforced = e.info;
   // The bug: the declared k multiple is never enforced.
   if (e.bug == Bug::unsupported_shape_computed) enforced.k_multiple = 1;
