@@ -498,8 +498,20 @@ void ScheduleStats::add(const ScheduledCase& c) {
   const Problem& p = c.problem;
   ++cases;
   ++by_kind[to_string(c.kind)];
-  ++by_data[to_string(c.data)];
   ++by_op[to_string(p.op)];
+  if (p.op == Op::quantize) {
+    // Its data classes are its module's (the generator), its options its own.
+    const std::string data = p.generator.substr(p.generator.find('/') + 1);
+    ++by_data[data];
+    ++by_op_data["quantize " + data];
+    ++by_out_type[fmt::format("{}->{} {}", to_string(p.in_type), to_string(p.q_format), to_string(p.recipe))];
+    batched += p.l > 1;
+    k_tail += p.k % block_size(p.q_format) != 0;
+    padded += p.sf_layout == SfLayout::permuted && (p.m % 128 != 0 || p.qkb() % 4 != 0);
+    tile_edge += p.m % 128 == 0 || p.m % 128 == 1 || p.m % 128 == 127;
+    return;
+  }
+  ++by_data[to_string(c.data)];
   ++by_op_data[fmt::format("{} {}", to_string(p.op), to_string(c.data))];
   ++by_out_type[to_string(p.out_type)];
   const std::string spec = c.spec.name();  // values/scales/alpha

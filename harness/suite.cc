@@ -231,7 +231,16 @@ KernelReport check_kernel(const std::vector<Executor*>& lanes, const KernelDesc&
     std::future<std::optional<Drawn>> ahead = std::async(std::launch::deferred, draw);
     for (;;) {
       if (stop) return;
-      std::optional<Drawn> drawn = ahead.get();
+      std::optional<Drawn> drawn;
+      try {
+        drawn = ahead.get();
+      } catch (...) {
+        // A draw that throws is the suite's own error: the run ends with it, never a dead thread.
+        std::lock_guard<std::mutex> lock(mutex);
+        if (!error) error = std::current_exception();
+        stop = true;
+        return;
+      }
       if (!drawn) return;
       const int64_t index = drawn->index;
       if (index > first_failure) return;
@@ -376,7 +385,10 @@ namespace {
 // "FILE:LINE: " of the expect line that disagrees with ref (of its group's, for a grouped case).
 std::string expect_place(const std::string& path, const Problem& p, const ExactResult& ref) {
   std::string key = "expect";
-  if (p.op == Op::grouped_gemm) {
+  if (p.op == Op::quantize) {
+    const int64_t x = compare_expect(p, ref, 1).first.front();
+    key = x < static_cast<int64_t>(ref.quant->q.size()) ? "expect_q" : "expect_sfq";
+  } else if (p.op == Op::grouped_gemm) {
     const int64_t x = compare_expect(p, ref, 1).first.front();
     size_t g = 0;
     while (g + 1 < ref.group_offset.size() && ref.group_offset[g + 1] <= x) ++g;

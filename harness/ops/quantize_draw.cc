@@ -143,7 +143,10 @@ void draw(Draws& d, const nvfp4_kernel_info& info, const ShapeLimits& limits, Ca
   const int64_t km = std::lcm<int64_t>(packs_nibbles(p.q_format) ? 2 : 1, std::max<uint32_t>(1, info.k_multiple));
   const int64_t mm = std::max<uint32_t>(1, info.m_multiple);
   p.m = draw_extent(d, std::min<int64_t>(limits.max_m, 300), mm, {1, 15, 16, 17, 127, 128, 129, 255, 256});
-  p.k = draw_extent(d, std::min<int64_t>(limits.max_k, 1024), km, {2, 14, 16, 18, 30, 32, 34, 62, 64, 66, 256, 1024});
+  // k >= 2 for every format (an MXFP8 row may be odd, never a single element).
+  p.k = std::max<int64_t>(round_up(2, km),
+                          draw_extent(d, std::min<int64_t>(limits.max_k, 1024), km,
+                                      {2, 14, 16, 18, 30, 31, 32, 33, 34, 62, 64, 66, 256, 1024}));
   p.l = 1 + static_cast<int64_t>(d.below(3));
   while (p.l * p.m * p.k > limits.max_elements && p.m > mm) p.m = std::max(mm, round_up(p.m / 2, mm));
   plan.spec = DataSpec{};
