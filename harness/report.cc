@@ -15,6 +15,7 @@
 
 #include <fmt/format.h>
 
+#include "harness/report_fields.h"
 #include "harness/run_identity.h"
 #include "reference/fp16.h"
 
@@ -26,6 +27,49 @@ nlohmann::json number(double v) {
   if (std::isfinite(v)) return v;
   if (std::isnan(v)) return "nan";
   return v > 0 ? "inf" : "-inf";
+}
+
+template <class T>
+nlohmann::json field_json(const T& x);
+
+// Writes each field of x's list (report_fields.h) that its rule says to write.
+struct FieldWriter {
+  nlohmann::json& out;
+  template <class T>
+  void operator()(const char* key, FieldRule rule, const T& x) const {
+    if (rule.presence != Presence::if_set || is_set(x)) out[key] = field_json(x);
+  }
+};
+
+template <class T>
+nlohmann::json fields_json(const T& x) {
+  nlohmann::json out = nlohmann::json::object();
+  visit_fields(FieldWriter{out}, x);
+  return out;
+}
+
+// One field's value as the report holds it.
+template <class T>
+nlohmann::json field_json(const T& x) {
+  if constexpr (std::is_same_v<T, double>) {
+    return number(x);
+  } else if constexpr (std::is_same_v<T, KernelVerdict> || std::is_same_v<T, CaseCall>) {
+    return to_string(x);
+  } else if constexpr (std::is_same_v<T, Check>) {
+    return check_name(x);
+  } else if constexpr (std::is_same_v<T, std::vector<std::pair<std::string, double>>> || is_map<T>::value) {
+    nlohmann::json out = nlohmann::json::object();
+    for (const auto& [name, value] : x) out[name] = field_json(value);
+    return out;
+  } else if constexpr (std::is_same_v<T, std::optional<FailureRecord>>) {
+    return fields_json(*x);
+  } else if constexpr (std::is_same_v<T, HexWord<const uint32_t>>) {
+    return fmt::format("0x{:0{}x}", x.word, x.digits);
+  } else if constexpr (std::is_same_v<T, ScheduleStats> || std::is_same_v<T, ElementOf<const FailureRecord>>) {
+    return fields_json(x);
+  } else {
+    return x;
+  }
 }
 
 }  // namespace
@@ -197,73 +241,12 @@ nlohmann::json report_json(std::optional<uint64_t> seed, const std::vector<Kerne
   j["build"] = program_identity();
   nlohmann::json list = nlohmann::json::array();
   for (const KernelReport& k : kernels) {
-    nlohmann::json e = {{"name", k.name},
-                        {"origin", k.origin},
-                        {"verdict", to_string(k.verdict)},
-                        {"cases", k.cases},
-                        {"unsupported_cases", k.unsupported_cases},
-                        {"skipped_cases", k.skipped_cases},
-                        {"failed_cases", k.failed_cases},
-                        {"seconds", k.seconds},
-                        {"max_error_ulps", number(k.max_error_ulps)},
-                        {"max_error_over_bound", number(k.max_error_over_bound)},
-                        {"exact_regime_share", k.elements ? double(k.exact_elements) / double(k.elements) : 0.0},
-                        // the share's parts, so that shards' reports merge exactly
-                        {"elements", k.elements},
-                        {"exact_elements", k.exact_elements},
-                        {"unjudged_elements", k.unjudged_elements},
-                        {"flags", k.flags},
-                        {"accumulation", to_string((k.flags & NVFP4_FLAG_MMA_ACCUMULATE) ? Accumulation::matrix_unit
-                                                                                         : Accumulation::ieee_fp32)},
-                        {"policy", k.policy},
-                        {"workers", k.workers}};
-    if (!k.origin_identity.empty()) e["origin_identity"] = k.origin_identity;
+    nlohmann::json e = fields_json(k);
+    // Derived from the fields: for people and scripts, never read back.
+    e["exact_regime_share"] = k.elements ? double(k.exact_elements) / double(k.elements) : 0.0;
+    e["accumulation"] = to_string((k.flags & NVFP4_FLAG_MMA_ACCUMULATE) ? Accumulation::matrix_unit : Accumulation::ieee_fp32);
     if (seed) e["schedule_digest"] = schedule_digest(*seed, k.name, shard, k.cases + k.skipped_cases);
-    if (k.warmup_seconds > 0) e["warmup_seconds"] = k.warmup_seconds;
-    if (!k.stream.empty()) e["stream"] = k.stream;
-    if (k.drawn.cases > 0) {
-      nlohmann::json d = {{"cases", k.drawn.cases},   {"tile_edge", k.drawn.tile_edge}, {"batched", k.drawn.batched},
-                          {"k_tail", k.drawn.k_tail}, {"padded", k.drawn.padded},
-                          {"grouped", k.drawn.grouped}, {"groups", k.drawn.groups},
-                          {"empty_groups", k.drawn.empty_groups}, {"all_empty", k.drawn.all_empty}};
-      d["by_kind"] = k.drawn.by_kind;
-      d["by_data"] = k.drawn.by_data;
-      d["by_op"] = k.drawn.by_op;
-      d["by_op_data"] = k.drawn.by_op_data;
-      d["by_scales"] = k.drawn.by_scales;
-      d["by_values"] = k.drawn.by_values;
-      d["by_out_type"] = k.drawn.by_out_type;
-      d["by_groups"] = k.drawn.by_groups;
-      e["drawn"] = d;
-    }
-    if (!k.step_seconds.empty()) {
-      nlohmann::json steps = nlohmann::json::object();
-      for (const auto& [name, sec] : k.step_seconds) steps[name] = sec;
-      e["step_seconds"] = steps;
-    }
-    if (!k.skip_reason.empty()) e["skip_reason"] = k.skip_reason;
-    if (k.skipped_cases > 0) e["first_skip"] = k.first_skip;
-    if (k.failure) {
-      const FailureRecord& f = *k.failure;
-      nlohmann::json fj = {{"check", check_name(f.check)}, {"case_file", f.case_file}, {"message", f.message},
-                           {"call", to_string(f.call)},  {"case_index", f.case_index}};
-      fj["meaning"] = check_meaning(f.check);
-      if (!f.hint.empty()) fj["hint"] = f.hint;
-      if (!f.case_file_error.empty()) fj["case_file_error"] = f.case_file_error;
-      if (!f.reproduce.empty()) fj["reproduce"] = f.reproduce;
-      if (!f.error_map.empty()) fj["error_map"] = f.error_map;
-      if (f.has_element)
-        fj["element"] = {{"g", f.g},
-                         {"b", f.b},
-                         {"i", f.i},
-                         {"j", f.j},
-                         {"expected", fmt::format("0x{:0{}x}", f.expected, f.word_digits)},
-                         {"actual", fmt::format("0x{:0{}x}", f.actual, f.word_digits)},
-                         {"error_ulps", number(f.error_ulps)},
-                         {"error_over_bound", number(f.error_over_bound)},
-                         {"bound", number(f.bound)}};
-      e["failure"] = fj;
-    }
+    if (k.failure) e["failure"]["meaning"] = check_meaning(k.failure->check);
     list.push_back(e);
   }
   j["kernels"] = list;

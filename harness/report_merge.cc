@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "harness/report_fields.h"
 #include "harness/run_identity.h"
 
 namespace nvfp4 {
@@ -60,56 +61,121 @@ uint32_t hex_word(const json& j, const char* key, const std::string& where, int*
   return static_cast<uint32_t>(std::stoul(s.substr(2), nullptr, 16));
 }
 
-std::map<std::string, int64_t> count_map(const json& j, const char* key, const std::string& where) {
-  std::map<std::string, int64_t> out;
-  const json& m = field(j, key, where);
-  if (!m.is_object()) bad(where, fmt::format("\"{}\" is not an object", key));
-  for (const auto& [name, v] : m.items()) {
-    if (!v.is_number_integer() || v.get<int64_t>() < 0) bad(where, fmt::format("\"{}.{}\" is not a count", key, name));
-    out[name] = v.get<int64_t>();
+bool known_name(const std::string& name, KernelVerdict* v) {
+  for (KernelVerdict x : {KernelVerdict::pass, KernelVerdict::fail, KernelVerdict::skipped})
+    if (name == to_string(x)) return *v = x, true;
+  return false;
+}
+bool known_name(const std::string& name, CaseCall* c) {
+  for (CaseCall x : {CaseCall::none, CaseCall::start, CaseCall::unsupported, CaseCall::run1, CaseCall::run2, CaseCall::stale})
+    if (name == to_string(x)) return *c = x, true;
+  return false;
+}
+bool known_name(const std::string& name, Check* c) {
+  const std::optional<Check> x = check_from_name(name);
+  if (x) *c = *x;
+  return x.has_value();
+}
+const char* enum_word(KernelVerdict) { return "verdict"; }
+const char* enum_word(CaseCall) { return "call"; }
+const char* enum_word(Check) { return "check"; }
+
+template <class T>
+void read_field(const json& j, const std::string& key, FieldRule rule, T&& x, const std::string& where);
+
+// Reads each field of x's list (report_fields.h) from the object j; a field whose rule says
+// `always` must be there.
+struct FieldReader {
+  const json& in;
+  const std::string& where;
+  template <class T>
+  void operator()(const char* key, FieldRule rule, T&& x) const {
+    if (!in.contains(key)) {
+      if (rule.presence == Presence::always) bad(where, fmt::format("no \"{}\"", key));
+      return;
+    }
+    read_field(in, key, rule, std::forward<T>(x), where);
   }
-  return out;
+};
+
+template <class T>
+void read_fields(const json& j, T&& x, const std::string& where) {
+  visit_fields(FieldReader{j, where}, x);
 }
 
-FailureRecord failure_from_json(const json& f, const std::string& where) {
-  FailureRecord r;
-  const std::string check = text_field(f, "check", where);
-  const std::optional<Check> c = check_from_name(check);
-  if (!c) bad(where, "unknown check \"" + check + "\"");
-  r.check = *c;
-  r.case_file = text_field(f, "case_file", where);
-  r.message = text_field(f, "message", where);
-  const std::string call = text_field(f, "call", where);
-  bool known_call = false;
-  for (CaseCall c : {CaseCall::none, CaseCall::start, CaseCall::unsupported, CaseCall::run1, CaseCall::run2,
-                     CaseCall::stale})
-    if (call == to_string(c)) r.call = c, known_call = true;
-  if (!known_call) bad(where, "unknown call \"" + call + "\"");
-  if (f.contains("hint")) r.hint = text_field(f, "hint", where);
-  if (f.contains("reproduce")) r.reproduce = text_field(f, "reproduce", where);
-  const json& index = field(f, "case_index", where);
-  if (!index.is_number_integer()) bad(where, "\"case_index\" is not an integer");
-  r.case_index = index.get<int64_t>();
-  if (f.contains("error_map")) r.error_map = text_field(f, "error_map", where);
-  if (f.contains("element")) {
-    const json& e = f.at("element");
-    const std::string at = where + ": element";
-    r.has_element = true;
-    if (e.contains("g")) {
-      if (!e.at("g").is_number_integer() || e.at("g").get<int64_t>() < -1) bad(at, "\"g\" is not a group index or -1");
-      r.g = e.at("g").get<int64_t>();
+// One field's value, checked against its type and rule (j holds it under key).
+template <class T>
+void read_field(const json& j, const std::string& key, FieldRule rule, T&& out, const std::string& where) {
+  using U = std::remove_cv_t<std::remove_reference_t<T>>;
+  const json& v = j.at(key);
+  if constexpr (std::is_same_v<U, std::string>) {
+    out = text_field(j, key.c_str(), where);
+  } else if constexpr (std::is_same_v<U, int64_t> || std::is_same_v<U, uint32_t>) {
+    const int64_t most = std::is_same_v<U, uint32_t> ? int64_t{UINT32_MAX} : INT64_MAX;
+    if (!v.is_number_integer() || (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(most)) ||
+        v.get<int64_t>() < rule.min || v.get<int64_t>() > most)
+      bad(where, rule.min == 0 ? fmt::format("\"{}\" is not a count", key)
+                               : fmt::format("\"{}\" is not an integer{}", key,
+                                             rule.min == INT64_MIN ? "" : fmt::format(" of at least {}", rule.min)));
+    out = static_cast<U>(v.get<int64_t>());
+  } else if constexpr (std::is_same_v<U, double>) {
+    out = number_field(j, key.c_str(), where);
+  } else if constexpr (std::is_same_v<U, KernelVerdict> || std::is_same_v<U, CaseCall> || std::is_same_v<U, Check>) {
+    const std::string name = text_field(j, key.c_str(), where);
+    if (!known_name(name, &out)) bad(where, fmt::format("unknown {} \"{}\"", enum_word(out), name));
+  } else if constexpr (is_map<U>::value || std::is_same_v<U, std::vector<std::pair<std::string, double>>>) {
+    if (!v.is_object()) bad(where, fmt::format("\"{}\" is not an object", key));
+    for (const auto& [name, value] : v.items()) {
+      typename U::value_type::second_type x{};
+      read_field(v, name, rule, x, where + ": " + key);
+      if constexpr (is_map<U>::value) out[name] = x;
+      else out.emplace_back(name, x);
     }
-    r.b = count_field(e, "b", at);
-    r.i = count_field(e, "i", at);
-    r.j = count_field(e, "j", at);
-    r.expected = hex_word(e, "expected", at, &r.word_digits);
-    r.actual = hex_word(e, "actual", at, &r.word_digits);
-    r.error_ulps = number_field(e, "error_ulps", at);
-    r.error_over_bound = number_field(e, "error_over_bound", at);
-    r.bound = number_field(e, "bound", at);
+  } else if constexpr (std::is_same_v<U, HexWord<uint32_t>>) {
+    out.word = hex_word(j, key.c_str(), where, &out.digits);
+  } else if constexpr (std::is_same_v<U, std::optional<FailureRecord>>) {
+    read_fields(v, out.emplace(), where + ": " + key);
+  } else {
+    static_assert(std::is_same_v<U, ScheduleStats> || std::is_same_v<U, ElementOf<FailureRecord>>);
+    if (!v.is_object()) bad(where, fmt::format("\"{}\" is not an object", key));
+    if constexpr (std::is_same_v<U, ElementOf<FailureRecord>>) out.failure.has_element = true;
+    read_fields(v, out, where + ": " + key);
   }
-  return r;
 }
+
+// Adds a shard's value of each field to the merged one by the field's rule (Merge::own fields
+// are merged by merge_shard_reports itself).
+struct FieldMerger {
+  bool first;  // the first shard: fields that are the same everywhere are taken from it
+  template <class T>
+  void operator()(const char*, FieldRule rule, T& into, const T& from) const {
+    if (rule.merge == Merge::same && first) into = from;
+    if (rule.merge == Merge::first_set && !is_set(into)) into = from;
+    if (rule.merge == Merge::sum) add(into, from);
+    if (rule.merge == Merge::max) {
+      if constexpr (std::is_same_v<T, double>) into = max_of(into, from);
+      else throw std::logic_error("a report field merged by max that is no number");
+    }
+  }
+  template <class T>
+  static void add(T& into, const T& from) {
+    if constexpr (std::is_arithmetic_v<T>) {
+      into += from;
+    } else if constexpr (is_map<T>::value) {
+      for (const auto& [name, value] : from) into[name] += value;
+    } else if constexpr (std::is_same_v<T, std::vector<std::pair<std::string, double>>>) {
+      for (const auto& [name, value] : from) {
+        auto at = std::find_if(into.begin(), into.end(), [&](const auto& e) { return e.first == name; });
+        if (at == into.end()) into.emplace_back(name, value);
+        else at->second += value;
+      }
+    } else if constexpr (std::is_same_v<T, ScheduleStats>) {
+      visit_fields(FieldMerger{false}, into, from);
+    } else {
+      throw std::logic_error("a report field merged by sum that cannot be added");
+    }
+  }
+};
 
 // Shard I of N as the report says (an unsharded report is shard 0 of 1).
 Shard shard_of(const ShardReport& r) {
@@ -244,60 +310,8 @@ KernelReport kernel_report_from_json(const json& e) {
                                              ? e.at("name").get<std::string>()
                                              : std::string("(no name)"));
   KernelReport k;
-  k.name = text_field(e, "name", where);
-  k.origin = text_field(e, "origin", where);
-  if (e.contains("origin_identity")) k.origin_identity = text_field(e, "origin_identity", where);
-  const std::string verdict = text_field(e, "verdict", where);
-  bool known_verdict = false;
-  for (KernelVerdict v : {KernelVerdict::pass, KernelVerdict::fail, KernelVerdict::skipped})
-    if (verdict == to_string(v)) k.verdict = v, known_verdict = true;
-  if (!known_verdict) bad(where, "unknown verdict \"" + verdict + "\"");
-  k.cases = count_field(e, "cases", where);
-  k.unsupported_cases = count_field(e, "unsupported_cases", where);
-  k.skipped_cases = count_field(e, "skipped_cases", where);
-  k.failed_cases = count_field(e, "failed_cases", where);
-  k.elements = count_field(e, "elements", where);
-  k.exact_elements = count_field(e, "exact_elements", where);
-  // Reports written before rule 6's unjudged elements existed have none.
-  if (e.contains("unjudged_elements")) k.unjudged_elements = count_field(e, "unjudged_elements", where);
-  k.seconds = number_field(e, "seconds", where);
-  k.max_error_ulps = number_field(e, "max_error_ulps", where);
-  k.max_error_over_bound = number_field(e, "max_error_over_bound", where);
-  k.flags = static_cast<uint32_t>(count_field(e, "flags", where));
-  k.policy = text_field(e, "policy", where);
-  k.workers = count_field(e, "workers", where);
-  if (e.contains("skip_reason")) k.skip_reason = text_field(e, "skip_reason", where);
-  if (e.contains("first_skip")) k.first_skip = text_field(e, "first_skip", where);
-  if (e.contains("step_seconds")) {
-    const json& st = e.at("step_seconds");
-    if (!st.is_object()) bad(where, "\"step_seconds\" is not an object");
-    for (const auto& [name, v] : st.items()) {
-      if (!v.is_number()) bad(where, "\"step_seconds\" holds a non-number");
-      k.add_time(name, v.get<double>());
-    }
-  }
-  if (e.contains("drawn")) {
-    const json& d = e.at("drawn");
-    const std::string at = where + ": drawn";
-    k.drawn.cases = count_field(d, "cases", at);
-    k.drawn.tile_edge = count_field(d, "tile_edge", at);
-    k.drawn.batched = count_field(d, "batched", at);
-    k.drawn.k_tail = count_field(d, "k_tail", at);
-    k.drawn.padded = count_field(d, "padded", at);
-    k.drawn.by_kind = count_map(d, "by_kind", at);
-    k.drawn.by_data = count_map(d, "by_data", at);
-    k.drawn.by_op = count_map(d, "by_op", at);
-    k.drawn.by_op_data = count_map(d, "by_op_data", at);
-    k.drawn.by_scales = count_map(d, "by_scales", at);
-    k.drawn.by_values = count_map(d, "by_values", at);
-    k.drawn.grouped = count_field(d, "grouped", at);
-    k.drawn.groups = count_field(d, "groups", at);
-    k.drawn.empty_groups = count_field(d, "empty_groups", at);
-    k.drawn.all_empty = count_field(d, "all_empty", at);
-    k.drawn.by_out_type = count_map(d, "by_out_type", at);
-    k.drawn.by_groups = count_map(d, "by_groups", at);
-  }
-  if (e.contains("failure")) k.failure = failure_from_json(e.at("failure"), where + ": failure");
+  if (!e.is_object()) bad(where, "not an object");
+  read_fields(e, k, where);
   if ((k.verdict == KernelVerdict::fail) != k.failure.has_value()) bad(where, "a failure without verdict fail, or the reverse");
   return k;
 }
@@ -387,30 +401,13 @@ MergedReport merge_shard_reports(const std::vector<ShardReport>& reports) {
 
   for (size_t x = 0; x < parts.front().size(); ++x) {
     KernelReport k;
-    k.name = parts.front()[x].name;
-    k.origin = parts.front()[x].origin;
-    k.origin_identity = parts.front()[x].origin_identity;
-    k.flags = parts.front()[x].flags;
     k.verdict = KernelVerdict::skipped;
     int64_t found_by = -1;
     std::vector<ShardFailure> failures;
     for (size_t s = 0; s < parts.size(); ++s) {
       const KernelReport& p = parts[s][x];
-      if (k.policy.empty()) k.policy = p.policy;  // a shard that checked nothing may have none
-      k.cases += p.cases;
-      k.unsupported_cases += p.unsupported_cases;
-      k.failed_cases += p.failed_cases;
-      k.elements += p.elements;
-      k.exact_elements += p.exact_elements;
-      k.unjudged_elements += p.unjudged_elements;
-      k.max_error_ulps = max_of(k.max_error_ulps, p.max_error_ulps);
-      k.max_error_over_bound = max_of(k.max_error_over_bound, p.max_error_over_bound);
-      k.seconds += p.seconds;  // the time one run would have taken, not the wall time of the shards
-      k.workers += p.workers;
       if (k.skipped_cases == 0 && p.skipped_cases > 0) k.first_skip = p.first_skip;
-      k.skipped_cases += p.skipped_cases;
-      for (const auto& [name, sec] : p.step_seconds) k.add_time(name, sec);
-      k.drawn.merge(p.drawn);
+      visit_fields(FieldMerger{s == 0}, k, p);
       if (p.verdict == KernelVerdict::fail || (p.verdict == KernelVerdict::pass && k.verdict == KernelVerdict::skipped))
         k.verdict = p.verdict;
       if (p.failure) {

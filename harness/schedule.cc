@@ -545,26 +545,6 @@ void ScheduleStats::add(const ScheduledCase& c) {
   padded += p.sf_layout == SfLayout::permuted && (p.m % 128 || p.n % 128 || p.kb() % 4);
 }
 
-void ScheduleStats::merge(const ScheduleStats& o) {
-  cases += o.cases;
-  tile_edge += o.tile_edge;
-  batched += o.batched;
-  k_tail += o.k_tail;
-  padded += o.padded;
-  grouped += o.grouped;
-  groups += o.groups;
-  empty_groups += o.empty_groups;
-  all_empty += o.all_empty;
-  for (const auto& [k, v] : o.by_kind) by_kind[k] += v;
-  for (const auto& [k, v] : o.by_data) by_data[k] += v;
-  for (const auto& [k, v] : o.by_op) by_op[k] += v;
-  for (const auto& [k, v] : o.by_op_data) by_op_data[k] += v;
-  for (const auto& [k, v] : o.by_scales) by_scales[k] += v;
-  for (const auto& [k, v] : o.by_values) by_values[k] += v;
-  for (const auto& [k, v] : o.by_out_type) by_out_type[k] += v;
-  for (const auto& [k, v] : o.by_groups) by_groups[k] += v;
-}
-
 std::string ScheduleStats::text() const {
   if (cases == 0) return "no cases";
   auto pct = [&](int64_t v) { return fmt::format("{:.0f}%", 100.0 * double(v) / double(cases)); };

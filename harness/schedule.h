@@ -148,12 +148,12 @@ class Schedule {
 // block, or padding in the permuted layout (a grouped case: any of its non-empty groups); grouped
 // cases, their groups, empty groups, cases with every group empty, and group counts in buckets
 // (1, 2-8, 9-64, 65-256).
+// Each field is listed once, for the report, in harness/report_fields.h.
 struct ScheduleStats {
   int64_t cases = 0, tile_edge = 0, batched = 0, k_tail = 0, padded = 0;
   int64_t grouped = 0, groups = 0, empty_groups = 0, all_empty = 0;
   std::map<std::string, int64_t> by_kind, by_data, by_op, by_op_data, by_scales, by_values, by_out_type, by_groups;
   void add(const ScheduledCase& c);
-  void merge(const ScheduleStats& other);
   // "1000 cases: plain 500, mixed 375, ...; tile edge 62%, ..."
   std::string text() const;
 };

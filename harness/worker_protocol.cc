@@ -1,4 +1,6 @@
-// CBOR encoding of the worker protocol's messages (see worker_protocol.h).
+// CBOR encoding of the worker protocol's messages (see worker_protocol.h). Each struct that
+// travels is described once, by a visit_fields overload listing its fields in order; one
+// encoder and one decoder walk those lists, so a new field is one line in its list.
 #include "harness/worker_protocol.h"
 
 #include <poll.h>
@@ -7,9 +9,13 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <limits>
+#include <type_traits>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+
+#include "reference/problem_fields.h"
 
 namespace nvfp4 {
 
@@ -17,10 +23,137 @@ using json = nlohmann::json;
 
 namespace {
 
-json bytes(const std::vector<uint8_t>& v) { return json::binary(v); }
-std::vector<uint8_t> get_bytes(const json& j) {
-  if (!j.is_binary()) throw ProtocolError("expected a byte string");
-  return j.get_binary();
+// The messages' names on the wire, in the order of WorkerMessage's alternatives.
+constexpr const char* kMessageNames[] = {"ready", "run", "call", "done", "quit"};
+static_assert(std::size(kMessageNames) == std::variant_size_v<WorkerMessage>);
+
+constexpr FieldRole kInput = FieldRole::input;
+
+template <class T, class U>
+using if_is = std::enable_if_t<std::is_same_v<std::remove_const_t<T>, U>>;
+
+// The field lists. Only FieldRole::input fields travel: a kernel's process never sees what the
+// parent expects.
+template <class V, class T>
+if_is<T, Problem> visit_fields(V&& v, T& p) { visit_problem_fields(v, p); }
+template <class V, class T>
+if_is<T, Group> visit_fields(V&& v, T& g) { visit_group_fields(v, g); }
+template <class V, class T>
+if_is<T, KernelDesc> visit_fields(V&& v, T& k) {
+  v("name", k.name, kInput);
+  v("origin", k.origin, kInput);
+  v("description", k.description, kInput);
+  v("abi", k.info.abi_version, kInput);
+  v("memory", k.info.memory, kInput);
+  v("ops", k.info.ops, kInput);
+  v("layouts", k.info.sf_layouts, kInput);
+  v("min_sm", k.info.min_sm, kInput);
+  v("m_multiple", k.info.m_multiple, kInput);
+  v("n_multiple", k.info.n_multiple, kInput);
+  v("k_multiple", k.info.k_multiple, kInput);
+  v("flags", k.info.flags, kInput);
+  v("out_types", k.info.out_types, kInput);
+  v("max_groups", k.info.max_groups, kInput);
+  v("a_formats", k.info.a_formats, kInput);
+  v("b_formats", k.info.b_formats, kInput);
+  v("in_types", k.info.in_types, kInput);
+  v("q_formats", k.info.q_formats, kInput);
+  v("recipes", k.info.recipes, kInput);
+  v("runnable", k.runnable, kInput);
+  v("why_not", k.why_not, kInput);
+}
+template <class V, class T>
+if_is<T, CaseData> visit_fields(V&& v, T& d) {
+  v("problem", d.problem, kInput);
+  v("stale", d.stale, kInput);
+}
+template <class V, class T>
+if_is<T, CallSpec> visit_fields(V&& v, T& c) {
+  v("pad", c.pad, kInput);
+  v("poison", c.poison, kInput);
+  v("stale_data", c.stale_data, kInput);
+  v("inputs_ready_first", c.inputs_ready_first, kInput);
+}
+template <class V, class T>
+if_is<T, GuardReport> visit_fields(V&& v, T& g) {
+  v("buffer", g.buffer, kInput);
+  v("intact", g.damage.intact, kInput);
+  v("before", g.damage.before, kInput);
+  v("offset", g.damage.offset, kInput);
+  v("expected", g.damage.expected, kInput);
+  v("actual", g.damage.actual, kInput);
+  v("damaged_bytes", g.damage.damaged_bytes, kInput);
+}
+template <class V, class T>
+if_is<T, InputChange> visit_fields(V&& v, T& x) {
+  v("buffer", x.buffer, kInput);
+  v("count", x.count, kInput);
+  v("first", x.first, kInput);
+  v("was", x.was, kInput);
+  v("now", x.now, kInput);
+}
+template <class V, class T>
+if_is<T, CallObservation> visit_fields(V&& v, T& o) {
+  v("end", o.end, kInput);
+  v("rc", o.rc, kInput);
+  v("error", o.error, kInput);
+  v("c", o.c, kInput);
+  v("c_later", o.c_later, kInput);
+  v("guards", o.guards, kInput);
+  v("inputs", o.inputs, kInput);
+  v("seconds", o.seconds, kInput);
+  v("context_lost", o.context_lost, kInput);
+}
+template <class V, class T>
+if_is<T, ReadyMsg> visit_fields(V&& v, T& m) {
+  v("kernels", m.kernels, kInput);
+  v("error", m.error, kInput);
+}
+template <class V, class T>
+if_is<T, RunCaseMsg> visit_fields(V&& v, T& m) {
+  v("case", m.case_id, kInput);
+  v("data", m.data, kInput);
+  v("plan", m.plan, kInput);
+}
+template <class V, class T>
+if_is<T, CallStartedMsg> visit_fields(V&& v, T& m) {
+  v("case", m.case_id, kInput);
+  v("index", m.index, kInput);
+}
+template <class V, class T>
+if_is<T, CallDoneMsg> visit_fields(V&& v, T& m) {
+  v("case", m.case_id, kInput);
+  v("index", m.index, kInput);
+  v("observation", m.observation, kInput);
+}
+template <class V, class T>
+if_is<T, QuitMsg> visit_fields(V&&, T&) {}
+
+template <class T>
+struct is_vector : std::false_type {};
+template <class T>
+struct is_vector<std::vector<T>> : std::true_type {};
+template <class T>
+struct is_optional : std::false_type {};
+template <class T>
+struct is_optional<std::optional<T>> : std::true_type {};
+
+// Enum values the protocol accepts; a problem's enums are checked with the problem
+// (problem_error), so only the call's end needs one here.
+bool known(CallObservation::End e) { return e <= CallObservation::End::input_fault; }
+template <class E>
+bool known(E) { return true; }
+
+// What a decoded struct must satisfy beyond its fields' types.
+std::string invalid(const Problem& p) {
+  const std::string e = problem_error(p);
+  return e.empty() ? e : "bad problem: " + e;
+}
+template <class T>
+std::string invalid(const T&) { return {}; }
+
+[[noreturn]] void malformed(const std::string& at, const std::string& what) {
+  throw ProtocolError("malformed message: " + at + ": " + what);
 }
 
 // Output words travel as little-endian 16-bit words when every one fits (fp16, bf16), else
@@ -33,235 +166,131 @@ json words(const std::vector<uint32_t>& v) {
   for (size_t x = 0; x < v.size(); ++x) std::memcpy(b.data() + 1 + x * width, &v[x], width);
   return json::binary(std::move(b));
 }
-std::vector<uint32_t> get_words(const json& j) {
-  const std::vector<uint8_t> b = get_bytes(j);
+std::vector<uint32_t> get_words(const std::vector<uint8_t>& b, const std::string& at) {
   if (b.empty() || (b[0] != 2 && b[0] != 4) || (b.size() - 1) % b[0] != 0)
-    throw ProtocolError("a malformed array of output words");
+    malformed(at, "not an array of output words");
   const size_t width = b[0];
   std::vector<uint32_t> w((b.size() - 1) / width, 0);
   for (size_t x = 0; x < w.size(); ++x) std::memcpy(&w[x], b.data() + 1 + x * width, width);
   return w;
 }
 
-json problem_json(const Problem& p) {
-  json j = {{"op", static_cast<uint32_t>(p.op)},
-            {"m", p.m},
-            {"n", p.n},
-            {"k", p.k},
-            {"l", p.l},
-            {"layout", static_cast<uint32_t>(p.sf_layout)},
-            {"semantics", static_cast<int>(p.semantics)},
-            {"alpha", p.alpha},
-            {"out_type", static_cast<uint32_t>(p.out_type)},
-            {"a", bytes(p.a)},
-            {"b", bytes(p.b)},
-            {"sfa", bytes(p.sfa)},
-            {"sfb", bytes(p.sfb)}};
-  if (p.op == Op::dual_gemm) {
-    j["b2"] = bytes(p.b2);
-    j["sfb2"] = bytes(p.sfb2);
-    j["alpha2"] = p.alpha2;
-  }
-  if (p.op == Op::quantize) {
-    j["in_type"] = static_cast<uint32_t>(p.in_type);
-    j["q_format"] = static_cast<uint32_t>(p.q_format);
-    j["recipe"] = static_cast<uint32_t>(p.recipe);
-    j["quant_2d"] = p.quant_2d;
-    j["row_global_scale"] = p.row_global_scale;
-    if (p.stochastic_seed) j["stochastic_seed"] = *p.stochastic_seed;
-    j["x"] = bytes(p.x);
-  }
-  if (p.op == Op::grouped_gemm) {
-    json groups = json::array();
-    for (const Group& g : p.groups)
-      groups.push_back({g.m, g.n, g.k, g.alpha, bytes(g.a), bytes(g.b), bytes(g.sfa), bytes(g.sfb)});
-    j["groups"] = std::move(groups);
-    j["packed"] = p.packed;
-  }
-  return j;
-}
-
-Problem problem_from(const json& j) {
-  Problem p;
-  p.op = static_cast<Op>(j.at("op").get<uint32_t>());
-  p.m = j.at("m").get<int64_t>();
-  p.n = j.at("n").get<int64_t>();
-  p.k = j.at("k").get<int64_t>();
-  p.l = j.at("l").get<int64_t>();
-  p.sf_layout = static_cast<SfLayout>(j.at("layout").get<uint32_t>());
-  p.semantics = static_cast<ScaleSemantics>(j.at("semantics").get<int>());
-  p.alpha = j.at("alpha").get<float>();
-  const uint32_t out_type = j.at("out_type").get<uint32_t>();
-  if (out_type < 1 || out_type > 3) throw ProtocolError("bad output type");
-  p.out_type = static_cast<OutType>(out_type);
-  p.a = get_bytes(j.at("a"));
-  p.b = get_bytes(j.at("b"));
-  p.sfa = get_bytes(j.at("sfa"));
-  p.sfb = get_bytes(j.at("sfb"));
-  if (p.op == Op::dual_gemm) {
-    p.b2 = get_bytes(j.at("b2"));
-    p.sfb2 = get_bytes(j.at("sfb2"));
-    p.alpha2 = j.at("alpha2").get<float>();
-  }
-  if (p.op == Op::quantize) {
-    p.in_type = static_cast<InType>(j.at("in_type").get<uint32_t>());
-    p.q_format = static_cast<BlockFormat>(j.at("q_format").get<uint32_t>());
-    p.recipe = static_cast<Recipe>(j.at("recipe").get<uint32_t>());
-    p.quant_2d = j.at("quant_2d").get<bool>();
-    p.row_global_scale = j.at("row_global_scale").get<bool>();
-    if (j.contains("stochastic_seed")) p.stochastic_seed = j.at("stochastic_seed").get<uint64_t>();
-    p.x = get_bytes(j.at("x"));
-  }
-  if (p.op == Op::grouped_gemm) {
-    for (const json& g : j.at("groups")) {
-      Group q;
-      q.m = g.at(0).get<int64_t>();
-      q.n = g.at(1).get<int64_t>();
-      q.k = g.at(2).get<int64_t>();
-      q.alpha = g.at(3).get<float>();
-      q.a = get_bytes(g.at(4));
-      q.b = get_bytes(g.at(5));
-      q.sfa = get_bytes(g.at(6));
-      q.sfb = get_bytes(g.at(7));
-      p.groups.push_back(std::move(q));
-    }
-    p.packed = j.at("packed").get<bool>();
-  }
-  if (const std::string e = problem_error(p); !e.empty()) throw ProtocolError("bad problem: " + e);
-  return p;
-}
-
-json info_json(const KernelDesc& k) {
-  const nvfp4_kernel_info& i = k.info;
-  return {{"name", k.name},         {"origin", k.origin},         {"description", k.description},
-          {"abi", i.abi_version},   {"memory", i.memory},         {"ops", i.ops},
-          {"layouts", i.sf_layouts}, {"min_sm", i.min_sm},        {"m_multiple", i.m_multiple},
-          {"n_multiple", i.n_multiple}, {"k_multiple", i.k_multiple}, {"flags", i.flags},
-          {"out_types", i.out_types}, {"max_groups", i.max_groups},
-          {"a_formats", i.a_formats}, {"b_formats", i.b_formats}, {"in_types", i.in_types},
-          {"q_formats", i.q_formats}, {"recipes", i.recipes},
-          {"runnable", k.runnable}, {"why_not", k.why_not}};
-}
-
-KernelDesc desc_from(const json& j) {
-  KernelDesc k;
-  k.name = j.at("name").get<std::string>();
-  k.origin = j.at("origin").get<std::string>();
-  k.description = j.at("description").get<std::string>();
-  k.info.abi_version = j.at("abi").get<uint32_t>();
-  k.info.memory = j.at("memory").get<uint32_t>();
-  k.info.ops = j.at("ops").get<uint32_t>();
-  k.info.sf_layouts = j.at("layouts").get<uint32_t>();
-  k.info.min_sm = j.at("min_sm").get<uint32_t>();
-  k.info.m_multiple = j.at("m_multiple").get<uint32_t>();
-  k.info.n_multiple = j.at("n_multiple").get<uint32_t>();
-  k.info.k_multiple = j.at("k_multiple").get<uint32_t>();
-  k.info.flags = j.at("flags").get<uint32_t>();
-  k.info.out_types = j.at("out_types").get<uint32_t>();
-  k.info.max_groups = j.at("max_groups").get<uint32_t>();
-  k.info.a_formats = j.at("a_formats").get<uint32_t>();
-  k.info.b_formats = j.at("b_formats").get<uint32_t>();
-  k.info.in_types = j.at("in_types").get<uint32_t>();
-  k.info.q_formats = j.at("q_formats").get<uint32_t>();
-  k.info.recipes = j.at("recipes").get<uint32_t>();
-  k.runnable = j.at("runnable").get<bool>();
-  k.why_not = j.at("why_not").get<std::string>();
-  return k;
-}
-
-json observation_json(const CallObservation& o) {
-  json guards = json::array(), inputs = json::array();
-  for (const GuardReport& g : o.guards)
-    guards.push_back({g.buffer, g.damage.before, g.damage.offset, g.damage.expected, g.damage.actual,
-                      g.damage.damaged_bytes});
-  for (const InputChange& x : o.inputs) inputs.push_back({x.buffer, x.count, x.first, x.was, x.now});
-  return {{"end", static_cast<int>(o.end)}, {"rc", o.rc},          {"error", o.error},
-          {"c", words(o.c)},               {"c_later", words(o.c_later)},
-          {"guards", guards},              {"inputs", inputs},     {"seconds", o.seconds},
-          {"context_lost", o.context_lost}};
-}
-
-CallObservation observation_from(const json& j) {
-  CallObservation o;
-  const int end = j.at("end").get<int>();
-  if (end < 0 || end > static_cast<int>(CallObservation::End::input_fault)) throw ProtocolError("bad call end");
-  o.end = static_cast<CallObservation::End>(end);
-  o.rc = j.at("rc").get<int>();
-  o.error = j.at("error").get<std::string>();
-  o.c = get_words(j.at("c"));
-  o.c_later = get_words(j.at("c_later"));
-  for (const json& g : j.at("guards")) {
-    GuardReport r;
-    r.buffer = g.at(0).get<std::string>();
-    r.damage.intact = false;
-    r.damage.before = g.at(1).get<bool>();
-    r.damage.offset = g.at(2).get<int64_t>();
-    r.damage.expected = g.at(3).get<uint8_t>();
-    r.damage.actual = g.at(4).get<uint8_t>();
-    r.damage.damaged_bytes = g.at(5).get<int64_t>();
-    o.guards.push_back(r);
-  }
-  for (const json& x : j.at("inputs"))
-    o.inputs.push_back({x.at(0).get<std::string>(), x.at(1).get<int64_t>(), x.at(2).get<int64_t>(),
-                        x.at(3).get<uint8_t>(), x.at(4).get<uint8_t>()});
-  o.seconds = j.at("seconds").get<double>();
-  o.context_lost = j.at("context_lost").get<bool>();
-  return o;
-}
-
-struct Encoder {
-  json operator()(const ReadyMsg& m) const {
+// A value as it travels: a struct as the array of its input fields in list order, a byte vector
+// as a byte string, an enum as its number.
+template <class T>
+json encode(const T& x) {
+  if constexpr (std::is_enum_v<T>) {
+    return static_cast<std::underlying_type_t<T>>(x);
+  } else if constexpr (std::is_arithmetic_v<T> || std::is_same_v<T, std::string>) {
+    return x;
+  } else if constexpr (std::is_same_v<T, std::vector<uint8_t>>) {
+    return json::binary(x);
+  } else if constexpr (std::is_same_v<T, std::vector<uint32_t>>) {
+    return words(x);
+  } else if constexpr (is_vector<T>::value) {
     json list = json::array();
-    for (const KernelDesc& k : m.kernels) list.push_back(info_json(k));
-    return {{"type", "ready"}, {"kernels", list}, {"error", m.error}};
+    for (const auto& e : x) list.push_back(encode(e));
+    return list;
+  } else if constexpr (is_optional<T>::value) {
+    return x ? encode(*x) : json(nullptr);
+  } else {
+    json list = json::array();
+    visit_fields([&](const char*, const auto& member, FieldRole role) {
+      if (role == FieldRole::input) list.push_back(encode(member));
+    }, x);
+    return list;
   }
-  json operator()(const RunCaseMsg& m) const {
-    json plan = json::array();
-    for (const CallSpec& c : m.plan) plan.push_back({c.pad, c.poison, c.stale_data, c.inputs_ready_first});
-    json j = {{"type", "run"}, {"case", m.case_id}, {"problem", problem_json(m.data.problem)}, {"plan", plan}};
-    if (m.data.stale) j["stale"] = problem_json(*m.data.stale);
-    return j;
-  }
-  json operator()(const CallStartedMsg& m) const { return {{"type", "call"}, {"case", m.case_id}, {"index", m.index}}; }
-  json operator()(const CallDoneMsg& m) const {
-    return {{"type", "done"}, {"case", m.case_id}, {"index", m.index}, {"observation", observation_json(m.observation)}};
-  }
-  json operator()(const QuitMsg&) const { return {{"type", "quit"}}; }
-};
-
-WorkerMessage message_from(const json& j) {
-  const std::string type = j.at("type").get<std::string>();
-  if (type == "ready") {
-    ReadyMsg m;
-    for (const json& k : j.at("kernels")) m.kernels.push_back(desc_from(k));
-    m.error = j.at("error").get<std::string>();
-    return m;
-  }
-  if (type == "run") {
-    RunCaseMsg m;
-    m.case_id = j.at("case").get<int64_t>();
-    m.data.problem = problem_from(j.at("problem"));
-    if (j.contains("stale")) m.data.stale = problem_from(j.at("stale"));
-    for (const json& c : j.at("plan")) {
-      CallSpec call;
-      call.pad = c.at(0).get<uint8_t>();
-      call.poison = c.at(1).get<uint32_t>();
-      call.stale_data = c.at(2).get<bool>();
-      call.inputs_ready_first = c.at(3).get<bool>();
-      m.plan.push_back(call);
-    }
-    return m;
-  }
-  if (type == "call") return CallStartedMsg{j.at("case").get<int64_t>(), j.at("index").get<int64_t>()};
-  if (type == "done")
-    return CallDoneMsg{j.at("case").get<int64_t>(), j.at("index").get<int64_t>(), observation_from(j.at("observation"))};
-  if (type == "quit") return QuitMsg{};
-  throw ProtocolError("unknown message type");
 }
 
-uint64_t frame_length(const uint8_t* head) {
+// An integer of type T, refused when it does not fit (nothing wraps silently).
+template <class T>
+T get_integer(const json& j, const std::string& at) {
+  using L = std::numeric_limits<T>;
+  if (j.is_number_unsigned()) {
+    const uint64_t u = j.get<uint64_t>();
+    if (u <= static_cast<uint64_t>(L::max())) return static_cast<T>(u);
+  } else if (j.is_number_integer()) {
+    const int64_t s = j.get<int64_t>();
+    if (s >= static_cast<int64_t>(L::min()) && (s < 0 || static_cast<uint64_t>(s) <= static_cast<uint64_t>(L::max())))
+      return static_cast<T>(s);
+  } else {
+    malformed(at, "not an integer");
+  }
+  malformed(at, fmt::format("{} is out of range", j.dump()));
+}
+
+template <class T>
+void decode(const json& j, T& x, const std::string& at) {
+  if constexpr (std::is_same_v<T, bool>) {
+    if (!j.is_boolean()) malformed(at, "not a boolean");
+    x = j.get<bool>();
+  } else if constexpr (std::is_enum_v<T>) {
+    x = static_cast<T>(get_integer<std::underlying_type_t<T>>(j, at));
+    if (!known(x)) malformed(at, fmt::format("{} is no value of it", j.dump()));
+  } else if constexpr (std::is_integral_v<T>) {
+    x = get_integer<T>(j, at);
+  } else if constexpr (std::is_floating_point_v<T>) {
+    if (!j.is_number()) malformed(at, "not a number");
+    x = j.get<T>();
+  } else if constexpr (std::is_same_v<T, std::string>) {
+    if (!j.is_string()) malformed(at, "not a string");
+    x = j.get<std::string>();
+  } else if constexpr (std::is_same_v<T, std::vector<uint8_t>> || std::is_same_v<T, std::vector<uint32_t>>) {
+    if (!j.is_binary()) malformed(at, "not a byte string");
+    if constexpr (std::is_same_v<T, std::vector<uint8_t>>) x = j.get_binary();
+    else x = get_words(j.get_binary(), at);
+  } else if constexpr (is_vector<T>::value) {
+    if (!j.is_array()) malformed(at, "not a list");
+    x.assign(j.size(), {});
+    for (size_t e = 0; e < j.size(); ++e) decode(j[e], x[e], fmt::format("{}[{}]", at, e));
+  } else if constexpr (is_optional<T>::value) {
+    if (j.is_null()) {
+      x.reset();
+    } else {
+      x.emplace();
+      decode(j, *x, at);
+    }
+  } else {
+    if (!j.is_array()) malformed(at, "not a list of fields");
+    size_t next = 0;
+    visit_fields([&](const char* name, auto& member, FieldRole role) {
+      if (role != FieldRole::input) return;
+      const std::string field = at + "." + name;
+      if (next >= j.size()) malformed(field, "missing");
+      decode(j[next++], member, field);
+    }, x);
+    if (next != j.size()) malformed(at, fmt::format("{} fields where {} were expected", j.size(), next));
+    if (const std::string e = invalid(x); !e.empty()) throw ProtocolError(e);
+  }
+}
+
+template <size_t I = 0>
+WorkerMessage message_from(const std::string& type, const json& fields) {
+  if constexpr (I < std::variant_size_v<WorkerMessage>) {
+    if (type != kMessageNames[I]) return message_from<I + 1>(type, fields);
+    std::variant_alternative_t<I, WorkerMessage> m;
+    decode(fields, m, type);
+    return m;
+  } else {
+    throw ProtocolError("malformed message: unknown message type \"" + type + "\"");
+  }
+}
+
+// A message on the wire: [name, fields].
+WorkerMessage message_from(const json& j) {
+  if (!j.is_array() || j.size() != 2 || !j[0].is_string()) throw ProtocolError("malformed message: not [type, fields]");
+  return message_from(j[0].get<std::string>(), j[1]);
+}
+
+// The payload length of the frame that begins at h (have bytes of it are here), nullopt while its
+// header is incomplete. Throws for bytes that cannot begin a frame or a frame over limit.
+std::optional<uint64_t> frame_payload_bytes(const uint8_t* h, size_t have, uint64_t limit) {
+  if (std::memcmp(h, kFrameMark, std::min<size_t>(have, 4)) != 0)
+    throw ProtocolError("bytes that cannot begin a frame");
+  if (have < kFrameHeaderBytes) return std::nullopt;
   uint64_t n = 0;
-  for (int x = 0; x < 8; ++x) n |= uint64_t(head[4 + x]) << (8 * x);
+  for (int x = 0; x < 8; ++x) n |= uint64_t(h[4 + x]) << (8 * x);
+  if (n > limit) throw ProtocolError(fmt::format("a frame of {} bytes where at most {} can come", n, limit));
   return n;
 }
 
@@ -301,7 +330,8 @@ KernelDesc describe_kernel(const Kernel& k) {
 }
 
 std::vector<uint8_t> encode_message(const WorkerMessage& m) {
-  std::vector<uint8_t> payload = json::to_cbor(std::visit(Encoder{}, m));
+  const json j = json::array({kMessageNames[m.index()], std::visit([](const auto& x) { return encode(x); }, m)});
+  std::vector<uint8_t> payload = json::to_cbor(j);
   std::vector<uint8_t> frame(kFrameHeaderBytes + payload.size());
   const uint64_t n = payload.size();
   std::memcpy(frame.data(), kFrameMark, 4);
@@ -326,9 +356,7 @@ void send_message(int fd, const WorkerMessage& m) {
 WorkerMessage receive_message(int fd) {
   uint8_t head[kFrameHeaderBytes];
   read_all(fd, head, kFrameHeaderBytes);
-  if (std::memcmp(head, kFrameMark, 4) != 0) throw ProtocolError("bytes that are no frame of the protocol");
-  const uint64_t n = frame_length(head);
-  if (n > kMaxFrameBytes) throw ProtocolError(fmt::format("a frame of {} bytes, more than any case needs", n));
+  const uint64_t n = *frame_payload_bytes(head, kFrameHeaderBytes, kMaxFrameBytes);
   std::vector<uint8_t> payload(static_cast<size_t>(n));
   read_all(fd, payload.data(), n);
   return decode_message(payload.data(), payload.size());
@@ -345,14 +373,10 @@ void FrameReader::feed(const uint8_t* data, size_t size) {
 std::optional<WorkerMessage> FrameReader::next() {
   const size_t have = buffer_.size() - start_;
   const uint8_t* h = buffer_.data() + start_;
-  if (std::memcmp(h, kFrameMark, std::min<size_t>(have, 4)) != 0)
-    throw ProtocolError("bytes that cannot begin a frame");
-  if (have < kFrameHeaderBytes) return std::nullopt;
-  const uint64_t n = frame_length(h);
-  if (n > limit_) throw ProtocolError(fmt::format("a frame of {} bytes where at most {} can come", n, limit_));
-  if (have < kFrameHeaderBytes + n) return std::nullopt;
-  WorkerMessage m = decode_message(h + kFrameHeaderBytes, static_cast<size_t>(n));
-  start_ += kFrameHeaderBytes + static_cast<size_t>(n);
+  const std::optional<uint64_t> n = frame_payload_bytes(h, have, limit_);
+  if (!n || have < kFrameHeaderBytes + *n) return std::nullopt;
+  WorkerMessage m = decode_message(h + kFrameHeaderBytes, static_cast<size_t>(*n));
+  start_ += kFrameHeaderBytes + static_cast<size_t>(*n);
   if (start_ > (size_t(1) << 24) && start_ * 2 > buffer_.size()) {
     buffer_.erase(buffer_.begin(), buffer_.begin() + static_cast<std::ptrdiff_t>(start_));
     start_ = 0;

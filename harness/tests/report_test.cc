@@ -9,6 +9,8 @@
 #include "harness/checks.h"
 #include "harness/generators.h"
 #include "harness/report.h"
+#include "harness/report_fields.h"
+#include "harness/report_merge.h"
 #include "reference/exact_gemm.h"
 
 namespace nvfp4 {
@@ -260,6 +262,7 @@ TEST(Report, ShellQuotingSurvivesQuotes) {
   EXPECT_EQ(shell_quote(""), "''");
 }
 
+
 TEST(Report, ResultsAddUpAndTheReportHasSpecFields) {
   KernelReport k;
   k.name = "kern";
@@ -322,6 +325,64 @@ TEST(Report, ResultsAddUpAndTheReportHasSpecFields) {
   EXPECT_NE(table.find("kern"), std::string::npos);
   EXPECT_NE(table.find("oracle"), std::string::npos);
   EXPECT_NE(table.find("no CUDA device"), std::string::npos);
+}
+
+// A report read back holds every field it was written with: the writer and the reader walk one
+// list, so no field is written and forgotten (warm-up time, stream, why a case was not saved).
+TEST(Report, EveryFieldReadsBackAsItWasWritten) {
+  KernelReport k;
+  k.name = "kern";
+  k.origin = "plugin.so";
+  k.origin_identity = "fnv1a64:00";
+  k.verdict = KernelVerdict::fail;
+  k.flags = 5;
+  k.policy = "ieee";
+  k.stream = "legacy";
+  k.cases = 7, k.unsupported_cases = 1, k.skipped_cases = 2, k.first_skip = "e4m3", k.failed_cases = 1;
+  k.elements = 40, k.exact_elements = 30, k.unjudged_elements = 2;
+  k.max_error_ulps = 3.5, k.max_error_over_bound = std::numeric_limits<double>::infinity();
+  k.seconds = 1.25, k.workers = 2, k.warmup_seconds = 61.5;
+  k.add_time("kernel", 0.5);
+  k.drawn.cases = 9, k.drawn.batched = 4, k.drawn.by_op["gemm"] = 9;
+  FailureRecord f;
+  f.check = Check::stale_state, f.message = "m", f.hint = "h", f.call = CaseCall::run2, f.case_index = 6;
+  f.case_file = "c.case", f.case_file_error = "disk full", f.reproduce = "nvfp4check replay c.case";
+  f.has_element = true, f.g = -1, f.b = 1, f.i = 2, f.j = 3, f.expected = 0x3c00, f.actual = 0x3c01;
+  f.error_ulps = 1, f.error_over_bound = 2, f.bound = 0.5;
+  k.failure = f;
+  const nlohmann::json entry = report_json(uint64_t{1}, {k}, "nvfp4check run").at("kernels").at(0);
+  const KernelReport r = kernel_report_from_json(entry);
+  EXPECT_EQ(r.origin_identity, k.origin_identity);
+  EXPECT_EQ(r.stream, "legacy");
+  EXPECT_EQ(r.warmup_seconds, 61.5);
+  EXPECT_EQ(r.first_skip, "e4m3");
+  EXPECT_EQ(r.unjudged_elements, 2);
+  EXPECT_EQ(r.max_error_over_bound, k.max_error_over_bound);
+  EXPECT_EQ(r.step_seconds, k.step_seconds);
+  EXPECT_EQ(r.drawn.batched, 4);
+  EXPECT_EQ(r.drawn.by_op, k.drawn.by_op);
+  ASSERT_TRUE(r.failure);
+  EXPECT_EQ(r.failure->case_file_error, "disk full");
+  EXPECT_EQ(r.failure->call, CaseCall::run2);
+  EXPECT_EQ(r.failure->check, Check::stale_state);
+  EXPECT_EQ(r.failure->actual, 0x3c01u);
+  EXPECT_EQ(r.failure->word_digits, 4);
+  EXPECT_EQ(r.failure->bound, 0.5);
+  // Written again, it is the same entry.
+  EXPECT_EQ(report_json(uint64_t{1}, {r}, "nvfp4check run").at("kernels").at(0), entry);
+}
+
+// Every field of a kernel's entry is listed once with a rule; the rules read as intended.
+TEST(Report, FieldListsGiveEveryFieldOneRule) {
+  KernelReport k;
+  std::set<std::string> keys;
+  int summed = 0;
+  visit_fields([&](const char* key, FieldRule rule, const auto&) {
+    EXPECT_TRUE(keys.insert(key).second) << key << " listed twice";
+    summed += rule.merge == Merge::sum;
+  }, k);
+  EXPECT_TRUE(keys.count("warmup_seconds") && keys.count("step_seconds") && keys.count("failure"));
+  EXPECT_GE(summed, 10);
 }
 
 }  // namespace

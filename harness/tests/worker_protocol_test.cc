@@ -1,0 +1,222 @@
+// The worker protocol: every struct's fields survive a round trip, what the parent expects never
+// travels, and malformed input is refused with the field it concerns named.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "harness/generators.h"
+#include "harness/worker_protocol.h"
+#include "reference/problem_fields.h"
+
+namespace nvfp4 {
+namespace {
+
+using json = nlohmann::json;
+
+WorkerMessage round_trip(const WorkerMessage& m) {
+  const std::vector<uint8_t> frame = encode_message(m);
+  return decode_message(frame.data() + kFrameHeaderBytes, frame.size() - kFrameHeaderBytes);
+}
+
+// The CBOR of a message as JSON, to corrupt one field, and back through decode_message.
+json payload(const WorkerMessage& m) {
+  const std::vector<uint8_t> frame = encode_message(m);
+  return json::from_cbor(frame.begin() + kFrameHeaderBytes, frame.end());
+}
+std::string decode_error(const json& j) {
+  const std::vector<uint8_t> bytes = json::to_cbor(j);
+  try {
+    decode_message(bytes.data(), bytes.size());
+  } catch (const ProtocolError& e) {
+    return e.what();
+  }
+  return "(decoded)";
+}
+
+Problem dual_problem() {
+  Problem p;
+  p.op = Op::dual_gemm;
+  p.m = 3, p.n = 5, p.k = 32, p.l = 2;
+  p.sf_layout = SfLayout::linear;
+  p.semantics = ScaleSemantics::e4m3;
+  p.out_type = OutType::bf16;
+  p.alpha = 0.25f;
+  p.alpha2 = -2.0f;
+  Rng rng(7);
+  fill_data(rng, DataSpec{}, p);
+  Problem second = p;
+  second.op = Op::gemm;
+  fill_data(rng, DataSpec{}, second);
+  p.b2 = second.b, p.sfb2 = second.sfb;
+  return p;
+}
+
+RunCaseMsg run_message() {
+  RunCaseMsg run;
+  run.case_id = 41;
+  run.data.problem = dual_problem();
+  run.plan = {CallSpec{0x11, 0x7E00, true, true}, CallSpec{}};
+  return run;
+}
+
+TEST(WorkerProtocol, EveryInputFieldOfAProblemTravels) {
+  const RunCaseMsg run = run_message();
+  const RunCaseMsg back = std::get<RunCaseMsg>(round_trip(run));
+  EXPECT_EQ(back.case_id, 41);
+  ASSERT_EQ(back.plan.size(), 2u);
+  EXPECT_EQ(back.plan[0].pad, 0x11);
+  EXPECT_EQ(back.plan[0].poison, 0x7E00u);
+  EXPECT_TRUE(back.plan[0].stale_data && back.plan[0].inputs_ready_first);
+  EXPECT_FALSE(back.data.stale);
+  // Field by field through the same list the protocol uses: nothing listed as input is lost.
+  int inputs = 0;
+  const Problem& p = run.data.problem;
+  const Problem& q = back.data.problem;
+  std::vector<std::string> sent;
+  visit_problem_fields([&](const char* name, const auto&, FieldRole role) {
+    if (role == FieldRole::input) sent.push_back(name), ++inputs;
+  }, p);
+  EXPECT_GE(inputs, 18);
+  EXPECT_EQ(q.op, p.op);
+  EXPECT_EQ(q.m, p.m);
+  EXPECT_EQ(q.n, p.n);
+  EXPECT_EQ(q.k, p.k);
+  EXPECT_EQ(q.l, p.l);
+  EXPECT_EQ(q.sf_layout, p.sf_layout);
+  EXPECT_EQ(q.semantics, p.semantics);
+  EXPECT_EQ(q.out_type, p.out_type);
+  EXPECT_EQ(q.alpha, p.alpha);
+  EXPECT_EQ(q.alpha2, p.alpha2);
+  EXPECT_EQ(q.a, p.a);
+  EXPECT_EQ(q.b, p.b);
+  EXPECT_EQ(q.sfa, p.sfa);
+  EXPECT_EQ(q.sfb, p.sfb);
+  EXPECT_EQ(q.b2, p.b2);
+  EXPECT_EQ(q.sfb2, p.sfb2);
+}
+
+TEST(WorkerProtocol, WhatTheParentExpectsNeverTravels) {
+  RunCaseMsg run = run_message();
+  Problem& p = run.data.problem;
+  p.expect = std::vector<uint32_t>(static_cast<size_t>(p.c_elems()), 0x3C00u);
+  p.note = "a note";
+  p.seed = 99;
+  p.generator = "uniform";
+  const RunCaseMsg back = std::get<RunCaseMsg>(round_trip(run));
+  EXPECT_FALSE(back.data.problem.expect);
+  EXPECT_TRUE(back.data.problem.note.empty());
+  EXPECT_FALSE(back.data.problem.seed);
+  EXPECT_TRUE(back.data.problem.generator.empty());
+}
+
+TEST(WorkerProtocol, DescriptionsAndObservationsRoundTrip) {
+  KernelDesc d;
+  d.name = "k";
+  d.origin = "plugin.so";
+  d.description = "one line";
+  d.info.abi_version = 2, d.info.memory = NVFP4_MEMORY_CUDA, d.info.ops = 6, d.info.sf_layouts = 4;
+  d.info.min_sm = 100, d.info.m_multiple = 128, d.info.n_multiple = 8, d.info.k_multiple = 64;
+  d.info.flags = 3, d.info.out_types = 14, d.info.max_groups = 9;
+  d.runnable = false;
+  d.why_not = "no GPU";
+  const ReadyMsg ready = std::get<ReadyMsg>(round_trip(ReadyMsg{{d}, "err"}));
+  ASSERT_EQ(ready.kernels.size(), 1u);
+  const KernelDesc& e = ready.kernels[0];
+  EXPECT_EQ(e.name, "k");
+  EXPECT_EQ(e.origin, "plugin.so");
+  EXPECT_EQ(e.description, "one line");
+  EXPECT_EQ(std::memcmp(&e.info, &d.info, sizeof d.info), 0);
+  EXPECT_FALSE(e.runnable);
+  EXPECT_EQ(e.why_not, "no GPU");
+  EXPECT_EQ(ready.error, "err");
+
+  CallDoneMsg done{3, 1, {}};
+  CallObservation& o = done.observation;
+  o.end = CallObservation::End::cuda_error, o.rc = -4, o.error = "boom", o.seconds = 1.5, o.context_lost = true;
+  o.c = {0x7FC00001u, 2}, o.c_later = {0xFFFF};
+  GuardReport g{"sfa", {}};
+  g.damage.record(true, -3, 0xAB, 0xCD);
+  o.guards = {g};
+  o.inputs = {{"b", 4, 17, 0x10, 0x20}};
+  const CallDoneMsg back = std::get<CallDoneMsg>(round_trip(done));
+  EXPECT_EQ(back.case_id, 3);
+  EXPECT_EQ(back.index, 1);
+  const CallObservation& r = back.observation;
+  EXPECT_EQ(r.end, o.end);
+  EXPECT_EQ(r.rc, -4);
+  EXPECT_EQ(r.error, "boom");
+  EXPECT_EQ(r.c, o.c);
+  EXPECT_EQ(r.c_later, o.c_later);
+  EXPECT_EQ(r.seconds, 1.5);
+  EXPECT_TRUE(r.context_lost);
+  ASSERT_EQ(r.guards.size(), 1u);
+  EXPECT_EQ(r.guards[0].buffer, "sfa");
+  EXPECT_FALSE(r.guards[0].damage.intact);
+  EXPECT_EQ(r.guards[0].damage.describe("sfa"), g.damage.describe("sfa"));
+  ASSERT_EQ(r.inputs.size(), 1u);
+  EXPECT_EQ(r.inputs[0].buffer, "b");
+  EXPECT_EQ(r.inputs[0].first, 17);
+  EXPECT_EQ(r.inputs[0].now, 0x20);
+
+  EXPECT_TRUE(std::holds_alternative<QuitMsg>(round_trip(QuitMsg{})));
+  const CallStartedMsg s = std::get<CallStartedMsg>(round_trip(CallStartedMsg{8, 2}));
+  EXPECT_EQ(s.case_id, 8);
+  EXPECT_EQ(s.index, 2);
+}
+
+// Each corruption is refused naming the field it concerns; none wraps or passes silently.
+TEST(WorkerProtocol, MalformedFieldsAreNamed) {
+  const json good = payload(run_message());
+  ASSERT_EQ(decode_error(good), "(decoded)");
+  auto pad = [](json& j) -> json& { return j[1][2][0][0]; };  // run -> plan[0].pad
+  json j = good;
+  pad(j) = 300;  // a byte of 300 must not become 44
+  EXPECT_NE(decode_error(j).find("run.plan[0].pad: 300 is out of range"), std::string::npos) << decode_error(j);
+  j = good;
+  pad(j) = "x";
+  EXPECT_NE(decode_error(j).find("run.plan[0].pad: not an integer"), std::string::npos) << decode_error(j);
+  j = good;
+  j[1][1][0][1] = -1;  // run -> data.problem.m
+  EXPECT_NE(decode_error(j).find("bad problem: "), std::string::npos) << decode_error(j);
+  j = good;
+  j[1][1][0].erase(j[1][1][0].size() - 1);  // the problem's last field
+  EXPECT_NE(decode_error(j).find("run.data.problem.packed: missing"), std::string::npos) << decode_error(j);
+  j = good;
+  j[1][1][0].push_back(1);
+  EXPECT_NE(decode_error(j).find("run.data.problem: 19 fields where 18 were expected"), std::string::npos)
+      << decode_error(j);
+  j = good;
+  j[0] = "launch";
+  EXPECT_NE(decode_error(j).find("unknown message type \"launch\""), std::string::npos) << decode_error(j);
+
+  CallDoneMsg done;
+  json d = payload(done);
+  d[1][2][0] = 99;  // done -> observation.end
+  EXPECT_NE(decode_error(d).find("done.observation.end: 99 is no value of it"), std::string::npos) << decode_error(d);
+  d = payload(done);
+  d[1][2][3] = json::binary({3, 1, 2, 3});  // observation.c: words 3 bytes wide
+  EXPECT_NE(decode_error(d).find("done.observation.c: not an array of output words"), std::string::npos)
+      << decode_error(d);
+  EXPECT_NE(decode_error(json::array({1, 2, 3})).find("not [type, fields]"), std::string::npos);
+}
+
+TEST(WorkerProtocol, FramesAreCheckedByOneReader) {
+  std::vector<uint8_t> frame = encode_message(CallStartedMsg{1, 0});
+  FrameReader reader;
+  reader.feed(frame.data(), 5);
+  EXPECT_FALSE(reader.next());
+  reader.feed(frame.data() + 5, frame.size() - 5);
+  EXPECT_TRUE(std::holds_alternative<CallStartedMsg>(*reader.next()));
+  EXPECT_TRUE(reader.empty());
+  FrameReader small;
+  small.set_limit(4);
+  small.feed(frame.data(), frame.size());
+  EXPECT_THROW(small.next(), ProtocolError);
+  FrameReader other;
+  const uint8_t junk[] = {'N', 'V', 'X'};
+  other.feed(junk, sizeof junk);
+  EXPECT_THROW(other.next(), ProtocolError);
+}
+
+}  // namespace
+}  // namespace nvfp4
