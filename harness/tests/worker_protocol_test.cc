@@ -180,10 +180,10 @@ TEST(WorkerProtocol, MalformedFieldsAreNamed) {
   EXPECT_NE(decode_error(j).find("bad problem: "), std::string::npos) << decode_error(j);
   j = good;
   j[1][1][0].erase(j[1][1][0].size() - 1);  // the problem's last field
-  EXPECT_NE(decode_error(j).find("run.data.problem.packed: missing"), std::string::npos) << decode_error(j);
+  EXPECT_NE(decode_error(j).find("run.data.problem.x: missing"), std::string::npos) << decode_error(j);
   j = good;
   j[1][1][0].push_back(1);
-  EXPECT_NE(decode_error(j).find("run.data.problem: 19 fields where 18 were expected"), std::string::npos)
+  EXPECT_NE(decode_error(j).find("run.data.problem: 26 fields where 25 were expected"), std::string::npos)
       << decode_error(j);
   j = good;
   j[0] = "launch";
