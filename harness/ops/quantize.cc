@@ -193,6 +193,7 @@ std::string shape_text(const Problem& p) {
 
 }  // namespace
 
+extern const OpModule kModule;  // external linkage: op_module.cc lists it
 const OpModule kModule = {Op::quantize, unsupported_reason, probes_refusal, lay_out, point_abi,
                           judge,        unwritten,          stale_variant,  shape_text};
 
