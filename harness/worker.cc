@@ -19,6 +19,8 @@
 
 #include <fmt/format.h>
 
+#include "reference/scale_layout.h"
+
 extern char** environ;
 
 namespace nvfp4 {
@@ -358,8 +360,12 @@ std::vector<CallObservation> WorkerExecutor::run_calls(const CaseData& data, con
   // What can come back: per call, C twice as byte strings of words (at most 4 bytes each) and the
   // report of guards and inputs (a few per buffer: a grouped problem has five buffers per group)
   // and an error (a traceback: 1 MiB is plenty).
-  int64_t words = data.problem.c_elems();
-  if (data.stale) words = std::max(words, data.stale->c_elems());
+  // A quantizer's outputs are Q and SFQ (padding included), a word per byte.
+  const auto out_words = [](const Problem& p) {
+    return p.op != Op::quantize ? p.c_elems() : p.q_bytes() + sf_permuted_bytes(p.m, p.qkb(), p.l);
+  };
+  int64_t words = out_words(data.problem);
+  if (data.stale) words = std::max(words, out_words(*data.stale));
   const uint64_t buffers = 8 + 5 * data.problem.groups.size();
   frames_.set_limit(static_cast<uint64_t>(8 * words) + 256 * buffers + (uint64_t(1) << 20));
   // Send with the watchdog on: a worker that stops reading is hung.

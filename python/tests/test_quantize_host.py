@@ -186,11 +186,11 @@ def test_run_python_checks_a_quantizer_from_its_declaration(tmp_path):
 
     report = tmp_path / "report.json"
     r = program("run", "--python", f"{QUANTIZERS}:quantize_te", "--memory", "host", "--op", "quantize", "--in-type",
-                "bf16", "--recipe", "te", "--format", "nvfp4", "--cases", "12", "--seed", "5", "--case-dir",
+                "bf16", "--recipe", "te", "--format", "nvfp4", "--cases", "30", "--seed", "5", "--case-dir",
                 str(tmp_path), "--report", str(report))
     assert r.returncode == 0, r.stdout + r.stderr
     kernel = json.loads(report.read_text())["kernels"][0]
-    assert kernel["verdict"] == "pass" and kernel["cases"] == 12, kernel
+    assert kernel["verdict"] == "pass" and kernel["cases"] == 30, kernel
     bad = program("run", "--python", f"{QUANTIZERS}:quantize_fast", "--memory", "host", "--op", "quantize",
                   "--recipe", "ref", "--cases", "200", "--seed", "5", "--case-dir", str(tmp_path), "--report",
                   str(report))
