@@ -16,9 +16,29 @@ void add_python_options(CLI::App* c, PythonArgs& args, bool with_op) {
   c->add_option("--python", args.python,
                 "Check a Python function instead: FILE[:FUNCTION] (default custom_kernel), called by Python's "
                 "nvfp4check worker (the package must be importable by --python-exe)");
-  c->add_option("--format", args.format, "--python: what the function takes (SPEC.md section 7; gpumode with --problem)")
-      ->check(CLI::IsMember({"canonical", "gpumode"}))
-      ->each([&args](const std::string&) { args.format_given = true; });
+  // --format is both how the function is called and, for a quantizer, the format it writes
+  // (SPEC.md section 6): the value says which.
+  c->add_option("--format", args.format_words,
+                "--python: what the function takes (canonical, or gpumode with --problem); for a quantizer also a "
+                "format it writes (nvfp4, mxfp4, mxfp8_e4m3, mxfp8_e5m2; repeatable, default nvfp4)")
+      ->check(CLI::IsMember({"canonical", "gpumode", "nvfp4", "mxfp4", "mxfp8_e4m3", "mxfp8_e5m2"}))
+      ->each([&args](const std::string& v) {
+        if (v == "canonical" || v == "gpumode") {
+          args.format = v;
+          args.format_given = true;
+        } else {
+          args.q_formats.push_back(v);
+        }
+      });
+  c->add_option("--in-type", args.in_types, "--python: a quantizer's input type (repeatable; default all three)")
+      ->check(CLI::IsMember({"fp16", "bf16", "fp32"}));
+  c->add_option("--recipe", args.recipes,
+                "--python: a recipe the quantizer follows (repeatable; SPEC.md section 2; required with --op quantize)")
+      ->check(CLI::IsMember({"te", "ref", "fast", "torchao", "mx_rceil", "mx_floor", "mx_even"}));
+  c->add_option("--a-format", args.a_formats, "--python: a format of A the function reads (repeatable; default nvfp4)")
+      ->check(CLI::IsMember({"nvfp4", "mxfp4", "mxfp8_e4m3", "mxfp8_e5m2"}));
+  c->add_option("--b-format", args.b_formats, "--python: a format of B the function reads (repeatable; default nvfp4)")
+      ->check(CLI::IsMember({"nvfp4", "mxfp4", "mxfp8_e4m3", "mxfp8_e5m2"}));
   c->add_option("--problem", args.problem,
                 "--python: a GPU MODE problem (gpu-mode/reference-kernels, problems/nvidia): the function gets the "
                 "tuple its reference.py builds, declares its op and the shape limits of its task.yml")
@@ -46,7 +66,8 @@ void add_python_options(CLI::App* c, PythonArgs& args, bool with_op) {
   c->add_option("--flags", args.flags, "--python: the function's declared flags (SPEC.md section 5 bits)");
   c->add_option("--flag", args.flag_names,
                 "--python: a declared flag by name (repeatable: signed_scales, nondeterministic, fp16_accumulate, "
-                "saturates, exact, unit_alpha, mma_accumulate, groups_packed)");
+                "saturates, exact, unit_alpha, mma_accumulate, groups_packed, quant_2d, row_global_scale, stochastic, "
+                "sf_padding_kept)");
   c->add_option("--m-multiple", args.m_multiple, "--python: the m the function needs is a multiple of this")
       ->check(CLI::Range(1u, 1u << 20));
   c->add_option("--n-multiple", args.n_multiple, "--python: likewise for n (GEMM)")->check(CLI::Range(1u, 1u << 20));
@@ -66,6 +87,11 @@ std::vector<std::string> python_declaration_args(const PythonArgs& args) {
   if (args.stream != "current") a.insert(a.end(), {"--stream", args.stream});
   for (const std::string& t : args.out_types) a.insert(a.end(), {"--out-type", t});
   for (const std::string& op : args.ops) a.insert(a.end(), {"--op", op});
+  for (const std::string& t : args.in_types) a.insert(a.end(), {"--in-type", t});
+  for (const std::string& r : args.recipes) a.insert(a.end(), {"--recipe", r});
+  for (const std::string& f : args.q_formats) a.insert(a.end(), {"--format", f});
+  for (const std::string& f : args.a_formats) a.insert(a.end(), {"--a-format", f});
+  for (const std::string& f : args.b_formats) a.insert(a.end(), {"--b-format", f});
   for (const std::string& layout : args.sf_layouts) a.insert(a.end(), {"--sf-layout", layout});
   for (const std::string& flag : args.flag_names) a.insert(a.end(), {"--flag", flag});
   if (args.flags) a.insert(a.end(), {"--flags", std::to_string(args.flags)});
@@ -116,7 +142,8 @@ SuiteKernel python_kernel(const PythonArgs& args, double timeout_s) {
 bool declares_anything(const PythonArgs& a) {
   return !a.problem.empty() || a.stream != "current" || !a.out_types.empty() || a.m_multiple > 1 ||
          a.n_multiple > 1 || a.k_multiple > 1 || a.min_sm > 0 || a.max_groups > 0 || !a.flag_names.empty() ||
-         !a.sf_layouts.empty() || !a.name.empty() || a.flags != 0;
+         !a.sf_layouts.empty() || !a.name.empty() || a.flags != 0 || !a.in_types.empty() || !a.recipes.empty() ||
+         !a.q_formats.empty() || !a.a_formats.empty() || !a.b_formats.empty();
 }
 
 namespace {

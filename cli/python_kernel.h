@@ -25,6 +25,10 @@ struct PythonArgs {
   std::string problem;
   std::string stream = "current";   // torch's current stream during the call: or "legacy"
   std::vector<std::string> out_types;
+  // Revision 4: a quantizer's input types, recipes and output formats (--format F besides
+  // canonical/gpumode), and the operand formats of a GEMM.
+  std::vector<std::string> in_types, recipes, q_formats, a_formats, b_formats;
+  std::vector<std::string> format_words;  // --format as given (split into format and q_formats)
   double warmup_timeout_s = 900;    // the warm-up call of each kernel process (harness/warmup.h)
   bool format_given = false;
 };

@@ -21,6 +21,8 @@
 
 #include <fmt/format.h>
 
+#include "reference/scale_layout.h"
+
 extern char** environ;
 
 namespace nvfp4 {

@@ -178,36 +178,65 @@ std::optional<Finding> judge(const CallContext& x, OracleSummary* summary) {
                                     chain_text(p, *x.reference->quant, o)};
 }
 
+// The bytes of Q and of SFQ (linear positions) still holding the poison where the reference has
+// another byte.
+struct PoisonLeft {
+  std::vector<int64_t> q, sfq;
+};
+PoisonLeft poison_left(const Problem& p, const QuantResult& ref, const Outputs& o, uint8_t poison) {
+  PoisonLeft left;
+  for (size_t e = 0; e < o.q.size(); ++e)
+    if (o.q[e] == poison && ref.q[e] != poison) left.q.push_back(static_cast<int64_t>(e));
+  const std::vector<uint8_t> sfq =
+      p.sf_layout == SfLayout::permuted ? sf_to_linear(o.sfq.data(), p.m, p.qkb(), p.l) : o.sfq;
+  for (size_t e = 0; e < sfq.size() && e < ref.sfq.size(); ++e)
+    if (sfq[e] == poison && ref.sfq[e] != poison) left.sfq.push_back(static_cast<int64_t>(e));
+  return left;
+}
+
+// Whether the poison left explains the whole failure: with those bytes as the reference's, rule 7
+// accepts the outputs.
+bool poison_explains(const Problem& p, const QuantResult& ref, Outputs o, const PoisonLeft& left, uint8_t padding) {
+  for (int64_t e : left.q) o.q[static_cast<size_t>(e)] = ref.q[static_cast<size_t>(e)];
+  const int64_t kb = p.qkb();
+  for (int64_t e : left.sfq) {
+    const int64_t b = e / (p.m * kb), i = e / kb % p.m, s = e % kb;
+    const int64_t at = p.sf_layout == SfLayout::permuted ? sf_permuted_offset(p.m, kb, b, i, s) : e;
+    o.sfq[static_cast<size_t>(at)] = ref.sfq[static_cast<size_t>(e)];
+  }
+  return judge_quantize(p, ref, o.q, o.sfq, padding).pass();
+}
+
+// A byte equal to the poison may also be what the kernel wrote (a `fast` code inside rule 7's
+// window, a NaN element's code, a scale byte that happens to be the poison's value in the wrong
+// place): the output counts as unwritten only where rule 7 rejects it and the poison left
+// explains the whole failure;
+// any other failure is the oracle's to name, and a byte left as it was shows in the other run,
+// whose poison differs.
 std::optional<Finding> unwritten(const CallContext& x) {
   const Problem& p = *x.problem;
   const QuantResult& ref = *x.reference->quant;
   const Outputs o = split(p, x.observation->c);
-  // Every byte value is a code or a scale some input gives, the poison too: a byte holding it is
-  // only unwritten where the oracle rejects the output, and only where most wrong bytes hold it
-  // (a kernel writing wrong values hits the poison by chance, 1 byte in 256).
-  const QuantJudgement j = judge_quantize(p, ref, o.q, o.sfq, expected_padding(x));
-  if (j.pass()) return std::nullopt;
   const uint8_t poison = poison_byte(x.poison);
-  int64_t count = 0, first = -1;
-  for (size_t e = 0; e < o.q.size(); ++e)
-    if (o.q[e] == poison && ref.q[e] != poison && count++ == 0) first = static_cast<int64_t>(e);
-  const int64_t wrong = j.wrong_codes + j.wrong_scales;
-  if (count > 0 && 2 * count >= wrong)
+  const PoisonLeft left = poison_left(p, ref, o, poison);
+  const uint8_t padding = expected_padding(x);
+  if ((left.q.empty() && left.sfq.empty()) || judge_quantize(p, ref, o.q, o.sfq, padding).pass() ||
+      !poison_explains(p, ref, o, left, padding))
+    return std::nullopt;
+  if (!left.q.empty()) {
+    const int64_t first = left.q.front();
     return Finding{Check::unwritten_output,
                    fmt::format("left {} byte(s) of Q unwritten (still the runner's poison 0x{:02x}); the first is byte {} "
                                "(row {}, elements {}..{}), due 0x{:02x}",
-                               count, poison, first, first / (p.q_bytes() / (p.l * p.m)),
+                               left.q.size(), poison, first, first / (p.q_bytes() / (p.l * p.m)),
                                packs_nibbles(p.q_format) ? 2 * (first % (p.k / 2)) : first % p.k,
                                packs_nibbles(p.q_format) ? 2 * (first % (p.k / 2)) + 1 : first % p.k, ref.q[first])};
-  const std::vector<uint8_t> sfq =
-      p.sf_layout == SfLayout::permuted ? sf_to_linear(o.sfq.data(), p.m, p.qkb(), p.l) : o.sfq;
-  for (size_t e = 0; e < sfq.size() && e < ref.sfq.size(); ++e)
-    if (sfq[e] == poison && ref.sfq[e] != poison && count++ == 0) first = static_cast<int64_t>(e);
-  if (count == 0 || 2 * count < wrong) return std::nullopt;
+  }
+  const int64_t first = left.sfq.front();
   return Finding{Check::unwritten_output,
                  fmt::format("left {} scale byte(s) of SFQ unwritten (still the runner's poison 0x{:02x}); the first is "
                              "row {}, block {}, due 0x{:02x}",
-                             count, poison, first / p.qkb(), first % p.qkb(), ref.sfq[first])};
+                             left.sfq.size(), poison, first / p.qkb(), first % p.qkb(), ref.sfq[first])};
 }
 
 // Rotates the rows of X (l*m rows of k words) by r and negates every element: codes change sign

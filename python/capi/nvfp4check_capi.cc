@@ -156,7 +156,9 @@ Options parse_options(const char* text) {
     if (value.is_null()) continue;
     if (key == "op") {
       o.op = value.get<std::string>();
-      if (o.op != "gemv" && o.op != "gemm") throw std::invalid_argument("op must be \"gemv\" or \"gemm\", not \"" + o.op + "\"");
+      Op op;
+      if (!parse_op(o.op, &op))
+        throw std::invalid_argument("op must be one of gemv, gemm, grouped_gemm, dual_gemm, quantize, not \"" + o.op + "\"");
     } else if (key == "cases") {
       o.cases = value.get<int64_t>();
       if (o.cases <= 0) throw std::invalid_argument("cases must be positive");
@@ -183,7 +185,7 @@ Options parse_options(const char* text) {
       s.n = value.value("n", int64_t{1});
       s.k = value.at("k").get<int64_t>();
       s.l = value.value("l", int64_t{1});
-      s.op = s.n == 1 ? Op::gemv : Op::gemm;
+      s.op = o.op == "quantize" ? Op::quantize : s.n == 1 ? Op::gemv : Op::gemm;
       if (const std::string err = case_shape_error(s); !err.empty()) throw std::invalid_argument("shape: " + err);
       o.shape = s;
     } else if (key == "replay_args") {
@@ -270,7 +272,7 @@ KernelReport run_schedule(const Kernel& kernel, const Options& o, uint64_t seed,
   const KernelDesc& desc = executor.kernel();
   ScheduleOptions so;
   so.seed = seed;
-  if (!o.op.empty()) so.op = o.op == "gemv" ? Op::gemv : Op::gemm;
+  if (Op op; parse_op(o.op, &op)) so.op = op;
   so.shape = o.shape;
   std::string why_not;
   const std::optional<Schedule> schedule = kernel_schedule(desc, so, &why_not);
@@ -345,7 +347,16 @@ NVFP4CHECK_EXPORT char* nvfp4check_build_info(void) {
               {"offsetof_problem_alpha2", offsetof(nvfp4_problem, alpha2)},
               {"offsetof_problem_group", offsetof(nvfp4_problem, group)},
               {"offsetof_group_c", offsetof(nvfp4_group, c)},
-              {"offsetof_group_alpha", offsetof(nvfp4_group, alpha)}};
+              {"offsetof_group_alpha", offsetof(nvfp4_group, alpha)},
+              {"sizeof_group_out", sizeof(nvfp4_group_out)},
+              {"offsetof_info_a_formats", offsetof(nvfp4_kernel_info, a_formats)},
+              {"offsetof_info_recipes", offsetof(nvfp4_kernel_info, recipes)},
+              {"offsetof_problem_a_format", offsetof(nvfp4_problem, a_format)},
+              {"offsetof_problem_x", offsetof(nvfp4_problem, x)},
+              {"offsetof_problem_global_scale", offsetof(nvfp4_problem, global_scale)},
+              {"offsetof_problem_seed", offsetof(nvfp4_problem, seed)},
+              {"offsetof_problem_group_out_device", offsetof(nvfp4_problem, group_out_device)},
+              {"offsetof_group_out_global_scale", offsetof(nvfp4_group_out, global_scale)}};
 #if defined(NVFP4_HAVE_CUDA)
     j["cuda_build"] = true;
 #else
@@ -438,8 +449,21 @@ NVFP4CHECK_EXPORT char* nvfp4check_reference(const char* path, uint16_t** out, i
       j["groups"] = groups;
     }
     if (has_expect(p)) j["expect_mismatches"] = compare_expect(p, ref, 0).differing;
-    // The output words' little-endian bytes, in 16-bit units (two per FP32 word).
-    const std::vector<uint8_t> bytes = words_to_bytes(p.out_type, ref.words());
+    // The output words' little-endian bytes, in 16-bit units (two per FP32 word); a quantize case's
+    // Q bytes, then SFQ's in linear order, as `nvfp4check reference` writes them, a zero byte
+    // after an odd count.
+    std::vector<uint8_t> bytes;
+    if (p.op == Op::quantize) {
+      bytes = ref.quant->q;
+      bytes.insert(bytes.end(), ref.quant->sfq.begin(), ref.quant->sfq.end());
+      j.erase("n");
+      j.erase("out_type");
+      j.update({{"in_type", to_string(p.in_type)}, {"format", to_string(p.q_format)}, {"recipe", to_string(p.recipe)},
+                {"q_bytes", ref.quant->q.size()}, {"sfq_bytes", ref.quant->sfq.size()}, {"kb", p.qkb()}});
+      if (bytes.size() % 2) bytes.push_back(0);
+    } else {
+      bytes = words_to_bytes(p.out_type, ref.words());
+    }
     auto* words = static_cast<uint16_t*>(std::malloc(std::max<size_t>(2, bytes.size())));
     if (!words) throw std::bad_alloc();
     if (!bytes.empty()) std::memcpy(words, bytes.data(), bytes.size());
@@ -462,6 +486,16 @@ NVFP4CHECK_EXPORT char* nvfp4check_unsupported_reason(const nvfp4_kernel_info* i
   // Version 2's fields (a zero out_type is FP16, as in a zero-filled version-1 struct).
   p.out_type = problem->out_type == 0 ? OutType::fp16 : static_cast<OutType>(problem->out_type);
   p.alpha2 = p.op == Op::dual_gemm ? problem->alpha2 : 1.0f;
+  if (p.op == Op::quantize) {
+    // Version 3's fields. The options a quantizer's flags fix have no field of the problem: the
+    // suite hands a kernel only problems whose options its flags match, so they are the flags'.
+    p.in_type = static_cast<InType>(problem->in_type);
+    p.q_format = static_cast<BlockFormat>(problem->q_format);
+    p.recipe = static_cast<Recipe>(problem->recipe);
+    p.quant_2d = info->flags & NVFP4_FLAG_QUANT_2D;
+    p.row_global_scale = info->flags & NVFP4_FLAG_ROW_GLOBAL_SCALE;
+    if (info->flags & NVFP4_FLAG_STOCHASTIC) p.stochastic_seed = problem->seed;
+  }
   if (p.op == Op::grouped_gemm && problem->group != nullptr)
     for (int64_t g = 0; g < problem->groups; ++g) {
       Group q;

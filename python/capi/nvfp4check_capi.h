@@ -27,7 +27,9 @@ int nvfp4check_capi_version(void);
 
 /* {"capi_version", "abi_version", "version", "sizeof_kernel_info", "sizeof_problem",
  *  "offsetof_problem_stream", "sizeof_group", and offsetof_<struct>_<field> for the version-2
- *  fields (info out_types; problem out_type, alpha2, group; group c, alpha): what the ctypes
+ *  fields (info out_types; problem out_type, alpha2, group; group c, alpha) and some of version 3's
+ *  (sizeof_group_out; info a_formats, recipes; problem a_format, x, global_scale, seed,
+ *  group_out_device; group_out global_scale): what the ctypes
  *  mirror of the ABI is held to; "cuda_build": bool, "cuda_device": bool,
  *  "cuda_why": text when there is no usable device} */
 char *nvfp4check_build_info(void);
@@ -35,7 +37,7 @@ char *nvfp4check_build_info(void);
 /* Checks a kernel on seeded generated cases: the suite core's schedule for one kernel (the cases
  * `nvfp4check run --seed S` gives a kernel of this name and info), stopping at the first failure.
  * The kernel is called in this process. options_json (all optional):
- *   {"op": "gemv"|"gemm", "cases": N, "seconds": S, "seed": S, "case_dir": DIR,
+ *   {"op": "gemv"|"gemm"|"grouped_gemm"|"dual_gemm"|"quantize", "cases": N, "seconds": S, "seed": S, "case_dir": DIR,
  *    "policy": "fp32"|"matrix-unit"|"exact"|..., "timeout_s": S, "keep_passing_cases": bool,
  *    "shape": {"m","n","k","l"} (every case of this shape), "command": TEXT (for the report)}
  * Returns the report: {"seed", "command", "kernel": {the kernel's entry of `run --report`},
@@ -56,7 +58,9 @@ char *nvfp4check_replay(const char *path, const nvfp4_kernel_info *info, nvfp4ch
  * bytes of its output words in C order (a grouped case's groups one after another) as 16-bit
  * units, two per FP32 word (free it with nvfp4check_free), and *count their number. Returns
  * {"op", "m", "n", "k", "l", "out_type", "groups": [[m_g, n_g], ...] (grouped),
- * "expect_mismatches": N (when the case has an expect line)} or {"error": TEXT} (then *out is NULL). */
+ * "expect_mismatches": N (when the case has an expect line)} or {"error": TEXT} (then *out is NULL).
+ * A quantize case: Q's bytes, then SFQ's in linear order (a zero byte after an odd count), and
+ * {"op", "m", "k", "l", "kb", "in_type", "format", "recipe", "q_bytes", "sfq_bytes", ...}. */
 char *nvfp4check_reference(const char *path, uint16_t **out, int64_t *count);
 
 /* Why problem lies outside what info declares, by the suite's own rule (op, scale layout, the

@@ -13,8 +13,12 @@ from ._abi import (
     FLAG_GROUPS_PACKED,
     FLAG_MMA_ACCUMULATE,
     FLAG_NONDETERMINISTIC,
+    FLAG_QUANT_2D,
+    FLAG_ROW_GLOBAL_SCALE,
     FLAG_SATURATES,
+    FLAG_SF_PADDING_KEPT,
     FLAG_SIGNED_SCALES,
+    FLAG_STOCHASTIC,
     FLAG_UNIT_ALPHA,
 )
 from .adapter import UNSUPPORTED, KernelAdapter, KernelFailure
@@ -26,5 +30,5 @@ __all__ = [
     "check", "replay", "reference", "check_plugin", "build_info", "UNSUPPORTED", "Report", "Failure",
     "KernelAdapter", "KernelFailure", "DEFAULT_SECONDS", "FLAG_SIGNED_SCALES", "FLAG_NONDETERMINISTIC",
     "FLAG_FP16_ACCUMULATE", "FLAG_SATURATES", "FLAG_EXACT", "FLAG_UNIT_ALPHA", "FLAG_MMA_ACCUMULATE",
-    "FLAG_GROUPS_PACKED",
+    "FLAG_GROUPS_PACKED", "FLAG_QUANT_2D", "FLAG_ROW_GLOBAL_SCALE", "FLAG_STOCHASTIC", "FLAG_SF_PADDING_KEPT",
 ]

@@ -5,12 +5,13 @@ two together.
 """
 import ctypes
 
-NVFP4_ABI_VERSION = 2
+NVFP4_ABI_VERSION = 3
 
 NVFP4_OP_GEMV = 1
 NVFP4_OP_GEMM = 2
 NVFP4_OP_GROUPED_GEMM = 3
 NVFP4_OP_DUAL_GEMM = 4
+NVFP4_OP_QUANTIZE = 5
 NVFP4_SF_LINEAR = 1
 NVFP4_SF_PERMUTED = 2
 NVFP4_MEMORY_HOST = 1
@@ -18,6 +19,21 @@ NVFP4_MEMORY_CUDA = 2
 NVFP4_OUT_FP16 = 1
 NVFP4_OUT_BF16 = 2
 NVFP4_OUT_FP32 = 3
+NVFP4_OUT_NVFP4 = 4  # block-scaled output (SPEC.md section 2)
+NVFP4_FORMAT_NVFP4 = 1
+NVFP4_FORMAT_MXFP4 = 2
+NVFP4_FORMAT_MXFP8_E4M3 = 3
+NVFP4_FORMAT_MXFP8_E5M2 = 4
+NVFP4_IN_FP16 = 1
+NVFP4_IN_BF16 = 2
+NVFP4_IN_FP32 = 3
+NVFP4_RECIPE_TE = 1
+NVFP4_RECIPE_REF = 2
+NVFP4_RECIPE_FAST = 3
+NVFP4_RECIPE_TORCHAO = 4
+NVFP4_RECIPE_MX_RCEIL = 5
+NVFP4_RECIPE_MX_FLOOR = 6
+NVFP4_RECIPE_MX_EVEN = 7
 NVFP4_OK = 0
 NVFP4_UNSUPPORTED = 1
 NVFP4_ERROR = 2
@@ -30,14 +46,19 @@ FLAG_EXACT = 1 << 4             # accumulates exactly: judged with `exact`
 FLAG_UNIT_ALPHA = 1 << 5        # supports alpha 1.0 only (alpha2, every group's too)
 FLAG_MMA_ACCUMULATE = 1 << 6    # adds on matrix units (tensor cores): SPEC.md section 3
 FLAG_GROUPS_PACKED = 1 << 7     # grouped GEMM in the packed arrangement: SPEC.md section 2
+FLAG_QUANT_2D = 1 << 8          # NVFP4 quantize: one scale per 16 x 16 tile
+FLAG_ROW_GLOBAL_SCALE = 1 << 9  # one global scale per row (per-token)
+FLAG_STOCHASTIC = 1 << 10       # codes rounded stochastically from problem.seed
+FLAG_SF_PADDING_KEPT = 1 << 11  # leaves SFQ's padding cells as they were
 ALL_FLAGS = (FLAG_SIGNED_SCALES | FLAG_NONDETERMINISTIC | FLAG_FP16_ACCUMULATE | FLAG_SATURATES
-             | FLAG_EXACT | FLAG_UNIT_ALPHA | FLAG_MMA_ACCUMULATE | FLAG_GROUPS_PACKED)
+             | FLAG_EXACT | FLAG_UNIT_ALPHA | FLAG_MMA_ACCUMULATE | FLAG_GROUPS_PACKED | FLAG_QUANT_2D
+             | FLAG_ROW_GLOBAL_SCALE | FLAG_STOCHASTIC | FLAG_SF_PADDING_KEPT)
 
 # What the C API's run callback returns to end a whole check at once (KeyboardInterrupt).
 NVFP4CHECK_STOP = -1000
 
 OPS = {"gemv": NVFP4_OP_GEMV, "gemm": NVFP4_OP_GEMM, "grouped_gemm": NVFP4_OP_GROUPED_GEMM,
-       "dual_gemm": NVFP4_OP_DUAL_GEMM}
+       "dual_gemm": NVFP4_OP_DUAL_GEMM, "quantize": NVFP4_OP_QUANTIZE}
 SF_LAYOUTS = {"linear": NVFP4_SF_LINEAR, "permuted": NVFP4_SF_PERMUTED}
 MEMORIES = {"host": NVFP4_MEMORY_HOST, "cuda": NVFP4_MEMORY_CUDA}
 OUT_TYPES = {"fp16": NVFP4_OUT_FP16, "bf16": NVFP4_OUT_BF16, "fp32": NVFP4_OUT_FP32}
@@ -45,6 +66,15 @@ OUT_TYPE_NAMES = {v: k for k, v in OUT_TYPES.items()}
 OUT_BYTES = {"fp16": 2, "bf16": 2, "fp32": 4}  # bytes of one output word
 OP_NAMES = {v: k for k, v in OPS.items()}
 SF_LAYOUT_NAMES = {v: k for k, v in SF_LAYOUTS.items()}
+BLOCK_FORMATS = {"nvfp4": NVFP4_FORMAT_NVFP4, "mxfp4": NVFP4_FORMAT_MXFP4, "mxfp8_e4m3": NVFP4_FORMAT_MXFP8_E4M3,
+                 "mxfp8_e5m2": NVFP4_FORMAT_MXFP8_E5M2}
+BLOCK_FORMAT_NAMES = {v: k for k, v in BLOCK_FORMATS.items()}
+IN_TYPES = {"fp16": NVFP4_IN_FP16, "bf16": NVFP4_IN_BF16, "fp32": NVFP4_IN_FP32}
+IN_TYPE_NAMES = {v: k for k, v in IN_TYPES.items()}
+RECIPES = {"te": NVFP4_RECIPE_TE, "ref": NVFP4_RECIPE_REF, "fast": NVFP4_RECIPE_FAST,
+           "torchao": NVFP4_RECIPE_TORCHAO, "mx_rceil": NVFP4_RECIPE_MX_RCEIL, "mx_floor": NVFP4_RECIPE_MX_FLOOR,
+           "mx_even": NVFP4_RECIPE_MX_EVEN}
+RECIPE_NAMES = {v: k for k, v in RECIPES.items()}
 
 
 class nvfp4_kernel_info(ctypes.Structure):
@@ -62,6 +92,12 @@ class nvfp4_kernel_info(ctypes.Structure):
         # abi_version >= 2
         ("out_types", ctypes.c_uint32),   # bit set of NVFP4_OUT_*; 0 means FP16 only
         ("max_groups", ctypes.c_uint32),  # grouped GEMM: most groups per call, 0 = no limit
+        # abi_version >= 3
+        ("a_formats", ctypes.c_uint32),   # bit sets of NVFP4_FORMAT_*; 0 means NVFP4 only
+        ("b_formats", ctypes.c_uint32),
+        ("in_types", ctypes.c_uint32),    # quantize: bit set of NVFP4_IN_*
+        ("q_formats", ctypes.c_uint32),   # quantize and NVFP4 output: formats it writes; 0 = NVFP4
+        ("recipes", ctypes.c_uint32),     # quantize and NVFP4 output: bit set of NVFP4_RECIPE_*
     ]
 
 
@@ -77,6 +113,15 @@ class nvfp4_group(ctypes.Structure):
         ("sfb", ctypes.c_void_p),
         ("c", ctypes.c_void_p),
         ("alpha", ctypes.c_float),
+    ]
+
+
+class nvfp4_group_out(ctypes.Structure):
+    # Grouped GEMM with NVFP4 output: parallel to the group table.
+    _fields_ = [
+        ("q", ctypes.c_void_p),
+        ("sfq", ctypes.c_void_p),
+        ("global_scale", ctypes.c_float),
     ]
 
 
@@ -104,6 +149,19 @@ class nvfp4_problem(ctypes.Structure):
         ("groups", ctypes.c_int64),
         ("group", ctypes.POINTER(nvfp4_group)),          # G entries in host memory, else NULL
         ("group_device", ctypes.POINTER(nvfp4_group)),   # the same in device memory, else NULL
+        # abi_version >= 3: a version-1 or version-2 kernel never reads past here
+        ("a_format", ctypes.c_uint32),    # NVFP4_FORMAT_*; NVFP4 for every older kernel
+        ("b_format", ctypes.c_uint32),
+        ("in_type", ctypes.c_uint32),     # quantize: NVFP4_IN_*
+        ("x", ctypes.c_void_p),           # quantize: the input, l*m*k words of in_type
+        ("q", ctypes.c_void_p),           # quantize and NVFP4 output: codes and scales
+        ("sfq", ctypes.c_void_p),
+        ("q_format", ctypes.c_uint32),    # NVFP4_FORMAT_*
+        ("recipe", ctypes.c_uint32),      # NVFP4_RECIPE_*
+        ("global_scale", ctypes.c_void_p),  # const float *: 1 value, or l*m with FLAG_ROW_GLOBAL_SCALE; NULL for MX
+        ("seed", ctypes.c_uint64),        # stochastic rounding
+        ("group_out", ctypes.POINTER(nvfp4_group_out)),         # grouped GEMM with NVFP4 output
+        ("group_out_device", ctypes.POINTER(nvfp4_group_out)),
     ]
 
 

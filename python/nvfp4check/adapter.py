@@ -16,6 +16,17 @@ Formats:
              p.c (l, m, n) of the output type (float16, float32; BF16 as uint16 bits in numpy,
              torch.bfloat16 on CUDA), written in place.
              dual_gemm adds p.b2, p.sfb2 (like p.b, p.sfb) and p.alpha2.
+             quantize: p.x (l, m, k) of the input type p.in_type (float16, float32; BF16 as uint16
+             bits in numpy, torch.bfloat16 on CUDA), read-only; p.q uint8 codes, (l, m, k/2) packed
+             E2M1 (element 2i in the low nibble) for nvfp4 and mxfp4, (l, m, k) for the MXFP8
+             formats; p.sfq uint8 scales, flat, in p.sf_layout (linear: l*m*kb bytes; permuted:
+             l*ceil(m/128)*ceil(kb/4)*512, padding included), both written in place, or returned
+             as (q, sfq) arrays or tensors of those bytes in any 1-byte dtype
+             (torch.float8_e4m3fn, float8_e8m0fnu, float4_e2m1fn_x2 views of them too);
+             p.format ("nvfp4", "mxfp4", "mxfp8_e4m3", "mxfp8_e5m2"), p.recipe (SPEC.md section 2),
+             p.global_scale (a float; with FLAG_ROW_GLOBAL_SCALE an array of l*m float32, one per
+             row; None for the MX formats), p.seed (stochastic rounding), p.sf_layout.
+             p.a_format, p.b_format: the operand formats of the GEMM-family problems.
              grouped_gemm: p.groups, one Group per GEMM with .m .n .k .alpha .a .b .sfa .sfb .c
              (l = 1: .a (1, m, k/2), .c (1, m, n), ...), views of the group table's pointers, so
              into the packed buffers when p.packed; an empty group (m = 0) has NULL pointers and
@@ -49,6 +60,12 @@ from . import _abi, _capi
 from ._abi import ceil_div
 
 FORMATS = ("canonical", "gpumode")
+IN_TYPES = tuple(_abi.IN_TYPES)
+BLOCK_FORMATS = tuple(_abi.BLOCK_FORMATS)
+RECIPES = tuple(_abi.RECIPES)
+# The recipes of each quantize output format (SPEC.md section 2).
+FORMAT_RECIPES = {"nvfp4": ("te", "ref", "fast", "torchao")}
+FORMAT_RECIPES.update({f: ("mx_rceil", "mx_floor", "mx_even") for f in ("mxfp4", "mxfp8_e4m3", "mxfp8_e5m2")})
 STREAMS = ("current", "legacy")
 OUT_TYPES = tuple(_abi.OUT_TYPES)
 
@@ -224,9 +241,15 @@ class Problem:
     """One problem as a canonical kernel sees it (see the module's docstring)."""
 
     __slots__ = ("op", "m", "n", "k", "l", "alpha", "sf_layout", "out_type", "a", "b", "sfa", "sfb", "c", "stream",
-                 "b2", "sfb2", "alpha2", "groups", "packed")
+                 "b2", "sfb2", "alpha2", "groups", "packed", "a_format", "b_format", "in_type", "x", "q", "sfq",
+                 "format", "recipe", "global_scale", "seed")
 
     def __repr__(self):
+        if self.op == "quantize":
+            gs = self.global_scale if self.global_scale is None or isinstance(self.global_scale, float) else "per-row"
+            return (f"Problem(op='quantize', m={self.m}, k={self.k}, l={self.l}, in_type={self.in_type!r}, "
+                    f"format={self.format!r}, recipe={self.recipe!r}, sf_layout={self.sf_layout!r}, "
+                    f"global_scale={gs!r}, seed={self.seed})")
         extra = ""
         if self.op == "grouped_gemm":
             extra = f", groups={self.groups!r}, packed={self.packed}"
@@ -271,9 +294,14 @@ def canonical_problem(problem, view, packed):
     """The canonical format's Problem over one nvfp4_problem, every array a view(address, shape,
     dtype) of the runner's memory (numpy or torch; see KernelAdapter._views). packed: the kernel
     declares FLAG_GROUPS_PACKED, so a grouped problem comes in that arrangement."""
+    if problem.op == _abi.NVFP4_OP_QUANTIZE:
+        return quantize_problem(problem, view)
     s = Sizes(problem)
     p = Problem()
     p.op, p.m, p.n, p.k, p.l = s.op, s.m, s.n, s.k, s.l
+    p.a_format = _abi.BLOCK_FORMAT_NAMES.get(problem.a_format or _abi.NVFP4_FORMAT_NVFP4, str(problem.a_format))
+    p.b_format = _abi.BLOCK_FORMAT_NAMES.get(problem.b_format or _abi.NVFP4_FORMAT_NVFP4, str(problem.b_format))
+    p.in_type = p.x = p.q = p.sfq = p.format = p.recipe = p.global_scale = p.seed = None
     p.alpha = float(problem.alpha)
     p.sf_layout = _abi.SF_LAYOUT_NAMES.get(problem.sf_layout, str(problem.sf_layout))
     p.out_type = s.out_type
@@ -298,6 +326,48 @@ def canonical_problem(problem, view, packed):
     return p
 
 
+def quantize_sizes(problem):
+    """(Q's shape, SFQ's bytes, global scales) of a quantize problem (SPEC.md section 2)."""
+    fmt = _abi.BLOCK_FORMAT_NAMES.get(problem.q_format, str(problem.q_format))
+    m, k, l = problem.m, problem.k, problem.l
+    kb = ceil_div(k, 16 if fmt == "nvfp4" else 32)
+    q_shape = (l, m, k // 2) if fmt in ("nvfp4", "mxfp4") else (l, m, k)
+    if problem.sf_layout == _abi.NVFP4_SF_PERMUTED:
+        sfq_bytes = l * ceil_div(m, 128) * ceil_div(kb, 4) * 512
+    else:
+        sfq_bytes = l * m * kb
+    return q_shape, sfq_bytes
+
+
+def quantize_problem(problem, view, row_scales=False):
+    """The canonical Problem of a quantize problem. view(address, shape, dtype name) as for
+    canonical_problem; row_scales: the kernel declares
+    FLAG_ROW_GLOBAL_SCALE (l*m global scales)."""
+    p = Problem()
+    p.op, p.m, p.n, p.k, p.l = "quantize", problem.m, 1, problem.k, problem.l
+    p.alpha, p.alpha2 = 1.0, 1.0
+    p.sf_layout = _abi.SF_LAYOUT_NAMES.get(problem.sf_layout, str(problem.sf_layout))
+    p.out_type = None
+    p.a = p.b = p.sfa = p.sfb = p.c = p.b2 = p.sfb2 = p.groups = None
+    p.packed = False
+    p.a_format = p.b_format = None
+    p.in_type = _abi.IN_TYPE_NAMES.get(problem.in_type, str(problem.in_type))
+    p.format = _abi.BLOCK_FORMAT_NAMES.get(problem.q_format, str(problem.q_format))
+    p.recipe = _abi.RECIPE_NAMES.get(problem.recipe, str(problem.recipe))
+    p.seed = int(problem.seed)
+    q_shape, sfq_bytes = quantize_sizes(problem)
+    p.x = view(problem.x, (p.l, p.m, p.k), p.in_type)
+    p.q = view(problem.q, q_shape)
+    p.sfq = view(problem.sfq, (sfq_bytes,))
+    if not problem.global_scale:
+        p.global_scale = None
+    elif row_scales:
+        p.global_scale = view(problem.global_scale, (p.l * p.m,), "fp32")
+    else:
+        p.global_scale = float(view(problem.global_scale, (1,), "fp32")[0])
+    return p
+
+
 def group_views(entry, s, view):
     """A Group over one nvfp4_group entry: its own pointers, which point into the packed buffers in
     the packed arrangement. An empty group's arrays are empty, whatever its pointers."""
@@ -316,6 +386,34 @@ def group_views(entry, s, view):
     return g
 
 
+def quantize_declarations(ops, in_types, formats, recipes, call_format):
+    """(in_types, formats, recipes) a kernel declares, tuples (None where it declares no quantize
+    op); ValueError for a declaration that names nothing or a recipe of no declared format."""
+    def names(value, table, what):
+        value = (value,) if isinstance(value, str) else tuple(value)
+        for v in value:
+            if v not in table:
+                raise ValueError(f"{what} must be among {tuple(table)}, not {v!r}")
+        return value
+
+    if "quantize" not in ops:
+        for what, v in (("in_types", in_types), ("formats", formats), ("recipes", recipes)):
+            if v:
+                raise ValueError(f"{what} declares a quantizer: it goes with op='quantize'")
+        return None, None, None
+    if call_format != "canonical":
+        raise ValueError("a quantize kernel takes the canonical format")
+    if not recipes:
+        raise ValueError("a quantize kernel declares the recipes it follows (recipes=('te',), ...: SPEC.md section 2)")
+    in_types = names(in_types or IN_TYPES, IN_TYPES, "in_types")
+    formats = names(formats or ("nvfp4",), BLOCK_FORMATS, "formats")
+    recipes = names(recipes, RECIPES, "recipes")
+    for r in recipes:
+        if not any(r in FORMAT_RECIPES[f] for f in formats):
+            raise ValueError(f"recipe {r!r} quantizes to none of the declared formats {formats}")
+    return in_types, formats, recipes
+
+
 class KernelAdapter:
     """fn as an ABI kernel: .info (an nvfp4_kernel_info) and a call problem -> NVFP4_* code.
 
@@ -326,7 +424,10 @@ class KernelAdapter:
     problem name (PROBLEMS; gpumode only), which sets op and the default multiples. stream:
     "current" or "legacy" (see the module's docstring). out_types: a tuple of "fp16", "bf16",
     "fp32" (None: fp16; gpumode: fp16 only). max_groups: the most groups of a grouped call
-    (0: no limit). The multiples hold for every group of a grouped problem.
+    (0: no limit). The multiples hold for every group of a grouped problem. A quantizer (op
+    "quantize") declares recipes (required), in_types (default all three) and formats (default
+    ("nvfp4",)), and with flags FLAG_QUANT_2D, FLAG_ROW_GLOBAL_SCALE, FLAG_STOCHASTIC,
+    FLAG_SF_PADDING_KEPT what it does. a_formats, b_formats: the operand formats of GEMMs.
     A gpumode kernel always reads permuted scales and has no alpha (it declares
     FLAG_UNIT_ALPHA). The adapter refuses every problem outside the declaration on fn's behalf,
     so fn never sees one; fn returning UNSUPPORTED inside it is the suite's refused-supported.
@@ -338,7 +439,8 @@ class KernelAdapter:
 
     def __init__(self, fn, *, op="gemv", memory="cuda", format="canonical", sf_layouts=None, flags=0, name=None,
                  m_multiple=None, n_multiple=None, k_multiple=None, min_sm=0, problem=None, stream="current",
-                 out_types=None, max_groups=0):
+                 out_types=None, max_groups=0, in_types=None, formats=None, recipes=None, a_formats=None,
+                 b_formats=None):
         if not callable(fn):
             raise TypeError(f"the kernel must be callable, not {type(fn).__name__}")
         if format not in FORMATS:
@@ -383,6 +485,11 @@ class KernelAdapter:
         self.problem = problem
         self.stream_mode = stream
         self.out_types = tuple(out_types)
+        ops = ("gemv", "gemm") if op is None else (op,) if isinstance(op, str) else tuple(op)
+        quant = quantize_declarations(ops, in_types, formats, recipes, format)
+        self.in_types, self.formats, self.recipes = quant
+        self.a_formats = tuple(a_formats) if a_formats else None
+        self.b_formats = tuple(b_formats) if b_formats else None
         self.name = name if name is not None else kernel_name(fn)
         self._name_bytes = self.name.encode()  # the info points at it: keep it alive
         self.info = _abi.nvfp4_kernel_info(
@@ -398,6 +505,11 @@ class KernelAdapter:
             flags=int(flags),
             out_types=_names(out_types, _abi.OUT_TYPES, "out_types"),
             max_groups=int(max_groups),
+            a_formats=_names(a_formats, _abi.BLOCK_FORMATS, "a_formats") if a_formats else 0,
+            b_formats=_names(b_formats, _abi.BLOCK_FORMATS, "b_formats") if b_formats else 0,
+            in_types=_names(quant[0], _abi.IN_TYPES, "in_types") if quant[0] else 0,
+            q_formats=_names(quant[1], _abi.BLOCK_FORMATS, "formats") if quant[1] else 0,
+            recipes=_names(quant[2], _abi.RECIPES, "recipes") if quant[2] else 0,
         )
         self._torch = None
         self._cuda_streams = {}
@@ -433,19 +545,28 @@ class KernelAdapter:
     # -- canonical ------------------------------------------------------------------------------
 
     def _views(self, torch):
-        """view(address, shape, dtype name) over the runner's memory: "u8" or an output type."""
+        """view(address, shape, dtype name) over the runner's memory: "u8" or an output (or
+        quantize input) type name."""
         if self.memory == "host":
             return lambda address, shape, dtype="u8": host_array(address, shape, HOST_OUT_DTYPES.get(dtype, np.uint8))
         return lambda address, shape, dtype="u8": cuda_tensor(torch, address, shape, None if dtype == "u8"
                                                               else torch_out_dtype(torch, dtype))
 
+    def _problem(self, problem, torch):
+        if problem.op == _abi.NVFP4_OP_QUANTIZE:
+            return quantize_problem(problem, self._views(torch), self.info.flags & _abi.FLAG_ROW_GLOBAL_SCALE)
+        return canonical_problem(problem, self._views(torch), self.info.flags & _abi.FLAG_GROUPS_PACKED)
+
     def _call_canonical(self, problem):
         torch = None if self.memory == "host" else self._get_torch()
-        p = canonical_problem(problem, self._views(torch), self.info.flags & _abi.FLAG_GROUPS_PACKED)
         if self.memory == "host":
+            p = self._problem(problem, torch)
             p.stream = None
             return self._canonical_result(self.fn(p), p)
         runner = self._stream(torch, problem.stream)
+        with torch.cuda.stream(runner):
+            # On the runner's stream: reading a global scale into a float waits for its upload.
+            p = self._problem(problem, torch)
         if self.stream_mode == "legacy":
             # fn's work goes on the legacy default stream, ordered after the runner's stream's
             # uploads, and the runner's stream after it: what fn leaves there is its output.
@@ -461,10 +582,14 @@ class KernelAdapter:
 
     @staticmethod
     def _canonical_result(out, p):
-        if out is None or out is p.c:
-            return _abi.NVFP4_OK
         if out is UNSUPPORTED:
             return _abi.NVFP4_UNSUPPORTED
+        if p.op == "quantize":
+            if out is not None:
+                _store_quantized(out, p)
+            return _abi.NVFP4_OK
+        if out is None or out is p.c:
+            return _abi.NVFP4_OK
         raise KernelFailure("kernel-error", f"a canonical kernel writes p.c in place and returns None (or "
                                             f"nvfp4check.UNSUPPORTED); it returned {type(out).__name__}")
 
@@ -579,6 +704,42 @@ class KernelAdapter:
             stream = torch.cuda.ExternalStream(address)
             self._cuda_streams[address] = stream
         return stream
+
+
+def _count(t):
+    return t.size if isinstance(t, np.ndarray) else t.numel()
+
+
+def _bytes_of(t):
+    """A 1-byte-per-element array or tensor as flat uint8 (torch's float8 and float4_x2 dtypes
+    included), or None when it is not one."""
+    if isinstance(t, np.ndarray):
+        return t.reshape(-1).view(np.uint8) if t.dtype.itemsize == 1 else None
+    if not callable(getattr(t, "element_size", None)) or t.element_size() != 1:
+        return None
+    import torch
+    return t.view(torch.uint8).reshape(-1)  # bytes first: float4 and float8 dtypes have few ops
+
+
+def _store_quantized(out, p):
+    """A quantizer that returns (q, sfq) instead of writing p.q and p.sfq: their bytes are copied
+    into the runner's buffers (SFQ in the problem's layout, padding included)."""
+    what = (f"a quantize kernel writes p.q and p.sfq in place and returns None, or returns (q, sfq) of "
+            f"{_count(p.q)} and {_count(p.sfq)} bytes (any 1-byte dtype)")
+    if not isinstance(out, (tuple, list)) or len(out) != 2:
+        raise KernelFailure("kernel-error", f"{what}; it returned {type(out).__name__}")
+    for got, target, name in ((out[0], p.q, "q"), (out[1], p.sfq, "sfq")):
+        if got is target:
+            continue
+        flat = _bytes_of(got)
+        want = target.reshape(-1)
+        if flat is None or _count(flat) != _count(want):
+            raise KernelFailure("kernel-error", f"{what}; its {name} is {type(got).__name__} "
+                                                f"{tuple(getattr(got, 'shape', ()))} {getattr(got, 'dtype', '')}")
+        if isinstance(want, np.ndarray):
+            want[...] = np.asarray(flat)
+        else:
+            want.copy_(flat)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -141,6 +141,9 @@ def _replay_call(adapter):
         extra += f", out_types={adapter.out_types!r}"
     if adapter.info.max_groups:
         extra += f", max_groups={adapter.info.max_groups}"
+    for what in ("in_types", "formats", "recipes", "a_formats", "b_formats"):
+        if getattr(adapter, what):
+            extra += f", {what}={getattr(adapter, what)!r}"
     return lambda path: (f"nvfp4check.replay({path!r}, {fn}, op={op}, memory={adapter.memory!r}, "
                          f"format={adapter.format!r}{extra})")
 
@@ -229,7 +232,8 @@ def _other_stream_note(adapter, report, replay_one):
 def check(fn, op=None, memory="cuda", format=None, sf_layouts=None, flags=0, name=None, cases=None,
           seconds=None, seed=None, case_dir=None, *, policy=None, timeout_s=None, shape=None, m_multiple=None,
           n_multiple=None, k_multiple=None, min_sm=0, keep_passing_cases=False, program_args=None, problem=None,
-          stream="current", out_types=None, max_groups=0):
+          stream="current", out_types=None, max_groups=0, in_types=None, formats=None, recipes=None, a_formats=None,
+          b_formats=None):
     """Checks fn on seeded generated cases with every check of `nvfp4check run`, up to the first
     failure, and returns a Report. fn is called as the format says (see nvfp4check.adapter).
 
@@ -241,7 +245,8 @@ def check(fn, op=None, memory="cuda", format=None, sf_layouts=None, flags=0, nam
     KernelAdapter. op defaults to "gemv", format to "canonical"; problem (a GPU MODE problem,
     "nvfp4_gemv", "nvfp4_gemm", "nvfp4_dual_gemm" or "nvfp4_group_gemm") means format "gpumode",
     its op and its task.yml's multiples. out_types (default ("fp16",)) and max_groups (grouped_gemm;
-    0: no limit) are declared like the rest.
+    0: no limit) are declared like the rest. A quantizer (op="quantize") declares recipes, and
+    in_types and formats where not all input types or not NVFP4 (see KernelAdapter).
     stream "legacy" runs fn with torch's current stream the legacy default stream, as GPU MODE's
     harness does; a determinism, stale-state, unwritten-output or oracle failure of a CUDA fn is
     run once more the other way, and the text says when that passes and which ordering is missing. program_args: how `nvfp4check replay` reaches fn
@@ -250,7 +255,8 @@ def check(fn, op=None, memory="cuda", format=None, sf_layouts=None, flags=0, nam
     op, format = _declared(op, format, problem)
     adapter = _adapter(fn, op=op, memory=memory, format=format, sf_layouts=sf_layouts, flags=flags, name=name,
                        m_multiple=m_multiple, n_multiple=n_multiple, k_multiple=k_multiple, min_sm=min_sm,
-                       problem=problem, stream=stream, out_types=out_types, max_groups=max_groups)
+                       problem=problem, stream=stream, out_types=out_types, max_groups=max_groups, in_types=in_types,
+                       formats=formats, recipes=recipes, a_formats=a_formats, b_formats=b_formats)
     capi = _capi.load()
     _prepare(adapter, capi)
     if cases is None and seconds is None:
@@ -273,7 +279,8 @@ def check(fn, op=None, memory="cuda", format=None, sf_layouts=None, flags=0, nam
 
 def replay(path, fn, op=None, memory="cuda", format=None, flags=0, *, sf_layouts=None, name=None,
            case_dir=None, policy=None, timeout_s=None, m_multiple=None, n_multiple=None, k_multiple=None, min_sm=0,
-           problem=None, stream="current", out_types=None, max_groups=0):
+           problem=None, stream="current", out_types=None, max_groups=0, in_types=None, formats=None, recipes=None,
+           a_formats=None, b_formats=None):
     """Runs one saved case (a case file or a binary fuzz input) through every check, like
     `nvfp4check replay`, and returns a Report. op None declares both ops (or the problem's).
     case_dir: where a failure's error map and stale-state case go (default: a fresh temporary
@@ -281,7 +288,8 @@ def replay(path, fn, op=None, memory="cuda", format=None, flags=0, *, sf_layouts
     format = format or ("gpumode" if problem is not None else "canonical")
     adapter = _adapter(fn, op=op, memory=memory, format=format, sf_layouts=sf_layouts, flags=flags, name=name,
                        m_multiple=m_multiple, n_multiple=n_multiple, k_multiple=k_multiple, min_sm=min_sm,
-                       problem=problem, stream=stream, out_types=out_types, max_groups=max_groups)
+                       problem=problem, stream=stream, out_types=out_types, max_groups=max_groups, in_types=in_types,
+                       formats=formats, recipes=recipes, a_formats=a_formats, b_formats=b_formats)
     capi = _capi.load()
     _prepare(adapter, capi)
     run, state = _callback(adapter, capi)
@@ -336,11 +344,15 @@ _OUT_DTYPES = {"fp16": "<f2", "bf16": "<u2", "fp32": "<f4"}
 def reference(path):
     """The exact output of a case file, like `nvfp4check reference`: numpy of shape (l, m, n) in
     the case's output type (float16, float32, or BF16 as uint16 bits); for a grouped case a list
-    with one (1, m_g, n_g) array per group. Warns when the case's own expect lines disagree."""
+    with one (1, m_g, n_g) array per group; for a quantize case (q, sfq), numpy uint8: Q as
+    (l, m, k/2) packed E2M1 or (l, m, k) MXFP8 codes, SFQ (l, m, kb) in linear order. Warns when
+    the case's own expect lines disagree."""
     header, words = _capi.load().reference(os.fspath(path))
     if "error" in header:
         raise ValueError(header["error"])
     raw = np.frombuffer(words, dtype=np.uint16).tobytes() if words is not None else b""
+    if header.get("op") == "quantize":
+        return _quantize_reference(header, raw)
     out = np.frombuffer(raw, dtype=np.dtype(_OUT_DTYPES[header.get("out_type", "fp16")])).copy()
     if header.get("expect_mismatches"):
         warnings.warn(f"{path}: {header['expect_mismatches']} output(s) differ from the case's expect line; "
@@ -352,6 +364,15 @@ def reference(path):
             at += m * n
         return parts
     return out.reshape(header["l"], header["m"], header["n"])
+
+
+def _quantize_reference(header, raw):
+    l, m, kb = header["l"], header["m"], header["kb"]
+    q_bytes, sfq_bytes = header["q_bytes"], header["sfq_bytes"]
+    out = np.frombuffer(raw, dtype=np.uint8)
+    q = out[:q_bytes].copy().reshape(l, m, q_bytes // max(1, l * m))
+    sfq = out[q_bytes:q_bytes + sfq_bytes].copy().reshape(l, m, kb)
+    return q, sfq
 
 
 def build_info():

@@ -29,6 +29,10 @@ FLAG_NAMES = {
     "unit_alpha": _abi.FLAG_UNIT_ALPHA,
     "mma_accumulate": _abi.FLAG_MMA_ACCUMULATE,
     "groups_packed": _abi.FLAG_GROUPS_PACKED,
+    "quant_2d": _abi.FLAG_QUANT_2D,
+    "row_global_scale": _abi.FLAG_ROW_GLOBAL_SCALE,
+    "stochastic": _abi.FLAG_STOCHASTIC,
+    "sf_padding_kept": _abi.FLAG_SF_PADDING_KEPT,
 }
 
 
@@ -105,7 +109,17 @@ def _shape(text):
 def parser():
     p = argparse.ArgumentParser(prog="python -m nvfp4check.worker", description=__doc__.split("\n\n")[0])
     p.add_argument("kernel", metavar="FILE[:FUNCTION]", help="Python file (or module) and function (default custom_kernel)")
-    p.add_argument("--format", choices=("canonical", "gpumode"), help="default canonical (gpumode with --problem)")
+    # --format is how the kernel is called (canonical, gpumode) and, for a quantizer, a format it
+    # writes (SPEC.md section 6): the value says which.
+    p.add_argument("--format", choices=("canonical", "gpumode") + tuple(_abi.BLOCK_FORMATS), action="append",
+                   dest="format_words", default=[],
+                   help="canonical (default) or gpumode (with --problem); a quantizer's output format (repeatable)")
+    p.add_argument("--in-type", choices=tuple(_abi.IN_TYPES), action="append", dest="in_types",
+                   help="a quantizer's input type (repeatable; default all)")
+    p.add_argument("--recipe", choices=tuple(_abi.RECIPES), action="append", dest="recipes",
+                   help="a recipe the quantizer follows (repeatable; required with --op quantize)")
+    p.add_argument("--a-format", choices=tuple(_abi.BLOCK_FORMATS), action="append", dest="a_formats")
+    p.add_argument("--b-format", choices=tuple(_abi.BLOCK_FORMATS), action="append", dest="b_formats")
     p.add_argument("--op", choices=tuple(_abi.OPS), action="append",
                    help="op the kernel declares (repeatable; default gemv, both for --replay, the problem's)")
     p.add_argument("--problem", choices=sorted(PROBLEMS),
@@ -154,6 +168,10 @@ def program_args(args):
         out += ["--out-type", t]
     for op in args.op or ([] if args.problem else ["gemv"]):
         out += ["--op", op]
+    for option, values in (("--in-type", args.in_types), ("--recipe", args.recipes), ("--format", args.formats),
+                           ("--a-format", args.a_formats), ("--b-format", args.b_formats)):
+        for v in values or []:
+            out += [option, v]
     for layout in args.sf_layouts or []:
         out += ["--sf-layout", layout]
     for name in args.flag:
@@ -174,6 +192,9 @@ def program_args(args):
 
 def main(argv=None):
     args = parser().parse_args(argv)
+    calling = [w for w in args.format_words if w in ("canonical", "gpumode")]
+    args.format = calling[-1] if calling else None
+    args.formats = [w for w in args.format_words if w not in ("canonical", "gpumode")]
     # A submission may compile when imported or on its first call: SIGTERM lets that compile end
     # cleanly, and a wait on a compiler's lock that a dead process left is ended and named.
     end_gently_on_sigterm()
@@ -196,7 +217,9 @@ def main(argv=None):
         adapter = KernelAdapter(fn, op=op, memory=args.memory, format=args.format, sf_layouts=args.sf_layouts,
                                 flags=flags, name=args.name, m_multiple=args.m_multiple, n_multiple=args.n_multiple,
                                 k_multiple=args.k_multiple, min_sm=args.min_sm, problem=args.problem,
-                                stream=args.stream, out_types=args.out_types, max_groups=args.max_groups)
+                                stream=args.stream, out_types=args.out_types, max_groups=args.max_groups,
+                                in_types=args.in_types, formats=args.formats or None, recipes=args.recipes,
+                                a_formats=args.a_formats, b_formats=args.b_formats)
         if args.serve_fd is not None:
             return serve(adapter, args.serve_fd, timeout_s=args.timeout or 30.0)
         if args.replay:

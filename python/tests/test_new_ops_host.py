@@ -281,11 +281,11 @@ def never_called(p):
     raise AssertionError(f"called with {p!r}, outside the declaration")
 
 
-def test_declared_info_is_version_2():
+def test_declared_info_is_version_3():
     a = KernelAdapter(never_called, op=("grouped_gemm", "dual_gemm"), memory="host", out_types=("bf16", "fp32"),
                       max_groups=8, flags=nc.FLAG_GROUPS_PACKED)
     info = a.info
-    assert info.abi_version == 2
+    assert info.abi_version == 3
     assert info.ops == (1 << _abi.NVFP4_OP_GROUPED_GEMM) | (1 << _abi.NVFP4_OP_DUAL_GEMM)
     assert info.out_types == (1 << _abi.NVFP4_OUT_BF16) | (1 << _abi.NVFP4_OUT_FP32)
     assert info.max_groups == 8 and info.flags == nc.FLAG_GROUPS_PACKED
