@@ -82,12 +82,17 @@ void ConsoleListener::failed(const KernelDesc&, const FailureRecord& failure) {
 void ConsoleListener::kernel_finished(const KernelReport& r) {
   if (bar_) {
     clear();
-  } else {
-    fmt::print(stderr, "[{}/{}] {}: {}, {} cases in {:.1f} s{}{}\n", index_ + 1, kernels_, r.name, to_string(r.verdict),
-               r.cases, r.seconds,
-               r.warmup_seconds > 0 ? fmt::format(" after a {:.1f} s warm-up", r.warmup_seconds) : "",
-               r.verdict == KernelVerdict::skipped ? " (" + r.skip_reason + ")" : "");
+    return;
   }
+  std::string why;
+  if (r.verdict == KernelVerdict::skipped) {
+    // A reason already given for an earlier kernel is named by that kernel, not repeated.
+    const auto [said, first] = skip_said_.emplace(r.skip_reason, r.name);
+    why = first ? " (" + r.skip_reason + ")" : " (as " + said->second + ")";
+  }
+  fmt::print(stderr, "[{}/{}] {}: {}, {} cases in {:.1f} s{}{}\n", index_ + 1, kernels_, r.name, to_string(r.verdict),
+             r.cases, r.seconds, r.warmup_seconds > 0 ? fmt::format(" after a {:.1f} s warm-up", r.warmup_seconds) : "",
+             why);
 }
 
 // The kernel's first call compiling: the line says so instead of a count.

@@ -6,6 +6,7 @@
 #include <signal.h>
 
 #include <chrono>
+#include <map>
 #include <string>
 
 #include "harness/suite.h"
@@ -37,6 +38,7 @@ class ConsoleListener final : public SuiteListener {
   double budget_s_ = 0;
   int64_t planned_ = 0, cases_ = 0, failed_ = 0;
   bool warned_unsaved_ = false;  // a case file could not be saved: said once
+  std::map<std::string, std::string> skip_said_;  // skip reasons given so far, each with its first kernel
   Clock::time_point started_, last_draw_;
 };
 
