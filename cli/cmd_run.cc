@@ -22,8 +22,9 @@ namespace nvfp4::cli {
 namespace {
 
 struct RunArgs {
-  std::vector<std::string> plugins, kernels, gpus;
-  std::string op, report, case_dir = "nvfp4check-cases", policy, shape, shard;
+  std::vector<std::string> plugins, kernels, exclude, gpus;
+  std::string memory,  // --memory without --python: only the kernels in this memory
+      op, report, case_dir = "nvfp4check-cases", policy, shape, shard;
   PythonArgs python;  // run --python FILE[:FUNCTION] (SPEC.md sections 6 and 7)
   int64_t cases = 0;
   double seconds = 0, timeout_s = kDefaultCallTimeout;
@@ -67,9 +68,14 @@ int run_main(const RunArgs& args, const std::string& command_line) {
   if (!args.report.empty()) check_report_writable(args.report);
   PythonArgs python = args.python;
   if (!args.op.empty()) python.ops = {args.op};  // run --op names the op it declares too
+  KernelSelection selection;
+  selection.names = args.kernels;
+  selection.exclude = args.exclude;
+  selection.op = s.op;
+  if (!args.memory.empty()) selection.memory = args.memory == "cuda" ? NVFP4_MEMORY_CUDA : NVFP4_MEMORY_HOST;
   const std::vector<SuiteKernel> kernels = !args.python.python.empty()
                                                ? std::vector<SuiteKernel>{python_kernel(python, args.timeout_s)}
-                                               : find_kernels(args.plugins, args.kernels, args.timeout_s);
+                                               : select_kernels(args.plugins, selection, args.timeout_s);
   fmt::print("seed: {}\n", s.seed);
   if (s.shard.sharded()) fmt::print("shard: {}/{}\n", s.shard.index, s.shard.count);
   std::fflush(stdout);
@@ -97,8 +103,11 @@ void add_run_command(CLI::App& app, int& exit_code) {
   auto args = std::make_shared<RunArgs>();
   CLI::App* run = app.add_subcommand("run", "Check kernels on seeded generated cases (each kernel in its own process)");
   run->add_option("--plugin", args->plugins, "Shared library exporting the nvfp4 kernel ABI (repeatable)");
-  run->add_option("--kernel", args->kernels, "Kernel to check (repeatable; default: every kernel that can run here)");
-  run->add_option("--op", args->op, "Only this op")
+  run->add_option("--kernel", args->kernels,
+                  "Kernel to check, or a glob pattern of names such as 'ctl_cuda_*' (repeatable; default: every "
+                  "kernel)");
+  run->add_option("--exclude", args->exclude, "Leave out the kernels whose names match this glob pattern (repeatable)");
+  run->add_option("--op", args->op, "Only this op: the kernels that declare it (all named ones), and its cases")
       ->check(CLI::IsMember({"gemv", "gemm", "grouped_gemm", "dual_gemm"}));
   run->add_option("--cases", args->cases, "Cases per kernel (default: as many as the time allows)")
       ->check(count_in_range(int64_t(1) << 40));
@@ -131,8 +140,12 @@ void add_run_command(CLI::App& app, int& exit_code) {
     try {
       args->shard_given = run->count("--shard") > 0;
       std::string command = "nvfp4check run";
-      for (const auto& k : args->kernels) command += " --kernel " + k;
+      for (const auto& k : args->kernels) command += " --kernel " + shell_quote(k);
       for (const auto& p : args->plugins) command += " --plugin " + p;
+      for (const auto& x : args->exclude) command += " --exclude " + shell_quote(x);
+      // One --memory: a --python function's tensors, or which kernels (python_kernel.cc adds it).
+      if (args->python.python.empty() && run->count("--memory") > 0) args->memory = args->python.memory;
+      if (!args->memory.empty()) command += " --memory " + args->memory;
       if (!args->op.empty()) command += " --op " + args->op;
       if (args->cases > 0) command += fmt::format(" --cases {}", args->cases);
       if (args->seconds > 0) command += fmt::format(" --seconds {}", args->seconds);
@@ -148,8 +161,10 @@ void add_run_command(CLI::App& app, int& exit_code) {
         throw std::invalid_argument("--problem, --stream, --m-multiple, --n-multiple, --k-multiple, --min-sm, --flag, "
                                     "--flags, --sf-layout, --out-type and --name declare a --python function; a "
                                     "plugin's kernels declare for themselves");
-      if (!args->python.python.empty() && (!args->plugins.empty() || !args->kernels.empty()))
-        throw std::invalid_argument("--python checks one Python function; --plugin and --kernel do not go with it");
+      if (!args->python.python.empty() &&
+          (!args->plugins.empty() || !args->kernels.empty() || !args->exclude.empty()))
+        throw std::invalid_argument("--python checks one Python function; --plugin, --kernel and --exclude do not go "
+                                    "with it");
       exit_code = run_main(*args, command);
     } catch (const std::exception& e) {
       // Bad plugins, unknown kernel names, bad shapes or policies, an unwritable report.

@@ -34,7 +34,8 @@ void add_python_options(CLI::App* c, PythonArgs& args, bool with_op) {
                 "--python: seconds the first call of each kernel process may take (compiling; default 900), "
                 "outside --timeout and --seconds")
       ->check(CLI::Range(0.001, 24 * 3600.0));
-  c->add_option("--memory", args.memory, "--python: where the function's tensors live (default cuda)")
+  c->add_option("--memory", args.memory, "where kernels' tensors live: --python: the function's (default cuda); `run` without --python: "
+                "only the kernels in this memory")
       ->check(CLI::IsMember({"host", "cuda"}));
   if (with_op)
     c->add_option("--op", args.ops, "--python: an op the function declares (repeatable; default gemv)")
