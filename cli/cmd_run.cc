@@ -24,7 +24,7 @@ namespace {
 struct RunArgs {
   std::vector<std::string> plugins, kernels, exclude, gpus;
   std::string memory,  // --memory without --python: only the kernels in this memory
-      op, report, case_dir = "nvfp4check-cases", policy, shape, shard;
+      op, report, junit, case_dir = "nvfp4check-cases", policy, shape, shard;
   PythonArgs python;  // run --python FILE[:FUNCTION] (SPEC.md sections 6 and 7)
   int64_t cases = 0;
   double seconds = 0, timeout_s = kDefaultCallTimeout;
@@ -66,6 +66,7 @@ int run_main(const RunArgs& args, const std::string& command_line) {
   s.gpus = args.gpus;
   s.command_line = command_line;
   if (!args.report.empty()) check_report_writable(args.report);
+  if (!args.junit.empty()) check_report_writable(args.junit);
   PythonArgs python = args.python;
   if (!args.op.empty()) python.ops = {args.op};  // run --op names the op it declares too
   KernelSelection selection;
@@ -92,7 +93,8 @@ int run_main(const RunArgs& args, const std::string& command_line) {
   Listeners listeners(all);
   const SuiteResult result = run_suite(kernels, s, listeners);
   console.summary(result);
-  const int code = suite_exit_code(result, write_json_report(args.report, result), false);
+  const bool written = write_json_report(args.report, result) & write_junit_report(args.junit, "nvfp4check run", result);
+  const int code = suite_exit_code(result, written, false);
   interrupt.end_if_interrupted();
   return code;
 }
@@ -115,6 +117,7 @@ void add_run_command(CLI::App& app, int& exit_code) {
       ->check(seconds_in_range(30 * 24 * 3600.0));
   run->add_option("--seed", args->seed, "Seed of the schedule (default: from the clock, printed)")->check(unsigned_seed());
   run->add_option("--report", args->report, "Write the JSON report here (checked before anything runs)");
+  run->add_option("--junit", args->junit, "Write JUnit XML here too, one test case per kernel (for CI dashboards)");
   run->add_option("--case-dir", args->case_dir, "Where cases are saved before they run (kept when they fail)");
   run->add_option("--policy", args->policy,
                   "Judge with this oracle policy instead of the one the kernel's flags call for "

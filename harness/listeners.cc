@@ -13,6 +13,8 @@
 
 #include <fmt/format.h>
 
+#include "harness/junit.h"
+
 namespace nvfp4 {
 namespace {
 
@@ -197,6 +199,19 @@ bool write_json_report(const std::string& path, const SuiteResult& result) {
         if (result.kernels[x].interrupted) report["kernels"][x]["interrupted"] = true;
     }
     write_report_file(path, report);
+    return true;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "nvfp4check: {}\n", e.what());
+    return false;
+  }
+}
+
+bool write_junit_report(const std::string& path, const std::string& suite_name, const SuiteResult& result) {
+  if (path.empty()) return true;
+  std::vector<JUnitCase> cases;
+  for (const KernelReport& k : result.kernels) cases.push_back(junit_case(k));
+  try {
+    write_junit_file(path, suite_name, cases);
     return true;
   } catch (const std::exception& e) {
     fmt::print(stderr, "nvfp4check: {}\n", e.what());

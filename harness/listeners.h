@@ -76,6 +76,10 @@ std::string write_error_map_for(const CaseOutcome& outcome, const std::string& d
 // message on stderr, when it could not be written.
 bool write_json_report(const std::string& path, const SuiteResult& result);
 
+// Writes the JUnit XML of a result to path, one test case per kernel (nothing when path is
+// empty). Returns false, with a message on stderr, when it could not be written.
+bool write_junit_report(const std::string& path, const std::string& suite_name, const SuiteResult& result);
+
 // The exit code of `run` and `replay` (SPEC section 6): 1 a kernel failed; else 2 the report
 // could not be written, or (replay) nothing was checked at all; else 0.
 int suite_exit_code(const SuiteResult& result, bool report_written, bool nothing_checked_is_an_error);
