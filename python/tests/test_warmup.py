@@ -121,6 +121,18 @@ def test_a_compile_error_leads_with_the_compilers_words(tmp_path):
     assert "compile_error.py:" in out[head:out.index("Traceback")], "the file that called the compiler"
 
 
+def test_a_compile_error_at_import_leads_with_the_compilers_first_error_line(tmp_path):
+    """A submission that compiles when imported and fails: no kernel process starts (exit 2), and
+    the message's first lines carry the compiler's first `error:` line, not only an exit status."""
+    r = run("--python", os.path.join(CORPUS, "compile_error_at_import.py"), "--problem", "nvfp4_gemv", "--cases",
+            "2", "--case-dir", str(tmp_path / "cases"))
+    assert r.returncode == 2, r.stdout + r.stderr
+    message = r.stderr[r.stderr.index("nvfp4check run: "):]
+    head = message.splitlines()[:3]
+    assert any("cuda.cu:7:10: fatal error: cutlass/cutlass.h: No such file or directory" in ln for ln in head), head
+    assert "compile error: torch's cpp_extension could not build 'seed_gemm_v1'" in head[0], head
+
+
 def test_a_missing_module_is_bad_input_led_by_its_name(tmp_path):
     r = run("--python", os.path.join(CORPUS, "needs_cutlass.py"), "--format", "gpumode", "--cases", "2",
             "--case-dir", str(tmp_path / "cases"))
