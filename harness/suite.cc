@@ -385,13 +385,16 @@ SuiteResult run_suite(const std::vector<SuiteKernel>& kernels, const RunSettings
     } else {
       // Lanes: `jobs` kernel processes per GPU for CUDA kernels, `jobs` in all for host ones.
       const int lanes = sk.desc.is_cuda() ? settings.jobs * gpus : settings.jobs;
-      std::vector<std::unique_ptr<WorkerExecutor>> executors;
+      std::vector<std::shared_ptr<WorkerExecutor>> executors;
       std::vector<Executor*> raw;
       for (int w = 0; w < lanes; ++w) {
         WorkerCommand command = sk.command;
-        if (sk.desc.is_cuda() && !settings.gpus.empty())
+        const bool placed = sk.desc.is_cuda() && !settings.gpus.empty();
+        if (placed)
           command.env.emplace_back("CUDA_VISIBLE_DEVICES", settings.gpus[static_cast<size_t>(w) % settings.gpus.size()]);
-        executors.push_back(std::make_unique<WorkerExecutor>(std::move(command), settings.timeout_s));
+        executors.push_back(w == 0 && sk.started && !placed
+                                ? sk.started
+                                : std::make_shared<WorkerExecutor>(std::move(command), settings.timeout_s));
         raw.push_back(executors.back().get());
       }
       // A compiling kernel warms up first, outside its time (harness/warmup.h).
@@ -531,7 +534,9 @@ SuiteResult replay_suite(const std::vector<SuiteKernel>& kernels, const std::vec
     } else if (!sk.desc.runnable) {
       report = skipped_report(sk.desc, sk.desc.why_not);
     } else {
-      WorkerExecutor executor(sk.command, settings.timeout_s);
+      const std::shared_ptr<WorkerExecutor> started =
+          sk.started ? sk.started : std::make_shared<WorkerExecutor>(sk.command, settings.timeout_s);
+      WorkerExecutor& executor = *started;
       CaseOptions base;
       base.case_dir = settings.case_dir;
       base.policy = settings.policy;

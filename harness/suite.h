@@ -26,6 +26,9 @@ struct SuiteKernel {
   WorkerCommand command;
   KernelArgs replay_args;  // e.g. {"--plugin", "/abs/lib.so", "--kernel", "name"}
   std::string stream;      // a Python kernel's --stream, for the report ("" for ABI kernels)
+  // A process of `command` already started (the one that told the kernel's declarations): the
+  // first lane takes it over, so a file is not imported (or compiled) once more.
+  std::shared_ptr<WorkerExecutor> started;
 };
 
 // What the engine tells as it goes. Every method has an empty default. Calls come from the
