@@ -99,6 +99,27 @@ int run_main(const RunArgs& args, const std::string& command_line) {
   return code;
 }
 
+// The command line, for the report: what selects the kernels and the cases.
+std::string run_command_line(const RunArgs& args) {
+  std::string command = "nvfp4check run";
+  for (const auto& k : args.kernels) command += " --kernel " + shell_quote(k);
+  for (const auto& p : args.plugins) command += " --plugin " + p;
+  for (const auto& x : args.exclude) command += " --exclude " + shell_quote(x);
+  if (!args.memory.empty()) command += " --memory " + args.memory;
+  if (!args.op.empty()) command += " --op " + args.op;
+  if (args.cases > 0) command += fmt::format(" --cases {}", args.cases);
+  if (args.seconds > 0) command += fmt::format(" --seconds {}", args.seconds);
+  if (!args.policy.empty()) command += " --policy " + args.policy;
+  if (!args.shape.empty()) command += " --shape " + args.shape;
+  if (!args.python.python.empty()) {
+    command += " --python " + args.python.python + " --format " +
+               (args.python.problem.empty() ? args.python.format : "gpumode");
+    if (!args.python.problem.empty()) command += " --problem " + args.python.problem;
+    if (args.python.stream != "current") command += " --stream " + args.python.stream;
+  }
+  return command;
+}
+
 }  // namespace
 
 void add_run_command(CLI::App& app, int& exit_code) {
@@ -142,24 +163,8 @@ void add_run_command(CLI::App& app, int& exit_code) {
   run->callback([args, run, &exit_code] {
     try {
       args->shard_given = run->count("--shard") > 0;
-      std::string command = "nvfp4check run";
-      for (const auto& k : args->kernels) command += " --kernel " + shell_quote(k);
-      for (const auto& p : args->plugins) command += " --plugin " + p;
-      for (const auto& x : args->exclude) command += " --exclude " + shell_quote(x);
       // One --memory: a --python function's tensors, or which kernels (python_kernel.cc adds it).
       if (args->python.python.empty() && run->count("--memory") > 0) args->memory = args->python.memory;
-      if (!args->memory.empty()) command += " --memory " + args->memory;
-      if (!args->op.empty()) command += " --op " + args->op;
-      if (args->cases > 0) command += fmt::format(" --cases {}", args->cases);
-      if (args->seconds > 0) command += fmt::format(" --seconds {}", args->seconds);
-      if (!args->policy.empty()) command += " --policy " + args->policy;
-      if (!args->shape.empty()) command += " --shape " + args->shape;
-      if (!args->python.python.empty()) {
-        command += " --python " + args->python.python + " --format " +
-                   (args->python.problem.empty() ? args->python.format : "gpumode");
-        if (!args->python.problem.empty()) command += " --problem " + args->python.problem;
-        if (args->python.stream != "current") command += " --stream " + args->python.stream;
-      }
       if (args->python.python.empty() && declares_anything(args->python))
         throw std::invalid_argument("--problem, --stream, --m-multiple, --n-multiple, --k-multiple, --min-sm, --flag, "
                                     "--flags, --sf-layout, --out-type and --name declare a --python function; a "
@@ -168,7 +173,7 @@ void add_run_command(CLI::App& app, int& exit_code) {
           (!args->plugins.empty() || !args->kernels.empty() || !args->exclude.empty()))
         throw std::invalid_argument("--python checks one Python function; --plugin, --kernel and --exclude do not go "
                                     "with it");
-      exit_code = run_main(*args, command);
+      exit_code = run_main(*args, run_command_line(*args));
     } catch (const std::exception& e) {
       // Bad plugins, unknown kernel names, bad shapes or policies, an unwritable report.
       fmt::print(stderr, "nvfp4check run: {}\n", e.what());
