@@ -26,7 +26,7 @@ namespace {
 namespace fs = std::filesystem;
 
 struct MutantsArgs {
-  std::string plugin, honest_plugin, report, memory = "all", case_dir = "nvfp4check-cases/mutants";
+  std::string plugin, honest_plugin, report, junit, memory = "all", case_dir = "nvfp4check-cases/mutants";
   std::vector<std::string> kernels;
   std::optional<uint64_t> seed;
   int64_t budget = 200;
@@ -75,6 +75,7 @@ int run_mutants(const MutantsArgs& args, const std::string& command) {
     return 2;
   }
   run.report = args.report;
+  run.junit = args.junit;
   run.memory = args.memory;
   run.kernels = args.kernels;
   run.honest_only = args.honest_only;
@@ -97,6 +98,9 @@ void add_mutants_command(CLI::App& app, int& exit_code) {
       ->check(count_in_range(int64_t(1) << 40));
   cmd->add_option("--seed", args->seed, "seed of every generated case (default: random, printed)")->check(unsigned_seed());
   cmd->add_option("--report", args->report, "write the JSON report here");
+  cmd->add_option("--junit", args->junit,
+                  "write JUnit XML here too: a test case per kernel (a mutant passes when killed, an honest kernel "
+                  "when it raised no false alarm)");
   cmd->add_option("--honest-cases", args->honest_cases, "suite cases per honest kernel (default: the budget; 0: none)")
       ->check(CLI::Validator(
           [](std::string& t) { return t == "0" ? std::string() : count_in_range(int64_t(1) << 40)(t); }, "N >= 0"));

@@ -25,7 +25,7 @@ namespace {
 
 struct ReplayArgs {
   std::vector<std::string> files, plugins, kernels;
-  std::string report, case_dir, policy;  // no case_dir: a fresh temporary folder (ReplayDir)
+  std::string report, junit, case_dir, policy;  // no case_dir: a fresh temporary folder (ReplayDir)
   PythonArgs python;
   double timeout_s = kDefaultCallTimeout;
   bool fuzz_input = false;
@@ -66,6 +66,7 @@ int replay_main(const ReplayArgs& args) {
   std::vector<ReplayInput> inputs;
   for (const std::string& path : args.files) inputs.push_back(read_replay_input(path, args.fuzz_input));
   if (!args.report.empty()) check_report_writable(args.report);
+  if (!args.junit.empty()) check_report_writable(args.junit);
   const ReplayDir dir(args.case_dir);
   s.case_dir = dir.path();
   s.timeout_s = args.timeout_s;
@@ -87,7 +88,9 @@ int replay_main(const ReplayArgs& args) {
   Listeners listeners({&interrupt, &maps, &console});
   const SuiteResult result = replay_suite(kernels, inputs, s, listeners);
   console.summary(result);
-  const int code = suite_exit_code(result, write_json_report(args.report, result), true);
+  const bool written =
+      write_json_report(args.report, result) & write_junit_report(args.junit, "nvfp4check replay", result);
+  const int code = suite_exit_code(result, written, true);
   interrupt.end_if_interrupted();
   if (!result.any_failed() && result.checked == 0)
     fmt::print(stderr, "nvfp4check replay: nothing was checked: {}\n",
@@ -107,6 +110,7 @@ void add_replay_command(CLI::App& app, int& exit_code) {
   replay->add_option("--kernel", args->kernels,
                      "Kernel to check (repeatable; default: every runnable kernel declaring the input's op and layout)");
   replay->add_option("--report", args->report, "Write the JSON report here (checked before anything runs)");
+  replay->add_option("--junit", args->junit, "Write JUnit XML here too, one test case per kernel (for CI dashboards)");
   replay->add_option("--case-dir", args->case_dir,
                      "Where error maps and stale-state cases of failures go (default: a fresh temporary folder, "
                      "named when used)");

@@ -23,8 +23,9 @@ namespace nvfp4::cli {
 namespace {
 
 struct RunArgs {
-  std::vector<std::string> plugins, kernels, gpus;
-  std::string op, report, case_dir = "nvfp4check-cases", policy, shape, shard;
+  std::vector<std::string> plugins, kernels, exclude, gpus;
+  std::string memory,  // --memory without --python: only the kernels in this memory
+      op, report, junit, case_dir = "nvfp4check-cases", policy, shape, shard;
   PythonArgs python;  // run --python FILE[:FUNCTION] (SPEC.md sections 6 and 7)
   int64_t cases = 0;
   double seconds = 0, timeout_s = kDefaultCallTimeout;
@@ -66,11 +67,17 @@ int run_main(const RunArgs& args, const std::string& command_line) {
   s.gpus = args.gpus;
   s.command_line = command_line;
   if (!args.report.empty()) check_report_writable(args.report);
+  if (!args.junit.empty()) check_report_writable(args.junit);
   PythonArgs python = args.python;
   if (!args.op.empty()) python.ops = {args.op};  // run --op names the op it declares too
+  KernelSelection selection;
+  selection.names = args.kernels;
+  selection.exclude = args.exclude;
+  selection.op = s.op;
+  if (!args.memory.empty()) selection.memory = args.memory == "cuda" ? NVFP4_MEMORY_CUDA : NVFP4_MEMORY_HOST;
   const std::vector<SuiteKernel> kernels = !args.python.python.empty()
                                                ? std::vector<SuiteKernel>{python_kernel(python, args.timeout_s)}
-                                               : find_kernels(args.plugins, args.kernels, args.timeout_s);
+                                               : select_kernels(args.plugins, selection, args.timeout_s);
   fmt::print("seed: {}\n", s.seed);
   if (s.shard.sharded()) fmt::print("shard: {}/{}\n", s.shard.index, s.shard.count);
   std::fflush(stdout);
@@ -87,9 +94,31 @@ int run_main(const RunArgs& args, const std::string& command_line) {
   Listeners listeners(all);
   const SuiteResult result = run_suite(kernels, s, listeners);
   console.summary(result);
-  const int code = suite_exit_code(result, write_json_report(args.report, result), false);
+  const bool written = write_json_report(args.report, result) & write_junit_report(args.junit, "nvfp4check run", result);
+  const int code = suite_exit_code(result, written, false);
   interrupt.end_if_interrupted();
   return code;
+}
+
+// The command line, for the report: what selects the kernels and the cases.
+std::string run_command_line(const RunArgs& args) {
+  std::string command = "nvfp4check run";
+  for (const auto& k : args.kernels) command += " --kernel " + shell_quote(k);
+  for (const auto& p : args.plugins) command += " --plugin " + p;
+  for (const auto& x : args.exclude) command += " --exclude " + shell_quote(x);
+  if (!args.memory.empty()) command += " --memory " + args.memory;
+  if (!args.op.empty()) command += " --op " + args.op;
+  if (args.cases > 0) command += fmt::format(" --cases {}", args.cases);
+  if (args.seconds > 0) command += fmt::format(" --seconds {}", args.seconds);
+  if (!args.policy.empty()) command += " --policy " + args.policy;
+  if (!args.shape.empty()) command += " --shape " + args.shape;
+  if (!args.python.python.empty()) {
+    command += " --python " + args.python.python + " --format " +
+               (args.python.problem.empty() ? args.python.format : "gpumode");
+    if (!args.python.problem.empty()) command += " --problem " + args.python.problem;
+    if (args.python.stream != "current") command += " --stream " + args.python.stream;
+  }
+  return command;
 }
 
 }  // namespace
@@ -98,8 +127,11 @@ void add_run_command(CLI::App& app, int& exit_code) {
   auto args = std::make_shared<RunArgs>();
   CLI::App* run = app.add_subcommand("run", "Check kernels on seeded generated cases (each kernel in its own process)");
   run->add_option("--plugin", args->plugins, "Shared library exporting the nvfp4 kernel ABI (repeatable)");
-  run->add_option("--kernel", args->kernels, "Kernel to check (repeatable; default: every kernel that can run here)");
-  run->add_option("--op", args->op, "Only this op")
+  run->add_option("--kernel", args->kernels,
+                  "Kernel to check, or a glob pattern of names such as 'ctl_cuda_*' (repeatable; default: every "
+                  "kernel)");
+  run->add_option("--exclude", args->exclude, "Leave out the kernels whose names match this glob pattern (repeatable)");
+  run->add_option("--op", args->op, "Only this op: the kernels that declare it (all named ones), and its cases")
       ->check(CLI::IsMember(op_names()));
   run->add_option("--cases", args->cases, "Cases per kernel (default: as many as the time allows)")
       ->check(count_in_range(int64_t(1) << 40));
@@ -107,6 +139,7 @@ void add_run_command(CLI::App& app, int& exit_code) {
       ->check(seconds_in_range(30 * 24 * 3600.0));
   run->add_option("--seed", args->seed, "Seed of the schedule (default: from the clock, printed)")->check(unsigned_seed());
   run->add_option("--report", args->report, "Write the JSON report here (checked before anything runs)");
+  run->add_option("--junit", args->junit, "Write JUnit XML here too, one test case per kernel (for CI dashboards)");
   run->add_option("--case-dir", args->case_dir, "Where cases are saved before they run (kept when they fail)");
   run->add_option("--policy", args->policy,
                   "Judge with this oracle policy instead of the one the kernel's flags call for "
@@ -131,27 +164,17 @@ void add_run_command(CLI::App& app, int& exit_code) {
   run->callback([args, run, &exit_code] {
     try {
       args->shard_given = run->count("--shard") > 0;
-      std::string command = "nvfp4check run";
-      for (const auto& k : args->kernels) command += " --kernel " + k;
-      for (const auto& p : args->plugins) command += " --plugin " + p;
-      if (!args->op.empty()) command += " --op " + args->op;
-      if (args->cases > 0) command += fmt::format(" --cases {}", args->cases);
-      if (args->seconds > 0) command += fmt::format(" --seconds {}", args->seconds);
-      if (!args->policy.empty()) command += " --policy " + args->policy;
-      if (!args->shape.empty()) command += " --shape " + args->shape;
-      if (!args->python.python.empty()) {
-        command += " --python " + args->python.python + " --format " +
-                   (args->python.problem.empty() ? args->python.format : "gpumode");
-        if (!args->python.problem.empty()) command += " --problem " + args->python.problem;
-        if (args->python.stream != "current") command += " --stream " + args->python.stream;
-      }
+      // One --memory: a --python function's tensors, or which kernels (python_kernel.cc adds it).
+      if (args->python.python.empty() && run->count("--memory") > 0) args->memory = args->python.memory;
       if (args->python.python.empty() && declares_anything(args->python))
         throw std::invalid_argument("--problem, --stream, --m-multiple, --n-multiple, --k-multiple, --min-sm, --flag, "
                                     "--flags, --sf-layout, --out-type and --name declare a --python function; a "
                                     "plugin's kernels declare for themselves");
-      if (!args->python.python.empty() && (!args->plugins.empty() || !args->kernels.empty()))
-        throw std::invalid_argument("--python checks one Python function; --plugin and --kernel do not go with it");
-      exit_code = run_main(*args, command);
+      if (!args->python.python.empty() &&
+          (!args->plugins.empty() || !args->kernels.empty() || !args->exclude.empty()))
+        throw std::invalid_argument("--python checks one Python function; --plugin, --kernel and --exclude do not go "
+                                    "with it");
+      exit_code = run_main(*args, run_command_line(*args));
     } catch (const std::exception& e) {
       // Bad plugins, unknown kernel names, bad shapes or policies, an unwritable report.
       fmt::print(stderr, "nvfp4check run: {}\n", e.what());

@@ -56,7 +56,8 @@ void add_python_options(CLI::App* c, PythonArgs& args, bool with_op) {
                 "--python: seconds the first call of each kernel process may take (compiling; default 900), "
                 "outside --timeout and --seconds")
       ->check(CLI::Range(0.001, 24 * 3600.0));
-  c->add_option("--memory", args.memory, "--python: where the function's tensors live (default cuda)")
+  c->add_option("--memory", args.memory, "where kernels' tensors live: --python: the function's (default cuda); `run` without --python: "
+                "only the kernels in this memory")
       ->check(CLI::IsMember({"host", "cuda"}));
   if (with_op)
     c->add_option("--op", args.ops, "--python: an op the function declares (repeatable; default gemv)")
@@ -131,10 +132,17 @@ SuiteKernel python_kernel(const PythonArgs& args, double timeout_s) {
       start = end + 1;
     }
   }
+  // A missing interpreter is bad usage, not a kernel's process that "exited with status 127".
+  if (access(k.command.argv[0].c_str(), X_OK) != 0)
+    throw std::invalid_argument(fmt::format(
+        "the Python interpreter {} was not found{}", k.command.argv[0],
+        !args.python_exe.empty() ? " (--python-exe)" : env_python && *env_python ? " (NVFP4_PYTHON)" : " on PATH"));
   k.command.warmup_timeout_s = args.warmup_timeout_s;
   k.stream = args.stream;
-  WorkerExecutor first(k.command, timeout_s);
-  k.desc = first.kernel();  // WorkerStartError: the file does not import, or declares nonsense
+  // This process tells the declarations and then checks the first cases: the file is imported
+  // (and compiled) once.
+  k.started = std::make_shared<WorkerExecutor>(k.command, timeout_s);
+  k.desc = k.started->kernel();  // WorkerStartError: the file does not import, or declares nonsense
   k.desc.origin = args.python;
   return k;
 }

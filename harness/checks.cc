@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "harness/nan_scale_hint.h"
 #include "harness/ops/op_module.h"
 #include "reference/fp16.h"
 
@@ -68,6 +69,7 @@ std::optional<Finding> gemm_family::judge(const CallContext& x, OracleSummary* s
   if (!s.any_failure()) return std::nullopt;
   Finding f{Check::oracle, oracle_text(x.problem->out_type, s, *x.policy), "",
             accumulation_hint(*x.problem, *x.reference, x.observation->c, *x.policy)};
+  if (f.hint.empty()) f.hint = nan_scale_hint(*x.problem, s);
   if (!f.hint.empty()) f.message += ". " + f.hint;
   return f;
 }

@@ -13,6 +13,8 @@
 
 #include <fmt/format.h>
 
+#include "harness/junit.h"
+
 namespace nvfp4 {
 namespace {
 
@@ -82,12 +84,17 @@ void ConsoleListener::failed(const KernelDesc&, const FailureRecord& failure) {
 void ConsoleListener::kernel_finished(const KernelReport& r) {
   if (bar_) {
     clear();
-  } else {
-    fmt::print(stderr, "[{}/{}] {}: {}, {} cases in {:.1f} s{}{}\n", index_ + 1, kernels_, r.name, to_string(r.verdict),
-               r.cases, r.seconds,
-               r.warmup_seconds > 0 ? fmt::format(" after a {:.1f} s warm-up", r.warmup_seconds) : "",
-               r.verdict == KernelVerdict::skipped ? " (" + r.skip_reason + ")" : "");
+    return;
   }
+  std::string why;
+  if (r.verdict == KernelVerdict::skipped) {
+    // A reason already given for an earlier kernel is named by that kernel, not repeated.
+    const auto [said, first] = skip_said_.emplace(r.skip_reason, r.name);
+    why = first ? " (" + r.skip_reason + ")" : " (as " + said->second + ")";
+  }
+  fmt::print(stderr, "[{}/{}] {}: {}, {} cases in {:.1f} s{}{}\n", index_ + 1, kernels_, r.name, to_string(r.verdict),
+             r.cases, r.seconds, r.warmup_seconds > 0 ? fmt::format(" after a {:.1f} s warm-up", r.warmup_seconds) : "",
+             why);
 }
 
 // The kernel's first call compiling: the line says so instead of a count.
@@ -192,6 +199,19 @@ bool write_json_report(const std::string& path, const SuiteResult& result) {
         if (result.kernels[x].interrupted) report["kernels"][x]["interrupted"] = true;
     }
     write_report_file(path, report);
+    return true;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "nvfp4check: {}\n", e.what());
+    return false;
+  }
+}
+
+bool write_junit_report(const std::string& path, const std::string& suite_name, const SuiteResult& result) {
+  if (path.empty()) return true;
+  std::vector<JUnitCase> cases;
+  for (const KernelReport& k : result.kernels) cases.push_back(junit_case(k));
+  try {
+    write_junit_file(path, suite_name, cases);
     return true;
   } catch (const std::exception& e) {
     fmt::print(stderr, "nvfp4check: {}\n", e.what());

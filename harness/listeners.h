@@ -6,6 +6,7 @@
 #include <signal.h>
 
 #include <chrono>
+#include <map>
 #include <string>
 
 #include "harness/suite.h"
@@ -37,6 +38,7 @@ class ConsoleListener final : public SuiteListener {
   double budget_s_ = 0;
   int64_t planned_ = 0, cases_ = 0, failed_ = 0;
   bool warned_unsaved_ = false;  // a case file could not be saved: said once
+  std::map<std::string, std::string> skip_said_;  // skip reasons given so far, each with its first kernel
   Clock::time_point started_, last_draw_;
 };
 
@@ -73,6 +75,10 @@ std::string write_error_map_for(const CaseOutcome& outcome, const std::string& d
 // Writes the JSON report of a result to path (nothing when path is empty). Returns false, with a
 // message on stderr, when it could not be written.
 bool write_json_report(const std::string& path, const SuiteResult& result);
+
+// Writes the JUnit XML of a result to path, one test case per kernel (nothing when path is
+// empty). Returns false, with a message on stderr, when it could not be written.
+bool write_junit_report(const std::string& path, const std::string& suite_name, const SuiteResult& result);
 
 // The exit code of `run` and `replay` (SPEC section 6): 1 a kernel failed; else 2 the report
 // could not be written, or (replay) nothing was checked at all; else 0.

@@ -14,6 +14,7 @@
 #include <stdexcept>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "harness/report_fields.h"
 #include "harness/run_identity.h"
@@ -269,7 +270,31 @@ void write_report_file(const std::string& path, const nlohmann::json& report) {
   if (!out) throw std::runtime_error("cannot write the report " + path);
 }
 
+namespace {
+
+// Skip reasons shared by several kernels (no CUDA device, an op none of them declares), each with
+// the kernels it applies to, in the order the kernels came.
+std::vector<std::pair<std::string, std::vector<std::string>>> shared_skip_reasons(
+    const std::vector<KernelReport>& kernels) {
+  std::vector<std::pair<std::string, std::vector<std::string>>> groups;
+  for (const KernelReport& k : kernels) {
+    if (k.verdict != KernelVerdict::skipped || k.skip_reason.empty()) continue;
+    auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == k.skip_reason; });
+    if (it == groups.end()) groups.push_back({k.skip_reason, {k.name}});
+    else it->second.push_back(k.name);
+  }
+  groups.erase(std::remove_if(groups.begin(), groups.end(), [](const auto& g) { return g.second.size() < 2; }),
+               groups.end());
+  return groups;
+}
+
+}  // namespace
+
 std::string summary_table(const std::vector<KernelReport>& kernels) {
+  const auto shared = shared_skip_reasons(kernels);
+  const auto is_shared = [&](const std::string& why) {
+    return std::any_of(shared.begin(), shared.end(), [&](const auto& g) { return g.first == why; });
+  };
   size_t w = 6;
   for (const KernelReport& k : kernels) w = std::max(w, k.name.size());
   std::string t = fmt::format("{:<{}}  {:>7}  {:<7}  {:<26}  {:>9}  {:>11}  {:>6}\n", "kernel", w, "cases", "verdict",
@@ -281,7 +306,8 @@ std::string summary_table(const std::vector<KernelReport>& kernels) {
         k.elements ? fmt::format("{:.1f}%", 100.0 * double(k.exact_elements) / double(k.elements)) : "-";
     t += fmt::format("{:<{}}  {:>7}  {:<7}  {:<26}  {:>9.3g}  {:>11.3g}  {:>6}\n", k.name, w, k.cases, to_string(k.verdict), check,
                      k.max_error_ulps, k.max_error_over_bound, exact);
-    if (k.verdict == KernelVerdict::skipped && !k.skip_reason.empty()) t += fmt::format("{:<{}}    skipped: {}\n", "", w, k.skip_reason);
+    if (k.verdict == KernelVerdict::skipped && !k.skip_reason.empty() && !is_shared(k.skip_reason))
+      t += fmt::format("{:<{}}    skipped: {}\n", "", w, k.skip_reason);
     // Beside checked cases, the ones that were not; a kernel that checked none says so above.
     if (k.skipped_cases > 0 && k.cases > 0)
       t += fmt::format("{:<{}}    {} more case(s) did not apply, e.g.: {}\n", "", w, k.skipped_cases, k.first_skip);
@@ -291,6 +317,9 @@ std::string summary_table(const std::vector<KernelReport>& kernels) {
       t += fmt::format("{:<{}}    {} output(s) unjudged: G or U of a dual GEMM at FP32's overflow threshold (SPEC rule 6)\n",
                        "", w, k.unjudged_elements);
   }
+  // A reason many kernels share (nine CUDA kernels on a machine without a device) is said once.
+  for (const auto& [why, names] : shared)
+    t += fmt::format("skipped {} kernels ({}): {}\n", names.size(), fmt::join(names, ", "), why);
   return t;
 }
 

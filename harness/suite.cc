@@ -1,6 +1,8 @@
 // The suite core's top: lanes over the schedule, run, replay and list (see suite.h).
 #include "harness/suite.h"
 
+#include <fnmatch.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -152,8 +154,69 @@ std::optional<Schedule> kernel_schedule(const KernelDesc& kernel, const Schedule
   }
 }
 
+namespace {
+
+bool is_pattern(const std::string& name) { return name.find_first_of("*?[") != std::string::npos; }
+
+bool matches_any(const std::vector<std::string>& patterns, const std::string& name) {
+  return std::any_of(patterns.begin(), patterns.end(),
+                     [&](const std::string& p) { return ::fnmatch(p.c_str(), name.c_str(), 0) == 0; });
+}
+
+// Whether a kernel passes the selection's memory and op (a pattern's matches and the default set).
+bool selected(const KernelSelection& sel, const KernelDesc& d) {
+  if (sel.memory && d.info.memory != *sel.memory) return false;
+  return !sel.op || d.supports_op(static_cast<uint32_t>(*sel.op));
+}
+
+// The names and patterns of a selection, in the order given, each kernel once.
+std::vector<KernelDesc> pick(const std::vector<KernelDesc>& all, const KernelSelection& sel) {
+  std::vector<KernelDesc> out;
+  std::set<std::string> seen;
+  auto take = [&](const KernelDesc& d) {
+    if (!matches_any(sel.exclude, d.name) && seen.insert(d.name).second) out.push_back(d);
+  };
+  if (sel.names.empty())
+    for (const KernelDesc& d : all)
+      if (selected(sel, d)) take(d);
+  for (const std::string& name : sel.names) {
+    if (is_pattern(name)) {
+      // A pattern is a selection: what it matches passes --memory and --op like the default set.
+      bool any = false;
+      for (const KernelDesc& d : all) {
+        if (!matches_any({name}, d.name)) continue;
+        any = true;
+        if (selected(sel, d)) take(d);
+      }
+      if (!any) throw std::invalid_argument("no kernel matches \"" + name + "\"");
+      continue;
+    }
+    auto it = std::find_if(all.begin(), all.end(), [&](const KernelDesc& d) { return d.name == name; });
+    if (it == all.end()) {
+      std::string known;
+      for (const KernelDesc& d : all) known += " " + d.name;
+      throw std::invalid_argument("no kernel named \"" + name + "\"; known:" + known);
+    }
+    // Named and excluded by --memory: the two ask for different things.
+    if (sel.memory && it->info.memory != *sel.memory)
+      throw std::invalid_argument("kernel \"" + name + "\" runs in " + (it->is_cuda() ? "cuda" : "host") +
+                                  " memory, which --memory leaves out");
+    take(*it);
+  }
+  return out;
+}
+
+}  // namespace
+
 std::vector<SuiteKernel> find_kernels(const std::vector<std::string>& plugins, const std::vector<std::string>& names,
                                       double timeout_s) {
+  KernelSelection sel;
+  sel.names = names;
+  return select_kernels(plugins, sel, timeout_s);
+}
+
+std::vector<SuiteKernel> select_kernels(const std::vector<std::string>& plugins, const KernelSelection& selection,
+                                        double timeout_s) {
   std::vector<KernelDesc> all;
   if (plugins.empty()) {
     // The built-ins are this program's own code: no child needed to list them.
@@ -163,28 +226,13 @@ std::vector<SuiteKernel> find_kernels(const std::vector<std::string>& plugins, c
     all = list_kernels(plugins, timeout_s);
   }
   std::vector<SuiteKernel> out;
-  auto add = [&](const KernelDesc& d) {
+  for (const KernelDesc& d : pick(all, selection)) {
     SuiteKernel k;
     k.desc = d;
     k.command = kernel_worker_command(d.name, plugins, timeout_s);
     if (d.origin != "builtin") k.replay_args = {"--plugin", std::filesystem::absolute(d.origin).string()};
     k.replay_args.insert(k.replay_args.end(), {"--kernel", d.name});
     out.push_back(std::move(k));
-  };
-  if (names.empty()) {
-    for (const KernelDesc& d : all) add(d);
-    return out;
-  }
-  std::set<std::string> seen;
-  for (const std::string& name : names) {
-    if (!seen.insert(name).second) continue;  // named twice: checked once
-    auto it = std::find_if(all.begin(), all.end(), [&](const KernelDesc& d) { return d.name == name; });
-    if (it == all.end()) {
-      std::string known;
-      for (const KernelDesc& d : all) known += " " + d.name;
-      throw std::invalid_argument("no kernel named \"" + name + "\"; known:" + known);
-    }
-    add(*it);
   }
   return out;
 }
@@ -346,13 +394,16 @@ SuiteResult run_suite(const std::vector<SuiteKernel>& kernels, const RunSettings
     } else {
       // Lanes: `jobs` kernel processes per GPU for CUDA kernels, `jobs` in all for host ones.
       const int lanes = sk.desc.is_cuda() ? settings.jobs * gpus : settings.jobs;
-      std::vector<std::unique_ptr<WorkerExecutor>> executors;
+      std::vector<std::shared_ptr<WorkerExecutor>> executors;
       std::vector<Executor*> raw;
       for (int w = 0; w < lanes; ++w) {
         WorkerCommand command = sk.command;
-        if (sk.desc.is_cuda() && !settings.gpus.empty())
+        const bool placed = sk.desc.is_cuda() && !settings.gpus.empty();
+        if (placed)
           command.env.emplace_back("CUDA_VISIBLE_DEVICES", settings.gpus[static_cast<size_t>(w) % settings.gpus.size()]);
-        executors.push_back(std::make_unique<WorkerExecutor>(std::move(command), settings.timeout_s));
+        executors.push_back(w == 0 && sk.started && !placed
+                                ? sk.started
+                                : std::make_shared<WorkerExecutor>(std::move(command), settings.timeout_s));
         raw.push_back(executors.back().get());
       }
       // A compiling kernel warms up first, outside its time (harness/warmup.h).
@@ -495,7 +546,9 @@ SuiteResult replay_suite(const std::vector<SuiteKernel>& kernels, const std::vec
     } else if (!sk.desc.runnable) {
       report = skipped_report(sk.desc, sk.desc.why_not);
     } else {
-      WorkerExecutor executor(sk.command, settings.timeout_s);
+      const std::shared_ptr<WorkerExecutor> started =
+          sk.started ? sk.started : std::make_shared<WorkerExecutor>(sk.command, settings.timeout_s);
+      WorkerExecutor& executor = *started;
       CaseOptions base;
       base.case_dir = settings.case_dir;
       base.policy = settings.policy;

@@ -26,6 +26,9 @@ struct SuiteKernel {
   WorkerCommand command;
   KernelArgs replay_args;  // e.g. {"--plugin", "/abs/lib.so", "--kernel", "name"}
   std::string stream;      // a Python kernel's --stream, for the report ("" for ABI kernels)
+  // A process of `command` already started (the one that told the kernel's declarations): the
+  // first lane takes it over, so a file is not imported (or compiled) once more.
+  std::shared_ptr<WorkerExecutor> started;
 };
 
 // What the engine tells as it goes. Every method has an empty default. Calls come from the
@@ -86,6 +89,17 @@ struct SuiteResult {
 // std::invalid_argument for an unknown name.
 std::vector<SuiteKernel> find_kernels(const std::vector<std::string>& plugins, const std::vector<std::string>& names,
                                       double timeout_s);
+// Which kernels: names (exact, or glob patterns such as "ctl_cuda_*"); none: every kernel. A
+// pattern's matches and the default set are narrowed by memory and op; a name is taken as named
+// (one in another memory than asked is an error; under an op it does not declare it is skipped
+// later, saying so); a kernel matching an exclude pattern is left out.
+struct KernelSelection {
+  std::vector<std::string> names, exclude;
+  std::optional<uint32_t> memory;  // NVFP4_MEMORY_HOST or NVFP4_MEMORY_CUDA
+  std::optional<Op> op;
+};
+std::vector<SuiteKernel> select_kernels(const std::vector<std::string>& plugins, const KernelSelection& selection,
+                                        double timeout_s);
 
 // One kernel's cases from a schedule, spread over lanes (executors) that take the next case
 // index as they finish one. Stops at the case limit, at the deadline (after at least one case),

@@ -174,12 +174,18 @@ void WorkerExecutor::start() {
   warm_ = false;
 
   CallObservation end;
-  // A submission may compile when it is imported: its start has the warm-up's limit.
+  // A submission may compile when it is imported: its start has the warm-up's limit, the one the
+  // user gave (--warmup-timeout), shorter or longer than a plugin's start.
   gentle_ = warms_up();
-  std::optional<WorkerMessage> m = receive(std::max(startup_s_, command_.warmup_timeout_s), &end);
+  const double limit = warms_up() ? command_.warmup_timeout_s : startup_s_;
+  std::optional<WorkerMessage> m = receive(limit, &end);
   gentle_ = false;
   if (!m) {
     stop();
+    if (end.end == CallObservation::End::timeout)
+      throw WorkerStartError(fmt::format("the worker process for {} did not start within {} s{}: it was still "
+                                         "importing its file or loading its kernel when the watchdog killed it",
+                                         command_.kernel, limit, warms_up() ? " (--warmup-timeout)" : ""));
     throw WorkerStartError(fmt::format("the worker process for {} did not start: {}", command_.kernel, end.error));
   }
   const ReadyMsg* ready = std::get_if<ReadyMsg>(&*m);

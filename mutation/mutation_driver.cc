@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "harness/case_check.h"
+#include "harness/junit.h"
 #include "harness/report.h"
 #include "harness/suite.h"
 #include "reference/exact_gemm.h"
@@ -436,6 +437,68 @@ Row in_worker(const SuiteKernel& k, double timeout_s, Body body) {
 
 }  // namespace
 
+namespace {
+
+// The analysis as JUnit test cases: a mutant passes when the suite killed it, an honest kernel
+// (or control) when it raised no false alarm; one that cannot run here is skipped.
+std::vector<JUnitCase> mutation_junit_cases(const std::vector<MutantRow>& rows, const std::vector<HonestRow>& honest,
+                                            const std::vector<SuiteKernel>& honest_kernels) {
+  std::vector<JUnitCase> cases;
+  auto start = [&](const std::string& name, const std::string& kind, bool runnable, const std::string& why_not,
+                   double seconds) {
+    JUnitCase c;
+    c.name = name;
+    c.classname = "nvfp4check.mutants." + kind;
+    c.seconds = seconds;
+    if (!runnable) {
+      c.result = JUnitCase::Result::skipped;
+      c.message = why_not;
+    }
+    return c;
+  };
+  for (const MutantRow& r : rows) {
+    JUnitCase c = start(r.name, "mutant", r.runnable, r.why_not, r.suite.seconds);
+    if (r.runnable && !r.suite.failed) {
+      c.result = JUnitCase::Result::fail;
+      c.message = fmt::format("SURVIVED {} case(s) of the suite", r.suite.cases);
+      c.body = r.description;
+    }
+    cases.push_back(c);
+  }
+  for (const HonestRow& r : honest) {
+    JUnitCase c = start(r.name, "honest", r.runnable, r.why_not, r.suite.seconds);
+    if (r.runnable && r.suite.failed) {
+      c.result = JUnitCase::Result::fail;
+      c.message = "false alarm: " + r.suite.check + ": " + r.suite.message;
+      c.body = c.message + "\n" + r.suite.case_desc;
+      auto k = std::find_if(honest_kernels.begin(), honest_kernels.end(),
+                            [&](const SuiteKernel& s) { return s.desc.name == r.name; });
+      if (!r.suite.case_file.empty() && k != honest_kernels.end())
+        c.body += "\nreproduce: " + reproduce_command(r.suite.case_file, k->replay_args);
+    }
+    cases.push_back(c);
+  }
+  return cases;
+}
+
+// The JSON report and the JUnit XML, where asked for; false, said on stderr, when one could not
+// be written.
+bool write_mutation_reports(const MutationRun& run, const std::vector<MutantRow>& rows,
+                            const std::vector<HonestRow>& honest_rows, const std::vector<SuiteKernel>& honest_kernels) {
+  try {
+    if (!run.report.empty())
+      write_report_file(run.report, mutation_report_json(run.options, rows, honest_rows, run.command_line));
+    if (!run.junit.empty())
+      write_junit_file(run.junit, "nvfp4check mutants", mutation_junit_cases(rows, honest_rows, honest_kernels));
+    return true;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "nvfp4check mutants: {}\n", e.what());
+    return false;
+  }
+}
+
+}  // namespace
+
 int run_mutation_analysis(const MutationRun& run) {
   const MutationOptions& options = run.options;
   std::vector<SuiteKernel> mutants, honest;
@@ -466,9 +529,10 @@ int run_mutation_analysis(const MutationRun& run) {
       return 2;
     }
   }
-  if (!run.report.empty()) {
+  if (!run.report.empty() || !run.junit.empty()) {
     try {
-      check_report_writable(run.report);
+      if (!run.report.empty()) check_report_writable(run.report);
+      if (!run.junit.empty()) check_report_writable(run.junit);
     } catch (const std::exception& e) {
       fmt::print(stderr, "nvfp4check mutants: {}\n", e.what());
       return 2;
@@ -532,14 +596,7 @@ int run_mutation_analysis(const MutationRun& run) {
   for (const MutantRow& r : rows) ok = ok && (!r.runnable || r.suite.failed);
   for (const HonestRow& r : honest_rows) ok = ok && !(r.runnable && r.suite.failed);
   int exit_code = ok ? 0 : 1;
-  if (!run.report.empty()) {
-    try {
-      write_report_file(run.report, mutation_report_json(options, rows, honest_rows, run.command_line));
-    } catch (const std::exception& e) {
-      fmt::print(stderr, "nvfp4check mutants: {}\n", e.what());
-      if (exit_code == 0) exit_code = 2;
-    }
-  }
+  if (!write_mutation_reports(run, rows, honest_rows, honest_kernels) && exit_code == 0) exit_code = 2;
   return exit_code;
 }
 

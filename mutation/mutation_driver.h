@@ -106,6 +106,7 @@ std::string honest_table(const std::vector<HonestRow>& rows);
 struct MutationRun {
   MutationOptions options;
   std::string mutant_plugin, honest_plugin, report, command_line;
+  std::string junit;                 // JUnit XML: a test case per mutant (killed passes) and honest kernel
   std::string memory = "all";        // host, cuda or all
   std::vector<std::string> kernels;  // only these (empty: all)
   int64_t honest_cases = 200;

@@ -87,9 +87,7 @@ for s in "${steps[@]}"; do
       rseed=${NVFP4_RUN_SEED:-$(date +%s%N)}
       rsec=${NVFP4_RUN_SECONDS:-150}
       step "nvfp4check run of every CUDA kernel, seed $rseed, $rsec s"
-      timeout $((rsec + 120)) "$B/cli/nvfp4check" run --seed "$rseed" --seconds "$rsec" --kernel gemv_naive \
-        --kernel gemm_naive --kernel gemv_fast --kernel gemm_tc --kernel cublaslt_nvfp4 --kernel grouped_gemm_naive \
-        --kernel grouped_gemm_naive_packed --kernel dual_gemm_naive --kernel grouped_gemm_tc \
+      timeout $((rsec + 120)) "$B/cli/nvfp4check" run --seed "$rseed" --seconds "$rsec" --memory cuda \
         --report "$OUT/run.json" --case-dir "$OUT/cases" >"$OUT/run.log" 2>&1 || status=1
       grep -E "^FAIL|^  reproduce:" "$OUT/run.log" | head -20
       grep -v "^drawn" "$OUT/run.log" | tail -13  # the table; what was drawn stays in the log
@@ -97,11 +95,8 @@ for s in "${steps[@]}"; do
     honest)
       hsec=${NVFP4_HONEST_SECONDS:-120}
       step "honest CUDA variants through run, $hsec s in all"
-      hargs=()
-      for k in honest_cuda_warp_tree honest_cuda_atomic_split_k honest_cuda_fp16_dequant honest_cuda_fp64 \
-               honest_cuda_mma_f16 honest_cuda_mma_split_k_bf16 honest_cuda_wgmma_f16 \
-               honest_cuda_cublas_grouped_f16; do hargs+=(--kernel "$k"); done
-      timeout $((hsec + 120)) "$B/cli/nvfp4check" run --plugin "$B/mutation/honest/libnvfp4_honest.so" "${hargs[@]}" \
+      timeout $((hsec + 120)) "$B/cli/nvfp4check" run --plugin "$B/mutation/honest/libnvfp4_honest.so" --memory cuda \
+        --kernel 'honest_*' \
         --seconds "$hsec" --seed "${NVFP4_HONEST_SEED:-$(date +%s)}" --report "$OUT/honest.json" \
         --case-dir "$OUT/honest-cases" >"$OUT/honest.log" 2>&1 || status=1
       tail -12 "$OUT/honest.log"
@@ -192,8 +187,8 @@ print(f'cases cold {c} / warm {w}: {\"within\" if ok else \"NOT within\"} 20%');
     shapes)
       step "nvfp4check run on production shapes (GPU reference)"
       for shape in 7168x1x16384x1 4096x1x7168x8 7169x1x16400x3 4096x4096x4096x1 129x7168x2048x1; do
-        timeout 150 "$B/cli/nvfp4check" run --shape "$shape" --cases 2 --seed 1130 --kernel gemv_naive --kernel gemm_naive \
-          --kernel gemv_fast --kernel gemm_tc --case-dir /tmp/nvfp4-shape-cases --report "$OUT/shape-$shape.json" \
+        timeout 150 "$B/cli/nvfp4check" run --shape "$shape" --cases 2 --seed 1130 --memory cuda --exclude '*grouped*' \
+          --exclude '*dual*' --case-dir /tmp/nvfp4-shape-cases --report "$OUT/shape-$shape.json" \
           2>&1 | grep -E "^(kernel|gemv_|gemm_|time by step)|skipped:|Error|error" || status=1
         rm -rf /tmp/nvfp4-shape-cases
       done
@@ -263,24 +258,24 @@ print(f'cases cold {c} / warm {w}: {\"within\" if ok else \"NOT within\"} 20%');
       if [ "$s" = v2 ] || [ "$s" = v2-honest ]; then
       step "revision-3 problems: honest kernels $v2cases cases each, seed $v2seed"
       v2args=()
-      # NVFP4_V2_KERNELS replaces the list (20,000 cases of a grouped kernel take about 2 min, so
-      # the whole list at that count spans calls); NVFP4_V2_HONEST adds to it.
-      for k in ${NVFP4_V2_KERNELS:-grouped_gemm_naive grouped_gemm_naive_packed dual_gemm_naive grouped_gemm_tc \
-               ctl_cuda_out_types_unmutated ctl_cuda_dual_unmutated ctl_cuda_grouped_unmutated \
-               ctl_cuda_grouped_packed_unmutated honest_cuda_cublas_grouped_f16}; do v2args+=(--kernel "$k"); done
+      # Every CUDA grouped and dual kernel, built-in, honest or a mutants plugin's control, and the
+      # controls of the output types; never a mutant (mut_*, big_*). NVFP4_V2_KERNELS replaces
+      # the selection (names or patterns: 20,000 cases of a grouped kernel take about 2 min, so all
+      # of them at that count span calls); NVFP4_V2_HONEST adds to it.
+      if [ -n "${NVFP4_V2_KERNELS:-}" ]; then read -ra v2sel <<<"$NVFP4_V2_KERNELS"
+      else v2sel=('*grouped*' '*dual*' 'ctl_cuda_out_types*'); fi
+      for k in "${v2sel[@]}"; do v2args+=(--kernel "$k"); done
       timeout "${NVFP4_V2_SECONDS:-420}" "$B/cli/nvfp4check" run --plugin "$B/mutation/mutants/libnvfp4_mutants.so" \
-        --plugin "$B/mutation/honest/libnvfp4_honest.so" "${v2args[@]}" $(for k in ${NVFP4_V2_HONEST:-}; do echo --kernel "$k"; done) \
+        --plugin "$B/mutation/honest/libnvfp4_honest.so" --memory cuda --exclude 'mut_*' --exclude 'big_*' "${v2args[@]}" \
+        $(for k in ${NVFP4_V2_HONEST:-}; do echo --kernel "$k"; done) \
         --cases "$v2cases" --seed "$v2seed" --report "$OUT/v2-honest.json" --case-dir "$OUT/v2-honest-cases" \
         >"$OUT/v2-honest.log" 2>&1 || status=1
       tail -14 "$OUT/v2-honest.log"
       fi
       if [ "$s" = v2 ] || [ "$s" = v2-mutants ]; then
       step "revision-3 CUDA mutants, 300 cases each, seed $v2seed"
-      margs=()
-      for k in $("$B/cli/nvfp4check" list --plugin "$B/mutation/mutants/libnvfp4_mutants.so" | awk '/^mut_cuda_(bf16|fp32|dual|grouped)/ {print $1}'); do
-        margs+=(--kernel "$k")
-      done
-      timeout 300 "$B/cli/nvfp4check" run --plugin "$B/mutation/mutants/libnvfp4_mutants.so" "${margs[@]}" --cases 300 \
+      timeout 300 "$B/cli/nvfp4check" run --plugin "$B/mutation/mutants/libnvfp4_mutants.so" --memory cuda \
+        --kernel 'mut_cuda_bf16*' --kernel 'mut_cuda_fp32*' --kernel 'mut_cuda_dual*' --kernel 'mut_cuda_grouped*' --cases 300 \
         --seed "$v2seed" --report "$OUT/v2-mutants.json" --case-dir "$OUT/v2-mutant-cases" >"$OUT/v2-mutants.log" 2>&1
       tail -14 "$OUT/v2-mutants.log"
       fi

@@ -8,6 +8,8 @@ packages=(
   libcli11-dev nlohmann-json3-dev libfmt-dev libpng-dev zip unzip
   # The Python package (python/) and its pytest tier, with Debian's interpreter /usr/bin/python3.
   python3 python3-numpy python3-pytest python3-setuptools python3-pip python3-wheel python3-venv
+  # A JUnit consumer's parser, for the test of `--junit` (what CI dashboards read).
+  python3-junitparser
 )
 missing=()
 for p in "${packages[@]}"; do

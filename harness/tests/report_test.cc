@@ -325,6 +325,13 @@ TEST(Report, ResultsAddUpAndTheReportHasSpecFields) {
   EXPECT_NE(table.find("kern"), std::string::npos);
   EXPECT_NE(table.find("oracle"), std::string::npos);
   EXPECT_NE(table.find("no CUDA device"), std::string::npos);
+
+  // A reason shared by several kernels is one line naming them, not one per kernel.
+  KernelReport also = skipped;
+  also.name = "gpu_only_2";
+  const std::string shared = summary_table({k, skipped, also});
+  EXPECT_EQ(shared.find("no CUDA device"), shared.rfind("no CUDA device")) << shared;
+  EXPECT_NE(shared.find("skipped 2 kernels (gpu_only, gpu_only_2): no CUDA device\n"), std::string::npos) << shared;
 }
 
 // A report read back holds every field it was written with: the writer and the reader walk one

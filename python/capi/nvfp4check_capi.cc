@@ -531,4 +531,13 @@ NVFP4CHECK_EXPORT int nvfp4check_serve(const nvfp4_kernel_info* info, nvfp4check
   }
 }
 
+NVFP4CHECK_EXPORT int nvfp4check_serve_refused(int fd, const char* why) {
+  try {
+    send_message(fd, ReadyMsg{{}, why && *why ? why : "the kernel process could not start"});
+    return 0;
+  } catch (...) {
+    return -1;
+  }
+}
+
 NVFP4CHECK_EXPORT void nvfp4check_free(void* p) { std::free(p); }

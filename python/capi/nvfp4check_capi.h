@@ -78,6 +78,11 @@ void nvfp4check_kernel_failed(const char *check, const char *message);
  * the parent ends. The verdicts are decided by the parent. Returns the process's exit code. */
 int nvfp4check_serve(const nvfp4_kernel_info *info, nvfp4check_run_fn run, void *user, int fd, double timeout_s);
 
+/* Tells the parent on fd that the kernel process could not start and why (the function's file
+ * could not be imported: a compile error, a missing module), in place of serving. Returns 0, or -1
+ * when the message could not be sent. */
+int nvfp4check_serve_refused(int fd, const char *why);
+
 void nvfp4check_free(void *p);
 
 #ifdef __cplusplus

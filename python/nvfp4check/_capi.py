@@ -75,6 +75,8 @@ class CApi:
         lib.nvfp4check_serve.restype = ctypes.c_int
         lib.nvfp4check_serve.argtypes = [ctypes.POINTER(_abi.nvfp4_kernel_info), _abi.RUN_FN, ctypes.c_void_p,
                                          ctypes.c_int, ctypes.c_double]
+        lib.nvfp4check_serve_refused.restype = ctypes.c_int
+        lib.nvfp4check_serve_refused.argtypes = [ctypes.c_int, ctypes.c_char_p]
         lib.nvfp4check_free.restype = None
         lib.nvfp4check_free.argtypes = [ctypes.c_void_p]
         version = lib.nvfp4check_capi_version()
@@ -120,6 +122,10 @@ class CApi:
     def serve(self, info, run, fd, timeout_s):
         """Serves the kernel to a parent `nvfp4check run` over fd; returns the exit code."""
         return self._lib.nvfp4check_serve(ctypes.byref(info), run, None, fd, timeout_s)
+
+    def serve_refused(self, fd, why):
+        """Tells the parent on fd why the kernel process cannot serve (its file did not import)."""
+        return self._lib.nvfp4check_serve_refused(fd, why.encode("utf-8", errors="replace"))
 
     def unsupported_reason(self, info, problem):
         """Why problem (an nvfp4_problem) lies outside what info declares; "" when inside."""

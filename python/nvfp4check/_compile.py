@@ -23,12 +23,19 @@ import traceback
 _ERROR_LINE = re.compile(r"(error|Error|ERROR|FAILED|fatal|undefined reference|No such file)")
 
 
+# A compiler's own diagnostic (nvcc, gcc, clang: "FILE:LINE:COL: error: ...", "fatal error: ...").
+_DIAGNOSTIC = re.compile(r"\berror\b\s*:")
+
+
 def _compiler_lines(output, keep=12):
-    """The lines of a compiler's output that say what failed: from the first error line, at most
-    `keep` of them; else the last `keep` lines."""
+    """The lines of a compiler's output that say what failed: from the compiler's first `error:`
+    line (ninja's "FAILED:" and the compiler's long command line come before it), else from the
+    first line that looks like an error, at most `keep` of them; else the last `keep` lines."""
     lines = [ln.rstrip() for ln in output.splitlines() if ln.strip()]
-    first = next((i for i, ln in enumerate(lines) if _ERROR_LINE.search(ln) and "Error building extension" not in ln),
-                 None)
+    own = [i for i, ln in enumerate(lines) if "Error building extension" not in ln]
+    first = next((i for i in own if _DIAGNOSTIC.search(lines[i])), None)
+    if first is None:
+        first = next((i for i in own if _ERROR_LINE.search(lines[i])), None)
     if first is None:
         return lines[-keep:]
     return lines[first:first + keep]

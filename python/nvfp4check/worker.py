@@ -190,6 +190,16 @@ def program_args(args):
     return out
 
 
+def _refuse(fd, why):
+    """A kernel process that cannot start says why to its parent, which puts it in the failure
+    (otherwise the parent sees only an exit status, the compiler's words far up on stderr)."""
+    try:
+        from . import _capi
+        _capi.load().serve_refused(fd, why)
+    except Exception:  # noqa: BLE001 - no C API here: the parent still sees the exit status
+        pass
+
+
 def main(argv=None):
     args = parser().parse_args(argv)
     calling = [w for w in args.format_words if w in ("canonical", "gpumode")]
@@ -232,6 +242,8 @@ def main(argv=None):
                              program_args=program_args(args))]
     except (UsageError, ValueError, TypeError, ImportError, SyntaxError) as e:
         print(f"nvfp4check.worker: {e}", file=sys.stderr)
+        if args.serve_fd is not None:
+            _refuse(args.serve_fd, str(e))
         return 2
     for r in reports:
         print(r)

@@ -121,6 +121,46 @@ def test_a_compile_error_leads_with_the_compilers_words(tmp_path):
     assert "compile_error.py:" in out[head:out.index("Traceback")], "the file that called the compiler"
 
 
+def test_a_compile_error_at_import_leads_with_the_compilers_first_error_line(tmp_path):
+    """A submission that compiles when imported and fails: no kernel process starts (exit 2), and
+    the message's first lines carry the compiler's first `error:` line, not only an exit status."""
+    r = run("--python", os.path.join(CORPUS, "compile_error_at_import.py"), "--problem", "nvfp4_gemv", "--cases",
+            "2", "--case-dir", str(tmp_path / "cases"))
+    assert r.returncode == 2, r.stdout + r.stderr
+    message = r.stderr[r.stderr.index("nvfp4check run: "):]
+    head = message.splitlines()[:3]
+    assert any("cuda.cu:7:10: fatal error: cutlass/cutlass.h: No such file or directory" in ln for ln in head), head
+    assert "compile error: torch's cpp_extension could not build 'seed_gemm_v1'" in head[0], head
+
+
+def test_the_file_is_imported_once(tmp_path):
+    """The process that tells the parent the function's declarations goes on to check its cases."""
+    log = tmp_path / "imports.log"
+    r = run("--python", os.path.join(CORPUS, "counts_imports.py") + ":honest_gemv", "--memory", "host", "--jobs",
+            "1", "--cases", "3", "--seed", "1", "--case-dir", str(tmp_path / "cases"),
+            env={"NVFP4_IMPORT_LOG": str(log)})
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert len(log.read_text().split()) == 1, log.read_text()
+
+
+def test_a_hang_at_import_stops_at_the_warmup_timeout(tmp_path):
+    started = time.monotonic()
+    r = run("--python", os.path.join(CORPUS, "hangs_at_import.py"), "--problem", "nvfp4_gemv", "--cases", "1",
+            "--warmup-timeout", "3", "--case-dir", str(tmp_path / "cases"), timeout=100)
+    took = time.monotonic() - started
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "did not start within 3 s (--warmup-timeout)" in r.stderr, r.stderr
+    assert took < 60, took
+
+
+def test_a_missing_interpreter_is_named(tmp_path):
+    r = run("--python", os.path.join(CORPUS, "hangs_at_import.py"), "--python-exe", str(tmp_path / "no-python"),
+            "--cases", "1", "--case-dir", str(tmp_path / "cases"))
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert f"the Python interpreter {tmp_path / 'no-python'} was not found (--python-exe)" in r.stderr, r.stderr
+    assert "status 127" not in r.stderr
+
+
 def test_a_missing_module_is_bad_input_led_by_its_name(tmp_path):
     r = run("--python", os.path.join(CORPUS, "needs_cutlass.py"), "--format", "gpumode", "--cases", "2",
             "--case-dir", str(tmp_path / "cases"))
