@@ -63,10 +63,7 @@ void KernelReport::add_time(const std::string& step, double sec) {
 
 void add_outcome(KernelReport& k, const CaseOutcome& r, int64_t case_index, const std::string& text,
                  const std::string& error_map, const std::string& reproduce) {
-  k.add_time("reference", r.times.reference);
-  k.add_time("save", r.times.save);
-  k.add_time("kernel", r.times.kernel);
-  k.add_time("judge", r.times.judge);
+  r.times.each([&](const char* step, double seconds) { k.add_time(step, seconds); });
   if (r.verdict == CaseOutcome::Verdict::skipped) {
     if (k.skipped_cases++ == 0) k.first_skip = r.message;
     return;
@@ -230,7 +227,7 @@ nlohmann::json report_json(std::optional<uint64_t> seed, const std::vector<Kerne
     if (!k.step_seconds.empty()) {
       nlohmann::json steps = nlohmann::json::object();
       for (const auto& [name, sec] : k.step_seconds) steps[name] = sec;
-      e["step_seconds"] = steps;
+      e[kStageSecondsKey] = steps;
     }
     if (!k.skip_reason.empty()) e["skip_reason"] = k.skip_reason;
     if (k.skipped_cases > 0) e["first_skip"] = k.first_skip;

@@ -268,11 +268,11 @@ KernelReport kernel_report_from_json(const json& e) {
   k.workers = count_field(e, "workers", where);
   if (e.contains("skip_reason")) k.skip_reason = text_field(e, "skip_reason", where);
   if (e.contains("first_skip")) k.first_skip = text_field(e, "first_skip", where);
-  if (e.contains("step_seconds")) {
-    const json& st = e.at("step_seconds");
-    if (!st.is_object()) bad(where, "\"step_seconds\" is not an object");
+  if (e.contains(kStageSecondsKey)) {
+    const json& st = e.at(kStageSecondsKey);
+    if (!st.is_object()) bad(where, fmt::format("\"{}\" is not an object", kStageSecondsKey));
     for (const auto& [name, v] : st.items()) {
-      if (!v.is_number()) bad(where, "\"step_seconds\" holds a non-number");
+      if (!v.is_number()) bad(where, fmt::format("\"{}\" holds a non-number", kStageSecondsKey));
       k.add_time(name, v.get<double>());
     }
   }

@@ -153,7 +153,7 @@ json observation_json(const CallObservation& o) {
   return {{"end", static_cast<int>(o.end)}, {"rc", o.rc},          {"error", o.error},
           {"c", words(o.c)},               {"c_later", words(o.c_later)},
           {"guards", guards},              {"inputs", inputs},     {"seconds", o.seconds},
-          {"context_lost", o.context_lost}};
+          {"kernel_seconds", o.kernel_seconds}, {"context_lost", o.context_lost}};
 }
 
 CallObservation observation_from(const json& j) {
@@ -180,6 +180,7 @@ CallObservation observation_from(const json& j) {
     o.inputs.push_back({x.at(0).get<std::string>(), x.at(1).get<int64_t>(), x.at(2).get<int64_t>(),
                         x.at(3).get<uint8_t>(), x.at(4).get<uint8_t>()});
   o.seconds = j.at("seconds").get<double>();
+  o.kernel_seconds = j.at("kernel_seconds").get<double>();
   o.context_lost = j.at("context_lost").get<bool>();
   return o;
 }
