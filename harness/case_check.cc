@@ -321,11 +321,15 @@ std::string try_save_case(CaseOutcome& r, const std::string& kernel, const Probl
 }  // namespace
 
 CaseOutcome check_case(Executor& executor, const Problem& input, const CaseOptions& options) {
+  auto t = Clock::now();
   const KernelDesc& k = executor.kernel();
   CaseOutcome r;
+  r.times.start = since(t);
   r.problem = input;
   Problem& p = r.problem;
+  t = Clock::now();
   if (!p.has_data()) expand_seeded_case(p);
+  r.times.generate = since(t);
   if (const std::string err = problem_error(p); !err.empty()) throw std::invalid_argument("bad case: " + err);
 
   // The ABI has no semantics field: a kernel computes with the semantics its flags declare. A case
@@ -354,7 +358,7 @@ CaseOutcome check_case(Executor& executor, const Problem& input, const CaseOptio
   }
   r.policy = options.policy ? *options.policy : kernel_policy(k);
 
-  auto t = Clock::now();
+  t = Clock::now();
   // Large problems are judged against the GPU reference (bit-identical to the CPU one).
   r.reference = exact_gemm_auto(p);
   r.times.reference = since(t);
@@ -371,12 +375,23 @@ CaseOutcome check_case(Executor& executor, const Problem& input, const CaseOptio
   }
   r.times.save = since(t);
 
-  auto run = [&](const CaseData& data, const std::vector<PlannedCall>& plan) {
+  double in_calls = 0;  // seconds in run() so far
+  // Makes the planned calls (roles[x] is call x's) and books their time by step.
+  auto run = [&](const CaseData& data, const std::vector<PlannedCall>& plan, const std::vector<CaseCall>& roles) {
     const auto t0 = Clock::now();
     std::vector<CallObservation> obs = executor.run_case(data, plan);
-    r.times.kernel += since(t0);
+    const double wall = since(t0);
+    in_calls += wall;
+    double observed = 0;
+    for (size_t x = 0; x < obs.size(); ++x) {
+      const CallObservation& o = obs[x];
+      observed += o.seconds;
+      r.times.buffers += std::max(0.0, o.seconds - o.kernel_seconds);
+      r.times.calls[static_cast<int>(roles[std::min(x, roles.size() - 1)])] += o.kernel_seconds;
+      r.context_lost |= o.context_lost;
+    }
+    r.times.channel += std::max(0.0, wall - observed);
     r.calls += static_cast<int64_t>(obs.size());
-    for (const CallObservation& o : obs) r.context_lost |= o.context_lost;
     return obs;
   };
 
@@ -392,7 +407,11 @@ CaseOutcome check_case(Executor& executor, const Problem& input, const CaseOptio
     plan.push_back({{kPad1, poison1, false}, NVFP4_UNSUPPORTED});
     calls.push_back(CaseCall::unsupported);
   } else {
-    if (options.check_stale) stale = stale_variant(p, r.reference, options.stale_seed);
+    if (options.check_stale) {
+      t = Clock::now();
+      stale = stale_variant(p, r.reference, options.stale_seed);
+      r.times.generate += since(t);
+    }
     plan.push_back({{kPad1, poison1, false}, NVFP4_OK});
     calls.push_back(CaseCall::run1);
     if (options.check_determinism) {
@@ -405,8 +424,9 @@ CaseOutcome check_case(Executor& executor, const Problem& input, const CaseOptio
     }
   }
   const std::vector<CallObservation> obs =
-      run({p, stale ? std::optional<Problem>(stale->problem) : std::nullopt}, plan);
+      run({p, stale ? std::optional<Problem>(stale->problem) : std::nullopt}, plan, calls);
   t = Clock::now();
+  const double calls_before_judging = in_calls;
   r.c = obs.front().c;
   // Every check of the list, in order, on each call; the first finding decides the case. A call
   // the worker did not get to (it stops at a call that did not return) is not judged.
@@ -429,7 +449,8 @@ CaseOutcome check_case(Executor& executor, const Problem& input, const CaseOptio
     ctx.judgement = &judgement;
     if (call == CaseCall::run1)
       ctx.rerun_zero_padding = [&]() -> std::optional<std::vector<uint32_t>> {
-        const std::vector<CallObservation> zero = run({p, std::nullopt}, {{{0x00, poison1, false}, NVFP4_OK}});
+        const std::vector<CallObservation> zero =
+            run({p, std::nullopt}, {{{0x00, poison1, false}, NVFP4_OK}}, {CaseCall::run1});
         if (zero.front().end != CallObservation::End::returned || zero.front().rc != NVFP4_OK) return std::nullopt;
         return zero.front().c;
       };
@@ -469,7 +490,8 @@ CaseOutcome check_case(Executor& executor, const Problem& input, const CaseOptio
     r.verdict = why.empty() ? CaseOutcome::Verdict::pass : CaseOutcome::Verdict::unsupported;
     if (!why.empty()) r.message = "correctly refused: " + why;
   }
-  r.times.judge = since(t);
+  r.times.judge = std::max(0.0, since(t) - (in_calls - calls_before_judging));
+  t = Clock::now();
   if (options.existing_file.empty() && !options.case_dir.empty()) {
     const bool failed = r.verdict == CaseOutcome::Verdict::fail;
     // A failure keeps its case in full (the write-ahead record named only its seed, or could not
@@ -489,6 +511,7 @@ CaseOutcome check_case(Executor& executor, const Problem& input, const CaseOptio
       r.case_file.clear();
     }
   }
+  r.times.save += since(t);
   return r;
 }
 

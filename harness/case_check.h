@@ -26,9 +26,39 @@ struct CaseOptions {
   std::string existing_file;
 };
 
-// Where the parent's time went in one case, in seconds.
+// Where one case's time went in the process that judges it, in seconds, by step (the steps do
+// not overlap).
 struct CaseTimes {
-  double reference = 0, save = 0, kernel = 0, judge = 0;
+  double start = 0;      // the kernel's process started and its kernel described (the first case's)
+  double generate = 0;   // data expanded from its seed, and the stale-state data
+  double reference = 0;  // the exact reference
+  double save = 0;       // the case file written ahead, then removed (or written in full)
+  double buffers = 0;    // in the kernel's process: buffers laid out, uploaded, poisoned, read back, compared
+  // The rest of the round trips to the kernel's process: messages encoded, sent and decoded, a
+  // process started again after one was lost, and a lost call's wait.
+  double channel = 0;
+  double judge = 0;      // the oracle and every check
+  // The kernel's calls and the wait for their work, by call (a rerun with zero padding counts
+  // with run 1, whose check asked for it).
+  double calls[kCaseCalls] = {};
+  // Adds each step, named as in a report's stage_seconds ("run 1", ...), to add(name, seconds).
+  template <class Add>
+  void each(Add&& add) const {
+    if (start > 0) add("start", start);
+    add("generate", generate);
+    add("reference", reference);
+    add("save", save);
+    add("buffers", buffers);
+    for (int x = 0; x < kCaseCalls; ++x)
+      if (calls[x] > 0) add(to_string(static_cast<CaseCall>(x)), calls[x]);
+    add("channel", channel);
+    add("judge", judge);
+  }
+  double total() const {
+    double sum = 0;
+    each([&](const char*, double seconds) { sum += seconds; });
+    return sum;
+  }
 };
 
 struct CaseOutcome {

@@ -104,6 +104,7 @@ enum class CaseCall : uint8_t {
   stale,        // new data through the same pointers
 };
 const char* to_string(CaseCall call);  // "start", "unsupported", "run 1", "run 2", "stale"
+constexpr int kCaseCalls = static_cast<int>(CaseCall::stale) + 1;
 
 // Everything one check may look at for one call. The check functions take only this, so they
 // share one signature and check_case is a loop over the list.

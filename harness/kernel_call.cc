@@ -247,6 +247,11 @@ CallObservation KernelCaller::call(const CallSpec& spec) {
   const bool cuda = kernel_.is_cuda();
   const OpModule& op = op_module(p.op);
   const auto start = std::chrono::steady_clock::now();
+  // From the kernel's call until its work is done and C is back (a device error ends it there).
+  std::optional<std::chrono::steady_clock::time_point> called;
+  const auto since_call = [&] {
+    return called ? std::chrono::duration<double>(std::chrono::steady_clock::now() - *called).count() : 0.0;
+  };
   try {
     if (!memory_) memory_ = KernelMemory::create(kernel_.info->memory);
     KernelMemory& mem = *memory_;
@@ -334,6 +339,7 @@ CallObservation KernelCaller::call(const CallSpec& spec) {
         if (x.buffer) protect(*x.buffer, x.kind);
     }
     int rc = 0;
+    called = std::chrono::steady_clock::now();
     try {
       rc = kernel_.run(abi);
     } catch (const std::exception& e) {
@@ -356,6 +362,7 @@ CallObservation KernelCaller::call(const CallSpec& spec) {
     for (const auto& c : buf.outputs)
       if (c) c->fetch_async();
     mem.synchronize(timeout_s_);
+    out.kernel_seconds = since_call();
     const auto words = [&]() {
       std::vector<uint32_t> w;
       for (size_t x = 0; x < buf.outputs.size(); ++x)
@@ -414,6 +421,7 @@ CallObservation KernelCaller::call(const CallSpec& spec) {
       }
     }
   } catch (const DeviceError& e) {
+    if (out.kernel_seconds == 0) out.kernel_seconds = since_call();
     out.end = e.hung() ? CallObservation::End::device_hang : CallObservation::End::cuda_error;
     out.error = e.what();
     out.context_lost = cuda;

@@ -73,7 +73,8 @@ struct CallObservation {
   std::vector<uint32_t> c_later;  // once the whole device was done (== c for host kernels)
   std::vector<GuardReport> guards;   // damaged guard regions only
   std::vector<InputChange> inputs;   // changed inputs only
-  double seconds = 0;                // the call and the wait for its work
+  double seconds = 0;                // everything above: buffers laid out, uploaded, read back and compared, and the call
+  double kernel_seconds = 0;         // of that, the kernel's call and the wait for its work (C's read-back included)
   bool context_lost = false;         // the process must not be used for more cases
 };
 

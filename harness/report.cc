@@ -110,10 +110,7 @@ void KernelReport::add_time(const std::string& step, double sec) {
 
 void add_outcome(KernelReport& k, const CaseOutcome& r, int64_t case_index, const std::string& text,
                  const std::string& error_map, const std::string& reproduce) {
-  k.add_time("reference", r.times.reference);
-  k.add_time("save", r.times.save);
-  k.add_time("kernel", r.times.kernel);
-  k.add_time("judge", r.times.judge);
+  r.times.each([&](const char* step, double seconds) { k.add_time(step, seconds); });
   if (r.verdict == CaseOutcome::Verdict::skipped) {
     if (k.skipped_cases++ == 0) k.first_skip = r.message;
     return;

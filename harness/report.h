@@ -61,14 +61,21 @@ struct KernelReport {
   int64_t workers = 0;            // kernel processes started (a crash or timeout costs one)
   double warmup_seconds = 0;      // the first process's warm-up call (harness/warmup.h), not in `seconds`
   std::string stream;             // a Python kernel's stream: "current" or "legacy"
-  // Time by step, summed over cases and lanes: "reference", "save", "kernel", "judge",
-  // "generate", "report" (the parent's side), in the order they first occurred.
+  // Time by step, summed over cases and lanes, in the order the steps first occurred; in the JSON
+  // report under kStageSecondsKey. A run's steps add up to its lanes' time: "draw" (waiting for
+  // the case drawn ahead: its shape and data), "generate" (data expanded from a seed, the stale
+  // data), "reference", "save", "buffers", each call's kernel time ("run 1", "run 2", "stale",
+  // "unsupported"), "channel", "judge" (CaseTimes), "listeners" (progress, reports, error maps)
+  // and "other" (whatever none of these holds).
   std::vector<std::pair<std::string, double>> step_seconds;
   ScheduleStats drawn;            // what the schedule drew (run)
   std::optional<FailureRecord> failure;  // the first one
   bool interrupted = false;       // a signal cut its cases short (a verdict of skipped, unless one failed)
   void add_time(const std::string& step, double seconds);
 };
+
+// The JSON report's field (per kernel) holding KernelReport::step_seconds.
+inline constexpr const char* kStageSecondsKey = "stage_seconds";
 
 // Adds one case's outcome to a kernel's totals (the first failure is kept, with `text` and
 // `error_map` as rendered for it).

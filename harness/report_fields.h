@@ -136,7 +136,7 @@ if_all<KernelReport, K...> visit_fields(V&& v, K&... k) {
   v("seconds", FieldRule{P::always, M::sum}, k.seconds...);
   v("workers", FieldRule{P::always, M::sum}, k.workers...);
   v("warmup_seconds", FieldRule{P::if_set, M::max}, k.warmup_seconds...);
-  v("step_seconds", FieldRule{P::if_set, M::sum}, k.step_seconds...);
+  v(kStageSecondsKey, FieldRule{P::if_set, M::sum}, k.step_seconds...);
   v("drawn", FieldRule{P::if_set, M::sum}, k.drawn...);
   v("failure", FieldRule{P::if_set, M::own}, k.failure...);
 }

@@ -252,7 +252,8 @@ KernelReport check_kernel(const std::vector<Executor*>& lanes, const KernelDesc&
   struct Done {
     ScheduledCase c;  // without data
     CaseOutcome outcome;
-    double generate = 0, report = 0;  // drawing it; telling the listener
+    // The lane's seconds: waiting for the case drawn ahead, telling the listener, all of its turn.
+    double draw = 0, listeners = 0, lane = 0;
   };
   std::map<int64_t, Done> done;
   std::map<int64_t, CaseOutcome> failures;  // with their data, to be rendered
@@ -262,23 +263,21 @@ KernelReport check_kernel(const std::vector<Executor*>& lanes, const KernelDesc&
   struct Drawn {
     int64_t index = -1;
     ScheduledCase c;
-    double seconds = 0;
   };
   auto draw = [&]() -> std::optional<Drawn> {
     const int64_t index = settings.shard.case_index(next.fetch_add(1));
     if (settings.cases > 0 && index >= settings.cases) return std::nullopt;
     if (index > first_failure) return std::nullopt;
-    const auto t = Clock::now();
     Drawn d;
     d.index = index;
     d.c = schedule.at(index);
-    d.seconds = since(t);
     return d;
   };
   auto lane = [&](Executor* executor) {
     std::future<std::optional<Drawn>> ahead = std::async(std::launch::deferred, draw);
     for (;;) {
       if (stop) return;
+      const auto turn = Clock::now();
       std::optional<Drawn> drawn;
       try {
         drawn = ahead.get();
@@ -289,6 +288,7 @@ KernelReport check_kernel(const std::vector<Executor*>& lanes, const KernelDesc&
         stop = true;
         return;
       }
+      const double draw_wait = since(turn);
       if (!drawn) return;
       const int64_t index = drawn->index;
       if (index > first_failure) return;
@@ -318,7 +318,7 @@ KernelReport check_kernel(const std::vector<Executor*>& lanes, const KernelDesc&
       listener.case_done(kernel, index, out);
       const double report_s = since(told);
       drop_data(sc.problem);
-      Done d{std::move(sc), CaseOutcome{}, drawn->seconds, report_s};
+      Done d{std::move(sc), CaseOutcome{}, draw_wait, report_s, 0.0};
       if (failed) {
         int64_t lowest = first_failure;
         while (index < lowest && !first_failure.compare_exchange_weak(lowest, index)) {
@@ -328,6 +328,7 @@ KernelReport check_kernel(const std::vector<Executor*>& lanes, const KernelDesc&
       } else {
         d.outcome = without_data(std::move(out));
       }
+      d.lane = since(turn);
       done.emplace(index, std::move(d));
     }
   };
@@ -342,7 +343,7 @@ KernelReport check_kernel(const std::vector<Executor*>& lanes, const KernelDesc&
   // What one lane would have found: every case up to the first failure, in order.
   for (auto& [index, d] : done) {
     if (index > first_failure) break;
-    report.add_time("generate", d.generate);
+    report.add_time("draw", d.draw);
     report.drawn.add(d.c);
     const auto t = Clock::now();
     if (index == first_failure) {
@@ -350,7 +351,9 @@ KernelReport check_kernel(const std::vector<Executor*>& lanes, const KernelDesc&
     } else {
       add_outcome(report, d.outcome, index, "", "");
     }
-    report.add_time("report", d.report + (index == first_failure ? since(t) : 0.0));
+    report.add_time("listeners", d.listeners + (index == first_failure ? since(t) : 0.0));
+    // What no step holds, so that the steps add up to the lanes' time.
+    report.add_time("other", std::max(0.0, d.lane - d.draw - d.outcome.times.total() - d.listeners));
   }
   report.seconds = since(start);
   finish_report(report);

@@ -102,6 +102,7 @@ if_is<T, CallObservation> visit_fields(V&& v, T& o) {
   v("guards", o.guards, kInput);
   v("inputs", o.inputs, kInput);
   v("seconds", o.seconds, kInput);
+  v("kernel_seconds", o.kernel_seconds, kInput);
   v("context_lost", o.context_lost, kInput);
 }
 template <class V, class T>

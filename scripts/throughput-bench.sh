@@ -4,20 +4,29 @@
 # side by side with another build of the program (e.g. the previous main) in the same run.
 #
 # Usage: scripts/throughput-bench.sh [--program PATH] [--baseline PATH] [--seconds S] [--jobs N]
-#                                    [--kernels a,b,...] [--json FILE]
+#                                    [--kernels a,b,...] [--classes c,...] [--repeat R] [--json FILE]
 #   --program   the nvfp4check to measure (default: build/default/cli/nvfp4check, or $NVFP4_BUILD's)
 #   --baseline  another nvfp4check measured on the same shapes right after (optional)
 #   --seconds   per kernel and shape (default 8)
 #   --jobs      kernel processes per kernel (default: the program's own default); 1 is also measured
 #   --kernels   default: host_gemv_fp32,host_gemm_fp32, plus gemv_naive,gemm_tc where a GPU is
+#   --classes   default: tiny,small,medium
+#   --repeat    each row R times, the program and the baseline in alternation (default 1); the
+#               table shows the median, and with a baseline the ratio to its median, marked
+#               SLOWER below 0.9. A regression of the runner shows so on a loaded 2-core machine:
+#                 scripts/throughput-bench.sh --program build/gpu/cli/nvfp4check --baseline OLD \
+#                     --kernels host_gemv_fp32 --classes small --jobs 1 --seconds 4 --repeat 5
 # Size classes (multiply-adds): tiny <= 2^12, small <= 2^16, medium <= 2^22. The last lines are a
-# table: kernel, class, shape, jobs, cases/s, and the share of time in the kernel's calls (what
-# the worker reports), the reference, and the rest (generating, saving, judging, reports).
+# table: kernel, op, class, shape, jobs, cases/s, and where the lanes' time went (the report's
+# stage_seconds, adding up to 100%): the kernel's calls, the buffers in its process, the channel
+# to it, the reference, the data (drawing and generating), judging, saving, starting the
+# kernel's process, and the rest
+# (listeners and what no step holds).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 prog=${NVFP4_BUILD:+$NVFP4_BUILD/cli/nvfp4check}
 prog=${prog:-build/default/cli/nvfp4check}
-baseline="" seconds=8 jobs="" kernels="" json=""
+baseline="" seconds=8 jobs="" kernels="" json="" classes=tiny,small,medium repeat=1
 while [ $# -gt 0 ]; do
   case "$1" in
     --program) prog=$2; shift 2 ;;
@@ -25,8 +34,10 @@ while [ $# -gt 0 ]; do
     --seconds) seconds=$2; shift 2 ;;
     --jobs) jobs=$2; shift 2 ;;
     --kernels) kernels=$2; shift 2 ;;
+    --classes) classes=$2; shift 2 ;;
+    --repeat) repeat=$2; shift 2 ;;
     --json) json=$2; shift 2 ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
     *) echo "throughput-bench: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -55,41 +66,73 @@ measure() {  # program label kernel class jobs
   local extra=()
   [ -n "$j" ] && extra=(--jobs "$j")
   # The baseline may not know --jobs: it then runs with its own default.
-  if ! "$program" run --kernel "$kernel" --shape "$shape" --seconds "$seconds" --seed 1 --case-dir "$tmp/cases" \
-       --report "$report" "${extra[@]}" >"$tmp/out.log" 2>&1; then
-    [ -f "$report" ] || { echo "  $label $kernel $shape: no report"; tail -3 "$tmp/out.log"; return; }
-  fi
+  run_it() {
+    "$program" run --kernel "$kernel" --shape "$shape" --seconds "$seconds" --seed 1 --case-dir "$tmp/cases" \
+      --report "$report" "$@" >"$tmp/out.log" 2>&1
+  }
+  if ! run_it "${extra[@]}" && [ ! -f "$report" ] && [ ${#extra[@]} -gt 0 ]; then run_it; fi
+  [ -f "$report" ] || { echo "  $label $kernel $shape: no report"; tail -3 "$tmp/out.log"; return; }
   "$py" - "$report" "$label" "$kernel" "$class" "$shape" "${j:-default}" >>"$rows" <<'EOF'
 import json, sys
 report, label, kernel, cls, shape, jobs = sys.argv[1:]
 k = json.load(open(report))["kernels"][0]
-st = k.get("stage_seconds", {})
-total = sum(st.values()) or 1.0
-# Old reports name the kernel's calls "run 1", "run 2", "stale"; new ones "kernel".
-kernel_s = st.get("kernel", 0) + sum(v for n, v in st.items() if n.startswith("run ") or n == "stale")
-ref_s = st.get("reference", 0) + st.get("stale reference", 0)
-print(json.dumps({"build": label, "kernel": kernel, "class": cls, "shape": shape, "jobs": jobs,
+# "stage_seconds"; builds between 1 and 2 December 2026 wrote "step_seconds".
+st = k.get("stage_seconds") or k.get("step_seconds") or {}
+# Steps into the table's columns. The kernel's calls are "run 1", "run 2", "stale", "unsupported"
+# ("kernel" in older reports: there it held the whole round trip to the kernel's process).
+group = {"run 1": "kernel", "run 2": "kernel", "stale": "kernel", "unsupported": "kernel", "kernel": "kernel",
+         "buffers": "buffers", "channel": "channel", "reference": "reference", "stale reference": "reference",
+         "draw": "data", "generate": "data", "judge": "judge", "save": "save", "start": "start"}
+columns = ["kernel", "buffers", "channel", "reference", "data", "judge", "save", "start", "rest"]
+total = sum(st.values())
+shares = dict.fromkeys(columns, 0.0)
+for name, sec in st.items():
+    shares[group.get(name, "rest")] += sec / total if total > 0 else 0.0
+by_op = k.get("drawn", {}).get("by_op", {})
+print(json.dumps({"build": label, "kernel": kernel, "op": max(by_op, key=by_op.get) if by_op else "?",
+                  "class": cls, "shape": shape, "jobs": jobs,
                   "cases": k["cases"], "seconds": k["seconds"], "verdict": k["verdict"],
                   "cases_per_s": k["cases"] / max(k["seconds"], 1e-9),
-                  "kernel_share": kernel_s / total, "reference_share": ref_s / total,
-                  "stages": st}))
+                  "shares": shares, "stages": st}))
 EOF
 }
 
 IFS=, read -r -a klist <<<"$kernels"
+IFS=, read -r -a clist <<<"$classes"
 for kernel in "${klist[@]}"; do
-  for class in tiny small medium; do
-    measure "$prog" this "$kernel" "$class" "$jobs"
-    [ "${jobs:-x}" != 1 ] && measure "$prog" this "$kernel" "$class" 1
-    [ -n "$baseline" ] && measure "$baseline" baseline "$kernel" "$class" ""
+  for class in "${clist[@]}"; do
+    for _ in $(seq "$repeat"); do
+      measure "$prog" this "$kernel" "$class" "$jobs"
+      [ "${jobs:-x}" != 1 ] && measure "$prog" this "$kernel" "$class" 1
+      [ -n "$baseline" ] && measure "$baseline" baseline "$kernel" "$class" "$jobs"
+    done
   done
 done
 [ -n "$json" ] && cp "$rows" "$json"
 "$py" - "$rows" <<'EOF'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
-print(f"{'build':9} {'kernel':15} {'class':7} {'shape':12} {'jobs':>7} {'cases':>7} {'cases/s':>9} {'kernel%':>8} {'ref%':>6} verdict")
+columns = ["kernel", "buffers", "channel", "reference", "data", "judge", "save", "start", "rest"]
+# One line per build, kernel, class and jobs: the median run of its repetitions.
+groups = {}
 for r in rows:
-    print(f"{r['build']:9} {r['kernel']:15} {r['class']:7} {r['shape']:12} {r['jobs']:>7} {r['cases']:>7} "
-          f"{r['cases_per_s']:>9.1f} {100*r['kernel_share']:>7.1f}% {100*r['reference_share']:>5.1f}% {r['verdict']}")
+    groups.setdefault((r["kernel"], r["class"], r["jobs"], r["build"]), []).append(r)
+median = {}
+for key, runs in groups.items():
+    runs.sort(key=lambda r: r["cases_per_s"])
+    median[key] = runs[len(runs) // 2]
+print(f"{'build':9} {'kernel':15} {'op':5} {'class':7} {'shape':12} {'jobs':>7} {'runs':>4} {'cases':>7} {'cases/s':>9} "
+      + " ".join(f"{c[:7] + '%':>8}" for c in columns) + " verdict  vs baseline")
+for (kernel, cls, jobs, build), r in median.items():
+    runs = groups[(kernel, cls, jobs, build)]
+    base = median.get((kernel, cls, jobs, "baseline"))
+    ratio = ""
+    if build == "this" and base and base["cases_per_s"] > 0:
+        x = r["cases_per_s"] / base["cases_per_s"]
+        ratio = f"{x:.2f}x" + (" SLOWER" if x < 0.9 else "")
+    print(f"{build:9} {kernel:15} {r['op']:5} {cls:7} {r['shape']:12} {jobs:>7} {len(runs):>4} {r['cases']:>7} "
+          f"{r['cases_per_s']:>9.1f} " + " ".join(f"{100 * r['shares'][c]:>7.1f}%" for c in columns)
+          + f" {r['verdict']:7}  {ratio}")
+    if len(runs) > 1:
+        print(f"{'':9} {'':15} {'':5} {'':7} {'':12} {'':>7} runs: " + ", ".join(f"{x['cases_per_s']:.1f}" for x in runs))
 EOF

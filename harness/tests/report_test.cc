@@ -316,8 +316,8 @@ TEST(Report, ResultsAddUpAndTheReportHasSpecFields) {
   timed.flags = NVFP4_FLAG_MMA_ACCUMULATE;
   timed.step_seconds = {{"start", 0.5}, {"reference", 1.25}, {"run 1", 0.125}};
   const nlohmann::json t = report_json(std::nullopt, {timed}, "nvfp4check run --shape 7168x1x16384");
-  EXPECT_EQ(t["kernels"][0]["step_seconds"]["reference"], 1.25);
-  EXPECT_EQ(t["kernels"][0]["step_seconds"].size(), 3u);
+  EXPECT_EQ(t["kernels"][0]["stage_seconds"]["reference"], 1.25);
+  EXPECT_EQ(t["kernels"][0]["stage_seconds"].size(), 3u);
   EXPECT_EQ(t["kernels"][0]["accumulation"], "matrix-unit");
   EXPECT_EQ(step_text(timed), "start 0.50 s, reference 1.25 s, run 1 0.12 s");
 
