@@ -18,6 +18,7 @@
 #include "reference/exact_gemm.h"
 #include "reference/formats.h"
 #include "reference/oracle.h"
+#include "reference/quantize.h"
 #include "reference/scale_layout.h"
 
 namespace nvfp4 {
@@ -279,6 +280,84 @@ CheckOutcome kernelbench_check(Executor& executor, const MutationOptions& option
   return out;
 }
 
+namespace {
+
+// A quantizer's harness as the projects' own tests are written (shared/evidence/
+// field-study-2026-12.md): each case run once on zeroed buffers, then TransformerEngine's
+// comparison (codes and the valid part of the scales exact, padding never looked at) or
+// FlashInfer's (codes as values at rtol 1, atol 0.1; scales at rtol 0.1; padding never looked at).
+enum class QuantizerHarness { transformer_engine, flashinfer };
+
+double code_value(BlockFormat f, uint8_t code) {
+  if (packs_nibbles(f)) return e2m1_twice(code) / 2.0;
+  return code;  // MXFP8 elements: compared as bytes (no loose comparison is written for them)
+}
+double scale_value(BlockFormat f, uint8_t byte) {
+  if (f != BlockFormat::nvfp4) return byte == 0xFF ? std::nan("") : std::ldexp(1.0, static_cast<int>(byte) - 127);
+  const ScaleValue v = e4m3_decode(byte, ScaleSemantics::ue4m3);
+  return v.nan ? std::nan("") : std::ldexp(static_cast<double>(v.sig), v.exp);
+}
+bool close(double got, double want, double rtol, double atol) {
+  if (std::isnan(got) || std::isnan(want)) return std::isnan(got) && std::isnan(want);
+  return std::fabs(got - want) <= atol + rtol * std::fabs(want);
+}
+
+// Where a quantizer's output fails the harness's comparison, in words; "" when it passes.
+std::string quantizer_mismatch(const Problem& p, const std::vector<uint32_t>& words, QuantizerHarness h) {
+  const QuantResult ref = quantize_reference(p);
+  const std::vector<uint8_t> q(words.begin(), words.begin() + p.q_bytes()), laid(words.begin() + p.q_bytes(), words.end());
+  const std::vector<uint8_t> sfq = p.sf_layout == SfLayout::permuted ? sf_to_linear(laid.data(), p.m, p.qkb(), p.l) : laid;
+  const bool te = h == QuantizerHarness::transformer_engine;
+  for (size_t s = 0; s < ref.sfq.size(); ++s)
+    if (te ? sfq[s] != ref.sfq[s] : !close(scale_value(p.q_format, sfq[s]), scale_value(p.q_format, ref.sfq[s]), 0.1, 0))
+      return fmt::format("scale {}: 0x{:02x}, the reference's 0x{:02x}", s, sfq[s], ref.sfq[s]);
+  const int64_t elems = p.l * p.m * p.k;
+  for (int64_t e = 0; e < elems; ++e) {
+    const auto code = [&](const std::vector<uint8_t>& v) {
+      return packs_nibbles(p.q_format) ? static_cast<uint8_t>((v[static_cast<size_t>(e / 2)] >> (4 * (e % 2))) & 0xF)
+                                       : v[static_cast<size_t>(e)];
+    };
+    const uint8_t got = code(q), want = code(ref.q);
+    const bool ok = te || !packs_nibbles(p.q_format) ? code_value(p.q_format, got) == code_value(p.q_format, want)
+                                                     : close(code_value(p.q_format, got), code_value(p.q_format, want), 1.0, 0.1);
+    if (!ok) return fmt::format("element {}: code 0x{:x}, the reference's 0x{:x}", e, got, want);
+  }
+  return "";
+}
+
+CheckOutcome quantizer_harness_check(Executor& executor, const MutationOptions& options, QuantizerHarness h) {
+  CheckOutcome out;
+  out.ran = true;
+  const KernelDesc& kernel = executor.kernel();
+  ScheduleOptions so;
+  so.seed = mutation_case_seed(options.seed, kernel.name, h == QuantizerHarness::flashinfer ? "flashinfer" : "te", 0);
+  const Schedule schedule(kernel.info, kernel.name, so);
+  const auto start = Clock::now();
+  for (int64_t c = 0; c < options.weak_cases; ++c) {
+    const Problem p = schedule.at(c).problem;
+    ++out.cases;
+    CallSpec spec;
+    spec.pad = 0x00;
+    spec.poison = 0x0000;
+    spec.inputs_ready_first = true;
+    const CallObservation o = executor.run_case({p, std::nullopt}, {{spec, NVFP4_OK}}).front();
+    std::string why;
+    if (o.end != CallObservation::End::returned) why = o.error.empty() ? "the call did not return" : o.error;
+    else if (o.rc != NVFP4_OK) why = fmt::format("returned {} where a result is expected", o.rc);
+    else why = quantizer_mismatch(p, o.c_later, h);
+    if (!why.empty()) {
+      out.failed = true;
+      out.check = h == QuantizerHarness::flashinfer ? "allclose" : "exact";
+      out.message = why;
+      break;
+    }
+  }
+  out.seconds = seconds_since(start);
+  return out;
+}
+
+}  // namespace
+
 MutantRow analyse_mutant(Executor& executor, const MutationOptions& options) {
   const KernelDesc& kernel = executor.kernel();
   MutantRow row;
@@ -301,6 +380,10 @@ MutantRow analyse_mutant(Executor& executor, const MutationOptions& options) {
   if (options.weak_checks && weak_applies) {
     row.gpu_mode = gpu_mode_check(executor, options, options.weak_cases);
     row.kernelbench = kernelbench_check(executor, options);
+  } else if (options.weak_checks && kernel.supports_op(NVFP4_OP_QUANTIZE)) {
+    // A quantizer's table columns: FlashInfer's quantizer test, then TransformerEngine's.
+    row.gpu_mode = quantizer_harness_check(executor, options, QuantizerHarness::flashinfer);
+    row.kernelbench = quantizer_harness_check(executor, options, QuantizerHarness::transformer_engine);
   }
   return row;
 }
@@ -344,7 +427,12 @@ std::string kill_table(const std::vector<MutantRow>& rows) {
   t += fmt::format("killed: this suite {}/{}, GPU MODE style {}/{}, KernelBench style {}/{}", suite, ran, gpu_mode,
                    ran, kernelbench, ran);
   if (skipped) t += fmt::format(" ({} mutant(s) cannot run here)", skipped);
-  return t + "\n";
+  t += "\n";
+  if (std::any_of(rows.begin(), rows.end(), [](const MutantRow& r) { return r.name.find("_q_") != std::string::npos; }))
+    t += "quantizers (mut_*_q_*): the two columns are FlashInfer's quantizer test (codes as values at rtol 1, atol 0.1; "
+         "scales at rtol 0.1) and TransformerEngine's (codes and the valid part of the scales exact); neither looks at "
+         "the scale padding\n";
+  return t;
 }
 
 std::string honest_table(const std::vector<HonestRow>& rows) {
