@@ -139,22 +139,28 @@ float amax_ignoring_nan(const std::vector<float>& v, size_t begin, size_t end) {
   return m;
 }
 
-// te with a per-row global scale, one byte per code (low nibble first packing undone).
-void te_independent(const std::vector<float>& x, int64_t m, int64_t k, std::vector<uint8_t>& codes, std::vector<uint8_t>& sfq) {
+// te, ref and torchao with a per-row global scale (SPEC section 2's table), one byte per code.
+void nvfp4_independent(Recipe r, const std::vector<float>& x, int64_t m, int64_t k, std::vector<uint8_t>& codes,
+                       std::vector<uint8_t>& sfq) {
   const float c6 = static_cast<float>(1.0 / 6.0);
   for (int64_t i = 0; i < m; ++i) {
     const float amax = amax_ignoring_nan(x, i * k, (i + 1) * k);
-    float gs = div32(2688.0f, amax);
-    if (gs > FLT_MAX) gs = FLT_MAX;
-    if (amax == 0 || gs == 0) gs = 1;
+    float gs = r == Recipe::torchao ? div32(amax, 2688.0f) : div32(2688.0f, amax);
+    if (r == Recipe::te && gs > FLT_MAX) gs = FLT_MAX;
+    if (r == Recipe::te && (amax == 0 || gs == 0)) gs = 1;
     for (int64_t s = 0; s < k / 16; ++s) {
       const size_t b0 = static_cast<size_t>(i * k + s * 16);
-      float sf32 = mul32(amax_ignoring_nan(x, b0, b0 + 16), mul32(gs, c6));
-      if (sf32 > FLT_MAX) sf32 = FLT_MAX;
+      const float amax_b = amax_ignoring_nan(x, b0, b0 + 16);
+      float sf32 = r == Recipe::te ? mul32(amax_b, mul32(gs, c6)) : r == Recipe::ref ? mul32(gs, mul32(amax_b, c6))
+                                                                                    : div32(div32(amax_b, 6.0f), gs);
+      if (r == Recipe::te && sf32 > FLT_MAX) sf32 = FLT_MAX;
+      if (r == Recipe::torchao) sf32 = sf32 < 0x1p-6f ? 0x1p-6f : sf32 > 448.0f ? 448.0f : sf32;
       const uint8_t byte = e4m3_independent(sf32);
       sfq.push_back(byte);
-      float os = div32(1.0f, mul32(static_cast<float>(e4m3_independent_value(byte)), div32(1.0f, gs)));
-      if (os > FLT_MAX) os = FLT_MAX;
+      const float sf = byte == 0x7F ? NAN : static_cast<float>(e4m3_independent_value(byte));
+      float os = r == Recipe::torchao ? div32(div32(1.0f, gs), sf) : div32(1.0f, mul32(sf, div32(1.0f, gs)));
+      if (r == Recipe::te && os > FLT_MAX) os = FLT_MAX;
+      if (r == Recipe::ref && sf == 0) os = 0;
       for (size_t j = b0; j < b0 + 16; ++j) codes.push_back(e2m1_independent(mul32(x[j], os)));
     }
   }
@@ -209,7 +215,7 @@ std::vector<uint16_t> exhaustive_rows(bool te, bool as_maximum, float anchor, in
 }
 
 void check_exhaustive(Recipe r, bool as_maximum, float anchor) {
-  const bool te = r == Recipe::te;
+  const bool te = r != Recipe::mx_rceil;  // the NVFP4 recipes' rows: a block of 16 and an anchor block
   int64_t m = 0;
   const std::vector<uint16_t> words = exhaustive_rows(te, as_maximum, anchor, &m);
   // te: a block of 16 and its anchor block per row; rceil: one block of 32 per row.
@@ -218,7 +224,7 @@ void check_exhaustive(Recipe r, bool as_maximum, float anchor) {
   for (const uint16_t w : words) x.push_back(bf16_value(w));
   std::vector<uint8_t> codes, sfq;
   if (te) {
-    te_independent(x, m, 32, codes, sfq);
+    nvfp4_independent(r, x, m, 32, codes, sfq);
   } else {
     rceil_independent(x, codes, sfq);
   }
@@ -246,6 +252,10 @@ void check_exhaustive(Recipe r, bool as_maximum, float anchor) {
 TEST(QuantizeExhaustiveBf16, TeEveryValueAsBlockMaximum) { check_exhaustive(Recipe::te, true, 0); }
 TEST(QuantizeExhaustiveBf16, TeEveryValueAsMemberOfABlockOfMaximum6) { check_exhaustive(Recipe::te, false, 6.0f); }
 TEST(QuantizeExhaustiveBf16, TeEveryValueAsMemberOfABlockOfMaximum0p3) { check_exhaustive(Recipe::te, false, 0.3f); }
+TEST(QuantizeExhaustiveBf16, RefEveryValueAsBlockMaximum) { check_exhaustive(Recipe::ref, true, 0); }
+TEST(QuantizeExhaustiveBf16, RefEveryValueAsMemberOfABlockOfMaximum6) { check_exhaustive(Recipe::ref, false, 6.0f); }
+TEST(QuantizeExhaustiveBf16, TorchaoEveryValueAsBlockMaximum) { check_exhaustive(Recipe::torchao, true, 0); }
+TEST(QuantizeExhaustiveBf16, TorchaoEveryValueAsMemberOfABlockOfMaximum6) { check_exhaustive(Recipe::torchao, false, 6.0f); }
 TEST(QuantizeExhaustiveBf16, MxRceilEveryValueAsBlockMaximum) { check_exhaustive(Recipe::mx_rceil, true, 0); }
 TEST(QuantizeExhaustiveBf16, MxRceilEveryValueAsMemberOfABlockOfMaximum6) { check_exhaustive(Recipe::mx_rceil, false, 6.0f); }
 TEST(QuantizeExhaustiveBf16, MxRceilEveryValueAsMemberOfABlockOfMaximum1e30) { check_exhaustive(Recipe::mx_rceil, false, 1e30f); }
