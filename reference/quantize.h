@@ -30,9 +30,12 @@ std::vector<float> quantize_global_scales(const Problem& p);
 enum class QuantVariant : uint8_t {
   exact,              // the recipe as SPEC section 2 writes it
   other_association,  // gs * (amax * c6) where the recipe has amax * (gs * c6), and the reverse
-  approx_reciprocal,  // both reciprocals within 1 ulp (rcp.approx.ftz): `fast`'s window
+  approx_reciprocal,  // both reciprocals within 1 ulp (rcp.approx.ftz): `fast`'s window.
+                      // quantize_reference gives the extreme of largest os (the outer
+                      // reciprocal 1 ulp up, the inner one 1 ulp down; torchao: RN(1/pts) up);
+                      // the failure text accepts any code between the two extremes
   scale_toward_zero,  // the E4M3 / E8M0 scale rounded toward zero instead of to nearest
-  os_from_unrounded,  // the encode factor from the scale before its E4M3 rounding
+  os_from_unrounded,  // the encode factor from the scale before its E4M3 / E8M0 rounding
   decode_as_encode,   // the global scale used the other way round (1/gs for gs)
 };
 const char* to_string(QuantVariant v);
@@ -40,7 +43,9 @@ const char* to_string(QuantVariant v);
 // The reference quantization of p: Q (l*m*k/2 packed E2M1 bytes, or l*m*k bytes for MXFP8) and
 // SFQ (l*m*qkb scale bytes, LINEAR order), with each block's encode factor os (linear order,
 // like SFQ) and the global scales handed over. Throws std::invalid_argument for a problem that is
-// not a valid quantize problem with data.
+// not a valid quantize problem with data. An E8M0 NaN scale (0xFF: mx_floor and mx_even on an Inf
+// amax) has os = NaN, torchao's inverse, so its block's codes are the NaN codes (E2M1 +6 = 0x7,
+// E4M3/E5M2 0x7F); an all-NaN block's amax is 0.
 struct QuantResult {
   std::vector<uint8_t> q, sfq;
   std::vector<float> os;
