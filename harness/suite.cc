@@ -18,7 +18,6 @@
 #include <fmt/format.h>
 
 #include "gpu_reference/exact_gemm_gpu.h"
-#include "harness/case_input.h"
 #include "harness/run_identity.h"
 #include "harness/warmup.h"
 #include "reference/case_file.h"
