@@ -166,8 +166,9 @@ std::vector<SuiteKernel> find_kernels(const std::vector<std::string>& plugins, c
     SuiteKernel k;
     k.desc = d;
     k.command = kernel_worker_command(d.name, plugins, timeout_s);
-    if (d.origin != "builtin") k.replay_args = {"--plugin", std::filesystem::absolute(d.origin).string()};
-    k.replay_args.insert(k.replay_args.end(), {"--kernel", d.name});
+    // The kernel, then where it comes from: the order a campaign's replay lines have too.
+    k.replay_args = {"--kernel", d.name};
+    if (d.origin != "builtin") k.replay_args.insert(k.replay_args.end(), {"--plugin", std::filesystem::absolute(d.origin).string()});
     out.push_back(std::move(k));
   };
   if (names.empty()) {

@@ -262,6 +262,15 @@ TEST(Report, ShellQuotingSurvivesQuotes) {
   EXPECT_EQ(shell_quote(""), "''");
 }
 
+TEST(Report, ReproduceLinesSplitBackIntoTheirWords) {
+  const KernelArgs args = {"--kernel", "k", "--python", "it's a file.py:fn", ""};
+  const std::optional<std::vector<std::string>> words = shell_words(reproduce_command("/tmp/a b.case", args));
+  ASSERT_TRUE(words);
+  const std::vector<std::string> want = {"nvfp4check", "replay", "/tmp/a b.case", "--kernel", "k", "--python",
+                                         "it's a file.py:fn", ""};
+  EXPECT_EQ(*words, want);
+  EXPECT_FALSE(shell_words("nvfp4check replay 'open"));
+}
 
 TEST(Report, ResultsAddUpAndTheReportHasSpecFields) {
   KernelReport k;
