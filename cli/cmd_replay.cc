@@ -15,7 +15,6 @@
 
 #include "cli/arguments.h"
 #include "cli/commands.h"
-#include "harness/case_input.h"
 #include "cli/python_kernel.h"
 #include "harness/listeners.h"
 #include "harness/suite.h"

@@ -71,9 +71,8 @@ bool decode_fuzz_input(const uint8_t* data, size_t size, Problem* out);
 bool decode_fuzz_input(const uint8_t* data, size_t size, const FuzzDecodeOptions& options,
                        Problem* out);
 
-// The same as a harness/case_input.h BinaryCaseDecoder, so `nvfp4check replay` reads kernel-fuzzer
-// inputs with one line: nvfp4::set_binary_case_decoder(nvfp4::decode_fuzz_case);
-// `kernel` may be null (no fitting); nullopt with *why set when the bytes are over the caps.
+// decode_fuzz_input of a byte string, fitted to `kernel` (null: no fitting); nullopt with *why
+// set when the bytes are over the caps.
 std::optional<Problem> decode_fuzz_case(const std::string& bytes, const nvfp4_kernel_info* kernel,
                                         std::string* why);
 

@@ -470,11 +470,7 @@ CaseOutcome check_case(Executor& executor, const Problem& input, const CaseOptio
       }
     }
     if (!f) continue;
-    // Findings about how a later call ended say which call it was.
-    const bool about_the_call = f->check < Check::unsupported_touched_output;
-    if (about_the_call && call == CaseCall::unsupported) f->message += " (" + why + ")";
-    if (call == CaseCall::run2 && (about_the_call || f->check == Check::oracle)) f->message = "second run: " + f->message;
-    if (call == CaseCall::stale && about_the_call) f->message = "after new data in place: " + f->message;
+    say_which_call(*f, call, why);
     r.verdict = CaseOutcome::Verdict::fail;
     r.finding = std::move(f);
     r.call = call;

@@ -15,18 +15,19 @@ namespace {
 struct CheckEntry {
   const char* name;
   bool blames_elements;
+  CallNaming names_call;
   const char* meaning;
 };
 
 constexpr CheckEntry kEntries[] = {
-#define NVFP4_CHECK_ENTRY(id, name, blames, meaning) {name, blames, meaning},
+#define NVFP4_CHECK_ENTRY(id, name, blames, names_call, meaning) {name, blames, CallNaming::names_call, meaning},
     NVFP4_CHECKS(NVFP4_CHECK_ENTRY)
 #undef NVFP4_CHECK_ENTRY
 };
 
 using CheckFunction = std::optional<Finding> (*)(const CallContext&);
 constexpr CheckFunction kFunctions[] = {
-#define NVFP4_CHECK_POINTER(id, name, blames, meaning) &check_##id,
+#define NVFP4_CHECK_POINTER(id, name, blames, names_call, meaning) &check_##id,
     NVFP4_CHECKS(NVFP4_CHECK_POINTER)
 #undef NVFP4_CHECK_POINTER
 };
@@ -97,6 +98,14 @@ Finding blamed(Check check, const std::string& context, Finding f) {
 const char* check_name(Check c) { return entry(c).name; }
 const char* check_meaning(Check c) { return entry(c).meaning; }
 bool blames_elements(Check c) { return entry(c).blames_elements; }
+CallNaming names_call(Check c) { return entry(c).names_call; }
+
+void say_which_call(Finding& f, CaseCall call, const std::string& unsupported_why) {
+  const CallNaming naming = names_call(f.check);
+  if (naming == CallNaming::every && call == CaseCall::unsupported) f.message += " (" + unsupported_why + ")";
+  if (naming != CallNaming::none && call == CaseCall::run2) f.message = "second run: " + f.message;
+  if (naming == CallNaming::every && call == CaseCall::stale) f.message = "after new data in place: " + f.message;
+}
 
 std::optional<Check> check_from_name(std::string_view name) {
   for (Check c : kAllChecks)

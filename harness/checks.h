@@ -19,38 +19,41 @@
 
 namespace nvfp4 {
 
-// X(id, name, blames_elements, meaning)
-#define NVFP4_CHECKS(X)                                                                                              \
-  /* How the call ended. */                                                                                          \
-  X(crash, "crash", false, "the kernel's process died")                                                              \
-  X(timeout, "timeout", false, "a call did not finish within the watchdog's time")                                   \
-  X(protocol, "protocol", false, "the kernel's process sent the runner something it did not ask for")                \
-  X(exception, "exception", false, "the kernel threw an exception (C++ or Python)")                                  \
-  X(cuda_error, "cuda-error", false, "a CUDA error during or after the call")                                        \
-  /* What it returned and what it touched besides C. */                                                              \
-  X(ignored_unsupported, "ignored-unsupported", false, "a problem outside the declared constraints was not refused") \
-  X(refused_supported, "refused-supported", false, "NVFP4_UNSUPPORTED for a problem inside the declared constraints") \
-  X(kernel_error, "kernel-error", false, "NVFP4_ERROR, or a return code that is no NVFP4_* code")                     \
-  X(guard, "guard", false, "a write before or past the end of a buffer")                                             \
-  X(inputs_modified, "inputs-modified", false, "an input buffer changed during the call")                            \
-  X(stream, "stream", false, "C changed after the runner's stream had finished: work on another stream")             \
-  /* C. */                                                                                                           \
-  X(unsupported_touched_output, "unsupported-touched-output", false, "NVFP4_UNSUPPORTED returned, but C was written") \
-  X(unwritten_output, "unwritten-output", false, "an output element still holds the runner's NaN poison")            \
-  X(nan_padding, "nan-padding", true,                                                                                \
-    "the output depends on the permuted layout's padding cells (filled with NaN scales)")                            \
-  X(oracle, "oracle", true, "an output element outside what the oracle accepts (SPEC section 3)")                    \
-  X(determinism, "determinism", false, "two runs on the same inputs differ, and NONDETERMINISTIC is not declared")   \
-  X(stale_state, "stale-state", true, "after new data through the same pointers, the output did not follow the data")
+// X(id, name, blames_elements, names_call, meaning). names_call: which later calls a finding's
+// message names ("second run: ...", "after new data in place: ...", the refused problem's
+// reason): `every` for what is about the call itself (how it ended, what it returned or touched),
+// `run2` for a result judged again on the second run, `none` for checks whose message says it.
+#define NVFP4_CHECKS(X)                                                                                                \
+  /* How the call ended. */                                                                                            \
+  X(crash, "crash", false, every, "the kernel's process died")                                                         \
+  X(timeout, "timeout", false, every, "a call did not finish within the watchdog's time")                              \
+  X(protocol, "protocol", false, every, "the kernel's process sent the runner something it did not ask for")           \
+  X(exception, "exception", false, every, "the kernel threw an exception (C++ or Python)")                             \
+  X(cuda_error, "cuda-error", false, every, "a CUDA error during or after the call")                                   \
+  /* What it returned and what it touched besides C. */                                                                \
+  X(ignored_unsupported, "ignored-unsupported", false, every, "a problem outside the declared constraints was not refused") \
+  X(refused_supported, "refused-supported", false, every, "NVFP4_UNSUPPORTED for a problem inside the declared constraints") \
+  X(kernel_error, "kernel-error", false, every, "NVFP4_ERROR, or a return code that is no NVFP4_* code")               \
+  X(guard, "guard", false, every, "a write before or past the end of a buffer")                                        \
+  X(inputs_modified, "inputs-modified", false, every, "an input buffer changed during the call")                       \
+  X(stream, "stream", false, every, "C changed after the runner's stream had finished: work on another stream")        \
+  /* C. */                                                                                                             \
+  X(unsupported_touched_output, "unsupported-touched-output", false, none, "NVFP4_UNSUPPORTED returned, but C was written") \
+  X(unwritten_output, "unwritten-output", false, none, "an output element still holds the runner's NaN poison")        \
+  X(nan_padding, "nan-padding", true, none,                                                                            \
+    "the output depends on the permuted layout's padding cells (filled with NaN scales)")                              \
+  X(oracle, "oracle", true, run2, "an output element outside what the oracle accepts (SPEC section 3)")                \
+  X(determinism, "determinism", false, none, "two runs on the same inputs differ, and NONDETERMINISTIC is not declared") \
+  X(stale_state, "stale-state", true, none, "after new data through the same pointers, the output did not follow the data")
 
 enum class Check : uint8_t {
-#define NVFP4_CHECK_ENUM(id, name, blames, meaning) id,
+#define NVFP4_CHECK_ENUM(id, name, blames, names_call, meaning) id,
   NVFP4_CHECKS(NVFP4_CHECK_ENUM)
 #undef NVFP4_CHECK_ENUM
 };
 
 inline constexpr Check kAllChecks[] = {
-#define NVFP4_CHECK_VALUE(id, name, blames, meaning) Check::id,
+#define NVFP4_CHECK_VALUE(id, name, blames, names_call, meaning) Check::id,
     NVFP4_CHECKS(NVFP4_CHECK_VALUE)
 #undef NVFP4_CHECK_VALUE
 };
@@ -62,6 +65,9 @@ std::optional<Check> check_from_name(std::string_view name);
 const char* check_meaning(Check c);
 // Whether a failure of this check blames output elements (the report then names the first one).
 bool blames_elements(Check c);
+// Which later calls a finding of this check names in its message (the list's names_call).
+enum class CallNaming : uint8_t { every, run2, none };
+CallNaming names_call(Check c);
 
 // A failed check: which, and one paragraph a person can act on.
 struct Finding {
@@ -106,6 +112,10 @@ enum class CaseCall : uint8_t {
 const char* to_string(CaseCall call);  // "start", "unsupported", "run 1", "run 2", "stale"
 constexpr int kCaseCalls = static_cast<int>(CaseCall::stale) + 1;
 
+// f's message naming the call it came from, as names_call(f.check) says: "second run: ...",
+// "after new data in place: ...", or the refused problem's reason after it.
+void say_which_call(Finding& f, CaseCall call, const std::string& unsupported_why);
+
 // Everything one check may look at for one call. The check functions take only this, so they
 // share one signature and check_case is a loop over the list.
 struct CallContext {
@@ -136,7 +146,7 @@ const OracleSummary& judged(const CallContext& x);
 
 // One function per check: a Finding when the check fails for this call, nullopt when it passes
 // or does not apply to this call.
-#define NVFP4_CHECK_FUNCTION(id, name, blames, meaning) std::optional<Finding> check_##id(const CallContext& x);
+#define NVFP4_CHECK_FUNCTION(id, name, blames, names_call, meaning) std::optional<Finding> check_##id(const CallContext& x);
 NVFP4_CHECKS(NVFP4_CHECK_FUNCTION)
 #undef NVFP4_CHECK_FUNCTION
 

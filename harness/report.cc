@@ -93,6 +93,35 @@ std::string shell_quote(const std::string& word) {
   return q + "'";
 }
 
+std::optional<std::vector<std::string>> shell_words(const std::string& line) {
+  std::vector<std::string> words;
+  std::string word;
+  bool in_word = false;
+  for (size_t x = 0; x < line.size(); ++x) {
+    const char ch = line[x];
+    if (ch == ' ') {
+      if (in_word) words.push_back(std::move(word));
+      word.clear();
+      in_word = false;
+    } else if (ch == '\'') {
+      const size_t end = line.find('\'', x + 1);
+      if (end == std::string::npos) return std::nullopt;
+      word += line.substr(x + 1, end - x - 1);
+      x = end;
+      in_word = true;
+    } else if (ch == '\\') {
+      if (x + 1 >= line.size()) return std::nullopt;
+      word += line[++x];
+      in_word = true;
+    } else {
+      word += ch;
+      in_word = true;
+    }
+  }
+  if (in_word) words.push_back(std::move(word));
+  return words;
+}
+
 std::string reproduce_command(const std::string& case_file, const KernelArgs& kernel_args) {
   std::string t = "nvfp4check replay " + shell_quote(case_file);
   for (const std::string& a : kernel_args) t += " " + shell_quote(a);

@@ -26,6 +26,9 @@ using KernelArgs = std::vector<std::string>;
 // "nvfp4check replay CASE ARGS...", each word quoted for a POSIX shell where it needs to be.
 std::string reproduce_command(const std::string& case_file, const KernelArgs& kernel_args);
 std::string shell_quote(const std::string& word);
+// The words of a line that reproduce_command wrote (plain words and '...' quoting, with '\''
+// for a quote), or nullopt for a line it could not have written.
+std::optional<std::vector<std::string>> shell_words(const std::string& line);
 
 // The first failure of a kernel, as reported.
 struct FailureRecord {

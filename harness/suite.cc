@@ -20,7 +20,6 @@
 #include <fmt/format.h>
 
 #include "gpu_reference/exact_gemm_gpu.h"
-#include "harness/case_input.h"
 #include "harness/run_identity.h"
 #include "harness/warmup.h"
 #include "reference/case_file.h"
@@ -230,8 +229,9 @@ std::vector<SuiteKernel> select_kernels(const std::vector<std::string>& plugins,
     SuiteKernel k;
     k.desc = d;
     k.command = kernel_worker_command(d.name, plugins, timeout_s);
-    if (d.origin != "builtin") k.replay_args = {"--plugin", std::filesystem::absolute(d.origin).string()};
-    k.replay_args.insert(k.replay_args.end(), {"--kernel", d.name});
+    // The kernel, then where it comes from: the order a campaign's replay lines have too.
+    k.replay_args = {"--kernel", d.name};
+    if (d.origin != "builtin") k.replay_args.insert(k.replay_args.end(), {"--plugin", std::filesystem::absolute(d.origin).string()});
     out.push_back(std::move(k));
   }
   return out;

@@ -5,14 +5,11 @@
 // Lanes after the first start once the first is warm, so they load from the compiler's cache.
 #pragma once
 
-#include <functional>
-#include <vector>
+#include <string>
 
 #include "harness/kernel_call.h"
 
 namespace nvfp4 {
-
-class WorkerExecutor;
 
 // The warm-up's problem: the smallest inside what info declares (its first op and layout, each
 // dimension its declared multiple, k at least 64, alpha 1, seeded data). Throws
@@ -20,11 +17,5 @@ class WorkerExecutor;
 CaseData warmup_case(const nvfp4_kernel_info& info);
 // "128x1x64 gemv" for messages.
 std::string warmup_shape_text(const Problem& p);
-
-// Warms the first lane up, on this thread; the others warm up when their cases begin, loading
-// from the compiler's cache. `tick` is called about once a second with the seconds spent so far
-// (the progress line). Returns the first lane's warm-up seconds (the compile). A failed warm-up
-// is handed to every lane, so none of them compiles again.
-double warm_up_lanes(const std::vector<WorkerExecutor*>& lanes, const std::function<void(double)>& tick);
 
 }  // namespace nvfp4

@@ -16,6 +16,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
 #include <cstdlib>
 #include <cstring>
 
@@ -438,6 +441,45 @@ std::vector<CallObservation> WorkerExecutor::run_calls(const CaseData& data, con
                             "into the runner's channel?)"));
     return out;
   }
+}
+
+namespace {
+
+// Runs work on this thread (a worker started on a thread that ends would get its parent-death
+// signal), ticking about once a second from another until it is done.
+template <typename Work>
+void with_ticks(Work work, std::chrono::steady_clock::time_point start, const std::function<void(double)>& tick) {
+  std::mutex mutex;
+  std::condition_variable cv;
+  bool done = false;
+  std::thread ticker([&] {
+    std::unique_lock<std::mutex> lock(mutex);
+    while (!cv.wait_for(lock, std::chrono::seconds(1), [&] { return done; }))
+      if (tick) tick(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  });
+  work();
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    done = true;
+  }
+  cv.notify_all();
+  ticker.join();
+}
+
+}  // namespace
+
+double warm_up_lanes(const std::vector<WorkerExecutor*>& lanes, const std::function<void(double)>& tick) {
+  if (lanes.empty() || !lanes.front()->warms_up()) return 0;
+  const auto start = std::chrono::steady_clock::now();
+  double first = 0;
+  with_ticks([&] { first = lanes.front()->warm_up(); }, start, tick);
+  if (const std::optional<CallObservation>& failed = lanes.front()->warmup_failure()) {
+    for (size_t x = 1; x < lanes.size(); ++x) lanes[x]->set_warmup_failure(*failed);
+    return first;
+  }
+  // The other lanes warm up as their cases begin, each on its lane's thread (their processes
+  // must not outlive the thread that started them), loading what the first one compiled.
+  return first;
 }
 
 std::vector<KernelDesc> list_kernels(const std::vector<std::string>& plugins, double timeout_s) {

@@ -8,6 +8,7 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -87,6 +88,12 @@ class WorkerExecutor final : public Executor {
   KernelDesc desc_;
   FrameReader frames_;  // what the worker sent that is not taken yet
 };
+
+// Warms the first lane up, on this thread; the others warm up when their cases begin, loading
+// from the compiler's cache. `tick` is called about once a second with the seconds spent so far
+// (the progress line). Returns the first lane's warm-up seconds (the compile). A failed warm-up
+// is handed to every lane, so none of them compiles again.
+double warm_up_lanes(const std::vector<WorkerExecutor*>& lanes, const std::function<void(double)>& tick);
 
 // A worker that could not start: missing plugin symbol, unknown kernel, a plugin whose loading
 // crashed, hung or exited. what() says which.

@@ -17,6 +17,17 @@
 
 namespace nvfp4::kern {
 
+// A float's bits and back (the one pair every kernel, honest variant and mutant uses).
+NVFP4_KERNEL_HD uint32_t float_bits(float f) {
+#if defined(__CUDA_ARCH__)
+  return __float_as_uint(f);
+#else
+  uint32_t x;
+  memcpy(&x, &f, sizeof x);
+  return x;
+#endif
+}
+
 NVFP4_KERNEL_HD float float_from_bits(uint32_t bits) {
 #if defined(__CUDA_ARCH__)
   return __uint_as_float(bits);

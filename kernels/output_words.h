@@ -14,7 +14,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "kernels/block_scaled_decode.h"  // NVFP4_KERNEL_HD, float_from_bits
+#include "kernels/block_scaled_decode.h"  // NVFP4_KERNEL_HD, float_bits, float_from_bits
 #include "kernels/nvfp4_kernel_abi.h"
 
 #if defined(__CUDACC__)
@@ -27,16 +27,6 @@
 #endif
 
 namespace nvfp4::kern {
-
-NVFP4_KERNEL_HD uint32_t float_bits(float f) {
-#if defined(__CUDA_ARCH__)
-  return __float_as_uint(f);
-#else
-  uint32_t x;
-  memcpy(&x, &f, sizeof x);
-  return x;
-#endif
-}
 
 // FP32 -> BF16 (8 significant bits, FP32's exponent range), round to nearest even on the bits:
 // a carry out of the mantissa moves into the exponent, and out of the largest finite value onto

@@ -55,8 +55,16 @@ pack=""
 
 usage() { sed -n '2,31p' "$0"; }
 die() { echo "fuzz-campaign.sh: $*" >&2; exit 2; }
-need_value() { [[ $# -ge 2 && -n "$2" ]] || die "$1 needs a value (see --help)"; }
+# An option's value: never the next option (`--kernel --seconds 5` is a missing kernel name).
+need_value() {
+  [[ $# -ge 2 && -n "$2" ]] || die "$1 needs a value (see --help)"
+  [[ "$2" != --* ]] || die "$1 needs a value, not the option $2 (see --help)"
+}
 is_count() { [[ "$1" =~ ^[1-9][0-9]*$ ]]; }
+# Whether $1 is a whole number of at most $2 (both below 2^62): shell arithmetic wraps past 2^63,
+# and libFuzzer's -seed and -max_total_time are 32-bit.
+at_most() { [[ "$1" =~ ^[0-9]+$ && ${#1} -le 18 ]] && (( 10#$1 <= $2 )); }
+kMaxSeconds=2147483647
 
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -67,7 +75,9 @@ while [[ $# -gt 0 ]]; do
     --gpus) need_value "$@"; gpus="$2"; shift 2 ;;
     --workers) need_value "$@"; workers="$2"; shift 2 ;;
     --seconds) need_value "$@"; seconds="$2"; shift 2 ;;
-    --minutes) need_value "$@"; is_count "$2" || die "--minutes needs a positive integer"; seconds=$(( $2 * 60 )); shift 2 ;;
+    --minutes) need_value "$@"; is_count "$2" && at_most "$2" $(( kMaxSeconds / 60 )) ||
+                 die "--minutes needs a positive integer of at most $(( kMaxSeconds / 60 ))"
+               seconds=$(( 10#$2 * 60 )); shift 2 ;;
     --out) need_value "$@"; out="$2"; shift 2 ;;
     --seeds) need_value "$@"; seeds="$2"; shift 2 ;;
     --no-seeds) no_seeds=1; shift ;;
@@ -82,11 +92,12 @@ while [[ $# -gt 0 ]]; do
 done
 
 case "$target" in kernel|reference|case_file) ;; *) die "--target must be kernel, reference or case_file" ;; esac
-is_count "$seconds" || die "--seconds needs a positive integer"
+is_count "$seconds" && at_most "$seconds" $kMaxSeconds || die "--seconds needs a positive integer of at most $kMaxSeconds"
 [[ "$max_crashes" =~ ^[0-9]+$ ]] || die "--max-crashes needs a non-negative integer"
 is_count "$timeout_s" || die "--timeout needs a positive integer"
 [[ -z "$base_seed" ]] && base_seed=$(( $(date +%s) % 1000000 ))
-[[ "$base_seed" =~ ^[0-9]+$ ]] || die "--seed needs a non-negative integer"
+# Worker w's run r uses seed + 1000 w + r, which must stay a 32-bit libFuzzer seed.
+at_most "$base_seed" 4000000000 || die "--seed needs a non-negative integer of at most 4000000000 (libFuzzer's seeds are 32-bit)"
 
 if [[ -n "$pack" ]]; then
   [[ -d "$build/fuzz" ]] || die "no build folder at $build"

@@ -2,11 +2,13 @@
 # A campaign across a Slurm cluster: a job array whose tasks each take one GPU (--gres=gpu:1) or
 # a share of a node's cores, running either shards of one `nvfp4check run` (--mode run: task I is
 # `run --shard I/N`) or libFuzzer workers of the kernel fuzzer over one corpus directory (--mode
-# fuzz); then a job that depends on the array (--dependency=afterany) merges the shards' reports
-# (`nvfp4check merge`) or the corpus (-merge=1), turns every crash into case files, replays each
-# with the kernel and plugin that found it, and writes DIR/summary.txt: per task its Slurm state,
-# device, time and cases/s or exec/s, then coverage and every failure with the shard or task that
-# found it and its replay. DIR must be on a file system every node sees (docs/CAMPAIGNS.md).
+# fuzz); then a job that depends on the array (--dependency=afterany) writes DIR/summary.txt: per
+# task its Slurm state, device and time, then in run mode the program's account (`nvfp4check merge
+# --summary`: each shard's cases/s, the merged report, every shard's first failure replayed through
+# its own reproduce line, the verdict), in fuzz mode the corpus merged (-merge=1), exec/s, coverage
+# and every crash turned into case files and replayed with the kernel and plugin that found it.
+# Arguments every task would refuse are refused at submit (exit 2). DIR must be on a file system
+# every node sees (docs/CAMPAIGNS.md).
 #
 # Usage:
 #   scripts/slurm-campaign.sh submit --dir DIR [campaign options] [Slurm options]
@@ -164,23 +166,6 @@ slurm_state() {
 
 field_of() { sed -n "s/^$2=//p" "$1" 2>/dev/null | head -1; }
 
-# One line per kernel and shard report: name, origin, verdict, cases, seconds, failure index,
-# check, case file, and whether the origin was loaded as a plugin.
-report_rows() {
-  python3 - "$@" <<'EOF'
-import json, sys
-for path in sys.argv[1:]:
-    r = json.load(open(path))
-    shard = r.get("shard", {}).get("index", 0)
-    for k in r["kernels"]:
-        f = k.get("failure") or {}
-        plugin = k["origin"] if k["origin"] != "builtin" and (" --plugin " + k["origin"]) in r["command"] else ""
-        print("\t".join(str(x) for x in (shard, k["name"], k["verdict"], k["cases"], k["seconds"],
-                                         f.get("case_index", ""), f.get("check", ""), f.get("case_file", ""),
-                                         plugin or "-")))
-EOF
-}
-
 # ---- The job after the array: merge, replay, summary. ----
 finish_main() {
   local round=$1 dir array summary status=0 incomplete=0 found=0 r
@@ -218,11 +203,8 @@ finish_main() {
     secs="-"
     [[ -n "$start" && -n "$end" ]] && secs=$(awk -v a="$start" -v b="$end" 'BEGIN {printf "%.1f", b - a}')
     work="-" rate="-"
-    if [[ $mode == run && -f "$dir/reports/shard-$i.json" && "$state" == COMPLETED ]]; then
-      work=$(report_rows "$dir/reports/shard-$i.json" | awk -F'\t' '{c += $4} END {print c + 0}')
-      rate=$(report_rows "$dir/reports/shard-$i.json" | awk -F'\t' '{c += $4; s += $5} END {if (s > 0) printf "%.1f", c / s; else print "-"}')
-      work="$work cases" rate="$rate/s"
-    elif [[ $mode == fuzz && -f "$round/logs/task-$i.log" ]]; then
+    # Run mode: each shard's cases and rate come with the merge's summary below.
+    if [[ $mode == fuzz && -f "$round/logs/task-$i.log" ]]; then
       work=$(grep -oE "stat::number_of_executed_units:[[:space:]]+[0-9]+" "$round/logs/task-$i.log" | awk '{s += $2} END {print s + 0}')
       [[ "$secs" != "-" ]] && rate=$(awk -v e="$work" -v s="$secs" 'BEGIN {if (s > 0) printf "%.1f", e / s; else print "-"}')
       work="$work execs" rate="$rate/s"
@@ -232,40 +214,21 @@ finish_main() {
   done
 
   if [[ $mode == run ]]; then
-    local -a reports=() missing=()
+    # The program gives the account: each shard's work, the merge, every shard's first failure
+    # replayed through its own reproduce line, and the verdict (0, 1, 2, or 3 incomplete).
+    local -a reports=() incomplete_tasks=()
     for (( i = 0; i < tasks; ++i )); do
-      if [[ -f "$dir/reports/shard-$i.json" ]]; then reports+=("$dir/reports/shard-$i.json"); else missing+=("$i"); fi
+      [[ -f "$dir/reports/shard-$i.json" ]] && reports+=("$dir/reports/shard-$i.json")
     done
-    local total_rate
-    total_rate=$(report_rows "${reports[@]}" 2>/dev/null | awk -F'\t' '{c += $4; s += $5} END {if (s > 0) printf "%d cases, %.1f cases/s per task", c, c / s}')
-    echo "checked: ${total_rate:-nothing}" >> "$summary"
-    if [[ ${#missing[@]} -eq 0 ]]; then
-      echo "merged report of the $tasks shard(s): $dir/merged.json" >> "$summary"
-      "$nvfp4check" merge "${reports[@]}" --report "$dir/merged.json" > "$round/logs/merge.log" 2>&1
-      rc=$?
-      sed 's/^/  /' "$round/logs/merge.log" >> "$summary"
-      [[ $rc -eq 2 ]] && status=2
-    else
-      echo "NOT MERGED: shard(s) ${missing[*]} of $tasks have no report (their tasks did not complete); resubmit: $script submit --dir $dir" >> "$summary"
-    fi
-    # Every shard's own first failure, replayed with its kernel and plugin.
-    echo "failures:" >> "$summary"
-    local shard name verdict cases_n sec index check case_file plugin cmd
-    while IFS=$'\t' read -r shard name verdict cases_n sec index check case_file plugin; do
-      [[ "$verdict" == fail ]] || continue
-      found=$(( found + 1 ))
-      echo "  $name: case $index, check \"$check\", found by shard $shard/$tasks (task $shard)" >> "$summary"
-      cmd=("$nvfp4check" replay "$case_file" --kernel "$name")
-      [[ "$plugin" != "-" ]] && cmd+=(--plugin "$plugin")
-      "${cmd[@]}" > "$case_file.replay.log" 2>&1
-      case $? in
-        1) verdict="reproduced (exit 1: the kernel fails)" ;;
-        0) verdict="did NOT reproduce (exit 0)" ;;
-        *) verdict="replay error (see $case_file.replay.log)" ;;
-      esac
-      echo "    ${cmd[*]}  -> $verdict" >> "$summary"
-    done < <(report_rows "${reports[@]}" 2>/dev/null)
-    [[ $found -eq 0 ]] && echo "  none" >> "$summary"
+    for i in "${ids[@]}"; do
+      [[ "${task_state[$i]}" != COMPLETED ]] && incomplete_tasks+=(--incomplete "task $i ${task_state[$i]}")
+    done
+    "$nvfp4check" merge --summary --shards "$tasks" --report "$dir/merged.json" "${incomplete_tasks[@]}" \
+      --resubmit "$script submit --dir $dir" "${reports[@]}" >> "$summary" 2>&1
+    status=$?
+    [[ $status -le 3 ]] || { status=2; echo "verdict: ERROR (merge --summary exited abnormally)" >> "$summary"; }
+    finish_round "$round" "$summary" "$status"
+    return "$status"
   else
     fuzz_env
     export NVFP4_FUZZ_CASE_DIR="$round/cases/merge"  # a failure met while merging saves its case here
@@ -307,10 +270,37 @@ finish_main() {
     3) echo "verdict: INCOMPLETE, not a pass:${not_done%,}; resubmit: $script submit --dir $dir" >> "$summary" ;;
     *) echo "verdict: ERROR (see the logs in $round/logs)" >> "$summary" ;;
   esac
+  finish_round "$round" "$summary" "$status"
+  return "$status"
+}
+
+# The round's summary and status where the submitter and the next round look.
+finish_round() {
+  local round=$1 summary=$2 status=$3 dir
+  dir=$(cd "$round/../.." && pwd)
   cp "$summary" "$dir/summary.txt"
   echo "$status" > "$round/exit-status"
   cat "$summary"
-  return "$status"
+}
+
+# What every task would refuse (an unknown kernel, a missing plugin, a seed of 2^64 or more, a
+# shard count or --jobs beyond the program's limits) is refused at submit, exit 2, before the
+# cluster allocates anything: one case of the campaign's run, here.
+refuse_what_tasks_refuse() {
+  local tmp rc k p
+  local -a args=(run --cases 1 --shard "0/$tasks" --seed "$seed")
+  for k in "${kernels[@]}"; do args+=(--kernel "$k"); done
+  for p in "${plugins[@]}"; do args+=(--plugin "$p"); done
+  [[ -n "$jobs" ]] && args+=(--jobs "$jobs")
+  tmp=$(mktemp -d "${TMPDIR:-/tmp}/nvfp4-campaign-check.XXXXXX") || die "cannot make a temporary folder"
+  "$nvfp4check" "${args[@]}" --case-dir "$tmp/cases" --report "$tmp/report.json" > "$tmp/log" 2>&1
+  rc=$?
+  if [[ $rc -eq 2 ]]; then
+    sed 's/^/  /' "$tmp/log" | grep -v '^ *$' | tail -5 >&2
+    rm -rf "$tmp"
+    die "every task would refuse these arguments (nvfp4check ${args[*]} exits 2, above)"
+  fi
+  rm -rf "$tmp"
 }
 
 # ---- submit ----
@@ -342,7 +332,7 @@ submit_main() {
       --sbatch-arg=*) sbatch_args+=("${1#--sbatch-arg=}"); shift ;;
       --wait) wait=1; shift ;;
       --local) local_run=1; if [[ $# -ge 2 && "$2" =~ ^[0-9,]+$ ]]; then local_gpus=$2; shift; fi; shift ;;
-      -h|--help) sed -n '2,45p' "$script"; exit 0 ;;
+      -h|--help) sed -n '2,42p' "$script"; exit 0 ;;
       *) die "unknown argument '$1' (see --help)" ;;
     esac
   done
@@ -393,6 +383,12 @@ submit_main() {
       [[ -x "$fuzzer" ]] || die "no $fuzzer (build the \`fuzz\` preset)"
       grep -aq "max_total_time" "$fuzzer" || die "$fuzzer is a replay-only build: fuzz mode needs libFuzzer (preset fuzz)"
     fi
+    if [[ $mode == fuzz ]]; then
+      # Task i's run r uses seed + 100000 round + 1000 i + r: a 32-bit libFuzzer seed.
+      [[ ${#seed} -le 10 ]] && (( 10#$seed <= 4000000000 )) ||
+        die "--seed needs a non-negative integer of at most 4000000000 in fuzz mode (libFuzzer's seeds are 32-bit)"
+    fi
+    refuse_what_tasks_refuse
     mkdir -p "$dir/reports" "$dir/cases" "$dir/corpus" "$dir/rounds" || die "cannot write in $dir"
     {
       echo "# The settings of this campaign, written by slurm-campaign.sh submit (read back on resubmit)."
@@ -515,6 +511,6 @@ case "$cmd" in
     fi
     echo "round $last is not finished: squeue -j $(cat "$d/rounds/$last/array-job"),$(cat "$d/rounds/$last/finish-job" 2>/dev/null)"
     exit 3 ;;
-  -h|--help) sed -n '2,45p' "$script" ;;
+  -h|--help) sed -n '2,42p' "$script" ;;
   *) die "unknown command '$cmd' (submit or summary)" ;;
 esac

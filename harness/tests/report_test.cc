@@ -256,12 +256,41 @@ TEST(Report, EveryCheckHasOneNameAndMeaningThatReadBack) {
   EXPECT_FALSE(check_from_name("no-such-check"));
 }
 
+// Which later call a finding names is a column of the check list, not a check's place in it.
+TEST(Report, FindingsNameTheCallAsTheCheckListSays) {
+  auto said = [](Check c, CaseCall call) {
+    Finding f{c, "m"};
+    say_which_call(f, call, "k not a multiple of 64");
+    return f.message;
+  };
+  EXPECT_EQ(said(Check::guard, CaseCall::stale), "after new data in place: m");
+  EXPECT_EQ(said(Check::crash, CaseCall::run2), "second run: m");
+  EXPECT_EQ(said(Check::stream, CaseCall::unsupported), "m (k not a multiple of 64)");
+  EXPECT_EQ(said(Check::oracle, CaseCall::run2), "second run: m");
+  EXPECT_EQ(said(Check::oracle, CaseCall::stale), "m");
+  EXPECT_EQ(said(Check::stale_state, CaseCall::stale), "m");
+  EXPECT_EQ(said(Check::unsupported_touched_output, CaseCall::unsupported), "m");
+  EXPECT_EQ(said(Check::determinism, CaseCall::run2), "m");
+  EXPECT_EQ(said(Check::guard, CaseCall::run1), "m");
+  for (Check c : kAllChecks)
+    if (names_call(c) == CallNaming::every) EXPECT_FALSE(blames_elements(c)) << check_name(c);
+}
+
 TEST(Report, ShellQuotingSurvivesQuotes) {
   EXPECT_EQ(shell_quote("plain/path-1.case"), "plain/path-1.case");
   EXPECT_EQ(shell_quote("it's"), "'it'\\''s'");
   EXPECT_EQ(shell_quote(""), "''");
 }
 
+TEST(Report, ReproduceLinesSplitBackIntoTheirWords) {
+  const KernelArgs args = {"--kernel", "k", "--python", "it's a file.py:fn", ""};
+  const std::optional<std::vector<std::string>> words = shell_words(reproduce_command("/tmp/a b.case", args));
+  ASSERT_TRUE(words);
+  const std::vector<std::string> want = {"nvfp4check", "replay", "/tmp/a b.case", "--kernel", "k", "--python",
+                                         "it's a file.py:fn", ""};
+  EXPECT_EQ(*words, want);
+  EXPECT_FALSE(shell_words("nvfp4check replay 'open"));
+}
 
 TEST(Report, ResultsAddUpAndTheReportHasSpecFields) {
   KernelReport k;

@@ -255,6 +255,40 @@ TEST(ShardMerge, HonestShardsOfTheForgeryCampaignMergeAsAFailure) {
   EXPECT_EQ(merged["kernels"][0]["failure"]["shard"], c.failing);
 }
 
+// A campaign's account comes from the program: each shard's work, the merge, every shard's first
+// failure replayed through the reproduce line its report carries, and the verdict.
+TEST(ShardMerge, SummaryReplaysEachFailureAndGivesTheVerdict) {
+  const Campaign& c = forgery_campaign();
+  std::string all = "merge --summary";
+  for (const fs::path& p : c.paths) all += " " + p.string();
+  Outcome o = program(all);
+  EXPECT_EQ(o.exit_code, 1) << o.output;
+  EXPECT_NE(o.output.find("shard 0/3: 10 cases in "), std::string::npos) << o.output;
+  EXPECT_NE(o.output.find("FAIL " + std::string(kForgedKernel) + ": first failure at case"), std::string::npos);
+  const std::string found = std::string(kForgedKernel) + ": case " +
+                            std::to_string(c.reports[c.failing]["kernels"][0]["failure"]["case_index"].get<int64_t>()) +
+                            ", check \"";
+  EXPECT_NE(o.output.find(found), std::string::npos) << o.output;
+  const std::string reproduce = c.reports[c.failing]["kernels"][0]["failure"]["reproduce"];
+  EXPECT_NE(o.output.find(reproduce + "  -> reproduced (exit 1: the kernel fails)"), std::string::npos) << o.output;
+  EXPECT_NE(o.output.find("verdict: FAIL (1 failure(s) above)"), std::string::npos) << o.output;
+
+  // Without the failing shard's report: not merged, nothing found, never a pass (exit 3).
+  std::string partial = "merge --summary --incomplete 'task " + std::to_string(c.failing) + " CANCELLED'";
+  for (size_t i = 0; i < c.paths.size(); ++i)
+    if (i != c.failing) partial += " " + c.paths[i].string();
+  o = program(partial);
+  EXPECT_EQ(o.exit_code, 3) << o.output;
+  EXPECT_NE(o.output.find("NOT MERGED: shard(s) " + std::to_string(c.failing) + " of 3"), std::string::npos) << o.output;
+  EXPECT_NE(o.output.find("verdict: INCOMPLETE, not a pass: task " + std::to_string(c.failing) + " CANCELLED"),
+            std::string::npos) << o.output;
+  EXPECT_EQ(o.output.find("PASS"), std::string::npos) << o.output;
+  // No report at all: the count says what is missing.
+  o = program("merge --summary --shards 2");
+  EXPECT_EQ(o.exit_code, 3) << o.output;
+  EXPECT_NE(o.output.find("NOT MERGED: shard(s) 0 1 of 2"), std::string::npos) << o.output;
+}
+
 TEST(ShardMerge, RefusesAForgedVerdictOrCount) {
   const Campaign& c = forgery_campaign();
   const size_t f = c.failing;

@@ -161,7 +161,7 @@ TEST(Operands, EveryDequantizedFactorIsANormalHalf) {
       const uint16_t h = fp16_from_double(v);
       EXPECT_EQ(float_from_fp16(h), v) << "not exact in FP16: code " << code << " scale " << byte;
       EXPECT_NE(h & 0x7C00u, 0u) << "FP16 subnormal: code " << code << " scale " << byte;
-      EXPECT_EQ(bits_from_float(v) & 0xFFFFu, 0u) << "not exact in BF16: code " << code << " scale " << byte;
+      EXPECT_EQ(float_bits(v) & 0xFFFFu, 0u) << "not exact in BF16: code " << code << " scale " << byte;
       // The old gemm_tc tiles, v * 2^-14: subnormal for every |v| < 1.
       if ((fp16_from_double(std::ldexp(static_cast<double>(v), -14)) & 0x7C00u) == 0) ++scaled_subnormal;
     }

@@ -6,19 +6,9 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "kernels/block_scaled_decode.h"  // NVFP4_KERNEL_HD, float_from_bits
+#include "kernels/block_scaled_decode.h"  // NVFP4_KERNEL_HD, float_bits, float_from_bits
 
 namespace nvfp4::kern {
-
-NVFP4_KERNEL_HD uint32_t bits_from_float(float f) {
-#if defined(__CUDA_ARCH__)
-  return __float_as_uint(f);
-#else
-  uint32_t x;
-  memcpy(&x, &f, sizeof x);
-  return x;
-#endif
-}
 
 NVFP4_KERNEL_HD uint64_t bits_from_double(double d) {
 #if defined(__CUDA_ARCH__)
@@ -78,7 +68,7 @@ NVFP4_KERNEL_HD float float_from_fp16(uint16_t h) {
 // 2^-23, a full ulp, for exactly this reason).
 NVFP4_KERNEL_HD float add_toward_zero(float a, float b) {
   const float s = a + b;
-  const uint32_t sb = bits_from_float(s);
+  const uint32_t sb = float_bits(s);
   if ((sb & 0x7F800000u) == 0x7F800000u || s == 0.0f) return s;  // Inf/NaN, or exact cancellation
   // TwoSum (Knuth): err = (a + b) - s exactly.
   const float bv = s - a;

@@ -174,7 +174,7 @@ NVFP4_KERNEL_HD void mutant_output_word(void* c, int64_t index, uint32_t out, Bu
   }
   if (bug == Bug::fp32_ftz && out == NVFP4_OUT_FP32) {
     float& f = static_cast<float*>(c)[index];
-    const uint32_t bits = kern::bits_from_float(f);
+    const uint32_t bits = kern::float_bits(f);
     if ((bits & 0x7F800000u) == 0) f = kern::float_from_bits(bits & 0x80000000u);
   }
 }

@@ -20,7 +20,6 @@
 #include <nlohmann/json.hpp>
 
 #include "harness/case_check.h"
-#include "harness/case_input.h"
 #include "harness/device_buffers.h"
 #include "harness/generators.h"
 #include "harness/listeners.h"
