@@ -18,8 +18,8 @@
 namespace nvfp4 {
 
 // A signed fixed-point number with its least significant bit at 2^kLsbExp, in two's complement
-// over kLimbs 64-bit limbs. Covers every sum of MX products: products lie in [2^-286, 2^309)
-// (E5M2 and E8M0 at their extremes), and 2^40 of them stay below 2^350 < 2^(kLsbExp + 64*kLimbs - 1).
+// over kLimbs 64-bit limbs. Covers every sum of MX products: products lie in [2^-286, 2^286)
+// (E5M2 and E8M0 at their extremes), and 2^40 of them stay below 2^326 < 2^(kLsbExp + 64*kLimbs - 1).
 struct Kulisch {
   static constexpr int kLimbs = 11;
   static constexpr int kLsbExp = -320;

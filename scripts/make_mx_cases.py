@@ -331,6 +331,28 @@ def specials():
     put(c, "a", 0, 0, 0x48)  # 4 * 2^-2 = 1
     put(c, "a", 1, 0, 0x48)
     cases.append(c)
+    # Subnormal elements lifted into view by their scales: E5M2 m * 2^-16 and E4M3 m * 2^-9.
+    c = MxCase("subnormal_elements", "row 0: E5M2 subnormals 1, 2, 3 * 2^-16 under 2^16 (6); row 1: E4M3 "
+               "subnormals 1, 7 * 2^-9 under 2^9 (8)", "mxfp8_e5m2", "mxfp8_e4m3", 2, 1, 32)
+    c.sfa[0][0] = 0x8F
+    c.sfa[1][0] = 0x88
+    for x, e in enumerate([0x01, 0x02, 0x03]):
+        put(c, "a", 0, x, e)
+        put(c, "b", 0, x, E4M3_ONE)
+    for x, e in ((3, 0x01), (4, 0x07)):
+        put(c, "a", 1, x, E5M2_ONE)
+        put(c, "b", 0, x, e)
+    cases.append(c)
+    # A tie broken by a product 2^-136: 1 + 2^-11 + 2^-136 rounds up in fp16, not to even.
+    c = MxCase("tie_broken_far_below", "1 + 2^-11 is an fp16 tie; a product at 2^-136 (scale 0x00) breaks it upwards",
+               "mxfp8_e4m3", "mxfp8_e4m3", 1, 1, 96)
+    c.sfa[0][:] = bytes([0x7F, 0x7D, 0x00])
+    put(c, "a", 0, 0, E4M3_ONE)
+    put(c, "a", 0, 32, 0x01)
+    put(c, "a", 0, 64, 0x01)
+    for x in (0, 32, 64):
+        put(c, "b", 0, x, E4M3_ONE)
+    cases.append(c)
     return cases
 
 
