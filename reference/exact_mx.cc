@@ -5,6 +5,7 @@
 #include "reference/exact_mx.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <stdexcept>
 
@@ -228,6 +229,7 @@ void validate(const MxProblem& p) {
   if (p.op != Op::gemv && p.op != Op::gemm) throw std::invalid_argument("MX problem: op must be gemv or gemm");
   if (p.m < 1 || p.n < 1 || p.l < 1 || p.k < 1) throw std::invalid_argument("MX problem: m, n, k, l must be >= 1");
   if (p.op == Op::gemv && p.n != 1) throw std::invalid_argument("MX problem: n must be 1 for gemv");
+  if (!std::isfinite(p.alpha)) throw std::invalid_argument("MX problem: alpha must be finite");
   check_operand(p.a, "a", p.m, p.k, p.l);
   check_operand(p.b, "b", p.n, p.k, p.l);
   if (p.expect && static_cast<int64_t>(p.expect->size()) != p.l * p.m * p.n)

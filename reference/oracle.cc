@@ -11,8 +11,6 @@
 // 2^-60 relative error (exact_gemm.h), also far inside the slack.
 #include "reference/oracle.h"
 
-#include "reference/oracle_facts.h"
-
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -20,6 +18,8 @@
 #include <limits>
 #include <stdexcept>
 #include <vector>
+
+#include "reference/oracle_facts.h"
 
 namespace nvfp4 {
 
@@ -137,10 +137,6 @@ double parse_double(const std::string& text, const std::string& what) {
     throw std::invalid_argument("policy: " + what + " '" + text + "' is not a finite number >= 0");
   return v;
 }
-
-}  // namespace
-
-namespace {
 
 // Everything but the expected word (the exact-regime test needs no rounding).
 SumFacts facts_of(const ExactElement& e) {

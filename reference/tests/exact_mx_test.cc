@@ -459,6 +459,13 @@ TEST(MxCaseFile, FormatsDecideTheLengthsAndBadInputIsNamed) {
             std::string::npos);
   EXPECT_NE(error_of(ok + "b_formats = mxfp4\n").find("unknown key 'b_formats'"), std::string::npos);
   EXPECT_NE(error_of(ok + "a_format = mxfp4\n").find("duplicate key"), std::string::npos);
+  // A problem built in code is checked the same way.
+  MxProblem q = p;
+  q.alpha = INFINITY;
+  EXPECT_THROW(validate(q), std::invalid_argument);
+  q = p;
+  q.b.scales.pop_back();
+  EXPECT_THROW(exact_mx(q), std::invalid_argument);
   // The default stays NVFP4: 16-element blocks, kb = 3 for k = 40.
   EXPECT_NE(error_of(head + "a = " + std::string(40, '1') + "\n" + b + "sfa = 383838\nsfb = 3838\n").find("sfb holds 2"),
             std::string::npos);
