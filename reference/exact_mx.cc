@@ -1,7 +1,8 @@
 // The exact block-scaled reference for any pair of formats. Each run of elements along k over
 // which both operands' scales stay the same (16 or 32 elements; blocks start at multiples of
 // their size, so one block boundary list serves both) is summed exactly in a 128-bit integer in
-// units of its smallest possible product, then shifted into the Kulisch accumulators once.
+// units of its smallest possible product, then shifted into the Kulisch accumulators once. Each
+// row is decoded once into such integers (B per batch, A per row).
 #include "reference/exact_mx.h"
 
 #include <algorithm>
@@ -142,68 +143,97 @@ int element_unit(BlockFormat f) {
   return 0;
 }
 
-struct RowView {
-  const MxOperand* op;
-  int64_t row;
-  ScaleSemantics semantics;
+// One row decoded once: each element as a signed integer in units of its format's smallest
+// significand step (element_unit), Inf/NaN kept aside, and the row's scales.
+struct DecodedRow {
+  BlockFormat format;
+  int unit;                       // element_unit(format)
+  std::vector<int64_t> value;     // below 2^32 in magnitude (E5M2's 57344 in units of 2^-16)
+  std::vector<uint8_t> special;   // kFinite, kNan, kPosInf, kNegInf
+  std::vector<ScaleValue> scales;
+  bool nan_scale = false;         // every block of a row is used: SPEC rule 1
+  bool any_special = false;
 };
+constexpr uint8_t kFinite = 0, kNan = 1, kPosInf = 2, kNegInf = 3;
 
-// Whether any scale of the row is NaN (every block of a row is used: SPEC rule 1).
-bool row_has_nan_scale(const RowView& r) {
-  for (int64_t s = 0; s < r.op->kb(); ++s)
-    if (scale_at(*r.op, r.semantics, r.row, s).nan) return true;
-  return false;
+DecodedRow decode_row(const MxOperand& op, ScaleSemantics semantics, int64_t row) {
+  DecodedRow r;
+  r.format = op.format;
+  r.unit = element_unit(op.format);
+  r.value.resize(static_cast<size_t>(op.k));
+  r.special.resize(static_cast<size_t>(op.k));
+  for (int64_t x = 0; x < op.k; ++x) {
+    const ElementValue e = element_at(op, row, x);
+    const int64_t mag = e.nan || e.inf ? 0 : static_cast<int64_t>(e.sig) << (e.exp - r.unit);
+    r.value[static_cast<size_t>(x)] = e.negative ? -mag : mag;
+    const uint8_t sp = e.nan ? kNan : e.inf ? (e.negative ? kNegInf : kPosInf) : kFinite;
+    r.special[static_cast<size_t>(x)] = sp;
+    r.any_special |= sp != kFinite;
+  }
+  for (int64_t s = 0; s < op.kb(); ++s) {
+    r.scales.push_back(scale_at(op, semantics, row, s));
+    r.nan_scale |= r.scales.back().nan;
+  }
+  return r;
 }
 
-// An Inf element times the other factors (IEEE): NaN where a factor is zero.
-void add_inf_product(MxElement& e, const ElementValue& a, const ScaleValue& sa, const ElementValue& b,
-                     const ScaleValue& sb) {
-  const bool zero = (!a.inf && a.sig == 0) || (!b.inf && b.sig == 0) || sa.sig == 0 || sb.sig == 0;
+// An Inf element times the other factors (IEEE): NaN where a factor is zero or NaN.
+void add_special_product(MxElement& e, const DecodedRow& ra, const DecodedRow& rb, int64_t x, const ScaleValue& sa,
+                         const ScaleValue& sb) {
+  const size_t i = static_cast<size_t>(x);
+  const uint8_t a = ra.special[i], b = rb.special[i];
+  if (a == kNan || b == kNan) {
+    e.nan = true;
+    return;
+  }
+  const bool zero = (a == kFinite && ra.value[i] == 0) || (b == kFinite && rb.value[i] == 0) || sa.sig == 0 || sb.sig == 0;
   if (zero) {
     e.nan = true;
     return;
   }
-  const bool neg = ((a.negative != b.negative) != (sa.sign < 0)) != (sb.sign < 0);
+  const bool a_neg = a == kNegInf || (a == kFinite && ra.value[i] < 0);
+  const bool b_neg = b == kNegInf || (b == kFinite && rb.value[i] < 0);
+  const bool neg = ((a_neg != b_neg) != (sa.sign < 0)) != (sb.sign < 0);
   (neg ? e.neg_inf : e.pos_inf) = true;
 }
 
-// Elements [x0, x1) of the pair, under one scale each: exact integer sums in units of 2^unit.
-void add_segment(MxElement& e, const RowView& ra, const RowView& rb, int64_t x0, int64_t x1) {
-  const ScaleValue sa = scale_at(*ra.op, ra.semantics, ra.row, x0 / block_size(ra.op->format));
-  const ScaleValue sb = scale_at(*rb.op, rb.semantics, rb.row, x0 / block_size(rb.op->format));
+// Elements [x0, x1) of the pair, under one scale each: exact integer sums of the element
+// products, scaled once by the two scales' significands.
+void add_segment(MxElement& e, const DecodedRow& ra, const DecodedRow& rb, int64_t x0, int64_t x1) {
+  const ScaleValue& sa = ra.scales[static_cast<size_t>(x0 / block_size(ra.format))];
+  const ScaleValue& sb = rb.scales[static_cast<size_t>(x0 / block_size(rb.format))];
   if (sa.nan || sb.nan) return;  // already NaN; the other blocks still give r, S, t, g
-  const int ua = element_unit(ra.op->format), ub = element_unit(rb.op->format);
-  const int unit = ua + ub + sa.exp + sb.exp;
-  const i128 scale = static_cast<i128>(sa.sig) * sb.sig * sa.sign * sb.sign;
+  const bool specials = ra.any_special || rb.any_special;
   i128 sum = 0, abs_sum = 0;
+  u128 bits = 0;  // OR of the nonzero |products|: its lowest set bit is their smallest ctz
+  int64_t nonzero = 0;
   for (int64_t x = x0; x < x1; ++x) {
-    const ElementValue a = element_at(*ra.op, ra.row, x), b = element_at(*rb.op, rb.row, x);
-    if (a.nan || b.nan) {
-      e.nan = true;
+    const size_t i = static_cast<size_t>(x);
+    if (specials && (ra.special[i] != kFinite || rb.special[i] != kFinite)) {
+      add_special_product(e, ra, rb, x, sa, sb);
       continue;
     }
-    if (a.inf || b.inf) {
-      add_inf_product(e, a, sa, b, sb);
-      continue;
-    }
-    const i128 pa = static_cast<i128>(a.sig) << (a.exp - ua), pb = static_cast<i128>(b.sig) << (b.exp - ub);
-    i128 p = pa * pb * scale;
-    if (p == 0) continue;
-    if (a.negative != b.negative) p = -p;
+    const i128 p = static_cast<i128>(ra.value[i]) * rb.value[i];
     const u128 mag = static_cast<u128>(p < 0 ? -p : p);
     sum += p;
     abs_sum += static_cast<i128>(mag);
-    ++e.nonzero;
-    e.g_exp = std::min(e.g_exp, unit + ctz_u128(mag));
+    bits |= mag;
+    nonzero += mag != 0;
   }
-  e.sum.add(sum, unit);
-  e.abs_sum.add(abs_sum, unit);
+  const int64_t scale_sig = static_cast<int64_t>(sa.sig) * sb.sig;
+  if (bits == 0 || scale_sig == 0) return;
+  const int unit = ra.unit + rb.unit + sa.exp + sb.exp;
+  const i128 scale = sa.sign * sb.sign < 0 ? -scale_sig : scale_sig;
+  e.sum.add(sum * scale, unit);
+  e.abs_sum.add(abs_sum * scale_sig, unit);
+  e.nonzero += nonzero;
+  e.g_exp = std::min(e.g_exp, unit + ctz_u128(bits) + __builtin_ctzll(static_cast<uint64_t>(scale_sig)));
 }
 
-MxElement element(const RowView& ra, const RowView& rb, int64_t k) {
+MxElement element(const DecodedRow& ra, const DecodedRow& rb, int64_t k) {
   MxElement e;
-  e.nan = row_has_nan_scale(ra) || row_has_nan_scale(rb);
-  const int64_t seg = std::min(block_size(ra.op->format), block_size(rb.op->format));
+  e.nan = ra.nan_scale || rb.nan_scale;
+  const int64_t seg = std::min(block_size(ra.format), block_size(rb.format));
   for (int64_t x0 = 0; x0 < k; x0 += seg) add_segment(e, ra, rb, x0, std::min(k, x0 + seg));
   if (e.pos_inf && e.neg_inf) e.nan = true;
   return e;
@@ -239,12 +269,17 @@ void validate(const MxProblem& p) {
 std::vector<MxElement> exact_mx(const MxProblem& p) {
   validate(p);
   std::vector<MxElement> out(static_cast<size_t>(p.l * p.m * p.n));
-#pragma omp parallel for schedule(dynamic, 1) if (p.l * p.m > 1)
-  for (int64_t bi = 0; bi < p.l * p.m; ++bi) {
-    const int64_t b = bi / p.m;
-    for (int64_t j = 0; j < p.n; ++j)
-      out[static_cast<size_t>(bi * p.n + j)] =
-          element(RowView{&p.a, bi, p.semantics}, RowView{&p.b, b * p.n + j, p.semantics}, p.k);
+  for (int64_t b = 0; b < p.l; ++b) {
+    // B's rows of the batch decoded once (n * k * 9 bytes), A's row by row.
+    std::vector<DecodedRow> cols(static_cast<size_t>(p.n));
+#pragma omp parallel for schedule(dynamic, 1) if (p.n > 1)
+    for (int64_t j = 0; j < p.n; ++j) cols[static_cast<size_t>(j)] = decode_row(p.b, p.semantics, b * p.n + j);
+#pragma omp parallel for schedule(dynamic, 1) if (p.m > 1)
+    for (int64_t i = 0; i < p.m; ++i) {
+      const DecodedRow row = decode_row(p.a, p.semantics, b * p.m + i);
+      for (int64_t j = 0; j < p.n; ++j)
+        out[static_cast<size_t>((b * p.m + i) * p.n + j)] = element(row, cols[static_cast<size_t>(j)], p.k);
+    }
   }
   return out;
 }
