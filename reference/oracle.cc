@@ -19,6 +19,8 @@
 #include <stdexcept>
 #include <vector>
 
+#include "reference/oracle_facts.h"
+
 namespace nvfp4 {
 
 static_assert(std::numeric_limits<long double>::digits >= 64,
@@ -89,25 +91,22 @@ bool alpha_power_of_two(float alpha, int* exp) {
 // [2^min_exp, 2^max_exp) (normal range, to stay clear of underflow). Every partial sum in any
 // order is a multiple of g (or of |alpha|*g when alpha is folded into a factor) of magnitude
 // <= S (or |alpha|*S), hence exact when S < 2^precision * g and all of these are in range.
-bool exact_regime_for(const ExactElement& e, float alpha, int precision, int min_exp, int max_exp) {
+bool exact_regime_for(const SumFacts& e, float alpha, int precision, int min_exp, int max_exp) {
   int alpha_exp = 0;
-  if (e.nan || !alpha_power_of_two(alpha, &alpha_exp)) return false;
-  if (e.abs_sum == 0) return true;  // every product is zero: any order sums to +-0
-  const int width = bit_width_u128(e.abs_sum);  // S < 2^(width - 20)
-  if (width > precision + e.min_tz) return false;
-  const int g_exp = e.min_tz - 20;
-  const int s_exp = width - 20;
-  return std::min(g_exp, g_exp + alpha_exp) >= min_exp && std::max(s_exp, s_exp + alpha_exp) <= max_exp;
+  if (e.nan || e.inf || !alpha_power_of_two(alpha, &alpha_exp)) return false;
+  if (!e.any_nonzero) return true;  // every product is zero: any order sums to +-0
+  if (e.s_exp > precision + e.g_exp) return false;
+  return std::min(e.g_exp, e.g_exp + alpha_exp) >= min_exp && std::max(e.s_exp, e.s_exp + alpha_exp) <= max_exp;
 }
 
-bool exact_regime_for_policy(const ExactElement& e, float alpha, const Policy& policy) {
+bool exact_regime_for_policy(const SumFacts& e, float alpha, const Policy& policy) {
   if (policy.kind == Policy::Kind::fp16_accum) {
     // FP16: 11 significand bits, normal from 2^-14, largest finite 65504 < 2^16; partial sums
     // below 2^15 keep clear of it. Matrix units keep as many bits fewer as they do for FP32.
     const int lost = kIeeeFp32Rule.exact_bits - policy.rule().exact_bits;
     return exact_regime_for(e, alpha, 11 - lost, -14, 15);
   }
-  return exact_regime(e, alpha, policy.rule());
+  return exact_regime_for(e, alpha, policy.rule().exact_bits, -126, 127);
 }
 
 // The rest of "matrix-unit[:SM]" after its name: "" or ":SM" (a compute capability, e.g. 90).
@@ -139,12 +138,31 @@ double parse_double(const std::string& text, const std::string& what) {
   return v;
 }
 
+// Everything but the expected word (the exact-regime test needs no rounding).
+SumFacts facts_of(const ExactElement& e) {
+  SumFacts f;
+  f.nan = e.nan;
+  f.r = static_cast<long double>(e.sum) * 0x1p-20L;  // one rounding, then exact scaling
+  f.abs_sum = static_cast<long double>(e.abs_sum) * 0x1p-20L;
+  f.any_nonzero = e.abs_sum != 0;
+  f.nonzero = e.nonzero;
+  f.g_exp = e.min_tz - 20;
+  f.s_exp = bit_width_u128(e.abs_sum) - 20;  // S < 2^(width - 20)
+  return f;
+}
+
 }  // namespace
+
+SumFacts sum_facts(const ExactElement& e, float alpha, OutType type) {
+  SumFacts f = facts_of(e);
+  f.expected = round_result(e, alpha, type);
+  return f;
+}
 
 bool exact_regime(const ExactElement& e, float alpha, const AccumulationRule& rule) {
   // FP32: normal from 2^-126, largest finite below 2^128; IEEE adders keep all 24 significand
   // bits, matrix units their rule's exact_bits of them.
-  return exact_regime_for(e, alpha, rule.exact_bits, -126, 127);
+  return exact_regime_for(facts_of(e), alpha, rule.exact_bits, -126, 127);
 }
 
 Policy Policy::parse(const std::string& text) {
@@ -344,7 +362,7 @@ ElementVerdict judge_with_saturation(const Target& t, uint32_t actual, const Pol
 long double unit_roundoff(const Policy& policy) { return policy.kind == Policy::Kind::fp16_accum ? 0x1p-10L : 0x1p-23L; }
 
 // |alpha| * gamma_t' * S of rule 3 (Inf when t' u >= 1).
-long double rounding_spread(const ExactElement& e, float alpha, const Policy& policy) {
+long double rounding_spread(const SumFacts& e, float alpha, const Policy& policy) {
   int alpha_exp = 0;
   const long double terms = static_cast<long double>(e.nonzero) * policy.rule().t_factor +
                             (alpha_power_of_two(alpha, &alpha_exp) ? 0 : 2);
@@ -352,18 +370,23 @@ long double rounding_spread(const ExactElement& e, float alpha, const Policy& po
   if (tu >= 1) return std::numeric_limits<long double>::infinity();
   const long double gamma = tu / (1 - tu);
   const long double abs_alpha = std::fabs(static_cast<long double>(alpha));
-  return abs_alpha * gamma * (static_cast<long double>(e.abs_sum) * 0x1p-20L);
+  return abs_alpha * gamma * e.abs_sum;
 }
 
 bool uses_spread(const Policy& policy) { return policy.kind == Policy::Kind::fp32 || policy.kind == Policy::Kind::fp16_accum; }
 
-Target gemm_target(const ExactElement& e, float alpha, const Policy& policy, OutType type) {
+Target gemm_target(const SumFacts& e, float alpha, const Policy& policy) {
   Target t;
   t.nan = e.nan;
-  t.expected = round_result(e, alpha, type);
+  t.expected = e.expected;
   if (e.nan) return t;
-  // alpha * r: the i128 -> long double conversion and the multiply each round once (2^-64).
-  t.x = static_cast<long double>(e.sum) * alpha * 0x1p-20L;  // exact scaling
+  if (e.inf) {  // an Inf product: IEEE gives that Inf whatever the order
+    t.x = std::numeric_limits<long double>::infinity();
+    t.exact = true;
+    return t;
+  }
+  // alpha * r: r's conversion to long double and the multiply each round once (2^-64).
+  t.x = e.r * alpha;
   if (!uses_spread(policy) && policy.kind != Policy::Kind::exact) return t;
   t.exact = policy.kind == Policy::Kind::exact || exact_regime_for_policy(e, alpha, policy);
   if (!t.exact) t.spread = rounding_spread(e, alpha, policy);
@@ -381,8 +404,9 @@ Target dual_target(const ExactElement& g, const ExactElement& u, const DualValue
   t.x = d.v;
   const bool spread = uses_spread(policy) || policy.kind == Policy::Kind::exact;
   auto allowed = [&policy, spread](const ExactElement& e, float a) -> long double {
-    if (!spread || policy.kind == Policy::Kind::exact || exact_regime_for_policy(e, a, policy)) return 0;
-    return rounding_spread(e, a, policy);
+    const SumFacts f = facts_of(e);
+    if (!spread || policy.kind == Policy::Kind::exact || exact_regime_for_policy(f, a, policy)) return 0;
+    return rounding_spread(f, a, policy);
   };
   const long double e1 = allowed(g, alpha), e2 = allowed(u, alpha2);
   const long double gv = static_cast<long double>(g.sum) * alpha * 0x1p-20L;
@@ -411,8 +435,12 @@ Target dual_target(const ExactElement& g, const ExactElement& u, const DualValue
 
 }  // namespace
 
+ElementVerdict judge_sum(const SumFacts& f, float alpha, uint32_t actual, const Policy& policy, OutType type) {
+  return judge_with_saturation(gemm_target(f, alpha, policy), actual, policy, type);
+}
+
 ElementVerdict judge_element(const ExactElement& e, float alpha, uint32_t actual, const Policy& policy, OutType type) {
-  return judge_with_saturation(gemm_target(e, alpha, policy, type), actual, policy, type);
+  return judge_sum(sum_facts(e, alpha, type), alpha, actual, policy, type);
 }
 
 ElementVerdict judge_element(const ExactElement& e, float alpha, uint16_t actual, const Policy& policy) {

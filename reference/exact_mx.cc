@@ -1,0 +1,334 @@
+// The exact block-scaled reference for any pair of formats. Each run of elements along k over
+// which both operands' scales stay the same (16 or 32 elements; blocks start at multiples of
+// their size, so one block boundary list serves both) is summed exactly in a 128-bit integer in
+// units of its smallest possible product, then shifted into the Kulisch accumulators once. Each
+// row is decoded once into such integers (B per batch, A per row).
+#include "reference/exact_mx.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+
+#include "reference/mx_formats.h"
+#include "reference/oracle_facts.h"
+
+namespace nvfp4 {
+
+void Kulisch::add(i128 v, int exp) {
+  if (v == 0) return;
+  const int shift = exp - kLsbExp;
+  const bool neg = v < 0;
+  const u128 mag = neg ? static_cast<u128>(-v) : static_cast<u128>(v);
+  const int word = shift / 64, bit = shift % 64;
+  // mag << bit over three limbs (mag < 2^127).
+  uint64_t part[3];
+  const uint64_t lo = static_cast<uint64_t>(mag), hi = static_cast<uint64_t>(mag >> 64);
+  part[0] = lo << bit;
+  part[1] = bit ? (hi << bit) | (lo >> (64 - bit)) : hi;
+  part[2] = bit ? hi >> (64 - bit) : 0;
+  uint64_t carry = 0;  // carry (add) or borrow (subtract)
+  for (int x = word; x < kLimbs; ++x) {
+    const uint64_t p = x - word < 3 ? part[x - word] : 0;
+    if (p == 0 && carry == 0 && x - word >= 3) break;
+    const uint64_t old = limb[x];
+    if (!neg) {
+      const uint64_t s = old + p;
+      const uint64_t s2 = s + carry;
+      carry = (s < old) + (s2 < s);
+      limb[x] = s2;
+    } else {
+      const uint64_t d = old - p;
+      const uint64_t d2 = d - carry;
+      carry = (old < p) + (d < carry);
+      limb[x] = d2;
+    }
+  }
+}
+
+bool Kulisch::zero() const {
+  for (const uint64_t w : limb)
+    if (w) return false;
+  return true;
+}
+
+namespace {
+
+// |k| as limbs (two's complement negation when negative).
+void abs_limbs(const Kulisch& k, uint64_t* out) {
+  const bool neg = k.negative();
+  uint64_t carry = 1;
+  for (int x = 0; x < Kulisch::kLimbs; ++x) {
+    if (!neg) {
+      out[x] = k.limb[x];
+      continue;
+    }
+    const uint64_t inv = ~k.limb[x];
+    out[x] = inv + carry;
+    carry = carry && out[x] == 0;
+  }
+}
+
+int ctz_u128(u128 v) {
+  const uint64_t lo = static_cast<uint64_t>(v);
+  return lo ? __builtin_ctzll(lo) : 64 + __builtin_ctzll(static_cast<uint64_t>(v >> 64));
+}
+
+}  // namespace
+
+int Kulisch::top_exp() const {
+  uint64_t a[kLimbs];
+  abs_limbs(*this, a);
+  for (int x = kLimbs - 1; x >= 0; --x)
+    if (a[x]) return kLsbExp + 64 * x + 64 - __builtin_clzll(a[x]);
+  return kLsbExp;
+}
+
+void Kulisch::magnitude(u128* mag, int* exp2) const {
+  uint64_t a[kLimbs];
+  abs_limbs(*this, a);
+  const int top = top_exp() - kLsbExp;  // bits in |value|
+  *exp2 = kLsbExp;
+  if (top <= 103) {
+    *mag = (static_cast<u128>(a[1]) << 64) | a[0];
+    return;
+  }
+  const int drop = top - 103;  // keep bits [drop, top), fold the rest into a sticky bit
+  u128 m = 0;
+  for (int bit = top - 1; bit >= drop; --bit) m = (m << 1) | ((a[bit / 64] >> (bit % 64)) & 1u);
+  bool sticky = false;
+  for (int bit = 0; bit < drop && !sticky; ++bit) sticky = (a[bit / 64] >> (bit % 64)) & 1u;
+  *mag = m | (sticky ? 1u : 0u);
+  *exp2 = kLsbExp + drop;
+}
+
+long double Kulisch::to_long_double() const {
+  u128 mag;
+  int exp2;
+  magnitude(&mag, &exp2);
+  const long double v = std::ldexp(static_cast<long double>(mag), exp2);
+  return negative() ? -v : v;
+}
+
+namespace {
+
+// A scale as sign * sig * 2^exp: E8M0 (sig 1) or an NVFP4 operand's E4M3.
+ScaleValue scale_at(const MxOperand& op, ScaleSemantics semantics, int64_t row, int64_t s) {
+  const uint8_t byte = op.scales[static_cast<size_t>(row * op.kb() + s)];
+  if (op.format == BlockFormat::nvfp4) return e4m3_decode(byte, semantics);
+  const E8m0Value v = e8m0_decode(byte);
+  return ScaleValue{v.nan, 1, 1, v.exp};
+}
+
+// Element x of a row (row counted over batches: b * rows + i).
+ElementValue element_at(const MxOperand& op, int64_t row, int64_t x) {
+  switch (op.format) {
+    case BlockFormat::nvfp4:
+    case BlockFormat::mxfp4:
+      return e2m1_element(e2m1_nibble(op.data.data() + row * (op.k / 2), x));
+    case BlockFormat::mxfp8_e4m3: return e4m3_element(op.data[static_cast<size_t>(row * op.k + x)]);
+    case BlockFormat::mxfp8_e5m2: return e5m2_element(op.data[static_cast<size_t>(row * op.k + x)]);
+  }
+  return ElementValue{true, false, false, 0, 0};
+}
+
+// The smallest exponent of an element's significand (the unit of a segment's integer sum).
+int element_unit(BlockFormat f) {
+  switch (f) {
+    case BlockFormat::nvfp4:
+    case BlockFormat::mxfp4: return -1;
+    case BlockFormat::mxfp8_e4m3: return -9;
+    case BlockFormat::mxfp8_e5m2: return -16;
+  }
+  return 0;
+}
+
+// One row decoded once: each element as a signed integer in units of its format's smallest
+// significand step (element_unit), Inf/NaN kept aside, and the row's scales.
+struct DecodedRow {
+  BlockFormat format;
+  int unit;                       // element_unit(format)
+  std::vector<int64_t> value;     // below 2^32 in magnitude (E5M2's 57344 in units of 2^-16)
+  std::vector<uint8_t> special;   // kFinite, kNan, kPosInf, kNegInf
+  std::vector<ScaleValue> scales;
+  bool nan_scale = false;         // every block of a row is used: SPEC rule 1
+  bool any_special = false;
+};
+constexpr uint8_t kFinite = 0, kNan = 1, kPosInf = 2, kNegInf = 3;
+
+DecodedRow decode_row(const MxOperand& op, ScaleSemantics semantics, int64_t row) {
+  DecodedRow r;
+  r.format = op.format;
+  r.unit = element_unit(op.format);
+  r.value.resize(static_cast<size_t>(op.k));
+  r.special.resize(static_cast<size_t>(op.k));
+  for (int64_t x = 0; x < op.k; ++x) {
+    const ElementValue e = element_at(op, row, x);
+    const int64_t mag = e.nan || e.inf ? 0 : static_cast<int64_t>(e.sig) << (e.exp - r.unit);
+    r.value[static_cast<size_t>(x)] = e.negative ? -mag : mag;
+    const uint8_t sp = e.nan ? kNan : e.inf ? (e.negative ? kNegInf : kPosInf) : kFinite;
+    r.special[static_cast<size_t>(x)] = sp;
+    r.any_special |= sp != kFinite;
+  }
+  for (int64_t s = 0; s < op.kb(); ++s) {
+    r.scales.push_back(scale_at(op, semantics, row, s));
+    r.nan_scale |= r.scales.back().nan;
+  }
+  return r;
+}
+
+// An Inf element times the other factors (IEEE): NaN where a factor is zero or NaN.
+void add_special_product(MxElement& e, const DecodedRow& ra, const DecodedRow& rb, int64_t x, const ScaleValue& sa,
+                         const ScaleValue& sb) {
+  const size_t i = static_cast<size_t>(x);
+  const uint8_t a = ra.special[i], b = rb.special[i];
+  if (a == kNan || b == kNan) {
+    e.nan = true;
+    return;
+  }
+  const bool zero = (a == kFinite && ra.value[i] == 0) || (b == kFinite && rb.value[i] == 0) || sa.sig == 0 || sb.sig == 0;
+  if (zero) {
+    e.nan = true;
+    return;
+  }
+  const bool a_neg = a == kNegInf || (a == kFinite && ra.value[i] < 0);
+  const bool b_neg = b == kNegInf || (b == kFinite && rb.value[i] < 0);
+  const bool neg = ((a_neg != b_neg) != (sa.sign < 0)) != (sb.sign < 0);
+  (neg ? e.neg_inf : e.pos_inf) = true;
+}
+
+// Elements [x0, x1) of the pair, under one scale each: exact integer sums of the element
+// products, scaled once by the two scales' significands.
+void add_segment(MxElement& e, const DecodedRow& ra, const DecodedRow& rb, int64_t x0, int64_t x1) {
+  const ScaleValue& sa = ra.scales[static_cast<size_t>(x0 / block_size(ra.format))];
+  const ScaleValue& sb = rb.scales[static_cast<size_t>(x0 / block_size(rb.format))];
+  if (sa.nan || sb.nan) return;  // already NaN; the other blocks still give r, S, t, g
+  const bool specials = ra.any_special || rb.any_special;
+  i128 sum = 0, abs_sum = 0;
+  u128 bits = 0;  // OR of the nonzero |products|: its lowest set bit is their smallest ctz
+  int64_t nonzero = 0;
+  for (int64_t x = x0; x < x1; ++x) {
+    const size_t i = static_cast<size_t>(x);
+    if (specials && (ra.special[i] != kFinite || rb.special[i] != kFinite)) {
+      add_special_product(e, ra, rb, x, sa, sb);
+      continue;
+    }
+    const i128 p = static_cast<i128>(ra.value[i]) * rb.value[i];
+    const u128 mag = static_cast<u128>(p < 0 ? -p : p);
+    sum += p;
+    abs_sum += static_cast<i128>(mag);
+    bits |= mag;
+    nonzero += mag != 0;
+  }
+  const int64_t scale_sig = static_cast<int64_t>(sa.sig) * sb.sig;
+  if (bits == 0 || scale_sig == 0) return;
+  const int unit = ra.unit + rb.unit + sa.exp + sb.exp;
+  const i128 scale = sa.sign * sb.sign < 0 ? -scale_sig : scale_sig;
+  e.sum.add(sum * scale, unit);
+  e.abs_sum.add(abs_sum * scale_sig, unit);
+  e.nonzero += nonzero;
+  e.g_exp = std::min(e.g_exp, unit + ctz_u128(bits) + __builtin_ctzll(static_cast<uint64_t>(scale_sig)));
+}
+
+MxElement element(const DecodedRow& ra, const DecodedRow& rb, int64_t k) {
+  MxElement e;
+  e.nan = ra.nan_scale || rb.nan_scale;
+  const int64_t seg = std::min(block_size(ra.format), block_size(rb.format));
+  for (int64_t x0 = 0; x0 < k; x0 += seg) add_segment(e, ra, rb, x0, std::min(k, x0 + seg));
+  if (e.pos_inf && e.neg_inf) e.nan = true;
+  return e;
+}
+
+void check_operand(const MxOperand& op, const char* name, int64_t rows, int64_t k, int64_t l) {
+  const std::string n = name;
+  if (op.rows != rows || op.k != k || op.l != l)
+    throw std::invalid_argument("MX problem: operand " + n + "'s shape is not the problem's");
+  if (packs_nibbles(op.format) && k % 2 != 0)
+    throw std::invalid_argument("MX problem: k must be even for the E2M1 operand " + n);
+  if (static_cast<int64_t>(op.data.size()) != op.data_bytes())
+    throw std::invalid_argument("MX problem: " + n + " holds " + std::to_string(op.data.size()) + " bytes, expected " +
+                                std::to_string(op.data_bytes()));
+  if (static_cast<int64_t>(op.scales.size()) != op.scale_bytes())
+    throw std::invalid_argument("MX problem: sf" + n + " holds " + std::to_string(op.scales.size()) +
+                                " bytes, expected " + std::to_string(op.scale_bytes()));
+}
+
+}  // namespace
+
+void validate(const MxProblem& p) {
+  if (p.op != Op::gemv && p.op != Op::gemm) throw std::invalid_argument("MX problem: op must be gemv or gemm");
+  if (p.m < 1 || p.n < 1 || p.l < 1 || p.k < 1) throw std::invalid_argument("MX problem: m, n, k, l must be >= 1");
+  if (p.op == Op::gemv && p.n != 1) throw std::invalid_argument("MX problem: n must be 1 for gemv");
+  if (!std::isfinite(p.alpha)) throw std::invalid_argument("MX problem: alpha must be finite");
+  check_operand(p.a, "a", p.m, p.k, p.l);
+  check_operand(p.b, "b", p.n, p.k, p.l);
+  if (p.expect && static_cast<int64_t>(p.expect->size()) != p.l * p.m * p.n)
+    throw std::invalid_argument("MX problem: expect holds the wrong number of words");
+}
+
+std::vector<MxElement> exact_mx(const MxProblem& p) {
+  validate(p);
+  std::vector<MxElement> out(static_cast<size_t>(p.l * p.m * p.n));
+  for (int64_t b = 0; b < p.l; ++b) {
+    // B's rows of the batch decoded once (n * k * 9 bytes), A's row by row.
+    std::vector<DecodedRow> cols(static_cast<size_t>(p.n));
+#pragma omp parallel for schedule(dynamic, 1) if (p.n > 1)
+    for (int64_t j = 0; j < p.n; ++j) cols[static_cast<size_t>(j)] = decode_row(p.b, p.semantics, b * p.n + j);
+#pragma omp parallel for schedule(dynamic, 1) if (p.m > 1)
+    for (int64_t i = 0; i < p.m; ++i) {
+      const DecodedRow row = decode_row(p.a, p.semantics, b * p.m + i);
+      for (int64_t j = 0; j < p.n; ++j)
+        out[static_cast<size_t>((b * p.m + i) * p.n + j)] = element(row, cols[static_cast<size_t>(j)], p.k);
+    }
+  }
+  return out;
+}
+
+uint32_t round_mx(const MxElement& e, float alpha, OutType type) {
+  const OutFormat f = out_format(type);
+  if (e.nan) return f.quiet_nan;
+  uint32_t bits;
+  std::memcpy(&bits, &alpha, sizeof bits);
+  const bool alpha_negative = (bits >> 31) != 0;
+  const int field = static_cast<int>((bits >> 23) & 0xFF);
+  const uint32_t frac = bits & 0x7FFFFFu;
+  if (e.pos_inf || e.neg_inf) {
+    if ((field == 0 && frac == 0) || (field == 0xFF && frac != 0)) return f.quiet_nan;  // Inf * 0
+    return (e.neg_inf != alpha_negative ? f.sign_bit : 0u) | f.inf;
+  }
+  if (e.sum.zero()) return 0;
+  if (field == 0xFF) return frac != 0 ? f.quiet_nan : ((e.sum.negative() != alpha_negative ? f.sign_bit : 0u) | f.inf);
+  u128 mag;
+  int exp2;
+  e.sum.magnitude(&mag, &exp2);  // below 2^103: the product with alpha's 24 bits fits
+  const uint64_t alpha_sig = field == 0 ? frac : (frac | 0x800000u);
+  exp2 += (field == 0 ? 1 : field) - 150;
+  return out_round(type, e.sum.negative() != alpha_negative, mag * alpha_sig, exp2);
+}
+
+std::vector<uint32_t> exact_mx_words(const MxProblem& p) {
+  const std::vector<MxElement> elems = exact_mx(p);
+  std::vector<uint32_t> words(elems.size());
+  for (size_t x = 0; x < elems.size(); ++x) words[x] = round_mx(elems[x], p.alpha, p.out_type);
+  return words;
+}
+
+ElementVerdict judge_mx_element(const MxElement& e, float alpha, uint32_t actual, const Policy& policy,
+                                OutType type) {
+  SumFacts s;
+  s.nan = e.nan;
+  s.inf = e.pos_inf || e.neg_inf;
+  s.expected = round_mx(e, alpha, type);
+  s.nan = s.nan || is_nan_out(type, s.expected);  // Inf * alpha = 0
+  if (!s.nan && !s.inf) {
+    s.r = e.sum.to_long_double();
+    s.abs_sum = e.abs_sum.to_long_double();
+    s.any_nonzero = e.nonzero > 0;
+    s.nonzero = e.nonzero;
+    s.g_exp = e.g_exp;
+    s.s_exp = e.abs_sum.top_exp();  // S < 2^s_exp
+  }
+  return judge_sum(s, alpha, actual, policy, type);
+}
+
+}  // namespace nvfp4

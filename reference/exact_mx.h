@@ -1,0 +1,102 @@
+// The exact reference for block-scaled operands of any of SPEC.md's four formats (nvfp4, mxfp4,
+// mxfp8_e4m3, mxfp8_e5m2; A and B may differ), GEMV and GEMM. With E8M0 scales products span
+// about 2^-300 to 2^300, so sums are kept in a wide fixed-point (Kulisch) accumulator and rounded
+// once to the output type; Inf elements (E5M2) follow IEEE.
+//
+// MxProblem stands beside Problem until Problem holds a_format/b_format itself: an NVFP4-only
+// Problem maps onto it one to one (both operands BlockFormat::nvfp4).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "reference/oracle.h"
+#include "reference/problem.h"
+
+namespace nvfp4 {
+
+// A signed fixed-point number with its least significant bit at 2^kLsbExp, in two's complement
+// over kLimbs 64-bit limbs. Covers every sum of MX products: products lie in [2^-286, 2^286)
+// (E5M2 and E8M0 at their extremes), and 2^40 of them stay below 2^326 < 2^(kLsbExp + 64*kLimbs - 1).
+struct Kulisch {
+  static constexpr int kLimbs = 11;
+  static constexpr int kLsbExp = -320;
+  uint64_t limb[kLimbs] = {};
+
+  // Adds v * 2^exp; exp >= kLsbExp and the result in range (both hold for MX products).
+  void add(i128 v, int exp);
+  bool negative() const { return (limb[kLimbs - 1] >> 63) != 0; }
+  bool zero() const;
+  // |value| = mag * 2^exp2 with mag below 2^103 (lower bits folded into a sticky bit, far below
+  // what rounding to FP32 looks at); mag = 0 for zero.
+  void magnitude(u128* mag, int* exp2) const;
+  // The value's exponent range: 2^(top_exp() - 1) <= |value| < 2^top_exp(); kLsbExp for zero.
+  int top_exp() const;
+  // The value in long double: one rounding (2^-64 relative), for the oracle's rounding regime.
+  long double to_long_double() const;
+};
+
+// Everything the oracle knows about one output element of a block-scaled product (SPEC section
+// 3 and rule 9), exact.
+struct MxElement {
+  Kulisch sum;              // r (before alpha), the finite products only
+  Kulisch abs_sum;          // S = sum of |product|
+  int64_t nonzero = 0;      // t
+  int g_exp = kNoProducts;  // g = 2^g_exp divides every nonzero product (kNoProducts: none)
+  bool nan = false;         // a used scale or element is NaN, or Inf * 0, or Infs of both signs
+  bool pos_inf = false, neg_inf = false;  // some product is +Inf / -Inf (IEEE)
+  static constexpr int kNoProducts = 1 << 20;
+};
+
+// One operand: rows x k elements per batch of `format`, the data as SPEC section 2 lays it out
+// (E2M1 packed two to a byte, E4M3 and E5M2 one byte each) and its scales in LINEAR order
+// (l * rows * kb, kb = ceil(k / block_size(format))).
+struct MxOperand {
+  BlockFormat format = BlockFormat::nvfp4;
+  int64_t rows = 0, k = 0, l = 1;
+  std::vector<uint8_t> data, scales;
+
+  int64_t kb() const { return (k + block_size(format) - 1) / block_size(format); }
+  int64_t data_bytes() const { return packs_nibbles(format) ? l * rows * k / 2 : l * rows * k; }
+  int64_t scale_bytes() const { return l * rows * kb(); }
+};
+
+// A GEMV (n = 1) or GEMM with operands of any formats. `semantics` applies to NVFP4 operands'
+// E4M3 scales only.
+struct MxProblem {
+  Op op = Op::gemm;
+  int64_t m = 1, n = 1, k = 32, l = 1;
+  float alpha = 1.0f;
+  OutType out_type = OutType::fp16;
+  ScaleSemantics semantics = ScaleSemantics::ue4m3;
+  MxOperand a, b;  // a.rows = m, b.rows = n
+  std::optional<std::vector<uint32_t>> expect;  // l*m*n words, C order
+  std::string note;
+};
+
+// Throws std::invalid_argument naming what is wrong (shape, operand sizes, k odd for an E2M1
+// operand, op other than gemv/gemm).
+void validate(const MxProblem& p);
+
+// Every output element's facts, C order ((b*m + i)*n + j). Validates p first.
+std::vector<MxElement> exact_mx(const MxProblem& p);
+// RN_out(alpha * r) once; NaN (the type's quiet NaN) for e.nan; +-Inf for an Inf element
+// (alpha = 0 times Inf gives NaN); an exact zero is +0.
+uint32_t round_mx(const MxElement& e, float alpha, OutType type);
+// round_mx of every element.
+std::vector<uint32_t> exact_mx_words(const MxProblem& p);
+
+// SPEC section 3 rule 9: rules 1-4 with the element's E8M0/E4M3/E5M2 values, the same policies
+// and accumulation rules as judge_element. An Inf result accepts only that Inf.
+ElementVerdict judge_mx_element(const MxElement& e, float alpha, uint32_t actual, const Policy& policy, OutType type);
+
+// A case file (SPEC section 4) with `a_format`/`b_format`, GEMV or GEMM with explicit data:
+// keys op m n k l alpha out_type scale_semantics a_format b_format a b sfa sfb expect note
+// (sfa/sfb in linear order; sf_layout may be given, as linear or permuted, and is not kept).
+// Throws CaseError "FILE:LINE: what is wrong". write_mx_case writes what parse reads back.
+MxProblem parse_mx_case(const std::string& text, const std::string& filename);
+std::string write_mx_case(const MxProblem& p);
+
+}  // namespace nvfp4
