@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gpu_reference/exact_gemm_gpu.h"
-#include "harness/generators.h"
+#include "harness/draw/generators.h"
 
 int main(int argc, char** argv) {
   std::string json_path;

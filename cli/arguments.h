@@ -7,7 +7,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "harness/generators.h"
+#include "harness/draw/generators.h"
 
 namespace nvfp4::cli {
 

@@ -8,7 +8,7 @@
 
 #include "cli/arguments.h"
 #include "cli/commands.h"
-#include "harness/suite.h"
+#include "harness/engine/suite.h"
 
 namespace nvfp4::cli {
 

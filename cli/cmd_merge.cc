@@ -1,5 +1,5 @@
 // `nvfp4check merge REPORT...`: the reports of `run --shard I/N` joined into the one an unsharded
-// run would have written (harness/report_merge.h); with --summary, a campaign's account as well:
+// run would have written (harness/engine/report_merge.h); with --summary, a campaign's account as well:
 // each shard's work, every shard's first failure replayed through its own reproduce line, and the
 // campaign's verdict. Argument parsing, printing and the replays' processes.
 #include <fcntl.h>
@@ -14,8 +14,8 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
-#include "harness/report_merge.h"
-#include "harness/worker.h"
+#include "harness/engine/report_merge.h"
+#include "harness/process/worker.h"
 
 extern char** environ;
 

@@ -1,5 +1,5 @@
 // `nvfp4check replay FILE...`: saved cases (and, with --fuzz-input, binary inputs of the kernel
-// fuzzer) against kernels, with every check of `run` (harness/suite.h). Argument parsing only.
+// fuzzer) against kernels, with every check of `run` (harness/engine/suite.h). Argument parsing only.
 #include <unistd.h>
 
 #include <cerrno>
@@ -16,8 +16,8 @@
 #include "cli/arguments.h"
 #include "cli/commands.h"
 #include "cli/python_kernel.h"
-#include "harness/listeners.h"
-#include "harness/suite.h"
+#include "harness/engine/listeners.h"
+#include "harness/engine/suite.h"
 
 namespace nvfp4::cli {
 namespace {

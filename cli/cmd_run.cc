@@ -1,4 +1,4 @@
-// `nvfp4check run`: checks kernels on the suite's schedule of seeded cases (harness/suite.h),
+// `nvfp4check run`: checks kernels on the suite's schedule of seeded cases (harness/engine/suite.h),
 // and the hidden `worker` command the kernel processes run. Argument parsing only.
 #include <unistd.h>
 
@@ -15,9 +15,9 @@
 #include "cli/arguments.h"
 #include "cli/commands.h"
 #include "cli/python_kernel.h"
-#include "harness/listeners.h"
+#include "harness/engine/listeners.h"
 #include "harness/ops/op_module.h"
-#include "harness/suite.h"
+#include "harness/engine/suite.h"
 
 namespace nvfp4::cli {
 namespace {

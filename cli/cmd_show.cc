@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "cli/commands.h"
-#include "harness/checks.h"
-#include "harness/generators.h"
+#include "harness/judge/checks.h"
+#include "harness/draw/generators.h"
 #include "reference/case_file.h"
 #include "reference/exact_gemm.h"
 #include "reference/oracle.h"

@@ -10,7 +10,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "harness/suite.h"
+#include "harness/engine/suite.h"
 
 namespace nvfp4::cli {
 
@@ -29,7 +29,7 @@ struct PythonArgs {
   // canonical/gpumode), and the operand formats of a GEMM.
   std::vector<std::string> in_types, recipes, q_formats, a_formats, b_formats;
   std::vector<std::string> format_words;  // --format as given (split into format and q_formats)
-  double warmup_timeout_s = 900;    // the warm-up call of each kernel process (harness/warmup.h)
+  double warmup_timeout_s = 900;    // the warm-up call of each kernel process (harness/process/warmup.h)
   bool format_given = false;
 };
 

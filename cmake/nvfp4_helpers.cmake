@@ -29,7 +29,7 @@ function(nvfp4_add_test name)
   cmake_parse_arguments(ARG "" "TIMEOUT" "SOURCES;LIBS;LABELS;ENVIRONMENT;RESOURCE_GROUPS" ${ARGN})
   if("gpu" IN_LIST ARG_LABELS)
     # One GPU per test from ctest's resource spec, so `ctest -j` spreads them over every GPU.
-    list(APPEND ARG_SOURCES ${PROJECT_SOURCE_DIR}/harness/ctest_gpu_resource.cc)
+    list(APPEND ARG_SOURCES ${PROJECT_SOURCE_DIR}/harness/process/ctest_gpu_resource.cc)
     if(NOT ARG_RESOURCE_GROUPS)
       set(ARG_RESOURCE_GROUPS "gpus:1")
     endif()

@@ -1,9 +1,9 @@
-// Fuzz target `kernel`: bytes -> the suite's one draw (harness/schedule.h draw_fuzz_case: the
+// Fuzz target `kernel`: bytes -> the suite's one draw (harness/draw/schedule.h draw_fuzz_case: the
 // schedule's shape classes, data classes, layouts and generators, each choice a few bytes of the
 // input, so every generator the schedule has reaches fuzzing) -> a kernel -> every check of the
 // runner, judged by the oracle. On a failure it saves the case file (SPEC.md section 4) and aborts with the diagnosis.
 // Text inputs are read as case files, so saved cases and hand-written seeds work as inputs too
-// (harness/schedule.h fuzz_input_problem, which `nvfp4check replay --fuzz-input` calls as well).
+// (harness/draw/schedule.h fuzz_input_problem, which `nvfp4check replay --fuzz-input` calls as well).
 //
 // Environment:
 //   NVFP4_FUZZ_KERNEL    kernel name, or several separated by commas (default: every runnable
@@ -38,10 +38,10 @@
 
 #include <omp.h>
 
-#include "harness/generators.h"
-#include "harness/case_check.h"
-#include "harness/report.h"
-#include "harness/schedule.h"
+#include "harness/draw/generators.h"
+#include "harness/judge/case_check.h"
+#include "harness/engine/report.h"
+#include "harness/draw/schedule.h"
 #include "kernels/registry.h"
 #include "reference/case_file.h"
 

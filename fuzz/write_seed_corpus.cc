@@ -279,7 +279,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "seed %s does not decode back to itself\n", seed.name.c_str());
       return 1;
     }
-    // The kernel fuzzer draws binary inputs through the suite's draw (harness/schedule.h), which
+    // The kernel fuzzer draws binary inputs through the suite's draw (harness/draw/schedule.h), which
     // has no inverse: its seeds are the same problems as case files, which it reads as text.
     Problem kernel_seed = seed.p;
     kernel_seed.note = "seed " + seed.name;

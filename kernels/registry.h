@@ -74,7 +74,7 @@ class Registry {
   // output types): on any error nothing is
   // added and the PluginError's message names the plugin's path and what is wrong. The loading
   // runs the plugin's code (constructors, nvfp4_kernel_count/get): call it only in a process
-  // that may die of it (harness/worker.h lists plugins in a child).
+  // that may die of it (harness/process/worker.h lists plugins in a child).
   void load_plugin(const std::string& path);  // throws PluginError
   // Adds a provider given by its three entry points (built-ins, tests) and, optionally, a
   // one-line description per kernel.

@@ -11,10 +11,10 @@
 
 #include <fmt/format.h>
 
-#include "harness/case_check.h"
-#include "harness/junit.h"
-#include "harness/report.h"
-#include "harness/suite.h"
+#include "harness/judge/case_check.h"
+#include "harness/engine/junit.h"
+#include "harness/engine/report.h"
+#include "harness/engine/suite.h"
 #include "reference/exact_gemm.h"
 #include "reference/formats.h"
 #include "reference/oracle.h"

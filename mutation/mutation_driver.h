@@ -13,9 +13,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "harness/executor.h"
-#include "harness/generators.h"
-#include "harness/schedule.h"
+#include "harness/process/executor.h"
+#include "harness/draw/generators.h"
+#include "harness/draw/schedule.h"
 
 namespace nvfp4 {
 

@@ -11,9 +11,9 @@
 #include <cmath>
 #include <cstring>
 
-#include "harness/case_check.h"
-#include "harness/executor.h"
-#include "harness/report.h"
+#include "harness/judge/case_check.h"
+#include "harness/process/executor.h"
+#include "harness/engine/report.h"
 #include "reference/formats.h"
 #include "reference/quantize.h"
 #include "reference/scale_layout.h"

@@ -13,7 +13,7 @@
 #include <numeric>
 #include <sstream>
 
-#include "harness/case_check.h"
+#include "harness/judge/case_check.h"
 #include "reference/case_file.h"
 #include "reference/formats.h"
 

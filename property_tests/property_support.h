@@ -11,8 +11,8 @@
 
 #include <rapidcheck.h>
 
-#include "harness/generators.h"
-#include "harness/schedule.h"
+#include "harness/draw/generators.h"
+#include "harness/draw/schedule.h"
 #include "kernels/registry.h"
 #include "reference/exact_gemm.h"
 #include "reference/fp16.h"

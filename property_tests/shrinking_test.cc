@@ -12,7 +12,7 @@
 
 #include <unistd.h>  // getpid
 
-#include "harness/case_check.h"
+#include "harness/judge/case_check.h"
 #include "kernels/block_scaled_decode.h"
 #include "kernels/host/fp16_from_float.h"
 #include "property_tests/properties.h"

@@ -27,7 +27,7 @@
 
 #include "kernels/block_scaled_decode.h"
 #include "kernels/registry.h"
-#include "harness/kernel_call.h"
+#include "harness/process/kernel_call.h"
 #include "reference/exact_gemm.h"
 #include "reference/oracle.h"
 #include "reference/problem.h"

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "gpu_reference/exact_gemm_gpu.h"
-#include "harness/generators.h"
+#include "harness/draw/generators.h"
 #include "property_tests/property_support.h"
 #include "reference/exact_gemm.h"
 

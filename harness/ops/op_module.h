@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "harness/kernel_call.h"
+#include "harness/process/kernel_call.h"
 #include "reference/exact_gemm.h"
 
 namespace nvfp4 {

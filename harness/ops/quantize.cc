@@ -11,10 +11,10 @@
 
 #include <fmt/format.h>
 
-#include "harness/case_check.h"
-#include "harness/checks.h"
+#include "harness/judge/case_check.h"
+#include "harness/judge/checks.h"
 #include "harness/ops/op_module.h"
-#include "harness/schedule.h"
+#include "harness/draw/schedule.h"
 #include "reference/quantize.h"
 #include "reference/scale_layout.h"
 

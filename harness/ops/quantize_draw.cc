@@ -15,7 +15,7 @@
 #include <fmt/format.h>
 
 #include "harness/ops/op_module.h"
-#include "harness/schedule.h"
+#include "harness/draw/schedule.h"
 
 namespace nvfp4 {
 namespace quantize_op {

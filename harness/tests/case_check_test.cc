@@ -9,8 +9,8 @@
 #include <fstream>
 #include <string>
 
-#include "harness/checks.h"
-#include "harness/generators.h"
+#include "harness/judge/checks.h"
+#include "harness/draw/generators.h"
 #include "harness/tests/check_in_process.h"
 #include "mutation/wrong/wrong_host_kernels.h"
 #include "kernels/registry.h"

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "harness/case_check.h"
+#include "harness/judge/case_check.h"
 
 namespace nvfp4 {
 

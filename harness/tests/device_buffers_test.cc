@@ -3,7 +3,7 @@
 
 #include <numeric>
 
-#include "harness/device_buffers.h"
+#include "harness/process/device_buffers.h"
 #include "kernels/nvfp4_kernel_abi.h"
 
 namespace nvfp4 {

@@ -1,7 +1,7 @@
 // The generators: deterministic from the seed, shapes inside (or, on request, outside) the
 // declared constraints and weighted to tile edges, every distribution what its name promises,
 // raw 0 the plainest case, and most narrow-scale outputs in the oracle's exact regime.
-#include "harness/generators.h"
+#include "harness/draw/generators.h"
 
 #include <gtest/gtest.h>
 

@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "harness/case_check.h"
-#include "harness/checks.h"
+#include "harness/judge/case_check.h"
+#include "harness/judge/checks.h"
 #include "harness/ops/op_module.h"
-#include "harness/schedule.h"
+#include "harness/draw/schedule.h"
 #include "harness/tests/check_in_process.h"
 #include "kernels/registry.h"
 #include "reference/scale_layout.h"

@@ -6,11 +6,11 @@
 #include <filesystem>
 #include <set>
 
-#include "harness/checks.h"
-#include "harness/generators.h"
-#include "harness/report.h"
-#include "harness/report_fields.h"
-#include "harness/report_merge.h"
+#include "harness/judge/checks.h"
+#include "harness/draw/generators.h"
+#include "harness/engine/report.h"
+#include "harness/engine/report_fields.h"
+#include "harness/engine/report_merge.h"
 #include "reference/exact_gemm.h"
 
 namespace nvfp4 {

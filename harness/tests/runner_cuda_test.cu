@@ -14,7 +14,7 @@
 #include <string>
 #include <tuple>
 
-#include "harness/generators.h"
+#include "harness/draw/generators.h"
 #include "harness/tests/check_in_process.h"
 #include "kernels/registry.h"
 #include "reference/formats.h"

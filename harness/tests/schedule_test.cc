@@ -14,7 +14,7 @@
 
 #include <fmt/format.h>
 
-#include "harness/schedule.h"
+#include "harness/draw/schedule.h"
 #include "reference/stable_hash.h"
 #include "reference/case_file.h"
 #include "reference/exact_gemm.h"

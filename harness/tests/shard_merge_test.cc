@@ -11,7 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "harness/report_merge.h"
+#include "harness/engine/report_merge.h"
 #include "harness/tests/program_runner.h"
 
 #ifndef NVFP4CHECK_EXE

@@ -14,10 +14,10 @@
 #include <string>
 #include <vector>
 
-#include "harness/case_check.h"
-#include "harness/generators.h"
+#include "harness/judge/case_check.h"
+#include "harness/draw/generators.h"
 #include "harness/tests/check_in_process.h"
-#include "harness/worker_protocol.h"
+#include "harness/process/worker_protocol.h"
 #include "kernels/registry.h"
 #include "reference/fp16.h"
 

@@ -2,8 +2,8 @@
 // warmed up on a problem it refuses), and is small and the same every time.
 #include <gtest/gtest.h>
 
-#include "harness/case_check.h"
-#include "harness/warmup.h"
+#include "harness/judge/case_check.h"
+#include "harness/process/warmup.h"
 
 namespace nvfp4 {
 namespace {

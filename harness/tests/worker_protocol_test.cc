@@ -4,8 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "harness/generators.h"
-#include "harness/worker_protocol.h"
+#include "harness/draw/generators.h"
+#include "harness/process/worker_protocol.h"
 #include "reference/problem_fields.h"
 
 namespace nvfp4 {

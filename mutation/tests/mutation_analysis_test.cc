@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "harness/worker.h"
+#include "harness/process/worker.h"
 #include "mutation/mutation_driver.h"
 #include "mutation/honest/rounding.h"
 #include "kernels/registry.h"

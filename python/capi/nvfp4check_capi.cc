@@ -19,14 +19,14 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "harness/case_check.h"
-#include "harness/device_buffers.h"
-#include "harness/generators.h"
-#include "harness/listeners.h"
-#include "harness/report.h"
-#include "harness/suite.h"
-#include "harness/warmup.h"
-#include "harness/worker.h"
+#include "harness/judge/case_check.h"
+#include "harness/process/device_buffers.h"
+#include "harness/draw/generators.h"
+#include "harness/engine/listeners.h"
+#include "harness/engine/report.h"
+#include "harness/engine/suite.h"
+#include "harness/process/warmup.h"
+#include "harness/process/worker.h"
 #include "kernels/registry.h"
 #include "reference/case_file.h"
 #include "reference/exact_gemm.h"
@@ -142,7 +142,7 @@ struct Options {
   double seconds = 0, timeout_s = kDefaultCallTimeout;
   std::optional<uint64_t> seed;
   bool keep_passing_cases = false;
-  bool warmup = false;  // one warm-up call before the first case (harness/warmup.h)
+  bool warmup = false;  // one warm-up call before the first case (harness/process/warmup.h)
   std::optional<Shape> shape;
   KernelArgs replay_args;
 };

@@ -73,7 +73,7 @@ char *nvfp4check_unsupported_reason(const nvfp4_kernel_info *info, const nvfp4_p
  * check "exception" and this text instead of "kernel-error". */
 void nvfp4check_kernel_failed(const char *check, const char *message);
 
-/* Serves the kernel as a worker process of `nvfp4check run --python` (harness/worker.h): sends
+/* Serves the kernel as a worker process of `nvfp4check run --python` (harness/process/worker.h): sends
  * its info on fd, then makes the calls the parent asks for and sends back what it observed, until
  * the parent ends. The verdicts are decided by the parent. Returns the process's exit code. */
 int nvfp4check_serve(const nvfp4_kernel_info *info, nvfp4check_run_fn run, void *user, int fd, double timeout_s);

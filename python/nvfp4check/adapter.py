@@ -524,7 +524,7 @@ class KernelAdapter:
 
     def unsupported_reason(self, problem):
         """Why problem (an nvfp4_problem) lies outside what the info declares, "" when inside: the
-        suite's own rule (harness/case_check.h's unsupported_reason, through the C API), so a
+        suite's own rule (harness/judge/case_check.h's unsupported_reason, through the C API), so a
         Python kernel is held to exactly what an ABI kernel with the same info would be."""
         return _capi.load().unsupported_reason(self.info, problem)
 

@@ -4,7 +4,7 @@ Imports FILE (a GPU MODE submission, a module with a canonical kernel), takes FU
 (default custom_kernel) and runs nc.check on it, or nc.replay with --replay CASE. Prints the
 failure text or a one-line verdict; exit code 0 pass or skipped, 1 a check failed, 2 bad usage or
 input (SPEC.md section 6). With --serve-fd FD it is instead the kernel process of
-`nvfp4check run --python` (harness/worker.h): the parent schedules and judges every case, this
+`nvfp4check run --python` (harness/process/worker.h): the parent schedules and judges every case, this
 process only calls the kernel, so a crash or hang of the kernel cannot take the parent with it.
 """
 import argparse

@@ -10,7 +10,7 @@ import shutil
 import pytest
 
 # ctest hands a GPU test one device in CTEST_RESOURCE_GROUP_0_GPUS ("id:N,slots:1"): make it the
-# only one this process sees, before anything starts CUDA (as harness/ctest_gpu_resource.cc does).
+# only one this process sees, before anything starts CUDA (as harness/process/ctest_gpu_resource.cc does).
 _group = os.environ.get("CTEST_RESOURCE_GROUP_0_GPUS", "")
 if "id:" in _group:
     os.environ["CUDA_VISIBLE_DEVICES"] = _group.split("id:")[1].split(",")[0]

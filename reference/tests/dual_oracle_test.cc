@@ -191,7 +191,7 @@ TEST(DualOracle, HonestFp32EpiloguesAcrossFp32sWholeRange) {
   for (int iter = 0; iter < 3000; ++iter) {
     const OutType type = iter % 2 ? OutType::bf16 : OutType::fp32;
     Problem p = random_dual(rng, type);
-    // As harness/generators.cc moves an arbitrary alpha: 2^-(100..129) or 2^(80..109) times it.
+    // As harness/draw/generators.cc moves an arbitrary alpha: 2^-(100..129) or 2^(80..109) times it.
     const int shift = iter % 4 < 2 ? -100 - static_cast<int>(rng() % 30) : 80 + static_cast<int>(rng() % 30);
     float& moved = iter % 4 == 0 || iter % 4 == 2 ? p.alpha : p.alpha2;
     moved = std::ldexp(moved, shift);

@@ -1,0 +1,637 @@
+// The suite core's top: lanes over the schedule, run, replay and list (see suite.h).
+#include "harness/engine/suite.h"
+
+#include <fnmatch.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <iterator>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "gpu_reference/exact_gemm_gpu.h"
+#include "harness/engine/run_identity.h"
+#include "harness/process/warmup.h"
+#include "reference/case_file.h"
+
+namespace nvfp4 {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// A case whose kernel process could not even start counts as that kernel's crash.
+CaseOutcome start_failure(const Problem& p, const std::string& why) {
+  CaseOutcome r;
+  r.problem = p;
+  r.verdict = CaseOutcome::Verdict::fail;
+  r.finding = Finding{Check::crash, why, "", ""};
+  r.call = CaseCall::start;
+  r.context_lost = true;
+  return r;
+}
+
+// A problem without its tensors, their memory given back (kept until the first failure is
+// decided, a case needs only its shape and counts).
+void drop_data(Problem& p) {
+  for (std::vector<uint8_t>* v : {&p.a, &p.b, &p.sfa, &p.sfb, &p.b2, &p.sfb2, &p.x}) std::vector<uint8_t>().swap(*v);
+  for (Group& g : p.groups)
+    for (std::vector<uint8_t>* v : {&g.a, &g.b, &g.sfa, &g.sfb}) std::vector<uint8_t>().swap(*v);
+}
+
+// A case's outcome without its data, kept until the kernel's first failure is decided.
+CaseOutcome without_data(CaseOutcome out) {
+  drop_data(out.problem);
+  out.reference = ExactResult{};
+  std::vector<uint32_t>().swap(out.c);
+  return out;
+}
+
+// The first failure, annotated by the listeners and rendered.
+void report_failure(KernelReport& report, const KernelDesc& kernel, const CaseOutcome& out, int64_t index,
+                    std::optional<uint64_t> seed, const KernelArgs& replay_args, SuiteListener& listener) {
+  const std::string reproduce =
+      replay_args.empty() || out.case_file.empty() ? "" : reproduce_command(out.case_file, replay_args);
+  add_outcome(report, out, index, "", "", reproduce);
+  FailureRecord& f = *report.failure;
+  listener.annotate_failure(kernel, out, f);
+  if (f.message != out.finding->message || f.hint != out.finding->hint) {
+    // A listener had more to say (a second run of the case): the text says it too.
+    CaseOutcome annotated = out;
+    annotated.finding->message = f.message;
+    annotated.finding->hint = f.hint;
+    f.text = failure_text(kernel.name, seed, annotated, f.error_map, f.reproduce);
+  } else {
+    f.text = failure_text(kernel.name, seed, out, f.error_map, f.reproduce);
+  }
+  listener.failed(kernel, f);
+}
+
+// When the listener asks to stop (an interrupt), marks the report: a kernel cut short is never a
+// pass (skipped, with how far it got), and one not started says so.
+void mark_interrupted(SuiteListener& listener, KernelReport& report, SuiteResult& result, bool started) {
+  if (!listener.should_stop()) return;
+  result.interrupted = report.interrupted = true;
+  if (report.verdict != KernelVerdict::fail) {
+    report.verdict = KernelVerdict::skipped;
+    report.skip_reason =
+        started ? fmt::format("interrupted after {} cases", report.cases) : "interrupted before it started";
+  }
+}
+
+}  // namespace
+
+void Listeners::kernel_started(size_t index, size_t kernels, const KernelDesc& kernel, double budget_s,
+                               int64_t planned) {
+  for (SuiteListener* l : all_) l->kernel_started(index, kernels, kernel, budget_s, planned);
+}
+void Listeners::case_done(const KernelDesc& kernel, int64_t index, const CaseOutcome& outcome) {
+  for (SuiteListener* l : all_) l->case_done(kernel, index, outcome);
+}
+void Listeners::warming_up(const KernelDesc& kernel, double seconds) {
+  for (SuiteListener* l : all_) l->warming_up(kernel, seconds);
+}
+
+void Listeners::annotate_failure(const KernelDesc& kernel, const CaseOutcome& outcome, FailureRecord& failure) {
+  for (SuiteListener* l : all_) l->annotate_failure(kernel, outcome, failure);
+}
+void Listeners::failed(const KernelDesc& kernel, const FailureRecord& failure) {
+  for (SuiteListener* l : all_) l->failed(kernel, failure);
+}
+void Listeners::kernel_finished(const KernelReport& report) {
+  for (SuiteListener* l : all_) l->kernel_finished(report);
+}
+bool Listeners::should_stop() {
+  bool stop = false;
+  for (SuiteListener* l : all_) stop |= l->should_stop();
+  return stop;
+}
+
+bool SuiteResult::any_failed() const {
+  return std::any_of(kernels.begin(), kernels.end(),
+                     [](const KernelReport& r) { return r.verdict == KernelVerdict::fail; });
+}
+
+KernelReport kernel_report(const KernelDesc& kernel) {
+  KernelReport report;
+  report.name = kernel.name;
+  report.origin = kernel.origin;
+  report.origin_identity = origin_identity(kernel.origin);
+  report.flags = kernel.info.flags;
+  return report;
+}
+
+KernelReport skipped_report(const KernelDesc& kernel, const std::string& why) {
+  KernelReport report = kernel_report(kernel);
+  report.verdict = KernelVerdict::skipped;
+  report.skip_reason = why;
+  return report;
+}
+
+std::optional<Schedule> kernel_schedule(const KernelDesc& kernel, const ScheduleOptions& options,
+                                        std::string* why_not) {
+  if (!kernel.runnable) {
+    *why_not = kernel.why_not;
+    return std::nullopt;
+  }
+  try {
+    return Schedule(kernel.info, kernel.name, options);
+  } catch (const std::invalid_argument&) {
+    *why_not = options.op ? fmt::format("does not support {}", to_string(*options.op)) : "declares no op";
+    return std::nullopt;
+  }
+}
+
+namespace {
+
+bool is_pattern(const std::string& name) { return name.find_first_of("*?[") != std::string::npos; }
+
+bool matches_any(const std::vector<std::string>& patterns, const std::string& name) {
+  return std::any_of(patterns.begin(), patterns.end(),
+                     [&](const std::string& p) { return ::fnmatch(p.c_str(), name.c_str(), 0) == 0; });
+}
+
+// Whether a kernel passes the selection's memory and op (a pattern's matches and the default set).
+bool selected(const KernelSelection& sel, const KernelDesc& d) {
+  if (sel.memory && d.info.memory != *sel.memory) return false;
+  return !sel.op || d.supports_op(static_cast<uint32_t>(*sel.op));
+}
+
+// The names and patterns of a selection, in the order given, each kernel once.
+std::vector<KernelDesc> pick(const std::vector<KernelDesc>& all, const KernelSelection& sel) {
+  std::vector<KernelDesc> out;
+  std::set<std::string> seen;
+  auto take = [&](const KernelDesc& d) {
+    if (!matches_any(sel.exclude, d.name) && seen.insert(d.name).second) out.push_back(d);
+  };
+  if (sel.names.empty())
+    for (const KernelDesc& d : all)
+      if (selected(sel, d)) take(d);
+  for (const std::string& name : sel.names) {
+    if (is_pattern(name)) {
+      // A pattern is a selection: what it matches passes --memory and --op like the default set.
+      bool any = false;
+      for (const KernelDesc& d : all) {
+        if (!matches_any({name}, d.name)) continue;
+        any = true;
+        if (selected(sel, d)) take(d);
+      }
+      if (!any) throw std::invalid_argument("no kernel matches \"" + name + "\"");
+      continue;
+    }
+    auto it = std::find_if(all.begin(), all.end(), [&](const KernelDesc& d) { return d.name == name; });
+    if (it == all.end()) {
+      std::string known;
+      for (const KernelDesc& d : all) known += " " + d.name;
+      throw std::invalid_argument("no kernel named \"" + name + "\"; known:" + known);
+    }
+    // Named and excluded by --memory: the two ask for different things.
+    if (sel.memory && it->info.memory != *sel.memory)
+      throw std::invalid_argument("kernel \"" + name + "\" runs in " + (it->is_cuda() ? "cuda" : "host") +
+                                  " memory, which --memory leaves out");
+    take(*it);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<SuiteKernel> find_kernels(const std::vector<std::string>& plugins, const std::vector<std::string>& names,
+                                      double timeout_s) {
+  KernelSelection sel;
+  sel.names = names;
+  return select_kernels(plugins, sel, timeout_s);
+}
+
+std::vector<SuiteKernel> select_kernels(const std::vector<std::string>& plugins, const KernelSelection& selection,
+                                        double timeout_s) {
+  std::vector<KernelDesc> all;
+  if (plugins.empty()) {
+    // The built-ins are this program's own code: no child needed to list them.
+    const Registry builtins = Registry::with_builtins();
+    for (const Kernel& k : builtins.kernels()) all.push_back(describe_kernel(k));
+  } else {
+    all = list_kernels(plugins, timeout_s);
+  }
+  std::vector<SuiteKernel> out;
+  for (const KernelDesc& d : pick(all, selection)) {
+    SuiteKernel k;
+    k.desc = d;
+    k.command = kernel_worker_command(d.name, plugins, timeout_s);
+    // The kernel, then where it comes from: the order a campaign's replay lines have too.
+    k.replay_args = {"--kernel", d.name};
+    if (d.origin != "builtin") k.replay_args.insert(k.replay_args.end(), {"--plugin", std::filesystem::absolute(d.origin).string()});
+    out.push_back(std::move(k));
+  }
+  return out;
+}
+
+KernelReport check_kernel(const std::vector<Executor*>& lanes, const KernelDesc& kernel, const Schedule& schedule,
+                          const LaneSettings& settings, SuiteListener& listener) {
+  KernelReport report = kernel_report(kernel);
+  report.policy = (settings.case_options.policy ? *settings.case_options.policy : kernel_policy(kernel)).name();
+  std::mutex mutex;
+  std::atomic<int64_t> next{0};
+  // The lowest failing index found so far: no lane starts a case past it, and the lower ones in
+  // flight finish, so the first failure and the count do not depend on the number of lanes.
+  std::atomic<int64_t> first_failure{std::numeric_limits<int64_t>::max()};
+  std::atomic<bool> stop{false};
+  const auto start = Clock::now();
+  std::exception_ptr error;
+  struct Done {
+    ScheduledCase c;  // without data
+    CaseOutcome outcome;
+    // The lane's seconds: waiting for the case drawn ahead, telling the listener, all of its turn.
+    double draw = 0, listeners = 0, lane = 0;
+  };
+  std::map<int64_t, Done> done;
+  std::map<int64_t, CaseOutcome> failures;  // with their data, to be rendered
+
+  // A lane draws its next case on another thread while this one is checked (drawing data is a
+  // good part of a small case's time); a case drawn but not reached is simply not counted.
+  struct Drawn {
+    int64_t index = -1;
+    ScheduledCase c;
+  };
+  auto draw = [&]() -> std::optional<Drawn> {
+    const int64_t index = settings.shard.case_index(next.fetch_add(1));
+    if (settings.cases > 0 && index >= settings.cases) return std::nullopt;
+    if (index > first_failure) return std::nullopt;
+    Drawn d;
+    d.index = index;
+    d.c = schedule.at(index);
+    return d;
+  };
+  auto lane = [&](Executor* executor) {
+    std::future<std::optional<Drawn>> ahead = std::async(std::launch::deferred, draw);
+    for (;;) {
+      if (stop) return;
+      const auto turn = Clock::now();
+      std::optional<Drawn> drawn;
+      try {
+        drawn = ahead.get();
+      } catch (...) {
+        // A draw that throws is the suite's own error: the run ends with it, never a dead thread.
+        std::lock_guard<std::mutex> lock(mutex);
+        if (!error) error = std::current_exception();
+        stop = true;
+        return;
+      }
+      const double draw_wait = since(turn);
+      if (!drawn) return;
+      const int64_t index = drawn->index;
+      if (index > first_failure) return;
+      if (settings.seconds > 0 && index > settings.shard.index && since(start) >= settings.seconds) return;
+      ahead = std::async(std::launch::async, draw);
+      ScheduledCase& sc = drawn->c;
+      CaseOptions options = settings.case_options;
+      options.stale_seed = sc.stale_seed;
+      CaseOutcome out;
+      try {
+        out = check_case(*executor, sc.problem, options);
+      } catch (const WorkerStartError& e) {
+        out = start_failure(sc.problem, e.what());
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mutex);
+        if (!error) error = std::current_exception();
+        stop = true;
+        return;
+      }
+      if (listener.should_stop()) {
+        stop = true;
+        return;
+      }
+      const bool failed = out.verdict == CaseOutcome::Verdict::fail;
+      std::lock_guard<std::mutex> lock(mutex);
+      const auto told = Clock::now();
+      listener.case_done(kernel, index, out);
+      const double report_s = since(told);
+      drop_data(sc.problem);
+      Done d{std::move(sc), CaseOutcome{}, draw_wait, report_s, 0.0};
+      if (failed) {
+        int64_t lowest = first_failure;
+        while (index < lowest && !first_failure.compare_exchange_weak(lowest, index)) {
+        }
+        d.outcome = without_data(out);
+        failures.emplace(index, std::move(out));
+      } else {
+        d.outcome = without_data(std::move(out));
+      }
+      d.lane = since(turn);
+      done.emplace(index, std::move(d));
+    }
+  };
+  if (lanes.size() == 1) {
+    lane(lanes.front());
+  } else {
+    std::vector<std::thread> threads;
+    for (Executor* e : lanes) threads.emplace_back(lane, e);
+    for (std::thread& t : threads) t.join();
+  }
+  if (error) std::rethrow_exception(error);
+  // What one lane would have found: every case up to the first failure, in order.
+  for (auto& [index, d] : done) {
+    if (index > first_failure) break;
+    report.add_time("draw", d.draw);
+    report.drawn.add(d.c);
+    const auto t = Clock::now();
+    if (index == first_failure) {
+      report_failure(report, kernel, failures.at(index), index, settings.seed, settings.replay_args, listener);
+    } else {
+      add_outcome(report, d.outcome, index, "", "");
+    }
+    report.add_time("listeners", d.listeners + (index == first_failure ? since(t) : 0.0));
+    // What no step holds, so that the steps add up to the lanes' time.
+    report.add_time("other", std::max(0.0, d.lane - d.draw - d.outcome.times.total() - d.listeners));
+  }
+  report.seconds = since(start);
+  finish_report(report);
+  return report;
+}
+
+SuiteResult run_suite(const std::vector<SuiteKernel>& kernels, const RunSettings& settings, SuiteListener& listener) {
+  SuiteResult result;
+  result.seed = settings.seed;
+  result.command = settings.command_line;
+  result.shard = settings.shard;
+  // With neither a case count nor a time, `run` is the main job: about a minute in all.
+  const double total_seconds = settings.seconds > 0 ? settings.seconds : (settings.cases > 0 ? 0 : 60);
+  const int gpus = std::max<int>(1, static_cast<int>(settings.gpus.size()));
+  const auto session_start = Clock::now();
+  // Schedules first: a kernel that is skipped (no device, an op it lacks) leaves its share of the
+  // time to the kernels that run, so `--seconds` is the length of the run.
+  ScheduleOptions so;
+  so.seed = settings.seed;
+  so.op = settings.op;
+  so.shape = settings.shape;
+  std::vector<std::optional<Schedule>> schedules;
+  std::vector<std::string> skips(kernels.size());
+  for (size_t x = 0; x < kernels.size(); ++x) schedules.push_back(kernel_schedule(kernels[x].desc, so, &skips[x]));
+  for (size_t x = 0; x < kernels.size(); ++x) {
+    const SuiteKernel& sk = kernels[x];
+    const std::optional<Schedule>& schedule = schedules[x];
+    double budget = 0;
+    if (total_seconds > 0 && schedule) {
+      const auto to_run = std::count_if(schedules.begin() + static_cast<std::ptrdiff_t>(x), schedules.end(),
+                                        [](const std::optional<Schedule>& s) { return s.has_value(); });
+      budget = std::max(0.5, (total_seconds - since(session_start)) / double(to_run));
+    }
+    listener.kernel_started(x, kernels.size(), sk.desc, budget, settings.shard.cases_below(settings.cases));
+    KernelReport report;
+    if (listener.should_stop()) {
+      report = kernel_report(sk.desc);
+      mark_interrupted(listener, report, result, false);
+    } else if (!schedule) {
+      report = skipped_report(sk.desc, skips[x]);
+    } else {
+      // Lanes: `jobs` kernel processes per GPU for CUDA kernels, `jobs` in all for host ones.
+      const int lanes = sk.desc.is_cuda() ? settings.jobs * gpus : settings.jobs;
+      std::vector<std::shared_ptr<WorkerExecutor>> executors;
+      std::vector<Executor*> raw;
+      for (int w = 0; w < lanes; ++w) {
+        WorkerCommand command = sk.command;
+        const bool placed = sk.desc.is_cuda() && !settings.gpus.empty();
+        if (placed)
+          command.env.emplace_back("CUDA_VISIBLE_DEVICES", settings.gpus[static_cast<size_t>(w) % settings.gpus.size()]);
+        executors.push_back(w == 0 && sk.started && !placed
+                                ? sk.started
+                                : std::make_shared<WorkerExecutor>(std::move(command), settings.timeout_s));
+        raw.push_back(executors.back().get());
+      }
+      // A compiling kernel warms up first, outside its time (harness/process/warmup.h).
+      std::vector<WorkerExecutor*> workers;
+      for (const auto& e : executors) workers.push_back(e.get());
+      const double warmup = warm_up_lanes(workers, [&](double s) { listener.warming_up(sk.desc, s); });
+      LaneSettings ls;
+      ls.cases = settings.cases;
+      ls.shard = settings.shard;
+      ls.seconds = budget;
+      ls.seed = settings.seed;
+      ls.case_options.case_dir = settings.case_dir;
+      ls.case_options.policy = settings.policy;
+      ls.replay_args = sk.replay_args;
+      report = check_kernel(raw, sk.desc, *schedule, ls, listener);
+      for (const auto& e : executors) report.workers += e->starts();
+      report.warmup_seconds = warmup;
+      mark_interrupted(listener, report, result, true);
+    }
+    report.stream = sk.stream;
+    listener.kernel_finished(report);
+    result.checked += report.cases;
+    result.kernels.push_back(std::move(report));
+  }
+  return result;
+}
+
+namespace {
+
+// "FILE:LINE: " of the expect line that disagrees with ref (of its group's, for a grouped case).
+std::string expect_place(const std::string& path, const Problem& p, const ExactResult& ref) {
+  std::string key = "expect";
+  if (p.op == Op::quantize) {
+    const int64_t x = compare_expect(p, ref, 1).first.front();
+    key = x < static_cast<int64_t>(ref.quant->q.size()) ? "expect_q" : "expect_sfq";
+  } else if (p.op == Op::grouped_gemm) {
+    const int64_t x = compare_expect(p, ref, 1).first.front();
+    size_t g = 0;
+    while (g + 1 < ref.group_offset.size() && ref.group_offset[g + 1] <= x) ++g;
+    key += "." + std::to_string(g);
+  }
+  const int line = case_key_line(path, key);
+  return line > 0 ? path + ":" + std::to_string(line) + ": " : path + ": ";
+}
+
+}  // namespace
+
+ReplayInput read_replay_input(const std::string& path, bool fuzz_input) {
+  ReplayInput in;
+  in.path = std::filesystem::absolute(path).string();
+  if (fuzz_input) {
+    // The fuzzer's inputs are at most its -max_len (32 KiB under OSS-Fuzz); 16 MiB is far past that.
+    static const InputLimit fuzz_limit{uint64_t(1) << 24, "a kernel fuzzer input",
+                                       "the fuzzer's own inputs are at most its -max_len"};
+    in.fuzz_bytes = read_input_file(path, fuzz_limit, false);
+    in.fuzz_limits = fuzz_limits_from_environment();
+    std::string why;
+    std::optional<Problem> p = fuzz_input_problem(*in.fuzz_bytes, nullptr, in.fuzz_limits, &why);
+    if (!p) throw CaseError(path + ": " + why);
+    in.problem = std::move(*p);
+  } else {
+    in.problem = read_case_file(path);
+  }
+  try {
+    if (!in.problem.has_data()) expand_seeded_case(in.problem);
+  } catch (const std::invalid_argument& e) {
+    throw CaseError(path + ": " + e.what());
+  }
+  if (has_expect(in.problem)) {
+    const ExactResult ref = exact_gemm_auto(in.problem);
+    const std::string mismatch = expect_mismatch(in.problem, ref);
+    if (!mismatch.empty())
+      throw CaseError(expect_place(path, in.problem, ref) + mismatch + " (the case file or the reference is wrong)");
+    clear_expect(in.problem);  // checked once here
+  }
+  return in;
+}
+
+CaseOutcome replay_case(Executor& executor, const ReplayInput& input, const CaseOptions& base) {
+  CaseOptions options = base;
+  options.existing_file = input.path;
+  // The stale-state data depends on the case, not on the path it was given by (a fuzz input's, on
+  // its bytes, as in the fuzzer).
+  options.stale_seed = input.fuzz_bytes ? fnv1a(*input.fuzz_bytes) : fnv1a(write_case(input.problem));
+  try {
+    return check_case(executor, input.problem, options);
+  } catch (const WorkerStartError& e) {
+    return start_failure(input.problem, e.what());
+  }
+}
+
+KernelReport replay_kernel(Executor& executor, const KernelDesc& kernel, const std::vector<const ReplayInput*>& inputs,
+                           const CaseOptions& base, const KernelArgs& replay_args, SuiteListener& listener) {
+  KernelReport report = kernel_report(kernel);
+  const auto start = Clock::now();
+  for (size_t y = 0; y < inputs.size(); ++y) {
+    const CaseOutcome out = replay_case(executor, *inputs[y], base);
+    if (listener.should_stop()) break;
+    listener.case_done(kernel, static_cast<int64_t>(y), out);
+    // Every input is checked; the first failure is the one reported in full.
+    if (out.verdict == CaseOutcome::Verdict::fail && !report.failure)
+      report_failure(report, kernel, out, static_cast<int64_t>(y), std::nullopt, replay_args, listener);
+    else
+      add_outcome(report, out, static_cast<int64_t>(y), "", "");
+  }
+  report.seconds = since(start);
+  finish_report(report);
+  return report;
+}
+
+SuiteResult replay_suite(const std::vector<SuiteKernel>& kernels, const std::vector<ReplayInput>& inputs,
+                         const ReplaySettings& settings, SuiteListener& listener) {
+  SuiteResult result;
+  result.command = settings.command_line;
+  for (size_t x = 0; x < kernels.size(); ++x) {
+    const SuiteKernel& sk = kernels[x];
+    // A named kernel gets every input (one outside its constraints checks its UNSUPPORTED path);
+    // by default a kernel gets the inputs of an op and layout it declares.
+    std::vector<ReplayInput> drawn;  // fuzz inputs as the fuzzer drew them for this kernel
+    drawn.reserve(inputs.size());
+    std::vector<const ReplayInput*> mine;
+    for (const ReplayInput& given : inputs) {
+      const ReplayInput* in = &given;
+      if (given.fuzz_bytes) {
+        drawn.push_back(given);
+        drawn.back().problem = *fuzz_input_problem(*given.fuzz_bytes, &sk.desc.info, given.fuzz_limits);
+        in = &drawn.back();
+      }
+      if (settings.named || given.fuzz_bytes ||
+          (sk.desc.supports_op(static_cast<uint32_t>(in->problem.op)) &&
+           sk.desc.supports_layout(static_cast<uint32_t>(in->problem.sf_layout))))
+        mine.push_back(in);
+    }
+    if (mine.empty()) continue;
+    listener.kernel_started(x, kernels.size(), sk.desc, 0, static_cast<int64_t>(mine.size()));
+    KernelReport report;
+    if (listener.should_stop()) {
+      report = kernel_report(sk.desc);
+      mark_interrupted(listener, report, result, false);
+    } else if (!sk.desc.runnable) {
+      report = skipped_report(sk.desc, sk.desc.why_not);
+    } else {
+      const std::shared_ptr<WorkerExecutor> started =
+          sk.started ? sk.started : std::make_shared<WorkerExecutor>(sk.command, settings.timeout_s);
+      WorkerExecutor& executor = *started;
+      CaseOptions base;
+      base.case_dir = settings.case_dir;
+      base.policy = settings.policy;
+      report = replay_kernel(executor, sk.desc, mine, base, sk.replay_args, listener);
+      report.workers = executor.starts();
+      mark_interrupted(listener, report, result, true);
+    }
+    listener.kernel_finished(report);
+    result.checked += report.cases;
+    result.kernels.push_back(std::move(report));
+  }
+  return result;
+}
+
+std::string kernel_table(const std::vector<SuiteKernel>& kernels) {
+  auto bit_names = [](uint32_t bits, std::initializer_list<std::pair<uint32_t, const char*>> names) {
+    std::string s;
+    for (const auto& [bit, name] : names)
+      if (bits & bit) s += (s.empty() ? "" : ",") + std::string(name);
+    return s.empty() ? std::string("-") : s;
+  };
+  size_t w = 6;
+  for (const SuiteKernel& k : kernels) w = std::max(w, k.desc.name.size());
+  // groups: the most groups per grouped call ("any" when unlimited) and "packed" for the packed
+  // arrangement; "-" for a kernel without grouped GEMM.
+  const char* row = "{:<{}}  {:<6}  {:<22}  {:<15}  {:<14}  {:<14}  {:>6}  {:<11}  {:<11}  {:<18}  {}\n";
+  std::string t = fmt::format(row, "kernel", w, "memory", "ops", "sf layouts", "out types", "groups", "min_sm",
+                              "m/n/k mult", "accumulates", "flags", "runnable here");
+  for (const SuiteKernel& k : kernels) {
+    const nvfp4_kernel_info& info = k.desc.info;
+    const std::string flags =
+        bit_names(info.flags, {{NVFP4_FLAG_SIGNED_SCALES, "signed-scales"},
+                               {NVFP4_FLAG_NONDETERMINISTIC, "nondeterministic"},
+                               {NVFP4_FLAG_FP16_ACCUMULATE, "fp16-accumulate"},
+                               {NVFP4_FLAG_SATURATES, "saturates"},
+                               {NVFP4_FLAG_EXACT, "exact"},
+                               {NVFP4_FLAG_UNIT_ALPHA, "unit-alpha"},
+                               {NVFP4_FLAG_MMA_ACCUMULATE, "mma-accumulate"},
+                               {NVFP4_FLAG_GROUPS_PACKED, "groups-packed"},
+                               {NVFP4_FLAG_QUANT_2D, "quant-2d"},
+                               {NVFP4_FLAG_ROW_GLOBAL_SCALE, "row-global-scale"},
+                               {NVFP4_FLAG_STOCHASTIC, "stochastic"},
+                               {NVFP4_FLAG_SF_PADDING_KEPT, "sf-padding-kept"}});
+    const std::string accumulates = (info.flags & NVFP4_FLAG_EXACT)         ? "exactly"
+                                    : (info.flags & NVFP4_FLAG_MMA_ACCUMULATE) ? "matrix-unit"
+                                                                              : "ieee-fp32";
+    std::string groups = "-";
+    if ((info.ops >> NVFP4_OP_GROUPED_GEMM) & 1u) {
+      groups = info.max_groups == 0 ? std::string("any") : fmt::format("<={}", info.max_groups);
+      if (info.flags & NVFP4_FLAG_GROUPS_PACKED) groups += ",packed";
+    }
+    t += fmt::format(row, k.desc.name, w, info.memory == NVFP4_MEMORY_CUDA ? "cuda" : "host",
+                     bit_names(info.ops, {{1u << NVFP4_OP_GEMV, "gemv"},
+                                          {1u << NVFP4_OP_GEMM, "gemm"},
+                                          {1u << NVFP4_OP_GROUPED_GEMM, "grouped_gemm"},
+                                          {1u << NVFP4_OP_DUAL_GEMM, "dual_gemm"},
+                                          {1u << NVFP4_OP_QUANTIZE, "quantize"}}),
+                     bit_names(info.sf_layouts, {{1u << NVFP4_SF_LINEAR, "linear"}, {1u << NVFP4_SF_PERMUTED, "permuted"}}),
+                     bit_names(declared_out_types(info), {{1u << NVFP4_OUT_FP16, "fp16"},
+                                                          {1u << NVFP4_OUT_BF16, "bf16"},
+                                                          {1u << NVFP4_OUT_FP32, "fp32"}}),
+                     groups, info.min_sm, fmt::format("{}/{}/{}", info.m_multiple, info.n_multiple, info.k_multiple),
+                     accumulates, flags, k.desc.runnable ? "yes" : "no: " + k.desc.why_not);
+    if ((info.ops >> NVFP4_OP_QUANTIZE) & 1u) {
+      const auto names = [](uint32_t bits, uint32_t first, uint32_t last, auto to_name) {
+        std::string out;
+        for (uint32_t v = first; v <= last; ++v)
+          if ((bits >> v) & 1u) out += (out.empty() ? "" : ",") + std::string(to_name(v));
+        return out.empty() ? std::string("-") : out;
+      };
+      t += fmt::format("{:<{}}  quantizes {} to {} by {}\n", "", w,
+                       names(info.in_types, 1, 3, [](uint32_t v) { return to_string(static_cast<InType>(v)); }),
+                       names(info.q_formats ? info.q_formats : 2u, 1, 4,
+                             [](uint32_t v) { return to_string(static_cast<BlockFormat>(v)); }),
+                       names(info.recipes, 1, 7, [](uint32_t v) { return to_string(static_cast<Recipe>(v)); }));
+    }
+    if (k.desc.origin != "builtin")
+      t += fmt::format("{:<{}}  from {} (ABI version {})\n", "", w, k.desc.origin, info.abi_version);
+  }
+  return t;
+}
+
+}  // namespace nvfp4

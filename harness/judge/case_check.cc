@@ -1,0 +1,514 @@
+// The checks of one case, in the order they decide it (see case_check.h).
+#include "harness/judge/case_check.h"
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "gpu_reference/exact_gemm_gpu.h"
+#include "harness/draw/generators.h"
+#include "harness/ops/op_module.h"
+#include "reference/case_file.h"
+#include "reference/scale_layout.h"
+
+namespace nvfp4 {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+bool any_sign_bit(const std::vector<uint8_t>& scales) {
+  return std::any_of(scales.begin(), scales.end(), [](uint8_t s) { return (s & 0x80u) && (s & 0x7Fu) != 0x7F; });
+}
+
+// The checks of every call before its output is looked at (how it ended, what it returned and
+// touched): the list's call-level part, for callers that only want an output.
+std::optional<Finding> call_finding(const Problem& p, const CallObservation& o) {
+  CallContext x;
+  x.call = CaseCall::none;  // no output check applies
+  x.problem = &p;
+  x.observation = &o;
+  return first_finding(x);
+}
+
+// Rotates the rows [0, rows) of each of `groups` groups of `row_bytes` bytes by r.
+void rotate_rows(std::vector<uint8_t>& v, int64_t groups, int64_t rows, int64_t row_bytes, int64_t r) {
+  if (rows < 2 || r % rows == 0) return;
+  for (int64_t g = 0; g < groups; ++g) {
+    auto first = v.begin() + g * rows * row_bytes;
+    std::rotate(first, first + (r % rows) * row_bytes, first + rows * row_bytes);
+  }
+}
+
+// Rotates the first `blocks` 16-element blocks of every row (8 bytes of E2M1, one scale each).
+void rotate_blocks(Problem& q, int64_t blocks, int64_t r) {
+  if (blocks < 2 || r % blocks == 0) return;
+  const int64_t row_bytes = q.k / 2, kb = q.kb();
+  auto per_row = [&](std::vector<uint8_t>& data, std::vector<uint8_t>& scales, int64_t rows) {
+    for (int64_t row = 0; row < rows; ++row) {
+      auto d = data.begin() + row * row_bytes;
+      std::rotate(d, d + (r % blocks) * 8, d + blocks * 8);
+      auto s = scales.begin() + row * kb;
+      std::rotate(s, s + r % blocks, s + blocks);
+    }
+  };
+  per_row(q.a, q.sfa, q.l * q.m);
+  per_row(q.b, q.sfb, q.l * q.n);
+  if (q.op == Op::dual_gemm) per_row(q.b2, q.sfb2, q.l * q.n);
+}
+
+}  // namespace
+
+const char* verdict_name(CaseOutcome::Verdict v) {
+  switch (v) {
+    case CaseOutcome::Verdict::pass: return "pass";
+    case CaseOutcome::Verdict::fail: return "fail";
+    case CaseOutcome::Verdict::unsupported: return "unsupported";
+    case CaseOutcome::Verdict::skipped: return "skipped";
+  }
+  return "?";
+}
+
+Policy kernel_policy(const KernelDesc& k) {
+  Policy policy = Policy::for_flags(k.info.flags);
+  if (k.is_cuda() && policy.accumulation == Accumulation::matrix_unit) policy.device_sm = cuda_compute_capability();
+  return policy;
+}
+
+std::string unsupported_reason(const nvfp4_kernel_info& info, const Problem& p) {
+  return op_module(p.op).unsupported_reason(info, p);
+}
+
+bool probes_refusal(const nvfp4_kernel_info& info, const Problem& p) { return op_module(p.op).probes_refusal(info, p); }
+
+std::string gemm_family::unsupported_reason(const nvfp4_kernel_info& info, const Problem& p) {
+  const uint32_t op = static_cast<uint32_t>(p.op), layout = static_cast<uint32_t>(p.sf_layout);
+  if (!((info.ops >> op) & 1u)) return fmt::format("the kernel does not declare op {}", to_string(p.op));
+  if (!((declared_out_types(info) >> static_cast<uint32_t>(p.out_type)) & 1u))
+    return fmt::format("the kernel does not declare the {} output type", to_string(p.out_type));
+  if (!((info.sf_layouts >> layout) & 1u))
+    return fmt::format("the kernel does not declare the {} scale layout", to_string(p.sf_layout));
+  const bool unit_alpha = info.flags & NVFP4_FLAG_UNIT_ALPHA;
+  // One GEMM's shape against the declared multiples (GEMV's n is 1 by definition).
+  const auto shape_reason = [&](const std::string& who, int64_t m, int64_t n, int64_t k, bool has_n) -> std::string {
+    if (info.m_multiple > 1 && m % info.m_multiple != 0)
+      return fmt::format("{}m = {} is not a multiple of the declared m_multiple {}", who, m, info.m_multiple);
+    if (has_n && info.n_multiple > 1 && n % info.n_multiple != 0)
+      return fmt::format("{}n = {} is not a multiple of the declared n_multiple {}", who, n, info.n_multiple);
+    if (info.k_multiple > 1 && k % info.k_multiple != 0)
+      return fmt::format("{}k = {} is not a multiple of the declared k_multiple {}", who, k, info.k_multiple);
+    return "";
+  };
+  if (p.op == Op::grouped_gemm) {
+    if (info.max_groups != 0 && static_cast<int64_t>(p.groups.size()) > int64_t{info.max_groups})
+      return fmt::format("{} groups but the kernel declares max_groups {}", p.groups.size(), info.max_groups);
+    for (size_t g = 0; g < p.groups.size(); ++g) {
+      const Group& q = p.groups[g];
+      if (std::string why = shape_reason(fmt::format("group {}: ", g), q.m, q.n, q.k, true); !why.empty()) return why;
+      if (unit_alpha && q.alpha != 1.0f)
+        return fmt::format("group {}: alpha = {} but the kernel declares NVFP4_FLAG_UNIT_ALPHA", g, q.alpha);
+    }
+    if (info.flags & NVFP4_FLAG_GROUPS_PACKED)
+      for (const Group& q : p.groups)
+        if (q.n != p.groups.front().n || q.k != p.groups.front().k)
+          return "the groups differ in n or k, and the kernel declares the packed arrangement (one n, one k)";
+    return "";
+  }
+  if (std::string why = shape_reason("", p.m, p.n, p.k, p.op != Op::gemv); !why.empty()) return why;
+  if (unit_alpha && p.alpha != 1.0f) return fmt::format("alpha = {} but the kernel declares NVFP4_FLAG_UNIT_ALPHA", p.alpha);
+  if (unit_alpha && p.op == Op::dual_gemm && p.alpha2 != 1.0f)
+    return fmt::format("alpha2 = {} but the kernel declares NVFP4_FLAG_UNIT_ALPHA", p.alpha2);
+  return "";
+}
+
+bool gemm_family::probes_refusal(const nvfp4_kernel_info& info, const Problem& p) {
+  // A version-1 kernel is handed version-1 problems only; no kernel is handed an op of revision 3
+  // or an output type it does not declare (the ABI gives it no way to tell it apart from one it
+  // does), nor groups it cannot be handed in its arrangement. GEMV and GEMM every kernel tells
+  // apart by p->op, in any output type it declares.
+  const bool v1_op = p.op == Op::gemv || p.op == Op::gemm;
+  if (info.abi_version < 2 && !(v1_op && p.out_type == OutType::fp16)) return false;
+  if (!((declared_out_types(info) >> static_cast<uint32_t>(p.out_type)) & 1u)) return false;
+  if (!v1_op && !((info.ops >> static_cast<uint32_t>(p.op)) & 1u)) return false;
+  if (p.op == Op::grouped_gemm && (info.flags & NVFP4_FLAG_GROUPS_PACKED))
+    for (const Group& q : p.groups)
+      if (q.n != p.groups.front().n || q.k != p.groups.front().k) return false;
+  return true;
+}
+
+namespace {
+
+// The rotations of one stale variant (see stale_variant), drawn from its seed.
+struct Rotations {
+  int64_t blocks = 0, rb = 0, ri = 0, rj = 0, rl = 0;
+};
+
+Rotations draw_rotations(const Problem& p, uint64_t seed) {
+  Rng rng(seed ^ 0x5741'4c45'5354'4154ull);
+  RngDraws d(rng);
+  const auto below = [&](int64_t count) {
+    return count > 1 ? 1 + static_cast<int64_t>(d.below(static_cast<uint64_t>(count - 1))) : int64_t{0};
+  };
+  Rotations r;
+  r.blocks = p.k / 16;
+  r.rb = below(r.blocks);
+  r.ri = below(p.m);
+  r.rj = below(p.n);
+  r.rl = below(p.l);
+  return r;
+}
+
+// Rotates blocks, rows and batches of every input of a GEMV, GEMM or dual GEMM (B2 like B).
+void rotate_inputs(Problem& q, const Rotations& r) {
+  rotate_blocks(q, r.blocks, r.rb);
+  rotate_rows(q.a, q.l, q.m, q.k / 2, r.ri);
+  rotate_rows(q.sfa, q.l, q.m, q.kb(), r.ri);
+  std::vector<std::vector<uint8_t>*> b_side = {&q.b, &q.sfb};
+  if (q.op == Op::dual_gemm) b_side = {&q.b, &q.sfb, &q.b2, &q.sfb2};
+  for (size_t x = 0; x < b_side.size(); ++x)
+    rotate_rows(*b_side[x], q.l, q.n, x % 2 == 0 ? q.k / 2 : q.kb(), r.rj);
+  for (auto* v : {&q.a, &q.sfa}) rotate_rows(*v, 1, q.l, static_cast<int64_t>(v->size()) / q.l, r.rl);
+  for (auto* v : b_side) rotate_rows(*v, 1, q.l, static_cast<int64_t>(v->size()) / q.l, r.rl);
+}
+
+Problem stale_base(const Problem& p) {
+  Problem q = p;
+  clear_expect(q);
+  q.data_from_seed = false;
+  q.seed.reset();
+  q.generator.clear();
+  q.note = "stale-state data of " + (p.note.empty() ? std::string("a case") : p.note);
+  return q;
+}
+
+// GEMV and GEMM: A negated, blocks, rows and batches rotated; the reference follows.
+StaleVariant stale_gemm(const Problem& p, const ExactResult& ref, uint64_t seed) {
+  StaleVariant v;
+  Problem& q = v.problem;
+  q = stale_base(p);
+  for (uint8_t& byte : q.a) byte ^= 0x88;  // both nibbles' sign bits: every product negated
+  const Rotations r = draw_rotations(p, seed);
+  rotate_inputs(q, r);
+  // C'[b][i][j] = -C[(b + rl) % l][(i + ri) % m][(j + rj) % n]
+  ExactResult& out = v.reference;
+  out.out_type = p.out_type;
+  out.group_offset = ref.group_offset;
+  out.elems.resize(ref.elems.size());
+  if (p.out_type == OutType::fp32) out.c32.resize(ref.elems.size());
+  else out.c.resize(ref.elems.size());
+  for (int64_t b = 0; b < p.l; ++b)
+    for (int64_t i = 0; i < p.m; ++i)
+      for (int64_t j = 0; j < p.n; ++j) {
+        const int64_t from = (((b + r.rl) % p.l) * p.m + (i + r.ri) % p.m) * p.n + (j + r.rj) % p.n;
+        const int64_t to = (b * p.m + i) * p.n + j;
+        ExactElement e = ref.elems[from];
+        e.sum = -e.sum;
+        out.elems[to] = e;
+        if (p.out_type == OutType::fp16) out.c[to] = round_result(e, p.alpha);
+        else if (p.out_type == OutType::bf16) out.c[to] = static_cast<uint16_t>(round_result(e, p.alpha, p.out_type));
+        else out.c32[to] = round_result(e, p.alpha, p.out_type);
+      }
+  return v;
+}
+
+}  // namespace
+
+StaleVariant stale_variant(const Problem& p, const ExactResult& ref, uint64_t seed) {
+  return op_module(p.op).stale_variant(p, ref, seed);
+}
+
+StaleVariant gemm_family::stale_variant(const Problem& p, const ExactResult& ref, uint64_t seed) {
+  if (p.op == Op::gemv || p.op == Op::gemm) return stale_gemm(p, ref, seed);
+  if (p.op == Op::dual_gemm) {
+    // silu(-G) * -U is not -(silu(G) * U): B2 alone is negated (U and so C change sign), the
+    // rotations as for GEMM, and the reference of the new data computed afresh.
+    StaleVariant v;
+    v.problem = stale_base(p);
+    for (uint8_t& byte : v.problem.b2) byte ^= 0x88;
+    rotate_inputs(v.problem, draw_rotations(p, seed));
+    v.reference = exact_gemm_auto(v.problem);
+    return v;
+  }
+  // Grouped: every non-empty group as its own GEMM (its own rotations), stitched back.
+  StaleVariant v;
+  v.problem = stale_base(p);
+  v.reference = ref;
+  for (size_t g = 0; g < p.groups.size(); ++g) {
+    const Group& q = p.groups[g];
+    if (q.m == 0) continue;
+    const Problem one = group_problem(p, g);
+    const size_t at = static_cast<size_t>(ref.group_offset[g]), count = static_cast<size_t>(q.c_elems());
+    ExactResult part;
+    part.out_type = p.out_type;
+    part.elems.assign(ref.elems.begin() + static_cast<std::ptrdiff_t>(at),
+                      ref.elems.begin() + static_cast<std::ptrdiff_t>(at + count));
+    const StaleVariant s = stale_gemm(one, part, splitmix64(seed ^ g));
+    Group& to = v.problem.groups[g];
+    to.a = s.problem.a, to.b = s.problem.b, to.sfa = s.problem.sfa, to.sfb = s.problem.sfb;
+    std::copy(s.reference.elems.begin(), s.reference.elems.end(), v.reference.elems.begin() + static_cast<std::ptrdiff_t>(at));
+    if (p.out_type == OutType::fp32)
+      std::copy(s.reference.c32.begin(), s.reference.c32.end(), v.reference.c32.begin() + static_cast<std::ptrdiff_t>(at));
+    else
+      std::copy(s.reference.c.begin(), s.reference.c.end(), v.reference.c.begin() + static_cast<std::ptrdiff_t>(at));
+  }
+  return v;
+}
+
+std::string case_file_stem(const std::string& kernel, const Problem& p, const std::string& text) {
+  const std::string out = p.out_type == OutType::fp16 ? "" : std::string("-") + to_string(p.out_type);
+  if (p.op == Op::grouped_gemm)
+    return fmt::format("{}-{}-{}groups{}-{:016x}", kernel, to_string(p.op), p.groups.size(), out, fnv1a(text));
+  return fmt::format("{}-{}-{}x{}x{}x{}{}-{:016x}", kernel, to_string(p.op), p.m, p.n, p.k, p.l, out, fnv1a(text));
+}
+
+std::string save_case(const std::string& kernel, const Problem& p, const ExactResult* ref, const std::string& dir,
+                      const std::string& suffix, bool compact) {
+  // Above 1 MiB of data a case drawn from a seed is saved as the seed (a production GEMV's data
+  // is 130 MB of hex), and above 2^20 outputs without `expect` (replay recomputes it).
+  constexpr int64_t kSeededSaveBytes = int64_t(1) << 20;
+  constexpr int64_t kMaxSavedExpect = int64_t(1) << 20;
+  Problem saved = p;
+  int64_t data_bytes =
+      p.a_bytes() + p.b_bytes() + p.sfa_bytes() + p.sfb_bytes() + p.b2_bytes() + p.sfb2_bytes() + p.x_bytes();
+  for (const Group& g : p.groups) data_bytes += g.a_bytes() + g.b_bytes() + g.sfa_bytes() + g.sfb_bytes();
+  const bool seeded = p.data_from_seed && p.seed && (compact || data_bytes > kSeededSaveBytes);
+  if (seeded) {
+    for (std::vector<uint8_t>* v : {&saved.a, &saved.b, &saved.sfa, &saved.sfb, &saved.b2, &saved.sfb2, &saved.x}) v->clear();
+    for (Group& g : saved.groups) g.a.clear(), g.b.clear(), g.sfa.clear(), g.sfb.clear();
+  }
+  clear_expect(saved);
+  if (seeded && compact) {
+    // the write-ahead record: nothing but what reproduces the case
+  } else if (ref && p.c_elems() <= kMaxSavedExpect) set_expect(saved, *ref);
+  else if (ref) saved.note += fmt::format("{}(expect omitted: {} outputs)", saved.note.empty() ? "" : " ", p.c_elems());
+  const std::string text = write_case(saved);
+  std::filesystem::create_directories(dir);
+  const std::string path = std::filesystem::absolute(
+      std::filesystem::path(dir) / (case_file_stem(kernel, p, text) + suffix + ".case")).string();
+  write_case_text(text, path);
+  return path;
+}
+
+std::vector<uint32_t> run_kernel_once(Executor& executor, const Problem& input) {
+  Problem p = input;
+  if (!p.has_data()) expand_seeded_case(p);
+  if (const std::string err = problem_error(p); !err.empty()) throw std::runtime_error("bad problem: " + err);
+  const std::vector<CallObservation> obs =
+      executor.run_case({p, std::nullopt}, {{{kPad1, poison_word(p.out_type, 1), false}, NVFP4_OK}});
+  if (std::optional<Finding> f = call_finding(p, obs.front()))
+    throw std::runtime_error(executor.kernel().name + ": " + check_name(f->check) + ": " + f->message);
+  return obs.front().c;
+}
+
+namespace {
+
+// save_case, best effort: a full or read-only disk must not cost the verdict, so the failure is
+// kept in r.case_file_error and "" returned.
+std::string try_save_case(CaseOutcome& r, const std::string& kernel, const Problem& p, const std::string& dir,
+                          const std::string& suffix = "", bool compact = false) {
+  try {
+    return save_case(kernel, p, &r.reference, dir, suffix, compact);
+  } catch (const std::exception& e) {
+    r.case_file_error = e.what();
+    return "";
+  }
+}
+
+}  // namespace
+
+CaseOutcome check_case(Executor& executor, const Problem& input, const CaseOptions& options) {
+  auto t = Clock::now();
+  const KernelDesc& k = executor.kernel();
+  CaseOutcome r;
+  r.times.start = since(t);
+  r.problem = input;
+  Problem& p = r.problem;
+  t = Clock::now();
+  if (!p.has_data()) expand_seeded_case(p);
+  r.times.generate = since(t);
+  if (const std::string err = problem_error(p); !err.empty()) throw std::invalid_argument("bad case: " + err);
+
+  // The ABI has no semantics field: a kernel computes with the semantics its flags declare. A case
+  // of the other semantics only fits when no used scale has its sign bit set.
+  const ScaleSemantics semantics = declared_semantics(k.info);
+  if (p.semantics != semantics) {
+    bool signed_scales = any_sign_bit(p.sfa) || any_sign_bit(p.sfb) || any_sign_bit(p.sfb2);
+    for (const Group& g : p.groups) signed_scales = signed_scales || any_sign_bit(g.sfa) || any_sign_bit(g.sfb);
+    if (signed_scales) {
+      r.verdict = CaseOutcome::Verdict::skipped;
+      r.message = fmt::format("the case uses {} scales with sign bits set; the kernel computes {}",
+                              to_string(p.semantics), to_string(semantics));
+      return r;
+    }
+    p.semantics = semantics;
+  }
+  // The arrangement of a grouped problem is the kernel's (SPEC section 2): the case records the
+  // one it was checked in.
+  if (p.op == Op::grouped_gemm) p.packed = k.info.flags & NVFP4_FLAG_GROUPS_PACKED;
+  // A problem the kernel could not tell from one it declares is never handed to it: there is
+  // nothing to probe (probes_refusal), and nothing was checked.
+  if (const std::string why = unsupported_reason(k.info, p); !why.empty() && !probes_refusal(k.info, p)) {
+    r.verdict = CaseOutcome::Verdict::skipped;
+    r.message = "not handed to the kernel: " + why;
+    return r;
+  }
+  r.policy = options.policy ? *options.policy : kernel_policy(k);
+
+  t = Clock::now();
+  // Large problems are judged against the GPU reference (bit-identical to the CPU one).
+  r.reference = exact_gemm_auto(p);
+  r.times.reference = since(t);
+  if (const std::string mismatch = expect_mismatch(p, r.reference); !mismatch.empty())
+    throw std::invalid_argument("the case's " + mismatch +
+                                " (the case file or the reference is wrong; nothing is judged against either)");
+  clear_expect(p);
+
+  t = Clock::now();
+  if (!options.existing_file.empty()) {
+    r.case_file = options.existing_file;
+  } else if (!options.case_dir.empty()) {
+    r.case_file = try_save_case(r, k.name, p, options.case_dir, "", /*compact=*/true);
+  }
+  r.times.save = since(t);
+
+  double in_calls = 0;  // seconds in run() so far
+  // Makes the planned calls (roles[x] is call x's) and books their time by step.
+  auto run = [&](const CaseData& data, const std::vector<PlannedCall>& plan, const std::vector<CaseCall>& roles) {
+    const auto t0 = Clock::now();
+    std::vector<CallObservation> obs = executor.run_case(data, plan);
+    const double wall = since(t0);
+    in_calls += wall;
+    double observed = 0;
+    for (size_t x = 0; x < obs.size(); ++x) {
+      const CallObservation& o = obs[x];
+      observed += o.seconds;
+      r.times.buffers += std::max(0.0, o.seconds - o.kernel_seconds);
+      r.times.calls[static_cast<int>(roles[std::min(x, roles.size() - 1)])] += o.kernel_seconds;
+      r.context_lost |= o.context_lost;
+    }
+    r.times.channel += std::max(0.0, wall - observed);
+    r.calls += static_cast<int64_t>(obs.size());
+    return obs;
+  };
+
+  // The calls of the case: one expecting NVFP4_UNSUPPORTED for a problem outside the declared
+  // constraints; else run 1, run 2 (other padding and poison) and the stale-state call (new data
+  // through the same pointers; its reference follows from this one's).
+  const std::string why = unsupported_reason(k.info, p);
+  const uint32_t poison1 = poison_word(p.out_type, 1);
+  std::optional<StaleVariant> stale;
+  std::vector<PlannedCall> plan;
+  std::vector<CaseCall> calls;
+  if (!why.empty()) {
+    plan.push_back({{kPad1, poison1, false}, NVFP4_UNSUPPORTED});
+    calls.push_back(CaseCall::unsupported);
+  } else {
+    if (options.check_stale) {
+      t = Clock::now();
+      stale = stale_variant(p, r.reference, options.stale_seed);
+      r.times.generate += since(t);
+    }
+    plan.push_back({{kPad1, poison1, false}, NVFP4_OK});
+    calls.push_back(CaseCall::run1);
+    if (options.check_determinism) {
+      plan.push_back({{kPad2, poison_word(p.out_type, 2), false}, NVFP4_OK});
+      calls.push_back(CaseCall::run2);
+    }
+    if (stale) {
+      plan.push_back({{kPad1, poison1, true}, NVFP4_OK});
+      calls.push_back(CaseCall::stale);
+    }
+  }
+  const std::vector<CallObservation> obs =
+      run({p, stale ? std::optional<Problem>(stale->problem) : std::nullopt}, plan, calls);
+  t = Clock::now();
+  const double calls_before_judging = in_calls;
+  r.c = obs.front().c;
+  // Every check of the list, in order, on each call; the first finding decides the case. A call
+  // the worker did not get to (it stops at a call that did not return) is not judged.
+  for (size_t x = 0; x < calls.size() && x < obs.size() && r.verdict != CaseOutcome::Verdict::fail; ++x) {
+    const CaseCall call = calls[x];
+    CallContext ctx;
+    CallContext::Judgement judgement;
+    ctx.call = call;
+    ctx.problem = call == CaseCall::stale ? &stale->problem : &p;
+    ctx.reference = call == CaseCall::stale ? &stale->reference : &r.reference;
+    ctx.observation = &obs[x];
+    ctx.expected_rc = plan[x].expected_rc;
+    ctx.poison = plan[x].spec.poison;
+    ctx.run1 = call == CaseCall::run2 || call == CaseCall::stale ? &obs[0] : nullptr;
+    ctx.policy = &r.policy;
+    ctx.nondeterministic = k.info.flags & NVFP4_FLAG_NONDETERMINISTIC;
+    ctx.kernel_flags = k.info.flags;
+    ctx.pad = plan[x].spec.pad;
+    ctx.unsupported_why = why;
+    ctx.judgement = &judgement;
+    if (call == CaseCall::run1)
+      ctx.rerun_zero_padding = [&]() -> std::optional<std::vector<uint32_t>> {
+        const std::vector<CallObservation> zero =
+            run({p, std::nullopt}, {{{0x00, poison1, false}, NVFP4_OK}}, {CaseCall::run1});
+        if (zero.front().end != CallObservation::End::returned || zero.front().rc != NVFP4_OK) return std::nullopt;
+        return zero.front().c;
+      };
+    std::optional<Finding> f = first_finding(ctx);
+    if (judgement.done) {
+      // The reported errors are the largest over every judged call.
+      const OracleSummary& s = judgement.summary;
+      if (f || x == 0) {
+        const double ulps = std::max(r.summary.max_error_ulps, s.max_error_ulps);
+        const double over = std::max(r.summary.max_error_over_bound, s.max_error_over_bound);
+        r.summary = s;
+        r.summary.max_error_ulps = ulps;
+        r.summary.max_error_over_bound = over;
+      } else {
+        r.summary.max_error_ulps = std::max(r.summary.max_error_ulps, s.max_error_ulps);
+        r.summary.max_error_over_bound = std::max(r.summary.max_error_over_bound, s.max_error_over_bound);
+      }
+    }
+    if (!f) continue;
+    say_which_call(*f, call, why);
+    r.verdict = CaseOutcome::Verdict::fail;
+    r.finding = std::move(f);
+    r.call = call;
+    r.c = obs[x].c;
+    if (call == CaseCall::stale) {
+      // The stale data is what the output is judged against from here on.
+      r.problem = stale->problem;
+      r.reference = stale->reference;
+      if (!options.case_dir.empty()) r.case_file = try_save_case(r, k.name, r.problem, options.case_dir, "-stale");
+    }
+  }
+  if (r.verdict != CaseOutcome::Verdict::fail) {
+    r.verdict = why.empty() ? CaseOutcome::Verdict::pass : CaseOutcome::Verdict::unsupported;
+    if (!why.empty()) r.message = "correctly refused: " + why;
+  }
+  r.times.judge = std::max(0.0, since(t) - (in_calls - calls_before_judging));
+  t = Clock::now();
+  if (options.existing_file.empty() && !options.case_dir.empty()) {
+    const bool failed = r.verdict == CaseOutcome::Verdict::fail;
+    // A failure keeps its case in full (the write-ahead record named only its seed, or could not
+    // be written); a pass leaves nothing behind unless asked to. A failure whose full case cannot
+    // be written keeps the seed-only record, which reproduces it too.
+    if (failed && r.call != CaseCall::stale && (p.data_from_seed || r.case_file.empty())) {
+      const std::string full = try_save_case(r, k.name, p, options.case_dir);
+      if (!full.empty()) {
+        std::error_code ignored;
+        if (full != r.case_file && !r.case_file.empty()) std::filesystem::remove(r.case_file, ignored);
+        r.case_file = full;
+        r.case_file_error.clear();
+      }
+    } else if (!failed && !options.keep_passing && !r.case_file.empty()) {
+      std::error_code ignored;
+      std::filesystem::remove(r.case_file, ignored);
+      r.case_file.clear();
+    }
+  }
+  r.times.save += since(t);
+  return r;
+}
+
+}  // namespace nvfp4

@@ -1,0 +1,132 @@
+// One case checked against one kernel, decided in the process that holds the reference: the
+// kernel's calls are made by an Executor (in a worker process, or in this one), and every
+// check of checks.h is applied here to what they left behind.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "harness/judge/checks.h"
+#include "harness/process/executor.h"
+
+namespace nvfp4 {
+
+struct CaseOptions {
+  bool check_determinism = true;  // a second run with other padding and poison must match bit for bit
+  bool check_stale = true;        // new data through the same pointers, judged again
+  std::optional<Policy> policy;   // instead of the one the kernel's flags call for
+  uint64_t stale_seed = 0;        // picks the stale-state data (stale_variant)
+  // The case is written here before any call is made (a crash or a hang keeps its reproducer)
+  // and removed again when it passes, unless keep_passing. "" = not saved.
+  std::string case_dir;
+  bool keep_passing = false;
+  // A replayed input: reported as the case file, never written or removed.
+  std::string existing_file;
+};
+
+// Where one case's time went in the process that judges it, in seconds, by step (the steps do
+// not overlap).
+struct CaseTimes {
+  double start = 0;      // the kernel's process started and its kernel described (the first case's)
+  double generate = 0;   // data expanded from its seed, and the stale-state data
+  double reference = 0;  // the exact reference
+  double save = 0;       // the case file written ahead, then removed (or written in full)
+  double buffers = 0;    // in the kernel's process: buffers laid out, uploaded, poisoned, read back, compared
+  // The rest of the round trips to the kernel's process: messages encoded, sent and decoded, a
+  // process started again after one was lost, and a lost call's wait.
+  double channel = 0;
+  double judge = 0;      // the oracle and every check
+  // The kernel's calls and the wait for their work, by call (a rerun with zero padding counts
+  // with run 1, whose check asked for it).
+  double calls[kCaseCalls] = {};
+  // Adds each step, named as in a report's stage_seconds ("run 1", ...), to add(name, seconds).
+  template <class Add>
+  void each(Add&& add) const {
+    if (start > 0) add("start", start);
+    add("generate", generate);
+    add("reference", reference);
+    add("save", save);
+    add("buffers", buffers);
+    for (int x = 0; x < kCaseCalls; ++x)
+      if (calls[x] > 0) add(to_string(static_cast<CaseCall>(x)), calls[x]);
+    add("channel", channel);
+    add("judge", judge);
+  }
+  double total() const {
+    double sum = 0;
+    each([&](const char*, double seconds) { sum += seconds; });
+    return sum;
+  }
+};
+
+struct CaseOutcome {
+  enum class Verdict { pass, fail, unsupported, skipped };
+  Verdict verdict = Verdict::pass;
+  std::optional<Finding> finding;  // set when the verdict is fail
+  std::string message;             // why a case was skipped, or what was refused
+  CaseCall call = CaseCall::none;  // the call the finding came from
+  Problem problem;                 // the data the judged output belongs to (the stale data if that failed)
+  ExactResult reference;
+  std::vector<uint32_t> c;         // the judged output words (the failing one, or run 1's)
+  Policy policy;
+  OracleSummary summary;           // the oracle's judgement of that output
+  std::string case_file;           // the saved case (kept when it failed)
+  std::string case_file_error;     // why the case could not be saved (saving is best effort); "" when it was
+  int64_t calls = 0;               // kernel calls made
+  bool context_lost = false;       // the kernel's process was lost (crash, timeout, CUDA error)
+  CaseTimes times;
+};
+
+const char* verdict_name(CaseOutcome::Verdict v);
+
+// Runs every check of one case. A problem outside the kernel's declared constraints is instead
+// checked to come back NVFP4_UNSUPPORTED with C untouched (verdict unsupported or fail). A case
+// that is never handed to the kernel (of the other scale semantics with sign bits set, or one
+// probes_refusal keeps from it) is skipped, with the reason: nothing was checked. Throws
+// std::invalid_argument for a problem that is not a valid case, or whose `expect` disagrees
+// with the reference (the case or the reference is wrong: nothing can be judged).
+CaseOutcome check_case(Executor& executor, const Problem& problem, const CaseOptions& options);
+
+// One call of the kernel on p (NaN padding, poisoned C), for properties that compare outputs: its
+// output, or std::runtime_error naming the check the call failed (crash, error code, guard, ...).
+std::vector<uint32_t> run_kernel_once(Executor& executor, const Problem& p);
+
+// The policy a kernel's flags call for; a CUDA kernel adding on matrix units gets the rule of this
+// machine's device (measured for Hopper, provisional elsewhere: reference/accumulation.h).
+Policy kernel_policy(const KernelDesc& k);
+
+// Why p lies outside what info declares (op, output type, layout, multiples (per group for a
+// grouped problem), max_groups, UNIT_ALPHA (alpha2 and every group's alpha too), one n and k for
+// a GROUPS_PACKED kernel); "" when inside. GEMV's n is 1 by definition, so n_multiple
+// constrains the other ops only.
+std::string unsupported_reason(const nvfp4_kernel_info& info, const Problem& p);
+// Whether a problem outside info's declaration is handed to the kernel to check that it refuses
+// it: only when the kernel could tell (a version-1 kernel sees version-1 problems only; an
+// undeclared output type, an undeclared grouped or dual op, or groups that cannot be packed for
+// a GROUPS_PACKED kernel are never handed over).
+bool probes_refusal(const nvfp4_kernel_info& info, const Problem& p);
+
+// New data in p's shape, through the same pointers: GEMV and GEMM: A is negated, the whole
+// 16-element blocks of every row of A and B (and their scales) are rotated together, and rows
+// of A, rows of B and batches are rotated, so every input buffer changes (but for degenerate
+// data), C becomes -C permuted, S, t and g of each output are kept, and the reference follows
+// from p's without a second one. Grouped: each group so. Dual: B2 negated, the same rotations
+// (B2 with B), the reference computed again.
+struct StaleVariant {
+  Problem problem;
+  ExactResult reference;
+};
+StaleVariant stale_variant(const Problem& p, const ExactResult& ref, uint64_t seed);
+
+// "<kernel>-<op>-<m>x<n>x<k>x<l>-<hash of the text>": the one naming scheme of saved cases.
+std::string case_file_stem(const std::string& kernel, const Problem& p, const std::string& text);
+// Writes p as a case file in dir (with `expect` from ref when it is small) and returns its path.
+// Data drawn from a seed is saved as that seed above 1 MiB, or always with `compact` (the
+// write-ahead record of a case before it runs: a few hundred bytes; a failing case is then
+// written again in full, its data explicit, so it reproduces whatever the generator becomes).
+std::string save_case(const std::string& kernel, const Problem& p, const ExactResult* ref, const std::string& dir,
+                      const std::string& suffix = "", bool compact = false);
+
+}  // namespace nvfp4

@@ -1,0 +1,219 @@
+// Host guarded buffers (mmap with PROT_NONE fences) and the guard patterns shared with CUDA.
+#include "harness/process/device_buffers.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "kernels/nvfp4_kernel_abi.h"
+
+namespace nvfp4 {
+
+void GuardDamage::record(bool in_before, int64_t at, uint8_t want, uint8_t got) {
+  if (intact) {
+    intact = false;
+    before = in_before;
+    offset = at;
+    expected = want;
+    actual = got;
+  }
+  ++damaged_bytes;
+}
+
+uint8_t guard_byte(GuardPattern pattern, int64_t index) {
+  switch (pattern) {
+    case GuardPattern::nan_scales:
+      // Both E4M3 NaN encodings, so either semantics reads NaN.
+      return index % 3 == 0 ? 0xFF : 0x7F;
+    case GuardPattern::nan_fp16: {
+      // FP16 NaN words 0x7E5A and 0xFDA5, little-endian: distinct from the runner's poisons.
+      static const uint8_t kWords[4] = {0x5A, 0x7E, 0xA5, 0xFD};
+      return kWords[index & 3];
+    }
+    case GuardPattern::bytes:
+    default: {
+      static const uint8_t kBytes[8] = {0xDE, 0xAD, 0xBE, 0xEF, 0x0B, 0xAD, 0xF0, 0x0D};
+      return kBytes[index & 7];
+    }
+  }
+}
+
+void write_guard_pattern(uint8_t* at, int64_t count, GuardPattern pattern) {
+  // The patterns repeat every 3, 4 or 8 bytes: 24 bytes (a common multiple), then doubling copies
+  // (every copy starts at a multiple of 24, so the pattern continues).
+  const int64_t first = std::min<int64_t>(count, 24);
+  for (int64_t x = 0; x < first; ++x) at[x] = guard_byte(pattern, x);
+  for (int64_t done = first; done < count;) {
+    const int64_t n = std::min(done, count - done);
+    std::memcpy(at + done, at, static_cast<size_t>(n));
+    done += n;
+  }
+}
+
+GuardDamage GuardedBuffer::staged_guard_damage() const {
+  GuardDamage d;
+  const uint8_t* before = staged_region();
+  const uint8_t* after = before + kGuardBytes + size_;
+  // memcmp against the expected pattern first (almost always intact); only a damaged region is
+  // walked byte by byte.
+  const int64_t after_n = after_bytes();
+  thread_local std::vector<uint8_t> expect[3];
+  std::vector<uint8_t>& want = expect[static_cast<int>(pattern_)];
+  const int64_t need = std::max(kGuardBytes, after_n);
+  if (static_cast<int64_t>(want.size()) < need) {
+    want.resize(static_cast<size_t>(need));
+    write_guard_pattern(want.data(), need, pattern_);
+  }
+  const bool before_ok = std::memcmp(before, want.data(), kGuardBytes) == 0;
+  const bool after_ok = std::memcmp(after, want.data(), static_cast<size_t>(after_n)) == 0;
+  for (int64_t x = 0; x < kGuardBytes && !before_ok; ++x)
+    if (before[x] != want[x]) d.record(true, x - kGuardBytes, want[x], before[x]);
+  for (int64_t x = 0; x < after_n && !after_ok; ++x)
+    if (after[x] != want[x]) d.record(false, size_ + x, want[x], after[x]);
+  return d;
+}
+
+std::vector<uint8_t> GuardedBuffer::download(double timeout_s) {
+  fetch_async();
+  wait(timeout_s);
+  return std::vector<uint8_t>(staged_data(), staged_data() + size_);
+}
+
+GuardDamage GuardedBuffer::check_guards(double timeout_s) {
+  fetch_async();
+  wait(timeout_s);
+  return staged_guard_damage();
+}
+
+std::string GuardDamage::describe(const std::string& buffer_name) const {
+  if (intact) return buffer_name + ": guards intact";
+  return fmt::format("{}: {} byte(s) of the guard {} the buffer were overwritten; the first at "
+                     "offset {} from the buffer's start (expected 0x{:02x}, found 0x{:02x})",
+                     buffer_name, damaged_bytes, before ? "before" : "after", offset, expected,
+                     actual);
+}
+
+namespace {
+
+// Fenced mappings kept for reuse, by size: [PROT_NONE page][region][PROT_NONE page].
+std::mutex g_host_pool_mutex;
+std::multimap<int64_t, uint8_t*> g_host_pool;  // total bytes -> base
+int64_t g_host_pool_bytes = 0;
+constexpr int64_t kHostPoolLimit = int64_t(256) << 20;
+
+// [PROT_NONE page][guard][data][guard, up to the page end][PROT_NONE page]. The data starts at a
+// page offset of kGuardBytes, so it keeps the alignment kernels may rely on for vector loads.
+class HostBuffer final : public GuardedBuffer {
+ public:
+  HostBuffer(int64_t bytes, GuardPattern pattern) : GuardedBuffer(bytes, pattern) {
+    page_ = sysconf(_SC_PAGESIZE);
+    const int64_t inner = kGuardBytes + bytes + kGuardBytes;
+    inner_ = (inner + page_ - 1) / page_ * page_;
+    total_ = inner_ + 2 * page_;
+    {
+      std::lock_guard<std::mutex> lock(g_host_pool_mutex);
+      auto it = g_host_pool.find(total_);
+      if (it != g_host_pool.end()) {
+        base_ = it->second;
+        g_host_pool_bytes -= total_;
+        g_host_pool.erase(it);
+      }
+    }
+    if (!base_) {
+      void* base = mmap(nullptr, static_cast<size_t>(total_), PROT_READ | PROT_WRITE,
+                        MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (base == MAP_FAILED) throw std::bad_alloc();
+      base_ = static_cast<uint8_t*>(base);
+      mprotect(base_, page_, PROT_NONE);
+      mprotect(base_ + page_ + inner_, page_, PROT_NONE);
+    }
+    region_ = base_ + page_;
+    after_bytes_ = inner_ - kGuardBytes - bytes;
+    write_guards();
+  }
+  ~HostBuffer() override {
+    set_read_only(false);
+    std::lock_guard<std::mutex> lock(g_host_pool_mutex);
+    if (g_host_pool_bytes + total_ <= kHostPoolLimit) {
+      g_host_pool.emplace(total_, base_);
+      g_host_pool_bytes += total_;
+    } else {
+      munmap(base_, static_cast<size_t>(total_));
+    }
+  }
+
+  uint8_t* data() override { return region_ + kGuardBytes; }
+  const uint8_t* staged_data() const override { return region_ + kGuardBytes; }
+
+  void upload(const uint8_t* src) override {
+    if (size_ > 0) std::memcpy(data(), src, static_cast<size_t>(size_));
+    write_guards();
+  }
+
+  void set_read_only(bool read_only) override {
+    if (read_only == read_only_) return;
+    read_only_ = read_only;
+    // From the page holding the data's first byte to the end of the region (the data starts at
+    // kGuardBytes into it, a page boundary where pages are 4 KiB).
+    uint8_t* first = base_ + (data() - base_) / page_ * page_;
+    mprotect(first, static_cast<size_t>(region_ + inner_ - first), read_only ? PROT_READ : PROT_READ | PROT_WRITE);
+  }
+
+ protected:
+  const uint8_t* staged_region() const override { return region_; }
+  int64_t after_bytes() const override { return after_bytes_; }
+  void wait(double) override {}
+
+ private:
+  void write_guards() {
+    write_guard_pattern(region_, kGuardBytes, pattern_);
+    write_guard_pattern(data() + size_, after_bytes_, pattern_);
+  }
+
+  bool read_only_ = false;
+  int64_t page_ = 4096, inner_ = 0, total_ = 0, after_bytes_ = 0;
+  uint8_t* base_ = nullptr;
+  uint8_t* region_ = nullptr;
+};
+
+class HostMemory final : public KernelMemory {
+ public:
+  std::unique_ptr<GuardedBuffer> allocate(int64_t bytes, GuardPattern pattern) override {
+    return std::make_unique<HostBuffer>(bytes, pattern);
+  }
+  void* stream() override { return nullptr; }
+  // A host kernel has finished when it returns; a hang is the worker's watchdog's business.
+  void synchronize(double) override {}
+};
+
+}  // namespace
+
+std::unique_ptr<KernelMemory> make_host_memory() { return std::make_unique<HostMemory>(); }
+
+std::unique_ptr<KernelMemory> KernelMemory::create(uint32_t memory) {
+  if (memory == NVFP4_MEMORY_HOST) return make_host_memory();
+  if (memory == NVFP4_MEMORY_CUDA) {
+#if defined(NVFP4_HAVE_CUDA)
+    return make_cuda_memory();
+#else
+    throw DeviceError(DeviceError::Kind::cuda_error, "this nvfp4check was built without CUDA (NVFP4_CUDA=OFF)");
+#endif
+  }
+  throw std::invalid_argument(fmt::format("unknown kernel memory kind {}", memory));
+}
+
+#if !defined(NVFP4_HAVE_CUDA)
+bool cuda_memory_available(std::string* why) {
+  if (why) *why = "built without CUDA (NVFP4_CUDA=OFF)";
+  return false;
+}
+#endif
+
+}  // namespace nvfp4

@@ -1,0 +1,317 @@
+// CUDA guarded buffers and the runner's own non-blocking stream, through the CUDA runtime API
+// (plain C++: no device code here, so nvcc is not needed). Built only with NVFP4_CUDA.
+#include <cuda_runtime.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <map>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "harness/process/device_buffers.h"
+
+namespace nvfp4 {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Set once a kernel hung or the context broke: from then on nothing is freed (cudaFree waits for
+// the device, which may never finish), the process only reports and ends.
+bool g_device_unusable = false;
+
+[[noreturn]] void throw_cuda(cudaError_t e, const std::string& what) {
+  g_device_unusable = true;
+  throw DeviceError(DeviceError::Kind::cuda_error,
+                    fmt::format("{}: {} ({})", what, cudaGetErrorName(e), cudaGetErrorString(e)));
+}
+
+void check_cuda(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) throw_cuda(e, what);
+}
+
+// Polls instead of cudaStreamSynchronize so a hung kernel becomes a "timeout" we can report.
+void wait_stream(cudaStream_t stream, double timeout_s) {
+  const auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s);
+  int sleep_us = 10;
+  for (;;) {
+    const cudaError_t e = cudaStreamQuery(stream);
+    if (e == cudaSuccess) return;
+    if (e != cudaErrorNotReady) throw_cuda(e, "while waiting for the kernel's work on the runner's stream");
+    if (Clock::now() > deadline) {
+      g_device_unusable = true;
+      throw DeviceError(DeviceError::Kind::hang, fmt::format("the work on the runner's stream did not finish "
+                                               "within {} s (a hung kernel?)", timeout_s));
+    }
+    usleep(static_cast<useconds_t>(sleep_us));
+    sleep_us = std::min(sleep_us * 2, 1000);
+  }
+}
+
+// Device regions and their pinned staging copies, kept for reuse by capacity (powers of two).
+struct CudaBlock {
+  uint8_t* device = nullptr;
+  uint8_t* staging = nullptr;
+  int64_t capacity = 0;
+};
+std::mutex g_cuda_pool_mutex;
+std::multimap<int64_t, CudaBlock> g_cuda_pool;
+int64_t g_cuda_pool_bytes = 0;
+constexpr int64_t kCudaPoolLimit = int64_t(2) << 30;
+
+int64_t block_capacity(int64_t bytes) {
+  int64_t c = int64_t(1) << 16;
+  while (c < bytes) c <<= 1;
+  return c;
+}
+
+CudaBlock take_block(int64_t bytes) {
+  const int64_t capacity = block_capacity(bytes);
+  {
+    std::lock_guard<std::mutex> lock(g_cuda_pool_mutex);
+    auto it = g_cuda_pool.find(capacity);
+    if (it != g_cuda_pool.end()) {
+      const CudaBlock b = it->second;
+      g_cuda_pool.erase(it);
+      g_cuda_pool_bytes -= capacity;
+      return b;
+    }
+  }
+  CudaBlock b;
+  b.capacity = capacity;
+  check_cuda(cudaMalloc(reinterpret_cast<void**>(&b.device), static_cast<size_t>(capacity)),
+             "cudaMalloc of a guarded buffer");
+  const cudaError_t e = cudaMallocHost(reinterpret_cast<void**>(&b.staging), static_cast<size_t>(capacity));
+  if (e != cudaSuccess) {
+    cudaFree(b.device);
+    throw_cuda(e, "cudaMallocHost of a staging buffer");
+  }
+  return b;
+}
+
+void give_block(const CudaBlock& b) {
+  if (g_device_unusable) return;  // nothing may be freed or reused once the context broke
+  std::lock_guard<std::mutex> lock(g_cuda_pool_mutex);
+  if (g_cuda_pool_bytes + b.capacity <= kCudaPoolLimit) {
+    g_cuda_pool.emplace(b.capacity, b);
+    g_cuda_pool_bytes += b.capacity;
+  } else {
+    cudaFree(b.device);
+    cudaFreeHost(b.staging);
+  }
+}
+
+// [guard][data][guard] at the start of a pooled device block; its pinned staging copy carries
+// every upload and fetch, so copies are truly asynchronous and ordered on the stream.
+class CudaBuffer final : public GuardedBuffer {
+ public:
+  CudaBuffer(int64_t bytes, GuardPattern pattern, cudaStream_t stream)
+      : GuardedBuffer(bytes, pattern), stream_(stream), total_(2 * kGuardBytes + bytes), block_(take_block(total_)) {}
+  ~CudaBuffer() override { give_block(block_); }
+
+  uint8_t* data() override { return block_.device + kGuardBytes; }
+
+  void upload(const uint8_t* src) override {
+    // The staging copy is not in flight here: every upload follows a wait on the stream.
+    write_guard_pattern(block_.staging, kGuardBytes, pattern_);
+    write_guard_pattern(block_.staging + kGuardBytes + size_, kGuardBytes, pattern_);
+    if (size_ > 0) std::memcpy(block_.staging + kGuardBytes, src, static_cast<size_t>(size_));
+    check_cuda(cudaMemcpyAsync(block_.device, block_.staging, static_cast<size_t>(total_), cudaMemcpyHostToDevice,
+                               stream_),
+               "cudaMemcpyAsync of an input to the device");
+    // Pinned staging memory is mapped into the device's address space (UVA), and the allocator
+    // can place a large buffer's staging block right beside its device block, one block size
+    // (2^32 bytes) away: a kernel whose 32-bit offset wraps past 2^31 bytes then lands at the same
+    // offset of the staging copy and reads the right data over the bus. Once the copy is done,
+    // and before anything after it on the stream, the staging data becomes guard bytes. (The
+    // staging block outlives the host function: it is freed only after the stream is waited on,
+    // and never once the device is unusable.)
+    if (size_ >= kScrubBytes) {
+      auto* job = new ScrubJob{block_.staging + kGuardBytes, size_, pattern_};
+      const cudaError_t e = cudaLaunchHostFunc(stream_, scrub_staging, job);
+      if (e != cudaSuccess) {
+        delete job;
+        throw_cuda(e, "cudaLaunchHostFunc (scrubbing the staging copy)");
+      }
+    }
+  }
+
+  void fetch_async() override {
+    check_cuda(cudaMemcpyAsync(block_.staging, block_.device, static_cast<size_t>(total_), cudaMemcpyDeviceToHost,
+                               stream_),
+               "cudaMemcpyAsync of a buffer back to the host");
+  }
+  const uint8_t* staged_data() const override { return block_.staging + kGuardBytes; }
+
+ protected:
+  const uint8_t* staged_region() const override { return block_.staging; }
+  void wait(double timeout_s) override { wait_stream(stream_, timeout_s); }
+
+ private:
+  // Large enough for a wrapped 32-bit offset to point back into the buffer's staging twin.
+  static constexpr int64_t kScrubBytes = int64_t(1) << 30;
+  struct ScrubJob {
+    uint8_t* at;
+    int64_t bytes;
+    GuardPattern pattern;
+  };
+  static void CUDART_CB scrub_staging(void* arg) {
+    std::unique_ptr<ScrubJob> job(static_cast<ScrubJob*>(arg));
+    write_guard_pattern(job->at, job->bytes, job->pattern);
+  }
+
+  cudaStream_t stream_;
+  int64_t total_;
+  CudaBlock block_;
+};
+
+// The hold on the runner's stream: a host function that waits until the kernel call has returned
+// (release), or at most 4 ms, long against a kernel launch and short against a case.
+struct StreamGate {
+  std::mutex mutex;
+  std::condition_variable cv;
+  uint64_t held = 0, released = 0;
+};
+
+void CUDART_CB wait_at_gate(void* arg) {
+  auto* gate = static_cast<StreamGate*>(arg);
+  std::unique_lock<std::mutex> lock(gate->mutex);
+  const uint64_t mine = gate->held;
+  gate->cv.wait_for(lock, std::chrono::milliseconds(4), [&] { return gate->released >= mine; });
+}
+
+// cudaDeviceSynchronize cannot be polled: one helper thread makes the calls, and the caller waits
+// for it with a timeout (on a timeout the thread is abandoned with the process, which ends after
+// reporting: a hung device needs that).
+class DeviceSynchronizer {
+ public:
+  explicit DeviceSynchronizer(int device) : state_(std::make_shared<State>()) {
+    std::thread([s = state_, device] {
+      cudaSetDevice(device);
+      std::unique_lock<std::mutex> lock(s->mutex);
+      for (;;) {
+        s->cv.wait(lock, [&] { return s->requested > s->done || s->quit; });
+        if (s->quit) return;
+        const uint64_t ticket = s->requested;
+        lock.unlock();
+        const cudaError_t e = cudaDeviceSynchronize();
+        lock.lock();
+        s->result = e;
+        s->done = ticket;
+        s->cv.notify_all();
+      }
+    }).detach();
+  }
+  ~DeviceSynchronizer() {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    state_->quit = true;
+    state_->cv.notify_all();
+  }
+  // false on a timeout; *result is cudaDeviceSynchronize's answer otherwise.
+  bool synchronize(double timeout_s, cudaError_t* result) {
+    std::unique_lock<std::mutex> lock(state_->mutex);
+    const uint64_t ticket = ++state_->requested;
+    state_->cv.notify_all();
+    if (!state_->cv.wait_for(lock, std::chrono::duration<double>(timeout_s), [&] { return state_->done >= ticket; }))
+      return false;
+    *result = state_->result;
+    return true;
+  }
+
+ private:
+  struct State {
+    std::mutex mutex;
+    std::condition_variable cv;
+    uint64_t requested = 0, done = 0;
+    bool quit = false;
+    cudaError_t result = cudaSuccess;
+  };
+  std::shared_ptr<State> state_;
+};
+
+class CudaMemory final : public KernelMemory {
+ public:
+  CudaMemory() {
+    std::string why;
+    if (!cuda_memory_available(&why)) throw DeviceError(DeviceError::Kind::cuda_error, why);
+    check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking),
+               "cudaStreamCreateWithFlags for the runner's stream");
+    int device = 0;
+    cudaGetDevice(&device);
+    synchronizer_ = std::make_unique<DeviceSynchronizer>(device);
+  }
+  ~CudaMemory() override {
+    if (g_device_unusable) {
+      (void)synchronizer_.release();
+      return;
+    }
+    cudaStreamSynchronize(stream_);
+    cudaStreamDestroy(stream_);
+  }
+
+  std::unique_ptr<GuardedBuffer> allocate(int64_t bytes, GuardPattern pattern) override {
+    return std::make_unique<CudaBuffer>(bytes, pattern, stream_);
+  }
+  void* stream() override { return stream_; }
+
+  void hold_stream() override {
+    {
+      std::lock_guard<std::mutex> lock(gate_.mutex);
+      ++gate_.held;
+    }
+    check_cuda(cudaLaunchHostFunc(stream_, wait_at_gate, &gate_), "cudaLaunchHostFunc on the runner's stream");
+  }
+  void release_stream() override {
+    std::lock_guard<std::mutex> lock(gate_.mutex);
+    gate_.released = gate_.held;
+    gate_.cv.notify_all();
+  }
+
+  void after_call() override {
+    const cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) throw_cuda(e, "right after the kernel call (a launch error)");
+  }
+
+  void synchronize(double timeout_s) override { wait_stream(stream_, timeout_s); }
+
+  void synchronize_device(double timeout_s) override {
+    cudaError_t result = cudaSuccess;
+    if (!synchronizer_->synchronize(timeout_s, &result)) {
+      g_device_unusable = true;
+      throw DeviceError(DeviceError::Kind::hang, fmt::format("cudaDeviceSynchronize did not return within {} s: "
+                                               "work the kernel left on some stream hangs", timeout_s));
+    }
+    if (result != cudaSuccess) throw_cuda(result, "cudaDeviceSynchronize after the kernel (its work on any stream)");
+  }
+
+ private:
+  cudaStream_t stream_ = nullptr;
+  StreamGate gate_;
+  std::unique_ptr<DeviceSynchronizer> synchronizer_;
+};
+
+}  // namespace
+
+std::unique_ptr<KernelMemory> make_cuda_memory() { return std::make_unique<CudaMemory>(); }
+
+bool cuda_memory_available(std::string* why) {
+  int count = 0;
+  const cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess) {
+    if (why) *why = fmt::format("no usable CUDA device: cudaGetDeviceCount gave {} ({})", cudaGetErrorName(e),
+                                cudaGetErrorString(e));
+    return false;
+  }
+  if (count == 0) {
+    if (why) *why = "no CUDA device on this machine";
+    return false;
+  }
+  return true;
+}
+
+}  // namespace nvfp4

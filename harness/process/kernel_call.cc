@@ -1,0 +1,434 @@
+// One kernel call and what it left behind (see kernel_call.h).
+#include "harness/process/kernel_call.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <exception>
+
+#include <fmt/format.h>
+
+#include "harness/ops/op_module.h"
+#include "reference/scale_layout.h"
+
+namespace nvfp4 {
+namespace {
+
+std::vector<uint8_t> scales_as(const Problem& p, const std::vector<uint8_t>& linear, int64_t rows, int64_t kb,
+                               int64_t l, uint8_t pad) {
+  if (p.sf_layout != SfLayout::permuted || rows == 0) return linear;
+  return sf_to_permuted(linear.data(), rows, kb, l, pad);
+}
+
+// `count` copies of word w as bytes of `type`.
+std::vector<uint8_t> poisoned_bytes(int64_t count, OutType type, uint32_t w) {
+  const int width = out_word_bytes(type);
+  std::vector<uint8_t> out(static_cast<size_t>(count * width));
+  for (int64_t e = 0; e < count; ++e) std::memcpy(out.data() + e * width, &w, static_cast<size_t>(width));
+  return out;
+}
+
+OutputTensor poisoned_output(const Problem& p, const std::string& name, int64_t words, uint32_t poison) {
+  return {name, words, out_word_bytes(p.out_type), poisoned_bytes(words, p.out_type, poison)};
+}
+
+}  // namespace
+
+LaidOut gemm_family::lay_out(const Problem& p, const CallSpec& spec, uint32_t kernel_flags) {
+  const uint8_t pad = spec.pad;
+  const bool packed_kernel = kernel_flags & NVFP4_FLAG_GROUPS_PACKED;
+  LaidOut in;
+  if (p.op != Op::grouped_gemm) {
+    in.inputs = {{"a", InputKind::a, p.a},
+                 {"b", InputKind::b, p.b},
+                 {"sfa", InputKind::sfa, scales_as(p, p.sfa, p.m, p.kb(), p.l, pad)},
+                 {"sfb", InputKind::sfb, scales_as(p, p.sfb, p.n, p.kb(), p.l, pad)}};
+    if (p.op == Op::dual_gemm) {
+      in.inputs.push_back({"b2", InputKind::b2, p.b2});
+      in.inputs.push_back({"sfb2", InputKind::sfb2, scales_as(p, p.sfb2, p.n, p.kb(), p.l, pad)});
+    }
+    in.outputs = {poisoned_output(p, "c", p.c_elems(), spec.poison)};
+    return in;
+  }
+  if (packed_kernel) {
+    // SPEC section 2's packed arrangement: one buffer per tensor, groups at 64-bit offsets, each
+    // group's permuted SFA starting on a tile of its own with NaN-scale padding rows.
+    const PackedLayout lay = packed_layout(p);
+    PackedData d = pack_groups(p, pad);
+    const bool permuted = p.sf_layout == SfLayout::permuted;
+    in.packed = true;
+    in.inputs = {{"a", InputKind::a, std::move(d.a)},
+                 {"b", InputKind::b, std::move(d.b)},
+                 {"sfa", InputKind::sfa, permuted ? std::move(d.sfa_permuted) : std::move(d.sfa_linear)},
+                 {"sfb", InputKind::sfb, permuted ? std::move(d.sfb_permuted) : std::move(d.sfb_linear)}};
+    for (size_t g = 0; g < p.groups.size(); ++g) {
+      in.offsets.push_back({lay.a_offset(g), lay.b_offset(g),
+                            permuted ? lay.sfa_permuted_offset(g) : lay.sfa_linear_offset(g),
+                            permuted ? lay.sfb_permuted_offset(g) : lay.sfb_linear_offset(g)});
+      in.c_offset.push_back(lay.c_offset(g));
+    }
+    in.outputs = {poisoned_output(p, "c", lay.c_elems(), spec.poison)};
+    return in;
+  }
+  // Separate: every non-empty group its own buffers, each between its own guards, so a write
+  // into the gap between two groups' outputs is a guard failure.
+  for (size_t g = 0; g < p.groups.size(); ++g) {
+    const Group& q = p.groups[g];
+    if (q.m == 0) continue;
+    const std::string at = fmt::format("[g={}]", g);
+    in.inputs.push_back({"a" + at, InputKind::a, q.a});
+    in.inputs.push_back({"b" + at, InputKind::b, q.b});
+    in.inputs.push_back({"sfa" + at, InputKind::sfa, scales_as(p, q.sfa, q.m, q.kb(), 1, pad)});
+    in.inputs.push_back({"sfb" + at, InputKind::sfb, scales_as(p, q.sfb, q.n, q.kb(), 1, pad)});
+    in.outputs.push_back(poisoned_output(p, "c" + at, q.c_elems(), spec.poison));
+  }
+  return in;
+}
+
+void gemm_family::point_abi(nvfp4_problem& abi, const Problem& p, const std::vector<uint8_t*>& inputs,
+                            const std::vector<uint8_t*>& outputs) {
+  // Grouped: the packed buffers or NULL, and the group table, are set by the caller.
+  if (p.op == Op::grouped_gemm) return;
+  abi.a = inputs[0];
+  abi.b = inputs[1];
+  abi.sfa = inputs[2];
+  abi.sfb = inputs[3];
+  abi.c = static_cast<uint16_t*>(static_cast<void*>(outputs.empty() ? nullptr : outputs[0]));
+  if (p.op == Op::dual_gemm) {
+    abi.b2 = inputs[4];
+    abi.sfb2 = inputs[5];
+  }
+}
+
+namespace {
+
+GuardPattern pattern_of(InputKind kind) {
+  switch (kind) {
+    case InputKind::sfa:
+    case InputKind::sfb:
+    case InputKind::sfb2: return GuardPattern::nan_scales;
+    default: return GuardPattern::bytes;
+  }
+}
+
+// Read-only input ranges for the fault handler: plain globals, read in a signal handler. A
+// grouped problem in the separate arrangement has four per group; past the table's end the
+// remaining inputs are not protected (they are still compared after the call).
+struct ProtectedRange {
+  std::atomic<uintptr_t> begin{0}, end{0};
+  std::atomic<int> kind{0};
+};
+constexpr int kMaxProtected = 1040;
+ProtectedRange g_protected[kMaxProtected];
+
+void on_segv(int sig, siginfo_t* info, void*) {
+  const uintptr_t at = reinterpret_cast<uintptr_t>(info->si_addr);
+  for (int x = 0; x < kMaxProtected; ++x)
+    if (at >= g_protected[x].begin.load() && at < g_protected[x].end.load()) _exit(kInputFaultExitBase + g_protected[x].kind.load());
+  // Not ours: die of the signal as the kernel would have.
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
+// Appends `count` output words of `width` bytes read from little-endian bytes.
+void read_words(const uint8_t* bytes, int64_t count, int width, std::vector<uint32_t>& into) {
+  for (int64_t e = 0; e < count; ++e) {
+    uint32_t w = 0;
+    std::memcpy(&w, bytes + e * width, static_cast<size_t>(width));  // little-endian hosts only
+    into.push_back(w);
+  }
+}
+
+}  // namespace
+
+nvfp4_problem to_abi(const Problem& p, const uint8_t* a, const uint8_t* b, const uint8_t* sfa, const uint8_t* sfb,
+                     void* c, void* stream) {
+  nvfp4_problem abi{};
+  abi.op = static_cast<uint32_t>(p.op);
+  abi.m = p.m;
+  abi.n = p.n;
+  abi.k = p.k;
+  abi.l = p.l;
+  if (p.op == Op::grouped_gemm) {
+    // SPEC section 5: m the sum of m_g, n and k the largest, l = 1.
+    abi.m = abi.n = abi.k = 0;
+    abi.l = 1;
+    for (const Group& g : p.groups) {
+      abi.m += g.m;
+      abi.n = std::max(abi.n, g.n);
+      abi.k = std::max(abi.k, g.k);
+    }
+    abi.groups = static_cast<int64_t>(p.groups.size());
+  }
+  abi.a = a;
+  abi.b = b;
+  abi.sfa = sfa;
+  abi.sfb = sfb;
+  abi.sf_layout = static_cast<uint32_t>(p.sf_layout);
+  abi.alpha = p.op == Op::grouped_gemm ? 1.0f : p.alpha;
+  abi.c = static_cast<uint16_t*>(c);
+  abi.stream = stream;
+  abi.out_type = static_cast<uint32_t>(p.out_type);
+  abi.alpha2 = p.op == Op::dual_gemm ? p.alpha2 : 1.0f;  // SPEC section 5: 1 for every other problem
+  // Version 3: every GEMM-family problem's operands are NVFP4 (a quantize problem's module
+  // sets its own fields).
+  if (p.op != Op::quantize) abi.a_format = abi.b_format = NVFP4_FORMAT_NVFP4;
+  return abi;
+}
+
+const char* input_buffer_name(int kind) {
+  static const char* const kNames[kInputKinds] = {"a", "b", "sfa", "sfb", "b2", "sfb2", "group table", "x", "global_scale"};
+  return kind >= 0 && kind < kInputKinds ? kNames[kind] : "?";
+}
+
+void install_input_fault_handler() {
+  struct sigaction sa {};
+  sa.sa_sigaction = on_segv;
+  sa.sa_flags = SA_SIGINFO;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGSEGV, &sa, nullptr);
+  sigaction(SIGBUS, &sa, nullptr);
+}
+
+// One case's buffers (from the memory's pool); the memory and its stream last as long as the
+// caller. A zero-byte tensor (an all-empty packed grouped problem's A) gets no buffer: NULL.
+struct KernelCaller::Buffers {
+  struct Input {
+    std::string name;
+    InputKind kind;
+    std::unique_ptr<GuardedBuffer> buffer;
+  };
+  std::vector<Input> inputs;
+  std::vector<std::unique_ptr<GuardedBuffer>> outputs;
+  // The group table in the kernel's memory: group_device for a CUDA kernel; for a host kernel
+  // `group` itself, between guards and read-only during the call like the other inputs.
+  std::unique_ptr<GuardedBuffer> table;
+
+  Buffers(KernelMemory& memory, const LaidOut& in, int64_t groups) {
+    for (const InputTensor& t : in.inputs)
+      inputs.push_back({t.name, t.kind, t.bytes.empty() ? nullptr : memory.allocate(static_cast<int64_t>(t.bytes.size()), pattern_of(t.kind))});
+    for (const OutputTensor& o : in.outputs)
+      outputs.push_back(o.words == 0 ? nullptr : memory.allocate(o.words * o.width, GuardPattern::nan_fp16));
+    if (groups > 0) table = memory.allocate(groups * static_cast<int64_t>(sizeof(nvfp4_group)), GuardPattern::bytes);
+  }
+  uint8_t* input(size_t x) const { return inputs[x].buffer ? inputs[x].buffer->data() : nullptr; }
+};
+
+KernelCaller::KernelCaller(const Kernel& kernel, double timeout_s, bool protect_inputs)
+    : kernel_(kernel), timeout_s_(timeout_s), protect_inputs_(protect_inputs && !kernel.is_cuda()) {}
+
+KernelCaller::~KernelCaller() {
+  // After a hang or a broken context nothing may be freed (cudaFree would wait forever).
+  if (unusable_) {
+    (void)buffers_.release();
+    (void)memory_.release();
+  }
+}
+
+void KernelCaller::begin_case(CaseData data) {
+  data_ = std::move(data);
+  if (!unusable_) buffers_.reset();
+}
+
+CallObservation KernelCaller::call(const CallSpec& spec) {
+  CallObservation out;
+  if (unusable_) {
+    out.end = CallObservation::End::cuda_error;
+    out.error = "the process's CUDA context was lost by an earlier call";
+    out.context_lost = true;
+    return out;
+  }
+  const Problem& p = spec.stale_data && data_.stale ? *data_.stale : data_.problem;
+  const bool cuda = kernel_.is_cuda();
+  const OpModule& op = op_module(p.op);
+  const auto start = std::chrono::steady_clock::now();
+  // From the kernel's call until its work is done and C is back (a device error ends it there).
+  std::optional<std::chrono::steady_clock::time_point> called;
+  const auto since_call = [&] {
+    return called ? std::chrono::duration<double>(std::chrono::steady_clock::now() - *called).count() : 0.0;
+  };
+  try {
+    if (!memory_) memory_ = KernelMemory::create(kernel_.info->memory);
+    KernelMemory& mem = *memory_;
+    const LaidOut in = op.lay_out(p, spec, kernel_.info->flags);
+    const int64_t groups = p.op == Op::grouped_gemm ? static_cast<int64_t>(p.groups.size()) : 0;
+    if (!buffers_) buffers_ = std::make_unique<Buffers>(mem, in, groups);
+    Buffers& buf = *buffers_;
+
+    // The group table: pointers into the buffers just allocated (the same for every call of the
+    // case, so the stale call reuses them like every other pointer).
+    std::vector<nvfp4_group> table;
+    if (groups > 0) {
+      table.resize(static_cast<size_t>(groups));
+      size_t next_input = 0, next_output = 0;
+      for (size_t g = 0; g < p.groups.size(); ++g) {
+        const Group& q = p.groups[g];
+        nvfp4_group& t = table[g];
+        t.m = q.m;
+        t.n = q.n;
+        t.k = q.k;
+        t.alpha = q.alpha;
+        // An empty group's pointers stay NULL in both arrangements (SPEC section 2).
+        if (q.m == 0) continue;
+        if (in.packed) {
+          // Every group's pointers into the packed buffers.
+          auto at = [&](size_t x, int64_t offset) -> uint8_t* {
+            return buf.input(x) ? buf.input(x) + offset : nullptr;
+          };
+          t.a = at(0, in.offsets[g][0]);
+          t.b = at(1, in.offsets[g][1]);
+          t.sfa = at(2, in.offsets[g][2]);
+          t.sfb = at(3, in.offsets[g][3]);
+          t.c = buf.outputs[0] ? buf.outputs[0]->data() + in.c_offset[g] * in.outputs[0].width : nullptr;
+        } else {
+          t.a = buf.input(next_input);
+          t.b = buf.input(next_input + 1);
+          t.sfa = buf.input(next_input + 2);
+          t.sfb = buf.input(next_input + 3);
+          next_input += 4;
+          t.c = buf.outputs[next_output++]->data();
+        }
+      }
+    }
+    const std::vector<nvfp4_group> table_sent = table;
+
+    // The runner's stream is held first, so work the kernel puts on any other stream runs ahead
+    // of its data.
+    if (!spec.inputs_ready_first) mem.hold_stream();
+    for (size_t x = 0; x < in.inputs.size(); ++x)
+      if (buf.inputs[x].buffer) buf.inputs[x].buffer->upload(in.inputs[x].bytes.data());
+    for (size_t x = 0; x < in.outputs.size(); ++x)
+      if (buf.outputs[x]) buf.outputs[x]->upload(in.outputs[x].before.data());
+    if (buf.table) buf.table->upload(reinterpret_cast<const uint8_t*>(table.data()));
+    if (spec.inputs_ready_first) mem.synchronize(timeout_s_);
+
+    nvfp4_problem abi;
+    if (p.op == Op::grouped_gemm) {
+      // Packed: the packed buffers too; separate: NULL there (SPEC section 5).
+      abi = to_abi(p, in.packed ? buf.input(0) : nullptr, in.packed ? buf.input(1) : nullptr,
+                   in.packed ? buf.input(2) : nullptr, in.packed ? buf.input(3) : nullptr,
+                   in.packed && buf.outputs[0] ? buf.outputs[0]->data() : nullptr, mem.stream());
+      const auto* in_memory = buf.table ? reinterpret_cast<const nvfp4_group*>(buf.table->data()) : nullptr;
+      abi.group = cuda ? table.data() : in_memory;
+      abi.group_device = cuda ? in_memory : nullptr;
+    } else {
+      abi = to_abi(p, nullptr, nullptr, nullptr, nullptr, nullptr, mem.stream());
+      std::vector<uint8_t*> inputs, outputs;
+      for (size_t x = 0; x < buf.inputs.size(); ++x) inputs.push_back(buf.input(x));
+      for (const auto& o : buf.outputs) outputs.push_back(o ? o->data() : nullptr);
+      op.point_abi(abi, p, inputs, outputs);
+    }
+    int protected_count = 0;
+    if (protect_inputs_) {
+      auto protect = [&](GuardedBuffer& b, InputKind kind) {
+        if (protected_count == kMaxProtected) return;
+        b.set_read_only(true);
+        ProtectedRange& r = g_protected[protected_count++];
+        r.kind = static_cast<int>(kind);
+        r.begin = reinterpret_cast<uintptr_t>(b.data());
+        r.end = reinterpret_cast<uintptr_t>(b.data()) + static_cast<uintptr_t>(b.size());
+      };
+      // The table first: an edit made and undone within the call leaves nothing to compare.
+      if (buf.table) protect(*buf.table, InputKind::group_table);
+      for (const Buffers::Input& x : buf.inputs)
+        if (x.buffer) protect(*x.buffer, x.kind);
+    }
+    int rc = 0;
+    called = std::chrono::steady_clock::now();
+    try {
+      rc = kernel_.run(abi);
+    } catch (const std::exception& e) {
+      out.end = CallObservation::End::exception;
+      out.error = e.what();
+    } catch (...) {
+      out.end = CallObservation::End::exception;
+      out.error = "an exception that is no std::exception";
+    }
+    mem.release_stream();
+    if (protect_inputs_) {
+      for (int x = 0; x < protected_count; ++x) g_protected[x].begin = g_protected[x].end = 0;
+      for (const Buffers::Input& x : buf.inputs)
+        if (x.buffer) x.buffer->set_read_only(false);
+      if (buf.table) buf.table->set_read_only(false);
+    }
+    out.rc = rc;
+    mem.after_call();
+    // C once the runner's stream is done...
+    for (const auto& c : buf.outputs)
+      if (c) c->fetch_async();
+    mem.synchronize(timeout_s_);
+    out.kernel_seconds = since_call();
+    const auto words = [&]() {
+      std::vector<uint32_t> w;
+      for (size_t x = 0; x < buf.outputs.size(); ++x)
+        if (buf.outputs[x]) read_words(buf.outputs[x]->staged_data(), in.outputs[x].words, in.outputs[x].width, w);
+      return w;
+    };
+    out.c = words();
+    // ...and once everything the kernel enqueued anywhere is finished: if C changed meanwhile,
+    // the kernel wrote it from a stream other than problem.stream. Then every buffer is fetched
+    // once (one wait) for its guards and, for inputs, its data.
+    mem.synchronize_device(timeout_s_);
+    std::vector<std::pair<std::string, GuardedBuffer*>> all;
+    for (const Buffers::Input& x : buf.inputs)
+      if (x.buffer) all.emplace_back(x.name, x.buffer.get());
+    if (buf.table) all.emplace_back("group table", buf.table.get());
+    for (size_t x = 0; x < buf.outputs.size(); ++x)
+      if (buf.outputs[x])
+        all.emplace_back(in.outputs[x].name, buf.outputs[x].get());
+    for (const auto& [name, g] : all) g->fetch_async();
+    mem.synchronize(timeout_s_);
+    out.c_later = cuda ? words() : out.c;
+    if (out.end == CallObservation::End::exception) {
+      out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      return out;
+    }
+    for (const auto& [name, g] : all) {
+      const GuardDamage d = g->staged_guard_damage();
+      if (!d.intact) out.guards.push_back({name, d});
+    }
+    auto compare = [&](const std::string& name, const uint8_t* now, const std::vector<uint8_t>& was) {
+      if (was.empty() || std::memcmp(now, was.data(), was.size()) == 0) return;
+      InputChange change;
+      change.buffer = name;
+      for (size_t y = 0; y < was.size(); ++y)
+        if (now[y] != was[y] && change.count++ == 0) {
+          change.first = static_cast<int64_t>(y);
+          change.was = was[y];
+          change.now = now[y];
+        }
+      out.inputs.push_back(change);
+    };
+    for (size_t x = 0; x < in.inputs.size(); ++x)
+      if (buf.inputs[x].buffer) compare(in.inputs[x].name, buf.inputs[x].buffer->staged_data(), in.inputs[x].bytes);
+    if (groups > 0) {
+      const auto as_bytes = [](const std::vector<nvfp4_group>& t) {
+        std::vector<uint8_t> b(t.size() * sizeof(nvfp4_group));
+        if (!b.empty()) std::memcpy(b.data(), t.data(), b.size());
+        return b;
+      };
+      const std::vector<uint8_t> sent = as_bytes(table_sent);
+      if (cuda) {
+        compare("group table", as_bytes(table).data(), sent);
+        compare("group table (device)", buf.table->staged_data(), sent);
+      } else {
+        compare("group table", buf.table->staged_data(), sent);
+      }
+    }
+  } catch (const DeviceError& e) {
+    if (out.kernel_seconds == 0) out.kernel_seconds = since_call();
+    out.end = e.hung() ? CallObservation::End::device_hang : CallObservation::End::cuda_error;
+    out.error = e.what();
+    out.context_lost = cuda;
+    unusable_ = out.context_lost;
+  }
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return out;
+}
+
+}  // namespace nvfp4

@@ -1,0 +1,120 @@
+// The kernel's side of a case: the inputs laid out in guarded buffers of the kernel's memory, the
+// kernel called through the ABI, and what the call left behind, observed and returned. Nothing
+// here judges: the process that calls a kernel (a worker, or the test itself for in-process
+// checks) hands its observations to case_check.cc, which decides.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "harness/process/device_buffers.h"
+#include "kernels/registry.h"
+#include "reference/problem.h"
+
+namespace nvfp4 {
+
+// The ABI's view of p with its tensors at these addresses (the one place that fills the struct):
+// a GEMV, GEMM or dual GEMM (b2 and sfb2 then set by the caller), or a grouped problem's packed
+// buffers (the group table then set by the caller). Fields a version-1 kernel never reads get
+// their version-2 values: p's output type, alpha2, no groups.
+nvfp4_problem to_abi(const Problem& p, const uint8_t* a, const uint8_t* b, const uint8_t* sfa, const uint8_t* sfb,
+                     void* c, void* stream);
+
+// One case as the kernel's process receives it: the problem (shape, layout, alpha, linear
+// scales) and, for the stale-state call, new data of the same shape.
+struct CaseData {
+  Problem problem;
+  std::optional<Problem> stale;
+};
+
+// One call of the kernel within a case. Buffers persist across the calls of a case, so a later
+// call reuses the pointers of the first (the stale-state check depends on that).
+struct CallSpec {
+  uint8_t pad = 0x7F;         // the byte in the permuted layout's padding cells
+  uint32_t poison = 0x7D5B;   // the word of the problem's output type every element of C holds before the call
+  bool stale_data = false;    // upload CaseData::stale instead of the problem's data
+  // The inputs are complete before the call (the weaker checks of mutation analysis, as torch's
+  // tensors are); normally the runner's stream is held so work on another stream runs too early.
+  bool inputs_ready_first = false;
+};
+
+struct GuardReport {
+  std::string buffer;  // "a", "b", "sfa", "sfb", "b2", "sfb2", "c", a group's "c[g=3]", "group table"
+  GuardDamage damage;
+};
+
+struct InputChange {
+  std::string buffer;
+  int64_t count = 0, first = 0;  // bytes that differ, the first's offset
+  uint8_t was = 0, now = 0;
+};
+
+// What one call left behind.
+struct CallObservation {
+  enum class End : uint8_t {
+    returned,      // the kernel returned and everything was read back
+    exception,     // the kernel threw
+    cuda_error,    // a CUDA error (named)
+    device_hang,   // the device did not finish the call's work within the watchdog's time
+    crash,         // the process died during the call (set by the parent)
+    timeout,       // the watchdog ran out during the call (set by the parent)
+    protocol,      // the process sent the parent garbage (set by the parent)
+    input_fault,   // the kernel wrote to a read-only input during the call
+  };
+  End end = End::returned;
+  int rc = 0;
+  std::string error;         // what went wrong when end != returned
+  // C as one word per element (out_type.h), in output order (a grouped problem's groups one after
+  // another, whichever arrangement the kernel was handed).
+  std::vector<uint32_t> c;        // once the runner's stream was done
+  std::vector<uint32_t> c_later;  // once the whole device was done (== c for host kernels)
+  std::vector<GuardReport> guards;   // damaged guard regions only
+  std::vector<InputChange> inputs;   // changed inputs only
+  double seconds = 0;                // everything above: buffers laid out, uploaded, read back and compared, and the call
+  double kernel_seconds = 0;         // of that, the kernel's call and the wait for its work (C's read-back included)
+  bool context_lost = false;         // the process must not be used for more cases
+};
+
+// Calls one kernel in this process. Owns the case's buffers between calls.
+class KernelCaller {
+ public:
+  // protect_inputs: host inputs are read-only while the kernel runs (a write faults: worker
+  // processes turn the fault into an input_fault report; in-process callers leave it off).
+  KernelCaller(const Kernel& kernel, double timeout_s, bool protect_inputs = false);
+  ~KernelCaller();
+
+  // Starts a case: the next call allocates buffers for this data.
+  void begin_case(CaseData data);
+  // Uploads (the problem's or the stale data, with spec's padding and poison), calls, waits,
+  // reads back. Never throws for what the kernel does: a CUDA error, a hang of the device or an
+  // exception of the kernel comes back as an observation.
+  CallObservation call(const CallSpec& spec);
+  // The process's CUDA context is gone (after a device error): no more calls here.
+  bool unusable() const { return unusable_; }
+
+ private:
+  struct Buffers;
+  const Kernel& kernel_;
+  double timeout_s_;
+  bool protect_inputs_;
+  CaseData data_;
+  std::unique_ptr<KernelMemory> memory_;  // its stream lasts as long as the caller
+  std::unique_ptr<Buffers> buffers_;
+  bool unusable_ = false;
+};
+
+// The inputs a kernel is handed, by kind: a faulting worker ends with the exit status
+// kInputFaultExitBase + kind (a grouped problem's groups share their kind's status).
+enum class InputKind : int { a, b, sfa, sfb, b2, sfb2, group_table, x, global_scale };
+constexpr int kInputKinds = 9;
+constexpr int kInputFaultExitBase = 64;
+const char* input_buffer_name(int kind);  // "a", ..., "group table", "x", "global_scale"
+
+// Installs the handler that turns a write into a read-only input into _exit(kInputFaultExitBase
+// + buffer) (worker processes only).
+void install_input_fault_handler();
+
+}  // namespace nvfp4

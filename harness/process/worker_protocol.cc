@@ -1,0 +1,388 @@
+// CBOR encoding of the worker protocol's messages (see worker_protocol.h). Each struct that
+// travels is described once, by a visit_fields overload listing its fields in order; one
+// encoder and one decoder walk those lists, so a new field is one line in its list.
+#include "harness/process/worker_protocol.h"
+
+#include <poll.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "reference/problem_fields.h"
+
+namespace nvfp4 {
+
+using json = nlohmann::json;
+
+namespace {
+
+// The messages' names on the wire, in the order of WorkerMessage's alternatives.
+constexpr const char* kMessageNames[] = {"ready", "run", "call", "done", "quit"};
+static_assert(std::size(kMessageNames) == std::variant_size_v<WorkerMessage>);
+
+constexpr FieldRole kInput = FieldRole::input;
+
+template <class T, class U>
+using if_is = std::enable_if_t<std::is_same_v<std::remove_const_t<T>, U>>;
+
+// The field lists. Only FieldRole::input fields travel: a kernel's process never sees what the
+// parent expects.
+template <class V, class T>
+if_is<T, Problem> visit_fields(V&& v, T& p) { visit_problem_fields(v, p); }
+template <class V, class T>
+if_is<T, Group> visit_fields(V&& v, T& g) { visit_group_fields(v, g); }
+template <class V, class T>
+if_is<T, KernelDesc> visit_fields(V&& v, T& k) {
+  v("name", k.name, kInput);
+  v("origin", k.origin, kInput);
+  v("description", k.description, kInput);
+  v("abi", k.info.abi_version, kInput);
+  v("memory", k.info.memory, kInput);
+  v("ops", k.info.ops, kInput);
+  v("layouts", k.info.sf_layouts, kInput);
+  v("min_sm", k.info.min_sm, kInput);
+  v("m_multiple", k.info.m_multiple, kInput);
+  v("n_multiple", k.info.n_multiple, kInput);
+  v("k_multiple", k.info.k_multiple, kInput);
+  v("flags", k.info.flags, kInput);
+  v("out_types", k.info.out_types, kInput);
+  v("max_groups", k.info.max_groups, kInput);
+  v("a_formats", k.info.a_formats, kInput);
+  v("b_formats", k.info.b_formats, kInput);
+  v("in_types", k.info.in_types, kInput);
+  v("q_formats", k.info.q_formats, kInput);
+  v("recipes", k.info.recipes, kInput);
+  v("runnable", k.runnable, kInput);
+  v("why_not", k.why_not, kInput);
+}
+template <class V, class T>
+if_is<T, CaseData> visit_fields(V&& v, T& d) {
+  v("problem", d.problem, kInput);
+  v("stale", d.stale, kInput);
+}
+template <class V, class T>
+if_is<T, CallSpec> visit_fields(V&& v, T& c) {
+  v("pad", c.pad, kInput);
+  v("poison", c.poison, kInput);
+  v("stale_data", c.stale_data, kInput);
+  v("inputs_ready_first", c.inputs_ready_first, kInput);
+}
+template <class V, class T>
+if_is<T, GuardReport> visit_fields(V&& v, T& g) {
+  v("buffer", g.buffer, kInput);
+  v("intact", g.damage.intact, kInput);
+  v("before", g.damage.before, kInput);
+  v("offset", g.damage.offset, kInput);
+  v("expected", g.damage.expected, kInput);
+  v("actual", g.damage.actual, kInput);
+  v("damaged_bytes", g.damage.damaged_bytes, kInput);
+}
+template <class V, class T>
+if_is<T, InputChange> visit_fields(V&& v, T& x) {
+  v("buffer", x.buffer, kInput);
+  v("count", x.count, kInput);
+  v("first", x.first, kInput);
+  v("was", x.was, kInput);
+  v("now", x.now, kInput);
+}
+template <class V, class T>
+if_is<T, CallObservation> visit_fields(V&& v, T& o) {
+  v("end", o.end, kInput);
+  v("rc", o.rc, kInput);
+  v("error", o.error, kInput);
+  v("c", o.c, kInput);
+  v("c_later", o.c_later, kInput);
+  v("guards", o.guards, kInput);
+  v("inputs", o.inputs, kInput);
+  v("seconds", o.seconds, kInput);
+  v("kernel_seconds", o.kernel_seconds, kInput);
+  v("context_lost", o.context_lost, kInput);
+}
+template <class V, class T>
+if_is<T, ReadyMsg> visit_fields(V&& v, T& m) {
+  v("kernels", m.kernels, kInput);
+  v("error", m.error, kInput);
+}
+template <class V, class T>
+if_is<T, RunCaseMsg> visit_fields(V&& v, T& m) {
+  v("case", m.case_id, kInput);
+  v("data", m.data, kInput);
+  v("plan", m.plan, kInput);
+}
+template <class V, class T>
+if_is<T, CallStartedMsg> visit_fields(V&& v, T& m) {
+  v("case", m.case_id, kInput);
+  v("index", m.index, kInput);
+}
+template <class V, class T>
+if_is<T, CallDoneMsg> visit_fields(V&& v, T& m) {
+  v("case", m.case_id, kInput);
+  v("index", m.index, kInput);
+  v("observation", m.observation, kInput);
+}
+template <class V, class T>
+if_is<T, QuitMsg> visit_fields(V&&, T&) {}
+
+template <class T>
+struct is_vector : std::false_type {};
+template <class T>
+struct is_vector<std::vector<T>> : std::true_type {};
+template <class T>
+struct is_optional : std::false_type {};
+template <class T>
+struct is_optional<std::optional<T>> : std::true_type {};
+
+// Enum values the protocol accepts; a problem's enums are checked with the problem
+// (problem_error), so only the call's end needs one here.
+bool known(CallObservation::End e) { return e <= CallObservation::End::input_fault; }
+template <class E>
+bool known(E) { return true; }
+
+// What a decoded struct must satisfy beyond its fields' types.
+std::string invalid(const Problem& p) {
+  const std::string e = problem_error(p);
+  return e.empty() ? e : "bad problem: " + e;
+}
+template <class T>
+std::string invalid(const T&) { return {}; }
+
+[[noreturn]] void malformed(const std::string& at, const std::string& what) {
+  throw ProtocolError("malformed message: " + at + ": " + what);
+}
+
+// Output words travel as little-endian 16-bit words when every one fits (fp16, bf16), else
+// 32-bit ones: the width is the byte string's first byte.
+json words(const std::vector<uint32_t>& v) {
+  const bool narrow = std::all_of(v.begin(), v.end(), [](uint32_t w) { return w <= 0xFFFFu; });
+  const size_t width = narrow ? 2 : 4;
+  std::vector<uint8_t> b(1 + v.size() * width);
+  b[0] = static_cast<uint8_t>(width);
+  for (size_t x = 0; x < v.size(); ++x) std::memcpy(b.data() + 1 + x * width, &v[x], width);
+  return json::binary(std::move(b));
+}
+std::vector<uint32_t> get_words(const std::vector<uint8_t>& b, const std::string& at) {
+  if (b.empty() || (b[0] != 2 && b[0] != 4) || (b.size() - 1) % b[0] != 0)
+    malformed(at, "not an array of output words");
+  const size_t width = b[0];
+  std::vector<uint32_t> w((b.size() - 1) / width, 0);
+  for (size_t x = 0; x < w.size(); ++x) std::memcpy(&w[x], b.data() + 1 + x * width, width);
+  return w;
+}
+
+// A value as it travels: a struct as the array of its input fields in list order, a byte vector
+// as a byte string, an enum as its number.
+template <class T>
+json encode(const T& x) {
+  if constexpr (std::is_enum_v<T>) {
+    return static_cast<std::underlying_type_t<T>>(x);
+  } else if constexpr (std::is_arithmetic_v<T> || std::is_same_v<T, std::string>) {
+    return x;
+  } else if constexpr (std::is_same_v<T, std::vector<uint8_t>>) {
+    return json::binary(x);
+  } else if constexpr (std::is_same_v<T, std::vector<uint32_t>>) {
+    return words(x);
+  } else if constexpr (is_vector<T>::value) {
+    json list = json::array();
+    for (const auto& e : x) list.push_back(encode(e));
+    return list;
+  } else if constexpr (is_optional<T>::value) {
+    return x ? encode(*x) : json(nullptr);
+  } else {
+    json list = json::array();
+    visit_fields([&](const char*, const auto& member, FieldRole role) {
+      if (role == FieldRole::input) list.push_back(encode(member));
+    }, x);
+    return list;
+  }
+}
+
+// An integer of type T, refused when it does not fit (nothing wraps silently).
+template <class T>
+T get_integer(const json& j, const std::string& at) {
+  using L = std::numeric_limits<T>;
+  if (j.is_number_unsigned()) {
+    const uint64_t u = j.get<uint64_t>();
+    if (u <= static_cast<uint64_t>(L::max())) return static_cast<T>(u);
+  } else if (j.is_number_integer()) {
+    const int64_t s = j.get<int64_t>();
+    if (s >= static_cast<int64_t>(L::min()) && (s < 0 || static_cast<uint64_t>(s) <= static_cast<uint64_t>(L::max())))
+      return static_cast<T>(s);
+  } else {
+    malformed(at, "not an integer");
+  }
+  malformed(at, fmt::format("{} is out of range", j.dump()));
+}
+
+template <class T>
+void decode(const json& j, T& x, const std::string& at) {
+  if constexpr (std::is_same_v<T, bool>) {
+    if (!j.is_boolean()) malformed(at, "not a boolean");
+    x = j.get<bool>();
+  } else if constexpr (std::is_enum_v<T>) {
+    x = static_cast<T>(get_integer<std::underlying_type_t<T>>(j, at));
+    if (!known(x)) malformed(at, fmt::format("{} is no value of it", j.dump()));
+  } else if constexpr (std::is_integral_v<T>) {
+    x = get_integer<T>(j, at);
+  } else if constexpr (std::is_floating_point_v<T>) {
+    if (!j.is_number()) malformed(at, "not a number");
+    x = j.get<T>();
+  } else if constexpr (std::is_same_v<T, std::string>) {
+    if (!j.is_string()) malformed(at, "not a string");
+    x = j.get<std::string>();
+  } else if constexpr (std::is_same_v<T, std::vector<uint8_t>> || std::is_same_v<T, std::vector<uint32_t>>) {
+    if (!j.is_binary()) malformed(at, "not a byte string");
+    if constexpr (std::is_same_v<T, std::vector<uint8_t>>) x = j.get_binary();
+    else x = get_words(j.get_binary(), at);
+  } else if constexpr (is_vector<T>::value) {
+    if (!j.is_array()) malformed(at, "not a list");
+    x.assign(j.size(), {});
+    for (size_t e = 0; e < j.size(); ++e) decode(j[e], x[e], fmt::format("{}[{}]", at, e));
+  } else if constexpr (is_optional<T>::value) {
+    if (j.is_null()) {
+      x.reset();
+    } else {
+      x.emplace();
+      decode(j, *x, at);
+    }
+  } else {
+    if (!j.is_array()) malformed(at, "not a list of fields");
+    size_t next = 0;
+    visit_fields([&](const char* name, auto& member, FieldRole role) {
+      if (role != FieldRole::input) return;
+      const std::string field = at + "." + name;
+      if (next >= j.size()) malformed(field, "missing");
+      decode(j[next++], member, field);
+    }, x);
+    if (next != j.size()) malformed(at, fmt::format("{} fields where {} were expected", j.size(), next));
+    if (const std::string e = invalid(x); !e.empty()) throw ProtocolError(e);
+  }
+}
+
+template <size_t I = 0>
+WorkerMessage message_from(const std::string& type, const json& fields) {
+  if constexpr (I < std::variant_size_v<WorkerMessage>) {
+    if (type != kMessageNames[I]) return message_from<I + 1>(type, fields);
+    std::variant_alternative_t<I, WorkerMessage> m;
+    decode(fields, m, type);
+    return m;
+  } else {
+    throw ProtocolError("malformed message: unknown message type \"" + type + "\"");
+  }
+}
+
+// A message on the wire: [name, fields].
+WorkerMessage message_from(const json& j) {
+  if (!j.is_array() || j.size() != 2 || !j[0].is_string()) throw ProtocolError("malformed message: not [type, fields]");
+  return message_from(j[0].get<std::string>(), j[1]);
+}
+
+// The payload length of the frame that begins at h (have bytes of it are here), nullopt while its
+// header is incomplete. Throws for bytes that cannot begin a frame or a frame over limit.
+std::optional<uint64_t> frame_payload_bytes(const uint8_t* h, size_t have, uint64_t limit) {
+  if (std::memcmp(h, kFrameMark, std::min<size_t>(have, 4)) != 0)
+    throw ProtocolError("bytes that cannot begin a frame");
+  if (have < kFrameHeaderBytes) return std::nullopt;
+  uint64_t n = 0;
+  for (int x = 0; x < 8; ++x) n |= uint64_t(h[4 + x]) << (8 * x);
+  if (n > limit) throw ProtocolError(fmt::format("a frame of {} bytes where at most {} can come", n, limit));
+  return n;
+}
+
+void write_all(int fd, const uint8_t* p, size_t n) {
+  while (n > 0) {
+    const ssize_t w = write(fd, p, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      throw ProtocolError(std::string("the other side of the channel is gone: ") + std::strerror(errno));
+    }
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+}
+
+void read_all(int fd, uint8_t* p, size_t n) {
+  while (n > 0) {
+    const ssize_t r = read(fd, p, n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) throw ProtocolError("the channel closed");
+    p += r;
+    n -= static_cast<size_t>(r);
+  }
+}
+
+}  // namespace
+
+KernelDesc describe_kernel(const Kernel& k) {
+  KernelDesc d;
+  d.name = k.name();
+  d.origin = k.origin;
+  d.description = k.description;
+  d.info = *k.info;
+  d.info.name = nullptr;
+  d.runnable = kernel_runnable(k, &d.why_not);
+  return d;
+}
+
+std::vector<uint8_t> encode_message(const WorkerMessage& m) {
+  const json j = json::array({kMessageNames[m.index()], std::visit([](const auto& x) { return encode(x); }, m)});
+  std::vector<uint8_t> payload = json::to_cbor(j);
+  std::vector<uint8_t> frame(kFrameHeaderBytes + payload.size());
+  const uint64_t n = payload.size();
+  std::memcpy(frame.data(), kFrameMark, 4);
+  for (int x = 0; x < 8; ++x) frame[4 + x] = static_cast<uint8_t>(n >> (8 * x));
+  std::memcpy(frame.data() + kFrameHeaderBytes, payload.data(), payload.size());
+  return frame;
+}
+
+WorkerMessage decode_message(const uint8_t* data, size_t size) {
+  try {
+    return message_from(json::from_cbor(data, data + size));
+  } catch (const json::exception& e) {
+    throw ProtocolError(std::string("malformed message: ") + e.what());
+  }
+}
+
+void send_message(int fd, const WorkerMessage& m) {
+  const std::vector<uint8_t> frame = encode_message(m);
+  write_all(fd, frame.data(), frame.size());
+}
+
+WorkerMessage receive_message(int fd) {
+  uint8_t head[kFrameHeaderBytes];
+  read_all(fd, head, kFrameHeaderBytes);
+  const uint64_t n = *frame_payload_bytes(head, kFrameHeaderBytes, kMaxFrameBytes);
+  std::vector<uint8_t> payload(static_cast<size_t>(n));
+  read_all(fd, payload.data(), n);
+  return decode_message(payload.data(), payload.size());
+}
+
+void FrameReader::feed(const uint8_t* data, size_t size) {
+  if (start_ > 0 && start_ == buffer_.size()) {
+    buffer_.clear();
+    start_ = 0;
+  }
+  buffer_.insert(buffer_.end(), data, data + size);
+}
+
+std::optional<WorkerMessage> FrameReader::next() {
+  const size_t have = buffer_.size() - start_;
+  const uint8_t* h = buffer_.data() + start_;
+  const std::optional<uint64_t> n = frame_payload_bytes(h, have, limit_);
+  if (!n || have < kFrameHeaderBytes + *n) return std::nullopt;
+  WorkerMessage m = decode_message(h + kFrameHeaderBytes, static_cast<size_t>(*n));
+  start_ += kFrameHeaderBytes + static_cast<size_t>(*n);
+  if (start_ > (size_t(1) << 24) && start_ * 2 > buffer_.size()) {
+    buffer_.erase(buffer_.begin(), buffer_.begin() + static_cast<std::ptrdiff_t>(start_));
+    start_ = 0;
+  }
+  return m;
+}
+
+}  // namespace nvfp4
