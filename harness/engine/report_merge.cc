@@ -286,6 +286,133 @@ void check_digest(const json& entry, const KernelReport& k, uint64_t seed, const
                         "counts edited)", digest, walked, s.index, s.count, seed, s.index, s.count));
 }
 
+// The run the reports are shards of (the first one's seed, command, shard count and build), and
+// each report by its shard index: every one of 0..N-1 exactly once, of that one run.
+std::vector<const ShardReport*> shards_of_one_run(const std::vector<ShardReport>& reports, MergedReport& m) {
+  if (reports.empty()) throw MergeError("no report to merge");
+  const ShardReport& first = reports.front();
+  const json& seed = field(first.json, "seed", first.path);
+  if (!seed.is_number_unsigned()) bad(first.path, "no seed: not a report of `nvfp4check run`");
+  m.seed = seed.get<uint64_t>();
+  m.command = text_field(first.json, "command", first.path);
+  m.shards = shard_of(first).count;
+  m.build = build_of(first);
+  std::vector<const ShardReport*> by_shard(static_cast<size_t>(m.shards), nullptr);
+  for (const ShardReport& r : reports) {
+    if (field(r.json, "seed", r.path) != seed)
+      bad(r.path, fmt::format("seed {} but {} has seed {}: not shards of one run", r.json.at("seed").dump(),
+                              first.path, seed.dump()));
+    if (text_field(r.json, "command", r.path) != m.command)
+      bad(r.path, fmt::format("another command (\"{}\") than {} (\"{}\"): not shards of one run",
+                              r.json.at("command").get<std::string>(), first.path, m.command));
+    // An interrupted shard checked fewer cases than its share: the campaign is not complete.
+    if (r.json.contains("interrupted") && r.json.at("interrupted") == true)
+      bad(r.path, "the run of this shard was interrupted (\"interrupted\": true): run the shard again");
+    if (build_of(r) != m.build)
+      bad(r.path, fmt::format("written by another build of nvfp4check ({}) than {} ({}): not shards of one run",
+                              shown_identity(build_of(r)), first.path, shown_identity(m.build)));
+    const Shard s = shard_of(r);
+    if (s.count != m.shards)
+      bad(r.path, fmt::format("shard {}/{} but {} is one of {}", s.index, s.count, first.path, m.shards));
+    const ShardReport*& slot = by_shard[static_cast<size_t>(s.index)];
+    if (slot) bad(r.path, fmt::format("shard {}/{} again (also {})", s.index, s.count, slot->path));
+    slot = &r;
+  }
+  std::string missing;
+  for (size_t i = 0; i < by_shard.size(); ++i)
+    if (!by_shard[i]) missing += fmt::format("{}{}", missing.empty() ? "" : ", ", i);
+  if (!missing.empty()) throw MergeError(fmt::format("missing shard(s) {} of {}", missing, m.shards));
+  return by_shard;
+}
+
+// Each shard's kernels, read back; every shard lists the same kernels in the same order (one
+// command, one registry) from the same plugin files.
+std::vector<std::vector<KernelReport>> kernels_of(const std::vector<const ShardReport*>& by_shard) {
+  std::vector<std::vector<KernelReport>> parts;
+  for (const ShardReport* r : by_shard) {
+    const json& list = field(r->json, "kernels", r->path);
+    if (!list.is_array()) bad(r->path, "\"kernels\" is not a list");
+    std::vector<KernelReport> ks;
+    for (const json& e : list) {
+      try {
+        ks.push_back(kernel_report_from_json(e));
+      } catch (const MergeError& err) {
+        bad(r->path, err.what());
+      }
+    }
+    if (!parts.empty()) {
+      bool same = ks.size() == parts.front().size();
+      for (size_t x = 0; same && x < ks.size(); ++x) same = ks[x].name == parts.front()[x].name;
+      if (!same) bad(r->path, fmt::format("other kernels than {}", by_shard.front()->path));
+      for (size_t x = 0; x < ks.size(); ++x)
+        if (ks[x].origin_identity != parts.front()[x].origin_identity)
+          bad(r->path, fmt::format("kernel {}: another plugin file ({}) than in {} ({}): rebuilt or replaced "
+                                   "between shards", ks[x].name, shown_identity(ks[x].origin_identity),
+                                   by_shard.front()->path, shown_identity(parts.front()[x].origin_identity)));
+    }
+    parts.push_back(std::move(ks));
+  }
+  return parts;
+}
+
+// What each shard says must add up: by itself and against the command, across the shards, and
+// against its evidence of the cases it walked.
+void check_parts(const std::vector<const ShardReport*>& by_shard, const std::vector<std::vector<KernelReport>>& parts,
+                 const MergedReport& m) {
+  const CommandBounds bounds = bounds_of(m.command);
+  auto in_shard = [&](size_t s, const std::string& kernel, const std::function<void()>& check) {
+    try {
+      check();
+    } catch (const MergeError& err) {
+      bad(by_shard[s]->path, "kernel " + kernel + err.what());  // err: ": what"
+    }
+  };
+  for (size_t x = 0; x < parts.front().size(); ++x) {
+    for (size_t s = 0; s < parts.size(); ++s)
+      in_shard(s, parts[s][x].name, [&] { check_claims(parts[s][x], Shard{int64_t(s), m.shards}, bounds); });
+    check_ran_alike(by_shard, parts, x, bounds);
+    for (size_t s = 0; s < parts.size(); ++s)
+      in_shard(s, parts[s][x].name, [&] {
+        check_digest(by_shard[s]->json.at("kernels").at(x), parts[s][x], m.seed, Shard{int64_t(s), m.shards});
+      });
+  }
+}
+
+// Kernel x of the shards as one run's: fields by their merge rules (report_fields.h), the verdict,
+// the earliest failure and every shard's, the reason it was skipped everywhere.
+void merge_kernel(const std::vector<std::vector<KernelReport>>& parts, size_t x, MergedReport& m) {
+  KernelReport k;
+  k.verdict = KernelVerdict::skipped;
+  int64_t found_by = -1;
+  std::vector<ShardFailure> failures;
+  for (size_t s = 0; s < parts.size(); ++s) {
+    const KernelReport& p = parts[s][x];
+    if (k.skipped_cases == 0 && p.skipped_cases > 0) k.first_skip = p.first_skip;
+    visit_fields(FieldMerger{s == 0}, k, p);
+    if (p.verdict == KernelVerdict::fail || (p.verdict == KernelVerdict::pass && k.verdict == KernelVerdict::skipped))
+      k.verdict = p.verdict;
+    if (p.failure) {
+      failures.push_back({static_cast<int64_t>(s), *p.failure});
+      if (!k.failure || p.failure->case_index < k.failure->case_index) {
+        k.failure = p.failure;
+        found_by = static_cast<int64_t>(s);
+      }
+    }
+  }
+  // Skipped everywhere: why, as the shards said (one that had no share of the cases says only
+  // that; a kernel that cannot run here says so in every shard).
+  if (k.verdict == KernelVerdict::skipped) {
+    for (const auto& part : parts)
+      if (!part[x].skip_reason.empty() && (k.skip_reason.empty() || part[x].skip_reason != "no case was checked"))
+        k.skip_reason = part[x].skip_reason;
+  }
+  std::sort(failures.begin(), failures.end(),
+            [](const ShardFailure& a, const ShardFailure& b) { return a.failure.case_index < b.failure.case_index; });
+  m.kernels.push_back(std::move(k));
+  m.failure_shard.push_back(found_by);
+  m.shard_failures.push_back(std::move(failures));
+}
+
 }  // namespace
 
 std::vector<ShardReport> read_shard_reports(const std::vector<std::string>& paths) {
@@ -317,120 +444,11 @@ KernelReport kernel_report_from_json(const json& e) {
 }
 
 MergedReport merge_shard_reports(const std::vector<ShardReport>& reports) {
-  if (reports.empty()) throw MergeError("no report to merge");
   MergedReport m;
-  const ShardReport& first = reports.front();
-  const json& seed = field(first.json, "seed", first.path);
-  if (!seed.is_number_unsigned()) bad(first.path, "no seed: not a report of `nvfp4check run`");
-  m.seed = seed.get<uint64_t>();
-  m.command = text_field(first.json, "command", first.path);
-  m.shards = shard_of(first).count;
-  m.build = build_of(first);
-  // Shard index -> its report, every one of 0..N-1 exactly once.
-  std::vector<const ShardReport*> by_shard(static_cast<size_t>(m.shards), nullptr);
-  for (const ShardReport& r : reports) {
-    if (field(r.json, "seed", r.path) != seed)
-      bad(r.path, fmt::format("seed {} but {} has seed {}: not shards of one run", r.json.at("seed").dump(),
-                              first.path, seed.dump()));
-    if (text_field(r.json, "command", r.path) != m.command)
-      bad(r.path, fmt::format("another command (\"{}\") than {} (\"{}\"): not shards of one run",
-                              r.json.at("command").get<std::string>(), first.path, m.command));
-    // An interrupted shard checked fewer cases than its share: the campaign is not complete.
-    if (r.json.contains("interrupted") && r.json.at("interrupted") == true)
-      bad(r.path, "the run of this shard was interrupted (\"interrupted\": true): run the shard again");
-    if (build_of(r) != m.build)
-      bad(r.path, fmt::format("written by another build of nvfp4check ({}) than {} ({}): not shards of one run",
-                              shown_identity(build_of(r)), first.path, shown_identity(m.build)));
-    const Shard s = shard_of(r);
-    if (s.count != m.shards)
-      bad(r.path, fmt::format("shard {}/{} but {} is one of {}", s.index, s.count, first.path, m.shards));
-    const ShardReport*& slot = by_shard[static_cast<size_t>(s.index)];
-    if (slot) bad(r.path, fmt::format("shard {}/{} again (also {})", s.index, s.count, slot->path));
-    slot = &r;
-  }
-  std::string missing;
-  for (size_t i = 0; i < by_shard.size(); ++i)
-    if (!by_shard[i]) missing += fmt::format("{}{}", missing.empty() ? "" : ", ", i);
-  if (!missing.empty()) throw MergeError(fmt::format("missing shard(s) {} of {}", missing, m.shards));
-
-  // Every shard lists the same kernels in the same order (one command, one registry).
-  std::vector<std::vector<KernelReport>> parts;
-  for (const ShardReport* r : by_shard) {
-    const json& list = field(r->json, "kernels", r->path);
-    if (!list.is_array()) bad(r->path, "\"kernels\" is not a list");
-    std::vector<KernelReport> ks;
-    for (const json& e : list) {
-      try {
-        ks.push_back(kernel_report_from_json(e));
-      } catch (const MergeError& err) {
-        bad(r->path, err.what());
-      }
-    }
-    if (!parts.empty()) {
-      bool same = ks.size() == parts.front().size();
-      for (size_t x = 0; same && x < ks.size(); ++x) same = ks[x].name == parts.front()[x].name;
-      if (!same) bad(r->path, fmt::format("other kernels than {}", by_shard.front()->path));
-      for (size_t x = 0; x < ks.size(); ++x)
-        if (ks[x].origin_identity != parts.front()[x].origin_identity)
-          bad(r->path, fmt::format("kernel {}: another plugin file ({}) than in {} ({}): rebuilt or replaced "
-                                   "between shards", ks[x].name, shown_identity(ks[x].origin_identity),
-                                   by_shard.front()->path, shown_identity(parts.front()[x].origin_identity)));
-    }
-    parts.push_back(std::move(ks));
-  }
-
-  // What each shard says must add up: by itself and against the command, across the shards, and
-  // against its evidence of the cases it walked.
-  const CommandBounds bounds = bounds_of(m.command);
-  auto in_shard = [&](size_t s, const std::string& kernel, const std::function<void()>& check) {
-    try {
-      check();
-    } catch (const MergeError& err) {
-      bad(by_shard[s]->path, "kernel " + kernel + err.what());  // err: ": what"
-    }
-  };
-  for (size_t x = 0; x < parts.front().size(); ++x) {
-    for (size_t s = 0; s < parts.size(); ++s)
-      in_shard(s, parts[s][x].name, [&] { check_claims(parts[s][x], Shard{int64_t(s), m.shards}, bounds); });
-    check_ran_alike(by_shard, parts, x, bounds);
-    for (size_t s = 0; s < parts.size(); ++s)
-      in_shard(s, parts[s][x].name, [&] {
-        check_digest(by_shard[s]->json.at("kernels").at(x), parts[s][x], m.seed, Shard{int64_t(s), m.shards});
-      });
-  }
-
-  for (size_t x = 0; x < parts.front().size(); ++x) {
-    KernelReport k;
-    k.verdict = KernelVerdict::skipped;
-    int64_t found_by = -1;
-    std::vector<ShardFailure> failures;
-    for (size_t s = 0; s < parts.size(); ++s) {
-      const KernelReport& p = parts[s][x];
-      if (k.skipped_cases == 0 && p.skipped_cases > 0) k.first_skip = p.first_skip;
-      visit_fields(FieldMerger{s == 0}, k, p);
-      if (p.verdict == KernelVerdict::fail || (p.verdict == KernelVerdict::pass && k.verdict == KernelVerdict::skipped))
-        k.verdict = p.verdict;
-      if (p.failure) {
-        failures.push_back({static_cast<int64_t>(s), *p.failure});
-        if (!k.failure || p.failure->case_index < k.failure->case_index) {
-          k.failure = p.failure;
-          found_by = static_cast<int64_t>(s);
-        }
-      }
-    }
-    // Skipped everywhere: why, as the shards said (one that had no share of the cases says only
-    // that; a kernel that cannot run here says so in every shard).
-    if (k.verdict == KernelVerdict::skipped) {
-      for (const auto& part : parts)
-        if (!part[x].skip_reason.empty() && (k.skip_reason.empty() || part[x].skip_reason != "no case was checked"))
-          k.skip_reason = part[x].skip_reason;
-    }
-    std::sort(failures.begin(), failures.end(),
-              [](const ShardFailure& a, const ShardFailure& b) { return a.failure.case_index < b.failure.case_index; });
-    m.kernels.push_back(std::move(k));
-    m.failure_shard.push_back(found_by);
-    m.shard_failures.push_back(std::move(failures));
-  }
+  const std::vector<const ShardReport*> by_shard = shards_of_one_run(reports, m);
+  const std::vector<std::vector<KernelReport>> parts = kernels_of(by_shard);
+  check_parts(by_shard, parts, m);
+  for (size_t x = 0; x < parts.front().size(); ++x) merge_kernel(parts, x, m);
   return m;
 }
 
