@@ -270,6 +270,53 @@ void set_unit_alpha(Problem& p) {
 
 }  // namespace
 
+namespace {
+
+// draw_plan's last part: the shape of the case (a given shape, one just outside the kernel's
+// declaration, a large one, or a small one), with the data class's needs (fine_cancel's three
+// blocks, the constraints' batches and whole blocks).
+void draw_plan_shape(Draws& d, const nvfp4_kernel_info& info, const CaseConstraints& c, const ShapeLimits& limits,
+                     const std::optional<Shape>& shape, Op op, CasePlan& plan) {
+  Problem& p = plan.problem;
+  const bool grouped = op == Op::grouped_gemm;
+  if (plan.kind == CaseKind::unsupported &&
+      !(grouped ? draw_unsupported_grouped(d, info, limits, plan) : draw_unsupported(d, info, op, limits, plan)))
+    plan.kind = CaseKind::small;
+  if (plan.kind == CaseKind::shape && grouped) {
+    // A shape given for a grouped kernel is one group of it.
+    Group g;
+    g.m = shape->m, g.n = shape->n, g.k = shape->k;
+    set_groups(p, {g}, info);
+  } else if (plan.kind == CaseKind::shape) {
+    Shape s = *shape;
+    s.op = op;
+    set_shape(p, s);
+  } else if (plan.kind != CaseKind::unsupported && grouped) {
+    set_groups(p, plan.kind == CaseKind::large ? draw_large_grouped_shape(d, info) : draw_grouped_shape(d, info, limits),
+               info);
+    const int64_t km = std::lcm<int64_t>(2, std::max<uint32_t>(1, info.k_multiple));
+    const uint64_t extra = d.below(4);
+    for (Group& g : p.groups) {
+      if (c.min_full_blocks > 0 && g.k / 16 < c.min_full_blocks) g.k = round_up(16 * c.min_full_blocks, km);
+      // fine_cancel needs fine blocks before its middle pair block: at least three blocks (the
+      // same k for every group, so that packed groups keep one k).
+      if (plan.data == DataClass::fine_cancel && g.k < 48)
+        g.k = round_up(48 + static_cast<int64_t>(extra) * 16 + (g.k % 16), km);
+    }
+  } else if (plan.kind != CaseKind::unsupported) {
+    set_shape(p, plan.kind == CaseKind::large ? draw_large_shape(d, op, info) : draw_shape(d, op, info, limits));
+    const int64_t km = std::lcm<int64_t>(2, std::max<uint32_t>(1, info.k_multiple));
+    p.l = std::max(p.l, c.min_l);
+    if (c.min_full_blocks > 0 && p.k / 16 < c.min_full_blocks) p.k = round_up(16 * c.min_full_blocks, km);
+    // fine_cancel needs fine blocks before its middle pair block: at least three blocks.
+    const uint64_t extra = d.below(4);
+    if (plan.data == DataClass::fine_cancel && p.k < 48)
+      p.k = round_up(48 + static_cast<int64_t>(extra) * 16 + (p.k % 16), km);
+  }
+}
+
+}  // namespace
+
 CasePlan draw_plan(Draws& d, const nvfp4_kernel_info& info, const CaseConstraints& c, const ShapeLimits& limits,
                    const std::optional<Shape>& shape) {
   CasePlan plan;
@@ -322,41 +369,7 @@ CasePlan draw_plan(Draws& d, const nvfp4_kernel_info& info, const CaseConstraint
     throw std::invalid_argument(fmt::format("the kernel does not declare out type {}", to_string(*c.out_type)));
   p.out_type = c.out_type ? *c.out_type : out_types[d.below(out_types.size())];
 
-  const bool grouped = op == Op::grouped_gemm;
-  if (plan.kind == CaseKind::unsupported &&
-      !(grouped ? draw_unsupported_grouped(d, info, limits, plan) : draw_unsupported(d, info, op, limits, plan)))
-    plan.kind = CaseKind::small;
-  if (plan.kind == CaseKind::shape && grouped) {
-    // A shape given for a grouped kernel is one group of it.
-    Group g;
-    g.m = shape->m, g.n = shape->n, g.k = shape->k;
-    set_groups(p, {g}, info);
-  } else if (plan.kind == CaseKind::shape) {
-    Shape s = *shape;
-    s.op = op;
-    set_shape(p, s);
-  } else if (plan.kind != CaseKind::unsupported && grouped) {
-    set_groups(p, plan.kind == CaseKind::large ? draw_large_grouped_shape(d, info) : draw_grouped_shape(d, info, limits),
-               info);
-    const int64_t km = std::lcm<int64_t>(2, std::max<uint32_t>(1, info.k_multiple));
-    const uint64_t extra = d.below(4);
-    for (Group& g : p.groups) {
-      if (c.min_full_blocks > 0 && g.k / 16 < c.min_full_blocks) g.k = round_up(16 * c.min_full_blocks, km);
-      // fine_cancel needs fine blocks before its middle pair block: at least three blocks (the
-      // same k for every group, so that packed groups keep one k).
-      if (plan.data == DataClass::fine_cancel && g.k < 48)
-        g.k = round_up(48 + static_cast<int64_t>(extra) * 16 + (g.k % 16), km);
-    }
-  } else if (plan.kind != CaseKind::unsupported) {
-    set_shape(p, plan.kind == CaseKind::large ? draw_large_shape(d, op, info) : draw_shape(d, op, info, limits));
-    const int64_t km = std::lcm<int64_t>(2, std::max<uint32_t>(1, info.k_multiple));
-    p.l = std::max(p.l, c.min_l);
-    if (c.min_full_blocks > 0 && p.k / 16 < c.min_full_blocks) p.k = round_up(16 * c.min_full_blocks, km);
-    // fine_cancel needs fine blocks before its middle pair block: at least three blocks.
-    const uint64_t extra = d.below(4);
-    if (plan.data == DataClass::fine_cancel && p.k < 48)
-      p.k = round_up(48 + static_cast<int64_t>(extra) * 16 + (p.k % 16), km);
-  }
+  draw_plan_shape(d, info, c, limits, shape, op, plan);
   if (unit_alpha && plan.kind != CaseKind::unsupported) plan.spec.alpha = AlphaDist::one;
   return plan;
 }

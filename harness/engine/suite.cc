@@ -237,127 +237,156 @@ std::vector<SuiteKernel> select_kernels(const std::vector<std::string>& plugins,
   return out;
 }
 
-KernelReport check_kernel(const std::vector<Executor*>& lanes, const KernelDesc& kernel, const Schedule& schedule,
-                          const LaneSettings& settings, SuiteListener& listener) {
-  KernelReport report = kernel_report(kernel);
-  report.policy = (settings.case_options.policy ? *settings.case_options.policy : kernel_policy(kernel)).name();
-  std::mutex mutex;
-  std::atomic<int64_t> next{0};
-  // The lowest failing index found so far: no lane starts a case past it, and the lower ones in
-  // flight finish, so the first failure and the count do not depend on the number of lanes.
-  std::atomic<int64_t> first_failure{std::numeric_limits<int64_t>::max()};
-  std::atomic<bool> stop{false};
-  const auto start = Clock::now();
-  std::exception_ptr error;
+namespace {
+
+// One kernel's schedule over lanes (check_kernel): each lane draws its next case on another
+// thread while this one is checked (drawing data is a good part of a small case's time); a case
+// drawn but not reached is simply not counted. The lowest failing index found so far bounds
+// every lane: no lane starts a case past it, the lower ones in flight finish, so the first
+// failure and the count do not depend on the number of lanes.
+class KernelLanes {
+ public:
+  KernelLanes(const KernelDesc& kernel, const Schedule& schedule, const LaneSettings& settings, SuiteListener& listener)
+      : kernel_(kernel), schedule_(schedule), settings_(settings), listener_(listener) {}
+
+  KernelReport run(const std::vector<Executor*>& lanes) {
+    KernelReport report = kernel_report(kernel_);
+    report.policy = (settings_.case_options.policy ? *settings_.case_options.policy : kernel_policy(kernel_)).name();
+    if (lanes.size() == 1) {
+      lane(lanes.front());
+    } else {
+      std::vector<std::thread> threads;
+      for (Executor* e : lanes) threads.emplace_back([this, e] { lane(e); });
+      for (std::thread& t : threads) t.join();
+    }
+    if (error_) std::rethrow_exception(error_);
+    fold_into(report);
+    report.seconds = since(start_);
+    finish_report(report);
+    return report;
+  }
+
+ private:
+  struct Drawn {
+    int64_t index = -1;
+    ScheduledCase c;
+  };
   struct Done {
     ScheduledCase c;  // without data
     CaseOutcome outcome;
     // The lane's seconds: waiting for the case drawn ahead, telling the listener, all of its turn.
     double draw = 0, listeners = 0, lane = 0;
   };
-  std::map<int64_t, Done> done;
-  std::map<int64_t, CaseOutcome> failures;  // with their data, to be rendered
 
-  // A lane draws its next case on another thread while this one is checked (drawing data is a
-  // good part of a small case's time); a case drawn but not reached is simply not counted.
-  struct Drawn {
-    int64_t index = -1;
-    ScheduledCase c;
-  };
-  auto draw = [&]() -> std::optional<Drawn> {
-    const int64_t index = settings.shard.case_index(next.fetch_add(1));
-    if (settings.cases > 0 && index >= settings.cases) return std::nullopt;
-    if (index > first_failure) return std::nullopt;
+  std::optional<Drawn> draw() {
+    const int64_t index = settings_.shard.case_index(next_.fetch_add(1));
+    if (settings_.cases > 0 && index >= settings_.cases) return std::nullopt;
+    if (index > first_failure_) return std::nullopt;
     Drawn d;
     d.index = index;
-    d.c = schedule.at(index);
+    d.c = schedule_.at(index);
     return d;
-  };
-  auto lane = [&](Executor* executor) {
-    std::future<std::optional<Drawn>> ahead = std::async(std::launch::deferred, draw);
+  }
+
+  // Ends the run with the suite's own error (a draw or a check that throws), never a dead thread.
+  void give_up() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!error_) error_ = std::current_exception();
+    stop_ = true;
+  }
+
+  void lane(Executor* executor) {
+    std::future<std::optional<Drawn>> ahead = std::async(std::launch::deferred, [this] { return draw(); });
     for (;;) {
-      if (stop) return;
+      if (stop_) return;
       const auto turn = Clock::now();
       std::optional<Drawn> drawn;
       try {
         drawn = ahead.get();
       } catch (...) {
-        // A draw that throws is the suite's own error: the run ends with it, never a dead thread.
-        std::lock_guard<std::mutex> lock(mutex);
-        if (!error) error = std::current_exception();
-        stop = true;
-        return;
+        return give_up();
       }
       const double draw_wait = since(turn);
-      if (!drawn) return;
-      const int64_t index = drawn->index;
-      if (index > first_failure) return;
-      if (settings.seconds > 0 && index > settings.shard.index && since(start) >= settings.seconds) return;
-      ahead = std::async(std::launch::async, draw);
-      ScheduledCase& sc = drawn->c;
-      CaseOptions options = settings.case_options;
-      options.stale_seed = sc.stale_seed;
+      if (!drawn || drawn->index > first_failure_) return;
+      if (settings_.seconds > 0 && drawn->index > settings_.shard.index && since(start_) >= settings_.seconds) return;
+      ahead = std::async(std::launch::async, [this] { return draw(); });
+      CaseOptions options = settings_.case_options;
+      options.stale_seed = drawn->c.stale_seed;
       CaseOutcome out;
       try {
-        out = check_case(*executor, sc.problem, options);
+        out = check_case(*executor, drawn->c.problem, options);
       } catch (const WorkerStartError& e) {
-        out = start_failure(sc.problem, e.what());
+        out = start_failure(drawn->c.problem, e.what());
       } catch (...) {
-        std::lock_guard<std::mutex> lock(mutex);
-        if (!error) error = std::current_exception();
-        stop = true;
+        return give_up();
+      }
+      if (listener_.should_stop()) {
+        stop_ = true;
         return;
       }
-      if (listener.should_stop()) {
-        stop = true;
-        return;
-      }
-      const bool failed = out.verdict == CaseOutcome::Verdict::fail;
-      std::lock_guard<std::mutex> lock(mutex);
-      const auto told = Clock::now();
-      listener.case_done(kernel, index, out);
-      const double report_s = since(told);
-      drop_data(sc.problem);
-      Done d{std::move(sc), CaseOutcome{}, draw_wait, report_s, 0.0};
-      if (failed) {
-        int64_t lowest = first_failure;
-        while (index < lowest && !first_failure.compare_exchange_weak(lowest, index)) {
-        }
-        d.outcome = without_data(out);
-        failures.emplace(index, std::move(out));
-      } else {
-        d.outcome = without_data(std::move(out));
-      }
-      d.lane = since(turn);
-      done.emplace(index, std::move(d));
+      record(std::move(*drawn), std::move(out), draw_wait, turn);
     }
-  };
-  if (lanes.size() == 1) {
-    lane(lanes.front());
-  } else {
-    std::vector<std::thread> threads;
-    for (Executor* e : lanes) threads.emplace_back(lane, e);
-    for (std::thread& t : threads) t.join();
   }
-  if (error) std::rethrow_exception(error);
-  // What one lane would have found: every case up to the first failure, in order.
-  for (auto& [index, d] : done) {
-    if (index > first_failure) break;
-    report.add_time("draw", d.draw);
-    report.drawn.add(d.c);
-    const auto t = Clock::now();
-    if (index == first_failure) {
-      report_failure(report, kernel, failures.at(index), index, settings.seed, settings.replay_args, listener);
+
+  void record(Drawn drawn, CaseOutcome out, double draw_wait, Clock::time_point turn) {
+    const bool failed = out.verdict == CaseOutcome::Verdict::fail;
+    const int64_t index = drawn.index;
+    std::lock_guard<std::mutex> lock(mutex_);
+    const auto told = Clock::now();
+    listener_.case_done(kernel_, index, out);
+    const double report_s = since(told);
+    drop_data(drawn.c.problem);
+    Done d{std::move(drawn.c), CaseOutcome{}, draw_wait, report_s, 0.0};
+    if (failed) {
+      int64_t lowest = first_failure_;
+      while (index < lowest && !first_failure_.compare_exchange_weak(lowest, index)) {
+      }
+      d.outcome = without_data(out);
+      failures_.emplace(index, std::move(out));
     } else {
-      add_outcome(report, d.outcome, index, "", "");
+      d.outcome = without_data(std::move(out));
     }
-    report.add_time("listeners", d.listeners + (index == first_failure ? since(t) : 0.0));
-    // What no step holds, so that the steps add up to the lanes' time.
-    report.add_time("other", std::max(0.0, d.lane - d.draw - d.outcome.times.total() - d.listeners));
+    d.lane = since(turn);
+    done_.emplace(index, std::move(d));
   }
-  report.seconds = since(start);
-  finish_report(report);
-  return report;
+
+  // What one lane would have found: every case up to the first failure, in order.
+  void fold_into(KernelReport& report) {
+    for (auto& [index, d] : done_) {
+      if (index > first_failure_) break;
+      report.add_time("draw", d.draw);
+      report.drawn.add(d.c);
+      const auto t = Clock::now();
+      if (index == first_failure_) {
+        report_failure(report, kernel_, failures_.at(index), index, settings_.seed, settings_.replay_args, listener_);
+      } else {
+        add_outcome(report, d.outcome, index, "", "");
+      }
+      report.add_time("listeners", d.listeners + (index == first_failure_ ? since(t) : 0.0));
+      // What no step holds, so that the steps add up to the lanes' time.
+      report.add_time("other", std::max(0.0, d.lane - d.draw - d.outcome.times.total() - d.listeners));
+    }
+  }
+
+  const KernelDesc& kernel_;
+  const Schedule& schedule_;
+  const LaneSettings& settings_;
+  SuiteListener& listener_;
+  std::mutex mutex_;
+  std::atomic<int64_t> next_{0};
+  std::atomic<int64_t> first_failure_{std::numeric_limits<int64_t>::max()};
+  std::atomic<bool> stop_{false};
+  const Clock::time_point start_ = Clock::now();
+  std::exception_ptr error_;
+  std::map<int64_t, Done> done_;
+  std::map<int64_t, CaseOutcome> failures_;  // with their data, to be rendered
+};
+
+}  // namespace
+
+KernelReport check_kernel(const std::vector<Executor*>& lanes, const KernelDesc& kernel, const Schedule& schedule,
+                          const LaneSettings& settings, SuiteListener& listener) {
+  return KernelLanes(kernel, schedule, settings, listener).run(lanes);
 }
 
 SuiteResult run_suite(const std::vector<SuiteKernel>& kernels, const RunSettings& settings, SuiteListener& listener) {

@@ -320,195 +320,247 @@ std::string try_save_case(CaseOutcome& r, const std::string& kernel, const Probl
 
 }  // namespace
 
-CaseOutcome check_case(Executor& executor, const Problem& input, const CaseOptions& options) {
-  auto t = Clock::now();
-  const KernelDesc& k = executor.kernel();
-  CaseOutcome r;
-  r.times.start = since(t);
-  r.problem = input;
-  Problem& p = r.problem;
-  t = Clock::now();
-  if (!p.has_data()) expand_seeded_case(p);
-  r.times.generate = since(t);
-  if (const std::string err = problem_error(p); !err.empty()) throw std::invalid_argument("bad case: " + err);
+namespace {
 
-  // The ABI has no semantics field: a kernel computes with the semantics its flags declare. A case
-  // of the other semantics only fits when no used scale has its sign bit set.
-  const ScaleSemantics semantics = declared_semantics(k.info);
-  if (p.semantics != semantics) {
-    bool signed_scales = any_sign_bit(p.sfa) || any_sign_bit(p.sfb) || any_sign_bit(p.sfb2);
-    for (const Group& g : p.groups) signed_scales = signed_scales || any_sign_bit(g.sfa) || any_sign_bit(g.sfb);
-    if (signed_scales) {
-      r.verdict = CaseOutcome::Verdict::skipped;
-      r.message = fmt::format("the case uses {} scales with sign bits set; the kernel computes {}",
-                              to_string(p.semantics), to_string(semantics));
-      return r;
+// One case's check, phase by phase (check_case runs them in order): prepare the problem and
+// decide whether it is handed over at all, compute and record the reference, plan the calls,
+// make them, judge each with the check list, settle the saved case file.
+class CaseRun {
+ public:
+  CaseRun(Executor& executor, const Problem& input, const CaseOptions& options)
+      : executor_(executor), options_(options) {
+    r_.problem = input;
+  }
+
+  CaseOutcome run() {
+    if (!prepare()) return std::move(r_);
+    reference_and_record();
+    plan_calls();
+    const std::vector<CallObservation> obs =
+        make_calls({p(), stale_ ? std::optional<Problem>(stale_->problem) : std::nullopt}, plan_, roles_);
+    judge_all(obs);
+    settle_files();
+    return std::move(r_);
+  }
+
+ private:
+  Problem& p() { return r_.problem; }
+
+  // The data, and whether the problem is handed to the kernel at all (false: r_ is the skip).
+  bool prepare() {
+    auto t = Clock::now();
+    kernel_ = &executor_.kernel();  // a worker process starts here, on its first case
+    r_.times.start = since(t);
+    t = Clock::now();
+    if (!p().has_data()) expand_seeded_case(p());
+    r_.times.generate = since(t);
+    if (const std::string err = problem_error(p()); !err.empty()) throw std::invalid_argument("bad case: " + err);
+    // The ABI has no semantics field: a kernel computes with the semantics its flags declare. A
+    // case of the other semantics only fits when no used scale has its sign bit set.
+    const ScaleSemantics semantics = declared_semantics(k().info);
+    if (p().semantics != semantics) {
+      bool signed_scales = any_sign_bit(p().sfa) || any_sign_bit(p().sfb) || any_sign_bit(p().sfb2);
+      for (const Group& g : p().groups) signed_scales = signed_scales || any_sign_bit(g.sfa) || any_sign_bit(g.sfb);
+      if (signed_scales)
+        return skip(fmt::format("the case uses {} scales with sign bits set; the kernel computes {}",
+                                to_string(p().semantics), to_string(semantics)));
+      p().semantics = semantics;
     }
-    p.semantics = semantics;
+    // The arrangement of a grouped problem is the kernel's (SPEC section 2): the case records the
+    // one it was checked in.
+    if (p().op == Op::grouped_gemm) p().packed = k().info.flags & NVFP4_FLAG_GROUPS_PACKED;
+    // A problem the kernel could not tell from one it declares is never handed to it: there is
+    // nothing to probe (probes_refusal), and nothing was checked.
+    why_ = unsupported_reason(k().info, p());
+    if (!why_.empty() && !probes_refusal(k().info, p())) return skip("not handed to the kernel: " + why_);
+    r_.policy = options_.policy ? *options_.policy : kernel_policy(k());
+    return true;
   }
-  // The arrangement of a grouped problem is the kernel's (SPEC section 2): the case records the
-  // one it was checked in.
-  if (p.op == Op::grouped_gemm) p.packed = k.info.flags & NVFP4_FLAG_GROUPS_PACKED;
-  // A problem the kernel could not tell from one it declares is never handed to it: there is
-  // nothing to probe (probes_refusal), and nothing was checked.
-  if (const std::string why = unsupported_reason(k.info, p); !why.empty() && !probes_refusal(k.info, p)) {
-    r.verdict = CaseOutcome::Verdict::skipped;
-    r.message = "not handed to the kernel: " + why;
-    return r;
+
+  bool skip(const std::string& why) {
+    r_.verdict = CaseOutcome::Verdict::skipped;
+    r_.message = why;
+    return false;
   }
-  r.policy = options.policy ? *options.policy : kernel_policy(k);
 
-  t = Clock::now();
-  // Large problems are judged against the GPU reference (bit-identical to the CPU one).
-  r.reference = exact_gemm_auto(p);
-  r.times.reference = since(t);
-  if (const std::string mismatch = expect_mismatch(p, r.reference); !mismatch.empty())
-    throw std::invalid_argument("the case's " + mismatch +
-                                " (the case file or the reference is wrong; nothing is judged against either)");
-  clear_expect(p);
-
-  t = Clock::now();
-  if (!options.existing_file.empty()) {
-    r.case_file = options.existing_file;
-  } else if (!options.case_dir.empty()) {
-    r.case_file = try_save_case(r, k.name, p, options.case_dir, "", /*compact=*/true);
+  // The exact reference (large problems on the GPU, bit-identical), the case's expect lines
+  // checked against it, and the write-ahead record of the case before any call.
+  void reference_and_record() {
+    auto t = Clock::now();
+    r_.reference = exact_gemm_auto(p());
+    r_.times.reference = since(t);
+    if (const std::string mismatch = expect_mismatch(p(), r_.reference); !mismatch.empty())
+      throw std::invalid_argument("the case's " + mismatch +
+                                  " (the case file or the reference is wrong; nothing is judged against either)");
+    clear_expect(p());
+    t = Clock::now();
+    if (!options_.existing_file.empty()) r_.case_file = options_.existing_file;
+    else if (!options_.case_dir.empty()) r_.case_file = try_save_case(r_, k().name, p(), options_.case_dir, "", true);
+    r_.times.save = since(t);
   }
-  r.times.save = since(t);
 
-  double in_calls = 0;  // seconds in run() so far
+  // One call expecting NVFP4_UNSUPPORTED for a problem outside the declared constraints; else
+  // run 1, run 2 (other padding and poison) and the stale-state call (new data through the same
+  // pointers; its reference follows from this one's).
+  void plan_calls() {
+    const uint32_t poison1 = poison_word(p().out_type, 1);
+    if (!why_.empty()) {
+      plan_.push_back({{kPad1, poison1, false}, NVFP4_UNSUPPORTED});
+      roles_.push_back(CaseCall::unsupported);
+      return;
+    }
+    if (options_.check_stale) {
+      const auto t = Clock::now();
+      stale_ = stale_variant(p(), r_.reference, options_.stale_seed);
+      r_.times.generate += since(t);
+    }
+    plan_.push_back({{kPad1, poison1, false}, NVFP4_OK});
+    roles_.push_back(CaseCall::run1);
+    if (options_.check_determinism) {
+      plan_.push_back({{kPad2, poison_word(p().out_type, 2), false}, NVFP4_OK});
+      roles_.push_back(CaseCall::run2);
+    }
+    if (stale_) {
+      plan_.push_back({{kPad1, poison1, true}, NVFP4_OK});
+      roles_.push_back(CaseCall::stale);
+    }
+  }
+
   // Makes the planned calls (roles[x] is call x's) and books their time by step.
-  auto run = [&](const CaseData& data, const std::vector<PlannedCall>& plan, const std::vector<CaseCall>& roles) {
+  std::vector<CallObservation> make_calls(const CaseData& data, const std::vector<PlannedCall>& plan,
+                                          const std::vector<CaseCall>& roles) {
     const auto t0 = Clock::now();
-    std::vector<CallObservation> obs = executor.run_case(data, plan);
+    std::vector<CallObservation> obs = executor_.run_case(data, plan);
     const double wall = since(t0);
-    in_calls += wall;
+    in_calls_ += wall;
     double observed = 0;
     for (size_t x = 0; x < obs.size(); ++x) {
       const CallObservation& o = obs[x];
       observed += o.seconds;
-      r.times.buffers += std::max(0.0, o.seconds - o.kernel_seconds);
-      r.times.calls[static_cast<int>(roles[std::min(x, roles.size() - 1)])] += o.kernel_seconds;
-      r.context_lost |= o.context_lost;
+      r_.times.buffers += std::max(0.0, o.seconds - o.kernel_seconds);
+      r_.times.calls[static_cast<int>(roles[std::min(x, roles.size() - 1)])] += o.kernel_seconds;
+      r_.context_lost |= o.context_lost;
     }
-    r.times.channel += std::max(0.0, wall - observed);
-    r.calls += static_cast<int64_t>(obs.size());
+    r_.times.channel += std::max(0.0, wall - observed);
+    r_.calls += static_cast<int64_t>(obs.size());
     return obs;
-  };
-
-  // The calls of the case: one expecting NVFP4_UNSUPPORTED for a problem outside the declared
-  // constraints; else run 1, run 2 (other padding and poison) and the stale-state call (new data
-  // through the same pointers; its reference follows from this one's).
-  const std::string why = unsupported_reason(k.info, p);
-  const uint32_t poison1 = poison_word(p.out_type, 1);
-  std::optional<StaleVariant> stale;
-  std::vector<PlannedCall> plan;
-  std::vector<CaseCall> calls;
-  if (!why.empty()) {
-    plan.push_back({{kPad1, poison1, false}, NVFP4_UNSUPPORTED});
-    calls.push_back(CaseCall::unsupported);
-  } else {
-    if (options.check_stale) {
-      t = Clock::now();
-      stale = stale_variant(p, r.reference, options.stale_seed);
-      r.times.generate += since(t);
-    }
-    plan.push_back({{kPad1, poison1, false}, NVFP4_OK});
-    calls.push_back(CaseCall::run1);
-    if (options.check_determinism) {
-      plan.push_back({{kPad2, poison_word(p.out_type, 2), false}, NVFP4_OK});
-      calls.push_back(CaseCall::run2);
-    }
-    if (stale) {
-      plan.push_back({{kPad1, poison1, true}, NVFP4_OK});
-      calls.push_back(CaseCall::stale);
-    }
   }
-  const std::vector<CallObservation> obs =
-      run({p, stale ? std::optional<Problem>(stale->problem) : std::nullopt}, plan, calls);
-  t = Clock::now();
-  const double calls_before_judging = in_calls;
-  r.c = obs.front().c;
-  // Every check of the list, in order, on each call; the first finding decides the case. A call
-  // the worker did not get to (it stops at a call that did not return) is not judged.
-  for (size_t x = 0; x < calls.size() && x < obs.size() && r.verdict != CaseOutcome::Verdict::fail; ++x) {
-    const CaseCall call = calls[x];
+
+  // Everything check x may look at.
+  CallContext context(size_t x, const std::vector<CallObservation>& obs, CallContext::Judgement& judgement) {
+    const CaseCall call = roles_[x];
     CallContext ctx;
-    CallContext::Judgement judgement;
     ctx.call = call;
-    ctx.problem = call == CaseCall::stale ? &stale->problem : &p;
-    ctx.reference = call == CaseCall::stale ? &stale->reference : &r.reference;
+    ctx.problem = call == CaseCall::stale ? &stale_->problem : &p();
+    ctx.reference = call == CaseCall::stale ? &stale_->reference : &r_.reference;
     ctx.observation = &obs[x];
-    ctx.expected_rc = plan[x].expected_rc;
-    ctx.poison = plan[x].spec.poison;
+    ctx.expected_rc = plan_[x].expected_rc;
+    ctx.poison = plan_[x].spec.poison;
     ctx.run1 = call == CaseCall::run2 || call == CaseCall::stale ? &obs[0] : nullptr;
-    ctx.policy = &r.policy;
-    ctx.nondeterministic = k.info.flags & NVFP4_FLAG_NONDETERMINISTIC;
-    ctx.kernel_flags = k.info.flags;
-    ctx.pad = plan[x].spec.pad;
-    ctx.unsupported_why = why;
+    ctx.policy = &r_.policy;
+    ctx.nondeterministic = k().info.flags & NVFP4_FLAG_NONDETERMINISTIC;
+    ctx.kernel_flags = k().info.flags;
+    ctx.pad = plan_[x].spec.pad;
+    ctx.unsupported_why = why_;
     ctx.judgement = &judgement;
     if (call == CaseCall::run1)
-      ctx.rerun_zero_padding = [&]() -> std::optional<std::vector<uint32_t>> {
+      ctx.rerun_zero_padding = [this]() -> std::optional<std::vector<uint32_t>> {
         const std::vector<CallObservation> zero =
-            run({p, std::nullopt}, {{{0x00, poison1, false}, NVFP4_OK}}, {CaseCall::run1});
+            make_calls({p(), std::nullopt}, {{{0x00, poison_word(p().out_type, 1), false}, NVFP4_OK}}, {CaseCall::run1});
         if (zero.front().end != CallObservation::End::returned || zero.front().rc != NVFP4_OK) return std::nullopt;
         return zero.front().c;
       };
-    std::optional<Finding> f = first_finding(ctx);
-    if (judgement.done) {
-      // The reported errors are the largest over every judged call.
-      const OracleSummary& s = judgement.summary;
-      if (f || x == 0) {
-        const double ulps = std::max(r.summary.max_error_ulps, s.max_error_ulps);
-        const double over = std::max(r.summary.max_error_over_bound, s.max_error_over_bound);
-        r.summary = s;
-        r.summary.max_error_ulps = ulps;
-        r.summary.max_error_over_bound = over;
-      } else {
-        r.summary.max_error_ulps = std::max(r.summary.max_error_ulps, s.max_error_ulps);
-        r.summary.max_error_over_bound = std::max(r.summary.max_error_over_bound, s.max_error_over_bound);
-      }
-    }
-    if (!f) continue;
-    say_which_call(*f, call, why);
-    r.verdict = CaseOutcome::Verdict::fail;
-    r.finding = std::move(f);
-    r.call = call;
-    r.c = obs[x].c;
-    if (call == CaseCall::stale) {
-      // The stale data is what the output is judged against from here on.
-      r.problem = stale->problem;
-      r.reference = stale->reference;
-      if (!options.case_dir.empty()) r.case_file = try_save_case(r, k.name, r.problem, options.case_dir, "-stale");
+    return ctx;
+  }
+
+  // The reported errors are the largest over every judged call; the summary is the failing
+  // call's (or run 1's).
+  void fold_summary(const OracleSummary& s, bool decides) {
+    if (decides) {
+      const double ulps = std::max(r_.summary.max_error_ulps, s.max_error_ulps);
+      const double over = std::max(r_.summary.max_error_over_bound, s.max_error_over_bound);
+      r_.summary = s;
+      r_.summary.max_error_ulps = ulps;
+      r_.summary.max_error_over_bound = over;
+    } else {
+      r_.summary.max_error_ulps = std::max(r_.summary.max_error_ulps, s.max_error_ulps);
+      r_.summary.max_error_over_bound = std::max(r_.summary.max_error_over_bound, s.max_error_over_bound);
     }
   }
-  if (r.verdict != CaseOutcome::Verdict::fail) {
-    r.verdict = why.empty() ? CaseOutcome::Verdict::pass : CaseOutcome::Verdict::unsupported;
-    if (!why.empty()) r.message = "correctly refused: " + why;
+
+  // Every check of the list, in order, on each call; the first finding decides the case. A call
+  // the worker did not get to (it stops at a call that did not return) is not judged.
+  void judge_all(const std::vector<CallObservation>& obs) {
+    const auto t = Clock::now();
+    const double calls_before_judging = in_calls_;
+    r_.c = obs.front().c;
+    for (size_t x = 0; x < roles_.size() && x < obs.size() && r_.verdict != CaseOutcome::Verdict::fail; ++x) {
+      CallContext::Judgement judgement;
+      std::optional<Finding> f = first_finding(context(x, obs, judgement));
+      if (judgement.done) fold_summary(judgement.summary, f || x == 0);
+      if (f) fail(std::move(*f), x, obs);
+    }
+    if (r_.verdict != CaseOutcome::Verdict::fail) {
+      r_.verdict = why_.empty() ? CaseOutcome::Verdict::pass : CaseOutcome::Verdict::unsupported;
+      if (!why_.empty()) r_.message = "correctly refused: " + why_;
+    }
+    r_.times.judge = std::max(0.0, since(t) - (in_calls_ - calls_before_judging));
   }
-  r.times.judge = std::max(0.0, since(t) - (in_calls - calls_before_judging));
-  t = Clock::now();
-  if (options.existing_file.empty() && !options.case_dir.empty()) {
-    const bool failed = r.verdict == CaseOutcome::Verdict::fail;
-    // A failure keeps its case in full (the write-ahead record named only its seed, or could not
-    // be written); a pass leaves nothing behind unless asked to. A failure whose full case cannot
-    // be written keeps the seed-only record, which reproduces it too.
-    if (failed && r.call != CaseCall::stale && (p.data_from_seed || r.case_file.empty())) {
-      const std::string full = try_save_case(r, k.name, p, options.case_dir);
-      if (!full.empty()) {
-        std::error_code ignored;
-        if (full != r.case_file && !r.case_file.empty()) std::filesystem::remove(r.case_file, ignored);
-        r.case_file = full;
-        r.case_file_error.clear();
-      }
-    } else if (!failed && !options.keep_passing && !r.case_file.empty()) {
+
+  void fail(Finding f, size_t x, const std::vector<CallObservation>& obs) {
+    const CaseCall call = roles_[x];
+    say_which_call(f, call, why_);
+    r_.verdict = CaseOutcome::Verdict::fail;
+    r_.finding = std::move(f);
+    r_.call = call;
+    r_.c = obs[x].c;
+    if (call != CaseCall::stale) return;
+    // The stale data is what the output is judged against from here on.
+    r_.problem = stale_->problem;
+    r_.reference = stale_->reference;
+    if (!options_.case_dir.empty()) r_.case_file = try_save_case(r_, k().name, r_.problem, options_.case_dir, "-stale");
+  }
+
+  // A failure keeps its case in full (the write-ahead record named only its seed, or could not
+  // be written); a pass leaves nothing behind unless asked to. A failure whose full case cannot
+  // be written keeps the seed-only record, which reproduces it too.
+  void settle_files() {
+    const auto t = Clock::now();
+    if (options_.existing_file.empty() && !options_.case_dir.empty()) {
+      const bool failed = r_.verdict == CaseOutcome::Verdict::fail;
       std::error_code ignored;
-      std::filesystem::remove(r.case_file, ignored);
-      r.case_file.clear();
+      if (failed && r_.call != CaseCall::stale && (p().data_from_seed || r_.case_file.empty())) {
+        const std::string full = try_save_case(r_, k().name, p(), options_.case_dir);
+        if (!full.empty()) {
+          if (full != r_.case_file && !r_.case_file.empty()) std::filesystem::remove(r_.case_file, ignored);
+          r_.case_file = full;
+          r_.case_file_error.clear();
+        }
+      } else if (!failed && !options_.keep_passing && !r_.case_file.empty()) {
+        std::filesystem::remove(r_.case_file, ignored);
+        r_.case_file.clear();
+      }
     }
+    r_.times.save += since(t);
   }
-  r.times.save += since(t);
-  return r;
+
+  const KernelDesc& k() const { return *kernel_; }
+
+  Executor& executor_;
+  const CaseOptions& options_;
+  const KernelDesc* kernel_ = nullptr;
+  CaseOutcome r_;
+  std::string why_;
+  std::optional<StaleVariant> stale_;
+  std::vector<PlannedCall> plan_;
+  std::vector<CaseCall> roles_;
+  double in_calls_ = 0;  // seconds in make_calls so far
+};
+
+}  // namespace
+
+CaseOutcome check_case(Executor& executor, const Problem& input, const CaseOptions& options) {
+  return CaseRun(executor, input, options).run();
 }
 
 }  // namespace nvfp4

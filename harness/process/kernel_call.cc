@@ -195,9 +195,11 @@ void install_input_fault_handler() {
   sigaction(SIGBUS, &sa, nullptr);
 }
 
+namespace {
+
 // One case's buffers (from the memory's pool); the memory and its stream last as long as the
 // caller. A zero-byte tensor (an all-empty packed grouped problem's A) gets no buffer: NULL.
-struct KernelCaller::Buffers {
+struct CallBuffers {
   struct Input {
     std::string name;
     InputKind kind;
@@ -209,7 +211,7 @@ struct KernelCaller::Buffers {
   // `group` itself, between guards and read-only during the call like the other inputs.
   std::unique_ptr<GuardedBuffer> table;
 
-  Buffers(KernelMemory& memory, const LaidOut& in, int64_t groups) {
+  CallBuffers(KernelMemory& memory, const LaidOut& in, int64_t groups) {
     for (const InputTensor& t : in.inputs)
       inputs.push_back({t.name, t.kind, t.bytes.empty() ? nullptr : memory.allocate(static_cast<int64_t>(t.bytes.size()), pattern_of(t.kind))});
     for (const OutputTensor& o : in.outputs)
@@ -217,6 +219,182 @@ struct KernelCaller::Buffers {
     if (groups > 0) table = memory.allocate(groups * static_cast<int64_t>(sizeof(nvfp4_group)), GuardPattern::bytes);
   }
   uint8_t* input(size_t x) const { return inputs[x].buffer ? inputs[x].buffer->data() : nullptr; }
+  uint8_t* output(size_t x) const { return outputs[x] ? outputs[x]->data() : nullptr; }
+};
+
+// The group table: pointers into the buffers just allocated (the same for every call of the
+// case, so the stale call reuses them like every other pointer). An empty group's pointers stay
+// NULL in both arrangements (SPEC section 2).
+std::vector<nvfp4_group> group_table(const Problem& p, const LaidOut& in, const CallBuffers& buf) {
+  std::vector<nvfp4_group> table(p.op == Op::grouped_gemm ? p.groups.size() : 0);
+  size_t next_input = 0, next_output = 0;
+  for (size_t g = 0; g < table.size(); ++g) {
+    const Group& q = p.groups[g];
+    nvfp4_group& t = table[g];
+    t.m = q.m, t.n = q.n, t.k = q.k, t.alpha = q.alpha;
+    if (q.m == 0) continue;
+    if (in.packed) {
+      const auto at = [&](size_t x, int64_t offset) -> uint8_t* { return buf.input(x) ? buf.input(x) + offset : nullptr; };
+      t.a = at(0, in.offsets[g][0]);
+      t.b = at(1, in.offsets[g][1]);
+      t.sfa = at(2, in.offsets[g][2]);
+      t.sfb = at(3, in.offsets[g][3]);
+      t.c = buf.output(0) ? buf.output(0) + in.c_offset[g] * in.outputs[0].width : nullptr;
+    } else {
+      t.a = buf.input(next_input);
+      t.b = buf.input(next_input + 1);
+      t.sfa = buf.input(next_input + 2);
+      t.sfb = buf.input(next_input + 3);
+      next_input += 4;
+      t.c = buf.output(next_output++);
+    }
+  }
+  return table;
+}
+
+// Every buffer filled for the call: inputs, outputs' poison, the group table. The runner's
+// stream is held first, so work the kernel puts on any other stream runs ahead of its data.
+void upload(KernelMemory& mem, CallBuffers& buf, const LaidOut& in, const std::vector<nvfp4_group>& table,
+            const CallSpec& spec, double timeout_s) {
+  if (!spec.inputs_ready_first) mem.hold_stream();
+  for (size_t x = 0; x < in.inputs.size(); ++x)
+    if (buf.inputs[x].buffer) buf.inputs[x].buffer->upload(in.inputs[x].bytes.data());
+  for (size_t x = 0; x < in.outputs.size(); ++x)
+    if (buf.outputs[x]) buf.outputs[x]->upload(in.outputs[x].before.data());
+  if (buf.table) buf.table->upload(reinterpret_cast<const uint8_t*>(table.data()));
+  if (spec.inputs_ready_first) mem.synchronize(timeout_s);
+}
+
+// The ABI's problem pointing into the buffers: a grouped problem's packed buffers (or NULL for
+// the separate arrangement, SPEC section 5) and its table, else the op module's fields.
+nvfp4_problem abi_for(const Problem& p, const LaidOut& in, const CallBuffers& buf, const std::vector<nvfp4_group>& table,
+                      void* stream, bool cuda) {
+  if (p.op == Op::grouped_gemm) {
+    const bool packed = in.packed;
+    nvfp4_problem abi = to_abi(p, packed ? buf.input(0) : nullptr, packed ? buf.input(1) : nullptr,
+                               packed ? buf.input(2) : nullptr, packed ? buf.input(3) : nullptr,
+                               packed ? buf.output(0) : nullptr, stream);
+    const auto* in_memory = buf.table ? reinterpret_cast<const nvfp4_group*>(buf.table->data()) : nullptr;
+    abi.group = cuda ? table.data() : in_memory;
+    abi.group_device = cuda ? in_memory : nullptr;
+    return abi;
+  }
+  nvfp4_problem abi = to_abi(p, nullptr, nullptr, nullptr, nullptr, nullptr, stream);
+  std::vector<uint8_t*> inputs, outputs;
+  for (size_t x = 0; x < buf.inputs.size(); ++x) inputs.push_back(buf.input(x));
+  for (size_t x = 0; x < buf.outputs.size(); ++x) outputs.push_back(buf.output(x));
+  op_module(p.op).point_abi(abi, p, inputs, outputs);
+  return abi;
+}
+
+// Host inputs read-only while the kernel runs (a write faults: the worker turns the fault into
+// an input_fault report), for as long as this lives. The table first: an edit made and undone
+// within the call leaves nothing to compare.
+class InputProtection {
+ public:
+  InputProtection(CallBuffers& buf, bool on) : buf_(buf), on_(on) {
+    if (!on_) return;
+    if (buf.table) protect(*buf.table, InputKind::group_table);
+    for (const CallBuffers::Input& x : buf.inputs)
+      if (x.buffer) protect(*x.buffer, x.kind);
+  }
+  ~InputProtection() {
+    if (!on_) return;
+    for (int x = 0; x < count_; ++x) g_protected[x].begin = g_protected[x].end = 0;
+    for (const CallBuffers::Input& x : buf_.inputs)
+      if (x.buffer) x.buffer->set_read_only(false);
+    if (buf_.table) buf_.table->set_read_only(false);
+  }
+  InputProtection(const InputProtection&) = delete;
+  InputProtection& operator=(const InputProtection&) = delete;
+
+ private:
+  void protect(GuardedBuffer& b, InputKind kind) {
+    if (count_ == kMaxProtected) return;
+    b.set_read_only(true);
+    ProtectedRange& r = g_protected[count_++];
+    r.kind = static_cast<int>(kind);
+    r.begin = reinterpret_cast<uintptr_t>(b.data());
+    r.end = reinterpret_cast<uintptr_t>(b.data()) + static_cast<uintptr_t>(b.size());
+  }
+  CallBuffers& buf_;
+  bool on_;
+  int count_ = 0;
+};
+
+// The kernel's return code; what it threw goes into out.
+int run_kernel(const Kernel& kernel, const nvfp4_problem& abi, CallObservation& out) {
+  try {
+    return kernel.run(abi);
+  } catch (const std::exception& e) {
+    out.end = CallObservation::End::exception;
+    out.error = e.what();
+  } catch (...) {
+    out.end = CallObservation::End::exception;
+    out.error = "an exception that is no std::exception";
+  }
+  return 0;
+}
+
+// The outputs as words, from each output buffer's staged copy.
+std::vector<uint32_t> output_words(const CallBuffers& buf, const LaidOut& in) {
+  std::vector<uint32_t> w;
+  for (size_t x = 0; x < buf.outputs.size(); ++x)
+    if (buf.outputs[x]) read_words(buf.outputs[x]->staged_data(), in.outputs[x].words, in.outputs[x].width, w);
+  return w;
+}
+
+// Every buffer by name (inputs, the group table, outputs), for fetching and guards.
+std::vector<std::pair<std::string, GuardedBuffer*>> all_buffers(const CallBuffers& buf, const LaidOut& in) {
+  std::vector<std::pair<std::string, GuardedBuffer*>> all;
+  for (const CallBuffers::Input& x : buf.inputs)
+    if (x.buffer) all.emplace_back(x.name, x.buffer.get());
+  if (buf.table) all.emplace_back("group table", buf.table.get());
+  for (size_t x = 0; x < buf.outputs.size(); ++x)
+    if (buf.outputs[x]) all.emplace_back(in.outputs[x].name, buf.outputs[x].get());
+  return all;
+}
+
+// A changed input, with its first differing byte.
+void compare_input(const std::string& name, const uint8_t* now, const std::vector<uint8_t>& was, CallObservation& out) {
+  if (was.empty() || std::memcmp(now, was.data(), was.size()) == 0) return;
+  InputChange change;
+  change.buffer = name;
+  for (size_t y = 0; y < was.size(); ++y)
+    if (now[y] != was[y] && change.count++ == 0) {
+      change.first = static_cast<int64_t>(y);
+      change.was = was[y];
+      change.now = now[y];
+    }
+  out.inputs.push_back(change);
+}
+
+std::vector<uint8_t> table_bytes(const std::vector<nvfp4_group>& t) {
+  std::vector<uint8_t> b(t.size() * sizeof(nvfp4_group));
+  if (!b.empty()) std::memcpy(b.data(), t.data(), b.size());
+  return b;
+}
+
+// After the fetch of every buffer: damaged guards, and inputs (the group table too) that are no
+// longer what was sent.
+void inspect(const CallBuffers& buf, const LaidOut& in, const std::vector<nvfp4_group>& table,
+             const std::vector<nvfp4_group>& sent, bool cuda, CallObservation& out) {
+  for (const auto& [name, g] : all_buffers(buf, in)) {
+    const GuardDamage d = g->staged_guard_damage();
+    if (!d.intact) out.guards.push_back({name, d});
+  }
+  for (size_t x = 0; x < in.inputs.size(); ++x)
+    if (buf.inputs[x].buffer) compare_input(in.inputs[x].name, buf.inputs[x].buffer->staged_data(), in.inputs[x].bytes, out);
+  if (table.empty()) return;
+  const std::vector<uint8_t> want = table_bytes(sent);
+  if (cuda) compare_input("group table", table_bytes(table).data(), want, out);
+  compare_input(cuda ? "group table (device)" : "group table", buf.table->staged_data(), want, out);
+}
+
+}  // namespace
+
+struct KernelCaller::Buffers : CallBuffers {
+  using CallBuffers::CallBuffers;
 };
 
 KernelCaller::KernelCaller(const Kernel& kernel, double timeout_s, bool protect_inputs)
@@ -245,7 +423,6 @@ CallObservation KernelCaller::call(const CallSpec& spec) {
   }
   const Problem& p = spec.stale_data && data_.stale ? *data_.stale : data_.problem;
   const bool cuda = kernel_.is_cuda();
-  const OpModule& op = op_module(p.op);
   const auto start = std::chrono::steady_clock::now();
   // From the kernel's call until its work is done and C is back (a device error ends it there).
   std::optional<std::chrono::steady_clock::time_point> called;
@@ -255,171 +432,34 @@ CallObservation KernelCaller::call(const CallSpec& spec) {
   try {
     if (!memory_) memory_ = KernelMemory::create(kernel_.info->memory);
     KernelMemory& mem = *memory_;
-    const LaidOut in = op.lay_out(p, spec, kernel_.info->flags);
+    const LaidOut in = op_module(p.op).lay_out(p, spec, kernel_.info->flags);
     const int64_t groups = p.op == Op::grouped_gemm ? static_cast<int64_t>(p.groups.size()) : 0;
     if (!buffers_) buffers_ = std::make_unique<Buffers>(mem, in, groups);
     Buffers& buf = *buffers_;
-
-    // The group table: pointers into the buffers just allocated (the same for every call of the
-    // case, so the stale call reuses them like every other pointer).
-    std::vector<nvfp4_group> table;
-    if (groups > 0) {
-      table.resize(static_cast<size_t>(groups));
-      size_t next_input = 0, next_output = 0;
-      for (size_t g = 0; g < p.groups.size(); ++g) {
-        const Group& q = p.groups[g];
-        nvfp4_group& t = table[g];
-        t.m = q.m;
-        t.n = q.n;
-        t.k = q.k;
-        t.alpha = q.alpha;
-        // An empty group's pointers stay NULL in both arrangements (SPEC section 2).
-        if (q.m == 0) continue;
-        if (in.packed) {
-          // Every group's pointers into the packed buffers.
-          auto at = [&](size_t x, int64_t offset) -> uint8_t* {
-            return buf.input(x) ? buf.input(x) + offset : nullptr;
-          };
-          t.a = at(0, in.offsets[g][0]);
-          t.b = at(1, in.offsets[g][1]);
-          t.sfa = at(2, in.offsets[g][2]);
-          t.sfb = at(3, in.offsets[g][3]);
-          t.c = buf.outputs[0] ? buf.outputs[0]->data() + in.c_offset[g] * in.outputs[0].width : nullptr;
-        } else {
-          t.a = buf.input(next_input);
-          t.b = buf.input(next_input + 1);
-          t.sfa = buf.input(next_input + 2);
-          t.sfb = buf.input(next_input + 3);
-          next_input += 4;
-          t.c = buf.outputs[next_output++]->data();
-        }
-      }
+    const std::vector<nvfp4_group> table = group_table(p, in, buf), table_sent = table;
+    upload(mem, buf, in, table, spec, timeout_s_);
+    const nvfp4_problem abi = abi_for(p, in, buf, table, mem.stream(), cuda);
+    {
+      const InputProtection protection(buf, protect_inputs_);
+      called = std::chrono::steady_clock::now();
+      out.rc = run_kernel(kernel_, abi, out);
+      mem.release_stream();
     }
-    const std::vector<nvfp4_group> table_sent = table;
-
-    // The runner's stream is held first, so work the kernel puts on any other stream runs ahead
-    // of its data.
-    if (!spec.inputs_ready_first) mem.hold_stream();
-    for (size_t x = 0; x < in.inputs.size(); ++x)
-      if (buf.inputs[x].buffer) buf.inputs[x].buffer->upload(in.inputs[x].bytes.data());
-    for (size_t x = 0; x < in.outputs.size(); ++x)
-      if (buf.outputs[x]) buf.outputs[x]->upload(in.outputs[x].before.data());
-    if (buf.table) buf.table->upload(reinterpret_cast<const uint8_t*>(table.data()));
-    if (spec.inputs_ready_first) mem.synchronize(timeout_s_);
-
-    nvfp4_problem abi;
-    if (p.op == Op::grouped_gemm) {
-      // Packed: the packed buffers too; separate: NULL there (SPEC section 5).
-      abi = to_abi(p, in.packed ? buf.input(0) : nullptr, in.packed ? buf.input(1) : nullptr,
-                   in.packed ? buf.input(2) : nullptr, in.packed ? buf.input(3) : nullptr,
-                   in.packed && buf.outputs[0] ? buf.outputs[0]->data() : nullptr, mem.stream());
-      const auto* in_memory = buf.table ? reinterpret_cast<const nvfp4_group*>(buf.table->data()) : nullptr;
-      abi.group = cuda ? table.data() : in_memory;
-      abi.group_device = cuda ? in_memory : nullptr;
-    } else {
-      abi = to_abi(p, nullptr, nullptr, nullptr, nullptr, nullptr, mem.stream());
-      std::vector<uint8_t*> inputs, outputs;
-      for (size_t x = 0; x < buf.inputs.size(); ++x) inputs.push_back(buf.input(x));
-      for (const auto& o : buf.outputs) outputs.push_back(o ? o->data() : nullptr);
-      op.point_abi(abi, p, inputs, outputs);
-    }
-    int protected_count = 0;
-    if (protect_inputs_) {
-      auto protect = [&](GuardedBuffer& b, InputKind kind) {
-        if (protected_count == kMaxProtected) return;
-        b.set_read_only(true);
-        ProtectedRange& r = g_protected[protected_count++];
-        r.kind = static_cast<int>(kind);
-        r.begin = reinterpret_cast<uintptr_t>(b.data());
-        r.end = reinterpret_cast<uintptr_t>(b.data()) + static_cast<uintptr_t>(b.size());
-      };
-      // The table first: an edit made and undone within the call leaves nothing to compare.
-      if (buf.table) protect(*buf.table, InputKind::group_table);
-      for (const Buffers::Input& x : buf.inputs)
-        if (x.buffer) protect(*x.buffer, x.kind);
-    }
-    int rc = 0;
-    called = std::chrono::steady_clock::now();
-    try {
-      rc = kernel_.run(abi);
-    } catch (const std::exception& e) {
-      out.end = CallObservation::End::exception;
-      out.error = e.what();
-    } catch (...) {
-      out.end = CallObservation::End::exception;
-      out.error = "an exception that is no std::exception";
-    }
-    mem.release_stream();
-    if (protect_inputs_) {
-      for (int x = 0; x < protected_count; ++x) g_protected[x].begin = g_protected[x].end = 0;
-      for (const Buffers::Input& x : buf.inputs)
-        if (x.buffer) x.buffer->set_read_only(false);
-      if (buf.table) buf.table->set_read_only(false);
-    }
-    out.rc = rc;
     mem.after_call();
     // C once the runner's stream is done...
     for (const auto& c : buf.outputs)
       if (c) c->fetch_async();
     mem.synchronize(timeout_s_);
     out.kernel_seconds = since_call();
-    const auto words = [&]() {
-      std::vector<uint32_t> w;
-      for (size_t x = 0; x < buf.outputs.size(); ++x)
-        if (buf.outputs[x]) read_words(buf.outputs[x]->staged_data(), in.outputs[x].words, in.outputs[x].width, w);
-      return w;
-    };
-    out.c = words();
+    out.c = output_words(buf, in);
     // ...and once everything the kernel enqueued anywhere is finished: if C changed meanwhile,
     // the kernel wrote it from a stream other than problem.stream. Then every buffer is fetched
     // once (one wait) for its guards and, for inputs, its data.
     mem.synchronize_device(timeout_s_);
-    std::vector<std::pair<std::string, GuardedBuffer*>> all;
-    for (const Buffers::Input& x : buf.inputs)
-      if (x.buffer) all.emplace_back(x.name, x.buffer.get());
-    if (buf.table) all.emplace_back("group table", buf.table.get());
-    for (size_t x = 0; x < buf.outputs.size(); ++x)
-      if (buf.outputs[x])
-        all.emplace_back(in.outputs[x].name, buf.outputs[x].get());
-    for (const auto& [name, g] : all) g->fetch_async();
+    for (const auto& [name, g] : all_buffers(buf, in)) g->fetch_async();
     mem.synchronize(timeout_s_);
-    out.c_later = cuda ? words() : out.c;
-    if (out.end == CallObservation::End::exception) {
-      out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      return out;
-    }
-    for (const auto& [name, g] : all) {
-      const GuardDamage d = g->staged_guard_damage();
-      if (!d.intact) out.guards.push_back({name, d});
-    }
-    auto compare = [&](const std::string& name, const uint8_t* now, const std::vector<uint8_t>& was) {
-      if (was.empty() || std::memcmp(now, was.data(), was.size()) == 0) return;
-      InputChange change;
-      change.buffer = name;
-      for (size_t y = 0; y < was.size(); ++y)
-        if (now[y] != was[y] && change.count++ == 0) {
-          change.first = static_cast<int64_t>(y);
-          change.was = was[y];
-          change.now = now[y];
-        }
-      out.inputs.push_back(change);
-    };
-    for (size_t x = 0; x < in.inputs.size(); ++x)
-      if (buf.inputs[x].buffer) compare(in.inputs[x].name, buf.inputs[x].buffer->staged_data(), in.inputs[x].bytes);
-    if (groups > 0) {
-      const auto as_bytes = [](const std::vector<nvfp4_group>& t) {
-        std::vector<uint8_t> b(t.size() * sizeof(nvfp4_group));
-        if (!b.empty()) std::memcpy(b.data(), t.data(), b.size());
-        return b;
-      };
-      const std::vector<uint8_t> sent = as_bytes(table_sent);
-      if (cuda) {
-        compare("group table", as_bytes(table).data(), sent);
-        compare("group table (device)", buf.table->staged_data(), sent);
-      } else {
-        compare("group table", buf.table->staged_data(), sent);
-      }
-    }
+    out.c_later = cuda ? output_words(buf, in) : out.c;
+    if (out.end != CallObservation::End::exception) inspect(buf, in, table, table_sent, cuda, out);
   } catch (const DeviceError& e) {
     if (out.kernel_seconds == 0) out.kernel_seconds = since_call();
     out.end = e.hung() ? CallObservation::End::device_hang : CallObservation::End::cuda_error;

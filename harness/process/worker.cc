@@ -360,7 +360,6 @@ std::vector<CallObservation> WorkerExecutor::run_case(const CaseData& data, cons
 }
 
 std::vector<CallObservation> WorkerExecutor::run_calls(const CaseData& data, const std::vector<PlannedCall>& plan) {
-  std::vector<CallObservation> out;
   if (pid_ < 0) start();
   const int64_t id = next_case_++;
   RunCaseMsg run;
@@ -368,13 +367,18 @@ std::vector<CallObservation> WorkerExecutor::run_calls(const CaseData& data, con
   run.data = data;
   for (const PlannedCall& call : plan) run.plan.push_back(call.spec);
   const std::vector<uint8_t> frame = encode_message(run);
-  // What can come back: per call, C twice as byte strings of words (at most 4 bytes each) and the
-  // report of guards and inputs (a few per buffer: a grouped problem has five buffers per group)
-  // and an error (a traceback: 1 MiB is plenty).
+  // What can come back: per call, the outputs twice as byte strings of words (at most 4 bytes
+  // each) and the report of guards and inputs (a few per buffer: a grouped problem has five
+  // buffers per group) and an error (a traceback: 1 MiB is plenty).
   int64_t words = op_module(data.problem.op).output_words(data.problem);
   if (data.stale) words = std::max(words, op_module(data.stale->op).output_words(*data.stale));
   const uint64_t buffers = 8 + 5 * data.problem.groups.size();
   frames_.set_limit(static_cast<uint64_t>(8 * words) + 256 * buffers + (uint64_t(1) << 20));
+  if (std::optional<CallObservation> failed = send_frame(frame)) return {std::move(*failed)};
+  return receive_calls(id, plan.size());
+}
+
+std::optional<CallObservation> WorkerExecutor::send_frame(const std::vector<uint8_t>& frame) {
   // Send with the watchdog on: a worker that stops reading is hung.
   size_t sent = 0;
   const auto send_deadline = Clock::now() + std::chrono::duration<double>(std::max(timeout_s_, 30.0));
@@ -390,17 +394,19 @@ std::vector<CallObservation> WorkerExecutor::run_calls(const CaseData& data, con
     int status = 0;
     if (waitpid(pid_, &status, WNOHANG) == pid_) {
       dead_ = true;
-      out.push_back(ended(status, "before the case's first call"));
+      CallObservation end = ended(status, "before the case's first call");
       stop();
-      return out;
+      return end;
     }
     if (Clock::now() > send_deadline) break;
   }
-  if (sent < frame.size()) {
-    stop();
-    out.push_back(lost_call(CallObservation::End::timeout, "the kernel's process stopped reading the runner's channel"));
-    return out;
-  }
+  if (sent == frame.size()) return std::nullopt;
+  stop();
+  return lost_call(CallObservation::End::timeout, "the kernel's process stopped reading the runner's channel");
+}
+
+std::vector<CallObservation> WorkerExecutor::receive_calls(int64_t id, size_t calls) {
+  std::vector<CallObservation> out;
   double wait = std::max(timeout_s_, 30.0);  // receiving and laying out the data, then call 0
   for (;;) {
     CallObservation end;
@@ -417,28 +423,28 @@ std::vector<CallObservation> WorkerExecutor::run_calls(const CaseData& data, con
       wait = timeout_s_;
       continue;
     }
-    if (auto* done = std::get_if<CallDoneMsg>(&*m);
-        done && done->case_id == id && done->index == static_cast<int64_t>(out.size())) {
-      out.push_back(std::move(done->observation));
-      const CallObservation& o = out.back();
-      if (o.context_lost) stop();
-      if (o.end != CallObservation::End::returned || out.size() == plan.size()) {
-        // The worker sends nothing after the last answer: bytes after it were written by another.
-        if (!frames_.empty() && fd_ >= 0) {
-          stop();
-          out.back() = lost_call(CallObservation::End::protocol,
-                                 "the kernel's process wrote something into the runner's channel after the last "
-                                 "answer (a kernel writing into the runner's descriptors?)");
-        }
-        return out;
-      }
+    auto* done = std::get_if<CallDoneMsg>(&*m);
+    if (!done || done->case_id != id || done->index != static_cast<int64_t>(out.size())) {
+      stop();
+      out.push_back(lost_call(CallObservation::End::protocol,
+                              "the kernel's process sent a message the runner did not ask for (a kernel writing "
+                              "into the runner's channel?)"));
+      return out;
+    }
+    out.push_back(std::move(done->observation));
+    const CallObservation& o = out.back();
+    if (o.context_lost) stop();
+    if (o.end == CallObservation::End::returned && out.size() < calls) {
       wait = std::max(timeout_s_, 30.0);
       continue;
     }
-    stop();
-    out.push_back(lost_call(CallObservation::End::protocol,
-                            "the kernel's process sent a message the runner did not ask for (a kernel writing "
-                            "into the runner's channel?)"));
+    // The worker sends nothing after the last answer: bytes after it were written by another.
+    if (!frames_.empty() && fd_ >= 0) {
+      stop();
+      out.back() = lost_call(CallObservation::End::protocol,
+                             "the kernel's process wrote something into the runner's channel after the last "
+                             "answer (a kernel writing into the runner's descriptors?)");
+    }
     return out;
   }
 }

@@ -9,6 +9,7 @@
 #include <sys/types.h>
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -69,6 +70,10 @@ class WorkerExecutor final : public Executor {
   void start();
   void stop();  // kills the process group and reaps
   std::vector<CallObservation> run_calls(const CaseData& data, const std::vector<PlannedCall>& plan);
+  // run_calls' halves: the case's frame sent with the watchdog on (what ended the case when it
+  // could not be), then each call's answer in turn.
+  std::optional<CallObservation> send_frame(const std::vector<uint8_t>& frame);
+  std::vector<CallObservation> receive_calls(int64_t id, size_t calls);
   // The next message within the deadline; nullopt with *end set when the worker is gone, timed
   // out or sent garbage.
   std::optional<WorkerMessage> receive(double timeout_s, CallObservation* end);

@@ -417,7 +417,7 @@ TEST(Report, FieldListsGiveEveryFieldOneRule) {
     EXPECT_TRUE(keys.insert(key).second) << key << " listed twice";
     summed += rule.merge == Merge::sum;
   }, k);
-  EXPECT_TRUE(keys.count("warmup_seconds") && keys.count("step_seconds") && keys.count("failure"));
+  EXPECT_TRUE(keys.count("warmup_seconds") && keys.count(kStageSecondsKey) && keys.count("failure"));
   EXPECT_GE(summed, 10);
 }
 
