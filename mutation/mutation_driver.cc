@@ -34,6 +34,10 @@ double seconds_since(Clock::time_point start) {
 }
 
 std::string describe_case(const Problem& p, const std::string& data, uint64_t case_seed) {
+  // A quantize case's data class is its generator (the GEMM family's spec means nothing there).
+  if (p.op == Op::quantize)
+    return fmt::format("quantize {} {} data={} case_seed={:#x}", shape_text(p), to_string(p.sf_layout), p.generator,
+                       case_seed);
   return fmt::format("{} {} {} {} out data={} case_seed={:#x}", shape_text(p), to_string(p.sf_layout),
                      to_string(p.semantics), to_string(p.out_type), data, case_seed);
 }
