@@ -323,6 +323,7 @@ CallObservation KernelCaller::call(const CallSpec& spec) {
       for (const auto& o : buf.outputs) outputs.push_back(o ? o->data() : nullptr);
       op.point_abi(abi, p, inputs, outputs);
     }
+    if (spec.seed) abi.seed = *spec.seed;
     int protected_count = 0;
     if (protect_inputs_) {
       auto protect = [&](GuardedBuffer& b, InputKind kind) {
