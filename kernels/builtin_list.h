@@ -13,6 +13,7 @@ NVFP4_BUILTIN_HOST(host_quantize_nvfp4)
 NVFP4_BUILTIN_HOST(host_quantize_nvfp4_2d)
 NVFP4_BUILTIN_HOST(host_quantize_nvfp4_rows)
 NVFP4_BUILTIN_HOST(host_quantize_mx)
+NVFP4_BUILTIN_HOST(host_quantize_nvfp4_sr)
 
 // CUDA kernels.
 NVFP4_BUILTIN_CUDA(gemv_naive)
@@ -27,3 +28,4 @@ NVFP4_BUILTIN_CUDA(grouped_gemm_tc)
 NVFP4_BUILTIN_CUDA(quantize_naive)
 NVFP4_BUILTIN_CUDA(quantize_fast)
 NVFP4_BUILTIN_CUDA(quantize_mx)
+NVFP4_BUILTIN_CUDA(quantize_sr)

@@ -36,10 +36,13 @@ enum class Bug : int {
   tile_amax_16_columns,    // 2D: the tile's amax over its first row only
   row0_global_scale,       // per-row scales: every row quantized with row 0's
   rceil_as_floor,          // E8M0 scale rounded down where the recipe rounds up
+  sr_constant_source,      // stochastic rounding whose random source ignores the seed
+  sr_biased_source,        // stochastic rounding up with probability p^2 instead of p
   // Not bugs: divergences between honest quantizers that rule 7 accepts (the honest variants).
   honest_rcp_jitter,       // `fast`: each reciprocal 1 ulp up or down (rcp.approx's error), by block
   honest_plus_zero,        // zero codes written +0 whatever the element's sign
   honest_nan_code_zero,    // a NaN element's code written 0 (not cvt's +6; 0 * Inf is no NaN element)
+  honest_sr_other_generator,  // stochastic rounding from another counter-based generator
 };
 
 NVFP4_QHD inline float bits_float(uint32_t b) {
@@ -126,6 +129,49 @@ NVFP4_QHD inline uint8_t e2m1_from_float(float v) {
   else if (a <= 5.0f) c = 6;
   else c = 7;
   return sign | c;
+}
+
+// Stochastic rounding's random source: a counter-based hash of (seed, element index), so host
+// and device give the same bytes for the same seed whatever the thread order. splitmix64's
+// finaliser over the seed and the index's own mix; the other generator (an honest variant) is
+// MurmurHash3's fmix64 over a different combination.
+NVFP4_QHD inline uint64_t mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+NVFP4_QHD inline uint64_t fmix64(uint64_t k) {
+  k = (k ^ (k >> 33)) * 0xFF51AFD7ED558CCDull;
+  k = (k ^ (k >> 33)) * 0xC4CEB9FE1A85EC53ull;
+  return k ^ (k >> 33);
+}
+// A uniform draw in [0, 1) on 2^-24 steps for element `index` under `seed`.
+NVFP4_QHD inline float sr_uniform(uint64_t seed, int64_t index, Bug bug) {
+  const uint64_t i = static_cast<uint64_t>(index);
+  uint64_t h;
+  if (bug == Bug::sr_constant_source) h = mix64(i + 0x9E3779B97F4A7C15ull);
+  else if (bug == Bug::honest_sr_other_generator) h = fmix64(seed * 0xD6E8FEB86659FD93ull + fmix64(i ^ 0x5851F42D4C957F2Dull));
+  else h = mix64(seed ^ mix64(i + 0x9E3779B97F4A7C15ull));
+  const float u = static_cast<float>(h >> 40) * 5.9604644775390625e-08f;  // 2^-24
+  return bug == Bug::sr_biased_source ? sqrtf(u) : u;  // P(sqrt(u) < p) = p^2
+}
+
+// E2M1 code of v rounded stochastically: |v|'s lower grid neighbour, or the upper one when
+// |v| - lower > u * step, that is with probability (|v| - lower) / step for u uniform on [0, 1)
+// (both differences exact: Sterbenz, and step a power of two). On the grid, |v| exactly; beyond
+// 6 and Inf, 6; NaN, +6; the sign kept.
+NVFP4_QHD inline float e2m1_grid_value(int c) {
+  return c <= 4 ? 0.5f * static_cast<float>(c) : c == 5 ? 3.0f : c == 6 ? 4.0f : 6.0f;
+}
+NVFP4_QHD inline uint8_t e2m1_stochastic(float v, float u) {
+  if (v != v) return 0x7;
+  const uint8_t sign = (float_bits(v) >> 31) ? 0x8 : 0x0;
+  const float a = fabsf(v);
+  if (a >= 6.0f) return sign | 0x7;
+  int c = 0;
+  while (e2m1_grid_value(c + 1) <= a) ++c;
+  const float lo = e2m1_grid_value(c), step = e2m1_grid_value(c + 1) - lo;
+  return sign | static_cast<uint8_t>(a - lo > u * step ? c + 1 : c);
 }
 
 // RN to E5M2 saturating to +-57344 (Inf included), NaN kept (0x7F), the sign of zero kept.
@@ -280,7 +326,9 @@ NVFP4_QHD inline void quantize_block(const nvfp4_problem& p, uint32_t flags, Bug
         p.q[row * p.k + x] = p.q_format == NVFP4_FORMAT_MXFP8_E4M3 ? e4m3_element(v) : e5m2_from_float(v);
         continue;
       }
-      uint8_t code = bug == Bug::zero_codes ? 0 : e2m1_from_float(v);
+      uint8_t code = bug == Bug::zero_codes                ? 0
+                     : (flags & NVFP4_FLAG_STOCHASTIC) ? e2m1_stochastic(v, sr_uniform(p.seed, row * p.k + x, bug))
+                                                       : e2m1_from_float(v);
       if (bug == Bug::honest_plus_zero && (code & 7) == 0) code = 0;
       if (bug == Bug::honest_nan_code_zero && in != in) code = 0;
       uint8_t& byte = p.q[row * (p.k / 2) + x / 2];

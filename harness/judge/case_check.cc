@@ -11,6 +11,7 @@
 #include "gpu_reference/exact_gemm_gpu.h"
 #include "harness/draw/generators.h"
 #include "harness/ops/op_module.h"
+#include "harness/ops/quantize_stochastic.h"
 #include "reference/case_file.h"
 #include "reference/scale_layout.h"
 
@@ -59,6 +60,27 @@ void rotate_blocks(Problem& q, int64_t blocks, int64_t r) {
   per_row(q.a, q.sfa, q.l * q.m);
   per_row(q.b, q.sfb, q.l * q.n);
   if (q.op == Op::dual_gemm) per_row(q.b2, q.sfb2, q.l * q.n);
+}
+
+// Calls a stochastic quantizer with quantize_op::kStochasticSeeds other seeds (run 1's padding
+// and poison) and judges the calls together (harness/ops/quantize_stochastic.h).
+template <class Run>
+std::optional<Finding> other_seeds_finding(const Problem& p, const ExactResult& ref, uint32_t flags, Run&& run) {
+  std::vector<uint64_t> seeds;
+  std::vector<PlannedCall> plan;
+  for (int i = 0; i < quantize_op::kStochasticSeeds; ++i) {
+    seeds.push_back(quantize_op::other_seed(*p.stochastic_seed, i));
+    plan.push_back({{kPad1, poison_word(p.out_type, 1), false, false, seeds.back()}, NVFP4_OK});
+  }
+  const std::vector<CallObservation> seen = run(CaseData{p, std::nullopt}, plan, std::vector<CaseCall>{CaseCall::run1});
+  for (size_t x = 0; x < seen.size(); ++x)
+    if (std::optional<Finding> f = call_finding(p, seen[x])) {
+      f->message = fmt::format("with seed {}: {}", seeds[x], f->message);
+      return f;
+    }
+  if (seen.size() < seeds.size()) return Finding{Check::oracle, "the calls with other seeds stopped early"};
+  const uint8_t padding = (flags & NVFP4_FLAG_SF_PADDING_KEPT) ? kPad1 : uint8_t{0x00};
+  return quantize_op::stochastic_finding(p, *ref.quant, seeds, seen, padding);
 }
 
 }  // namespace
@@ -499,6 +521,18 @@ class CaseRun {
       std::optional<Finding> f = first_finding(context(x, obs, judgement));
       if (judgement.done) fold_summary(judgement.summary, f || x == 0);
       if (f) fail(std::move(*f), x, obs);
+    }
+    // Rule 7's statistical part: a stochastic quantizer that passed is called with other seeds.
+    if (r_.verdict != CaseOutcome::Verdict::fail && why_.empty() && p().op == Op::quantize && p().stochastic_seed &&
+        (k().info.flags & NVFP4_FLAG_STOCHASTIC)) {
+      const auto run = [this](const CaseData& data, const std::vector<PlannedCall>& plan, const std::vector<CaseCall>& roles) {
+        return make_calls(data, plan, roles);
+      };
+      if (std::optional<Finding> f = other_seeds_finding(p(), r_.reference, k().info.flags, run)) {
+        r_.verdict = CaseOutcome::Verdict::fail;
+        r_.finding = std::move(f);
+        r_.call = CaseCall::run1;
+      }
     }
     if (r_.verdict != CaseOutcome::Verdict::fail) {
       r_.verdict = why_.empty() ? CaseOutcome::Verdict::pass : CaseOutcome::Verdict::unsupported;

@@ -438,7 +438,8 @@ CallObservation KernelCaller::call(const CallSpec& spec) {
     Buffers& buf = *buffers_;
     const std::vector<nvfp4_group> table = group_table(p, in, buf), table_sent = table;
     upload(mem, buf, in, table, spec, timeout_s_);
-    const nvfp4_problem abi = abi_for(p, in, buf, table, mem.stream(), cuda);
+    nvfp4_problem abi = abi_for(p, in, buf, table, mem.stream(), cuda);
+    if (spec.seed) abi.seed = *spec.seed;  // a stochastic quantizer's other seeds (rule 7)
     {
       const InputProtection protection(buf, protect_inputs_);
       called = std::chrono::steady_clock::now();

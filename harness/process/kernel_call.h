@@ -39,6 +39,9 @@ struct CallSpec {
   // The inputs are complete before the call (the weaker checks of mutation analysis, as torch's
   // tensors are); normally the runner's stream is held so work on another stream runs too early.
   bool inputs_ready_first = false;
+  // The ABI problem's seed in place of the case's (a stochastic quantizer called with other seeds
+  // for the statistical part of rule 7); unset for every other call.
+  std::optional<uint64_t> seed;
 };
 
 struct GuardReport {

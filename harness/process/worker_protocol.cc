@@ -73,6 +73,7 @@ if_is<T, CallSpec> visit_fields(V&& v, T& c) {
   v("poison", c.poison, kInput);
   v("stale_data", c.stale_data, kInput);
   v("inputs_ready_first", c.inputs_ready_first, kInput);
+  v("seed", c.seed, kInput);
 }
 template <class V, class T>
 if_is<T, GuardReport> visit_fields(V&& v, T& g) {

@@ -55,7 +55,7 @@ RunCaseMsg run_message() {
   RunCaseMsg run;
   run.case_id = 41;
   run.data.problem = dual_problem();
-  run.plan = {CallSpec{0x11, 0x7E00, true, true}, CallSpec{}};
+  run.plan = {CallSpec{0x11, 0x7E00, true, true, 0xFFFFFFFFFFFFFFF1ull}, CallSpec{}};
   return run;
 }
 
@@ -67,6 +67,8 @@ TEST(WorkerProtocol, EveryInputFieldOfAProblemTravels) {
   EXPECT_EQ(back.plan[0].pad, 0x11);
   EXPECT_EQ(back.plan[0].poison, 0x7E00u);
   EXPECT_TRUE(back.plan[0].stale_data && back.plan[0].inputs_ready_first);
+  EXPECT_EQ(back.plan[0].seed, std::optional<uint64_t>(0xFFFFFFFFFFFFFFF1ull));  // all 64 bits
+  EXPECT_FALSE(back.plan[1].seed);
   EXPECT_FALSE(back.data.stale);
   // Field by field through the same list the protocol uses: nothing listed as input is lost.
   int inputs = 0;

@@ -2,7 +2,8 @@
 // arithmetic of kernels/quantize_core.h. quantize_naive follows te, ref and torchao with IEEE
 // reciprocals; quantize_fast is the production `fast` recipe, both reciprocals by
 // rcp.approx.ftz.f32 as TensorRT-LLM, FlashInfer and vLLM write them; quantize_mx the MX formats
-// by mx_rceil. The permuted SFQ's padding is written 0x00 first, on the same stream.
+// by mx_rceil; quantize_sr te with stochastic rounding (the host's bytes for the same seed). The
+// permuted SFQ's padding is written 0x00 first, on the same stream.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -23,6 +24,7 @@ constexpr uint32_t kMxFormats =
 int run_quantize_naive(const nvfp4_problem* p);
 int run_quantize_fast(const nvfp4_problem* p);
 int run_quantize_mx(const nvfp4_problem* p);
+int run_quantize_sr(const nvfp4_problem* p);
 
 }  // namespace
 
@@ -41,6 +43,10 @@ NVFP4_DEFINE_BUILTIN(quantize_mx) = {
     {NVFP4_ABI_VERSION, "quantize_mx", NVFP4_MEMORY_CUDA, kQuantize, kBothLayouts, 90, 1, 1, 1, 0, 0, 0, 0, 0,
      kAllInTypes, kMxFormats, 1u << NVFP4_RECIPE_MX_RCEIL},
     run_quantize_mx};
+NVFP4_DEFINE_BUILTIN(quantize_sr) = {
+    {NVFP4_ABI_VERSION, "quantize_sr", NVFP4_MEMORY_CUDA, kQuantize, kBothLayouts, 90, 1, 1, 1, NVFP4_FLAG_STOCHASTIC, 0,
+     0, 0, 0, kAllInTypes, 1u << NVFP4_FORMAT_NVFP4, 1u << NVFP4_RECIPE_TE},
+    run_quantize_sr};
 
 namespace {
 
@@ -52,6 +58,10 @@ int run_quantize_fast(const nvfp4_problem* p) {
 }
 int run_quantize_mx(const nvfp4_problem* p) {
   return quant::launch(builtin_quantize_mx.info, p, quant::ExactRcp{}, quant::Bug::none);
+}
+
+int run_quantize_sr(const nvfp4_problem* p) {
+  return quant::launch(builtin_quantize_sr.info, p, quant::ExactRcp{}, quant::Bug::none);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // Host quantizers (SPEC section 2): NVFP4 by the te, ref, fast and torchao recipes (the host's
 // exact reciprocals lie inside `fast`'s window), with 16 x 16 tiles or per-row global scales, and
-// the MX formats by mx_rceil. The CI baseline for the quantize op; the arithmetic is
+// the MX formats by mx_rceil, and
+// NVFP4 with stochastic rounding (te and fast). The CI baseline for the quantize op; the arithmetic is
 // kernels/quantize_core.h's, the loop kernels/host/host_quantize.h's.
 #include "kernels/builtin.h"
 #include "kernels/host/host_quantize.h"
@@ -30,6 +31,9 @@ constexpr uint32_t kQuantize = 1u << NVFP4_OP_QUANTIZE;
 NVFP4_HOST_QUANTIZER(host_quantize_nvfp4, 0, 1u << NVFP4_FORMAT_NVFP4, kNvfp4Recipes)
 NVFP4_HOST_QUANTIZER(host_quantize_nvfp4_2d, NVFP4_FLAG_QUANT_2D, 1u << NVFP4_FORMAT_NVFP4, 1u << NVFP4_RECIPE_TE)
 NVFP4_HOST_QUANTIZER(host_quantize_nvfp4_rows, NVFP4_FLAG_ROW_GLOBAL_SCALE, 1u << NVFP4_FORMAT_NVFP4,
+                     (1u << NVFP4_RECIPE_TE) | (1u << NVFP4_RECIPE_FAST))
+// Stochastic rounding (gradients): the codes from a hash of (seed, element index).
+NVFP4_HOST_QUANTIZER(host_quantize_nvfp4_sr, NVFP4_FLAG_STOCHASTIC, 1u << NVFP4_FORMAT_NVFP4,
                      (1u << NVFP4_RECIPE_TE) | (1u << NVFP4_RECIPE_FAST))
 NVFP4_HOST_QUANTIZER(host_quantize_mx, 0, kMxFormats, 1u << NVFP4_RECIPE_MX_RCEIL)
 

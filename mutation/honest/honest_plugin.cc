@@ -69,14 +69,15 @@ const Entry kEntries[] = {
 constexpr int kGemmCount = static_cast<int>(sizeof(kEntries) / sizeof(kEntries[0]));
 
 // Quantizers that differ from the recipe's reference only where rule 7 allows (SPEC section 3):
-// reciprocals 1 ulp off for `fast`, zero codes of the other sign, any code for a NaN element.
+// reciprocals 1 ulp off for `fast`, zero codes of the other sign, any code for a NaN element, stochastic rounding from
+// another random generator.
 struct QuantEntry {
   nvfp4_kernel_info info;
   kern::quant::Bug variation;
 };
 constexpr uint32_t kAllInTypes = (1u << NVFP4_IN_FP16) | (1u << NVFP4_IN_BF16) | (1u << NVFP4_IN_FP32);
-constexpr nvfp4_kernel_info quant_info(const char* name, uint32_t recipes) {
-  return {NVFP4_ABI_VERSION, name, NVFP4_MEMORY_HOST, 1u << NVFP4_OP_QUANTIZE, kBothLayouts, 0, 1, 1, 1, 0, 0, 0, 0, 0,
+constexpr nvfp4_kernel_info quant_info(const char* name, uint32_t recipes, uint32_t flags = 0) {
+  return {NVFP4_ABI_VERSION, name, NVFP4_MEMORY_HOST, 1u << NVFP4_OP_QUANTIZE, kBothLayouts, 0, 1, 1, 1, flags, 0, 0, 0, 0,
           kAllInTypes, 1u << NVFP4_FORMAT_NVFP4, recipes};
 }
 const QuantEntry kQuantEntries[] = {
@@ -86,6 +87,9 @@ const QuantEntry kQuantEntries[] = {
      kern::quant::Bug::honest_plus_zero},
     {quant_info("honest_host_quantize_nan_code_zero", (1u << NVFP4_RECIPE_TE) | (1u << NVFP4_RECIPE_FAST)),
      kern::quant::Bug::honest_nan_code_zero},
+    {quant_info("honest_host_quantize_sr_other_generator", (1u << NVFP4_RECIPE_TE) | (1u << NVFP4_RECIPE_FAST),
+                NVFP4_FLAG_STOCHASTIC),
+     kern::quant::Bug::honest_sr_other_generator},
 };
 constexpr int kQuantCount = static_cast<int>(sizeof(kQuantEntries) / sizeof(kQuantEntries[0]));
 constexpr int kCount = kGemmCount + kQuantCount;

@@ -167,6 +167,14 @@ const QuantBugEntry kQuantBugs[] = {
      "per-row global scales: every row quantized with row 0's (cutlass PR #3392's class: one group's scale for all)"},
     {QBug::rceil_as_floor, "q_rceil_as_floor", 0, kMx, 1u << NVFP4_RECIPE_MX_RCEIL,
      "mx_rceil's E8M0 scale rounded down instead of up (the OCP floor rule under the rceil recipe)"},
+    {QBug::none, "quantize_sr_unmutated", NVFP4_FLAG_STOCHASTIC, kNvfp4, kTe,
+     "control: the quantizer engine with stochastic rounding, te, no bug (must pass)"},
+    {QBug::sr_constant_source, "q_sr_constant_source", NVFP4_FLAG_STOCHASTIC, kNvfp4, kTe,
+     "stochastic rounding whose random source ignores the seed: every seed gives the same codes"},
+    {QBug::sr_biased_source, "q_sr_biased_source", NVFP4_FLAG_STOCHASTIC, kNvfp4, kTe,
+     "stochastic rounding up with probability p^2 instead of p (a biased random source)"},
+    {QBug::zero_codes, "q_sr_zero_codes", NVFP4_FLAG_STOCHASTIC, kNvfp4, kTe,
+     "stochastic rounding returning all-zero codes (a device assert compiled out, TransformerEngine PR #3281)"},
 };
 
 void declare(nvfp4_kernel_info& info, Declares d) {
