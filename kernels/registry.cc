@@ -258,13 +258,10 @@ bool is_v2_problem(const nvfp4_problem& p) {
 
 int Kernel::run(const nvfp4_problem& p) const {
   if (info->abi_version >= 3) return run_fn(index, &p);
-  if (info->abi_version == 2) {
-    if (!is_v2_problem(p)) return NVFP4_UNSUPPORTED;
-    // Exactly the version-2 bytes, on the heap, as for version 1 below.
-    std::unique_ptr<unsigned char[]> v2(new unsigned char[kAbiV2ProblemBytes]);
-    std::memcpy(v2.get(), &p, kAbiV2ProblemBytes);
-    return run_fn(index, reinterpret_cast<const nvfp4_problem*>(v2.get()));
-  }
+  // A version-2 kernel is handed only problems version 2 can express, and the problem itself
+  // (what follows its fields holds nothing it could misread: the version-3 fields of a
+  // version-2 problem are zero or NVFP4).
+  if (info->abi_version == 2) return is_v2_problem(p) ? run_fn(index, &p) : NVFP4_UNSUPPORTED;
   if (!is_v1_problem(p)) return NVFP4_UNSUPPORTED;
   // Exactly the version-1 bytes, on the heap, so that reading past them is caught (ASan) rather
   // than finding this call's version-2 fields.

@@ -16,12 +16,16 @@ namespace nvfp4::kern::quant {
 // touching nothing).
 inline bool quantize_fits(const nvfp4_kernel_info& info, const nvfp4_problem* p) {
   const uint32_t formats = info.q_formats ? info.q_formats : (1u << NVFP4_FORMAT_NVFP4);
+  if (p == nullptr) return false;
   if (p->op != NVFP4_OP_QUANTIZE || !((info.ops >> NVFP4_OP_QUANTIZE) & 1u)) return false;
   if (p->q_format < 1 || p->q_format > 4 || !((formats >> p->q_format) & 1u)) return false;
   if (p->in_type < 1 || p->in_type > 3 || !((info.in_types >> p->in_type) & 1u)) return false;
   if (p->recipe < 1 || p->recipe > 7 || !((info.recipes >> p->recipe) & 1u)) return false;
   if (p->sf_layout < 1 || p->sf_layout > 2 || !((info.sf_layouts >> p->sf_layout) & 1u)) return false;
   if (p->m < 1 || p->l < 1 || p->n != 1 || p->k < 2 || (packs_nibbles(p->q_format) && p->k % 2 != 0)) return false;
+  // Every tensor the call needs (the MX recipes have no global scale).
+  if (p->x == nullptr || p->q == nullptr || p->sfq == nullptr) return false;
+  if (p->q_format == NVFP4_FORMAT_NVFP4 && p->global_scale == nullptr) return false;
   if (info.m_multiple > 1 && p->m % info.m_multiple != 0) return false;
   if (info.k_multiple > 1 && p->k % info.k_multiple != 0) return false;
   const int64_t huge = int64_t{1} << 40;

@@ -37,9 +37,42 @@ uint32_t first_op(const nvfp4_kernel_info& info) {
 
 uint32_t out_types_of(const nvfp4_kernel_info& info) { return info.out_types ? info.out_types : 1u << NVFP4_OUT_FP16; }
 
+uint32_t first_bit(uint32_t bits, uint32_t first, uint32_t last) {
+  for (uint32_t v = first; v <= last; ++v)
+    if ((bits >> v) & 1u) return v;
+  return 0;
+}
+
+// A quantize problem inside the kernel's info: m and k its multiples (k doubled), two batches,
+// its first input type, format and a recipe of that format, X at `data` (zeros), Q and SFQ at
+// `out`, the global scale at `gs`.
+Call inside_quantize(const nvfp4_kernel_info& info, const uint8_t* data, uint8_t* out, const float* gs) {
+  Call call;
+  nvfp4_problem& p = call.p;
+  p.op = NVFP4_OP_QUANTIZE;
+  p.m = info.m_multiple;
+  p.n = 1;
+  p.k = 2 * static_cast<int64_t>(info.k_multiple);
+  p.l = 2;
+  p.sf_layout = ((info.sf_layouts >> NVFP4_SF_PERMUTED) & 1u) ? NVFP4_SF_PERMUTED : NVFP4_SF_LINEAR;
+  p.alpha = p.alpha2 = 1.0f;
+  p.in_type = first_bit(info.in_types, NVFP4_IN_FP16, NVFP4_IN_FP32);
+  p.q_format = first_bit(info.q_formats ? info.q_formats : 2u, NVFP4_FORMAT_NVFP4, NVFP4_FORMAT_MXFP8_E5M2);
+  const bool nvfp4 = p.q_format == NVFP4_FORMAT_NVFP4;
+  p.recipe = first_bit(info.recipes & (nvfp4 ? 0x1Eu : 0xE0u), NVFP4_RECIPE_TE, NVFP4_RECIPE_MX_EVEN);
+  p.x = data;
+  p.q = out;
+  p.sfq = out + 4096;
+  p.global_scale = nvfp4 ? gs : nullptr;
+  return call;
+}
+
 // A problem inside the kernel's info: smallest allowed shape (doubled k), two batches (grouped:
 // a nonempty group and an empty one), every tensor at `data`, C at `c`, its first output type.
 Call inside(const nvfp4_kernel_info& info, const uint8_t* data, uint16_t* c) {
+  static uint8_t quantized[8192];
+  static const float global_scale[64] = {1.0f};
+  if ((info.ops >> NVFP4_OP_QUANTIZE) & 1u) return inside_quantize(info, data, quantized, global_scale);
   Call call;
   nvfp4_problem& p = call.p;
   p.op = first_op(info);
@@ -66,7 +99,35 @@ Call inside(const nvfp4_kernel_info& info, const uint8_t* data, uint16_t* c) {
   return call;
 }
 
+// What lies outside a quantizer's info: other ops, formats, input types, recipes and layouts
+// than it declares, bad shapes, missing tensors.
+std::vector<Variant> outside_quantize(const nvfp4_kernel_info& info) {
+  std::vector<Variant> v;
+  const uint32_t formats = info.q_formats ? info.q_formats : 2u;
+  for (uint32_t op : {uint32_t{NVFP4_OP_GEMV}, uint32_t{NVFP4_OP_GEMM}, 0u, 6u})
+    v.push_back({"op " + std::to_string(op), [op](Call& c) { c.p.op = op; }});
+  for (uint32_t f = 0; f <= 5; ++f)
+    if (!((formats >> f) & 1u)) v.push_back({"format " + std::to_string(f), [f](Call& c) { c.p.q_format = f; }});
+  for (uint32_t t = 0; t <= 4; ++t)
+    if (!((info.in_types >> t) & 1u)) v.push_back({"in type " + std::to_string(t), [t](Call& c) { c.p.in_type = t; }});
+  for (uint32_t r = 0; r <= 8; ++r)
+    if (!((info.recipes >> r) & 1u)) v.push_back({"recipe " + std::to_string(r), [r](Call& c) { c.p.recipe = r; }});
+  for (uint32_t layout : {0u, uint32_t{NVFP4_SF_LINEAR}, uint32_t{NVFP4_SF_PERMUTED}, 3u})
+    if (!((info.sf_layouts >> layout) & 1u))
+      v.push_back({"layout " + std::to_string(layout), [layout](Call& c) { c.p.sf_layout = layout; }});
+  v.push_back({"k odd (E2M1 codes)", [](Call& c) { c.p.k += 1; }});
+  v.push_back({"n 2", [](Call& c) { c.p.n = 2; }});
+  v.push_back({"m 0", [](Call& c) { c.p.m = 0; }});
+  v.push_back({"l 0", [](Call& c) { c.p.l = 0; }});
+  v.push_back({"null x", [](Call& c) { c.p.x = nullptr; }});
+  v.push_back({"null q", [](Call& c) { c.p.q = nullptr; }});
+  v.push_back({"null sfq", [](Call& c) { c.p.sfq = nullptr; }});
+  if (formats & 2u) v.push_back({"null global scale", [](Call& c) { c.p.global_scale = nullptr; }});
+  return v;
+}
+
 std::vector<Variant> outside(const nvfp4_kernel_info& info) {
+  if ((info.ops >> NVFP4_OP_QUANTIZE) & 1u) return outside_quantize(info);
   std::vector<Variant> v;
   const uint32_t op = first_op(info);
   const bool grouped = op == NVFP4_OP_GROUPED_GEMM, packed = info.flags & NVFP4_FLAG_GROUPS_PACKED;
