@@ -5,9 +5,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
+#include <type_traits>
+#include <vector>
 
 #include "reference/case_file.h"
+#include "reference/problem_fields.h"
 
 namespace {
 
@@ -16,35 +20,44 @@ namespace {
   std::abort();
 }
 
-bool same_bits(float x, float y) { return std::memcmp(&x, &y, sizeof x) == 0; }
+// A field's value as bytes to compare (floats by their bits, so -0 and NaN payloads count).
+template <class T>
+struct is_optional : std::false_type {};
+template <class T>
+struct is_optional<std::optional<T>> : std::true_type {};
+template <class T>
+struct is_vector : std::false_type {};
+template <class T>
+struct is_vector<std::vector<T>> : std::true_type {};
 
-// Field by field, so a failure says which field did not survive the round trip.
-std::string first_difference(const nvfp4::Problem& x, const nvfp4::Problem& y) {
-  if (x.op != y.op) return "op";
-  if (x.m != y.m || x.n != y.n || x.k != y.k || x.l != y.l) return "shape";
-  if (x.sf_layout != y.sf_layout) return "sf_layout";
-  if (x.semantics != y.semantics) return "scale_semantics";
-  if (!same_bits(x.alpha, y.alpha)) return "alpha";
-  if (x.a != y.a) return "a";
-  if (x.b != y.b) return "b";
-  if (x.sfa != y.sfa) return "sfa";
-  if (x.sfb != y.sfb) return "sfb";
-  if (x.expect != y.expect) return "expect";
-  if (x.note != y.note) return "note";
-  if (x.seed != y.seed) return "seed";
-  if (x.generator != y.generator) return "generator";
-  if (x.out_type != y.out_type) return "out_type";
-  if (x.b2 != y.b2 || x.sfb2 != y.sfb2) return "b2/sfb2";
-  if (!same_bits(x.alpha2, y.alpha2)) return "alpha2";
-  if (x.packed != y.packed) return "packed";
-  if (x.groups.size() != y.groups.size()) return "groups";
-  for (size_t g = 0; g < x.groups.size(); ++g) {
-    const nvfp4::Group &a = x.groups[g], &b = y.groups[g];
-    if (a.m != b.m || a.n != b.n || a.k != b.k) return "group " + std::to_string(g) + " shape";
-    if (!same_bits(a.alpha, b.alpha)) return "group " + std::to_string(g) + " alpha";
-    if (a.a != b.a || a.b != b.b || a.sfa != b.sfa || a.sfb != b.sfb) return "group " + std::to_string(g) + " data";
-    if (a.expect != b.expect) return "group " + std::to_string(g) + " expect";
+template <class T>
+std::string field_bytes(const T& v) {
+  if constexpr (std::is_same_v<T, nvfp4::Group>) {
+    std::string out;
+    nvfp4::visit_group_fields([&](const char*, const auto& m, nvfp4::FieldRole) { out += field_bytes(m) + '|'; }, v);
+    return out;
+  } else if constexpr (is_optional<T>::value) {
+    return v ? "+" + field_bytes(*v) : "-";
+  } else if constexpr (is_vector<T>::value) {
+    std::string out;
+    for (const auto& e : v) out += field_bytes(e) + ',';
+    return out;
+  } else if constexpr (std::is_same_v<T, std::string>) {
+    return v;
+  } else {
+    static_assert(std::is_trivially_copyable_v<T>);
+    return std::string(reinterpret_cast<const char*>(&v), sizeof v);
   }
+}
+
+// Field by field from the problem's one field list (reference/problem_fields.h), so a failure
+// says which field did not survive the round trip and a new field is compared without a line here.
+std::string first_difference(const nvfp4::Problem& x, const nvfp4::Problem& y) {
+  std::vector<std::pair<std::string, std::string>> a, b;
+  nvfp4::visit_problem_fields([&](const char* name, const auto& m, nvfp4::FieldRole) { a.emplace_back(name, field_bytes(m)); }, x);
+  nvfp4::visit_problem_fields([&](const char* name, const auto& m, nvfp4::FieldRole) { b.emplace_back(name, field_bytes(m)); }, y);
+  for (size_t f = 0; f < a.size(); ++f)
+    if (a[f].second != b[f].second) return a[f].first;
   return "";
 }
 

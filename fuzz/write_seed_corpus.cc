@@ -305,6 +305,21 @@ int main(int argc, char** argv) {
     write_file(root / "case_file" / ("seed-" + name + ".case"), text);
     ++written;
   }
+  // The quantize op's hand cases (corpus/quantize, expect lines from exact fractions): case-file
+  // seeds for its keys, and kernel seeds a quantizer under the kernel fuzzer reads as text.
+  std::vector<fs::path> quantize;
+  if (fs::is_directory(root / "quantize"))
+    for (const auto& entry : fs::directory_iterator(root / "quantize"))
+      if (entry.path().extension() == ".case") quantize.push_back(entry.path());
+  std::sort(quantize.begin(), quantize.end());
+  for (const fs::path& path : quantize) {
+    const Problem q = nvfp4::read_case_file(path.string());
+    const std::string text = nvfp4::write_case(q);
+    if (text.size() > 64 * 1024) continue;
+    write_file(root / "case_file" / ("seed-quantize-" + path.stem().string() + ".case"), text);
+    write_file(root / "kernel" / ("seed-quantize-" + path.stem().string() + ".case"), text);
+    written += 2;
+  }
   // One seeded case among the kernel inputs: text inputs are case files there too.
   for (const auto& [name, text] : hand_written_cases()) {
     if (name == "seed-and-generator") {
