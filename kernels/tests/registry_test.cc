@@ -103,8 +103,8 @@ void expect_rejected(const std::string& path, std::initializer_list<const char*>
 
 TEST(Registry, RejectsMissingSymbol) { expect_rejected(TEST_PLUGIN_MISSING_SYMBOL, {"nvfp4_kernel_run"}); }
 TEST(Registry, RejectsWrongAbiVersion) {
-  expect_rejected(TEST_PLUGIN_WRONG_ABI, {"ABI version 3", "versions 1 and 2"});
-  expect_rejected(TEST_PLUGIN_ABI_ZERO, {"ABI version 0", "versions 1 and 2"});
+  expect_rejected(TEST_PLUGIN_WRONG_ABI, {"ABI version 4", "versions 1 to 3"});
+  expect_rejected(TEST_PLUGIN_ABI_ZERO, {"ABI version 0", "versions 1 to 3"});
 }
 TEST(Registry, RejectsDuplicateNameInsideAPlugin) {
   expect_rejected(TEST_PLUGIN_DUPLICATE_NAME, {"duplicate kernel name 'test_plugin_first'"});
