@@ -257,6 +257,23 @@ std::optional<Finding> check_stream(const CallContext& x) {
 std::optional<Finding> check_unsupported_touched_output(const CallContext& x) {
   if (x.call != CaseCall::unsupported) return std::nullopt;
   const std::vector<uint32_t>& c = x.observation->c;
+  if (x.problem->op == Op::quantize) {
+    // A quantizer's outputs held the call's poison and, in the permuted SFQ's padding, its pad
+    // byte: what the op's buffers held before the call, word for word.
+    CallSpec spec;
+    spec.pad = x.pad;
+    spec.poison = x.poison;
+    std::vector<uint32_t> before;
+    for (const OutputTensor& o : op_module(Op::quantize).lay_out(*x.problem, spec, x.kernel_flags).outputs)
+      before.insert(before.end(), o.before.begin(), o.before.end());
+    for (size_t e = 0; e < c.size() && e < before.size(); ++e)
+      if (c[e] != before[e])
+        return Finding{Check::unsupported_touched_output,
+                       fmt::format("returned NVFP4_UNSUPPORTED ({}) but wrote its outputs: byte {} of Q and SFQ is "
+                                   "0x{:02x}, it held 0x{:02x}",
+                                   x.unsupported_why, e, c[e], before[e])};
+    return std::nullopt;
+  }
   for (size_t e = 0; e < c.size(); ++e) {
     if (c[e] == x.poison) continue;
     return Finding{Check::unsupported_touched_output,

@@ -186,6 +186,16 @@ TEST(QuantizeOp, QStillHoldingThePoisonIsUnwritten) {
   EXPECT_NE(j.finding->message.find("byte(s) of Q unwritten"), std::string::npos) << j.finding->message;
 }
 
+// A problem of a format the kernel does not declare is handed over to be refused (the kernel can
+// tell from q_format): refused and untouched, it passes; the outputs' padding held the pad byte.
+TEST(QuantizeOp, AnUndeclaredFormatIsRefusedUntouched) {
+  Problem p = permuted_case();
+  p.q_format = BlockFormat::mxfp4;
+  p.recipe = Recipe::mx_rceil;
+  const CaseOutcome r = check_in_process(builtin("host_quantize_nvfp4"), p);
+  EXPECT_EQ(r.verdict, CaseOutcome::Verdict::unsupported) << check_of(r) << ": " << message_of(r);
+}
+
 TEST(QuantizeOp, StaleDataNegatesAndMovesRows) {
   const Problem p = permuted_case();
   const ExactResult ref = exact_gemm(p);
