@@ -22,23 +22,14 @@ namespace {
 
 // A field's value as bytes to compare (floats by their bits, so -0 and NaN payloads count).
 template <class T>
-struct is_optional : std::false_type {};
-template <class T>
-struct is_optional<std::optional<T>> : std::true_type {};
-template <class T>
-struct is_vector : std::false_type {};
-template <class T>
-struct is_vector<std::vector<T>> : std::true_type {};
-
-template <class T>
 std::string field_bytes(const T& v) {
   if constexpr (std::is_same_v<T, nvfp4::Group>) {
     std::string out;
     nvfp4::visit_group_fields([&](const char*, const auto& m, nvfp4::FieldRole) { out += field_bytes(m) + '|'; }, v);
     return out;
-  } else if constexpr (is_optional<T>::value) {
+  } else if constexpr (nvfp4::is_optional<T>::value) {
     return v ? "+" + field_bytes(*v) : "-";
-  } else if constexpr (is_vector<T>::value) {
+  } else if constexpr (nvfp4::is_vector<T>::value) {
     std::string out;
     for (const auto& e : v) out += field_bytes(e) + ',';
     return out;

@@ -3,11 +3,24 @@
 // field is one line here; `role` says whether a kernel may see it.
 #pragma once
 
+#include <optional>
 #include <type_traits>
+#include <vector>
 
 #include "reference/problem.h"
 
 namespace nvfp4 {
+
+// What code walking these lists needs to tell a field's kind apart (the protocol's encoder and
+// decoder, the case-file fuzzer's comparison).
+template <class T>
+struct is_vector : std::false_type {};
+template <class T>
+struct is_vector<std::vector<T>> : std::true_type {};
+template <class T>
+struct is_optional : std::false_type {};
+template <class T>
+struct is_optional<std::optional<T>> : std::true_type {};
 
 enum class FieldRole {
   input,  // what a kernel is handed (shape, options, data): a kernel's process receives it

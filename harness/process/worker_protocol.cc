@@ -131,15 +131,6 @@ if_is<T, CallDoneMsg> visit_fields(V&& v, T& m) {
 template <class V, class T>
 if_is<T, QuitMsg> visit_fields(V&&, T&) {}
 
-template <class T>
-struct is_vector : std::false_type {};
-template <class T>
-struct is_vector<std::vector<T>> : std::true_type {};
-template <class T>
-struct is_optional : std::false_type {};
-template <class T>
-struct is_optional<std::optional<T>> : std::true_type {};
-
 // Enum values the protocol accepts; a problem's enums are checked with the problem
 // (problem_error), so only the call's end needs one here.
 bool known(CallObservation::End e) { return e <= CallObservation::End::input_fault; }
