@@ -164,10 +164,10 @@ struct FieldMerger {
     } else if constexpr (is_map<T>::value) {
       for (const auto& [name, value] : from) into[name] += value;
     } else if constexpr (std::is_same_v<T, std::vector<std::pair<std::string, double>>>) {
-      for (const auto& [name, value] : from) {
-        auto at = std::find_if(into.begin(), into.end(), [&](const auto& e) { return e.first == name; });
-        if (at == into.end()) into.emplace_back(name, value);
-        else at->second += value;
+      for (const auto& entry : from) {
+        auto at = std::find_if(into.begin(), into.end(), [&](const auto& e) { return e.first == entry.first; });
+        if (at == into.end()) into.push_back(entry);
+        else at->second += entry.second;
       }
     } else if constexpr (std::is_same_v<T, ScheduleStats>) {
       visit_fields(FieldMerger{false}, into, from);
