@@ -16,6 +16,7 @@
 
 #include "harness/ops/op_module.h"
 #include "harness/draw/schedule.h"
+#include "kernels/host/fp16_from_float.h"
 
 namespace nvfp4 {
 namespace quantize_op {
@@ -49,10 +50,7 @@ uint32_t to_word(InType t, float v) {
     if (std::isnan(v)) return (bits >> 16) | 0x40u;
     return (bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16;
   }
-  const _Float16 h = static_cast<_Float16>(v);
-  uint16_t out;
-  std::memcpy(&out, &h, 2);
-  return out;
+  return kern::fp16_from_float(v);
 }
 
 float largest(InType t) { return t == InType::fp16 ? 65504.0f : t == InType::bf16 ? 3.38e38f : 3.4e38f; }
