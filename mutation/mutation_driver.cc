@@ -161,11 +161,7 @@ CheckOutcome suite_check(Executor& executor, const MutationOptions& options, int
   ScheduleOptions so;
   so.seed = options.seed;
   if (options.small_shapes) {
-    // For long honest runs: small cases, still across tile edges of 32 rows and 64 elements.
-    so.limits.max_m = 70;
-    so.limits.max_n = 20;
-    so.limits.max_k = 160;
-    so.limits.max_l = 3;
+    so.limits = quick_shape_limits();
     so.large_tail = false;
   }
   const Schedule schedule(k.info, k.name, so);
