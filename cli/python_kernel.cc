@@ -156,30 +156,11 @@ bool declares_anything(const PythonArgs& a) {
 
 namespace {
 
-// The checks whose failure work on two unordered streams can explain. Besides the three that
-// look for it (a second run, stale data, the poison left), the oracle: when the kernel reads an
-// input another stream is still writing (scales made .contiguous() on torch's current stream, a
-// launch on the legacy one), the race shows first as wrong values.
-bool stream_explainable(Check c) {
-  return c == Check::determinism || c == Check::stale_state || c == Check::unwritten_output || c == Check::oracle;
-}
-
-// What is missing when the case passes with torch's current stream the other one.
-std::string missing_order(const std::string& failed_on) {
-  if (failed_on == "current")
-    return "work the function put on the legacy default stream (a <<<grid, block>>> launch without a stream, raw "
-           "stream 0) is not ordered after the work it put on torch's current stream, the runner's (a .contiguous() "
-           "or a copy of an input): launch on torch.cuda.current_stream() or make one stream wait for the other. "
-           "GPU MODE's harness runs everything on the legacy stream, where this passes";
-  return "work the function put on a stream of its own or the runner's is not ordered after the work it put on the "
-         "legacy default stream, torch's current stream there: make one stream wait for the other";
-}
-
 class OtherStreamListener final : public SuiteListener {
  public:
   OtherStreamListener(WorkerCommand command, std::string mine, double timeout_s, std::string case_dir)
       : command_(std::move(command)), mine_(std::move(mine)), timeout_s_(timeout_s), case_dir_(std::move(case_dir)) {
-    other_ = mine_ == "legacy" ? "current" : "legacy";
+    other_ = other_stream(mine_);
     bool found = false;
     for (size_t x = 0; x + 1 < command_.argv.size(); ++x)
       if (command_.argv[x] == "--stream") command_.argv[x + 1] = other_, found = true;
@@ -196,9 +177,7 @@ class OtherStreamListener final : public SuiteListener {
       base.case_dir = case_dir_ + "/other-stream";
       const CaseOutcome again = replay_case(executor, input, base);
       if (again.verdict != CaseOutcome::Verdict::pass) return;  // not the streams, or not only
-      note = fmt::format("the same case, run again with --stream {}, passed: {}{}", other_,
-                         f.check == Check::oracle ? "the wrong values come from a race between two streams; " : "",
-                         missing_order(mine_));
+      note = other_stream_note(f.check, mine_, "--stream " + other_);
     } catch (const std::exception& e) {
       note = fmt::format("running it again with --stream {} did not work: {}", other_, e.what());
     }

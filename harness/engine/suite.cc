@@ -394,8 +394,7 @@ SuiteResult run_suite(const std::vector<SuiteKernel>& kernels, const RunSettings
   result.seed = settings.seed;
   result.command = settings.command_line;
   result.shard = settings.shard;
-  // With neither a case count nor a time, `run` is the main job: about a minute in all.
-  const double total_seconds = settings.seconds > 0 ? settings.seconds : (settings.cases > 0 ? 0 : 60);
+  const double total_seconds = settings.seconds > 0 ? settings.seconds : (settings.cases > 0 ? 0 : kDefaultRunSeconds);
   const int gpus = std::max<int>(1, static_cast<int>(settings.gpus.size()));
   const auto session_start = Clock::now();
   // Schedules first: a kernel that is skipped (no device, an op it lacks) leaves its share of the

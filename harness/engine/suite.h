@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "harness/engine/defaults.h"
 #include "harness/judge/case_check.h"
 #include "harness/engine/report.h"
 #include "harness/draw/schedule.h"
@@ -133,9 +134,9 @@ struct RunSettings {
   std::optional<Op> op;
   std::optional<Shape> shape;
   int64_t cases = 0;    // per kernel (a shard checks its share of these indices)
-  double seconds = 0;   // for all kernels together; with neither, the main job: 60 s
+  double seconds = 0;   // for all kernels together; with neither, kDefaultRunSeconds
   Shard shard;          // `--shard I/N`: only the cases whose index is I modulo N
-  std::string case_dir = "nvfp4check-cases";
+  std::string case_dir = kDefaultCaseDir;
   std::optional<Policy> policy;
   double timeout_s = kDefaultCallTimeout;
   int jobs = 1;                   // kernel processes (lanes) per GPU, or in all for host kernels
@@ -154,7 +155,7 @@ struct ReplayInput {
   ShapeLimits fuzz_limits;
 };
 struct ReplaySettings {
-  std::string case_dir = "nvfp4check-cases";  // error maps and stale-state cases of failures
+  std::string case_dir = kDefaultCaseDir;  // error maps and stale-state cases of failures
   std::optional<Policy> policy;
   double timeout_s = kDefaultCallTimeout;
   bool named = false;  // kernels were named: every input goes to every one
