@@ -66,15 +66,7 @@ void report_failure(KernelReport& report, const KernelDesc& kernel, const CaseOu
   add_outcome(report, out, index, "", "", reproduce);
   FailureRecord& f = *report.failure;
   listener.annotate_failure(kernel, out, f);
-  if (f.message != out.finding->message || f.hint != out.finding->hint) {
-    // A listener had more to say (a second run of the case): the text says it too.
-    CaseOutcome annotated = out;
-    annotated.finding->message = f.message;
-    annotated.finding->hint = f.hint;
-    f.text = failure_text(kernel.name, seed, annotated, f.error_map, f.reproduce);
-  } else {
-    f.text = failure_text(kernel.name, seed, out, f.error_map, f.reproduce);
-  }
+  f.text = failure_text(kernel.name, seed, out, f.error_map, f.reproduce, f.notes);
   listener.failed(kernel, f);
 }
 

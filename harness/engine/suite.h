@@ -43,7 +43,8 @@ class SuiteListener {
   // One case checked (any lane; the verdict of the kernel is not decided by it).
   virtual void case_done(const KernelDesc& kernel, int64_t index, const CaseOutcome& outcome) {}
   // A kernel's first failure, before it is rendered: a listener may attach what it made for it
-  // (the error map's path).
+  // (the error map's path) and append to its notes what it found out (a second run of the case);
+  // the check's own message and hint are the engine's.
   virtual void annotate_failure(const KernelDesc& kernel, const CaseOutcome& outcome, FailureRecord& failure) {}
   // The first failure, rendered (failure.text).
   virtual void failed(const KernelDesc& kernel, const FailureRecord& failure) {}

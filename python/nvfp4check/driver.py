@@ -19,17 +19,25 @@ from .adapter import KernelAdapter, KernelFailure
 
 
 class Failure:
-    """The first failure of a check: the runner's check name, the saved case, the text to print."""
+    """The first failure of a check: the runner's check name, the saved case, the text to print, and
+    the notes found out about it afterwards (a second run of the case)."""
 
-    __slots__ = ("check", "case_file", "message", "text", "error_map", "element")
+    __slots__ = ("check", "case_file", "message", "text", "error_map", "element", "notes")
 
-    def __init__(self, check, case_file, message, text, error_map=None, element=None):
+    def __init__(self, check, case_file, message, text, error_map=None, element=None, notes=()):
         self.check = check
         self.case_file = case_file
         self.message = message
         self.text = text
         self.error_map = error_map
         self.element = element
+        self.notes = list(notes)
+
+    def add_note(self, note):
+        """Adds what was found out about the failure: to its notes, and as a line of its text, as
+        the program shows its listeners' notes. The check's message stays its own."""
+        self.notes.append(note)
+        self.text = self.text.rstrip("\n") + "\n  note: " + note + "\n"
 
     def __repr__(self):
         return f"Failure(check={self.check!r}, case_file={self.case_file!r})"
@@ -59,7 +67,7 @@ class Report:
             if f.get("case_file"):
                 text += f"  reproduce in Python: {replay_call(f['case_file'])}\n"
             self.failure = Failure(f.get("check"), f.get("case_file"), f.get("message"), text, f.get("error_map"),
-                                   f.get("element"))
+                                   f.get("element"), f.get("notes", ()))
 
     @property
     def ok(self):
@@ -254,8 +262,7 @@ def check(fn, op=None, memory="cuda", format=None, sf_layouts=None, flags=0, nam
     note = _other_stream_note(adapter, report, lambda path: replay(path, adapter, case_dir=os.path.join(
         case_dir or default("case_dir"), "other-stream"), policy=policy, timeout_s=timeout_s))
     if note:
-        report.failure.message += "; " + note
-        report.failure.text = report.failure.text.rstrip("\n") + "\n  " + note + "\n"
+        report.failure.add_note(note)
     return report
 
 
