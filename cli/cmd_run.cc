@@ -25,7 +25,7 @@ namespace {
 struct RunArgs {
   std::vector<std::string> plugins, kernels, exclude, gpus;
   std::string memory,  // --memory without --python: only the kernels in this memory
-      op, report, junit, case_dir = "nvfp4check-cases", policy, shape, shard;
+      op, report, junit, case_dir = kDefaultCaseDir, policy, shape, shard;
   PythonArgs python;  // run --python FILE[:FUNCTION] (SPEC.md sections 6 and 7)
   int64_t cases = 0;
   double seconds = 0, timeout_s = kDefaultCallTimeout;
@@ -46,12 +46,7 @@ int run_main(const RunArgs& args, const std::string& command_line) {
   if (args.shard_given) s.shard = parse_shard(args.shard);
   // Without one seed the shards would each draw their own schedule, not split one.
   if (s.shard.sharded() && !args.seed) throw std::invalid_argument("--shard needs --seed (every shard the same)");
-  if (args.seed) {
-    s.seed = *args.seed;
-  } else {
-    s.seed = static_cast<uint64_t>(std::chrono::system_clock::now().time_since_epoch().count());
-    fmt::print(stderr, "seed from the clock: {} (repeat this run with --seed {})\n", s.seed, s.seed);
-  }
+  s.seed = seed_or_clock(args.seed, "--seed ");
   if (!args.op.empty()) {
     Op op = Op::gemm;
     parse_op(args.op, &op);  // the option's check admits the four names only
@@ -135,7 +130,7 @@ void add_run_command(CLI::App& app, int& exit_code) {
       ->check(CLI::IsMember(op_names()));
   run->add_option("--cases", args->cases, "Cases per kernel (default: as many as the time allows)")
       ->check(count_in_range(int64_t(1) << 40));
-  run->add_option("--seconds", args->seconds, "Time for all kernels together (default 60 without --cases)")
+  run->add_option("--seconds", args->seconds, fmt::format("Time for all kernels together (default {} without --cases)", kDefaultRunSeconds))
       ->check(seconds_in_range(30 * 24 * 3600.0));
   run->add_option("--seed", args->seed, "Seed of the schedule (default: from the clock, printed)")->check(unsigned_seed());
   run->add_option("--report", args->report, "Write the JSON report here (checked before anything runs)");

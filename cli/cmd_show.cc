@@ -17,6 +17,7 @@
 #include "harness/judge/checks.h"
 #include "harness/draw/generators.h"
 #include "reference/case_file.h"
+#include "reference/block_scale.h"
 #include "reference/exact_gemm.h"
 #include "reference/oracle.h"
 #include "reference/quantize.h"
@@ -91,11 +92,10 @@ bool element_exact(const Problem& p, const ExactResult& ref, int64_t idx) {
 
 // A scale byte in words: E4M3 (NVFP4) or E8M0 (the MX formats).
 std::string scale_words(BlockFormat f, uint8_t byte) {
-  if (f != BlockFormat::nvfp4)
-    return byte == 0xFF ? "0xff (NaN)" : fmt::format("0x{:02x} (2^{})", byte, static_cast<int>(byte) - 127);
-  const ScaleValue v = e4m3_decode(byte, ScaleSemantics::e4m3);
-  if (v.nan) return fmt::format("0x{:02x} (NaN)", byte);
-  return fmt::format("0x{:02x} ({})", byte, v.sign * std::ldexp(static_cast<double>(v.sig), v.exp));
+  const double v = block_scale_value(f, byte, ScaleSemantics::e4m3);
+  if (std::isnan(v)) return fmt::format("0x{:02x} (NaN)", byte);
+  if (f != BlockFormat::nvfp4) return fmt::format("0x{:02x} (2^{})", byte, std::ilogb(v));
+  return fmt::format("0x{:02x} ({})", byte, v);
 }
 
 // A quantize case: its declaration, the global scales handed over, the first blocks' maxima,

@@ -105,39 +105,46 @@ std::vector<std::string> python_declaration_args(const PythonArgs& args) {
   return a;
 }
 
-SuiteKernel python_kernel(const PythonArgs& args, double timeout_s) {
-  SuiteKernel k;
+WorkerCommand python_worker_command(const PythonArgs& args, double timeout_s) {
+  WorkerCommand command;
   const char* env_python = std::getenv("NVFP4_PYTHON");
   const std::string python = !args.python_exe.empty() ? args.python_exe : env_python && *env_python ? env_python : "python3";
   const std::vector<std::string> declared = python_declaration_args(args);
-  // What names this function again (the interpreter is the environment's business).
-  k.replay_args = {"--python", args.python};
-  k.replay_args.insert(k.replay_args.end(), declared.begin(), declared.end());
-  k.command.kernel = args.python;
-  k.command.argv = {python, "-m", "nvfp4check.worker", args.python};
-  k.command.argv.insert(k.command.argv.end(), declared.begin(), declared.end());
-  k.command.argv.insert(k.command.argv.end(), {"--timeout", fmt::format("{}", timeout_s), "--serve-fd",
-                                               std::to_string(kWorkerChannelFd)});
+  command.kernel = args.python;
+  command.argv = {python, "-m", "nvfp4check.worker", args.python};
+  command.argv.insert(command.argv.end(), declared.begin(), declared.end());
+  command.argv.insert(command.argv.end(), {"--timeout", fmt::format("{}", timeout_s), "--serve-fd",
+                                           std::to_string(kWorkerChannelFd)});
   // execve needs a path: find the interpreter on PATH here.
-  if (k.command.argv[0].find('/') == std::string::npos) {
+  if (command.argv[0].find('/') == std::string::npos) {
     const char* path = std::getenv("PATH");
     std::string dirs = path ? path : "/usr/bin:/bin";
     for (size_t start = 0; start <= dirs.size();) {
       const size_t end = std::min(dirs.find(':', start), dirs.size());
-      const std::string candidate = dirs.substr(start, end - start) + "/" + k.command.argv[0];
+      const std::string candidate = dirs.substr(start, end - start) + "/" + command.argv[0];
       if (access(candidate.c_str(), X_OK) == 0) {
-        k.command.argv[0] = candidate;
+        command.argv[0] = candidate;
         break;
       }
       start = end + 1;
     }
   }
   // A missing interpreter is bad usage, not a kernel's process that "exited with status 127".
-  if (access(k.command.argv[0].c_str(), X_OK) != 0)
+  if (access(command.argv[0].c_str(), X_OK) != 0)
     throw std::invalid_argument(fmt::format(
-        "the Python interpreter {} was not found{}", k.command.argv[0],
+        "the Python interpreter {} was not found{}", command.argv[0],
         !args.python_exe.empty() ? " (--python-exe)" : env_python && *env_python ? " (NVFP4_PYTHON)" : " on PATH"));
-  k.command.warmup_timeout_s = args.warmup_timeout_s;
+  command.warmup_timeout_s = args.warmup_timeout_s;
+  return command;
+}
+
+SuiteKernel python_kernel(const PythonArgs& args, double timeout_s) {
+  SuiteKernel k;
+  const std::vector<std::string> declared = python_declaration_args(args);
+  // What names this function again (the interpreter is the environment's business).
+  k.replay_args = {"--python", args.python};
+  k.replay_args.insert(k.replay_args.end(), declared.begin(), declared.end());
+  k.command = python_worker_command(args, timeout_s);
   k.stream = args.stream;
   // This process tells the declarations and then checks the first cases: the file is imported
   // (and compiled) once.
@@ -156,35 +163,12 @@ bool declares_anything(const PythonArgs& a) {
 
 namespace {
 
-// The checks whose failure work on two unordered streams can explain. Besides the three that
-// look for it (a second run, stale data, the poison left), the oracle: when the kernel reads an
-// input another stream is still writing (scales made .contiguous() on torch's current stream, a
-// launch on the legacy one), the race shows first as wrong values.
-bool stream_explainable(Check c) {
-  return c == Check::determinism || c == Check::stale_state || c == Check::unwritten_output || c == Check::oracle;
-}
-
-// What is missing when the case passes with torch's current stream the other one.
-std::string missing_order(const std::string& failed_on) {
-  if (failed_on == "current")
-    return "work the function put on the legacy default stream (a <<<grid, block>>> launch without a stream, raw "
-           "stream 0) is not ordered after the work it put on torch's current stream, the runner's (a .contiguous() "
-           "or a copy of an input): launch on torch.cuda.current_stream() or make one stream wait for the other. "
-           "GPU MODE's harness runs everything on the legacy stream, where this passes";
-  return "work the function put on a stream of its own or the runner's is not ordered after the work it put on the "
-         "legacy default stream, torch's current stream there: make one stream wait for the other";
-}
-
 class OtherStreamListener final : public SuiteListener {
  public:
-  OtherStreamListener(WorkerCommand command, std::string mine, double timeout_s, std::string case_dir)
-      : command_(std::move(command)), mine_(std::move(mine)), timeout_s_(timeout_s), case_dir_(std::move(case_dir)) {
-    other_ = mine_ == "legacy" ? "current" : "legacy";
-    bool found = false;
-    for (size_t x = 0; x + 1 < command_.argv.size(); ++x)
-      if (command_.argv[x] == "--stream") command_.argv[x + 1] = other_, found = true;
-    if (!found) command_.argv.insert(command_.argv.end() - 2, {"--stream", other_});  // before --serve-fd FD
-  }
+  // `other`: the same function's worker with torch's current stream the other one.
+  OtherStreamListener(WorkerCommand other, std::string mine, double timeout_s, std::string case_dir)
+      : command_(std::move(other)), mine_(std::move(mine)), other_(other_stream(mine_)), timeout_s_(timeout_s),
+        case_dir_(std::move(case_dir)) {}
 
   void annotate_failure(const KernelDesc&, const CaseOutcome& out, FailureRecord& f) override {
     if (!stream_explainable(f.check) || out.case_file.empty()) return;
@@ -196,14 +180,11 @@ class OtherStreamListener final : public SuiteListener {
       base.case_dir = case_dir_ + "/other-stream";
       const CaseOutcome again = replay_case(executor, input, base);
       if (again.verdict != CaseOutcome::Verdict::pass) return;  // not the streams, or not only
-      note = fmt::format("the same case, run again with --stream {}, passed: {}{}", other_,
-                         f.check == Check::oracle ? "the wrong values come from a race between two streams; " : "",
-                         missing_order(mine_));
+      note = other_stream_note(f.check, mine_, "--stream " + other_);
     } catch (const std::exception& e) {
       note = fmt::format("running it again with --stream {} did not work: {}", other_, e.what());
     }
-    f.message += ". " + note;
-    f.hint = f.hint.empty() ? note : f.hint + "; " + note;
+    f.notes.push_back(note);
   }
 
  private:
@@ -218,7 +199,9 @@ class OtherStreamListener final : public SuiteListener {
 std::unique_ptr<SuiteListener> other_stream_listener(const SuiteKernel& kernel, const PythonArgs& args,
                                                      double timeout_s, const std::string& case_dir) {
   if (!kernel.desc.is_cuda()) return nullptr;
-  return std::make_unique<OtherStreamListener>(kernel.command, args.stream, timeout_s, case_dir);
+  PythonArgs other = args;
+  other.stream = other_stream(args.stream);
+  return std::make_unique<OtherStreamListener>(python_worker_command(other, timeout_s), args.stream, timeout_s, case_dir);
 }
 
 }  // namespace nvfp4::cli

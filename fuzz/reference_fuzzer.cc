@@ -1,4 +1,5 @@
-// Fuzz target `reference`: small problems from the bytes (fuzz_problem.h encoding), checked against
+// Fuzz target `reference`: small problems from the bytes (the suite's one draw, as the kernel
+// fuzzer draws them, or a case file when the input is text), checked against
 // code written here independently of reference/: the E2M1 and E4M3 decoders, both scale layouts
 // and their round trips, and exact_gemm (every field the oracle uses, and the RN16 output) against
 // a brute force that rounds by binary search over all FP16 values. The oracle must accept the
@@ -7,10 +8,11 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <vector>
 
-#include "fuzz/fuzz_problem.h"
+#include "harness/draw/schedule.h"
 #include "reference/exact_gemm.h"
 #include "reference/oracle.h"
 #include "reference/scale_layout.h"
@@ -254,14 +256,38 @@ void check_exact_gemm(const nvfp4::Problem& p) {
   }
 }
 
+// The problems the brute force above covers: GEMV and GEMM with FP16 output, in either layout and
+// either scale semantics (the first draw picks), within reference_fuzz_shape_limits. Binary input
+// is the draws of the suite's one draw (ByteDraws), so this fuzzer meets every data class the
+// schedule has; text is a case file, so the kernel fuzzer's seeds and saved cases are inputs too.
+std::optional<nvfp4::Problem> reference_problem(const uint8_t* data, size_t size) {
+  const std::string bytes(reinterpret_cast<const char*>(data), size);
+  const nvfp4::ShapeLimits limits = nvfp4::reference_fuzz_shape_limits();
+  std::optional<nvfp4::Problem> p;
+  if (nvfp4::is_case_text(bytes)) {
+    p = nvfp4::fuzz_input_problem(bytes, nullptr, limits);
+  } else {
+    nvfp4::ByteDraws d(data, size);
+    nvfp4_kernel_info info{};
+    info.abi_version = NVFP4_ABI_VERSION;
+    info.ops = (1u << NVFP4_OP_GEMV) | (1u << NVFP4_OP_GEMM);
+    info.out_types = 1u << NVFP4_OUT_FP16;
+    info.sf_layouts = (1u << NVFP4_SF_LINEAR) | (1u << NVFP4_SF_PERMUTED);
+    info.m_multiple = info.n_multiple = info.k_multiple = 1;
+    if (d.below(2)) info.flags |= NVFP4_FLAG_SIGNED_SCALES;
+    p = nvfp4::draw_case(d, info, nvfp4::CaseConstraints{}, limits).problem;
+  }
+  const bool covered = p && (p->op == nvfp4::Op::gemv || p->op == nvfp4::Op::gemm) &&
+                       p->out_type == nvfp4::OutType::fp16 && p->l * p->m * p->n * p->k <= limits.max_products;
+  return covered ? p : std::nullopt;
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  // Small problems only (see reference_fuzzer_caps): layout and rounding bugs show at small sizes.
-  nvfp4::FuzzDecodeOptions options;
-  options.caps = nvfp4::reference_fuzzer_caps();
-  nvfp4::Problem p;
-  if (!nvfp4::decode_fuzz_input(data, size, options, &p)) return 0;
+  const std::optional<nvfp4::Problem> problem = reference_problem(data, size);
+  if (!problem) return 0;
+  const nvfp4::Problem& p = *problem;
   check_decoders(p, data, size);
   check_layout(p, p.sfa, p.m, p.sfb.empty() ? 0x7F : p.sfb[0], "sfa");
   check_layout(p, p.sfb, p.n, p.sfa[0], "sfb");

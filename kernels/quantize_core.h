@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "kernels/block_scaled_decode.h"
 #include "kernels/nvfp4_kernel_abi.h"
 
 #if defined(__CUDACC__)
@@ -45,29 +46,18 @@ enum class Bug : int {
   honest_sr_other_generator,  // stochastic rounding from another counter-based generator
 };
 
-NVFP4_QHD inline float bits_float(uint32_t b) {
-  float f;
-  memcpy(&f, &b, 4);
-  return f;
-}
-NVFP4_QHD inline uint32_t float_bits(float f) {
-  uint32_t b;
-  memcpy(&b, &f, 4);
-  return b;
-}
-
 // One input element as a float (every FP16, BF16 and FP32 word is exactly one).
 NVFP4_QHD inline float input_value(const void* x, int64_t index, uint32_t in_type) {
   if (in_type == NVFP4_IN_FP32) return static_cast<const float*>(x)[index];
   const uint16_t w = static_cast<const uint16_t*>(x)[index];
-  if (in_type == NVFP4_IN_BF16) return bits_float(static_cast<uint32_t>(w) << 16);
+  if (in_type == NVFP4_IN_BF16) return float_from_bits(static_cast<uint32_t>(w) << 16);
   const uint32_t sign = (w & 0x8000u) << 16, e = (w >> 10) & 0x1Fu, m = w & 0x3FFu;
-  if (e == 0x1F) return bits_float(sign | 0x7F800000u | (m << 13));
+  if (e == 0x1F) return float_from_bits(sign | 0x7F800000u | (m << 13));
   if (e == 0) {  // subnormal or zero: m * 2^-24, exact in FP32
     const float v = static_cast<float>(m) * 5.9604644775390625e-08f;
     return sign ? -v : v;
   }
-  return bits_float(sign | ((e + 112u) << 23) | (m << 13));
+  return float_from_bits(sign | ((e + 112u) << 23) | (m << 13));
 }
 
 // |v| rounded to nearest even on the grid of `quantum` (a power of two), exactly: v / quantum is
@@ -80,9 +70,9 @@ NVFP4_QHD inline float binade(float a) {
   if ((b >> 23) == 0) {  // subnormal: its top set bit
     uint32_t top = 1u << 22;
     while (!(b & top)) top >>= 1;
-    return bits_float(top);
+    return float_from_bits(top);
   }
-  return bits_float(b & 0x7F800000u);
+  return float_from_bits(b & 0x7F800000u);
 }
 
 // cvt.rn.satfinite.e4m3x2.f32: RN to E4M3FN, |v| > 448 and Inf to +-448, NaN to 0x7F.
@@ -102,14 +92,13 @@ NVFP4_QHD inline uint8_t e4m3_from_float(float v, bool toward_zero = false) {
   return sign | static_cast<uint8_t>((e << 3) | m);
 }
 
-// An E4M3FN byte's value (NaN for 0x7F/0xFF). bug: the subnormal misdecode.
+// An E4M3FN byte's value, signed (NaN for 0x7F/0xFF): the kernels' one decoder. bug: the
+// subnormal misdecode, a subnormal byte read with the implicit 1 of exponent field 1 (0 stays 0).
 NVFP4_QHD inline float e4m3_to_float(uint8_t byte, Bug bug = Bug::none) {
-  if ((byte & 0x7F) == 0x7F) return bits_float(0x7FC00000u);
+  if ((byte & 0x7F) == 0x7F) return float_from_bits(0x7FC00000u);  // one NaN, whatever the sign bit
   const int e = (byte >> 3) & 0xF, m = byte & 7;
-  float v;
-  if (e == 0 && bug != Bug::subnormal_scale_decode) v = static_cast<float>(m) * 0.001953125f;
-  else v = ldexpf(1.0f + static_cast<float>(m) / 8.0f, e - 7);
-  if (e == 0 && bug == Bug::subnormal_scale_decode && m == 0) v = 0.0f;
+  if (bug != Bug::subnormal_scale_decode || e != 0) return kern::e4m3_to_float(byte, true);
+  const float v = m == 0 ? 0.0f : ldexpf(1.0f + static_cast<float>(m) / 8.0f, -7);
   return (byte & 0x80) ? -v : v;
 }
 
@@ -279,7 +268,7 @@ struct JitterRcp {
   NVFP4_QHD float operator()(float v) const {
     const float r = 1.0f / v;
     if (!(r > 0.0f) || r > FLT_MAX) return r;
-    return bits_float(float_bits(r) + (up ? 1u : 0xFFFFFFFFu));
+    return float_from_bits(float_bits(r) + (up ? 1u : 0xFFFFFFFFu));
   }
 };
 

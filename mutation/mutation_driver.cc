@@ -15,6 +15,7 @@
 #include "harness/engine/junit.h"
 #include "harness/engine/report.h"
 #include "harness/engine/suite.h"
+#include "reference/block_scale.h"
 #include "reference/exact_gemm.h"
 #include "reference/formats.h"
 #include "reference/oracle.h"
@@ -133,6 +134,18 @@ json outcome_json(const CheckOutcome& o) {
   return j;
 }
 
+// What every row of the report has, mutant or honest variant: its name, memory and whether it
+// could run here (and why not).
+template <class Row>
+json row_json(const Row& r) {
+  json j;
+  j["name"] = r.name;
+  j["memory"] = r.memory;
+  j["runnable"] = r.runnable;
+  if (!r.runnable) j["why_not"] = r.why_not;
+  return j;
+}
+
 std::string cell(const CheckOutcome& o) {
   if (!o.ran) return "-";
   if (o.failed) return fmt::format("KILLED {} @{} {:.2f}s", o.check, o.cases, o.seconds);
@@ -161,11 +174,7 @@ CheckOutcome suite_check(Executor& executor, const MutationOptions& options, int
   ScheduleOptions so;
   so.seed = options.seed;
   if (options.small_shapes) {
-    // For long honest runs: small cases, still across tile edges of 32 rows and 64 elements.
-    so.limits.max_m = 70;
-    so.limits.max_n = 20;
-    so.limits.max_k = 160;
-    so.limits.max_l = 3;
+    so.limits = quick_shape_limits();
     so.large_tail = false;
   }
   const Schedule schedule(k.info, k.name, so);
@@ -296,11 +305,6 @@ double code_value(BlockFormat f, uint8_t code) {
   if (packs_nibbles(f)) return e2m1_twice(code) / 2.0;
   return code;  // MXFP8 elements: compared as bytes (no loose comparison is written for them)
 }
-double scale_value(BlockFormat f, uint8_t byte) {
-  if (f != BlockFormat::nvfp4) return byte == 0xFF ? std::nan("") : std::ldexp(1.0, static_cast<int>(byte) - 127);
-  const ScaleValue v = e4m3_decode(byte, ScaleSemantics::ue4m3);
-  return v.nan ? std::nan("") : std::ldexp(static_cast<double>(v.sig), v.exp);
-}
 bool close(double got, double want, double rtol, double atol) {
   if (std::isnan(got) || std::isnan(want)) return std::isnan(got) && std::isnan(want);
   return std::fabs(got - want) <= atol + rtol * std::fabs(want);
@@ -313,7 +317,7 @@ std::string quantizer_mismatch(const Problem& p, const std::vector<uint32_t>& wo
   const std::vector<uint8_t> sfq = p.sf_layout == SfLayout::permuted ? sf_to_linear(laid.data(), p.m, p.qkb(), p.l) : laid;
   const bool te = h == QuantizerHarness::transformer_engine;
   for (size_t s = 0; s < ref.sfq.size(); ++s)
-    if (te ? sfq[s] != ref.sfq[s] : !close(scale_value(p.q_format, sfq[s]), scale_value(p.q_format, ref.sfq[s]), 0.1, 0))
+    if (te ? sfq[s] != ref.sfq[s] : !close(block_scale_value(p.q_format, sfq[s]), block_scale_value(p.q_format, ref.sfq[s]), 0.1, 0))
       return fmt::format("scale {}: 0x{:02x}, the reference's 0x{:02x}", s, sfq[s], ref.sfq[s]);
   const int64_t elems = p.l * p.m * p.k;
   for (int64_t e = 0; e < elems; ++e) {
@@ -360,22 +364,29 @@ CheckOutcome quantizer_harness_check(Executor& executor, const MutationOptions& 
   return out;
 }
 
+// A row's name, memory and whether the kernel can run here and has cases in the schedule (why not,
+// when it does not): what a mutant's and an honest variant's rows start with. False when it cannot.
+template <class Row>
+bool start_row(Row& row, const KernelDesc& kernel) {
+  row.name = kernel.name;
+  row.memory = kernel.is_cuda() ? "cuda" : "host";
+  row.runnable = kernel.runnable;
+  row.why_not = kernel.why_not;
+  if (!row.runnable) return false;
+  if (const std::string why = unschedulable(kernel); !why.empty()) {
+    row.runnable = false;
+    row.why_not = why;
+  }
+  return row.runnable;
+}
+
 }  // namespace
 
 MutantRow analyse_mutant(Executor& executor, const MutationOptions& options) {
   const KernelDesc& kernel = executor.kernel();
   MutantRow row;
-  row.name = kernel.name;
   row.description = kernel.description;
-  row.memory = kernel.is_cuda() ? "cuda" : "host";
-  row.runnable = kernel.runnable;
-  row.why_not = kernel.why_not;
-  if (!row.runnable) return row;
-  if (const std::string why = unschedulable(kernel); !why.empty()) {
-    row.runnable = false;
-    row.why_not = why;
-    return row;
-  }
+  if (!start_row(row, kernel)) return row;
   row.suite = suite_check(executor, options, options.budget);
   // The weaker checks model harnesses of FP16 GEMV and GEMM problems (GPU MODE's, KernelBench's):
   // a kernel of neither, or without FP16 output, is not one they could check ("-").
@@ -395,16 +406,7 @@ MutantRow analyse_mutant(Executor& executor, const MutationOptions& options) {
 HonestRow run_honest(Executor& executor, int64_t cases, const MutationOptions& options) {
   const KernelDesc& kernel = executor.kernel();
   HonestRow row;
-  row.name = kernel.name;
-  row.memory = kernel.is_cuda() ? "cuda" : "host";
-  row.runnable = kernel.runnable;
-  row.why_not = kernel.why_not;
-  if (!row.runnable) return row;
-  if (const std::string why = unschedulable(kernel); !why.empty()) {
-    row.runnable = false;
-    row.why_not = why;
-    return row;
-  }
+  if (!start_row(row, kernel)) return row;
   row.suite = suite_check(executor, options, cases);
   return row;
 }
@@ -469,14 +471,9 @@ json mutation_report_json(const MutationOptions& options, const std::vector<Muta
   j["mutants"] = json::array();
   int killed = 0, ran = 0;
   for (const MutantRow& r : mutants) {
-    json m;
-    m["name"] = r.name;
+    json m = row_json(r);
     m["description"] = r.description;
-    m["memory"] = r.memory;
-    m["runnable"] = r.runnable;
-    if (!r.runnable) {
-      m["why_not"] = r.why_not;
-    } else {
+    if (r.runnable) {
       ++ran;
       killed += r.suite.failed;
       m["killed"] = r.suite.failed;
@@ -489,13 +486,8 @@ json mutation_report_json(const MutationOptions& options, const std::vector<Muta
   j["honest"] = json::array();
   int64_t honest_cases = 0, alarms = 0;
   for (const HonestRow& r : honest) {
-    json h;
-    h["name"] = r.name;
-    h["memory"] = r.memory;
-    h["runnable"] = r.runnable;
-    if (!r.runnable) {
-      h["why_not"] = r.why_not;
-    } else {
+    json h = row_json(r);
+    if (r.runnable) {
       honest_cases += r.suite.cases;
       alarms += r.suite.failed;
       h["cases"] = r.suite.cases;

@@ -10,6 +10,7 @@
 #   --build DIR        build folder with fuzz/<target>_fuzzer and cli/nvfp4check (default build/fuzz)
 #   --target NAME      kernel (default) | reference | case_file
 #   --kernel NAMES     kernel(s) to check, comma-separated (NVFP4_FUZZ_KERNEL; default: all runnable)
+#   --memory M         host | cuda: only the kernels in this memory (NVFP4_FUZZ_MEMORY)
 #   --plugin PATHS     plugin(s) with kernels, ':'-separated (NVFP4_FUZZ_PLUGIN)
 #   --gpus N           N workers, worker i on GPU i (CUDA_VISIBLE_DEVICES); N = all: every GPU
 #   --workers N        N workers on the CPU (default: cores / 2, at least 1)
@@ -28,8 +29,8 @@
 # worker that never ran counts: it checked nothing); the status is also written to
 # OUT/exit-status when the campaign is complete.
 #
-# Example (1 GPU, 10 minutes, the naive CUDA kernels):
-#   scripts/fuzz-campaign.sh --build build/fuzz --gpus 1 --minutes 10 --kernel gemv_naive,gemm_naive
+# Example (1 GPU, 10 minutes, every CUDA kernel):
+#   scripts/fuzz-campaign.sh --build build/fuzz --gpus 1 --minutes 10 --memory cuda
 set -uo pipefail
 
 script_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -40,6 +41,7 @@ source "$script_dir/campaign-lib.sh"
 build="build/fuzz"
 target="kernel"
 kernel=""
+memory=""
 plugin=""
 gpus=""
 workers=""
@@ -53,7 +55,7 @@ timeout_s=60
 extra=()
 pack=""
 
-usage() { sed -n '2,31p' "$0"; }
+usage() { sed -n '2,32p' "$0"; }
 die() { echo "fuzz-campaign.sh: $*" >&2; exit 2; }
 # An option's value: never the next option (`--kernel --seconds 5` is a missing kernel name).
 need_value() {
@@ -71,6 +73,7 @@ while [[ $# -gt 0 ]]; do
     --build) need_value "$@"; build="$2"; shift 2 ;;
     --target) need_value "$@"; target="$2"; shift 2 ;;
     --kernel) need_value "$@"; kernel="$2"; shift 2 ;;
+    --memory) need_value "$@"; memory="$2"; shift 2 ;;
     --plugin) need_value "$@"; plugin="$2"; shift 2 ;;
     --gpus) need_value "$@"; gpus="$2"; shift 2 ;;
     --workers) need_value "$@"; workers="$2"; shift 2 ;;
@@ -92,6 +95,7 @@ while [[ $# -gt 0 ]]; do
 done
 
 case "$target" in kernel|reference|case_file) ;; *) die "--target must be kernel, reference or case_file" ;; esac
+case "$memory" in ""|host|cuda) ;; *) die "--memory must be host or cuda" ;; esac
 is_count "$seconds" && at_most "$seconds" $kMaxSeconds || die "--seconds needs a positive integer of at most $kMaxSeconds"
 [[ "$max_crashes" =~ ^[0-9]+$ ]] || die "--max-crashes needs a non-negative integer"
 is_count "$timeout_s" || die "--timeout needs a positive integer"
@@ -133,8 +137,8 @@ nvfp4check="$build/cli/nvfp4check"
 # libFuzzer's flag table is in the binary; the replay-only build has none.
 grep -aq "max_total_time" "$fuzzer" ||
   die "$fuzzer is a replay-only build (no libFuzzer): configure with -DNVFP4_FUZZ=ON (preset fuzz)"
-if [[ "$target" != kernel && ( -n "$kernel" || -n "$plugin" ) ]]; then
-  die "--kernel and --plugin only apply to --target kernel"
+if [[ "$target" != kernel && ( -n "$kernel" || -n "$plugin" || -n "$memory" ) ]]; then
+  die "--kernel, --memory and --plugin only apply to --target kernel"
 fi
 
 # Workers: one per GPU, or per pair of cores (a worker's OpenMP reference and kernel use two).
@@ -182,6 +186,7 @@ export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1}"
 export OMP_NUM_THREADS="$threads_per_worker"
 export NVFP4_FUZZ_CASE_DIR="$out/cases"
 [[ -n "$kernel" ]] && export NVFP4_FUZZ_KERNEL="$kernel"
+[[ -n "$memory" ]] && export NVFP4_FUZZ_MEMORY="$memory"
 [[ -n "$plugin" ]] && export NVFP4_FUZZ_PLUGIN="$plugin"
 # libFuzzer's RSS limit counts the CUDA context and ASan's shadow: generous on GPUs.
 rss_mb=2560

@@ -17,6 +17,7 @@
 #   --mode run|fuzz      sharded `nvfp4check run` (default) or kernel-fuzzer workers
 #   --tasks N            array size: N shards or N workers (default 2)
 #   --kernel NAME        kernel to check (repeatable; default every runnable kernel)
+#   --memory host|cuda   only the kernels in this memory (with --kernel: among those named)
 #   --plugin PATH        plugin with kernels (repeatable)
 #   --seed S             run: the schedule's seed; fuzz: the base libFuzzer seed (default: clock, printed)
 #   --cases C            run: check the schedule's indices below C between the shards
@@ -56,6 +57,7 @@ now() { date +%s.%N; }
 load_conf() {
   local dir=$1
   [[ -f "$dir/campaign.conf" ]] || die "$dir holds no campaign (no campaign.conf)"
+  memory=""  # a campaign written before --memory existed has none
   # shellcheck source=/dev/null
   source "$dir/campaign.conf"
   nvfp4check="$build/cli/nvfp4check"
@@ -68,6 +70,7 @@ load_conf() {
 fuzz_env() {
   local IFS
   IFS=,; [[ ${#kernels[@]} -gt 0 ]] && export NVFP4_FUZZ_KERNEL="${kernels[*]}"
+  [[ -n "$memory" ]] && export NVFP4_FUZZ_MEMORY="$memory"
   IFS=:; [[ ${#plugins[@]} -gt 0 ]] && export NVFP4_FUZZ_PLUGIN="${plugins[*]}"
   local asan="protect_shadow_gap=0"
   [[ $gpus_per_task -gt 0 ]] && asan+=":detect_leaks=0"
@@ -100,6 +103,7 @@ task_main() {
     local k p
     for k in "${kernels[@]}"; do args+=(--kernel "$k"); done
     for p in "${plugins[@]}"; do args+=(--plugin "$p"); done
+    [[ -n "$memory" ]] && args+=(--memory "$memory")
     [[ -n "$cases" ]] && args+=(--cases "$cases")
     [[ -n "$seconds" ]] && args+=(--seconds "$seconds")
     [[ -n "$jobs" ]] && args+=(--jobs "$jobs")
@@ -178,7 +182,7 @@ finish_main() {
   read -r -a ids < "$round/task-ids"
   {
     echo "nvfp4check campaign: $mode mode, $tasks task(s), round $r, seed $seed"
-    echo "kernels: ${kernels[*]:-every runnable one}${plugins[*]:+; plugins: ${plugins[*]}}"
+    echo "kernels: ${kernels[*]:-every runnable one}${memory:+ in $memory memory}${plugins[*]:+; plugins: ${plugins[*]}}"
     echo "directory: $dir; array job $array"
     printf "%-5s %-12s %-11s %-8s %9s %10s %10s  %s\n" task job state device seconds work rate found
   } > "$summary"
@@ -291,6 +295,7 @@ refuse_what_tasks_refuse() {
   local -a args=(run --cases 1 --shard "0/$tasks" --seed "$seed")
   for k in "${kernels[@]}"; do args+=(--kernel "$k"); done
   for p in "${plugins[@]}"; do args+=(--plugin "$p"); done
+  [[ -n "$memory" ]] && args+=(--memory "$memory")
   [[ -n "$jobs" ]] && args+=(--jobs "$jobs")
   tmp=$(mktemp -d "${TMPDIR:-/tmp}/nvfp4-campaign-check.XXXXXX") || die "cannot make a temporary folder"
   "$nvfp4check" "${args[@]}" --case-dir "$tmp/cases" --report "$tmp/report.json" > "$tmp/log" 2>&1
@@ -308,7 +313,7 @@ submit_main() {
   local dir="" new_mode="" new=0 wait=0 local_run=0 local_gpus="" time_limit="" partition="" account=""
   local -a sbatch_args=() new_kernels=() new_plugins=()
   local o_tasks="" o_seed="" o_cases="" o_seconds="" o_jobs="" o_build="" o_seeds="" o_no_seeds=0
-  local o_gpus="" o_cpus=""
+  local o_gpus="" o_cpus="" o_memory=""
   while [[ $# -gt 0 ]]; do
     case "$1" in
       --dir) dir=${2:?--dir needs a value}; shift 2 ;;
@@ -316,6 +321,7 @@ submit_main() {
       --tasks) o_tasks=${2:?}; new=1; shift 2 ;;
       --kernel) new_kernels+=("${2:?}"); new=1; shift 2 ;;
       --plugin) new_plugins+=("$(realpath "${2:?}")"); new=1; shift 2 ;;
+      --memory) o_memory=${2:?}; new=1; shift 2 ;;
       --seed) o_seed=${2:?}; new=1; shift 2 ;;
       --cases) o_cases=${2:?}; new=1; shift 2 ;;
       --seconds) o_seconds=${2:?}; new=1; shift 2 ;;
@@ -332,7 +338,7 @@ submit_main() {
       --sbatch-arg=*) sbatch_args+=("${1#--sbatch-arg=}"); shift ;;
       --wait) wait=1; shift ;;
       --local) local_run=1; if [[ $# -ge 2 && "$2" =~ ^[0-9,]+$ ]]; then local_gpus=$2; shift; fi; shift ;;
-      -h|--help) sed -n '2,42p' "$script"; exit 0 ;;
+      -h|--help) sed -n '2,43p' "$script"; exit 0 ;;
       *) die "unknown argument '$1' (see --help)" ;;
     esac
   done
@@ -352,6 +358,8 @@ submit_main() {
     is_count "$tasks" || die "--tasks needs a positive integer"
     kernels=("${new_kernels[@]}")
     plugins=("${new_plugins[@]}")
+    memory=$o_memory
+    [[ -z "$memory" || $memory == host || $memory == cuda ]] || die "--memory must be host or cuda"
     seed=${o_seed:-$(( $(date +%s%N) % 1000000007 ))}
     [[ "$seed" =~ ^[0-9]+$ ]] || die "--seed needs a non-negative integer"
     cases=$o_cases seconds=$o_seconds jobs=$o_jobs
@@ -393,7 +401,7 @@ submit_main() {
     {
       echo "# The settings of this campaign, written by slurm-campaign.sh submit (read back on resubmit)."
       # -g: read back inside a function, they must still be the script's globals
-      declare -p mode tasks kernels plugins seed cases seconds jobs build seeds gpus_per_task cpus_per_task \
+      declare -p mode tasks kernels plugins memory seed cases seconds jobs build seeds gpus_per_task cpus_per_task \
         fuzz_timeout max_crashes |
         sed -E 's/^declare -(-|([a-zA-Z]+)) /declare -g\2 /'
     } > "$dir/campaign.conf"
@@ -511,6 +519,6 @@ case "$cmd" in
     fi
     echo "round $last is not finished: squeue -j $(cat "$d/rounds/$last/array-job"),$(cat "$d/rounds/$last/finish-job" 2>/dev/null)"
     exit 3 ;;
-  -h|--help) sed -n '2,42p' "$script" ;;
+  -h|--help) sed -n '2,43p' "$script" ;;
   *) die "unknown command '$cmd' (submit or summary)" ;;
 esac

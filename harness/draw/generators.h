@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "harness/draw/shape_limits.h"
 #include "kernels/nvfp4_kernel_abi.h"
 #include "reference/problem.h"
 #include "reference/stable_hash.h"
@@ -43,13 +44,6 @@ struct DataSpec {
   std::string name() const;  // "values/scales/alpha", e.g. "uniform/narrow/one"
   static DataSpec parse(const std::string& name);  // throws std::invalid_argument
   static const std::vector<DataSpec>& all();       // every combination
-};
-
-// Limits on generated shapes. Shapes always respect the kernel's declared multiples.
-struct ShapeLimits {
-  int64_t max_m = 300, max_n = 64, max_k = 1024, max_l = 9;
-  int64_t max_outputs = 1 << 16, max_products = int64_t(1) << 24;  // keep cases cheap
-  int64_t max_elements = int64_t(1) << 20;  // E2M1 elements of A, and of B (l*m*k, l*n*k)
 };
 
 struct Shape {

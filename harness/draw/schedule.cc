@@ -34,36 +34,6 @@ int64_t ragged_large(Draws& d, int64_t multiple) {
 
 }  // namespace
 
-ShapeLimits small_shape_limits() {
-  // n reaches the same tile edges as m (127-129, 255-257): a GEMM's second N tile is in the
-  // small class too, not only in the large tail.
-  ShapeLimits l;
-  l.max_n = 300;
-  return l;
-}
-
-ShapeLimits large_shape_limits() {
-  ShapeLimits l;
-  l.max_m = 1040;
-  l.max_n = 1040;
-  l.max_k = 16384;
-  l.max_l = 16;
-  l.max_outputs = int64_t(1) << 20;
-  l.max_products = int64_t(1) << 26;
-  l.max_elements = int64_t(1) << 24;
-  return l;
-}
-
-ShapeLimits fuzz_shape_limits() {
-  ShapeLimits l;
-  l.max_m = 264;
-  l.max_n = 136;
-  l.max_k = 1056;
-  l.max_l = 4;
-  l.max_products = int64_t(1) << 18;
-  return l;
-}
-
 Shape draw_large_shape(Draws& d, Op op, const nvfp4_kernel_info& info) {
   const ShapeLimits small = small_shape_limits(), large = large_shape_limits();
   const int64_t mm = std::max<uint32_t>(1, info.m_multiple), nm = std::max<uint32_t>(1, info.n_multiple);
@@ -409,21 +379,16 @@ DrawnCase draw_fuzz_case(const uint8_t* data, std::size_t size, const nvfp4_kern
   return out;
 }
 
-namespace {
-
-// Text to a person: no control byte but tab, CR and LF, and no DEL.
-bool is_text(const std::string& bytes) {
+bool is_case_text(const std::string& bytes) {
   return std::none_of(bytes.begin(), bytes.end(), [](char ch) {
     const auto c = static_cast<unsigned char>(ch);
     return (c < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0x7F;
   });
 }
 
-}  // namespace
-
 std::optional<Problem> fuzz_input_problem(const std::string& bytes, const nvfp4_kernel_info* kernel,
                                           const ShapeLimits& limits, std::string* why) {
-  if (!is_text(bytes))
+  if (!is_case_text(bytes))
     return draw_fuzz_case(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), kernel, limits).problem;
   std::string error;
   try {

@@ -43,16 +43,7 @@ enum class DataClass : uint8_t { plain, mixed, fine_cancel, nan_sparse };
 const char* to_string(CaseKind kind);
 const char* to_string(DataClass data);
 
-// The size classes of the schedule. `small` is most cases: every tile edge up to 257 rows and
-// columns, k to 1024, l to 9, at most 2^16 outputs and 2^24 products: cheap to check. `large` spans several tiles in some dimension: m or n past
-// 3 x 256 with ragged ends, k to 16384 with a tail, or l to 16 (about 2^26 multiply-adds at most;
-// judged by the GPU reference where there is one).
-ShapeLimits small_shape_limits();
-ShapeLimits large_shape_limits();
-// The kernel fuzzer's: every tile edge the kernels and the permuted layout have (rows 127-129 and
-// 255-257, k tails past 1024, several batches) with at most 2^18 products, so one check stays cheap
-// enough for hundreds of executions a second (big problems find no more bugs than small ones).
-ShapeLimits fuzz_shape_limits();
+// The size classes of the schedule and the fuzzers' limits: harness/draw/shape_limits.h.
 Shape draw_large_shape(Draws& d, Op op, const nvfp4_kernel_info& info);
 // The large class of grouped GEMM, within large_shape_limits: a few big experts (2-8, rows past
 // 3 x 256, k to 7168 with tails) or many of moderate size (32-256 around the 128-row tile), a
@@ -91,6 +82,8 @@ DrawnCase draw_case(Draws& d, const nvfp4_kernel_info& info, const CaseConstrain
 // shape when null: a fuzz input replayed for no particular kernel).
 DrawnCase draw_fuzz_case(const uint8_t* data, std::size_t size, const nvfp4_kernel_info* kernel,
                          const ShapeLimits& limits = fuzz_shape_limits());
+// Text to a person (no control byte but tab, CR and LF, no DEL): a fuzz input that is a case file.
+bool is_case_text(const std::string& bytes);
 // The problem one kernel fuzzer input stands for, for `kernel` (null: the generic kernel): text (no
 // control byte but tab, CR and LF, no DEL) is a case file, so saved cases and hand-written seeds
 // are inputs too (a seed-only one expanded); other bytes are draws (draw_fuzz_case) within

@@ -218,7 +218,8 @@ std::string gemm_family::shape_text(const Problem& p) {
 }
 
 std::string failure_text(const std::string& kernel, std::optional<uint64_t> seed, const CaseOutcome& r,
-                         const std::string& error_map, const std::string& reproduce) {
+                         const std::string& error_map, const std::string& reproduce,
+                         const std::vector<std::string>& notes) {
   const Problem& p = r.problem;
   const Check check = r.finding->check;
   // An element to name (an output word with its position): the GEMM family's outputs; a
@@ -249,6 +250,7 @@ std::string failure_text(const std::string& kernel, std::optional<uint64_t> seed
   const std::string& lead = element ? r.finding->context : r.finding->message;
   if (!lead.empty()) t += "  " + lead + "\n";
   if (!r.finding->hint.empty()) t += "  likely cause: " + r.finding->hint + "\n";
+  for (const std::string& note : notes) t += "  note: " + note + "\n";
   if (!r.case_file.empty() && r.case_file_error.empty()) t += "  case file: " + r.case_file + "\n";
   if (!r.case_file.empty() && !r.case_file_error.empty())
     t += "  case file: " + r.case_file + " (its seed only: the full case could not be saved: " + r.case_file_error +

@@ -35,6 +35,9 @@ struct FailureRecord {
   Check check = Check::oracle;
   std::string message, hint, case_file, error_map, text, reproduce;
   std::string case_file_error;  // why the case could not be saved (in full); "" when it was
+  // What listeners found out about the failure after it was decided (a second run of the case),
+  // in the order they added it; the text shows each on a line of its own, the message stays the check's.
+  std::vector<std::string> notes;
   CaseCall call = CaseCall::none;
   int64_t case_index = -1;   // in the schedule (run), or the input's position (replay)
   bool has_element = false;  // an output element is to blame (oracle-like checks)
@@ -91,10 +94,11 @@ void finish_report(KernelReport& report);
 std::string step_text(const KernelReport& report);
 
 // A failure as people read it: kernel, seed, check, first bad (b, i, j) with expected and actual
-// (value and hex), error in ulps and against the bound, a likely cause, saved case, error map,
-// and `reproduce` (the command that replays it) when there is one.
+// (value and hex), error in ulps and against the bound, a likely cause, the listeners' notes, saved
+// case, error map, and `reproduce` (the command that replays it) when there is one.
 std::string failure_text(const std::string& kernel, std::optional<uint64_t> seed, const CaseOutcome& r,
-                         const std::string& error_map, const std::string& reproduce);
+                         const std::string& error_map, const std::string& reproduce,
+                         const std::vector<std::string>& notes = {});
 
 // The JSON report: {"seed": S, "kernels": [{"name", "verdict", "cases", "failure": {...}}, ...]},
 // with "shard": {"index": I, "count": N} for a run of `--shard I/N` (N > 1). What identifies the

@@ -107,6 +107,7 @@ if_all<FailureRecord, R...> visit_fields(V&& v, R&... f) {
   v("case_file_error", if_set, f.case_file_error...);
   v("reproduce", if_set, f.reproduce...);
   v("error_map", if_set, f.error_map...);
+  v("notes", if_set, f.notes...);
   v("element", if_set, ElementOf<R>{f}...);
 }
 
@@ -151,7 +152,7 @@ template <class T>
 bool is_set(const T& x) {
   if constexpr (std::is_arithmetic_v<T>) {
     return x != 0;
-  } else if constexpr (std::is_same_v<T, std::string> || is_map<T>::value ||
+  } else if constexpr (std::is_same_v<T, std::string> || is_map<T>::value || std::is_same_v<T, std::vector<std::string>> ||
                        std::is_same_v<T, std::vector<std::pair<std::string, double>>>) {
     return !x.empty();
   } else if constexpr (std::is_same_v<T, ScheduleStats>) {

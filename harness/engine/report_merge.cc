@@ -131,6 +131,10 @@ void read_field(const json& j, const std::string& key, FieldRule rule, T&& out, 
       if constexpr (is_map<U>::value) out[name] = x;
       else out.emplace_back(name, x);
     }
+  } else if constexpr (std::is_same_v<U, std::vector<std::string>>) {
+    if (!v.is_array() || !std::all_of(v.begin(), v.end(), [](const json& x) { return x.is_string(); }))
+      bad(where, fmt::format("\"{}\" is not a list of texts", key));
+    out = v.get<std::vector<std::string>>();
   } else if constexpr (std::is_same_v<U, HexWord<uint32_t>>) {
     out.word = hex_word(j, key.c_str(), where, &out.digits);
   } else if constexpr (std::is_same_v<U, std::optional<FailureRecord>>) {

@@ -66,15 +66,7 @@ void report_failure(KernelReport& report, const KernelDesc& kernel, const CaseOu
   add_outcome(report, out, index, "", "", reproduce);
   FailureRecord& f = *report.failure;
   listener.annotate_failure(kernel, out, f);
-  if (f.message != out.finding->message || f.hint != out.finding->hint) {
-    // A listener had more to say (a second run of the case): the text says it too.
-    CaseOutcome annotated = out;
-    annotated.finding->message = f.message;
-    annotated.finding->hint = f.hint;
-    f.text = failure_text(kernel.name, seed, annotated, f.error_map, f.reproduce);
-  } else {
-    f.text = failure_text(kernel.name, seed, out, f.error_map, f.reproduce);
-  }
+  f.text = failure_text(kernel.name, seed, out, f.error_map, f.reproduce, f.notes);
   listener.failed(kernel, f);
 }
 
@@ -394,8 +386,7 @@ SuiteResult run_suite(const std::vector<SuiteKernel>& kernels, const RunSettings
   result.seed = settings.seed;
   result.command = settings.command_line;
   result.shard = settings.shard;
-  // With neither a case count nor a time, `run` is the main job: about a minute in all.
-  const double total_seconds = settings.seconds > 0 ? settings.seconds : (settings.cases > 0 ? 0 : 60);
+  const double total_seconds = settings.seconds > 0 ? settings.seconds : (settings.cases > 0 ? 0 : kDefaultRunSeconds);
   const int gpus = std::max<int>(1, static_cast<int>(settings.gpus.size()));
   const auto session_start = Clock::now();
   // Schedules first: a kernel that is skipped (no device, an op it lacks) leaves its share of the

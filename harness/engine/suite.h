@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "harness/engine/defaults.h"
 #include "harness/judge/case_check.h"
 #include "harness/engine/report.h"
 #include "harness/draw/schedule.h"
@@ -42,7 +43,8 @@ class SuiteListener {
   // One case checked (any lane; the verdict of the kernel is not decided by it).
   virtual void case_done(const KernelDesc& kernel, int64_t index, const CaseOutcome& outcome) {}
   // A kernel's first failure, before it is rendered: a listener may attach what it made for it
-  // (the error map's path).
+  // (the error map's path) and append to its notes what it found out (a second run of the case);
+  // the check's own message and hint are the engine's.
   virtual void annotate_failure(const KernelDesc& kernel, const CaseOutcome& outcome, FailureRecord& failure) {}
   // The first failure, rendered (failure.text).
   virtual void failed(const KernelDesc& kernel, const FailureRecord& failure) {}
@@ -133,9 +135,9 @@ struct RunSettings {
   std::optional<Op> op;
   std::optional<Shape> shape;
   int64_t cases = 0;    // per kernel (a shard checks its share of these indices)
-  double seconds = 0;   // for all kernels together; with neither, the main job: 60 s
+  double seconds = 0;   // for all kernels together; with neither, kDefaultRunSeconds
   Shard shard;          // `--shard I/N`: only the cases whose index is I modulo N
-  std::string case_dir = "nvfp4check-cases";
+  std::string case_dir = kDefaultCaseDir;
   std::optional<Policy> policy;
   double timeout_s = kDefaultCallTimeout;
   int jobs = 1;                   // kernel processes (lanes) per GPU, or in all for host kernels
@@ -154,7 +156,7 @@ struct ReplayInput {
   ShapeLimits fuzz_limits;
 };
 struct ReplaySettings {
-  std::string case_dir = "nvfp4check-cases";  // error maps and stale-state cases of failures
+  std::string case_dir = kDefaultCaseDir;  // error maps and stale-state cases of failures
   std::optional<Policy> policy;
   double timeout_s = kDefaultCallTimeout;
   bool named = false;  // kernels were named: every input goes to every one

@@ -71,6 +71,26 @@ CaseData warmup_case(const nvfp4_kernel_info& info) {
   return data;
 }
 
+bool WarmupFailure::record(const std::vector<CallObservation>& out, const Problem& warmup, const std::string& limit,
+                           const std::string& on_timeout) {
+  if (out.empty() || out.back().end == CallObservation::End::returned) return true;
+  CallObservation o = out.back();
+  const std::string what = fmt::format("the warm-up call (one {} before the first case{})", warmup_shape_text(warmup), limit);
+  if (o.end == CallObservation::End::timeout && !on_timeout.empty())
+    o.error = fmt::format("{} did not finish within {}", what, on_timeout);
+  else
+    o.error = fmt::format("during {}: {}", what, o.error);
+  kept_ = std::move(o);
+  return false;
+}
+
+std::optional<std::vector<CallObservation>> WarmupFailure::hand_to_case() {
+  if (!kept_) return std::nullopt;
+  std::vector<CallObservation> out = {std::move(*kept_)};
+  kept_.reset();
+  return out;
+}
+
 std::string warmup_shape_text(const Problem& p) {
   if (p.op == Op::quantize) return op_module(p.op).shape_text(p);
   if (p.op == Op::grouped_gemm)

@@ -5,7 +5,9 @@
 // Lanes after the first start once the first is warm, so they load from the compiler's cache.
 #pragma once
 
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "harness/process/kernel_call.h"
 
@@ -17,5 +19,25 @@ namespace nvfp4 {
 CaseData warmup_case(const nvfp4_kernel_info& info);
 // "128x1x64 gemv" for messages.
 std::string warmup_shape_text(const Problem& p);
+
+// A warm-up call that did not return becomes the first call of the next case, which is then its
+// reproducer (the warm-up's own output is never judged). Worker processes and the C API's
+// in-process check both keep it here, so both word it the same way.
+class WarmupFailure {
+ public:
+  // Keeps the last of the warm-up calls `out` (made on `warmup`) unless it returned, its error
+  // saying it was the warm-up; `limit` names the limit it ran under (", --warmup-timeout 120 s")
+  // and `on_timeout`, when given, what follows "did not finish within " for a call that timed out.
+  // True when the warm-up returned (nothing kept).
+  bool record(const std::vector<CallObservation>& out, const Problem& warmup, const std::string& limit = "",
+              const std::string& on_timeout = "");
+  const std::optional<CallObservation>& kept() const { return kept_; }
+  void keep(CallObservation o) { kept_ = std::move(o); }
+  // The kept call as the observations of the case it is handed to, once; nullopt when none is kept.
+  std::optional<std::vector<CallObservation>> hand_to_case();
+
+ private:
+  std::optional<CallObservation> kept_;
+};
 
 }  // namespace nvfp4

@@ -310,7 +310,7 @@ const KernelDesc& WorkerExecutor::kernel() {
 }
 
 double WorkerExecutor::warm_up() {
-  if (!warms_up() || warmup_failure_ || (warm_ && pid_ > 0)) return 0;
+  if (!warms_up() || warmup_.kept() || (warm_ && pid_ > 0)) return 0;
   const auto t = Clock::now();
   try {
     if (pid_ < 0) start();
@@ -330,32 +330,19 @@ double WorkerExecutor::warm_up() {
   gentle_ = false;
   timeout_s_ = watchdog;
   const double seconds = std::chrono::duration<double>(Clock::now() - t).count();
-  if (!out.empty() && out.back().end == CallObservation::End::returned) {
-    warm_ = true;  // its output is not judged: the cases are
-    return seconds;
-  }
-  CallObservation o = out.empty() ? lost_call(CallObservation::End::protocol, "no answer") : out.back();
-  const std::string what = fmt::format("the warm-up call (one {} before the first case, --warmup-timeout {} s)",
-                                       warmup_shape_text(data.problem), command_.warmup_timeout_s);
-  if (o.end == CallObservation::End::timeout) {
-    o.error = fmt::format("{} did not finish within {:.0f} s: the compile takes longer (raise --warmup-timeout) or "
-                          "the kernel hangs; its process group got SIGTERM, then SIGKILL after {:.0f} s",
-                          what, command_.warmup_timeout_s, kStopGraceSeconds);
-  } else {
-    o.error = "during " + what + ": " + o.error;
-  }
-  warmup_failure_ = std::move(o);
+  if (out.empty()) out.push_back(lost_call(CallObservation::End::protocol, "no answer"));
+  // Its output is not judged: the cases are.
+  warm_ = warmup_.record(out, data.problem, fmt::format(", --warmup-timeout {} s", command_.warmup_timeout_s),
+                         fmt::format("{:.0f} s: the compile takes longer (raise --warmup-timeout) or the kernel "
+                                     "hangs; its process group got SIGTERM, then SIGKILL after {:.0f} s",
+                                     command_.warmup_timeout_s, kStopGraceSeconds));
   return seconds;
 }
 
 std::vector<CallObservation> WorkerExecutor::run_case(const CaseData& data, const std::vector<PlannedCall>& plan) {
-  if (warms_up() && !warmup_failure_ && !(warm_ && pid_ > 0)) warm_up();
-  if (warmup_failure_) {
-    // Handed to one case, as its first call; a later case tries again in a fresh process.
-    std::vector<CallObservation> out = {std::move(*warmup_failure_)};
-    warmup_failure_.reset();
-    return out;
-  }
+  if (warms_up() && !warmup_.kept() && !(warm_ && pid_ > 0)) warm_up();
+  // Handed to one case, as its first call; a later case tries again in a fresh process.
+  if (std::optional<std::vector<CallObservation>> failed = warmup_.hand_to_case()) return std::move(*failed);
   return run_calls(data, plan);
 }
 

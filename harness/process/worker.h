@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "harness/process/executor.h"
+#include "harness/process/warmup.h"
 
 namespace nvfp4 {
 
@@ -63,8 +64,8 @@ class WorkerExecutor final : public Executor {
   // A failed warm-up is kept and becomes the next case's first call. Never throws.
   bool warms_up() const { return command_.warmup_timeout_s > 0; }
   double warm_up();
-  const std::optional<CallObservation>& warmup_failure() const { return warmup_failure_; }
-  void set_warmup_failure(CallObservation o) { warmup_failure_ = std::move(o); }
+  const std::optional<CallObservation>& warmup_failure() const { return warmup_.kept(); }
+  void set_warmup_failure(CallObservation o) { warmup_.keep(std::move(o)); }
 
  private:
   void start();
@@ -89,7 +90,7 @@ class WorkerExecutor final : public Executor {
   bool have_desc_ = false;
   bool warm_ = false;       // this process made its warm-up call
   bool gentle_ = false;     // starting or warming up: stop() sends SIGTERM first
-  std::optional<CallObservation> warmup_failure_;
+  WarmupFailure warmup_;
   KernelDesc desc_;
   FrameReader frames_;  // what the worker sent that is not taken yet
 };

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <string>
 
+#include "harness/engine/suite.h"
 #include "harness/judge/checks.h"
 #include "harness/draw/generators.h"
 #include "harness/tests/check_in_process.h"
@@ -320,6 +321,28 @@ TEST(RunnerUnsupportedReason, NamesTheConstraint) {
   EXPECT_EQ(unsupported_reason(n4, p), "");
   p = make_problem(G, 8, 3, 32, 1, P, 1);
   EXPECT_NE(unsupported_reason(n4, p).find("n_multiple"), std::string::npos);
+}
+
+// What a listener finds out about a failure after it is decided (a second run of the case) is a
+// note: the text shows it on a line of its own and the check's message stays the check's, so
+// nothing compares or re-renders messages.
+TEST(Suite, ListenersAddNotesToAFailure) {
+  InProcessExecutor executor(kernel("wrong_answer_host"), kDefaultCallTimeout);
+  const KernelDesc& desc = executor.kernel();
+  const Schedule schedule(desc.info, desc.name, ScheduleOptions{});
+  LaneSettings ls;
+  ls.cases = 50;
+  ls.case_options = test_options();
+  struct Noting final : SuiteListener {
+    void annotate_failure(const KernelDesc&, const CaseOutcome&, FailureRecord& f) override {
+      f.notes.push_back("run again, it passed");
+    }
+  } noting;
+  const KernelReport r = check_kernel({&executor}, desc, schedule, ls, noting);
+  ASSERT_TRUE(r.failure);
+  EXPECT_EQ(r.failure->notes, std::vector<std::string>{"run again, it passed"});
+  EXPECT_EQ(r.failure->message.find("run again"), std::string::npos) << r.failure->message;
+  EXPECT_NE(r.failure->text.find("\n  note: run again, it passed\n"), std::string::npos) << r.failure->text;
 }
 
 }  // namespace

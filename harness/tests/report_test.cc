@@ -385,6 +385,7 @@ TEST(Report, EveryFieldReadsBackAsItWasWritten) {
   f.case_file = "c.case", f.case_file_error = "disk full", f.reproduce = "nvfp4check replay c.case";
   f.has_element = true, f.g = -1, f.b = 1, f.i = 2, f.j = 3, f.expected = 0x3c00, f.actual = 0x3c01;
   f.error_ulps = 1, f.error_over_bound = 2, f.bound = 0.5;
+  f.notes = {"run again with --stream legacy, passed"};
   k.failure = f;
   const nlohmann::json entry = report_json(uint64_t{1}, {k}, "nvfp4check run").at("kernels").at(0);
   const KernelReport r = kernel_report_from_json(entry);
@@ -404,6 +405,7 @@ TEST(Report, EveryFieldReadsBackAsItWasWritten) {
   EXPECT_EQ(r.failure->actual, 0x3c01u);
   EXPECT_EQ(r.failure->word_digits, 4);
   EXPECT_EQ(r.failure->bound, 0.5);
+  EXPECT_EQ(r.failure->notes, f.notes);
   // Written again, it is the same entry.
   EXPECT_EQ(report_json(uint64_t{1}, {r}, "nvfp4check run").at("kernels").at(0), entry);
 }

@@ -42,5 +42,27 @@ TEST(Warmup, ProblemIsInsideTheDeclaration) {
   EXPECT_THROW(warmup_case(info(0, permuted, 1, 1, 1)), std::invalid_argument);
 }
 
+// A failed warm-up is the next case's first call, once, in the one wording every front end uses;
+// a warm-up that returned leaves nothing for the cases.
+TEST(Warmup, AFailedWarmupIsTheFirstCallOfOneCase) {
+  const Problem p = warmup_case(info(1u << NVFP4_OP_GEMV, 1u << NVFP4_SF_PERMUTED, 128, 1, 64)).problem;
+  WarmupFailure w;
+  EXPECT_TRUE(w.record({CallObservation{}}, p));
+  EXPECT_FALSE(w.hand_to_case());
+  CallObservation crash;
+  crash.end = CallObservation::End::crash;
+  crash.error = "SIGSEGV";
+  EXPECT_FALSE(w.record({crash}, p));
+  const std::optional<std::vector<CallObservation>> first = w.hand_to_case();
+  ASSERT_TRUE(first && first->size() == 1u);
+  EXPECT_EQ(first->front().error, "during the warm-up call (one 128x1x64 gemv before the first case): SIGSEGV");
+  EXPECT_FALSE(w.hand_to_case()) << "a later case tries again";
+  CallObservation slow;
+  slow.end = CallObservation::End::timeout;
+  EXPECT_FALSE(w.record({slow}, p, ", --warmup-timeout 9 s", "9 s: raise it"));
+  EXPECT_EQ(w.kept()->error, "the warm-up call (one 128x1x64 gemv before the first case, --warmup-timeout 9 s) "
+                             "did not finish within 9 s: raise it");
+}
+
 }  // namespace
 }  // namespace nvfp4

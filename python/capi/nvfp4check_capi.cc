@@ -137,7 +137,7 @@ Kernel callback_kernel(Registry& holder, const nvfp4_kernel_info* info, int slot
 // Options, results and the report.
 
 struct Options {
-  std::string op, case_dir = "nvfp4check-cases", policy, command;
+  std::string op, case_dir = kDefaultCaseDir, policy, command;
   int64_t cases = 0;
   double seconds = 0, timeout_s = kDefaultCallTimeout;
   std::optional<uint64_t> seed;
@@ -196,6 +196,7 @@ Options parse_options(const char* text) {
       throw std::invalid_argument("unknown option \"" + key + "\"");
     }
   }
+  if (o.cases == 0 && o.seconds == 0) o.seconds = kDefaultRunSeconds;
   return o;
 }
 
@@ -229,29 +230,21 @@ class AfterWarmup final : public Executor {
   explicit AfterWarmup(Executor& inner) : inner_(inner) {}
   const KernelDesc& kernel() override { return inner_.kernel(); }
   std::vector<CallObservation> run_case(const CaseData& data, const std::vector<PlannedCall>& plan) override {
-    if (failure_) {
-      std::vector<CallObservation> out = {std::move(*failure_)};
-      failure_.reset();
-      return out;
-    }
+    if (std::optional<std::vector<CallObservation>> failed = failure_.hand_to_case()) return std::move(*failed);
     return inner_.run_case(data, plan);
   }
   // Makes the warm-up call; returns its seconds.
   double warm_up() {
     const auto t = std::chrono::steady_clock::now();
     const CaseData data = warmup_case(inner_.kernel().info);
-    std::vector<CallObservation> out = inner_.run_case(data, {PlannedCall{}});
-    if (!out.empty() && out.back().end != CallObservation::End::returned && !t_notes.stopped) {
-      failure_ = std::move(out.back());
-      failure_->error = fmt::format("during the warm-up call (one {} before the first case): {}",
-                                    warmup_shape_text(data.problem), failure_->error);
-    }
+    const std::vector<CallObservation> out = inner_.run_case(data, {PlannedCall{}});
+    if (!t_notes.stopped) failure_.record(out, data.problem);  // a stop request is no failure
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
   }
 
  private:
   Executor& inner_;
-  std::optional<CallObservation> failure_;
+  WarmupFailure failure_;
 };
 
 // One kernel's cases from the core's schedule (exactly `nvfp4check run`'s for this kernel and
@@ -297,13 +290,7 @@ KernelReport run_schedule(const Kernel& kernel, const Options& o, uint64_t seed,
   return report;
 }
 
-uint64_t chosen_seed(const Options& o) {
-  if (o.seed) return *o.seed;
-  const uint64_t seed = static_cast<uint64_t>(std::chrono::system_clock::now().time_since_epoch().count());
-  std::fprintf(stderr, "nvfp4check: seed from the clock: %llu (repeat with this seed)\n",
-               static_cast<unsigned long long>(seed));
-  return seed;
-}
+uint64_t chosen_seed(const Options& o) { return seed_or_clock(o.seed, "seed="); }
 
 std::string check_command(const Kernel& kernel, const Options& o, uint64_t seed) {
   if (!o.command.empty()) return o.command;
@@ -334,6 +321,12 @@ using namespace nvfp4;
 
 NVFP4CHECK_EXPORT int nvfp4check_capi_version(void) { return NVFP4CHECK_CAPI_VERSION; }
 
+NVFP4CHECK_EXPORT char* nvfp4check_stream_note(const char* check, const char* mine, const char* rerun) {
+  const std::optional<Check> c = check ? check_from_name(check) : std::nullopt;
+  if (!c || !stream_explainable(*c) || !mine || !rerun) return dup_string("");
+  return dup_string(other_stream_note(*c, mine, rerun));
+}
+
 NVFP4CHECK_EXPORT char* nvfp4check_build_info(void) {
   return guarded([] {
     // The struct sizes let the ctypes mirror of the ABI check its layout against this compiler's.
@@ -355,7 +348,9 @@ NVFP4CHECK_EXPORT char* nvfp4check_build_info(void) {
               {"offsetof_problem_global_scale", offsetof(nvfp4_problem, global_scale)},
               {"offsetof_problem_seed", offsetof(nvfp4_problem, seed)},
               {"offsetof_problem_group_out_device", offsetof(nvfp4_problem, group_out_device)},
-              {"offsetof_group_out_global_scale", offsetof(nvfp4_group_out, global_scale)}};
+              {"offsetof_group_out_global_scale", offsetof(nvfp4_group_out, global_scale)},
+              {"default_seconds", kDefaultRunSeconds},
+              {"default_case_dir", kDefaultCaseDir}};
 #if defined(NVFP4_HAVE_CUDA)
     j["cuda_build"] = true;
 #else

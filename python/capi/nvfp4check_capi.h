@@ -31,15 +31,22 @@ int nvfp4check_capi_version(void);
  *  (sizeof_group_out; info a_formats, recipes; problem a_format, x, global_scale, seed,
  *  group_out_device; group_out global_scale): what the ctypes
  *  mirror of the ABI is held to; "cuda_build": bool, "cuda_device": bool,
- *  "cuda_why": text when there is no usable device} */
+ *  "cuda_why": text when there is no usable device; "default_seconds" (the run's length
+ *  when neither cases nor seconds are given), "default_case_dir"} */
 char *nvfp4check_build_info(void);
 
+/* The note for a failure of `check` on stream `mine` ("current" or "legacy") of a CUDA kernel
+ * whose case passed when run again with the other stream, `rerun` naming that run as the reader
+ * asks for it ("stream='legacy'"); "" when a failure of that check is none work on two unordered
+ * streams explains (then no second run is worth making). */
+char *nvfp4check_stream_note(const char *check, const char *mine, const char *rerun);
 /* Checks a kernel on seeded generated cases: the suite core's schedule for one kernel (the cases
  * `nvfp4check run --seed S` gives a kernel of this name and info), stopping at the first failure.
  * The kernel is called in this process. options_json (all optional):
  *   {"op": "gemv"|"gemm"|"grouped_gemm"|"dual_gemm"|"quantize", "cases": N, "seconds": S, "seed": S, "case_dir": DIR,
  *    "policy": "fp32"|"matrix-unit"|"exact"|..., "timeout_s": S, "keep_passing_cases": bool,
  *    "shape": {"m","n","k","l"} (every case of this shape), "command": TEXT (for the report)}
+ * Neither cases nor seconds: build_info's default_seconds; no seed: one from the clock, printed.
  * Returns the report: {"seed", "command", "kernel": {the kernel's entry of `run --report`},
  * "failure_text": TEXT when it failed, "stopped": bool} or {"error": TEXT} for bad options or
  * a bad kernel info (nothing ran). */

@@ -22,7 +22,7 @@ from ._abi import (
     FLAG_UNIT_ALPHA,
 )
 from .adapter import UNSUPPORTED, KernelAdapter, KernelFailure
-from .driver import DEFAULT_SECONDS, Failure, Report, build_info, check, check_plugin, reference, replay
+from .driver import Failure, Report, build_info, check, check_plugin, reference, replay
 
 __version__ = "0.1.0"
 
@@ -32,3 +32,13 @@ __all__ = [
     "FLAG_FP16_ACCUMULATE", "FLAG_SATURATES", "FLAG_EXACT", "FLAG_UNIT_ALPHA", "FLAG_MMA_ACCUMULATE",
     "FLAG_GROUPS_PACKED", "FLAG_QUANT_2D", "FLAG_ROW_GLOBAL_SCALE", "FLAG_STOCHASTIC", "FLAG_SF_PADDING_KEPT",
 ]
+
+
+def __getattr__(name):
+    # The engine's default length of a check, read from the C API when asked for (importing the
+    # package loads no library).
+    if name == "DEFAULT_SECONDS":
+        from .driver import default
+
+        return default("seconds")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -56,6 +56,8 @@ class CApi:
         cp = ctypes.c_void_p  # returned strings are freed by us: keep the raw pointer
         lib.nvfp4check_capi_version.restype = ctypes.c_int
         lib.nvfp4check_build_info.restype = cp
+        lib.nvfp4check_stream_note.restype = cp
+        lib.nvfp4check_stream_note.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p]
         lib.nvfp4check_check.restype = cp
         lib.nvfp4check_check.argtypes = [ctypes.POINTER(_abi.nvfp4_kernel_info), _abi.RUN_FN, ctypes.c_void_p,
                                          ctypes.c_char_p]
@@ -118,6 +120,11 @@ class CApi:
         finally:
             self._lib.nvfp4check_free(out)
         return header, words
+
+    def stream_note(self, check, mine, rerun):
+        """The engine's note for a failure of `check` on stream `mine` that passed when run again
+        as `rerun`; "" when no stream ordering explains a failure of that check."""
+        return self._text(self._lib.nvfp4check_stream_note(check.encode(), mine.encode(), rerun.encode()))
 
     def serve(self, info, run, fd, timeout_s):
         """Serves the kernel to a parent `nvfp4check run` over fd; returns the exit code."""

@@ -8,7 +8,6 @@ The run callback is the only Python on the C++ side's path. It catches everythin
 import os
 import sys
 import tempfile
-import time
 import warnings
 
 import numpy as np
@@ -17,22 +16,28 @@ from . import _abi, _capi
 from ._compile import describe_exception
 from .adapter import KernelAdapter, KernelFailure
 
-# With neither `cases` nor `seconds`, a check takes about this long.
-DEFAULT_SECONDS = 10.0
 
 
 class Failure:
-    """The first failure of a check: the runner's check name, the saved case, the text to print."""
+    """The first failure of a check: the runner's check name, the saved case, the text to print, and
+    the notes found out about it afterwards (a second run of the case)."""
 
-    __slots__ = ("check", "case_file", "message", "text", "error_map", "element")
+    __slots__ = ("check", "case_file", "message", "text", "error_map", "element", "notes")
 
-    def __init__(self, check, case_file, message, text, error_map=None, element=None):
+    def __init__(self, check, case_file, message, text, error_map=None, element=None, notes=()):
         self.check = check
         self.case_file = case_file
         self.message = message
         self.text = text
         self.error_map = error_map
         self.element = element
+        self.notes = list(notes)
+
+    def add_note(self, note):
+        """Adds what was found out about the failure: to its notes, and as a line of its text, as
+        the program shows its listeners' notes. The check's message stays its own."""
+        self.notes.append(note)
+        self.text = self.text.rstrip("\n") + "\n  note: " + note + "\n"
 
     def __repr__(self):
         return f"Failure(check={self.check!r}, case_file={self.case_file!r})"
@@ -62,7 +67,7 @@ class Report:
             if f.get("case_file"):
                 text += f"  reproduce in Python: {replay_call(f['case_file'])}\n"
             self.failure = Failure(f.get("check"), f.get("case_file"), f.get("message"), text, f.get("error_map"),
-                                   f.get("element"))
+                                   f.get("element"), f.get("notes", ()))
 
     @property
     def ok(self):
@@ -148,10 +153,10 @@ def _replay_call(adapter):
                          f"format={adapter.format!r}{extra})")
 
 
-def _clock_seed():
-    seed = time.time_ns() & 0xFFFF_FFFF_FFFF_FFFF
-    print(f"nvfp4check: seed from the clock: {seed} (repeat with seed={seed})", file=sys.stderr)
-    return seed
+def default(what):
+    """The engine's default of `what` ("seconds": a check's length with neither cases nor seconds;
+    "case_dir"): one value for the program and Python."""
+    return _capi.load().build_info()["default_" + what]
 
 
 def _shape_option(shape):
@@ -187,12 +192,6 @@ def _finish(raw, adapter, state):
     return Report(raw, _replay_call(adapter))
 
 
-# Checks a second run on the other stream can explain (work on two streams not ordered): the three
-# that look for it, and the oracle, since a kernel reading an input another stream is still writing
-# shows the race first as wrong values.
-STREAM_CHECKS = ("determinism", "stale-state", "unwritten-output", "oracle")
-
-
 def _declared(op, format, problem):
     """op and format with their defaults: a GPU MODE problem sets both."""
     if format is None:
@@ -206,27 +205,19 @@ def _other_stream_note(adapter, report, replay_one):
     """A failure a stream ordering explains, run again with torch's current stream the other one:
     the sentence to add to its text when that passes."""
     f = report.failure
-    if f is None or f.check not in STREAM_CHECKS or adapter.memory != "cuda" or not f.case_file:
+    if f is None or adapter.memory != "cuda" or not f.case_file:
         return None
     mine = adapter.stream_mode
     other = "legacy" if mine == "current" else "current"
+    note = _capi.load().stream_note(f.check, mine, f"stream={other!r}")
+    if not note:
+        return None  # no stream ordering explains a failure of this check
     adapter.stream_mode = other
     try:
         again = replay_one(f.case_file)
     finally:
         adapter.stream_mode = mine
-    if again.verdict != "pass":
-        return None
-    if mine == "current":
-        why = ("work fn put on the legacy default stream (a <<<grid, block>>> launch without a stream, raw stream 0) "
-               "is not ordered after the work it put on torch's current stream, the runner's (a .contiguous() or a "
-               "copy of an input): launch on torch.cuda.current_stream() or make one stream wait for the other. GPU "
-               "MODE's harness runs everything on the legacy stream, where this passes")
-    else:
-        why = ("work fn put on a stream of its own or the runner's is not ordered after the work it put on the legacy "
-               "default stream, torch's current stream there: make one stream wait for the other")
-    race = "the wrong values come from a race between two streams; " if f.check == "oracle" else ""
-    return f"the same case, run again with stream={other!r}, passed: {race}{why}"
+    return note if again.verdict == "pass" else None
 
 
 def check(fn, op=None, memory="cuda", format=None, sf_layouts=None, flags=0, name=None, cases=None,
@@ -237,8 +228,9 @@ def check(fn, op=None, memory="cuda", format=None, sf_layouts=None, flags=0, nam
     """Checks fn on seeded generated cases with every check of `nvfp4check run`, up to the first
     failure, and returns a Report. fn is called as the format says (see nvfp4check.adapter).
 
-    cases / seconds bound the check (neither: about DEFAULT_SECONDS); seed None takes one from the
-    clock and prints it. Every case is saved to case_dir (default ./nvfp4check-cases) before it
+    cases / seconds bound the check (neither: about default("seconds"), the program's default too);
+    seed None takes one from the clock and prints it. Every case is saved to case_dir (default
+    default("case_dir"), the program's) before it
     runs and kept when it fails, with a PNG error map beside it. policy overrides the oracle
     policy the flags call for ("fp32", "exact", "fp16-accum", "allclose:RTOL:ATOL", "ulp:N");
     shape=(m, n, k[, l]) checks only that shape (production shapes); fn may also be a
@@ -259,21 +251,18 @@ def check(fn, op=None, memory="cuda", format=None, sf_layouts=None, flags=0, nam
                        formats=formats, recipes=recipes, a_formats=a_formats, b_formats=b_formats)
     capi = _capi.load()
     _prepare(adapter, capi)
-    if cases is None and seconds is None:
-        seconds = DEFAULT_SECONDS
-    if seed is None:
-        seed = _clock_seed()
     run, state = _callback(adapter, capi)
-    options = {"cases": cases, "seconds": seconds, "seed": int(seed), "case_dir": case_dir, "policy": policy,
+    # No seed: the engine takes one from the clock and prints it; the report says which.
+    seed = None if seed is None else int(seed)
+    options = {"cases": cases, "seconds": seconds, "seed": seed, "case_dir": case_dir, "policy": policy,
                "timeout_s": timeout_s, "shape": _shape_option(shape), "keep_passing_cases": keep_passing_cases,
                "replay_args": list(program_args) if program_args else None, "warmup": True}
     raw = capi.check(adapter.info, run, options)
     report = _finish(raw, adapter, state)
     note = _other_stream_note(adapter, report, lambda path: replay(path, adapter, case_dir=os.path.join(
-        case_dir or "nvfp4check-cases", "other-stream"), policy=policy, timeout_s=timeout_s))
+        case_dir or default("case_dir"), "other-stream"), policy=policy, timeout_s=timeout_s))
     if note:
-        report.failure.message += "; " + note
-        report.failure.text = report.failure.text.rstrip("\n") + "\n  " + note + "\n"
+        report.failure.add_note(note)
     return report
 
 
@@ -325,11 +314,8 @@ def check_plugin(plugin, kernel, cases=None, seconds=None, seed=None, case_dir=N
                  timeout_s=None, shape=None):
     """A kernel of an ABI plugin (a shared library, as for `nvfp4check run --plugin`) through the same
     case loop in this process: the baseline the Python overhead is measured against."""
-    if cases is None and seconds is None:
-        seconds = DEFAULT_SECONDS
-    if seed is None:
-        seed = _clock_seed()
-    options = {"op": op, "cases": cases, "seconds": seconds, "seed": int(seed), "case_dir": case_dir,
+    seed = None if seed is None else int(seed)
+    options = {"op": op, "cases": cases, "seconds": seconds, "seed": seed, "case_dir": case_dir,
                "policy": policy, "timeout_s": timeout_s, "shape": _shape_option(shape)}
     raw = _capi.load().check_plugin(os.fspath(plugin), kernel, options)
     if "error" in raw:

@@ -46,11 +46,13 @@ class Checker:
     """nvfp4check.check / replay with the session's budget and seed; a failure fails the test."""
 
     def __init__(self, config):
+        from .driver import default as driver_default
+
         self.seconds = config.getoption("--nvfp4check-seconds", default=None)
         self.cases = config.getoption("--nvfp4check-cases", default=None)
         self.seed = _seed(config)
         self.case_dir = config.getoption("--nvfp4check-case-dir", default=None) or os.path.join(
-            str(config.rootpath), "nvfp4check-cases")
+            str(config.rootpath), driver_default("case_dir"))
 
     def check(self, fn, **kwargs):
         from . import driver

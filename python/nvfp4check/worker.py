@@ -18,7 +18,7 @@ import types
 from . import _abi
 from ._compile import LockWatch, describe_exception, end_gently_on_sigterm
 from .adapter import PROBLEMS, STREAMS, KernelAdapter
-from .driver import DEFAULT_SECONDS, check, replay, serve
+from .driver import check, replay, serve
 
 FLAG_NAMES = {
     "signed_scales": _abi.FLAG_SIGNED_SCALES,
@@ -236,8 +236,7 @@ def main(argv=None):
             reports = [replay(path, adapter, case_dir=args.case_dir, policy=args.policy, timeout_s=args.timeout)
                        for path in args.replay]
         else:
-            seconds = args.seconds if args.seconds or args.cases else DEFAULT_SECONDS
-            reports = [check(adapter, cases=args.cases, seconds=seconds, seed=args.seed, case_dir=args.case_dir,
+            reports = [check(adapter, cases=args.cases, seconds=args.seconds or None, seed=args.seed, case_dir=args.case_dir,
                              policy=args.policy, timeout_s=args.timeout, shape=args.shape,
                              program_args=program_args(args))]
     except (UsageError, ValueError, TypeError, ImportError, SyntaxError) as e:

@@ -5,7 +5,7 @@ import types
 
 import pytest
 
-from nvfp4check import driver
+from nvfp4check import _capi, driver
 
 
 def failed(check, memory="cuda", stream="current"):
@@ -50,3 +50,13 @@ def test_other_failures_get_no_note(check, memory, verdict):
     adapter, report = failed(check, memory)
     assert driver._other_stream_note(adapter, report, rerun(verdict, seen)) is None
     assert bool(seen) == (check == "oracle" and memory == "cuda")
+
+
+def test_the_note_is_the_programs_own_text():
+    # One text for `nvfp4check run --python` and nc.check: only the way the re-run is asked for differs.
+    capi = _capi.load()
+    python = capi.stream_note("oracle", "current", "stream='legacy'")
+    program = capi.stream_note("oracle", "current", "--stream legacy")
+    assert python.replace("stream='legacy'", "--stream legacy") == program
+    assert "work the function put on the legacy default stream" in python
+    assert capi.stream_note("guard", "current", "stream='legacy'") == ""

@@ -30,6 +30,7 @@ expect_refused "unknown kernel" "every task would refuse" slurm --kernel no_such
 expect_refused "seed 2^64" "every task would refuse" slurm --kernel host_gemv_fp32 --seed 18446744073709551616
 expect_refused "missing plugin" "every task would refuse" slurm --plugin "$work/absent.so" --seed 3
 expect_refused "too many shards" "every task would refuse" slurm --kernel host_gemv_fp32 --tasks 1048577 --seed 3
+expect_refused "a memory that is none" "--memory must be host or cuda" slurm --memory gpu --seed 3
 for (( i = 1; i <= n; ++i )); do
   [[ -d "$work/c$i/rounds/1" ]] && fail "refused campaign $i started a round"
 done
@@ -39,6 +40,7 @@ expect_refused "an option as the kernel" "--kernel needs a value, not the option
 expect_refused "a 20-digit seed" "--seed needs" fuzz --seed 99999999999999999999
 expect_refused "minutes past 2^31 s" "--minutes needs" fuzz --minutes 9999999999999999
 expect_refused "seconds past 2^31" "--seconds needs" fuzz --seconds 3000000000
+expect_refused "a memory that is none" "--memory must be host or cuda" fuzz --memory gpu
 
 # A valid campaign is not refused: it runs and passes.
 n=$(( n + 1 ))
@@ -47,6 +49,15 @@ out=$(bash "$here/../slurm-campaign.sh" submit --dir "$work/c$n" --local --tasks
 rc=$?
 [[ $rc -eq 0 ]] || fail "a valid local campaign: exit $rc: $out"
 [[ "$out" == *"verdict: PASS"* ]] || fail "a valid local campaign does not say PASS: $out"
+
+# Kernels chosen by their memory, as gpu-check.sh chooses the CUDA ones: no list of names.
+n=$(( n + 1 ))
+out=$(bash "$here/../slurm-campaign.sh" submit --dir "$work/c$n" --local --tasks 2 --cases 4 --build "$build" \
+        --memory host --kernel 'host_gemv*' --seed 3 2>&1)
+rc=$?
+[[ $rc -eq 0 ]] || fail "a campaign of the host kernels: exit $rc: $out"
+[[ "$out" == *"in host memory"* && "$out" == *"verdict: PASS"* ]] || fail "a campaign of the host kernels: $out"
+grep -q -- "--memory host" "$work/c$n"/rounds/1/logs/task-0.log || fail "the tasks do not run with --memory host"
 
 [[ $failures -eq 0 ]] || exit 1
 echo "campaign arguments: all refused as they should be"

@@ -1,0 +1,36 @@
+// Defaults and shared diagnoses (see defaults.h).
+#include "harness/engine/defaults.h"
+
+#include <chrono>
+
+#include <fmt/format.h>
+
+namespace nvfp4 {
+
+uint64_t seed_or_clock(const std::optional<uint64_t>& given, const std::string& repeat) {
+  if (given) return *given;
+  const auto seed = static_cast<uint64_t>(std::chrono::system_clock::now().time_since_epoch().count());
+  fmt::print(stderr, "nvfp4check: seed from the clock: {} (repeat with {}{})\n", seed, repeat, seed);
+  return seed;
+}
+
+std::string other_stream(const std::string& mine) { return mine == "legacy" ? "current" : "legacy"; }
+
+bool stream_explainable(Check c) {
+  return c == Check::determinism || c == Check::stale_state || c == Check::unwritten_output || c == Check::oracle;
+}
+
+std::string other_stream_note(Check c, const std::string& mine, const std::string& rerun) {
+  const std::string missing =
+      mine == "legacy"
+          ? "work the function put on a stream of its own or the runner's is not ordered after the work it put on "
+            "the legacy default stream, torch's current stream there: make one stream wait for the other"
+          : "work the function put on the legacy default stream (a <<<grid, block>>> launch without a stream, raw "
+            "stream 0) is not ordered after the work it put on torch's current stream, the runner's (a .contiguous() "
+            "or a copy of an input): launch on torch.cuda.current_stream() or make one stream wait for the other. "
+            "GPU MODE's harness runs everything on the legacy stream, where this passes";
+  return fmt::format("the same case, run again with {}, passed: {}{}", rerun,
+                     c == Check::oracle ? "the wrong values come from a race between two streams; " : "", missing);
+}
+
+}  // namespace nvfp4
