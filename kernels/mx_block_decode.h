@@ -14,7 +14,7 @@
 
 namespace nvfp4::kern {
 
-NVFP4_KERNEL_HD uint32_t format_or_nvfp4(uint32_t format) { return format == 0 ? NVFP4_FORMAT_NVFP4 : format; }
+NVFP4_KERNEL_HD uint32_t format_or_nvfp4(uint32_t format) { return format == 0 ? uint32_t{NVFP4_FORMAT_NVFP4} : format; }
 
 NVFP4_KERNEL_HD bool packs_nibbles(uint32_t format) {
   return format_or_nvfp4(format) == NVFP4_FORMAT_NVFP4 || format == NVFP4_FORMAT_MXFP4;

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cuda/mx_bug.h"
+#include "kernels/mx_bug.h"
 #include "kernels/host/host_quantize.h"
 #include "kernels/problem_fits.h"
 #include "mutation/mutants/mutant_engines.h"
@@ -179,7 +179,7 @@ const QuantBugEntry kQuantBugs[] = {
 };
 
 // MX operands (SPEC section 1, revision 4): the bugs of public MX kernels, each in the naive CUDA
-// MX GEMM (kernels/cuda/mx_gemm_naive.cuh; the bugs in kernels/cuda/mx_bug.h). Each declares the three MX formats
+// MX GEMM (kernels/mx_gemm_core.h; the bugs in kernels/mx_bug.h). Each declares the three MX formats
 // for A and B, so every pair, mixed ones included, can be drawn.
 using kern::mx::MxBug;
 struct MxBugEntry {

@@ -1,6 +1,6 @@
-// The switch the naive CUDA MX GEMM (mx_gemm_naive.cuh) takes for the MX mutants: none for the
-// built-in mx_gemm_naive, one decode bug for each mutant (mutation/mutants/). Plain C++, so the
-// mutant catalog, compiled by the host compiler, names the bugs it registers.
+// The switch the naive MX GEMM (mx_gemm_core.h) takes for the MX mutants: none for the built-in
+// mx_gemm_naive, one decode bug for each mutant (mutation/mutants/). Plain C++, so the mutant
+// catalog, compiled by the host compiler, names the bugs it registers.
 #pragma once
 
 namespace nvfp4::kern::mx {
