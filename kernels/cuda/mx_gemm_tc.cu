@@ -27,6 +27,7 @@
 #include "kernels/mx_block_decode.h"
 #include "kernels/output_words.h"
 #include "kernels/problem_fits.h"
+#include "kernels/tensor_core_layouts.h"
 
 namespace nvfp4::kern {
 namespace {
@@ -66,25 +67,36 @@ __device__ __forceinline__ ScaleParts row_scale(const TcOperand& o, uint32_t lay
   return e8m0_parts(o.scales[scale_offset(layout, o.rows, kb, b, r, s)]);
 }
 
-// Fragment layout of m16n8k16 (g = lane / 4, q = lane % 4): A rows g and g+8, k pairs 2q and
-// 2q+8; B column g, the same k pairs; C rows g, g+8 and columns 2q, 2q+1.
+// Fragments of m16n8k16 where kernels/tensor_core_layouts.h puts them (tested against the PTX ISA).
 __global__ void mx_gemm_tc_kernel(nvfp4_problem p, uint32_t out_type) {
   const TcOperand a{p.a, p.sfa, p.a_format, p.m}, bo{p.b, p.sfb, p.b_format, p.n};
   const int64_t k = p.k, kb = (k + 31) / 32;
   const int64_t tiles_m = (p.m + 15) / 16, tiles_n = (p.n + 7) / 8, tiles = p.l * tiles_m * tiles_n;
-  const int lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
+  const int lane = threadIdx.x % 32;
   for (int64_t t = blockIdx.x * int64_t{kWarps} + threadIdx.x / 32; t < tiles; t += int64_t{gridDim.x} * kWarps) {
     const int64_t b = t / (tiles_m * tiles_n), i0 = (t / tiles_n % tiles_m) * 16, j0 = t % tiles_n * 8;
-    const int64_t rows[4] = {i0 + g, i0 + g, i0 + g + 8, i0 + g + 8};
-    const int64_t cols[4] = {j0 + 2 * q, j0 + 2 * q + 1, j0 + 2 * q, j0 + 2 * q + 1};
+    int64_t rows[4], cols[4];  // C element c of this lane
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      const tc::RowCol rc = tc::mma_c_element(lane, c);
+      rows[c] = i0 + rc.row, cols[c] = j0 + rc.col;
+    }
     float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     for (int64_t s = 0; s < kb; ++s) {
       float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
       for (int64_t x = 32 * s; x < 32 * s + 32; x += 16) {
-        const uint32_t af[4] = {element_pair(a, k, b, i0 + g, x + 2 * q), element_pair(a, k, b, i0 + g + 8, x + 2 * q),
-                                element_pair(a, k, b, i0 + g, x + 2 * q + 8),
-                                element_pair(a, k, b, i0 + g + 8, x + 2 * q + 8)};
-        mma_bf16_16816(part, af, element_pair(bo, k, b, j0 + g, x + 2 * q), element_pair(bo, k, b, j0 + g, x + 2 * q + 8));
+        uint32_t af[4], bf[2];
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+          const tc::RowCol rc = tc::mma_a_pair(lane, r);  // row: m, col: k
+          af[r] = element_pair(a, k, b, i0 + rc.row, x + rc.col);
+        }
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          const tc::RowCol rc = tc::mma_b_pair(lane, r);  // row: k, col: n
+          bf[r] = element_pair(bo, k, b, j0 + rc.col, x + rc.row);
+        }
+        mma_bf16_16816(part, af, bf[0], bf[1]);
       }
 #pragma unroll
       for (int c = 0; c < 4; ++c) {
