@@ -701,7 +701,8 @@ ExactResult exact_gemm_auto(const Problem& p, double threshold) {
     return exact_gemm(p);
   }
   const double work = static_cast<double>(p.l) * p.m * p.n * p.k;
-  const bool gpu_op = p.op == Op::gemv || p.op == Op::gemm;  // dual: the CPU reference
+  // dual and MX operands: the CPU reference (the GPU one computes NVFP4's 2^-20 integers).
+  const bool gpu_op = (p.op == Op::gemv || p.op == Op::gemm) && !p.mx_operands();
   if (gpu_op && work >= threshold && p.k <= kGpuReferenceMaxK && gpu_reference_available(nullptr)) return exact_gemm_gpu(p);
   return exact_gemm(p);
 }

@@ -26,6 +26,13 @@ inline uint32_t declared_out_types(const nvfp4_kernel_info& info) {
   return info.abi_version < 2 || info.out_types == 0 ? (1u << NVFP4_OUT_FP16) : info.out_types;
 }
 
+// The operand formats a kernel takes for A (b = false) or B (b = true): a bit set of
+// (1u << NVFP4_FORMAT_*), NVFP4 alone for kernels before version 3 and for an empty set.
+inline uint32_t declared_formats(const nvfp4_kernel_info& info, bool b) {
+  const uint32_t set = info.abi_version < 3 ? 0u : (b ? info.b_formats : info.a_formats);
+  return set == 0 ? (1u << NVFP4_FORMAT_NVFP4) : set;
+}
+
 // Whether p is a problem version 1 of the ABI can express: GEMV or GEMM, FP16 out, no second B,
 // no groups. A version-1 kernel is handed nothing else (it could not tell).
 bool is_v1_problem(const nvfp4_problem& p);

@@ -27,6 +27,7 @@ namespace {
 constexpr const char* kKeys[] = {"op",        "m",         "n",     "k",          "l",
                                  "groups",    "group_m",   "group_n", "group_k",  "group_alpha",
                                  "packed",    "sf_layout", "scale_semantics",     "out_type",
+                                 "a_format",  "b_format",
                                  "in_type",   "format",    "recipe", "quant_2d",  "row_global_scale",
                                  "stochastic_seed",
                                  "alpha",     "alpha2",    "seed",  "generator",  "note",
@@ -152,6 +153,7 @@ class CaseParser {
     parse_op(p);
     check_keys_for_op(p.op);
     parse_out_type(p);
+    if (p.op != Op::quantize) parse_operand_formats(p);  // first: the formats decide k's parity and the sizes
     if (p.op == Op::grouped_gemm) {
       parse_options(p);
       parse_groups(p);
@@ -288,7 +290,8 @@ class CaseParser {
                                  key == "expect_q" || key == "expect_sfq";
       // A quantize case has X and Q/SFQ, no operands, alpha, output type or scale semantics.
       const bool gemm_only = key == "a" || key == "b" || key == "sfa" || key == "sfb" || key == "expect" ||
-                             key == "alpha" || key == "out_type" || key == "scale_semantics";
+                             key == "alpha" || key == "out_type" || key == "scale_semantics" ||
+                             key == "a_format" || key == "b_format";
       if (quantize_only && op != Op::quantize) fail(entry.line, "key '" + key + "' is only for op = quantize");
       if (op == Op::quantize && (gemm_only || grouped_only || dual_only))
         fail(entry.line, "key '" + key + "' is not used by op = quantize (it has x, expect_q and expect_sfq)");
@@ -310,13 +313,15 @@ class CaseParser {
     }
     if (p.op != Op::gemv && p.op != Op::quantize && !find("n")) fail_missing("missing required key 'n' (required for " + std::string(to_string(p.op)) + ")");
     p.m = parse_dim("m");
-    p.k = parse_dim("k", 2);  // k is even and at least 2
+    // k is even and at least 2, but 1 and odd are fine where no operand packs E2M1 nibbles.
+    const bool any_nibbles = p.op == Op::quantize ? packs_nibbles(p.q_format)
+                                                  : packs_nibbles(p.a_format) || packs_nibbles(p.b_format);
+    p.k = parse_dim("k", any_nibbles ? 2 : 1);
     p.l = parse_dim("l");
     p.n = find("n") ? parse_dim("n") : 1;
     if (p.op == Op::gemv && p.n != 1) fail(find("n")->line, "n must be 1 for gemv, got " + find("n")->value);
     if (p.op == Op::quantize && p.n != 1) fail(find("n")->line, "n must be 1 for quantize, got " + find("n")->value);
-    const bool packed_k = p.op != Op::quantize || packs_nibbles(p.q_format);  // MXFP8 codes take a byte each
-    if (packed_k && p.k % 2 != 0) fail(find("k")->line, "k must be even (two E2M1 values per byte), got " + find("k")->value);
+    if (any_nibbles && p.k % 2 != 0) fail(find("k")->line, "k must be even (two E2M1 values per byte), got " + find("k")->value);
     if (p.op == Op::quantize) return check_quantize_size(p);
 
     // Cap the buffers a case needs (SPEC section 2: a, b, both scale layouts, c) so that a typo
@@ -325,7 +330,8 @@ class CaseParser {
     const u128v m = p.m, n = p.n, k = p.k, l = p.l, kb = (p.k + 15) / 16;
     const u128v kt = (kb + 3) / 4, mt = (m + 127) / 128, nt = (n + 127) / 128;
     const u128v bs = p.op == Op::dual_gemm ? 2 : 1;  // dual GEMM has two B
-    const u128v bytes = l * (m + bs * n) * k / 2 + l * (m + bs * n) * kb + l * (mt + bs * nt) * kt * 512 +
+    const u128v row = p.mx_operands() ? k : k / 2;  // an E4M3/E5M2 operand takes a byte per element
+    const u128v bytes = l * (m + bs * n) * row + l * (m + bs * n) * kb + l * (mt + bs * nt) * kt * 512 +
                         l * m * n * out_bytes_;
     if (bytes > static_cast<u128v>(kMaxCaseBytes)) {
       int line = 0;
@@ -685,6 +691,26 @@ class CaseParser {
     }
   }
 
+  // a_format and b_format (default nvfp4); MX formats are for gemv and gemm only.
+  void parse_operand_formats(Problem& p) {
+    for (const char* key : {"a_format", "b_format"}) {
+      const Entry* e = find(key);
+      if (!e) continue;
+      BlockFormat& f = key[0] == 'a' ? p.a_format : p.b_format;
+      if (!nvfp4::parse_block_format(e->value, &f))
+        fail(e->line, std::string(key) + ": " + quoted(e->value) + " is not one of 'nvfp4', 'mxfp4', 'mxfp8_e4m3', 'mxfp8_e5m2'");
+      if (f != BlockFormat::nvfp4 && p.op != Op::gemv && p.op != Op::gemm)
+        fail(e->line, std::string(key) + " = " + e->value + ": MX operand formats are for gemv and gemm only");
+    }
+  }
+
+  static std::string operand_formula(const char* rows, BlockFormat f) {
+    return std::string(rows) + (packs_nibbles(f) ? "*k/2" : "*k");
+  }
+  static std::string scales_formula(const char* rows, BlockFormat f) {
+    return std::string(rows) + (f == BlockFormat::nvfp4 ? "*ceil(k/16)" : "*ceil(k/32)");
+  }
+
   void parse_data(Problem& p) {
     const bool dual = p.op == Op::dual_gemm;
     std::vector<const char*> tensors = {"a", "b", "sfa", "sfb"};
@@ -702,10 +728,10 @@ class CaseParser {
       if (!p.seed && dual) fail_missing("no data: give a, b, b2, sfa, sfb and sfb2, or a seed to generate them from");
       if (!p.seed) fail_missing("no data: give a, b, sfa and sfb, or a seed to generate them from");
     } else {
-      p.a = parse_bytes(*find("a"), "a", p.a_bytes(), "l*m*k/2");
-      p.b = parse_bytes(*find("b"), "b", p.b_bytes(), "l*n*k/2");
-      p.sfa = parse_bytes(*find("sfa"), "sfa", p.sfa_bytes(), "l*m*ceil(k/16)");
-      p.sfb = parse_bytes(*find("sfb"), "sfb", p.sfb_bytes(), "l*n*ceil(k/16)");
+      p.a = parse_bytes(*find("a"), "a", p.a_bytes(), operand_formula("l*m", p.a_format));
+      p.b = parse_bytes(*find("b"), "b", p.b_bytes(), operand_formula("l*n", p.b_format));
+      p.sfa = parse_bytes(*find("sfa"), "sfa", p.sfa_bytes(), scales_formula("l*m", p.a_format));
+      p.sfb = parse_bytes(*find("sfb"), "sfb", p.sfb_bytes(), scales_formula("l*n", p.b_format));
       if (dual) {
         p.b2 = parse_bytes(*find("b2"), "b2", p.b2_bytes(), "l*n*k/2");
         p.sfb2 = parse_bytes(*find("sfb2"), "sfb2", p.sfb2_bytes(), "l*n*ceil(k/16)");
@@ -976,6 +1002,9 @@ std::string write_case(const Problem& p) {
   out += std::string("scale_semantics = ") + (p.semantics == ScaleSemantics::e4m3 ? "e4m3" : "ue4m3") + "\n";
   // A file without out_type means fp16 (SPEC section 4): FP16 cases read as they always did.
   if (p.out_type != OutType::fp16) out += std::string("out_type = ") + to_string(p.out_type) + "\n";
+  // Formats are written when an operand is not NVFP4: NVFP4 cases read as they always did.
+  if (p.mx_operands())
+    out += std::string("a_format = ") + to_string(p.a_format) + "\nb_format = " + to_string(p.b_format) + "\n";
   if (!grouped) out += "alpha = " + format_alpha(p.alpha) + "\n";
   if (dual) out += "alpha2 = " + format_alpha(p.alpha2) + "\n";
   if (p.seed) out += "seed = " + std::to_string(*p.seed) + "\n";

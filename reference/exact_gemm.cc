@@ -10,6 +10,7 @@
 //  - each block is then scaled by sigA*sigB * 2^(expA+expB+18) in int64 and the chunk's int64
 //    sum is added to 128-bit accumulators, so any k is exact (see the bounds below).
 #include "reference/exact_gemm.h"
+#include "reference/exact_mx.h"
 
 #include <algorithm>
 #include <cmath>
@@ -344,6 +345,7 @@ ExactResult exact_gemm(const Problem& p) {
   if (!error.empty()) throw std::invalid_argument("exact_gemm: " + error);
   if (!p.has_data()) throw std::invalid_argument("exact_gemm: the problem has no data (a seed-only case not expanded?)");
   ExactResult result;
+  if (p.mx_operands()) return exact_mx_result(p);
   if (p.op == Op::quantize) {
     result.quant = std::make_shared<const QuantResult>(quantize_reference(p));
     result.group_offset = {0, 0};

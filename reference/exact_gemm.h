@@ -14,6 +14,8 @@
 
 namespace nvfp4 {
 
+struct MxElement;  // exact_mx.h
+
 // Everything the oracle knows about one output element. All sums are exact, in units of 2^-20
 // (every product a*sa*b*sb is an integer multiple of that).
 struct ExactElement {
@@ -63,6 +65,9 @@ struct ExactResult {
   // quantize: the reference quantization (Q, SFQ, encode factors, global scales); the vectors
   // above stay empty. Shared: the reference of a large case is not copied with the outcome.
   std::shared_ptr<const QuantResult> quant;
+  // Problems with MX operands (exact_mx.h): every element's facts, which the oracle judges by
+  // rule 9 instead of elems (whose NaN flags alone are set). Null for NVFP4 problems.
+  std::shared_ptr<const std::vector<MxElement>> mx;
 
   size_t size() const { return elems.size(); }
   uint32_t word(size_t i) const { return out_type == OutType::fp32 ? c32[i] : c[i]; }

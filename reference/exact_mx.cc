@@ -5,6 +5,8 @@
 // row is decoded once into such integers (B per batch, A per row).
 #include "reference/exact_mx.h"
 
+#include <memory>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -311,6 +313,42 @@ std::vector<uint32_t> exact_mx_words(const MxProblem& p) {
   std::vector<uint32_t> words(elems.size());
   for (size_t x = 0; x < elems.size(); ++x) words[x] = round_mx(elems[x], p.alpha, p.out_type);
   return words;
+}
+
+MxProblem mx_problem(const Problem& p) {
+  MxProblem x;
+  x.op = p.op;
+  x.m = p.m;
+  x.n = p.n;
+  x.k = p.k;
+  x.l = p.l;
+  x.alpha = p.alpha;
+  x.out_type = p.out_type;
+  x.semantics = p.semantics;
+  x.a = MxOperand{p.a_format, p.m, p.k, p.l, p.a, p.sfa};
+  x.b = MxOperand{p.b_format, p.n, p.k, p.l, p.b, p.sfb};
+  x.expect = p.expect;
+  x.note = p.note;
+  return x;
+}
+
+ExactResult exact_mx_result(const Problem& p) {
+  const std::string error = problem_error(p);
+  if (!error.empty()) throw std::invalid_argument("exact_mx_result: " + error);
+  auto facts = std::make_shared<std::vector<MxElement>>(exact_mx(mx_problem(p)));
+  ExactResult r;
+  r.out_type = p.out_type;
+  r.group_offset = {0, static_cast<int64_t>(facts->size())};
+  r.elems.resize(facts->size());
+  std::vector<uint32_t> words(facts->size());
+  for (size_t x = 0; x < facts->size(); ++x) {
+    r.elems[x].nan = (*facts)[x].nan;
+    words[x] = round_mx((*facts)[x], p.alpha, p.out_type);
+  }
+  if (p.out_type == OutType::fp32) r.c32 = std::move(words);
+  else r.c.assign(words.begin(), words.end());
+  r.mx = std::move(facts);
+  return r;
 }
 
 ElementVerdict judge_mx_element(const MxElement& e, float alpha, uint32_t actual, const Policy& policy,

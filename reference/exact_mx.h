@@ -3,7 +3,7 @@
 // about 2^-300 to 2^300, so sums are kept in a wide fixed-point (Kulisch) accumulator and rounded
 // once to the output type; Inf elements (E5M2) follow IEEE.
 //
-// MxProblem stands beside Problem until Problem holds a_format/b_format itself: an NVFP4-only
+// MxProblem is the reference's own view of a gemv/gemm Problem (mx_problem below): an NVFP4-only
 // Problem maps onto it one to one (both operands BlockFormat::nvfp4).
 #pragma once
 
@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "reference/exact_gemm.h"
 #include "reference/oracle.h"
 #include "reference/problem.h"
 
@@ -91,6 +92,13 @@ std::vector<uint32_t> exact_mx_words(const MxProblem& p);
 // SPEC section 3 rule 9: rules 1-4 with the element's E8M0/E4M3/E5M2 values, the same policies
 // and accumulation rules as judge_element. An Inf result accepts only that Inf.
 ElementVerdict judge_mx_element(const MxElement& e, float alpha, uint32_t actual, const Policy& policy, OutType type);
+
+// p (gemv or gemm, any operand formats, with data) as an MxProblem: the same data, linear scales.
+MxProblem mx_problem(const Problem& p);
+// The reference of a Problem with MX operands: `mx` holds every element's facts, `elems` only
+// their NaN flags (what code reading NVFP4 facts may look at), the words RN_out(alpha * r).
+// exact_gemm(p) calls it for such problems.
+ExactResult exact_mx_result(const Problem& p);
 
 // A case file (SPEC section 4) with `a_format`/`b_format`, GEMV or GEMM with explicit data:
 // keys op m n k l alpha out_type scale_semantics a_format b_format a b sfa sfb expect note

@@ -19,6 +19,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "reference/exact_mx.h"
 #include "reference/oracle_facts.h"
 
 namespace nvfp4 {
@@ -488,7 +489,8 @@ OracleSummary judge_all(const Problem& p, const ExactResult& ref, const Word& wo
       while (grouped && idx >= group_end[g]) ++g;
       const uint32_t actual = word(idx);
       const ElementVerdict v =
-          dual ? judge_dual_element(ref.elems[idx], ref.elems2[idx], ref.dual[idx], p.alpha, p.alpha2, actual, policy,
+          ref.mx ? judge_mx_element((*ref.mx)[static_cast<size_t>(idx)], p.alpha, actual, policy, p.out_type)
+          : dual ? judge_dual_element(ref.elems[idx], ref.elems2[idx], ref.dual[idx], p.alpha, p.alpha2, actual, policy,
                                     p.out_type)
                : judge_element(ref.elems[idx], grouped ? p.groups[g].alpha : p.alpha, actual, policy, p.out_type);
       part.exact_regime += v.exact_regime;
@@ -541,6 +543,7 @@ OracleSummary judge(const Problem& p, const ExactResult& ref, const uint16_t* c,
 ElementVerdict judge_output(const Problem& p, const ExactResult& ref, int64_t index, uint32_t actual,
                             const Policy& policy) {
   const size_t x = static_cast<size_t>(index);
+  if (ref.mx) return judge_mx_element((*ref.mx)[x], p.alpha, actual, policy, p.out_type);
   if (p.op == Op::dual_gemm)
     return judge_dual_element(ref.elems[x], ref.elems2[x], ref.dual[x], p.alpha, p.alpha2, actual, policy, p.out_type);
   const float alpha = p.op == Op::grouped_gemm ? p.groups[static_cast<size_t>(output_position(p, index).g)].alpha : p.alpha;

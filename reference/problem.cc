@@ -232,6 +232,20 @@ std::string quantize_shape_error(const Problem& p) {
   return e;
 }
 
+bool valid_format(BlockFormat f) {
+  return static_cast<uint32_t>(f) >= 1 && static_cast<uint32_t>(f) <= 4;
+}
+
+// gemv/gemm with an MX operand: an E4M3/E5M2 operand has a byte per element, so k need only be
+// even (and >= 2) when an operand packs E2M1 nibbles; each operand has its own kb.
+std::string mx_shape_error(const Problem& p) {
+  const bool nibbles = packs_nibbles(p.a_format) || packs_nibbles(p.b_format);
+  if (p.k < 1 || (nibbles && p.k % 2 != 0))
+    return "k = " + std::to_string(p.k) + (nibbles ? " must be even and >= 2 (an E2M1 operand)" : " must be >= 1");
+  // gemm_shape_error's bounds hold for k rounded up to even (a row is at most k bytes).
+  return gemm_shape_error(p.m, p.n, p.k + p.k % 2, p.l, out_word_bytes(p.out_type), "", p.op == Op::gemv);
+}
+
 }  // namespace
 
 std::string shape_error(const Problem& p) {
@@ -243,10 +257,16 @@ std::string shape_error(const Problem& p) {
     return "scale_semantics must be ue4m3 or e4m3";
   if (p.out_type != OutType::fp16 && p.out_type != OutType::bf16 && p.out_type != OutType::fp32)
     return "out_type must be fp16, bf16 or fp32";
+  if (!valid_format(p.a_format) || !valid_format(p.b_format))
+    return "a_format and b_format must be nvfp4, mxfp4, mxfp8_e4m3 or mxfp8_e5m2";
+  if (p.mx_operands() && p.op != Op::gemv && p.op != Op::gemm)
+    return std::string("MX operand formats (a_format ") + to_string(p.a_format) + ", b_format " +
+           to_string(p.b_format) + ") are for gemv and gemm only";
   if (p.op == Op::grouped_gemm) return grouped_shape_error(p);
   if (!p.groups.empty()) return "only grouped_gemm has groups";
   if (p.op == Op::quantize) return p.packed ? "only grouped_gemm has the packed arrangement" : quantize_shape_error(p);
   if (p.packed) return "only grouped_gemm has the packed arrangement";
+  if (p.mx_operands()) return mx_shape_error(p);
   return gemm_shape_error(p.m, p.n, p.k, p.l, out_word_bytes(p.out_type), "", p.op == Op::gemv);
 }
 

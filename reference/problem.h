@@ -67,6 +67,11 @@ struct Group {
   int64_t c_elems() const { return m * n; }
 };
 
+// Bytes of one row of k elements of an operand of format f (E2M1 packed, E4M3/E5M2 a byte each),
+// and its scale blocks per row.
+inline int64_t operand_row_bytes(BlockFormat f, int64_t k) { return packs_nibbles(f) ? k / 2 : k; }
+inline int64_t operand_kb(BlockFormat f, int64_t k) { return (k + block_size(f) - 1) / block_size(f); }
+
 struct Problem {
   Op op = Op::gemm;
   int64_t m = 1, n = 1, k = 2, l = 1;
@@ -74,8 +79,11 @@ struct Problem {
   ScaleSemantics semantics = ScaleSemantics::ue4m3;
   float alpha = 1.0f;
   OutType out_type = OutType::fp16;
-  std::vector<uint8_t> a, b;      // packed E2M1, l*m*k/2 and l*n*k/2 bytes
-  std::vector<uint8_t> sfa, sfb;  // LINEAR E4M3 scales, l*m*kb and l*n*kb bytes
+  // The operands' block formats (SPEC section 1): NVFP4, or an MX format (gemv and gemm only).
+  // `semantics` applies to NVFP4 operands' E4M3 scales.
+  BlockFormat a_format = BlockFormat::nvfp4, b_format = BlockFormat::nvfp4;
+  std::vector<uint8_t> a, b;      // l*m and l*n rows of operand_row_bytes (packed E2M1: k/2)
+  std::vector<uint8_t> sfa, sfb;  // LINEAR scales, l*m*kb() and l*n*kb_b() bytes
   // Reference words of out_type in C order, if recorded (not for grouped_gemm: see Group).
   std::optional<std::vector<uint32_t>> expect;
   // dual_gemm: the second B (U's), laid out like b and sfb, and U's global scale.
@@ -109,13 +117,17 @@ struct Problem {
 
   // Sizes of the problem-level tensors (0 for grouped_gemm, whose data are per group, and for
   // quantize, whose data are X).
-  int64_t kb() const { return (k + 15) / 16; }
+  // kb(): A's scale blocks per row (B's too unless the formats' blocks differ), kb_b(): B's.
+  int64_t kb() const { return operand_kb(a_format, k); }
+  int64_t kb_b() const { return operand_kb(b_format, k); }
+  // Whether an operand is of an MX format (the block-scaled reference and rule 9 judge it).
+  bool mx_operands() const { return a_format != BlockFormat::nvfp4 || b_format != BlockFormat::nvfp4; }
   bool gemm_data() const { return op != Op::grouped_gemm && op != Op::quantize; }
-  int64_t a_bytes() const { return gemm_data() ? l * m * k / 2 : 0; }
-  int64_t b_bytes() const { return gemm_data() ? l * n * k / 2 : 0; }
+  int64_t a_bytes() const { return gemm_data() ? l * m * operand_row_bytes(a_format, k) : 0; }
+  int64_t b_bytes() const { return gemm_data() ? l * n * operand_row_bytes(b_format, k) : 0; }
   int64_t b2_bytes() const { return op == Op::dual_gemm ? l * n * k / 2 : 0; }
   int64_t sfa_bytes() const { return gemm_data() ? l * m * kb() : 0; }
-  int64_t sfb_bytes() const { return gemm_data() ? l * n * kb() : 0; }
+  int64_t sfb_bytes() const { return gemm_data() ? l * n * kb_b() : 0; }
   int64_t sfb2_bytes() const { return op == Op::dual_gemm ? l * n * kb() : 0; }
   // quantize: X's bytes, Q's bytes, scale blocks per row and SFQ's bytes (linear).
   int64_t x_bytes() const { return op == Op::quantize ? l * m * k * in_word_bytes(in_type) : 0; }
@@ -130,7 +142,8 @@ struct Problem {
 };
 
 // Empty when the shape is valid, else a sentence saying what is wrong. gemv/gemm/dual_gemm:
-// m, n, l >= 1, k even >= 2, n == 1 for gemv. grouped_gemm: 1 <= groups <= kMaxGroups, every
+// m, n, l >= 1, k even >= 2, n == 1 for gemv; MX operand formats for gemv and gemm only, where
+// k >= 1 need only be even for an E2M1 operand. grouped_gemm: 1 <= groups <= kMaxGroups, every
 // m_g >= 0, n_g >= 1, k_g even >= 2, one n and one k when packed. Every size (each tensor, the
 // totals, the packed buffers) fits in memory arithmetic (2^40 bytes).
 std::string shape_error(const Problem& p);

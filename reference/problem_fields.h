@@ -59,6 +59,8 @@ void visit_problem_fields(V&& v, P& p) {
   v("semantics", p.semantics, R::input);
   v("alpha", p.alpha, R::input);
   v("out_type", p.out_type, R::input);
+  v("a_format", p.a_format, R::input);
+  v("b_format", p.b_format, R::input);
   v("a", p.a, R::input);
   v("b", p.b, R::input);
   v("sfa", p.sfa, R::input);

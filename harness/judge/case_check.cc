@@ -107,6 +107,19 @@ std::string unsupported_reason(const nvfp4_kernel_info& info, const Problem& p) 
 
 bool probes_refusal(const nvfp4_kernel_info& info, const Problem& p) { return op_module(p.op).probes_refusal(info, p); }
 
+namespace {
+
+// Why A's or B's format lies outside what the kernel declares ("" inside).
+std::string format_reason(const nvfp4_kernel_info& info, const Problem& p) {
+  if (!((declared_formats(info, false) >> static_cast<uint32_t>(p.a_format)) & 1u))
+    return fmt::format("the kernel does not declare the {} format for A", to_string(p.a_format));
+  if (!((declared_formats(info, true) >> static_cast<uint32_t>(p.b_format)) & 1u))
+    return fmt::format("the kernel does not declare the {} format for B", to_string(p.b_format));
+  return "";
+}
+
+}  // namespace
+
 std::string gemm_family::unsupported_reason(const nvfp4_kernel_info& info, const Problem& p) {
   const uint32_t op = static_cast<uint32_t>(p.op), layout = static_cast<uint32_t>(p.sf_layout);
   if (!((info.ops >> op) & 1u)) return fmt::format("the kernel does not declare op {}", to_string(p.op));
@@ -114,6 +127,7 @@ std::string gemm_family::unsupported_reason(const nvfp4_kernel_info& info, const
     return fmt::format("the kernel does not declare the {} output type", to_string(p.out_type));
   if (!((info.sf_layouts >> layout) & 1u))
     return fmt::format("the kernel does not declare the {} scale layout", to_string(p.sf_layout));
+  if (std::string why = format_reason(info, p); !why.empty()) return why;
   const bool unit_alpha = info.flags & NVFP4_FLAG_UNIT_ALPHA;
   // One GEMM's shape against the declared multiples (GEMV's n is 1 by definition).
   const auto shape_reason = [&](const std::string& who, int64_t m, int64_t n, int64_t k, bool has_n) -> std::string {
@@ -156,6 +170,7 @@ bool gemm_family::probes_refusal(const nvfp4_kernel_info& info, const Problem& p
   if (info.abi_version < 2 && !(v1_op && p.out_type == OutType::fp16)) return false;
   if (!((declared_out_types(info) >> static_cast<uint32_t>(p.out_type)) & 1u)) return false;
   if (!v1_op && !((info.ops >> static_cast<uint32_t>(p.op)) & 1u)) return false;
+  if (!format_reason(info, p).empty()) return false;  // a format it did not declare it never sees
   if (p.op == Op::grouped_gemm && (info.flags & NVFP4_FLAG_GROUPS_PACKED))
     for (const Group& q : p.groups)
       if (q.n != p.groups.front().n || q.k != p.groups.front().k) return false;
@@ -237,6 +252,24 @@ StaleVariant stale_gemm(const Problem& p, const ExactResult& ref, uint64_t seed)
   return v;
 }
 
+// MX operands: A negated (the sign bit of each element), rows and batches rotated on both sides
+// (each operand by its own row bytes and blocks), and the reference computed afresh.
+StaleVariant stale_mx(const Problem& p, uint64_t seed) {
+  StaleVariant v;
+  Problem& q = v.problem;
+  q = stale_base(p);
+  const uint8_t sign = packs_nibbles(p.a_format) ? 0x88 : 0x80;
+  for (uint8_t& byte : q.a) byte ^= sign;
+  const Rotations r = draw_rotations(p, seed);
+  rotate_rows(q.a, q.l, q.m, operand_row_bytes(q.a_format, q.k), r.ri);
+  rotate_rows(q.sfa, q.l, q.m, q.kb(), r.ri);
+  rotate_rows(q.b, q.l, q.n, operand_row_bytes(q.b_format, q.k), r.rj);
+  rotate_rows(q.sfb, q.l, q.n, q.kb_b(), r.rj);
+  for (auto* t : {&q.a, &q.sfa, &q.b, &q.sfb}) rotate_rows(*t, 1, q.l, static_cast<int64_t>(t->size()) / q.l, r.rl);
+  v.reference = exact_gemm_auto(q);
+  return v;
+}
+
 }  // namespace
 
 StaleVariant stale_variant(const Problem& p, const ExactResult& ref, uint64_t seed) {
@@ -244,6 +277,7 @@ StaleVariant stale_variant(const Problem& p, const ExactResult& ref, uint64_t se
 }
 
 StaleVariant gemm_family::stale_variant(const Problem& p, const ExactResult& ref, uint64_t seed) {
+  if (p.mx_operands()) return stale_mx(p, seed);
   if (p.op == Op::gemv || p.op == Op::gemm) return stale_gemm(p, ref, seed);
   if (p.op == Op::dual_gemm) {
     // silu(-G) * -U is not -(silu(G) * U): B2 alone is negated (U and so C change sign), the

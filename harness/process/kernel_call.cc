@@ -19,6 +19,12 @@
 namespace nvfp4 {
 namespace {
 
+// The padding byte for scales of format f: the call's pad is a NaN of E4M3 (or zero), but 0x7F is
+// E8M0's 1.0, so an MX scale's NaN padding is E8M0's one NaN, 0xFF.
+uint8_t scale_pad(BlockFormat f, uint8_t pad) {
+  return f != BlockFormat::nvfp4 && (pad & 0x7F) == 0x7F ? uint8_t{0xFF} : pad;
+}
+
 std::vector<uint8_t> scales_as(const Problem& p, const std::vector<uint8_t>& linear, int64_t rows, int64_t kb,
                                int64_t l, uint8_t pad) {
   if (p.sf_layout != SfLayout::permuted || rows == 0) return linear;
@@ -46,8 +52,8 @@ LaidOut gemm_family::lay_out(const Problem& p, const CallSpec& spec, uint32_t ke
   if (p.op != Op::grouped_gemm) {
     in.inputs = {{"a", InputKind::a, p.a},
                  {"b", InputKind::b, p.b},
-                 {"sfa", InputKind::sfa, scales_as(p, p.sfa, p.m, p.kb(), p.l, pad)},
-                 {"sfb", InputKind::sfb, scales_as(p, p.sfb, p.n, p.kb(), p.l, pad)}};
+                 {"sfa", InputKind::sfa, scales_as(p, p.sfa, p.m, p.kb(), p.l, scale_pad(p.a_format, pad))},
+                 {"sfb", InputKind::sfb, scales_as(p, p.sfb, p.n, p.kb_b(), p.l, scale_pad(p.b_format, pad))}};
     if (p.op == Op::dual_gemm) {
       in.inputs.push_back({"b2", InputKind::b2, p.b2});
       in.inputs.push_back({"sfb2", InputKind::sfb2, scales_as(p, p.sfb2, p.n, p.kb(), p.l, pad)});
@@ -175,9 +181,12 @@ nvfp4_problem to_abi(const Problem& p, const uint8_t* a, const uint8_t* b, const
   abi.stream = stream;
   abi.out_type = static_cast<uint32_t>(p.out_type);
   abi.alpha2 = p.op == Op::dual_gemm ? p.alpha2 : 1.0f;  // SPEC section 5: 1 for every other problem
-  // Version 3: every GEMM-family problem's operands are NVFP4 (a quantize problem's module
-  // sets its own fields).
-  if (p.op != Op::quantize) abi.a_format = abi.b_format = NVFP4_FORMAT_NVFP4;
+  // Version 3: the GEMM family's operand formats (a quantize problem's module sets its own
+  // fields).
+  if (p.op != Op::quantize) {
+    abi.a_format = static_cast<uint32_t>(p.a_format);
+    abi.b_format = static_cast<uint32_t>(p.b_format);
+  }
   return abi;
 }
 

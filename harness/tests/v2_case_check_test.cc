@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,8 @@
 #include "harness/process/worker_protocol.h"
 #include "kernels/registry.h"
 #include "reference/fp16.h"
+#include "reference/scale_layout.h"
+#include "harness/ops/op_module.h"
 
 namespace nvfp4 {
 namespace {
@@ -329,6 +332,75 @@ TEST(V2Declarations, RefusalsAreProbedOnlyWhereTheKernelCanTell) {
   Problem dual = gemm_problem(Op::dual_gemm, 4, 4, 32, OutType::fp16, SfLayout::linear, 19);
   dual.alpha = 1.0f;
   EXPECT_NE(unsupported_reason(info, dual).find("alpha2"), std::string::npos);
+}
+
+// A GEMM with MX operands: small integers (E4M3/E5M2 bytes 0x38/0x3C are 1.0, E2M1 nibbles
+// from the seed) and E8M0 scales near 2^0, linear scales (the problem's layout is `layout`).
+Problem mx_gemm(BlockFormat fa, BlockFormat fb, int64_t m, int64_t n, int64_t k, SfLayout layout, uint32_t seed) {
+  Problem p;
+  p.op = n == 1 ? Op::gemv : Op::gemm;
+  p.m = m, p.n = n, p.k = k, p.l = 1;
+  p.a_format = fa, p.b_format = fb;
+  p.sf_layout = layout;
+  p.out_type = OutType::fp32;
+  std::mt19937 rng(seed);
+  auto fill = [&](std::vector<uint8_t>& v, int64_t bytes, BlockFormat f) {
+    v.resize(static_cast<size_t>(bytes));
+    const uint8_t one = f == BlockFormat::mxfp8_e5m2 ? 0x3C : 0x38;
+    for (uint8_t& b : v) b = packs_nibbles(f) ? static_cast<uint8_t>(rng() & 0x77) : static_cast<uint8_t>(one | (rng() & 0x80));
+  };
+  fill(p.a, p.a_bytes(), fa);
+  fill(p.b, p.b_bytes(), fb);
+  p.sfa.resize(static_cast<size_t>(p.sfa_bytes()));
+  p.sfb.resize(static_cast<size_t>(p.sfb_bytes()));
+  for (uint8_t& b : p.sfa) b = static_cast<uint8_t>(fa == BlockFormat::nvfp4 ? 0x38 : 120 + rng() % 15);
+  for (uint8_t& b : p.sfb) b = static_cast<uint8_t>(fb == BlockFormat::nvfp4 ? 0x38 : 120 + rng() % 15);
+  return p;
+}
+
+TEST(MxDeclarations, AKernelNeverReceivesAFormatItDoesNotDeclare) {
+  const Kernel& nvfp4_only = find(builtins(), "host_gemm_fp32");
+  const Problem p = mx_gemm(BlockFormat::mxfp8_e4m3, BlockFormat::mxfp4, 5, 3, 64, SfLayout::permuted, 31);
+  ASSERT_EQ(problem_error(p), "");
+  EXPECT_NE(unsupported_reason(*nvfp4_only.info, p).find("does not declare the mxfp8_e4m3 format for A"),
+            std::string::npos)
+      << unsupported_reason(*nvfp4_only.info, p);
+  EXPECT_FALSE(probes_refusal(*nvfp4_only.info, p));
+  const CaseOutcome r = check_in_process(nvfp4_only, p, options());
+  EXPECT_EQ(r.verdict, CaseOutcome::Verdict::skipped) << r.message;
+  EXPECT_EQ(r.calls, 0);
+  // Declaring A's format alone is not enough: B's is named next.
+  nvfp4_kernel_info info = *nvfp4_only.info;
+  info.abi_version = 3;
+  info.a_formats = 1u << NVFP4_FORMAT_MXFP8_E4M3;
+  EXPECT_NE(unsupported_reason(info, p).find("mxfp4 format for B"), std::string::npos);
+  info.b_formats = 1u << NVFP4_FORMAT_MXFP4;
+  EXPECT_EQ(unsupported_reason(info, p), "");
+  EXPECT_TRUE(probes_refusal(info, p));
+  // Such a kernel no longer takes NVFP4 (its set names the formats it takes).
+  EXPECT_NE(unsupported_reason(info, gemm_problem(Op::gemm, 5, 3, 32, OutType::fp32, SfLayout::linear, 3)).find("nvfp4"),
+            std::string::npos);
+  // A version-2 kernel cannot have declared any: its a_formats bytes are not read.
+  info.abi_version = 2;
+  EXPECT_FALSE(unsupported_reason(info, p).empty());
+}
+
+TEST(MxDeclarations, TheAbiProblemCarriesTheFormatsAndBuffersSizedByThem) {
+  const Problem p = mx_gemm(BlockFormat::mxfp8_e5m2, BlockFormat::mxfp4, 130, 3, 200, SfLayout::permuted, 32);
+  const nvfp4_problem abi = to_abi(p, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr);
+  EXPECT_EQ(abi.a_format, static_cast<uint32_t>(NVFP4_FORMAT_MXFP8_E5M2));
+  EXPECT_EQ(abi.b_format, static_cast<uint32_t>(NVFP4_FORMAT_MXFP4));
+  CallSpec spec;  // the default pad, 0x7F, is E4M3's NaN but E8M0's 1.0
+  const LaidOut out = op_module(p.op).lay_out(p, spec, 0);
+  ASSERT_EQ(out.inputs.size(), 4u);
+  EXPECT_EQ(out.inputs[0].bytes.size(), 130u * 200);  // a byte per E5M2 element
+  EXPECT_EQ(out.inputs[1].bytes.size(), 3u * 100);    // two E2M1 per byte
+  // kb = ceil(200/32) = 7 blocks: Kt = 2 tiles of 4; two row tiles for A's 130 rows.
+  EXPECT_EQ(out.inputs[2].bytes.size(), 2u * 2 * 512);
+  EXPECT_EQ(out.inputs[3].bytes.size(), 1u * 2 * 512);
+  EXPECT_EQ(sf_to_linear(out.inputs[2].bytes.data(), 130, 7, 1), p.sfa);
+  EXPECT_EQ(out.inputs[3].bytes[sf_permuted_offset(3, 7, 0, 0, 7)], 0xFF);  // padding: E8M0's NaN
+  EXPECT_EQ(out.inputs[2].bytes[sf_permuted_offset(130, 7, 0, 131, 0)], 0xFF);
 }
 
 TEST(V2Protocol, ProblemsAndWordsRoundTrip) {

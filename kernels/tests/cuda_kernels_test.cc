@@ -7,10 +7,12 @@
 #include <gtest/gtest.h>
 
 #include <iostream>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "kernels/builtin.h"
+#include "kernels/tests/mx_problems.h"
 #include "kernels/tests/small_problems.h"
 #include "kernels/tests/v2_problems.h"
 
@@ -33,6 +35,11 @@ struct DeviceArray {
 };
 
 class CudaKernel : public ::testing::TestWithParam<std::string> {};
+
+// A format set of nvfp4_kernel_info (0: NVFP4 only) holds f.
+bool declares_format(uint32_t formats, BlockFormat f) {
+  return ((formats == 0 ? 1u << NVFP4_FORMAT_NVFP4 : formats) >> static_cast<uint32_t>(f)) & 1u;
+}
 
 int64_t round_up(int64_t v, int64_t multiple) { return (v + multiple - 1) / multiple * multiple; }
 
@@ -72,6 +79,8 @@ TEST_P(CudaKernel, MatchesHostKernelBitForBitInTheExactRegime) {
   if (!kernel_runnable(k, &why)) GTEST_SKIP() << k.name() << " cannot run here: " << why;
   if (k.info->flags & NVFP4_FLAG_FP16_ACCUMULATE)
     GTEST_SKIP() << k.name() << " accumulates in FP16: not bit-exact with FP32 accumulation by design";
+  if (!declares_format(k.info->a_formats, BlockFormat::nvfp4) || !declares_format(k.info->b_formats, BlockFormat::nvfp4))
+    GTEST_SKIP() << k.name() << " declares no NVFP4 operands (CudaMx checks it)";
   const Kernel& host = builtin((k.info->flags & NVFP4_FLAG_SIGNED_SCALES) ? "host_gemm_fp32_e4m3" : "host_gemm_fp32");
   const uint64_t seed = 0xC0DA;
   std::cout << "seed " << seed << "\n";
@@ -258,6 +267,143 @@ TEST_P(CudaDual, SiluOfGTimesUWithinRuleSix) {
 INSTANTIATE_TEST_SUITE_P(Builtins, CudaDual, ::testing::ValuesIn(cuda_names_with_op(NVFP4_OP_DUAL_GEMM)),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(CudaDual);
+
+// Runs kernel k on the MX problem t (scales in `layout`, C poisoned) on a non-blocking stream;
+// *words gets C's words (2 or 4 bytes each).
+void run_mx_on_device(const Kernel& k, const MxProblem& t, uint32_t layout, float alpha, std::vector<uint32_t>* words) {
+  const int64_t count = t.l * t.m * t.n, bytes = static_cast<int64_t>(out_bytes(static_cast<uint32_t>(t.out_type)));
+  std::vector<uint8_t> c(static_cast<size_t>(count * bytes), 0xA5);
+  const std::vector<uint8_t> sfa = scales_in_layout(t.a, layout), sfb = scales_in_layout(t.b, layout);
+  cudaStream_t stream = nullptr;
+  ASSERT_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  Mirror m[5];
+  const std::vector<uint8_t>* bufs[5] = {&t.a.data, &t.b.data, &sfa, &sfb, &c};
+  for (int x = 0; x < 5; ++x) ASSERT_CUDA(m[x].upload(*bufs[x], stream));
+  nvfp4_problem p{};
+  p.op = t.op == Op::gemv ? NVFP4_OP_GEMV : NVFP4_OP_GEMM;
+  p.m = t.m, p.n = t.n, p.k = t.k, p.l = t.l;
+  p.a = m[0].device, p.b = m[1].device, p.sfa = m[2].device, p.sfb = m[3].device;
+  p.sf_layout = layout;
+  p.alpha = alpha;
+  p.c = reinterpret_cast<uint16_t*>(m[4].device);
+  p.stream = stream;
+  p.out_type = static_cast<uint32_t>(t.out_type);
+  p.alpha2 = 1.0f;
+  p.a_format = static_cast<uint32_t>(t.a.format), p.b_format = static_cast<uint32_t>(t.b.format);
+  ASSERT_EQ(k.run(p), NVFP4_OK) << k.name();
+  ASSERT_CUDA(cudaMemcpyAsync(c.data(), m[4].device, c.size(), cudaMemcpyDeviceToHost, stream));
+  ASSERT_CUDA(cudaStreamSynchronize(stream));
+  ASSERT_CUDA(cudaStreamDestroy(stream));
+  words->assign(static_cast<size_t>(count), 0);
+  for (int64_t e = 0; e < count; ++e)
+    for (int64_t y = 0; y < bytes; ++y) (*words)[e] |= uint32_t{c[e * bytes + y]} << (8 * y);
+}
+
+std::vector<std::string> cuda_mx_names() {
+  std::vector<std::string> names;
+  for (int i = 0; i < kern::builtin_kernel_count(); ++i) {
+    const nvfp4_kernel_info* info = kern::builtin_kernel_get(i);
+    const uint32_t mx = ~(1u << NVFP4_FORMAT_NVFP4);
+    if (info->memory == NVFP4_MEMORY_CUDA && ((info->a_formats | info->b_formats) & mx)) names.push_back(info->name);
+  }
+  return names;
+}
+
+// Runs kernel k on every declared pair of operand formats and judges each output against the
+// exact MX reference and SPEC's oracle (rules 1-4 with rule 9; the matrix-unit model of this
+// device for a kernel that declares it): ragged shapes, batches, both layouts (permuted padding
+// NaN), each declared output type, alpha 1 and 0.5, E8M0 exponents distinct along every row of
+// blocks; in FP16 also the extreme scales 2^-127 against 2^127 and a NaN scale. Returns the
+// configurations with a failing element, each described in *log (with `report`, as a test
+// failure too).
+int64_t mx_failures(const Kernel& k, bool report, std::string* log) {
+  Policy policy = Policy::for_flags(k.info->flags);
+  cudaDeviceProp prop{};
+  EXPECT_EQ(cudaGetDeviceProperties(&prop, 0), cudaSuccess);
+  policy.device_sm = prop.major * 10 + prop.minor;
+  std::mt19937_64 rng(0x3A7);
+  struct Shape {
+    Op op;
+    int64_t m, n, k, l;
+  };
+  const Shape shapes[] = {{Op::gemv, 1, 1, 2, 1},   {Op::gemv, 129, 1, 80, 3}, {Op::gemm, 7, 5, 34, 2},
+                          {Op::gemm, 33, 130, 520, 1}, {Op::gemm, 130, 17, 96, 2}};
+  int64_t failing = 0;
+  for (BlockFormat fa : kAllBlockFormats)
+    for (BlockFormat fb : kAllBlockFormats) {
+      if (!declares_format(k.info->a_formats, fa) || !declares_format(k.info->b_formats, fb)) continue;
+      for (const Shape& s : shapes) {
+        if (!k.supports_op(s.op == Op::gemv ? NVFP4_OP_GEMV : NVFP4_OP_GEMM)) continue;
+        for (bool extremes : {false, true}) {
+          MxProblem t = random_mx_problem(rng, fa, fb, s.op, s.m, s.n, s.k, s.l, OutType::fp16, {extremes, extremes});
+          const std::vector<MxElement> exact = exact_mx(t);
+          for (uint32_t out : {NVFP4_OUT_FP16, NVFP4_OUT_BF16, NVFP4_OUT_FP32}) {
+            // The extremes' sums fall below FP32's normal range, where no FP32 kernel is exact.
+            if (!k.supports_out_type(out) || (extremes && out != NVFP4_OUT_FP16)) continue;
+            t.out_type = static_cast<OutType>(out);
+            for (uint32_t layout : {NVFP4_SF_LINEAR, NVFP4_SF_PERMUTED})
+              for (float alpha : {1.0f, 0.5f}) {
+                if (!k.supports_layout(layout)) continue;
+                std::vector<uint32_t> got;
+                run_mx_on_device(k, t, layout, alpha, &got);
+                if (::testing::Test::HasFatalFailure()) return failing + 1;
+                int64_t bad = 0, first = -1;
+                for (size_t e = 0; e < got.size(); ++e)
+                  if (!judge_mx_element(exact[e], alpha, got[e], policy, t.out_type).ok && bad++ == 0) first = static_cast<int64_t>(e);
+                if (bad == 0) continue;
+                ++failing;
+                std::ostringstream what;
+                what << k.name() << " (" << policy.name() << ") a " << to_string(fa) << " b " << to_string(fb) << " m" << s.m
+                     << " n" << s.n << " k" << s.k << " l" << s.l << " " << out_name(out) << " layout " << layout << " alpha "
+                     << alpha << (extremes ? " extremes" : "") << ": " << bad << " failing, first at C index " << first
+                     << " got 0x" << std::hex << got[first] << " expected 0x" << round_mx(exact[first], alpha, t.out_type)
+                     << std::dec << "\n";
+                *log += what.str();
+                if (report) ADD_FAILURE() << what.str();
+              }
+          }
+        }
+      }
+    }
+  return failing;
+}
+
+class CudaMx : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CudaMx, EveryFormatPairPassesTheOracle) {
+  const Kernel& k = builtin(GetParam());
+  std::string why, log;
+  if (!runnable_or_skip(k, &why)) GTEST_SKIP() << k.name() << " cannot run here: " << why;
+  EXPECT_EQ(mx_failures(k, true, &log), 0);
+}
+
+// The same cases against the MX mutants (mutation/mutants/, the naive MX kernel with one decode
+// bug each): the control passes, and every mutant fails some configuration, so these cases see
+// each bug (a scale from the neighbouring block included, through the distinct exponents).
+TEST(CudaMxMutants, ControlPassesAndEveryMutantFails) {
+  Registry reg;
+  reg.load_plugin(NVFP4_MUTANTS_PLUGIN);
+  int mutants = 0;
+  for (const Kernel& k : reg.kernels()) {
+    const bool control = k.name() == "ctl_cuda_mx_unmutated";
+    if (!control && k.name().rfind("mut_cuda_mx_", 0) != 0) continue;
+    std::string why, log;
+    if (!kernel_runnable(k, &why)) GTEST_SKIP() << k.name() << " cannot run here: " << why;
+    const int64_t failing = mx_failures(k, control, &log);
+    if (control) {
+      EXPECT_EQ(failing, 0) << log;
+    } else {
+      ++mutants;
+      EXPECT_GT(failing, 0) << k.name() << " passed every configuration";
+      std::cout << k.name() << ": " << failing << " failing configurations; first: " << log.substr(0, log.find('\n')) << "\n";
+    }
+  }
+  EXPECT_EQ(mutants, 7);
+}
+
+INSTANTIATE_TEST_SUITE_P(Builtins, CudaMx, ::testing::ValuesIn(cuda_mx_names()),
+                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(CudaMx);
 
 std::vector<std::string> cuda_builtin_names() {
   std::vector<std::string> names;

@@ -18,6 +18,8 @@ int run_tensor_core_mutant(Bug bug, const nvfp4_problem* p);
 int run_cuda_v2_mutant(Bug bug, bool packed, const nvfp4_problem* p);
 // The CUDA quantizer with kern::quant::Bug `bug` (mutant_quantize_cuda.cu).
 int run_cuda_quantize_mutant(const nvfp4_kernel_info& info, const nvfp4_problem* p, int bug);
+// The naive CUDA MX GEMM with kern::mx::MxBug `bug` (mutant_mx_cuda.cu).
+int run_cuda_mx_mutant(const nvfp4_kernel_info& info, const nvfp4_problem* p, int bug);
 #endif
 
 }  // namespace nvfp4::mutants

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/mx_bug.h"
 #include "kernels/host/host_quantize.h"
 #include "kernels/problem_fits.h"
 #include "mutation/mutants/mutant_engines.h"
@@ -177,6 +178,26 @@ const QuantBugEntry kQuantBugs[] = {
      "stochastic rounding returning all-zero codes (a device assert compiled out, TransformerEngine PR #3281)"},
 };
 
+// MX operands (SPEC section 1, revision 4): the bugs of public MX kernels, each in the naive CUDA
+// MX GEMM (kernels/mx_gemm_core.h; the bugs in kernels/mx_bug.h). Each declares the three MX formats
+// for A and B, so every pair, mixed ones included, can be drawn.
+using kern::mx::MxBug;
+struct MxBugEntry {
+  MxBug bug;
+  const char* name;  // the mutant is mut_cuda_mx_<name>
+  const char* what;
+};
+const MxBugEntry kMxBugs[] = {
+    {MxBug::e8m0_zero_as_zero, "e8m0_zero_as_zero", "E8M0 scale 0x00 read as 0 instead of 2^-127 (Triton's test helper decodes it so)"},
+    {MxBug::neighbour_block_scale, "neighbour_block_scale", "block s reads block s^1's scale (invisible when a row's blocks share one exponent, flashinfer#4087)"},
+    {MxBug::block32_as_16, "block32_as_16", "MX scale index x/16, NVFP4's block size, instead of x/32"},
+    {MxBug::e5m2_as_e4m3, "e5m2_as_e4m3", "MXFP8 E5M2 elements decoded as E4M3"},
+    {MxBug::mxfp8_as_nibbles, "mxfp8_as_nibbles", "an MXFP8 operand's bytes unpacked as E2M1 nibbles (the MXFP4 path taken for it)"},
+    {MxBug::e8m0_bias_126, "e8m0_bias_126", "E8M0 bias 127 off by one: 2^(byte - 126)"},
+    {MxBug::nan_scale_ignored, "nan_scale_ignored", "a block whose E8M0 scale is NaN (0xFF) skipped, so the output is not NaN"},
+};
+constexpr uint32_t kMxOperands = (1u << NVFP4_FORMAT_MXFP4) | (1u << NVFP4_FORMAT_MXFP8_E4M3) | (1u << NVFP4_FORMAT_MXFP8_E5M2);
+
 void declare(nvfp4_kernel_info& info, Declares d) {
   info.out_types = kAllOutTypes;
   switch (d) {
@@ -201,6 +222,8 @@ struct Entry {
   bool v2 = false;  // run by the version-2 engine (mutant_v2_host.cc)
   bool quant = false;  // a quantizer (kernels/host/host_quantize.h) with qbug
   QBug qbug = QBug::none;
+  bool mx = false;  // the naive CUDA MX GEMM with mx_bug
+  MxBug mx_bug = MxBug::none;
 };
 
 // Built once; names live in a deque so their c_str() stays put.
@@ -244,6 +267,15 @@ struct Catalog {
     info.recipes = e.recipes;
     entries.back().quant = true;
     entries.back().qbug = e.bug;
+  }
+
+  void add_mx(const std::string& name, MxBug bug, const std::string& what) {
+    add(name, Bug::none, kCuda, what);
+    nvfp4_kernel_info& info = entries.back().info;
+    info.out_types = kAllOutTypes;
+    info.a_formats = info.b_formats = kMxOperands;
+    entries.back().mx = true;
+    entries.back().mx_bug = bug;
   }
 
   Catalog() {
@@ -293,6 +325,8 @@ struct Catalog {
     for (const QuantBugEntry& e : kQuantBugs) add_quant(e);
 #if defined(NVFP4_MUTANTS_WITH_CUDA)
     for (const QuantBugEntry& e : kQuantBugs) add_quant(e, kCuda);
+    add_mx("ctl_cuda_mx_unmutated", MxBug::none, "control: the naive CUDA MX GEMM, MX formats, no bug (must pass)");
+    for (const MxBugEntry& e : kMxBugs) add_mx(std::string("mut_cuda_mx_") + e.name, e.bug, e.what);
 #endif
   }
 };
@@ -331,6 +365,9 @@ extern "C" __attribute__((visibility("default"))) int nvfp4_kernel_run(int index
 #endif
     return nvfp4::kern::quant::quantize_on_host(p, e.info, e.qbug);
   }
+#if defined(NVFP4_MUTANTS_WITH_CUDA)
+  if (e.mx) return nvfp4::mutants::run_cuda_mx_mutant(e.info, p, static_cast<int>(e.mx_bug));
+#endif
   nvfp4_kernel_info enforced = e.info;
   // The bug: the declared k multiple is never enforced.
   if (e.bug == Bug::unsupported_shape_computed) enforced.k_multiple = 1;

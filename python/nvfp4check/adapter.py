@@ -204,19 +204,30 @@ def scale_shape(rows, kb, l, permuted):
     return (l, rows, kb)
 
 
+def operand_geometry(k, block_format):
+    """(scale blocks per row, bytes per row) of a row of k elements of a block format (SPEC.md
+    section 1: NVFP4 blocks of 16, MX blocks of 32; E2M1 two elements a byte, MXFP8 one)."""
+    fmt = block_format or _abi.NVFP4_FORMAT_NVFP4
+    block = 16 if fmt == _abi.NVFP4_FORMAT_NVFP4 else 32
+    one_byte = fmt in (_abi.NVFP4_FORMAT_MXFP8_E4M3, _abi.NVFP4_FORMAT_MXFP8_E5M2)
+    return ceil_div(k, block), k if one_byte else k // 2
+
+
 class Sizes:
     """Shapes of one problem's tensors (SPEC.md section 2). For grouped_gemm, those of the packed
     buffers (m the groups' rows together, l = 1; B and SFB a batch of G) and .groups, one
-    (m, n, k) per group."""
+    (m, n, k) per group. kb and half are A's scale blocks and bytes per row, b_kb and b_row B's
+    (they differ when the operand formats do)."""
 
-    __slots__ = ("op", "m", "n", "k", "l", "kb", "half", "permuted", "out_type", "sfa_shape", "sfb_shape",
-                 "groups", "b_batch")
+    __slots__ = ("op", "m", "n", "k", "l", "a_format", "b_format", "kb", "half", "b_kb", "b_row", "permuted", "out_type", "sfa_shape",
+                 "sfb_shape", "groups", "b_batch")
 
     def __init__(self, problem):
         self.op = _abi.OP_NAMES.get(problem.op, str(problem.op))
         self.m, self.n, self.k, self.l = problem.m, problem.n, problem.k, problem.l
-        self.kb = ceil_div(self.k, 16)
-        self.half = self.k // 2
+        self.a_format, self.b_format = problem.a_format, problem.b_format
+        self.kb, self.half = operand_geometry(self.k, self.a_format)
+        self.b_kb, self.b_row = operand_geometry(self.k, self.b_format)
         self.permuted = problem.sf_layout == _abi.NVFP4_SF_PERMUTED
         self.out_type = out_type_name(problem)
         self.groups = []
@@ -231,7 +242,7 @@ class Sizes:
             self.sfa_shape = (1, tiles, ceil_div(self.kb, 4), 32, 4, 4)
         else:
             self.sfa_shape = scale_shape(self.m, self.kb, self.l, self.permuted)
-        self.sfb_shape = scale_shape(self.n, self.kb, self.b_batch, self.permuted)
+        self.sfb_shape = scale_shape(self.n, self.b_kb, self.b_batch, self.permuted)
 
     def scale_shape(self, rows):
         return scale_shape(rows, self.kb, self.l, self.permuted)
@@ -313,14 +324,14 @@ def canonical_problem(problem, view, packed):
         p.groups = [group_views(problem.group[g], s, view) for g in range(problem.groups)]
     if s.op != "grouped_gemm" or p.packed:
         p.a = view(problem.a, (s.l, s.m, s.half))
-        p.b = view(problem.b, (s.b_batch, s.n, s.half))
+        p.b = view(problem.b, (s.b_batch, s.n, s.b_row))
         p.sfa = view(problem.sfa, s.sfa_shape)
         p.sfb = view(problem.sfb, s.sfb_shape)
         p.c = view(problem.c, (s.l, s.m, s.n), s.out_type)
     else:
         p.a = p.b = p.sfa = p.sfb = p.c = None
     if s.op == "dual_gemm":
-        p.b2 = view(problem.b2, (s.l, s.n, s.half))
+        p.b2 = view(problem.b2, (s.l, s.n, s.b_row))
         p.sfb2 = view(problem.sfb2, s.sfb_shape)
         p.alpha2 = float(problem.alpha2)
     return p
@@ -373,15 +384,16 @@ def group_views(entry, s, view):
     the packed arrangement. An empty group's arrays are empty, whatever its pointers."""
     g = Group()
     g.m, g.n, g.k, g.alpha = entry.m, entry.n, entry.k, float(entry.alpha)
-    kb = ceil_div(g.k, 16)
+    a_kb, a_row = operand_geometry(g.k, s.a_format)
+    b_kb, b_row = operand_geometry(g.k, s.b_format)
 
     def at(address):
         return address if g.m else None
 
-    g.a = view(at(entry.a), (1, g.m, g.k // 2))
-    g.b = view(at(entry.b), (1, g.n, g.k // 2))
-    g.sfa = view(at(entry.sfa), scale_shape(g.m, kb, 1, s.permuted))
-    g.sfb = view(at(entry.sfb), scale_shape(g.n, kb, 1, s.permuted))
+    g.a = view(at(entry.a), (1, g.m, a_row))
+    g.b = view(at(entry.b), (1, g.n, b_row))
+    g.sfa = view(at(entry.sfa), scale_shape(g.m, a_kb, 1, s.permuted))
+    g.sfb = view(at(entry.sfb), scale_shape(g.n, b_kb, 1, s.permuted))
     g.c = view(at(entry.c), (1, g.m, g.n), s.out_type)
     return g
 

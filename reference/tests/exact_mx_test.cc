@@ -473,3 +473,125 @@ TEST(MxCaseFile, FormatsDecideTheLengthsAndBadInputIsNamed) {
 
 }  // namespace
 }  // namespace nvfp4
+
+// ---- MX operands in the ordinary Problem -------------------------------------------------------
+
+namespace nvfp4 {
+namespace {
+
+// Every hand case read by the ordinary case reader: formats, data and expect as parse_mx_case
+// reads them, exact_gemm's words bit for bit, and write_case keeps the formats.
+TEST(MxProblemCase, HandCasesReadByParseCaseReplayBitForBit) {
+  for (const std::string& f : mx_corpus()) {
+    SCOPED_TRACE(f);
+    const MxProblem want = parse_mx_case(read_text(f), f);
+    const Problem p = parse_case(read_text(f), f);
+    EXPECT_EQ(p.a_format, want.a.format);
+    EXPECT_EQ(p.b_format, want.b.format);
+    EXPECT_EQ(p.a, want.a.data);
+    EXPECT_EQ(p.sfb, want.b.scales);
+    ASSERT_TRUE(p.expect.has_value());
+    const ExactResult ref = exact_gemm(p);
+    ASSERT_TRUE(ref.mx != nullptr || !p.mx_operands());
+    const ExpectComparison c = compare_expect(p, ref);
+    EXPECT_EQ(c.differing, 0);
+    EXPECT_EQ(c.compared, static_cast<int64_t>(p.expect->size()));
+    const Problem q = parse_case(write_case(p), "rewritten");
+    EXPECT_EQ(q.a_format, p.a_format);
+    EXPECT_EQ(q.b_format, p.b_format);
+    EXPECT_EQ(q.b, p.b);
+    EXPECT_EQ(write_case(q), write_case(p));
+  }
+}
+
+TEST(MxProblemCase, SizesAndShapesFollowTheFormats) {
+  Problem p;
+  p.op = Op::gemm;
+  p.m = 3, p.n = 2, p.k = 40, p.l = 2;
+  p.a_format = BlockFormat::mxfp8_e5m2;
+  p.b_format = BlockFormat::mxfp4;
+  EXPECT_EQ(p.a_bytes(), 2 * 3 * 40);
+  EXPECT_EQ(p.b_bytes(), 2 * 2 * 20);
+  EXPECT_EQ(p.sfa_bytes(), 2 * 3 * 2);
+  EXPECT_EQ(p.sfb_bytes(), 2 * 2 * 2);
+  EXPECT_EQ(shape_error(p), "");
+  p.k = 33;  // an E2M1 operand needs even k
+  EXPECT_NE(shape_error(p).find("even"), std::string::npos);
+  p.b_format = BlockFormat::mxfp8_e4m3;  // two byte-per-element operands: any k
+  EXPECT_EQ(shape_error(p), "");
+  p.k = 1;
+  EXPECT_EQ(shape_error(p), "");
+  p.a_format = BlockFormat::nvfp4;  // NVFP4 mixed with MXFP8: NVFP4's blocks of 16, k even
+  p.k = 48;
+  EXPECT_EQ(p.kb(), 3);
+  EXPECT_EQ(p.kb_b(), 2);
+  EXPECT_EQ(shape_error(p), "");
+  p.op = Op::dual_gemm;  // MX formats are for gemv and gemm only
+  EXPECT_NE(shape_error(p).find("gemv and gemm only"), std::string::npos);
+  p.op = Op::gemm;
+  p.b_format = static_cast<BlockFormat>(9);
+  EXPECT_NE(shape_error(p).find("b_format"), std::string::npos);
+}
+
+TEST(MxProblemCase, CaseReaderNamesFormatErrors) {
+  auto error_of = [](const std::string& text) {
+    try {
+      parse_case(text, "bad");
+    } catch (const CaseError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  const std::string head = "op = gemv\nm = 1\nn = 1\nk = 40\nl = 1\n";
+  const std::string a = "a = " + std::string(80, '3') + "\n", b = "b = " + std::string(40, '2') + "\n";
+  EXPECT_EQ(error_of(head + "a_format = mxfp8_e4m3\nb_format = mxfp4\n" + a + b + "sfa = 7f7f\nsfb = 7f80\n"),
+            "no error");
+  EXPECT_NE(error_of(head + "a_format = mxfp6\n" + a + b + "sfa = 7f7f\nsfb = 7f80\n").find("bad:6: a_format"),
+            std::string::npos);
+  // An E4M3 A of 40 elements is 40 bytes: NVFP4's 20 are too few.
+  EXPECT_NE(error_of(head + "a_format = mxfp8_e4m3\nb_format = mxfp4\na = " + std::string(40, '3') + "\n" + b +
+                     "sfa = 7f7f\nsfb = 7f80\n")
+                .find("l*m*k = 40"),
+            std::string::npos);
+  EXPECT_NE(error_of("op = dual_gemm\nm = 1\nn = 1\nk = 32\nl = 1\na_format = mxfp4\nseed = 1\n").find("gemv and gemm only"),
+            std::string::npos);
+  EXPECT_NE(error_of("op = quantize\nm = 1\nk = 32\nl = 1\nin_type = bf16\nformat = mxfp4\nrecipe = mx_floor\n"
+                     "a_format = mxfp4\n")
+                .find("a_format"),
+            std::string::npos);
+}
+
+// The oracle judges a Problem with MX operands by rule 9: an E8M0 0xFF scale makes its outputs
+// NaN, and 0x00 is 2^-127, not zero.
+TEST(MxProblemCase, OracleJudgesMxProblemsByRule9) {
+  Problem p;
+  p.op = Op::gemv;
+  p.m = 2, p.n = 1, p.k = 32, p.l = 1;
+  p.a_format = p.b_format = BlockFormat::mxfp8_e4m3;
+  p.out_type = OutType::fp32;
+  p.sf_layout = SfLayout::linear;
+  p.a.assign(64, 0x38);  // 1.0
+  p.b.assign(32, 0x38);
+  p.sfa = {0xFF, 0x00};   // row 0: NaN scale; row 1: 2^-127
+  p.sfb = {0xFE};         // 2^127
+  const ExactResult ref = exact_gemm(p);
+  ASSERT_TRUE(ref.mx != nullptr);
+  EXPECT_TRUE(ref.elems[0].nan);
+  const float one_row = 32.0f;  // 32 * 2^-127 * 2^127
+  uint32_t bits;
+  std::memcpy(&bits, &one_row, 4);
+  EXPECT_EQ(ref.word(1), bits);
+  const Policy policy;
+  std::vector<uint32_t> good = {0x7FC00000u, bits};
+  EXPECT_FALSE(judge_words(p, ref, good.data(), policy).any_failure());
+  std::vector<uint32_t> zero_scale = {0x7FC00000u, 0u};  // 0x00 read as zero
+  EXPECT_TRUE(judge_words(p, ref, zero_scale.data(), policy).any_failure());
+  std::vector<uint32_t> nan_ignored = {bits, bits};
+  const OracleSummary s = judge_words(p, ref, nan_ignored.data(), policy);
+  EXPECT_EQ(s.failing, 1);
+  EXPECT_EQ(s.first_i, 0);
+  EXPECT_FALSE(judge_output(p, ref, 1, 0u, policy).ok);
+}
+
+}  // namespace
+}  // namespace nvfp4

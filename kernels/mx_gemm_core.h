@@ -1,0 +1,87 @@
+// The arithmetic of the naive MX GEMM (one output element: chunks of one scale block, each chunk's
+// raw products summed in FP32 in element order and scaled once, see cuda/mx_gemm_naive.cuh), with
+// the MX mutants' bugs (mx_bug.h) as a switch. Host and device: the CUDA kernel runs it, and the
+// CPU tests run the same code against the exact reference where no GPU is.
+#pragma once
+
+#include <stdint.h>
+
+#include "kernels/mx_block_decode.h"
+#include "kernels/mx_bug.h"
+
+#if !defined(__CUDA_ARCH__)
+#include <cmath>
+#endif
+
+namespace nvfp4::kern::mx {
+
+// v * 2^e, one rounding (exact unless the result leaves FP32's normal range).
+NVFP4_KERNEL_HD float scale_pow2(float v, int e) {
+#if defined(__CUDA_ARCH__)
+  return ldexpf(v, e);
+#else
+  return std::ldexp(v, e);
+#endif
+}
+
+// One operand as the kernel reads it: data and scales (in the problem's layout), its format and
+// rows (m for A, n for B).
+struct Operand {
+  const uint8_t* data;
+  const uint8_t* scales;
+  uint32_t format;
+  int64_t rows;
+};
+
+NVFP4_KERNEL_HD bool is_mx(uint32_t format) { return format_or_nvfp4(format) != NVFP4_FORMAT_NVFP4; }
+NVFP4_KERNEL_HD bool is_mxfp8(uint32_t format) {
+  return format == NVFP4_FORMAT_MXFP8_E4M3 || format == NVFP4_FORMAT_MXFP8_E5M2;
+}
+
+// Element x of row r of batch b, as the kernel (with its bug) reads it.
+NVFP4_KERNEL_HD float read_element(const Operand& o, int64_t k, int64_t b, int64_t r, int64_t x, MxBug bug) {
+  if (bug == MxBug::mxfp8_as_nibbles && is_mxfp8(o.format))
+    return e2m1_to_float(e2m1_code(o.data + (b * o.rows + r) * (k / 2), x));
+  const uint8_t* row = o.data + (b * o.rows + r) * format_row_bytes(o.format, k);
+  if (bug == MxBug::e5m2_as_e4m3 && o.format == NVFP4_FORMAT_MXFP8_E5M2) return e4m3_element_to_float(row[x]);
+  return format_element(o.format, row, x);
+}
+
+// The scale of element x of row r of batch b; *skip set when the kernel drops the block.
+NVFP4_KERNEL_HD ScaleParts read_scale(const Operand& o, uint32_t layout, int64_t k, int64_t b, int64_t r, int64_t x,
+                                      MxBug bug, bool* skip) {
+  const int64_t block = format_block(o.format), kb = (k + block - 1) / block;
+  int64_t s = x / block;
+  if (is_mx(o.format)) {
+    if (bug == MxBug::block32_as_16) s = x / 16 < kb ? x / 16 : kb - 1;  // clamped: the bug reads wrong scales, never past them
+    if (bug == MxBug::neighbour_block_scale && (s ^ 1) < kb) s ^= 1;
+  }
+  const uint32_t byte = o.scales[scale_offset(layout, o.rows, kb, b, r, s)];
+  ScaleParts sp = format_scale(o.format, byte);
+  if (!is_mx(o.format)) return sp;
+  if (bug == MxBug::e8m0_zero_as_zero && byte == 0) sp.mant = 0.0f;
+  if (bug == MxBug::e8m0_bias_126) sp.exp += 1;
+  if (bug == MxBug::nan_scale_ignored && byte == 0xFFu) *skip = true;
+  return sp;
+}
+
+// The FP32 sum of output (b, i, j): chunks of the smaller of the two block sizes, each chunk's
+// raw sum scaled once. A whole MX block is one chunk, so a block whose scaled halves would
+// overflow FP32 with opposite signs (Inf - Inf = NaN) is summed before its scale is applied.
+NVFP4_KERNEL_HD float output_sum(const nvfp4_problem& p, const Operand& a, const Operand& bo, int64_t b, int64_t i,
+                                 int64_t j, MxBug bug) {
+  const int64_t chunk = format_block(a.format) < format_block(bo.format) ? format_block(a.format) : format_block(bo.format);
+  float acc = 0.0f;
+  for (int64_t x0 = 0; x0 < p.k; x0 += chunk) {
+    const int64_t x1 = x0 + chunk < p.k ? x0 + chunk : p.k;
+    float raw = 0.0f;
+    for (int64_t x = x0; x < x1; ++x) raw += read_element(a, p.k, b, i, x, bug) * read_element(bo, p.k, b, j, x, bug);
+    bool skip = false;
+    const ScaleParts sa = read_scale(a, p.sf_layout, p.k, b, i, x0, bug, &skip);
+    const ScaleParts sb = read_scale(bo, p.sf_layout, p.k, b, j, x0, bug, &skip);
+    if (!skip) acc += scale_pow2(raw * (sa.mant * sb.mant), sa.exp + sb.exp);  // never skipped when honest: NaN must reach C
+  }
+  return acc;
+}
+
+}  // namespace nvfp4::kern::mx
