@@ -27,7 +27,6 @@
 // each kernel's process, every test binary), and no other kernel uses it.
 #include <cublasLt.h>
 #include <cuda_runtime.h>
-#include <dlfcn.h>
 
 #include <cstdio>
 #include <string>
@@ -35,6 +34,7 @@
 #include <mutex>
 
 #include "kernels/builtin.h"
+#include "kernels/cuda/cuda_library.h"
 #include "kernels/problem_fits.h"
 
 namespace nvfp4::kern {
@@ -59,40 +59,14 @@ namespace {
   X(cublasLtMatmulPreferenceSetAttribute) X(cublasLtMatrixLayoutCreate) X(cublasLtMatrixLayoutDestroy)
 
 struct CublasLt {
-#define NVFP4_CUBLASLT_POINTER(name) decltype(&::name) name = nullptr;
-  NVFP4_CUBLASLT_FUNCTIONS(NVFP4_CUBLASLT_POINTER)
-#undef NVFP4_CUBLASLT_POINTER
+  NVFP4_CUBLASLT_FUNCTIONS(NVFP4_LIBRARY_POINTER)
 };
 
-// The library by its soname (the program's run path and LD_LIBRARY_PATH), else from the toolkit
-// this was built with; empty with the reason in *error when neither loads.
-void* open_cublaslt(std::string* error) {
-  const std::string soname = "libcublasLt.so." + std::to_string(CUBLAS_VER_MAJOR);
-  void* library = dlopen(soname.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (library == nullptr) library = dlopen((NVFP4_CUDA_LIBRARY_DIR "/" + soname).c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (library == nullptr) *error = "cannot load " + soname + ": " + dlerror();
-  return library;
-}
-
-// Loaded once per process and kept (handles created from it live until the process ends).
 const CublasLt* cublaslt(std::string* error) {
-  static std::string load_error;
-  static const CublasLt* api = [] () -> const CublasLt* {
-    void* library = open_cublaslt(&load_error);
-    if (library == nullptr) return nullptr;
-    static CublasLt loaded;
-#define NVFP4_CUBLASLT_RESOLVE(name)                                                \
-  loaded.name = reinterpret_cast<decltype(&::name)>(dlsym(library, #name));         \
-  if (loaded.name == nullptr) {                                                     \
-    load_error = "libcublasLt has no " #name;                                       \
-    return nullptr;                                                                 \
-  }
-    NVFP4_CUBLASLT_FUNCTIONS(NVFP4_CUBLASLT_RESOLVE)
-#undef NVFP4_CUBLASLT_RESOLVE
-    return &loaded;
-  }();
-  if (api == nullptr) *error = load_error;
-  return api;
+  return load_cuda_library<CublasLt>("libcublasLt", CUBLAS_VER_MAJOR, error, [](void* lib, CublasLt& a) {
+    NVFP4_CUBLASLT_FUNCTIONS(NVFP4_LIBRARY_RESOLVE)
+    return std::string();
+  });
 }
 
 // Workspace for split-K algorithms; allocated stream-ordered per call (cudaMallocAsync), so calls
