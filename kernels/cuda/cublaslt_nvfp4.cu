@@ -152,7 +152,7 @@ int run_cublaslt_nvfp4(const nvfp4_problem* p) {
   NVFP4_CUBLASLT_TRY(lt.cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_TRANSB, &op_n, sizeof op_n));
   const cublasLtPointerMode_t host_pointers = CUBLASLT_POINTER_MODE_HOST;
   NVFP4_CUBLASLT_TRY(lt.cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_POINTER_MODE, &host_pointers,
-                                                    sizeof host_pointers));
+                                                       sizeof host_pointers));
   const cublasLtMatmulMatrixScale_t vec16 = CUBLASLT_MATMUL_MATRIX_SCALE_VEC16_UE4M3;
   NVFP4_CUBLASLT_TRY(lt.cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &vec16, sizeof vec16));
   NVFP4_CUBLASLT_TRY(lt.cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &vec16, sizeof vec16));
@@ -164,23 +164,23 @@ int run_cublaslt_nvfp4(const nvfp4_problem* p) {
   NVFP4_CUBLASLT_TRY(lt.cublasLtMatmulPreferenceCreate(&desc.pref));
   const size_t workspace_bytes = kWorkspaceBytes;
   NVFP4_CUBLASLT_TRY(lt.cublasLtMatmulPreferenceSetAttribute(desc.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                          &workspace_bytes, sizeof workspace_bytes));
+                                                             &workspace_bytes, sizeof workspace_bytes));
   const uint32_t align_a = alignment_of(p->b, b_batch), align_b = alignment_of(p->a, a_batch);
   const uint32_t align_cd = alignment_of(p->c, c_batch);
   NVFP4_CUBLASLT_TRY(lt.cublasLtMatmulPreferenceSetAttribute(desc.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
-                                                          &align_a, sizeof align_a));
+                                                             &align_a, sizeof align_a));
   NVFP4_CUBLASLT_TRY(lt.cublasLtMatmulPreferenceSetAttribute(desc.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-                                                          &align_b, sizeof align_b));
+                                                             &align_b, sizeof align_b));
   NVFP4_CUBLASLT_TRY(lt.cublasLtMatmulPreferenceSetAttribute(desc.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
-                                                          &align_cd, sizeof align_cd));
+                                                             &align_cd, sizeof align_cd));
   NVFP4_CUBLASLT_TRY(lt.cublasLtMatmulPreferenceSetAttribute(desc.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
-                                                          &align_cd, sizeof align_cd));
+                                                             &align_cd, sizeof align_cd));
 
   // The heuristic only needs the descriptors; scale pointers are set per batch below.
   cublasLtMatmulHeuristicResult_t heuristic{};
   int found = 0;
   NVFP4_CUBLASLT_TRY(lt.cublasLtMatmulAlgoGetHeuristic(handle, desc.op, desc.a, desc.b, desc.d, desc.d, desc.pref, 1,
-                                                    &heuristic, &found));
+                                                       &heuristic, &found));
   if (found == 0) {
     return fail("cuBLASLt offers no NVFP4 algorithm for m=" + std::to_string(m) + " n=" + std::to_string(n) +
                 " k=" + std::to_string(k) + " on this device");
@@ -200,7 +200,7 @@ int run_cublaslt_nvfp4(const nvfp4_problem* p) {
     uint16_t* c = p->c + t * m * n;
     if (st == CUBLAS_STATUS_SUCCESS) {
       st = lt.cublasLtMatmul(handle, desc.op, &alpha, p->b + t * b_batch, desc.a, p->a + t * a_batch, desc.b, &beta, c,
-                          desc.d, c, desc.d, &heuristic.algo, workspace, kWorkspaceBytes, stream);
+                             desc.d, c, desc.d, &heuristic.algo, workspace, kWorkspaceBytes, stream);
     }
     if (st != CUBLAS_STATUS_SUCCESS) {
       result = fail("cublasLtMatmul of batch " + std::to_string(t) + " failed: " + lt.cublasLtGetStatusName(st));
