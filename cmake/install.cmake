@@ -33,7 +33,7 @@ install(FILES ${PROJECT_BINARY_DIR}/nvfp4checkConfig.cmake ${PROJECT_BINARY_DIR}
 
 if(TARGET nvfp4check)
   # Keep the link-time library paths (e.g. the CUDA toolkit's lib) so the installed program finds
-  # libcudart and libcublasLt without LD_LIBRARY_PATH.
+  # libcudart without LD_LIBRARY_PATH, and libcublasLt there when its kernel first loads it.
   set_target_properties(nvfp4check PROPERTIES INSTALL_RPATH_USE_LINK_PATH TRUE)
   install(TARGETS nvfp4check RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT nvfp4check_runtime)
 endif()

@@ -13,7 +13,8 @@
 // CUBLAS_COMPUTE_32F_FAST_16F), so the first such call tries, in order: FP16 operands with
 // CUBLAS_COMPUTE_32F; FP32 operands holding the same FP16 values with COMPUTE_32F_FAST_16F (the
 // library converts them to FP16, exactly, for the tensor cores); and plain FP32 (IEEE FMA, still
-// within the rule), and keeps the first that cuBLAS runs.
+// within the rule), and keeps the first that cuBLAS runs. cuBLAS is loaded on the first call
+// (kernels/cuda/cuda_library.h): every other kernel of this plugin runs without it.
 #include <cublas_v2.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -21,9 +22,11 @@
 #include <algorithm>
 #include <cstdio>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "kernels/block_scaled_decode.h"
+#include "kernels/cuda/cuda_library.h"
 #include "kernels/output_words.h"
 #include "kernels/problem_fits.h"
 #include "mutation/honest/honest_variants.h"
@@ -32,6 +35,21 @@ namespace nvfp4::honest {
 namespace {
 
 constexpr int kThreads = 256;
+
+// The cuBLAS functions this kernel calls (cublas_v2.h's names are macros for the _v2 symbols).
+#define NVFP4_HONEST_CUBLAS_FUNCTIONS(X) \
+  X(cublasCreate_v2) X(cublasSetStream_v2) X(cublasGemmGroupedBatchedEx_64) X(cublasGetStatusName) X(cublasGetStatusString)
+
+struct Cublas {
+  NVFP4_HONEST_CUBLAS_FUNCTIONS(NVFP4_LIBRARY_POINTER)
+};
+
+const Cublas* cublas(std::string* error) {
+  return kern::load_cuda_library<Cublas>("libcublas", CUBLAS_VER_MAJOR, error, [](void* lib, Cublas& a) {
+    NVFP4_HONEST_CUBLAS_FUNCTIONS(NVFP4_LIBRARY_RESOLVE)
+    return std::string();
+  });
+}
 
 // The operand types cuBLAS is asked for, in the order they are tried.
 struct Mode {
@@ -127,6 +145,7 @@ __global__ void epilogue_kernel(const nvfp4_group* groups, const GroupPlan* plan
 // never share the buffers at once and growing them can free the old ones in stream order.
 struct DeviceState {
   std::mutex mutex;
+  const Cublas* api = nullptr;  // set with the handle
   cublasHandle_t handle = nullptr;
   cudaEvent_t done = nullptr;
   bool recorded = false;
@@ -215,9 +234,9 @@ int enqueue(DeviceState& s, const nvfp4_problem* p, cudaStream_t stream, int mod
         p->group_device, plan, used, p->sf_layout, reinterpret_cast<float*>(a16), reinterpret_cast<float*>(b16));
   if ((err = cudaGetLastError()) != cudaSuccess) return cuda_failed("plan or dequantize launch", err);
 
-  cublasStatus_t st = cublasSetStream(s.handle, stream);
+  cublasStatus_t st = s.api->cublasSetStream_v2(s.handle, stream);
   if (st == CUBLAS_STATUS_SUCCESS)
-    st = cublasGemmGroupedBatchedEx_64(s.handle, s.ta.data(), s.tb.data(), s.ms.data(), s.ns.data(), s.ks.data(),
+    st = s.api->cublasGemmGroupedBatchedEx_64(s.handle, s.ta.data(), s.tb.data(), s.ms.data(), s.ns.data(), s.ks.data(),
                                        s.alpha.data(), static_cast<const void* const*>(s.a_ptrs), kModes[mode].operand,
                                        s.lda.data(), static_cast<const void* const*>(s.b_ptrs), kModes[mode].operand,
                                        s.ldb.data(), s.beta.data(), static_cast<void* const*>(s.c_ptrs), kModes[mode].c,
@@ -228,7 +247,7 @@ int enqueue(DeviceState& s, const nvfp4_problem* p, cudaStream_t stream, int mod
   }
   if (st != CUBLAS_STATUS_SUCCESS) {
     std::fprintf(stderr, "honest_cuda_cublas_grouped_f16: cublasGemmGroupedBatchedEx_64 (%s): %s (%s)\n",
-                 kModes[mode].text, cublasGetStatusName(st), cublasGetStatusString(st));
+                 kModes[mode].text, s.api->cublasGetStatusName(st), s.api->cublasGetStatusString(st));
     // The dequantization was enqueued: later calls must still wait for it.
     if (cudaEventRecord(s.done, stream) == cudaSuccess) s.recorded = true;
     return NVFP4_ERROR;
@@ -259,11 +278,18 @@ int run_cublas_grouped(const nvfp4_problem* p) {
   // Held for the whole call: the handle, the scratch and `done` are shared by every caller.
   std::lock_guard<std::mutex> lock(s.mutex);
   if (s.handle == nullptr) {
-    if (const cublasStatus_t st = cublasCreate(&s.handle); st != CUBLAS_STATUS_SUCCESS) {
-      s.handle = nullptr;
-      std::fprintf(stderr, "honest_cuda_cublas_grouped_f16: cublasCreate: %s\n", cublasGetStatusName(st));
+    std::string error;
+    const Cublas* api = cublas(&error);
+    if (api == nullptr) {
+      std::fprintf(stderr, "honest_cuda_cublas_grouped_f16: %s\n", error.c_str());
       return NVFP4_ERROR;
     }
+    if (const cublasStatus_t st = api->cublasCreate_v2(&s.handle); st != CUBLAS_STATUS_SUCCESS) {
+      s.handle = nullptr;
+      std::fprintf(stderr, "honest_cuda_cublas_grouped_f16: cublasCreate: %s\n", api->cublasGetStatusName(st));
+      return NVFP4_ERROR;
+    }
+    s.api = api;
   }
   if (s.done == nullptr && (err = cudaEventCreateWithFlags(&s.done, cudaEventDisableTiming)) != cudaSuccess) {
     s.done = nullptr;
