@@ -265,7 +265,8 @@ struct RoundInto {
         for (int64_t x = 0; x < count; ++x) c[x] = static_cast<uint16_t>(round_result(e[x], alpha, OutType::bf16));
         break;
       }
-      case OutType::fp32: {
+      case OutType::fp32:
+      case OutType::nvfp4: {  // the FP32 values the block-scaled output quantizes
         uint32_t* c = result->c32.data() + offset + base;
         for (int64_t x = 0; x < count; ++x) c[x] = round_result(e[x], alpha, OutType::fp32);
         break;
@@ -335,7 +336,7 @@ uint32_t round_dual(const DualValue& d, bool nan, OutType type) {
 }
 
 std::vector<uint32_t> ExactResult::words() const {
-  if (out_type == OutType::fp32) return c32;
+  if (out_word_bytes(out_type) == 4) return c32;
   return std::vector<uint32_t>(c.begin(), c.end());
 }
 
@@ -352,7 +353,7 @@ ExactResult exact_gemm(const Problem& p) {
   result.out_type = p.out_type;
   const size_t count = static_cast<size_t>(p.c_elems());
   result.elems.resize(count);
-  if (p.out_type == OutType::fp32) {
+  if (out_word_bytes(p.out_type) == 4) {
     result.c32.resize(count);
   } else {
     result.c.resize(count);
@@ -389,7 +390,7 @@ ExactResult exact_gemm(const Problem& p) {
     const DualValue d = dual_value(g, p.alpha, u, p.alpha2);
     result.dual[e] = d;
     const uint32_t w = round_dual(d, g.nan || u.nan, p.out_type);
-    if (p.out_type == OutType::fp32) {
+    if (out_word_bytes(p.out_type) == 4) {
       result.c32[e] = w;
     } else {
       result.c[e] = static_cast<uint16_t>(w);
