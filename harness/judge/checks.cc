@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "harness/judge/nan_scale_hint.h"
+#include "harness/ops/block_scaled_output.h"
 #include "harness/ops/op_module.h"
 #include "reference/fp16.h"
 
@@ -51,6 +52,7 @@ std::optional<Finding> ended(const CallContext& x, CallObservation::End end, Che
 // An element still holding the poison where the reference wants a number (or, for run 2, one
 // that held each run's poison: unwritten even where NaN is the right answer).
 std::optional<Finding> gemm_family::unwritten(const CallContext& x) {
+  if (block_scaled_out::applies(*x.problem)) return block_scaled_out::unwritten(x);
   const std::vector<uint32_t>& c = x.observation->c;
   const std::vector<uint32_t>* other = x.call == CaseCall::run2 && x.run1 ? &x.run1->c : nullptr;
   const uint32_t run1_poison = poison_word(x.problem->out_type, 1);
@@ -65,6 +67,7 @@ std::optional<Finding> gemm_family::unwritten(const CallContext& x) {
 }
 
 std::optional<Finding> gemm_family::judge(const CallContext& x, OracleSummary* summary) {
+  if (block_scaled_out::applies(*x.problem)) return block_scaled_out::judge(x, summary);
   *summary = judge_words(*x.problem, *x.reference, x.observation->c.data(), *x.policy);
   const OracleSummary& s = *summary;
   if (!s.any_failure()) return std::nullopt;
