@@ -498,6 +498,8 @@ ScheduledCase Schedule::at(int64_t index) const {
   if (p.op != Op::quantize) p.generator = c.spec.name();
   expand_seeded_case(p);
   if ((info_.flags & NVFP4_FLAG_UNIT_ALPHA) && c.kind != CaseKind::unsupported) set_unit_alpha(p);
+  // The output's global scale is drawn against the output's amax, so after the data.
+  if (block_scaled_out::applies(p)) block_scaled_out::draw_global_scale(d, p);
   p.note = p.op == Op::quantize
                ? fmt::format("schedule seed {} kernel {} case {} ({})", options_.seed, name_, index, p.generator)
                : fmt::format("schedule seed {} kernel {} case {} ({}, {}, data {})", options_.seed, name_, index,

@@ -89,22 +89,32 @@ std::optional<Finding> judge(const CallContext& x, OracleSummary* summary) {
 }
 
 // Q bytes and linear SFQ cells still holding the poison where the reference has another byte,
-// and only when rule 8 rejects the output: the count and the first.
+// reported only when they explain the whole failure: with the reference's bytes there, rule 8
+// accepts the output (a code or scale byte may equal the poison by chance; any other failure is
+// the oracle's to name).
 std::optional<Finding> unwritten(const CallContext& x) {
   const Problem& p = *x.problem;
   const OutUnit u = out_units(p).front();
-  const Outputs o = split(u, x.observation->c);
-  const uint8_t poison = poison_byte(x.poison);
+  Outputs o = split(u, x.observation->c);
+  const uint8_t poison = poison_byte(x.poison), padding = expected_padding(x);
   const QuantResult ref = block_scaled_reference(p, *x.reference, u);
-  int64_t left = 0, first = -1;
-  for (size_t e = 0; e < o.q.size() && e < ref.q.size(); ++e)
-    if (o.q[e] == poison && ref.q[e] != poison && left++ == 0) first = static_cast<int64_t>(e);
-  const std::vector<uint8_t> sfq =
-      p.sf_layout == SfLayout::permuted ? sf_to_linear(o.sfq.data(), u.m, u.nb(), u.l) : o.sfq;
-  int64_t left_sfq = 0;
-  for (size_t e = 0; e < sfq.size() && e < ref.sfq.size(); ++e) left_sfq += sfq[e] == poison && ref.sfq[e] != poison;
-  if (left + left_sfq == 0) return std::nullopt;
-  if (judge_block_scaled(p, *x.reference, *x.policy, u, o.q, o.sfq, expected_padding(x)).pass()) return std::nullopt;
+  if (o.q.size() != ref.q.size() || judge_block_scaled(p, *x.reference, *x.policy, u, o.q, o.sfq, padding).pass())
+    return std::nullopt;
+  int64_t left = 0, first = -1, left_sfq = 0;
+  for (size_t e = 0; e < o.q.size(); ++e) {
+    if (o.q[e] != poison || ref.q[e] == poison) continue;
+    if (left++ == 0) first = static_cast<int64_t>(e);
+    o.q[e] = ref.q[e];
+  }
+  for (int64_t e = 0; e < u.sfq_linear_bytes(); ++e) {
+    const int64_t b = e / (u.m * u.nb()), i = e / u.nb() % u.m, s = e % u.nb();
+    const int64_t at = p.sf_layout == SfLayout::permuted ? sf_permuted_offset(u.m, u.nb(), b, i, s) : e;
+    if (o.sfq[static_cast<size_t>(at)] != poison || ref.sfq[static_cast<size_t>(e)] == poison) continue;
+    ++left_sfq;
+    o.sfq[static_cast<size_t>(at)] = ref.sfq[static_cast<size_t>(e)];
+  }
+  if (left + left_sfq == 0 || !judge_block_scaled(p, *x.reference, *x.policy, u, o.q, o.sfq, padding).pass())
+    return std::nullopt;
   return Finding{Check::unwritten_output,
                  fmt::format("left {} byte(s) of Q and {} scale byte(s) of SFQ unwritten (still the runner's poison "
                              "0x{:02x}){}",
