@@ -103,6 +103,21 @@ void set_block_scaled_expect(Problem& p, const ExactResult& ref) {
   p.expect_sfq = std::move(sfq);
 }
 
+std::vector<uint8_t> block_scaled_expect_bytes(const Problem& p, const ExactResult& ref) {
+  Problem copy;
+  copy.op = p.op, copy.m = p.m, copy.n = p.n, copy.l = p.l, copy.sf_layout = p.sf_layout;
+  copy.out_recipe = p.out_recipe, copy.out_global_scale = p.out_global_scale;
+  for (const Group& g : p.groups) {
+    Group shape;
+    shape.m = g.m, shape.n = g.n, shape.k = g.k;
+    copy.groups.push_back(shape);
+  }
+  set_block_scaled_expect(copy, ref);
+  std::vector<uint8_t> bytes = *copy.expect_q;
+  bytes.insert(bytes.end(), copy.expect_sfq->begin(), copy.expect_sfq->end());
+  return bytes;
+}
+
 namespace {
 
 constexpr float kInf = std::numeric_limits<float>::infinity();

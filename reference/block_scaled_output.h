@@ -50,6 +50,9 @@ Problem unit_quantize_problem(const Problem& p, const ExactResult& ref, const Ou
 QuantResult block_scaled_reference(const Problem& p, const ExactResult& ref, const OutUnit& u);
 // The reference Q and SFQ (linear) of every unit, one after another: p's expect_q and expect_sfq.
 void set_block_scaled_expect(Problem& p, const ExactResult& ref);
+// The same bytes as one vector, Q then SFQ: what expect_word's byte indices of a block-scaled
+// output (as of a quantize problem) point into.
+std::vector<uint8_t> block_scaled_expect_bytes(const Problem& p, const ExactResult& ref);
 
 // Rule 8 for one unit: `q` and `sfq` are the unit's Q and SFQ as the kernel left them (SFQ in
 // p.sf_layout; permuted padding cells must hold `padding` after the call). A block whose every

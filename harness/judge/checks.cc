@@ -8,6 +8,7 @@
 #include "harness/judge/nan_scale_hint.h"
 #include "harness/ops/block_scaled_output.h"
 #include "harness/ops/op_module.h"
+#include "reference/block_scaled_output.h"
 #include "reference/fp16.h"
 
 namespace nvfp4 {
@@ -164,9 +165,13 @@ std::string expect_mismatch(const Problem& p, const ExactResult& reference) {
   const ExpectComparison cmp = compare_expect(p, reference, 1);
   if (cmp.differing == 0) return "";
   const int64_t x = cmp.first.front();
-  if (p.op == Op::quantize) {
-    const int64_t q = static_cast<int64_t>(reference.quant->q.size());
-    const uint8_t due = x < q ? reference.quant->q[static_cast<size_t>(x)] : reference.quant->sfq[static_cast<size_t>(x - q)];
+  if (p.op == Op::quantize || p.out_type == OutType::nvfp4) {
+    const bool quantize = p.op == Op::quantize;
+    const std::vector<uint8_t> bytes = quantize ? std::vector<uint8_t>() : block_scaled_expect_bytes(p, reference);
+    const int64_t q = quantize ? static_cast<int64_t>(reference.quant->q.size()) : out_q_bytes(p);
+    const uint8_t due = !quantize ? bytes[static_cast<size_t>(x)]
+                        : x < q   ? reference.quant->q[static_cast<size_t>(x)]
+                                  : reference.quant->sfq[static_cast<size_t>(x - q)];
     return fmt::format("the {} line disagrees with the exact reference at byte {}: expect 0x{:02x}, reference 0x{:02x}",
                        x < q ? "expect_q" : "expect_sfq", x < q ? x : x - q, expect_word(p, x), due);
   }

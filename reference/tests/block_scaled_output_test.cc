@@ -283,6 +283,16 @@ TEST(BlockScaledOutput, CaseFileRoundTrip) {
   EXPECT_EQ(back.expect_q, p.expect_q);
   EXPECT_EQ(back.expect_sfq, p.expect_sfq);
   EXPECT_EQ(write_case(back), text);
+  EXPECT_EQ(compare_expect(back, exact_gemm(back)).differing, 0);
+  Problem wrong = back;
+  (*wrong.expect_sfq)[0] ^= 1;
+  const ExpectComparison cmp = compare_expect(wrong, exact_gemm(wrong));
+  EXPECT_EQ(cmp.differing, 1);
+  EXPECT_EQ(cmp.first, std::vector<int64_t>{8});  // after Q's 8 bytes
+  Problem recorded = hand_case(Recipe::torchao, 0.25f);
+  set_expect(recorded, exact_gemm(recorded));
+  EXPECT_EQ(recorded.expect_q, p.expect_q);
+  EXPECT_FALSE(recorded.expect.has_value());
   EXPECT_THROW(parse_case(text + "expect = 0000\n", "x"), CaseError);
   EXPECT_THROW(parse_case("op = gemm\nm = 1\nn = 2\nk = 16\nl = 1\nout_recipe = te\nseed = 1\n", "x"), CaseError);
 }
