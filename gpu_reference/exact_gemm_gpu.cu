@@ -681,7 +681,8 @@ ExactResult grouped_gpu(const Problem& p, double threshold) {
     const ExactResult r = work >= threshold / 4 && q.k <= kGpuReferenceMaxK ? exact_gemm_gpu(one) : exact_gemm(one);
     const size_t at = static_cast<size_t>(out.group_offset[g]);
     std::copy(r.elems.begin(), r.elems.end(), out.elems.begin() + static_cast<std::ptrdiff_t>(at));
-    if (out_word_bytes(p.out_type) == 4) std::copy(r.c32.begin(), r.c32.end(), out.c32.begin() + static_cast<std::ptrdiff_t>(at));
+    if (out_word_bytes(p.out_type) == 4)
+      std::copy(r.c32.begin(), r.c32.end(), out.c32.begin() + static_cast<std::ptrdiff_t>(at));
     else std::copy(r.c.begin(), r.c.end(), out.c.begin() + static_cast<std::ptrdiff_t>(at));
   }
   return out;
