@@ -645,7 +645,7 @@ ExactResult exact_gemm_gpu(const Problem& p, GpuReferenceTiming* timing) {
     // by the CPU reference's own function.
     std::vector<uint32_t> words(static_cast<size_t>(elems));
     for (int64_t e = 0; e < elems; ++e) words[e] = round_result(result.elems[e], p.alpha, p.out_type);
-    if (p.out_type == OutType::fp32) {
+    if (out_word_bytes(p.out_type) == 4) {  // fp32, and nvfp4's FP32 values
       result.c32 = std::move(words);
       result.c.clear();
     } else {
@@ -671,7 +671,7 @@ ExactResult grouped_gpu(const Problem& p, double threshold) {
   out.group_offset = group_output_offsets(p);
   const int64_t total = out.group_offset.back();
   out.elems.resize(static_cast<size_t>(total));
-  if (p.out_type == OutType::fp32) out.c32.resize(static_cast<size_t>(total));
+  if (out_word_bytes(p.out_type) == 4) out.c32.resize(static_cast<size_t>(total));
   else out.c.resize(static_cast<size_t>(total));
   for (size_t g = 0; g < p.groups.size(); ++g) {
     const Group& q = p.groups[g];
@@ -681,7 +681,8 @@ ExactResult grouped_gpu(const Problem& p, double threshold) {
     const ExactResult r = work >= threshold / 4 && q.k <= kGpuReferenceMaxK ? exact_gemm_gpu(one) : exact_gemm(one);
     const size_t at = static_cast<size_t>(out.group_offset[g]);
     std::copy(r.elems.begin(), r.elems.end(), out.elems.begin() + static_cast<std::ptrdiff_t>(at));
-    if (p.out_type == OutType::fp32) std::copy(r.c32.begin(), r.c32.end(), out.c32.begin() + static_cast<std::ptrdiff_t>(at));
+    if (out_word_bytes(p.out_type) == 4)
+      std::copy(r.c32.begin(), r.c32.end(), out.c32.begin() + static_cast<std::ptrdiff_t>(at));
     else std::copy(r.c.begin(), r.c.end(), out.c.begin() + static_cast<std::ptrdiff_t>(at));
   }
   return out;

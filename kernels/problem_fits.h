@@ -70,6 +70,15 @@ inline bool grouped_fits(const nvfp4_kernel_info& info, const nvfp4_problem* p) 
   return true;
 }
 
+// Block-scaled output (out_type nvfp4): a declared NVFP4 recipe, Q, SFQ and the global scale
+// given, n even (Q packs two codes a byte). Grouped GEMM takes its Q and SFQ per group from a
+// table the built-in kernels do not read: they refuse it.
+inline bool block_scaled_out_fits(const nvfp4_kernel_info& info, const nvfp4_problem* p) {
+  if (info.abi_version < 3 || p->op == NVFP4_OP_GROUPED_GEMM || p->op == NVFP4_OP_GEMV) return false;
+  if (p->recipe < NVFP4_RECIPE_TE || p->recipe > NVFP4_RECIPE_TORCHAO || !((info.recipes >> p->recipe) & 1u)) return false;
+  return p->n % 2 == 0 && p->q != nullptr && p->sfq != nullptr && p->global_scale != nullptr;
+}
+
 }  // namespace detail
 
 // Also false for a problem that is not a valid NVFP4 problem at all (null pointers, k odd,
@@ -82,13 +91,15 @@ inline bool problem_fits(const nvfp4_kernel_info& info, const nvfp4_problem* p) 
   if (!((info.sf_layouts >> p->sf_layout) & 1u)) return false;
   const uint32_t out = problem_out_type(p);
   const uint32_t out_types = info.out_types == 0 ? (1u << NVFP4_OUT_FP16) : info.out_types;
-  if (out > NVFP4_OUT_FP32 || !((out_types >> out) & 1u)) return false;
+  if (out > NVFP4_OUT_NVFP4 || !((out_types >> out) & 1u)) return false;
+  const bool block_scaled_out = out == NVFP4_OUT_NVFP4;
+  if (block_scaled_out && !detail::block_scaled_out_fits(info, p)) return false;
   if (p->op == NVFP4_OP_GROUPED_GEMM) return detail::grouped_fits(info, p);
   if (p->groups != 0 || p->group != nullptr) return false;
   if (!detail::shape_fits(info, p->m, p->n, p->k, p->l, 1)) return false;
   if (p->op == NVFP4_OP_GEMV && p->n != 1) return false;
   if (!detail::alpha_fits(info, p->alpha)) return false;
-  if (!p->a || !p->b || !p->sfa || !p->sfb || !p->c) return false;
+  if (!p->a || !p->b || !p->sfa || !p->sfb || (!p->c && !block_scaled_out)) return false;
   if (p->op == NVFP4_OP_DUAL_GEMM && (!p->b2 || !p->sfb2 || !detail::alpha_fits(info, p->alpha2))) return false;
   return true;
 }

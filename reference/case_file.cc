@@ -19,6 +19,8 @@
 #include <map>
 #include <sstream>
 
+#include "reference/block_scaled_output.h"
+
 namespace nvfp4 {
 namespace {
 
@@ -28,6 +30,7 @@ constexpr const char* kKeys[] = {"op",        "m",         "n",     "k",        
                                  "groups",    "group_m",   "group_n", "group_k",  "group_alpha",
                                  "packed",    "sf_layout", "scale_semantics",     "out_type",
                                  "a_format",  "b_format",
+                                 "out_recipe", "out_global_scale",
                                  "in_type",   "format",    "recipe", "quant_2d",  "row_global_scale",
                                  "stochastic_seed",
                                  "alpha",     "alpha2",    "seed",  "generator",  "note",
@@ -158,6 +161,7 @@ class CaseParser {
       parse_options(p);
       parse_groups(p);
       parse_group_data(p);
+      parse_block_scaled_output(p);
     } else if (p.op == Op::quantize) {
       parse_quantize_options(p);  // first: the format decides whether k may be odd
       parse_shape(p);
@@ -167,6 +171,7 @@ class CaseParser {
       parse_shape(p);
       parse_options(p);
       parse_data(p);
+      parse_block_scaled_output(p);
     }
     return p;
   }
@@ -285,9 +290,16 @@ class CaseParser {
       const bool not_grouped = key == "m" || key == "n" || key == "k" || key == "l" || key == "alpha" ||
                                key == "a" || key == "b" || key == "sfa" || key == "sfb" || key == "expect";
       const bool dual_only = key == "b2" || key == "sfb2" || key == "alpha2";
+      // expect_q and expect_sfq also record a block-scaled output (out_type = nvfp4).
+      const Entry* out_type = find("out_type");
+      const bool block_scaled = op != Op::quantize && out_type && out_type->value == "nvfp4";
+      const bool out_only = key == "out_recipe" || key == "out_global_scale";
       const bool quantize_only = key == "in_type" || key == "format" || key == "recipe" || key == "quant_2d" ||
                                  key == "row_global_scale" || key == "stochastic_seed" || key == "x" ||
-                                 key == "expect_q" || key == "expect_sfq";
+                                 (!block_scaled && (key == "expect_q" || key == "expect_sfq"));
+      if (out_only && !block_scaled) fail(entry.line, "key '" + key + "' is only for out_type = nvfp4");
+      if (block_scaled && (key == "expect" || base == "expect"))
+        fail(entry.line, "out_type = nvfp4 records its expected output as expect_q and expect_sfq, not " + key);
       // A quantize case has X and Q/SFQ, no operands, alpha, output type or scale semantics.
       const bool gemm_only = key == "a" || key == "b" || key == "sfa" || key == "sfb" || key == "expect" ||
                              key == "alpha" || key == "out_type" || key == "scale_semantics" ||
@@ -420,11 +432,32 @@ class CaseParser {
     if (const Entry* e = find("expect_sfq")) p.expect_sfq = parse_bytes(*e, "expect_sfq", p.sfq_bytes(), sfq_formula);
   }
 
+  // out_type nvfp4: out_recipe and out_global_scale (required; one value, or one per group), then
+  // expect_q and expect_sfq (hex bytes, SFQ linear, the groups' one after another).
+  void parse_block_scaled_output(Problem& p) {
+    if (p.out_type != OutType::nvfp4) return;
+    const Entry* re = find("out_recipe");
+    const Entry* gs = find("out_global_scale");
+    if (!re) fail_missing("missing required key 'out_recipe' (te, ref, fast or torchao; required for out_type = nvfp4)");
+    if (!gs) fail_missing("missing required key 'out_global_scale' (required for out_type = nvfp4)");
+    if (!nvfp4::parse_recipe(re->value, &p.out_recipe) || !recipe_fits(p.out_recipe, BlockFormat::nvfp4))
+      fail(re->line, "out_recipe: " + quoted(re->value) + " is not one of 'te', 'ref', 'fast', 'torchao'");
+    std::istringstream in(gs->value);
+    std::vector<std::string> items;
+    for (std::string item; in >> item;) items.push_back(item);
+    if (items.size() != 1) items = parse_list(*gs, "out_global_scale", p.groups.size(), false);
+    for (const std::string& v : items) p.out_global_scale.push_back(parse_alpha_text(v, gs->line, "out_global_scale"));
+    const std::string error = block_scaled_output_error(p);
+    if (!error.empty()) fail(std::max(gs->line, find("out_type")->line), error);
+    if (const Entry* e = find("expect_q")) p.expect_q = parse_bytes(*e, "expect_q", out_q_bytes(p), "l*m*n/2");
+    if (const Entry* e = find("expect_sfq")) p.expect_sfq = parse_bytes(*e, "expect_sfq", out_sfq_bytes(p), "l*m*ceil(n/16)");
+  }
+
   // out_type first: the size cap and the expect words depend on it.
   void parse_out_type(Problem& p) {
     if (const Entry* e = find("out_type")) {
       if (!nvfp4::parse_out_type(e->value, &p.out_type))
-        fail(e->line, "out_type: " + quoted(e->value) + " is not one of 'fp16', 'bf16', 'fp32'");
+        fail(e->line, "out_type: " + quoted(e->value) + " is not one of 'fp16', 'bf16', 'fp32', 'nvfp4'");
     }
     out_bytes_ = static_cast<unsigned>(out_word_bytes(p.out_type));
   }
@@ -909,6 +942,11 @@ std::string group_values(const std::vector<Group>& groups, const Get& get) {
 
 namespace {
 
+void append_block_scaled_expect(std::string& out, const Problem& p) {
+  if (p.expect_q) append_tensor(out, "expect_q", *p.expect_q);
+  if (p.expect_sfq) append_tensor(out, "expect_sfq", *p.expect_sfq);
+}
+
 // A quantize case: X as words of in_type, Q and SFQ (linear) as hex bytes; quant_2d,
 // row_global_scale and stochastic_seed only when set (their absence means false / none).
 std::string write_quantize_case(const Problem& p) {
@@ -1005,6 +1043,11 @@ std::string write_case(const Problem& p) {
   // Formats are written when an operand is not NVFP4: NVFP4 cases read as they always did.
   if (p.mx_operands())
     out += std::string("a_format = ") + to_string(p.a_format) + "\nb_format = " + to_string(p.b_format) + "\n";
+  if (p.out_type == OutType::nvfp4) {
+    out += std::string("out_recipe = ") + to_string(p.out_recipe) + "\nout_global_scale =";
+    for (const float g : p.out_global_scale) out += " " + format_alpha(g);
+    out += "\n";
+  }
   if (!grouped) out += "alpha = " + format_alpha(p.alpha) + "\n";
   if (dual) out += "alpha2 = " + format_alpha(p.alpha2) + "\n";
   if (p.seed) out += "seed = " + std::to_string(*p.seed) + "\n";
@@ -1024,6 +1067,7 @@ std::string write_case(const Problem& p) {
       }
       if (q.expect) append_words(out, ("expect" + gs).c_str(), p.out_type, *q.expect);
     }
+    append_block_scaled_expect(out, p);
     return out;
   }
   if (any_data) {
@@ -1035,6 +1079,7 @@ std::string write_case(const Problem& p) {
     if (dual) append_tensor(out, "sfb2", p.sfb2);
   }
   if (p.expect) append_words(out, "expect", p.out_type, *p.expect);
+  append_block_scaled_expect(out, p);
   return out;
 }
 

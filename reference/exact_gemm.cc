@@ -17,6 +17,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "reference/block_scaled_output.h"
 #include "reference/scale_layout.h"  // ceil_div
 #include "reference/scaled_round.h"  // fp32_parts
 
@@ -266,7 +267,8 @@ struct RoundInto {
         for (int64_t x = 0; x < count; ++x) c[x] = static_cast<uint16_t>(round_result(e[x], alpha, OutType::bf16));
         break;
       }
-      case OutType::fp32: {
+      case OutType::fp32:
+      case OutType::nvfp4: {  // the FP32 values the block-scaled output quantizes
         uint32_t* c = result->c32.data() + offset + base;
         for (int64_t x = 0; x < count; ++x) c[x] = round_result(e[x], alpha, OutType::fp32);
         break;
@@ -336,7 +338,7 @@ uint32_t round_dual(const DualValue& d, bool nan, OutType type) {
 }
 
 std::vector<uint32_t> ExactResult::words() const {
-  if (out_type == OutType::fp32) return c32;
+  if (out_word_bytes(out_type) == 4) return c32;
   return std::vector<uint32_t>(c.begin(), c.end());
 }
 
@@ -354,7 +356,7 @@ ExactResult exact_gemm(const Problem& p) {
   result.out_type = p.out_type;
   const size_t count = static_cast<size_t>(p.c_elems());
   result.elems.resize(count);
-  if (p.out_type == OutType::fp32) {
+  if (out_word_bytes(p.out_type) == 4) {
     result.c32.resize(count);
   } else {
     result.c.resize(count);
@@ -391,7 +393,7 @@ ExactResult exact_gemm(const Problem& p) {
     const DualValue d = dual_value(g, p.alpha, u, p.alpha2);
     result.dual[e] = d;
     const uint32_t w = round_dual(d, g.nan || u.nan, p.out_type);
-    if (p.out_type == OutType::fp32) {
+    if (out_word_bytes(p.out_type) == 4) {
       result.c32[e] = w;
     } else {
       result.c[e] = static_cast<uint16_t>(w);
@@ -401,7 +403,7 @@ ExactResult exact_gemm(const Problem& p) {
 }
 
 uint32_t expect_word(const Problem& p, int64_t index) {
-  if (p.op == Op::quantize) {
+  if (p.op == Op::quantize || p.out_type == OutType::nvfp4) {
     const int64_t q = static_cast<int64_t>(p.expect_q ? p.expect_q->size() : 0);
     return index < q ? (*p.expect_q)[static_cast<size_t>(index)] : (*p.expect_sfq)[static_cast<size_t>(index - q)];
   }
@@ -413,6 +415,10 @@ uint32_t expect_word(const Problem& p, int64_t index) {
 
 void set_expect(Problem& p, const ExactResult& ref) {
   clear_expect(p);
+  if (p.op != Op::quantize && p.out_type == OutType::nvfp4) {
+    set_block_scaled_expect(p, ref);
+    return;
+  }
   if (p.op == Op::quantize) {
     p.expect_q = ref.quant->q;
     p.expect_sfq = ref.quant->sfq;
@@ -433,7 +439,7 @@ void set_expect(Problem& p, const ExactResult& ref) {
 
 ExpectComparison compare_expect(const Problem& p, const ExactResult& ref, size_t max_listed) {
   ExpectComparison out;
-  if (p.op == Op::quantize) {
+  if (p.op == Op::quantize || p.out_type == OutType::nvfp4) {
     // Bytes of Q, then of SFQ (linear): every byte equal. A recorded expect_q of a stochastic
     // case is what the reference's own random source gave, so it compares the same way.
     const auto compare_bytes = [&](const std::optional<std::vector<uint8_t>>& expect, const std::vector<uint8_t>& got,
@@ -446,8 +452,17 @@ ExpectComparison compare_expect(const Problem& p, const ExactResult& ref, size_t
           out.first.push_back(base + static_cast<int64_t>(x));
       }
     };
-    compare_bytes(p.expect_q, ref.quant->q, 0);
-    compare_bytes(p.expect_sfq, ref.quant->sfq, static_cast<int64_t>(ref.quant->q.size()));
+    if (p.op == Op::quantize) {
+      compare_bytes(p.expect_q, ref.quant->q, 0);
+      compare_bytes(p.expect_sfq, ref.quant->sfq, static_cast<int64_t>(ref.quant->q.size()));
+      return out;
+    }
+    // Block-scaled output: the reference's Q and SFQ (linear), as set_block_scaled_expect records them.
+    if (!p.expect_q && !p.expect_sfq) return out;
+    const std::vector<uint8_t> bytes = block_scaled_expect_bytes(p, ref);
+    const auto q = static_cast<std::ptrdiff_t>(out_q_bytes(p));
+    compare_bytes(p.expect_q, std::vector<uint8_t>(bytes.begin(), bytes.begin() + q), 0);
+    compare_bytes(p.expect_sfq, std::vector<uint8_t>(bytes.begin() + q, bytes.end()), q);
     return out;
   }
   auto compare = [&](const std::vector<uint32_t>& expect, int64_t base) {

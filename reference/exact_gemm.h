@@ -58,7 +58,7 @@ struct ExactResult {
   OutType out_type = OutType::fp16;
   std::vector<ExactElement> elems;  // C order ((b*m + i)*n + j); dual_gemm: G's
   std::vector<uint16_t> c;          // fp16 / bf16 words: RN_out(alpha * r), or RN_out(v)
-  std::vector<uint32_t> c32;        // fp32 words
+  std::vector<uint32_t> c32;        // fp32 words (nvfp4: the FP32 values it quantizes)
   std::vector<int64_t> group_offset;  // grouped_gemm: G + 1 element offsets; else {0, size}
   std::vector<ExactElement> elems2;   // dual_gemm: U's (alpha2)
   std::vector<DualValue> dual;        // dual_gemm
@@ -70,7 +70,7 @@ struct ExactResult {
   std::shared_ptr<const std::vector<MxElement>> mx;
 
   size_t size() const { return elems.size(); }
-  uint32_t word(size_t i) const { return out_type == OutType::fp32 ? c32[i] : c[i]; }
+  uint32_t word(size_t i) const { return out_word_bytes(out_type) == 4 ? c32[i] : c[i]; }
   std::vector<uint32_t> words() const;
 };
 

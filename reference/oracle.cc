@@ -550,6 +550,27 @@ ElementVerdict judge_output(const Problem& p, const ExactResult& ref, int64_t in
   return judge_element(ref.elems[x], alpha, actual, policy, p.out_type);
 }
 
+OutputInterval output_interval(const Problem& p, const ExactResult& ref, int64_t index, const Policy& policy) {
+  const size_t x = static_cast<size_t>(index);
+  Policy used = policy;
+  if (!uses_spread(policy) && policy.kind != Policy::Kind::exact) used = Policy{}.with_accumulation(policy.accumulation);
+  used.device_sm = policy.device_sm;
+  Target t;
+  if (p.op == Op::dual_gemm) {
+    t = dual_target(ref.elems[x], ref.elems2[x], ref.dual[x], p.alpha, p.alpha2, used, OutType::fp32);
+  } else {
+    const float alpha = p.op == Op::grouped_gemm ? p.groups[static_cast<size_t>(output_position(p, index).g)].alpha : p.alpha;
+    t = gemm_target(sum_facts(ref.elems[x], alpha, OutType::fp32), alpha, used);
+  }
+  OutputInterval out;
+  out.nan = t.nan;
+  out.exact = t.exact && !t.unjudged;
+  out.fp32 = t.expected;
+  out.x = t.x;
+  out.spread = t.unjudged ? std::numeric_limits<long double>::infinity() : t.spread;
+  return out;
+}
+
 OracleSummary judge_words(const Problem& p, const ExactResult& ref, const uint32_t* words, const Policy& policy) {
   return judge_all(p, ref, [words](int64_t idx) { return words[idx]; }, policy);
 }

@@ -78,6 +78,18 @@ ElementVerdict judge_element(const ExactElement& e, float alpha, uint16_t actual
 ElementVerdict judge_dual_element(const ExactElement& g, const ExactElement& u, const DualValue& d, float alpha,
                                   float alpha2, uint32_t actual, const Policy& policy, OutType type);
 
+// What rules 1-3 and 6 say of output element `index` of p before any rounding to an output
+// type: the value a block-scaled output quantizes (rule 8). nan: rule 1; exact: rule 2 or the
+// `exact` policy, the value is `fp32` (RN_fp32 of the exact one, what an FP32 accumulator holds
+// there); otherwise within x +- spread (Inf where rule 6 has no bound). allclose and ulp bound
+// rounded outputs only: for them the interval is the fp32 policy's.
+struct OutputInterval {
+  bool nan = false, exact = false;
+  uint32_t fp32 = 0;
+  long double x = 0, spread = 0;
+};
+OutputInterval output_interval(const Problem& p, const ExactResult& ref, int64_t index, const Policy& policy);
+
 struct OracleSummary {
   int64_t elements = 0, failing = 0, exact_regime = 0;
   int64_t unjudged = 0;  // elements that passed because rule 6 has no bound for them

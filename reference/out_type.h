@@ -17,7 +17,9 @@
 
 namespace nvfp4 {
 
-enum class OutType : uint32_t { fp16 = 1, bf16 = 2, fp32 = 3 };  // values of NVFP4_OUT_*
+// Values of NVFP4_OUT_*. nvfp4 is the block-scaled output of SPEC section 2 (codes and scales,
+// C not written): its words, where the suite holds any, are the FP32 values it quantizes.
+enum class OutType : uint32_t { fp16 = 1, bf16 = 2, fp32 = 3, nvfp4 = 4 };
 
 // An IEEE-style binary format with `precision` significand bits (the implicit one included),
 // normal exponents emin..emax, subnormals, Inf and NaN.
@@ -31,7 +33,8 @@ struct OutFormat {
 NVFP4_HD inline OutFormat out_format(OutType t) {
   switch (t) {
     case OutType::bf16: return OutFormat{8, -126, 127, 0x8000u, 0x7F80u, 0x7FC0u, 0x7F7Fu, 2};
-    case OutType::fp32: return OutFormat{24, -126, 127, 0x80000000u, 0x7F800000u, 0x7FC00000u, 0x7F7FFFFFu, 4};
+    case OutType::fp32:
+    case OutType::nvfp4: return OutFormat{24, -126, 127, 0x80000000u, 0x7F800000u, 0x7FC00000u, 0x7F7FFFFFu, 4};
     case OutType::fp16: break;
   }
   return OutFormat{11, -14, 15, 0x8000u, 0x7C00u, 0x7E00u, 0x7BFFu, 2};

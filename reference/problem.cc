@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "reference/block_scaled_output.h"
 #include "reference/scale_layout.h"
 
 namespace nvfp4 {
@@ -27,6 +28,7 @@ const char* to_string(OutType type) {
     case OutType::fp16: return "fp16";
     case OutType::bf16: return "bf16";
     case OutType::fp32: return "fp32";
+    case OutType::nvfp4: return "nvfp4";
   }
   return "unknown-out-type";
 }
@@ -87,7 +89,7 @@ bool parse_in_type(const std::string& text, InType* t) { return parse_enum(text,
 bool parse_recipe(const std::string& text, Recipe* r) { return parse_enum(text, Recipe::te, Recipe::mx_even, r); }
 
 bool parse_out_type(const std::string& text, OutType* type) {
-  for (const OutType t : {OutType::fp16, OutType::bf16, OutType::fp32}) {
+  for (const OutType t : {OutType::fp16, OutType::bf16, OutType::fp32, OutType::nvfp4}) {
     if (text == to_string(t)) {
       *type = t;
       return true;
@@ -246,6 +248,23 @@ std::string mx_shape_error(const Problem& p) {
   return gemm_shape_error(p.m, p.n, p.k + p.k % 2, p.l, out_word_bytes(p.out_type), "", p.op == Op::gemv);
 }
 
+// A block-scaled output records its expected outputs as expect_q and expect_sfq (linear), and
+// only it and quantize have them.
+std::string out_expect_error(const Problem& p) {
+  if (p.op == Op::quantize) return {};
+  if (p.out_type != OutType::nvfp4)
+    return p.expect_q || p.expect_sfq ? "expect_q and expect_sfq are for quantize and out_type nvfp4" : "";
+  bool words = p.expect.has_value();
+  for (const Group& g : p.groups) words = words || g.expect.has_value();
+  if (words) return "out_type nvfp4 records its expected outputs as expect_q and expect_sfq, not expect";
+  if (p.expect_q && static_cast<int64_t>(p.expect_q->size()) != out_q_bytes(p))
+    return "expect_q has " + std::to_string(p.expect_q->size()) + " bytes, expected " + std::to_string(out_q_bytes(p));
+  if (p.expect_sfq && static_cast<int64_t>(p.expect_sfq->size()) != out_sfq_bytes(p))
+    return "expect_sfq has " + std::to_string(p.expect_sfq->size()) + " bytes, expected " +
+           std::to_string(out_sfq_bytes(p));
+  return {};
+}
+
 }  // namespace
 
 std::string shape_error(const Problem& p) {
@@ -255,13 +274,18 @@ std::string shape_error(const Problem& p) {
     return "sf_layout must be linear or permuted";
   if (p.semantics != ScaleSemantics::ue4m3 && p.semantics != ScaleSemantics::e4m3)
     return "scale_semantics must be ue4m3 or e4m3";
-  if (p.out_type != OutType::fp16 && p.out_type != OutType::bf16 && p.out_type != OutType::fp32)
-    return "out_type must be fp16, bf16 or fp32";
+  if (p.out_type != OutType::fp16 && p.out_type != OutType::bf16 && p.out_type != OutType::fp32 &&
+      p.out_type != OutType::nvfp4)
+    return "out_type must be fp16, bf16, fp32 or nvfp4";
+  if (std::string e = block_scaled_output_error(p); !e.empty()) return e;
   if (!valid_format(p.a_format) || !valid_format(p.b_format))
     return "a_format and b_format must be nvfp4, mxfp4, mxfp8_e4m3 or mxfp8_e5m2";
   if (p.mx_operands() && p.op != Op::gemv && p.op != Op::gemm)
     return std::string("MX operand formats (a_format ") + to_string(p.a_format) + ", b_format " +
            to_string(p.b_format) + ") are for gemv and gemm only";
+  // The block-scaled output's reference quantizes exact NVFP4 results; MX operands have their own.
+  if (p.mx_operands() && p.out_type == OutType::nvfp4)
+    return "out_type nvfp4 is for NVFP4 operands (a_format and b_format nvfp4)";
   if (p.op == Op::grouped_gemm) return grouped_shape_error(p);
   if (!p.groups.empty()) return "only grouped_gemm has groups";
   if (p.op == Op::quantize) return p.packed ? "only grouped_gemm has the packed arrangement" : quantize_shape_error(p);
@@ -272,6 +296,7 @@ std::string shape_error(const Problem& p) {
 
 std::string problem_error(const Problem& p) {
   std::string e = shape_error(p);
+  if (e.empty()) e = out_expect_error(p);
   if (!e.empty()) return e;
   auto length = [](const std::string& what, size_t got, int64_t want) -> std::string {
     if (static_cast<int64_t>(got) == want) return {};

@@ -105,6 +105,12 @@ struct Problem {
   std::optional<uint64_t> stochastic_seed;
   std::vector<uint8_t> x;
   std::optional<std::vector<uint8_t>> expect_q, expect_sfq;  // reference Q and SFQ (linear), if recorded
+  // out_type nvfp4 (gemm, grouped_gemm, dual_gemm; SPEC section 2's block-scaled output): the
+  // recipe the output is quantized with and its global scale in the recipe's convention (one, or
+  // for grouped_gemm one per group). expect_q and expect_sfq then hold the reference Q and SFQ
+  // (linear), a grouped problem's groups one after another; `expect` is unused.
+  Recipe out_recipe = Recipe::te;
+  std::vector<float> out_global_scale;
   std::string note;
   // A case may name a seed and generator instead of explicit data (SPEC.md section 4); the
   // harness's generators fill a, b, sfa, sfb from them. Explicit data always wins.

@@ -77,6 +77,8 @@ void visit_problem_fields(V&& v, P& p) {
   v("row_global_scale", p.row_global_scale, R::input);
   v("stochastic_seed", p.stochastic_seed, R::input);
   v("x", p.x, R::input);
+  v("out_recipe", p.out_recipe, R::input);
+  v("out_global_scale", p.out_global_scale, R::input);
   v("expect", p.expect, R::kept);
   v("expect_q", p.expect_q, R::kept);
   v("expect_sfq", p.expect_sfq, R::kept);

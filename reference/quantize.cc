@@ -340,13 +340,15 @@ void quantize_tile(const Problem& p, const Ctx& c, int64_t b, int64_t i0, int64_
   }
 }
 
-QuantResult quantize_with(const Problem& p, const Ctx& c) {
+QuantResult quantize_with(const Problem& p, const Ctx& c, std::vector<float> global_scale) {
   check_problem(p);
+  const size_t scales = is_mx(p.recipe) ? 0 : p.row_global_scale ? static_cast<size_t>(p.l * p.m) : 1;
+  if (global_scale.size() != scales) throw std::invalid_argument("quantize: wrong number of global scales");
   QuantResult r;
   r.q.assign(static_cast<size_t>(p.q_bytes()), 0);
   r.sfq.assign(static_cast<size_t>(p.sfq_bytes()), 0);
   r.os.assign(r.sfq.size(), 0.0f);
-  r.global_scale = quantize_global_scales(p);
+  r.global_scale = std::move(global_scale);
   const int64_t rows = p.quant_2d ? 16 : 1, tiles = ceil_div(p.m, rows), kb = p.qkb();
 #pragma omp parallel for schedule(static) if (p.l * p.m * p.k > (int64_t(1) << 18))
   for (int64_t t = 0; t < p.l * tiles; ++t) {
@@ -383,8 +385,36 @@ QuantResult quantize_reference(const Problem& p, QuantVariant variant) {
   c.v = variant;
   // The extreme with the largest os: the outer reciprocal one ulp up, the inner one ulp down.
   if (variant == QuantVariant::approx_reciprocal) c = Ctx{variant, -1, +1};
-  return quantize_with(p, c);
+  return quantize_with(p, c, quantize_global_scales(p));
 }
+
+QuantResult quantize_reference(const Problem& p, const std::vector<float>& global_scale, QuantVariant variant) {
+  Ctx c;
+  c.v = variant;
+  if (variant == QuantVariant::approx_reciprocal) c = Ctx{variant, -1, +1};
+  return quantize_with(p, c, global_scale);
+}
+
+uint8_t nvfp4_scale_byte(Recipe r, float g, float amax_b) {
+  return r == Recipe::torchao ? nvfp4_torchao(g, amax_b, Ctx{}).byte : nvfp4_te_ref_fast(r, g, amax_b, Ctx{}).byte;
+}
+
+float nvfp4_encode_factor(Recipe r, float g, uint8_t byte) {
+  const float sf = e4m3_magnitude(byte);
+  if (r == Recipe::torchao) {
+    const float inv = 1.0f / g;
+    return inv / sf;
+  }
+  const float inv_gs = 1.0f / g;
+  const float d = sf * inv_gs;
+  const float os = 1.0f / d;
+  if (r == Recipe::te) return min_flt_max(os);
+  return sf != 0 ? os : 0.0f;
+}
+
+uint8_t e2m1_code(float v) { return e2m1_rn(v); }
+double e2m1_value(uint8_t code) { return code_value(BlockFormat::nvfp4, code); }
+double e4m3_scale_value(uint8_t byte) { return e4m3_magnitude(byte); }
 
 namespace {
 
@@ -515,6 +545,11 @@ QuantJudgement judge_quantize(const Problem& p, const QuantResult& ref, const st
   return judge_with(p, ref, q, sfq, padding, recipe_window(p));
 }
 
+void judge_quantize_block(const Problem& p, const QuantResult& ref, const std::vector<uint8_t>& q,
+                          const std::vector<uint8_t>& sfq, int64_t b, int64_t i, int64_t s, QuantJudgement& j) {
+  judge_block(p, ref, q, sfq, recipe_window(p), b, i, s, j);
+}
+
 namespace {
 
 std::string hex2(unsigned v) {
@@ -557,7 +592,8 @@ const char* variant_words(QuantVariant v) {
 bool matches_variant(const Problem& p, const QuantResult& exact, QuantVariant v, const std::vector<uint8_t>& q,
                      const std::vector<uint8_t>& sfq, uint8_t padding) {
   if (v == QuantVariant::approx_reciprocal) {
-    const QuantResult hi = quantize_with(p, Ctx{v, -1, +1}), lo = quantize_with(p, Ctx{v, +1, -1});
+    const QuantResult hi = quantize_with(p, Ctx{v, -1, +1}, exact.global_scale),
+                      lo = quantize_with(p, Ctx{v, +1, -1}, exact.global_scale);
     if (hi.q == exact.q && lo.q == exact.q && hi.sfq == exact.sfq) return false;
     OsWindow w;
     w.lo = &lo.os;
@@ -565,7 +601,7 @@ bool matches_variant(const Problem& p, const QuantResult& exact, QuantVariant v,
     const QuantJudgement j = judge_with(p, hi, q, sfq, padding, w);
     return j.wrong_codes == 0 && j.wrong_scales == 0;
   }
-  const QuantResult r = quantize_reference(p, v);
+  const QuantResult r = quantize_reference(p, exact.global_scale, v);
   if (r.q == exact.q && r.sfq == exact.sfq) return false;
   const QuantJudgement j = judge_with(p, r, q, sfq, padding, recipe_window(p));
   return j.wrong_codes == 0 && j.wrong_scales == 0;  // padding is no recipe's operation
@@ -574,7 +610,7 @@ bool matches_variant(const Problem& p, const QuantResult& exact, QuantVariant v,
 }  // namespace
 
 std::string quantize_failure_text(const Problem& p, const QuantJudgement& j, const std::vector<uint8_t>& q,
-                                  const std::vector<uint8_t>& sfq, uint8_t padding) {
+                                  const std::vector<uint8_t>& sfq, uint8_t padding, const std::vector<float>* global_scale) {
   if (j.pass()) return "Q and SFQ are the recipe's";
   std::string t = std::string("quantize (") + to_string(p.q_format) + ", recipe " + to_string(p.recipe) + "): " +
                   std::to_string(j.wrong_codes) + " wrong codes, " + std::to_string(j.wrong_scales) + " wrong scale bytes";
@@ -590,7 +626,7 @@ std::string quantize_failure_text(const Problem& p, const QuantJudgement& j, con
       t += "; element " + std::to_string(j.x) + " (x = " + num(quantize_input(p, (j.b * p.m + j.i) * p.k + j.x)) +
            "): code expected " + code_text(p, j.expected_code) + ", got " + code_text(p, j.actual_code);
   }
-  const QuantResult exact = quantize_reference(p);
+  const QuantResult exact = global_scale ? quantize_reference(p, *global_scale) : quantize_reference(p);
   for (QuantVariant v : {QuantVariant::other_association, QuantVariant::approx_reciprocal, QuantVariant::scale_toward_zero,
                          QuantVariant::os_from_unrounded, QuantVariant::decode_as_encode}) {
     if (matches_variant(p, exact, v, q, sfq, padding))

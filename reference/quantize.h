@@ -53,6 +53,24 @@ struct QuantResult {
 };
 QuantResult quantize_reference(const Problem& p, QuantVariant variant = QuantVariant::exact);
 
+// The same with the global scales given (one, or one per row of l*m) instead of computed from X
+// by the recipe's convention: a GEMM's block-scaled output is quantized with the problem's own
+// output global scale (SPEC section 2), whatever its amax.
+QuantResult quantize_reference(const Problem& p, const std::vector<float>& global_scale,
+                               QuantVariant variant = QuantVariant::exact);
+
+// One NVFP4 block under recipe r (te, ref, fast, torchao) with the global scale g handed over
+// by the recipe's convention: the scale byte the recipe writes for a block maximum amax_b, and
+// the encode factor os it uses with a written scale byte (`fast` as `ref`: its reciprocals'
+// window is the judge's; with byte 0x00 both give os = 0).
+uint8_t nvfp4_scale_byte(Recipe r, float g, float amax_b);
+float nvfp4_encode_factor(Recipe r, float g, uint8_t byte);
+// e2m1(v) of SPEC section 2 (RN saturating to +-6, NaN to +6 = 0x7, the sign kept on zero) and
+// the signed value of an E2M1 code; the value of an E4M3 scale byte's magnitude (NaN for 0x7F).
+uint8_t e2m1_code(float v);
+double e2m1_value(uint8_t code);
+double e4m3_scale_value(uint8_t byte);
+
 // Rule 7: a kernel's Q and SFQ against the reference. `sfq` is SFQ as the kernel left it, in
 // p.sf_layout (for permuted: padding cells included, which must be `padding` after the call:
 // 0x00, or the byte the runner put there when the kernel declares NVFP4_FLAG_SF_PADDING_KEPT).
@@ -70,10 +88,19 @@ struct QuantJudgement {
 QuantJudgement judge_quantize(const Problem& p, const QuantResult& ref, const std::vector<uint8_t>& q,
                               const std::vector<uint8_t>& sfq, uint8_t padding);
 
+// Rule 7 for one block of p (batch b, row i, block s), counted into j, which records the first
+// wrong block when it holds none yet: what judge_quantize does for each block, for a caller that
+// judges some blocks by another rule (block-scaled output, rule 8).
+void judge_quantize_block(const Problem& p, const QuantResult& ref, const std::vector<uint8_t>& q,
+                          const std::vector<uint8_t>& sfq, int64_t b, int64_t i, int64_t s, QuantJudgement& j);
+
 // The failure in words: the block, expected and actual scale byte and codes (value and hex),
 // and the variant whose output the kernel's matches, where one does ("the kernel's bytes are
 // what the recipe gives with the other association ..."), tried in QuantVariant's order.
+// `global_scale`: the scales the kernel was handed when they are not the recipe's own from X
+// (block-scaled output); null for a quantize problem.
 std::string quantize_failure_text(const Problem& p, const QuantJudgement& j, const std::vector<uint8_t>& q,
-                                  const std::vector<uint8_t>& sfq, uint8_t padding);
+                                  const std::vector<uint8_t>& sfq, uint8_t padding,
+                                  const std::vector<float>* global_scale = nullptr);
 
 }  // namespace nvfp4

@@ -191,7 +191,7 @@ std::vector<Op> declared_gemv_gemm_ops(const nvfp4_kernel_info& info) {
 
 std::vector<OutType> declared_out_type_list(const nvfp4_kernel_info& info) {
   std::vector<OutType> types;
-  for (OutType t : {OutType::fp16, OutType::bf16, OutType::fp32})
+  for (OutType t : {OutType::fp16, OutType::bf16, OutType::fp32, OutType::nvfp4})
     if ((declared_out_types(info) >> static_cast<uint32_t>(t)) & 1u) types.push_back(t);
   return types;
 }

@@ -1,6 +1,7 @@
 // The case schedule (see schedule.h).
 #include "harness/draw/schedule.h"
 
+#include "harness/ops/block_scaled_output.h"
 #include "harness/ops/op_module.h"
 
 #include <algorithm>
@@ -334,12 +335,17 @@ CasePlan draw_plan(Draws& d, const nvfp4_kernel_info& info, const CaseConstraint
   p.semantics = declared_semantics(info);
   // Among the declared output types, FP16 first (raw 0) when declared. One declared type draws
   // nothing, so a version-1 kernel's cases are what they were before BF16 and FP32 existed.
-  const std::vector<OutType> out_types = declared_out_type_list(info);
+  std::vector<OutType> out_types = declared_out_type_list(info);
+  // Block-scaled output is GEMM's and dual GEMM's (GEMV's n = 1 cannot pack; grouped is not laid out).
+  if (op == Op::gemv || op == Op::grouped_gemm)
+    out_types.erase(std::remove(out_types.begin(), out_types.end(), OutType::nvfp4), out_types.end());
+  if (out_types.empty()) throw std::invalid_argument("the kernel declares no output type the op may have");
   if (c.out_type && std::find(out_types.begin(), out_types.end(), *c.out_type) == out_types.end())
     throw std::invalid_argument(fmt::format("the kernel does not declare out type {}", to_string(*c.out_type)));
   p.out_type = c.out_type ? *c.out_type : out_types[d.below(out_types.size())];
 
   draw_plan_shape(d, info, c, limits, shape, op, plan);
+  if (block_scaled_out::applies(p)) block_scaled_out::draw_recipe(d, info, p);
   if (unit_alpha && plan.kind != CaseKind::unsupported) plan.spec.alpha = AlphaDist::one;
   return plan;
 }
@@ -359,6 +365,7 @@ DrawnCase draw_case(Draws& d, const nvfp4_kernel_info& info, const CaseConstrain
   }
   draw_data(d, out.spec, out.problem);
   if ((info.flags & NVFP4_FLAG_UNIT_ALPHA) && out.kind != CaseKind::unsupported) set_unit_alpha(out.problem);
+  if (block_scaled_out::applies(out.problem)) block_scaled_out::draw_global_scale(d, out.problem);
   return out;
 }
 
@@ -456,6 +463,8 @@ ScheduledCase Schedule::at(int64_t index) const {
   if (p.op != Op::quantize) p.generator = c.spec.name();
   expand_seeded_case(p);
   if ((info_.flags & NVFP4_FLAG_UNIT_ALPHA) && c.kind != CaseKind::unsupported) set_unit_alpha(p);
+  // The output's global scale is drawn against the output's amax, so after the data.
+  if (block_scaled_out::applies(p)) block_scaled_out::draw_global_scale(d, p);
   p.note = p.op == Op::quantize
                ? fmt::format("schedule seed {} kernel {} case {} ({})", options_.seed, name_, index, p.generator)
                : fmt::format("schedule seed {} kernel {} case {} ({}, {}, data {})", options_.seed, name_, index,

@@ -10,6 +10,7 @@
 
 #include "gpu_reference/exact_gemm_gpu.h"
 #include "harness/draw/generators.h"
+#include "harness/ops/block_scaled_output.h"
 #include "harness/ops/op_module.h"
 #include "harness/ops/quantize_stochastic.h"
 #include "reference/case_file.h"
@@ -125,6 +126,8 @@ std::string gemm_family::unsupported_reason(const nvfp4_kernel_info& info, const
   if (!((info.ops >> op) & 1u)) return fmt::format("the kernel does not declare op {}", to_string(p.op));
   if (!((declared_out_types(info) >> static_cast<uint32_t>(p.out_type)) & 1u))
     return fmt::format("the kernel does not declare the {} output type", to_string(p.out_type));
+  if (block_scaled_out::applies(p))
+    if (std::string why = block_scaled_out::unsupported_reason(info, p); !why.empty()) return why;
   if (!((info.sf_layouts >> layout) & 1u))
     return fmt::format("the kernel does not declare the {} scale layout", to_string(p.sf_layout));
   if (std::string why = format_reason(info, p); !why.empty()) return why;
@@ -167,6 +170,8 @@ bool gemm_family::probes_refusal(const nvfp4_kernel_info& info, const Problem& p
   // does), nor groups it cannot be handed in its arrangement. GEMV and GEMM every kernel tells
   // apart by p->op, in any output type it declares.
   const bool v1_op = p.op == Op::gemv || p.op == Op::gemm;
+  // Grouped block-scaled output is never laid out; an older kernel has no field to tell it by.
+  if (block_scaled_out::applies(p) && (info.abi_version < 3 || p.op == Op::grouped_gemm)) return false;
   if (info.abi_version < 2 && !(v1_op && p.out_type == OutType::fp16)) return false;
   if (!((declared_out_types(info) >> static_cast<uint32_t>(p.out_type)) & 1u)) return false;
   if (!v1_op && !((info.ops >> static_cast<uint32_t>(p.op)) & 1u)) return false;
@@ -235,7 +240,7 @@ StaleVariant stale_gemm(const Problem& p, const ExactResult& ref, uint64_t seed)
   out.out_type = p.out_type;
   out.group_offset = ref.group_offset;
   out.elems.resize(ref.elems.size());
-  if (p.out_type == OutType::fp32) out.c32.resize(ref.elems.size());
+  if (out_word_bytes(p.out_type) == 4) out.c32.resize(ref.elems.size());
   else out.c.resize(ref.elems.size());
   for (int64_t b = 0; b < p.l; ++b)
     for (int64_t i = 0; i < p.m; ++i)
@@ -306,7 +311,7 @@ StaleVariant gemm_family::stale_variant(const Problem& p, const ExactResult& ref
     Group& to = v.problem.groups[g];
     to.a = s.problem.a, to.b = s.problem.b, to.sfa = s.problem.sfa, to.sfb = s.problem.sfb;
     std::copy(s.reference.elems.begin(), s.reference.elems.end(), v.reference.elems.begin() + static_cast<std::ptrdiff_t>(at));
-    if (p.out_type == OutType::fp32)
+    if (out_word_bytes(p.out_type) == 4)
       std::copy(s.reference.c32.begin(), s.reference.c32.end(), v.reference.c32.begin() + static_cast<std::ptrdiff_t>(at));
     else
       std::copy(s.reference.c.begin(), s.reference.c.end(), v.reference.c.begin() + static_cast<std::ptrdiff_t>(at));

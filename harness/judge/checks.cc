@@ -6,7 +6,9 @@
 #include <fmt/format.h>
 
 #include "harness/judge/nan_scale_hint.h"
+#include "harness/ops/block_scaled_output.h"
 #include "harness/ops/op_module.h"
+#include "reference/block_scaled_output.h"
 #include "reference/fp16.h"
 
 namespace nvfp4 {
@@ -51,6 +53,7 @@ std::optional<Finding> ended(const CallContext& x, CallObservation::End end, Che
 // An element still holding the poison where the reference wants a number (or, for run 2, one
 // that held each run's poison: unwritten even where NaN is the right answer).
 std::optional<Finding> gemm_family::unwritten(const CallContext& x) {
+  if (block_scaled_out::applies(*x.problem)) return block_scaled_out::unwritten(x);
   const std::vector<uint32_t>& c = x.observation->c;
   const std::vector<uint32_t>* other = x.call == CaseCall::run2 && x.run1 ? &x.run1->c : nullptr;
   const uint32_t run1_poison = poison_word(x.problem->out_type, 1);
@@ -65,6 +68,7 @@ std::optional<Finding> gemm_family::unwritten(const CallContext& x) {
 }
 
 std::optional<Finding> gemm_family::judge(const CallContext& x, OracleSummary* summary) {
+  if (block_scaled_out::applies(*x.problem)) return block_scaled_out::judge(x, summary);
   *summary = judge_words(*x.problem, *x.reference, x.observation->c.data(), *x.policy);
   const OracleSummary& s = *summary;
   if (!s.any_failure()) return std::nullopt;
@@ -161,9 +165,13 @@ std::string expect_mismatch(const Problem& p, const ExactResult& reference) {
   const ExpectComparison cmp = compare_expect(p, reference, 1);
   if (cmp.differing == 0) return "";
   const int64_t x = cmp.first.front();
-  if (p.op == Op::quantize) {
-    const int64_t q = static_cast<int64_t>(reference.quant->q.size());
-    const uint8_t due = x < q ? reference.quant->q[static_cast<size_t>(x)] : reference.quant->sfq[static_cast<size_t>(x - q)];
+  if (p.op == Op::quantize || p.out_type == OutType::nvfp4) {
+    const bool quantize = p.op == Op::quantize;
+    const std::vector<uint8_t> bytes = quantize ? std::vector<uint8_t>() : block_scaled_expect_bytes(p, reference);
+    const int64_t q = quantize ? static_cast<int64_t>(reference.quant->q.size()) : out_q_bytes(p);
+    const uint8_t due = !quantize ? bytes[static_cast<size_t>(x)]
+                        : x < q   ? reference.quant->q[static_cast<size_t>(x)]
+                                  : reference.quant->sfq[static_cast<size_t>(x - q)];
     return fmt::format("the {} line disagrees with the exact reference at byte {}: expect 0x{:02x}, reference 0x{:02x}",
                        x < q ? "expect_q" : "expect_sfq", x < q ? x : x - q, expect_word(p, x), due);
   }

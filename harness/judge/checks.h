@@ -95,7 +95,8 @@ constexpr uint32_t poison_word(OutType t, int run) {
   switch (t) {
     case OutType::bf16: return run == 1 ? 0x7FA5u : 0xFF8Bu;
     case OutType::fp32: return run == 1 ? 0x7FA5A55Bu : 0xFF8B5AA7u;
-    case OutType::fp16: break;
+    case OutType::fp16:
+    case OutType::nvfp4: break;  // block-scaled output: the byte of Q and SFQ is the word's low byte
   }
   return run == 1 ? kPoison1 : kPoison2;
 }

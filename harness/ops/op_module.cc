@@ -1,6 +1,8 @@
 // The list of op modules: one line per op family.
 #include "harness/ops/op_module.h"
 
+#include "harness/ops/block_scaled_output.h"
+
 #include <stdexcept>
 
 namespace nvfp4 {
@@ -19,7 +21,9 @@ const OpModule kGemmFamily = {Op::gemm,
                               gemm_family::unwritten,
                               gemm_family::stale_variant,
                               gemm_family::shape_text,
-                              [](const Problem& p) { return p.c_elems(); }};
+                              [](const Problem& p) {
+                                return block_scaled_out::applies(p) ? block_scaled_out::output_words(p) : p.c_elems();
+                              }};
 
 }  // namespace
 

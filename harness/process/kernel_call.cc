@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "harness/ops/block_scaled_output.h"
 #include "harness/ops/op_module.h"
 #include "reference/scale_layout.h"
 
@@ -59,6 +60,7 @@ LaidOut gemm_family::lay_out(const Problem& p, const CallSpec& spec, uint32_t ke
       in.inputs.push_back({"sfb2", InputKind::sfb2, scales_as(p, p.sfb2, p.n, p.kb(), p.l, pad)});
     }
     in.outputs = {poisoned_output(p, "c", p.c_elems(), spec.poison)};
+    if (block_scaled_out::applies(p)) block_scaled_out::lay_out(in, p, spec);
     return in;
   }
   if (packed_kernel) {
@@ -109,6 +111,7 @@ void gemm_family::point_abi(nvfp4_problem& abi, const Problem& p, const std::vec
     abi.b2 = inputs[4];
     abi.sfb2 = inputs[5];
   }
+  if (block_scaled_out::applies(p)) block_scaled_out::point_abi(abi, p, inputs, outputs);
 }
 
 namespace {

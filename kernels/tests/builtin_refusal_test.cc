@@ -90,6 +90,16 @@ Call inside(const nvfp4_kernel_info& info, const uint8_t* data, uint16_t* c) {
   p.a = p.b = p.sfa = p.sfb = data;
   p.c = c;
   if (p.op == NVFP4_OP_DUAL_GEMM) p.b2 = p.sfb2 = data;
+  if (p.out_type == 0 && ((info.out_types >> NVFP4_OUT_NVFP4) & 1u)) {
+    // Block-scaled output only: n even (Q packs two codes a byte), Q and SFQ, a declared recipe.
+    p.out_type = NVFP4_OUT_NVFP4;
+    p.n = 2 * static_cast<int64_t>(info.n_multiple);
+    p.c = nullptr;
+    p.q = quantized;
+    p.sfq = quantized + 4096;
+    p.global_scale = global_scale;
+    p.recipe = first_bit(info.recipes, NVFP4_RECIPE_TE, NVFP4_RECIPE_TORCHAO);
+  }
   if (p.op == NVFP4_OP_GROUPED_GEMM) {
     call.groups = {{p.m, p.n, p.k, data, data, data, data, c, 1.0f}, {0, p.n, p.k, nullptr, nullptr, nullptr, nullptr, nullptr, 1.0f}};
     p.groups = 2;
@@ -143,7 +153,17 @@ std::vector<Variant> outside(const nvfp4_kernel_info& info) {
   for (uint32_t t = NVFP4_OUT_FP16; t <= NVFP4_OUT_FP32; ++t)
     if (!((out_types_of(info) >> t) & 1u))
       v.push_back({"undeclared out type " + std::to_string(t), [t](Call& c) { c.p.out_type = t; }});
-  v.push_back({"out type 4", [](Call& c) { c.p.out_type = 4; }});
+  if ((out_types_of(info) >> NVFP4_OUT_NVFP4) & 1u) {
+    for (uint32_t r = 0; r <= 8; ++r)
+      if (!((info.recipes >> r) & 1u)) v.push_back({"recipe " + std::to_string(r), [r](Call& c) { c.p.recipe = r; }});
+    v.push_back({"nvfp4 out: n odd", [](Call& c) { c.p.n += 1; }});
+    v.push_back({"nvfp4 out: null q", [](Call& c) { c.p.q = nullptr; }});
+    v.push_back({"nvfp4 out: null sfq", [](Call& c) { c.p.sfq = nullptr; }});
+    v.push_back({"nvfp4 out: null global scale", [](Call& c) { c.p.global_scale = nullptr; }});
+  } else {
+    v.push_back({"out type 4", [](Call& c) { c.p.out_type = 4; }});
+  }
+  v.push_back({"out type 5", [](Call& c) { c.p.out_type = 5; }});
   v.push_back({"op 0", [](Call& c) { c.p.op = 0; }});
   v.push_back({"op 5", [](Call& c) { c.p.op = 5; }});
   v.push_back({"layout 0", [](Call& c) { c.p.sf_layout = 0; }});

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "kernels/mx_bug.h"
+#include "kernels/host/host_gemm_nvfp4_out.h"
 #include "kernels/host/host_quantize.h"
 #include "kernels/problem_fits.h"
 #include "mutation/mutants/mutant_engines.h"
@@ -197,6 +198,20 @@ const MxBugEntry kMxBugs[] = {
     {MxBug::nan_scale_ignored, "nan_scale_ignored", "a block whose E8M0 scale is NaN (0xFF) skipped, so the output is not NaN"},
 };
 constexpr uint32_t kMxOperands = (1u << NVFP4_FORMAT_MXFP4) | (1u << NVFP4_FORMAT_MXFP8_E4M3) | (1u << NVFP4_FORMAT_MXFP8_E5M2);
+// GEMM and dual GEMM with block-scaled output (SPEC section 2, rule 8): the host engine of
+// kernels/host/host_gemm_nvfp4_out.h with one quantizer bug in its epilogue.
+struct OutBugEntry {
+  QBug bug;
+  const char* name;  // the mutant is mut_host_<name>
+  const char* what;
+};
+const OutBugEntry kOutBugs[] = {
+    {QBug::none, "gemm_nvfp4_out_unmutated",
+     "control: GEMM and dual GEMM with block-scaled output, te/ref/fast/torchao, no bug (must pass)"},
+    {QBug::scale_toward_zero, "out_scale_toward_zero", "block-scaled output: the E4M3 block scale rounded toward zero"},
+    {QBug::padding_not_written, "out_padding_not_written",
+     "block-scaled output: the permuted SFQ's padding cells left as they were (the vLLM#45741 class)"},
+};
 
 void declare(nvfp4_kernel_info& info, Declares d) {
   info.out_types = kAllOutTypes;
@@ -221,6 +236,7 @@ struct Entry {
   bool gemv_path_only = false;  // the bug applies to GEMV problems only
   bool v2 = false;  // run by the version-2 engine (mutant_v2_host.cc)
   bool quant = false;  // a quantizer (kernels/host/host_quantize.h) with qbug
+  bool out = false;    // a GEMM with block-scaled output (kernels/host/host_gemm_nvfp4_out.h) with qbug
   QBug qbug = QBug::none;
   bool mx = false;  // the naive CUDA MX GEMM with mx_bug
   MxBug mx_bug = MxBug::none;
@@ -276,6 +292,15 @@ struct Catalog {
     info.a_formats = info.b_formats = kMxOperands;
     entries.back().mx = true;
     entries.back().mx_bug = bug;
+  void add_out(const OutBugEntry& e) {
+    add((e.bug == QBug::none ? "ctl_host_" : "mut_host_") + std::string(e.name), Bug::none, kHost, e.what);
+    nvfp4_kernel_info& info = entries.back().info;
+    info.ops = (1u << NVFP4_OP_GEMM) | (1u << NVFP4_OP_DUAL_GEMM);
+    info.out_types = 1u << NVFP4_OUT_NVFP4;
+    info.recipes = (1u << NVFP4_RECIPE_TE) | (1u << NVFP4_RECIPE_REF) | (1u << NVFP4_RECIPE_FAST) |
+                   (1u << NVFP4_RECIPE_TORCHAO);
+    entries.back().out = true;
+    entries.back().qbug = e.bug;
   }
 
   Catalog() {
@@ -323,6 +348,7 @@ struct Catalog {
     }
 #endif
     for (const QuantBugEntry& e : kQuantBugs) add_quant(e);
+    for (const OutBugEntry& e : kOutBugs) add_out(e);
 #if defined(NVFP4_MUTANTS_WITH_CUDA)
     for (const QuantBugEntry& e : kQuantBugs) add_quant(e, kCuda);
     add_mx("ctl_cuda_mx_unmutated", MxBug::none, "control: the naive CUDA MX GEMM, MX formats, no bug (must pass)");
@@ -359,6 +385,7 @@ extern "C" __attribute__((visibility("default"))) const char* nvfp4_kernel_descr
 extern "C" __attribute__((visibility("default"))) int nvfp4_kernel_run(int index, const nvfp4_problem* p) {
   if (index < 0 || index >= nvfp4_kernel_count()) return NVFP4_ERROR;
   const auto& e = catalog().entries[static_cast<size_t>(index)];
+  if (e.out) return nvfp4::kern::quant::run_gemm_nvfp4_out(e.info, p, e.qbug);
   if (e.quant) {
 #if defined(NVFP4_MUTANTS_WITH_CUDA)
     if (e.engine == nvfp4::mutants::kCuda) return nvfp4::mutants::run_cuda_quantize_mutant(e.info, p, static_cast<int>(e.qbug));
