@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/host/host_mx_gemm.h"
 #include "kernels/host/host_quantize.h"
 #include "kernels/problem_fits.h"
 #include "mutation/mutants/mutant_engines.h"
@@ -177,6 +178,29 @@ const QuantBugEntry kQuantBugs[] = {
      "stochastic rounding returning all-zero codes (a device assert compiled out, TransformerEngine PR #3281)"},
 };
 
+// MX GEMV/GEMM (SPEC section 1's block formats): the bugs of MX kernels in public threads, each
+// in the host MX engine of kernels/host/host_mx_gemm.h, declaring the three MX formats for A and B.
+using MxBug = kern::mx::MxBug;
+struct MxBugEntry {
+  MxBug bug;
+  const char* name;  // ctl_host_<name> for the honest ones, else mut_host_<name>
+  const char* what;
+};
+const MxBugEntry kMxBugs[] = {
+    {MxBug::none, "mx_unmutated", "control: the host MX engine, any MX format pair, no bug (must pass)"},
+    {MxBug::blocks_reversed, "mx_blocks_reversed",
+     "control: the host MX engine adding its blocks from the last to the first (another honest summation order; must pass)"},
+    {MxBug::e8m0_zero_is_zero, "mx_e8m0_zero_is_zero",
+     "E8M0 scale 0x00 read as 0 instead of 2^-127 (Triton's test helper's decode)"},
+    {MxBug::neighbour_block_scale, "mx_neighbour_block_scale",
+     "an element's scale read from the next block (invisible when every block has one exponent, flashinfer#4087)"},
+    {MxBug::block_of_16, "mx_block_of_16", "MX blocks taken as 16 elements (NVFP4's) instead of 32"},
+    {MxBug::e5m2_as_e4m3, "mx_e5m2_as_e4m3", "E5M2 elements decoded as E4M3"},
+    {MxBug::mxfp8_as_nibbles, "mx_mxfp8_as_nibbles", "the MXFP8 operand's bytes unpacked as two E2M1 nibbles"},
+    {MxBug::e8m0_bias_126, "mx_e8m0_bias_126", "E8M0 exponent bias 126 instead of 127 (every scale doubled)"},
+    {MxBug::nan_scale_ignored, "mx_nan_scale_ignored", "E8M0 NaN scale 0xFF read as 1.0"},
+};
+
 void declare(nvfp4_kernel_info& info, Declares d) {
   info.out_types = kAllOutTypes;
   switch (d) {
@@ -201,6 +225,8 @@ struct Entry {
   bool v2 = false;  // run by the version-2 engine (mutant_v2_host.cc)
   bool quant = false;  // a quantizer (kernels/host/host_quantize.h) with qbug
   QBug qbug = QBug::none;
+  bool mx = false;  // the MX engine (kernels/host/host_mx_gemm.h) with mxbug
+  MxBug mxbug = MxBug::none;
 };
 
 // Built once; names live in a deque so their c_str() stays put.
@@ -244,6 +270,16 @@ struct Catalog {
     info.recipes = e.recipes;
     entries.back().quant = true;
     entries.back().qbug = e.bug;
+  }
+
+  void add_mx(const MxBugEntry& e) {
+    const bool honest = e.bug == MxBug::none || e.bug == MxBug::blocks_reversed;
+    add(std::string(honest ? "ctl_host_" : "mut_host_") + e.name, Bug::none, kHost, e.what);
+    nvfp4_kernel_info& info = entries.back().info;
+    info.out_types = kAllOutTypes;
+    info.a_formats = info.b_formats = kMx;
+    entries.back().mx = true;
+    entries.back().mxbug = e.bug;
   }
 
   Catalog() {
@@ -291,6 +327,7 @@ struct Catalog {
     }
 #endif
     for (const QuantBugEntry& e : kQuantBugs) add_quant(e);
+    for (const MxBugEntry& e : kMxBugs) add_mx(e);
 #if defined(NVFP4_MUTANTS_WITH_CUDA)
     for (const QuantBugEntry& e : kQuantBugs) add_quant(e, kCuda);
 #endif
@@ -331,6 +368,7 @@ extern "C" __attribute__((visibility("default"))) int nvfp4_kernel_run(int index
 #endif
     return nvfp4::kern::quant::quantize_on_host(p, e.info, e.qbug);
   }
+  if (e.mx) return nvfp4::kern::mx::run_mx(e.info, p, e.mxbug);
   nvfp4_kernel_info enforced = e.info;
   // The bug: the declared k multiple is never enforced.
   if (e.bug == Bug::unsupported_shape_computed) enforced.k_multiple = 1;
