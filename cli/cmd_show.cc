@@ -86,8 +86,72 @@ float element_alpha(const Problem& p, const OutputPosition& pos) {
 // there it says whether G and U are both in the exact regime.
 bool element_exact(const Problem& p, const ExactResult& ref, int64_t idx) {
   const OutputPosition pos = output_position(p, idx);
+  // MX operands: the rule-9 judge says whether only the bit-exact result passes.
+  if (ref.mx) return judge_output(p, ref, idx, ref.word(static_cast<size_t>(idx)), Policy{}).exact_regime;
   if (p.op == Op::dual_gemm) return exact_regime(ref.elems[idx], p.alpha) && exact_regime(ref.elems2[idx], p.alpha2);
   return exact_regime(ref.elems[idx], element_alpha(p, pos));
+}
+
+// NVFP4 operands: histograms of E2M1 codes and E4M3 scale exponents.
+void show_nvfp4_histograms(const Problem& p) {
+  const bool grouped = p.op == Op::grouped_gemm, dual = p.op == Op::dual_gemm;
+  std::array<int64_t, 16> ha{}, hb{};
+  ScaleStats sa, sb;
+  if (grouped) {
+    for (const Group& g : p.groups) {
+      add_histogram(ha, g.a), add_histogram(hb, g.b);
+      add_stats(sa, g.sfa), add_stats(sb, g.sfb);
+    }
+  } else {
+    add_histogram(ha, p.a), add_histogram(hb, p.b), add_histogram(hb, p.b2);
+    add_stats(sa, p.sfa), add_stats(sb, p.sfb), add_stats(sb, p.sfb2);
+  }
+  int64_t na = 0, nb = 0;
+  for (int c = 0; c < 16; ++c) na += ha[c], nb += hb[c];
+  fmt::print("\nE2M1 codes     value         A      %       B{}      %\n", dual ? ",B2" : "  ");
+  for (int c = 0; c < 16; ++c) {
+    // Code 8 is -0: print its sign, which the integer value loses.
+    const std::string value = fmt::format("{}{}", c == 8 ? "-" : "", e2m1_twice(static_cast<uint8_t>(c)) / 2.0);
+    fmt::print("  0x{:x}        {:>5}  {:>8} {:>6.2f}  {:>8} {:>6.2f}\n", c, value, ha[c], percent(ha[c], na), hb[c],
+               percent(hb[c], nb));
+  }
+
+  fmt::print("\nscale exponent field (bias 7)   SFA      SFB{}\n", dual ? ",SFB2" : "");
+  for (int e = 0; e < 16; ++e) {
+    if (sa.exponent[e] == 0 && sb.exponent[e] == 0) continue;
+    const std::string range = e == 0 ? "zero or subnormal" : fmt::format("[2^{}, 2^{})", e - 7, e - 6);
+    fmt::print("  e={:<2} {:<18} {:>8} {:>8}\n", e, range, sa.exponent[e], sb.exponent[e]);
+  }
+  fmt::print("  zero (0x00, 0x80)         {:>8} {:>8}\n", sa.zero, sb.zero);
+  fmt::print("  subnormal                 {:>8} {:>8}\n", sa.subnormal, sb.subnormal);
+  fmt::print("  NaN (0x7f, 0xff)          {:>8} {:>8}\n", sa.nan, sb.nan);
+  fmt::print("  sign bit set              {:>8} {:>8}  ({})\n", sa.sign, sb.sign,
+             p.semantics == ScaleSemantics::e4m3 ? "negates the block under e4m3" : "ignored under ue4m3");
+}
+
+// MX operands: each operand's format, and its scales' E8M0 exponents (range, extremes, NaNs, and
+// how many exponents differ along a row: 1 means a misplaced scale read could cancel out).
+void show_mx_operands(const Problem& p) {
+  const auto operand = [&](const char* name, BlockFormat f, const std::vector<uint8_t>& sf, int64_t rows, int64_t kb) {
+    fmt::print("{}          {} ({} blocks of {} per row)\n", name, to_string(f), kb, block_size(f));
+    if (f == BlockFormat::nvfp4) return;
+    int lo = 255, hi = -1;
+    int64_t low = 0, high = 0, nan = 0, rows_distinct = 0;
+    for (const uint8_t e : sf) {
+      if (e == 0xFF) { ++nan; continue; }
+      lo = std::min<int>(lo, e), hi = std::max<int>(hi, e);
+      low += e == 0x00, high += e == 0xFE;
+    }
+    for (int64_t r = 0; r < p.l * rows; ++r) {
+      std::vector<uint8_t> row(sf.begin() + r * kb, sf.begin() + (r + 1) * kb);
+      std::sort(row.begin(), row.end());
+      rows_distinct += std::unique(row.begin(), row.end()) == row.end();
+    }
+    fmt::print("  E8M0     2^{} .. 2^{}  0x00 {}  0xfe {}  NaN (0xff) {}  rows with pairwise-distinct exponents {} of {}\n",
+               lo - 127, hi - 127, low, high, nan, rows_distinct, p.l * rows);
+  };
+  operand("\nA", p.a_format, p.sfa, p.m, p.kb());
+  operand("B", p.b_format, p.sfb, p.n, p.kb_b());
 }
 
 // A scale byte in words: E4M3 (NVFP4) or E8M0 (the MX formats).
@@ -198,45 +262,16 @@ int run_show(const ShowOptions& opts) {
                  L.sfb_permuted_bytes(), L.total_m());
   } else {
     fmt::print("bytes      a {}  b {}  sfa {}  sfb {}  (permuted: sfa {}  sfb {})  c {}\n", p.a_bytes(), p.b_bytes(),
-               p.sfa_bytes(), p.sfb_bytes(), sf_permuted_bytes(p.m, p.kb(), p.l), sf_permuted_bytes(p.n, p.kb(), p.l),
+               p.sfa_bytes(), p.sfb_bytes(), sf_permuted_bytes(p.m, p.kb(), p.l), sf_permuted_bytes(p.n, p.kb_b(), p.l),
                p.c_bytes());
     if (dual) fmt::print("           b2 {}  sfb2 {}\n", p.b2_bytes(), p.sfb2_bytes());
   }
 
-  std::array<int64_t, 16> ha{}, hb{};
-  ScaleStats sa, sb;
-  if (grouped) {
-    for (const Group& g : p.groups) {
-      add_histogram(ha, g.a), add_histogram(hb, g.b);
-      add_stats(sa, g.sfa), add_stats(sb, g.sfb);
-    }
-  } else {
-    add_histogram(ha, p.a), add_histogram(hb, p.b), add_histogram(hb, p.b2);
-    add_stats(sa, p.sfa), add_stats(sb, p.sfb), add_stats(sb, p.sfb2);
-  }
-  int64_t na = 0, nb = 0;
-  for (int c = 0; c < 16; ++c) na += ha[c], nb += hb[c];
-  fmt::print("\nE2M1 codes     value         A      %       B{}      %\n", dual ? ",B2" : "  ");
-  for (int c = 0; c < 16; ++c) {
-    // Code 8 is -0: print its sign, which the integer value loses.
-    const std::string value = fmt::format("{}{}", c == 8 ? "-" : "", e2m1_twice(static_cast<uint8_t>(c)) / 2.0);
-    fmt::print("  0x{:x}        {:>5}  {:>8} {:>6.2f}  {:>8} {:>6.2f}\n", c, value, ha[c], percent(ha[c], na), hb[c],
-               percent(hb[c], nb));
-  }
-
-  fmt::print("\nscale exponent field (bias 7)   SFA      SFB{}\n", dual ? ",SFB2" : "");
-  for (int e = 0; e < 16; ++e) {
-    if (sa.exponent[e] == 0 && sb.exponent[e] == 0) continue;
-    const std::string range = e == 0 ? "zero or subnormal" : fmt::format("[2^{}, 2^{})", e - 7, e - 6);
-    fmt::print("  e={:<2} {:<18} {:>8} {:>8}\n", e, range, sa.exponent[e], sb.exponent[e]);
-  }
-  fmt::print("  zero (0x00, 0x80)         {:>8} {:>8}\n", sa.zero, sb.zero);
-  fmt::print("  subnormal                 {:>8} {:>8}\n", sa.subnormal, sb.subnormal);
-  fmt::print("  NaN (0x7f, 0xff)          {:>8} {:>8}\n", sa.nan, sb.nan);
-  fmt::print("  sign bit set              {:>8} {:>8}  ({})\n", sa.sign, sb.sign,
-             p.semantics == ScaleSemantics::e4m3 ? "negates the block under e4m3" : "ignored under ue4m3");
+  if (p.mx_operands()) show_mx_operands(p);
+  else show_nvfp4_histograms(p);
 
   const ExactResult ref = exact_gemm(p);
+
   int64_t exact = 0, nan = 0, inf = 0, zero = 0;
   const int64_t total = static_cast<int64_t>(ref.size());
   for (int64_t idx = 0; idx < total; ++idx) {

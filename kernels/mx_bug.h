@@ -15,6 +15,7 @@ enum class MxBug : int {
   mxfp8_as_nibbles,       // an MXFP8 operand unpacked as E2M1 nibbles, k/2 bytes per row
   e8m0_bias_126,          // E8M0 bias 127 off by one: 2^(byte - 126)
   nan_scale_ignored,      // a block whose E8M0 scale is 0xFF skipped instead of giving NaN
+  blocks_reversed,        // honest (host engine): blocks accumulated from the last to the first
 };
 
 }  // namespace nvfp4::kern::mx

@@ -852,6 +852,10 @@ void keep_dual_in_fp32_range(Problem& p) {
 }  // namespace
 
 void draw_data(Draws& d, const DataSpec& spec, Problem& p) {
+  if (p.mx_operands()) {
+    draw_mx_data(d, spec, p);
+    return;
+  }
   if (p.op == Op::grouped_gemm) {
     draw_grouped_data(d, spec, p);
     return;

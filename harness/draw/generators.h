@@ -169,6 +169,14 @@ DataSpec draw_spec(Draws& d);
 // alpha), nan_block's one NaN in one group.
 void draw_data(Draws& d, const DataSpec& spec, Problem& p);
 
+// MX operands (mx_draw.cc). draw_operand_formats: A's and B's formats among those info declares
+// (drawing nothing where it declares one). draw_mx_data: draw_data for a problem with an MX
+// operand: elements by spec.values, E8M0 exponents pairwise distinct inside each row and column
+// of blocks (within a window), 0x00 against 0xFE in one block column (scales full or zero), NaN
+// scales and E5M2 Inf/NaN elements (nan_block), E4M3 +-448 and E5M2 +-57344 (edge).
+void draw_operand_formats(Draws& d, const nvfp4_kernel_info& info, Problem& p);
+void draw_mx_data(Draws& d, const DataSpec& spec, Problem& p);
+
 // The per-distribution maps from one raw uniform byte, the building blocks of draw_data.
 // x is the element's index within its row, tensor_b selects B (alternating signs differ between
 // A and B so that products alternate too); negative selects the sign of one_sign.

@@ -344,6 +344,10 @@ CasePlan draw_plan(Draws& d, const nvfp4_kernel_info& info, const CaseConstraint
     throw std::invalid_argument(fmt::format("the kernel does not declare out type {}", to_string(*c.out_type)));
   p.out_type = c.out_type ? *c.out_type : out_types[d.below(out_types.size())];
 
+  if (op == Op::gemv || op == Op::gemm) draw_operand_formats(d, info, p);
+  // The block-scaled reference's wide accumulators are slow for the large class's billions of
+  // products: MX cases stay small.
+  if (p.mx_operands() && plan.kind == CaseKind::large) plan.kind = CaseKind::small;
   draw_plan_shape(d, info, c, limits, shape, op, plan);
   if (block_scaled_out::applies(p)) block_scaled_out::draw_recipe(d, info, p);
   if (unit_alpha && plan.kind != CaseKind::unsupported) plan.spec.alpha = AlphaDist::one;

@@ -214,6 +214,7 @@ std::string gemm_family::shape_text(const Problem& p) {
   }
   std::string t = fmt::format("{} m={} n={} k={} l={}, alpha={}", to_string(p.op), p.m, p.n, p.k, p.l, p.alpha);
   if (p.op == Op::dual_gemm) t += fmt::format(", alpha2={}", p.alpha2);
+  if (p.mx_operands()) t += fmt::format(", A {} x B {}", to_string(p.a_format), to_string(p.b_format));
   return t;
 }
 

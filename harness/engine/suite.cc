@@ -635,13 +635,19 @@ std::string kernel_table(const std::vector<SuiteKernel>& kernels) {
                                                           {1u << NVFP4_OUT_FP32, "fp32"}}),
                      groups, info.min_sm, fmt::format("{}/{}/{}", info.m_multiple, info.n_multiple, info.k_multiple),
                      accumulates, flags, k.desc.runnable ? "yes" : "no: " + k.desc.why_not);
+    const auto names = [](uint32_t bits, uint32_t first, uint32_t last, auto to_name) {
+      std::string out;
+      for (uint32_t v = first; v <= last; ++v)
+        if ((bits >> v) & 1u) out += (out.empty() ? "" : ",") + std::string(to_name(v));
+      return out.empty() ? std::string("-") : out;
+    };
+    const auto format_name = [](uint32_t v) { return to_string(static_cast<BlockFormat>(v)); };
+    // Operand formats where a kernel takes more than NVFP4's.
+    const uint32_t nvfp4_only = 1u << NVFP4_FORMAT_NVFP4;
+    if (declared_formats(info, false) != nvfp4_only || declared_formats(info, true) != nvfp4_only)
+      t += fmt::format("{:<{}}  operand formats: A {}, B {}\n", "", w, names(declared_formats(info, false), 1, 4, format_name),
+                       names(declared_formats(info, true), 1, 4, format_name));
     if ((info.ops >> NVFP4_OP_QUANTIZE) & 1u) {
-      const auto names = [](uint32_t bits, uint32_t first, uint32_t last, auto to_name) {
-        std::string out;
-        for (uint32_t v = first; v <= last; ++v)
-          if ((bits >> v) & 1u) out += (out.empty() ? "" : ",") + std::string(to_name(v));
-        return out.empty() ? std::string("-") : out;
-      };
       t += fmt::format("{:<{}}  quantizes {} to {} by {}\n", "", w,
                        names(info.in_types, 1, 3, [](uint32_t v) { return to_string(static_cast<InType>(v)); }),
                        names(info.q_formats ? info.q_formats : 2u, 1, 4,

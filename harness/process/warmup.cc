@@ -12,6 +12,16 @@
 
 namespace nvfp4 {
 
+namespace {
+
+BlockFormat first_format(uint32_t set) {
+  for (uint32_t f = 1; f <= 4; ++f)
+    if ((set >> f) & 1u) return static_cast<BlockFormat>(f);
+  return BlockFormat::nvfp4;
+}
+
+}  // namespace
+
 CaseData warmup_case(const nvfp4_kernel_info& info) {
   const std::vector<Op> ops = declared_ops(info);  // GEMV first, then GEMM, grouped, dual
   if (ops.empty()) throw std::invalid_argument("the kernel declares no op: nothing to warm up");
@@ -26,6 +36,11 @@ CaseData warmup_case(const nvfp4_kernel_info& info) {
   p.l = 1;
   p.sf_layout = (info.sf_layouts >> NVFP4_SF_PERMUTED) & 1u ? SfLayout::permuted : SfLayout::linear;
   p.semantics = declared_semantics(info);
+  // The first operand formats it declares (NVFP4 where it does).
+  if (p.op == Op::gemv || p.op == Op::gemm) {
+    p.a_format = first_format(declared_formats(info, false));
+    p.b_format = first_format(declared_formats(info, true));
+  }
   // The first output type it declares (FP16 where it does).
   const uint32_t outs = declared_out_types(info);
   for (OutType t : {OutType::bf16, OutType::fp32, OutType::fp16})

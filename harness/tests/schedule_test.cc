@@ -35,6 +35,63 @@ nvfp4_kernel_info any_gemm() {
   return info;
 }
 
+// A kernel declaring the MX formats gets every pair of them, mixed both ways, and scales that
+// defeat cancellation: pairwise-distinct E8M0 exponents along each row and column of blocks
+// (for the default scale class), 0x00 against 0xFE, NaN scales, E5M2 Inf and NaN elements and
+// E4M3 elements at +-448.
+TEST(MxSchedule, DrawsEveryFormatPairAndScalesThatDefeatCancellation) {
+  nvfp4_kernel_info info = any_gemm();
+  info.memory = NVFP4_MEMORY_HOST;
+  info.out_types = (1u << NVFP4_OUT_FP16) | (1u << NVFP4_OUT_BF16) | (1u << NVFP4_OUT_FP32);
+  info.a_formats = info.b_formats =
+      (1u << NVFP4_FORMAT_MXFP4) | (1u << NVFP4_FORMAT_MXFP8_E4M3) | (1u << NVFP4_FORMAT_MXFP8_E5M2);
+  ScheduleOptions o;
+  o.seed = 32;
+  const Schedule schedule(info, "mx_kernel", o);
+  std::set<std::pair<BlockFormat, BlockFormat>> pairs;
+  int extremes = 0, nan_scales = 0, e5m2_specials = 0, e4m3_448 = 0, distinct_checked = 0;
+  for (int64_t i = 0; i < 400; ++i) {
+    const ScheduledCase c = schedule.at(i);
+    const Problem& p = c.problem;
+    if (c.kind == CaseKind::unsupported) continue;
+    ASSERT_TRUE(p.mx_operands()) << p.note;
+    ASSERT_EQ(problem_error(p), "") << p.note;
+    pairs.insert({p.a_format, p.b_format});
+    nan_scales += std::count(p.sfa.begin(), p.sfa.end(), 0xFF) + std::count(p.sfb.begin(), p.sfb.end(), 0xFF) > 0;
+    extremes += std::count(p.sfa.begin(), p.sfa.end(), 0x00) > 0 && std::count(p.sfb.begin(), p.sfb.end(), 0xFE) > 0;
+    for (const auto& [f, v] : {std::make_pair(p.a_format, &p.a), std::make_pair(p.b_format, &p.b)}) {
+      if (f == BlockFormat::mxfp8_e5m2)
+        e5m2_specials += std::any_of(v->begin(), v->end(), [](uint8_t x) { return (x & 0x7C) == 0x7C; });
+      if (f == BlockFormat::mxfp8_e4m3)
+        e4m3_448 += std::any_of(v->begin(), v->end(), [](uint8_t x) { return (x & 0x7F) == 0x7E; });
+    }
+    if (c.spec.scales != ScaleDist::narrow || p.out_type != OutType::fp16) continue;
+    // Within the FP16 window of 8 exponents: every row of blocks, and every column of up to 8 rows.
+    const int64_t kb = p.kb();
+    for (int64_t r = 0; r < p.l * p.m && kb <= 8; ++r) {
+      std::set<uint8_t> row(p.sfa.begin() + r * kb, p.sfa.begin() + (r + 1) * kb);
+      EXPECT_EQ(static_cast<int64_t>(row.size()), kb) << p.note << " row " << r;
+    }
+    for (int64_t s = 0; s < kb && p.m <= 8; ++s) {
+      std::set<uint8_t> column;
+      for (int64_t r = 0; r < p.m; ++r) column.insert(p.sfa[static_cast<size_t>(r * kb + s)]);
+      EXPECT_EQ(static_cast<int64_t>(column.size()), p.m) << p.note << " block " << s;
+    }
+    ++distinct_checked;
+  }
+  EXPECT_EQ(pairs.size(), 9u);
+  EXPECT_TRUE(pairs.count({BlockFormat::mxfp8_e4m3, BlockFormat::mxfp4}));
+  EXPECT_TRUE(pairs.count({BlockFormat::mxfp4, BlockFormat::mxfp8_e4m3}));
+  EXPECT_GT(extremes, 5);
+  EXPECT_GT(nan_scales, 5);
+  EXPECT_GT(e5m2_specials, 5);
+  EXPECT_GT(e4m3_448, 5);
+  EXPECT_GT(distinct_checked, 5);
+  // A kernel of NVFP4 operands draws none of this.
+  const Schedule nvfp4_only(any_gemm(), "nvfp4_kernel", o);
+  for (int64_t i = 0; i < 50; ++i) EXPECT_FALSE(nvfp4_only.at(i).problem.mx_operands());
+}
+
 TEST(Schedule, CaseIIsAPureFunctionOfSeedKernelAndIndex) {
   ScheduleOptions o;
   o.seed = 77;

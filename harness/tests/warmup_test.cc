@@ -36,6 +36,15 @@ TEST(Warmup, ProblemIsInsideTheDeclaration) {
     EXPECT_EQ(d.problem.k % 2, 0);
     EXPECT_GE(d.problem.k, 64);
   }
+  // A kernel of MX operands alone is warmed up with the first formats it declares.
+  nvfp4_kernel_info mx = info(gemv | gemm, linear | permuted, 1, 1, 1);
+  mx.abi_version = 3;
+  mx.a_formats = 1u << NVFP4_FORMAT_MXFP8_E5M2;
+  mx.b_formats = (1u << NVFP4_FORMAT_MXFP4) | (1u << NVFP4_FORMAT_MXFP8_E4M3);
+  const CaseData m = warmup_case(mx);
+  EXPECT_EQ(unsupported_reason(mx, m.problem), "");
+  EXPECT_EQ(m.problem.b_format, BlockFormat::mxfp4);
+  EXPECT_TRUE(m.problem.has_data());
   const CaseData gpumode = warmup_case(info(gemv, permuted, 128, 1, 64, NVFP4_FLAG_UNIT_ALPHA));
   EXPECT_EQ(warmup_shape_text(gpumode.problem), "128x1x64 gemv");
   EXPECT_EQ(gpumode.problem.a, warmup_case(info(gemv, permuted, 128, 1, 64)).problem.a) << "seeded";

@@ -185,7 +185,7 @@ TEST(WorkerProtocol, MalformedFieldsAreNamed) {
   EXPECT_NE(decode_error(j).find("run.data.problem.x: missing"), std::string::npos) << decode_error(j);
   j = good;
   j[1][1][0].push_back(1);
-  EXPECT_NE(decode_error(j).find("run.data.problem: 26 fields where 25 were expected"), std::string::npos)
+  EXPECT_NE(decode_error(j).find("run.data.problem: 28 fields where 27 were expected"), std::string::npos)
       << decode_error(j);
   j = good;
   j[0] = "launch";

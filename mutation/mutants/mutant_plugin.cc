@@ -7,6 +7,7 @@
 
 #include "kernels/mx_bug.h"
 #include "kernels/host/host_gemm_nvfp4_out.h"
+#include "kernels/host/host_mx_gemm.h"
 #include "kernels/host/host_quantize.h"
 #include "kernels/problem_fits.h"
 #include "mutation/mutants/mutant_engines.h"
@@ -179,25 +180,6 @@ const QuantBugEntry kQuantBugs[] = {
      "stochastic rounding returning all-zero codes (a device assert compiled out, TransformerEngine PR #3281)"},
 };
 
-// MX operands (SPEC section 1, revision 4): the bugs of public MX kernels, each in the naive CUDA
-// MX GEMM (kernels/mx_gemm_core.h; the bugs in kernels/mx_bug.h). Each declares the three MX formats
-// for A and B, so every pair, mixed ones included, can be drawn.
-using kern::mx::MxBug;
-struct MxBugEntry {
-  MxBug bug;
-  const char* name;  // the mutant is mut_cuda_mx_<name>
-  const char* what;
-};
-const MxBugEntry kMxBugs[] = {
-    {MxBug::e8m0_zero_as_zero, "e8m0_zero_as_zero", "E8M0 scale 0x00 read as 0 instead of 2^-127 (Triton's test helper decodes it so)"},
-    {MxBug::neighbour_block_scale, "neighbour_block_scale", "block s reads block s^1's scale (invisible when a row's blocks share one exponent, flashinfer#4087)"},
-    {MxBug::block32_as_16, "block32_as_16", "MX scale index x/16, NVFP4's block size, instead of x/32"},
-    {MxBug::e5m2_as_e4m3, "e5m2_as_e4m3", "MXFP8 E5M2 elements decoded as E4M3"},
-    {MxBug::mxfp8_as_nibbles, "mxfp8_as_nibbles", "an MXFP8 operand's bytes unpacked as E2M1 nibbles (the MXFP4 path taken for it)"},
-    {MxBug::e8m0_bias_126, "e8m0_bias_126", "E8M0 bias 127 off by one: 2^(byte - 126)"},
-    {MxBug::nan_scale_ignored, "nan_scale_ignored", "a block whose E8M0 scale is NaN (0xFF) skipped, so the output is not NaN"},
-};
-constexpr uint32_t kMxOperands = (1u << NVFP4_FORMAT_MXFP4) | (1u << NVFP4_FORMAT_MXFP8_E4M3) | (1u << NVFP4_FORMAT_MXFP8_E5M2);
 // GEMM and dual GEMM with block-scaled output (SPEC section 2, rule 8): the host engine of
 // kernels/host/host_gemm_nvfp4_out.h with one quantizer bug in its epilogue.
 struct OutBugEntry {
@@ -211,6 +193,31 @@ const OutBugEntry kOutBugs[] = {
     {QBug::scale_toward_zero, "out_scale_toward_zero", "block-scaled output: the E4M3 block scale rounded toward zero"},
     {QBug::padding_not_written, "out_padding_not_written",
      "block-scaled output: the permuted SFQ's padding cells left as they were (the vLLM#45741 class)"},
+};
+
+// MX GEMV/GEMM (SPEC section 1's block formats): the bugs of MX kernels in public threads, each
+// in the host MX engine of kernels/host/host_mx_gemm.h and again in the naive CUDA MX GEMM
+// (kernels/mx_gemm_core.h, the built-in mx_gemm_naive's arithmetic), declaring the three MX formats
+// for A and B so that every pair, mixed ones included, is drawn.
+using MxBug = kern::mx::MxBug;
+struct MxBugEntry {
+  MxBug bug;
+  const char* name;  // ctl_host_<name> for the honest ones, else mut_host_<name>
+  const char* what;
+};
+const MxBugEntry kMxBugs[] = {
+    {MxBug::none, "mx_unmutated", "control: the host MX engine, any MX format pair, no bug (must pass)"},
+    {MxBug::blocks_reversed, "mx_blocks_reversed",
+     "control: the host MX engine adding its blocks from the last to the first (another honest summation order; must pass)"},
+    {MxBug::e8m0_zero_as_zero, "mx_e8m0_zero_is_zero",
+     "E8M0 scale 0x00 read as 0 instead of 2^-127 (Triton's test helper's decode)"},
+    {MxBug::neighbour_block_scale, "mx_neighbour_block_scale",
+     "an element's scale read from the next block (invisible when every block has one exponent, flashinfer#4087)"},
+    {MxBug::block32_as_16, "mx_block_of_16", "MX blocks taken as 16 elements (NVFP4's) instead of 32"},
+    {MxBug::e5m2_as_e4m3, "mx_e5m2_as_e4m3", "E5M2 elements decoded as E4M3"},
+    {MxBug::mxfp8_as_nibbles, "mx_mxfp8_as_nibbles", "the MXFP8 operand's bytes unpacked as two E2M1 nibbles"},
+    {MxBug::e8m0_bias_126, "mx_e8m0_bias_126", "E8M0 exponent bias 126 instead of 127 (every scale doubled)"},
+    {MxBug::nan_scale_ignored, "mx_nan_scale_ignored", "E8M0 NaN scale 0xFF read as 1.0"},
 };
 
 void declare(nvfp4_kernel_info& info, Declares d) {
@@ -238,8 +245,8 @@ struct Entry {
   bool quant = false;  // a quantizer (kernels/host/host_quantize.h) with qbug
   bool out = false;    // a GEMM with block-scaled output (kernels/host/host_gemm_nvfp4_out.h) with qbug
   QBug qbug = QBug::none;
-  bool mx = false;  // the naive CUDA MX GEMM with mx_bug
-  MxBug mx_bug = MxBug::none;
+  bool mx = false;  // the MX engine with mxbug: kernels/host/host_mx_gemm.h, or kernels/mx_gemm_core.h on CUDA
+  MxBug mxbug = MxBug::none;
 };
 
 // Built once; names live in a deque so their c_str() stays put.
@@ -285,13 +292,6 @@ struct Catalog {
     entries.back().qbug = e.bug;
   }
 
-  void add_mx(const std::string& name, MxBug bug, const std::string& what) {
-    add(name, Bug::none, kCuda, what);
-    nvfp4_kernel_info& info = entries.back().info;
-    info.out_types = kAllOutTypes;
-    info.a_formats = info.b_formats = kMxOperands;
-    entries.back().mx = true;
-    entries.back().mx_bug = bug;
   void add_out(const OutBugEntry& e) {
     add((e.bug == QBug::none ? "ctl_host_" : "mut_host_") + std::string(e.name), Bug::none, kHost, e.what);
     nvfp4_kernel_info& info = entries.back().info;
@@ -301,6 +301,16 @@ struct Catalog {
                    (1u << NVFP4_RECIPE_TORCHAO);
     entries.back().out = true;
     entries.back().qbug = e.bug;
+  }
+
+  void add_mx(const MxBugEntry& e, unsigned engine = kHost) {
+    const bool honest = e.bug == MxBug::none || e.bug == MxBug::blocks_reversed;
+    add(std::string(honest ? "ctl_" : "mut_") + (engine == kHost ? "host_" : "cuda_") + e.name, Bug::none, engine, e.what);
+    nvfp4_kernel_info& info = entries.back().info;
+    info.out_types = kAllOutTypes;
+    info.a_formats = info.b_formats = kMx;
+    entries.back().mx = true;
+    entries.back().mxbug = e.bug;
   }
 
   Catalog() {
@@ -349,10 +359,12 @@ struct Catalog {
 #endif
     for (const QuantBugEntry& e : kQuantBugs) add_quant(e);
     for (const OutBugEntry& e : kOutBugs) add_out(e);
+    for (const MxBugEntry& e : kMxBugs) add_mx(e);
 #if defined(NVFP4_MUTANTS_WITH_CUDA)
     for (const QuantBugEntry& e : kQuantBugs) add_quant(e, kCuda);
-    add_mx("ctl_cuda_mx_unmutated", MxBug::none, "control: the naive CUDA MX GEMM, MX formats, no bug (must pass)");
-    for (const MxBugEntry& e : kMxBugs) add_mx(std::string("mut_cuda_mx_") + e.name, e.bug, e.what);
+    // The CUDA engine sums in its own order only: no second honest order there.
+    for (const MxBugEntry& e : kMxBugs)
+      if (e.bug != MxBug::blocks_reversed) add_mx(e, kCuda);
 #endif
   }
 };
@@ -393,8 +405,9 @@ extern "C" __attribute__((visibility("default"))) int nvfp4_kernel_run(int index
     return nvfp4::kern::quant::quantize_on_host(p, e.info, e.qbug);
   }
 #if defined(NVFP4_MUTANTS_WITH_CUDA)
-  if (e.mx) return nvfp4::mutants::run_cuda_mx_mutant(e.info, p, static_cast<int>(e.mx_bug));
+  if (e.mx && e.engine == nvfp4::mutants::kCuda) return nvfp4::mutants::run_cuda_mx_mutant(e.info, p, static_cast<int>(e.mxbug));
 #endif
+  if (e.mx) return nvfp4::kern::mx::run_mx(e.info, p, e.mxbug);
   nvfp4_kernel_info enforced = e.info;
   // The bug: the declared k multiple is never enforced.
   if (e.bug == Bug::unsupported_shape_computed) enforced.k_multiple = 1;
