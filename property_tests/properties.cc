@@ -14,6 +14,7 @@
 #include "harness/judge/case_check.h"
 #include "harness/process/executor.h"
 #include "harness/engine/report.h"
+#include "kernels/registry.h"
 #include "reference/formats.h"
 #include "reference/quantize.h"
 #include "reference/scale_layout.h"
@@ -92,8 +93,9 @@ void check_every_problem(const Kernel& k, Draws& d, CaseTags& tags) {
   const DrawnCase c = nvfp4::draw_case(d, *k.info, {}, property_limits());
   const Problem& p = c.problem;
   tags.shape(p);
-  if (p.op == Op::quantize) {
-    // A quantizer's output is judged by its op's oracle: every check of a case.
+  if (p.op == Op::quantize || p.out_type == OutType::nvfp4) {
+    // A quantizer's and a block-scaled output's bytes are judged by their op's oracle (rules 7
+    // and 8), with every check of a case.
     InProcessExecutor executor(k, kDefaultCallTimeout);
     const CaseOutcome r = check_case(executor, p, CaseOptions{});
     if (r.verdict == CaseOutcome::Verdict::fail)
@@ -557,8 +559,12 @@ void check_power_of_two(const Kernel& k, Draws& d, CaseTags& tags) {
 }
 
 // The properties written for one GEMV or GEMM with FP16 words (their draw_case asks for those).
+// The properties written for one GEMV or GEMM transform NVFP4 bytes (E2M1 nibbles, E4M3 scales of
+// 16 elements): they take kernels with NVFP4 operands, and draw_case draws only those.
 bool gemm_fp16(const Kernel& k) {
-  return (k.supports_op(NVFP4_OP_GEMV) || k.supports_op(NVFP4_OP_GEMM)) && k.supports_out_type(NVFP4_OUT_FP16);
+  const uint32_t nvfp4 = 1u << NVFP4_FORMAT_NVFP4;
+  return (k.supports_op(NVFP4_OP_GEMV) || k.supports_op(NVFP4_OP_GEMM)) && k.supports_out_type(NVFP4_OUT_FP16) &&
+         (declared_formats(*k.info, false) & nvfp4) && (declared_formats(*k.info, true) & nvfp4);
 }
 bool both_layouts_gemm(const Kernel& k) { return gemm_fp16(k) && has_both_layouts(k); }
 bool permuted_gemm(const Kernel& k) { return gemm_fp16(k) && has_permuted(k); }

@@ -136,7 +136,10 @@ DrawnCase draw_case(Draws& d, const Kernel& k, const CaseConstraints& constraint
   CaseConstraints c = constraints;
   c.gemv_gemm_only = true;
   c.out_type = OutType::fp16;
-  return nvfp4::draw_case(d, *k.info, c, property_limits());
+  // NVFP4 operands only (the transformations are NVFP4's: see gemm_fp16 in properties.cc).
+  nvfp4_kernel_info info = *k.info;
+  if (info.abi_version >= 3) info.a_formats = info.b_formats = 1u << NVFP4_FORMAT_NVFP4;
+  return nvfp4::draw_case(d, info, c, property_limits());
 }
 
 // ----- Comparing ------------------------------------------------------------------------------
