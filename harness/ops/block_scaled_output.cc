@@ -50,10 +50,6 @@ std::vector<Outputs> split(const Problem& p, const std::vector<uint32_t>& words)
   return all;
 }
 
-std::string group_prefix(const Problem& p, const Outputs& o) {
-  return p.op == Op::grouped_gemm ? fmt::format("group {}: ", o.group) : std::string();
-}
-
 }  // namespace
 
 std::string unsupported_reason(const nvfp4_kernel_info& info, const Problem& p) {
@@ -135,8 +131,8 @@ std::optional<Finding> judge(const CallContext& x, OracleSummary* summary) {
     summary->failing += j.rule7.wrong_codes + j.rule7.wrong_scales + j.rule7.wrong_padding + j.interval_wrong_codes +
                         j.interval_wrong_scales;
     if (j.pass() || first) continue;
-    first = Finding{Check::oracle, group_prefix(p, o) + block_scaled_failure_text(p, *x.reference, o.unit, j, o.q,
-                                                                                  o.sfq, padding)};
+    // The text names the group (the unit) itself.
+    first = Finding{Check::oracle, block_scaled_failure_text(p, *x.reference, o.unit, j, o.q, o.sfq, padding)};
   }
   return first;
 }
