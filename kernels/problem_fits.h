@@ -54,7 +54,8 @@ inline bool grouped_fits(const nvfp4_kernel_info& info, const nvfp4_problem* p) 
   for (int64_t g = 0; g < p->groups; ++g) {
     const nvfp4_group& q = p->group[g];
     if (!shape_fits(info, q.m, q.n, q.k, 1, 0) || !alpha_fits(info, q.alpha)) return false;
-    if (q.m > 0 && (!q.a || !q.b || !q.sfa || !q.sfb || !q.c)) return false;
+    const bool writes_c = problem_out_type(p) != NVFP4_OUT_NVFP4;  // else group_out's Q and SFQ
+    if (q.m > 0 && (!q.a || !q.b || !q.sfa || !q.sfb || (writes_c && !q.c))) return false;
     sum_m += q.m;  // each m_g <= 2^40 (shape_fits): the sum stays far from overflow
     if (sum_m > (int64_t{1} << 40)) return false;
     if (q.n > max_n) max_n = q.n;
@@ -70,12 +71,25 @@ inline bool grouped_fits(const nvfp4_kernel_info& info, const nvfp4_problem* p) 
   return true;
 }
 
+// Grouped GEMM with block-scaled output (separate arrangement only): the group_out table in the
+// kernel's memory (and on the host), every group's n even, a non-empty group's Q and SFQ given.
+inline bool grouped_out_fits(const nvfp4_kernel_info& info, const nvfp4_problem* p) {
+  if ((info.flags & NVFP4_FLAG_GROUPS_PACKED) || p->group == nullptr || p->group_out == nullptr) return false;
+  if (info.memory == NVFP4_MEMORY_CUDA && p->group_out_device == nullptr) return false;
+  for (int64_t g = 0; g < p->groups; ++g) {
+    const nvfp4_group_out& o = p->group_out[g];
+    if (p->group[g].n % 2 != 0 || !(o.global_scale > 0)) return false;
+    if (p->group[g].m > 0 && (o.q == nullptr || o.sfq == nullptr)) return false;
+  }
+  return true;
+}
+
 // Block-scaled output (out_type nvfp4): a declared NVFP4 recipe, Q, SFQ and the global scale
-// given, n even (Q packs two codes a byte). Grouped GEMM takes its Q and SFQ per group from a
-// table the built-in kernels do not read: they refuse it.
+// given, n even (Q packs two codes a byte); grouped GEMM: per group, in the group_out table.
 inline bool block_scaled_out_fits(const nvfp4_kernel_info& info, const nvfp4_problem* p) {
-  if (info.abi_version < 3 || p->op == NVFP4_OP_GROUPED_GEMM || p->op == NVFP4_OP_GEMV) return false;
+  if (info.abi_version < 3 || p->op == NVFP4_OP_GEMV) return false;
   if (p->recipe < NVFP4_RECIPE_TE || p->recipe > NVFP4_RECIPE_TORCHAO || !((info.recipes >> p->recipe) & 1u)) return false;
+  if (p->op == NVFP4_OP_GROUPED_GEMM) return p->groups >= 1 && grouped_out_fits(info, p);
   return p->n % 2 == 0 && p->q != nullptr && p->sfq != nullptr && p->global_scale != nullptr;
 }
 

@@ -36,6 +36,7 @@ enum class Bug : int {
   linear_scales_declared_permuted,  // writes linear SFQ whatever the layout asked for
   tile_amax_16_columns,    // 2D: the tile's amax over its first row only
   row0_global_scale,       // per-row scales: every row quantized with row 0's
+  group0_global_scale,     // grouped block-scaled output: every group encoded with group 0's global scale
   rceil_as_floor,          // E8M0 scale rounded down where the recipe rounds up
   sr_constant_source,      // stochastic rounding whose random source ignores the seed
   sr_biased_source,        // stochastic rounding up with probability p^2 instead of p

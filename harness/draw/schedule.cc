@@ -336,8 +336,9 @@ CasePlan draw_plan(Draws& d, const nvfp4_kernel_info& info, const CaseConstraint
   // Among the declared output types, FP16 first (raw 0) when declared. One declared type draws
   // nothing, so a version-1 kernel's cases are what they were before BF16 and FP32 existed.
   std::vector<OutType> out_types = declared_out_type_list(info);
-  // Block-scaled output is GEMM's and dual GEMM's (GEMV's n = 1 cannot pack; grouped is not laid out).
-  if (op == Op::gemv || op == Op::grouped_gemm)
+  // Block-scaled output is GEMM's, dual GEMM's and grouped GEMM's in the separate arrangement
+  // (GEMV's n = 1 cannot pack; the packed arrangement has no place for each group's Q and SFQ).
+  if (op == Op::gemv || (op == Op::grouped_gemm && (info.flags & NVFP4_FLAG_GROUPS_PACKED)))
     out_types.erase(std::remove(out_types.begin(), out_types.end(), OutType::nvfp4), out_types.end());
   if (out_types.empty()) throw std::invalid_argument("the kernel declares no output type the op may have");
   if (c.out_type && std::find(out_types.begin(), out_types.end(), *c.out_type) == out_types.end())

@@ -170,8 +170,10 @@ bool gemm_family::probes_refusal(const nvfp4_kernel_info& info, const Problem& p
   // does), nor groups it cannot be handed in its arrangement. GEMV and GEMM every kernel tells
   // apart by p->op, in any output type it declares.
   const bool v1_op = p.op == Op::gemv || p.op == Op::gemm;
-  // Grouped block-scaled output is never laid out; an older kernel has no field to tell it by.
-  if (block_scaled_out::applies(p) && (info.abi_version < 3 || p.op == Op::grouped_gemm)) return false;
+  // Grouped block-scaled output is not laid out in the packed arrangement; an older kernel has no
+  // field to tell it by.
+  const bool packed = info.flags & NVFP4_FLAG_GROUPS_PACKED;
+  if (block_scaled_out::applies(p) && (info.abi_version < 3 || (p.op == Op::grouped_gemm && packed))) return false;
   if (info.abi_version < 2 && !(v1_op && p.out_type == OutType::fp16)) return false;
   if (!((declared_out_types(info) >> static_cast<uint32_t>(p.out_type)) & 1u)) return false;
   if (!v1_op && !((info.ops >> static_cast<uint32_t>(p.op)) & 1u)) return false;

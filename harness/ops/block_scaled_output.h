@@ -18,6 +18,10 @@ inline bool applies(const Problem& p) { return p.out_type == OutType::nvfp4; }
 std::string unsupported_reason(const nvfp4_kernel_info& info, const Problem& p);
 // The global scale appended to in.inputs; in.outputs replaced by Q and SFQ, poisoned.
 void lay_out(LaidOut& in, const Problem& p, const CallSpec& spec);
+// Grouped GEMM: Q and SFQ of every non-empty group instead of its C, no global-scale input.
+// The group_out table of a grouped call: each group's Q and SFQ among `outputs` (the buffers of
+// lay_out's outputs, in order; NULL for an empty group) and its own global scale.
+std::vector<nvfp4_group_out> group_out_table(const Problem& p, const std::vector<uint8_t*>& outputs);
 // q, sfq, recipe and global_scale of the ABI problem; c NULL.
 void point_abi(nvfp4_problem& abi, const Problem& p, const std::vector<uint8_t*>& inputs,
                const std::vector<uint8_t*>& outputs);

@@ -95,6 +95,7 @@ LaidOut gemm_family::lay_out(const Problem& p, const CallSpec& spec, uint32_t ke
     in.inputs.push_back({"sfb" + at, InputKind::sfb, scales_as(p, q.sfb, q.n, q.kb(), 1, pad)});
     in.outputs.push_back(poisoned_output(p, "c" + at, q.c_elems(), spec.poison));
   }
+  if (block_scaled_out::applies(p)) block_scaled_out::lay_out(in, p, spec);
   return in;
 }
 
@@ -220,15 +221,23 @@ struct CallBuffers {
   std::vector<Input> inputs;
   std::vector<std::unique_ptr<GuardedBuffer>> outputs;
   // The group table in the kernel's memory: group_device for a CUDA kernel; for a host kernel
-  // `group` itself, between guards and read-only during the call like the other inputs.
-  std::unique_ptr<GuardedBuffer> table;
+  // `group` itself, between guards and read-only during the call like the other inputs. With
+  // block-scaled output the group_out table beside it, kept the same way.
+  std::unique_ptr<GuardedBuffer> table, out_table;
 
-  CallBuffers(KernelMemory& memory, const LaidOut& in, int64_t groups) {
+  CallBuffers(KernelMemory& memory, const LaidOut& in, int64_t groups, bool group_out) {
     for (const InputTensor& t : in.inputs)
       inputs.push_back({t.name, t.kind, t.bytes.empty() ? nullptr : memory.allocate(static_cast<int64_t>(t.bytes.size()), pattern_of(t.kind))});
     for (const OutputTensor& o : in.outputs)
       outputs.push_back(o.words == 0 ? nullptr : memory.allocate(o.words * o.width, GuardPattern::nan_fp16));
     if (groups > 0) table = memory.allocate(groups * static_cast<int64_t>(sizeof(nvfp4_group)), GuardPattern::bytes);
+    if (groups > 0 && group_out)
+      out_table = memory.allocate(groups * static_cast<int64_t>(sizeof(nvfp4_group_out)), GuardPattern::bytes);
+  }
+  std::vector<uint8_t*> output_pointers() const {
+    std::vector<uint8_t*> all;
+    for (size_t x = 0; x < outputs.size(); ++x) all.push_back(output(x));
+    return all;
   }
   uint8_t* input(size_t x) const { return inputs[x].buffer ? inputs[x].buffer->data() : nullptr; }
   uint8_t* output(size_t x) const { return outputs[x] ? outputs[x]->data() : nullptr; }
@@ -239,6 +248,8 @@ struct CallBuffers {
 // NULL in both arrangements (SPEC section 2).
 std::vector<nvfp4_group> group_table(const Problem& p, const LaidOut& in, const CallBuffers& buf) {
   std::vector<nvfp4_group> table(p.op == Op::grouped_gemm ? p.groups.size() : 0);
+  // Block-scaled output: C is not written (NULL); Q and SFQ are in the group_out table.
+  const bool has_c = !block_scaled_out::applies(p);
   size_t next_input = 0, next_output = 0;
   for (size_t g = 0; g < table.size(); ++g) {
     const Group& q = p.groups[g];
@@ -258,29 +269,36 @@ std::vector<nvfp4_group> group_table(const Problem& p, const LaidOut& in, const 
       t.sfa = buf.input(next_input + 2);
       t.sfb = buf.input(next_input + 3);
       next_input += 4;
-      t.c = buf.output(next_output++);
+      if (has_c) t.c = buf.output(next_output++);
     }
   }
   return table;
 }
 
-// Every buffer filled for the call: inputs, outputs' poison, the group table. The runner's
+// The group_out table of a grouped call with block-scaled output (else empty).
+std::vector<nvfp4_group_out> group_out_table(const Problem& p, const CallBuffers& buf) {
+  if (p.op != Op::grouped_gemm || !block_scaled_out::applies(p)) return {};
+  return block_scaled_out::group_out_table(p, buf.output_pointers());
+}
+
+// Every buffer filled for the call: inputs, outputs' poison, the group tables. The runner's
 // stream is held first, so work the kernel puts on any other stream runs ahead of its data.
 void upload(KernelMemory& mem, CallBuffers& buf, const LaidOut& in, const std::vector<nvfp4_group>& table,
-            const CallSpec& spec, double timeout_s) {
+            const std::vector<nvfp4_group_out>& out_table, const CallSpec& spec, double timeout_s) {
   if (!spec.inputs_ready_first) mem.hold_stream();
   for (size_t x = 0; x < in.inputs.size(); ++x)
     if (buf.inputs[x].buffer) buf.inputs[x].buffer->upload(in.inputs[x].bytes.data());
   for (size_t x = 0; x < in.outputs.size(); ++x)
     if (buf.outputs[x]) buf.outputs[x]->upload(in.outputs[x].before.data());
   if (buf.table) buf.table->upload(reinterpret_cast<const uint8_t*>(table.data()));
+  if (buf.out_table) buf.out_table->upload(reinterpret_cast<const uint8_t*>(out_table.data()));
   if (spec.inputs_ready_first) mem.synchronize(timeout_s);
 }
 
 // The ABI's problem pointing into the buffers: a grouped problem's packed buffers (or NULL for
 // the separate arrangement, SPEC section 5) and its table, else the op module's fields.
 nvfp4_problem abi_for(const Problem& p, const LaidOut& in, const CallBuffers& buf, const std::vector<nvfp4_group>& table,
-                      void* stream, bool cuda) {
+                      const std::vector<nvfp4_group_out>& out_table, void* stream, bool cuda) {
   if (p.op == Op::grouped_gemm) {
     const bool packed = in.packed;
     nvfp4_problem abi = to_abi(p, packed ? buf.input(0) : nullptr, packed ? buf.input(1) : nullptr,
@@ -289,6 +307,13 @@ nvfp4_problem abi_for(const Problem& p, const LaidOut& in, const CallBuffers& bu
     const auto* in_memory = buf.table ? reinterpret_cast<const nvfp4_group*>(buf.table->data()) : nullptr;
     abi.group = cuda ? table.data() : in_memory;
     abi.group_device = cuda ? in_memory : nullptr;
+    if (buf.out_table) {
+      const auto* out_memory = reinterpret_cast<const nvfp4_group_out*>(buf.out_table->data());
+      abi.group_out = cuda ? out_table.data() : out_memory;
+      abi.group_out_device = cuda ? out_memory : nullptr;
+      abi.q_format = NVFP4_FORMAT_NVFP4;
+      abi.recipe = static_cast<uint32_t>(p.out_recipe);
+    }
     return abi;
   }
   nvfp4_problem abi = to_abi(p, nullptr, nullptr, nullptr, nullptr, nullptr, stream);
@@ -307,6 +332,7 @@ class InputProtection {
   InputProtection(CallBuffers& buf, bool on) : buf_(buf), on_(on) {
     if (!on_) return;
     if (buf.table) protect(*buf.table, InputKind::group_table);
+    if (buf.out_table) protect(*buf.out_table, InputKind::group_table);
     for (const CallBuffers::Input& x : buf.inputs)
       if (x.buffer) protect(*x.buffer, x.kind);
   }
@@ -316,6 +342,7 @@ class InputProtection {
     for (const CallBuffers::Input& x : buf_.inputs)
       if (x.buffer) x.buffer->set_read_only(false);
     if (buf_.table) buf_.table->set_read_only(false);
+    if (buf_.out_table) buf_.out_table->set_read_only(false);
   }
   InputProtection(const InputProtection&) = delete;
   InputProtection& operator=(const InputProtection&) = delete;
@@ -362,6 +389,7 @@ std::vector<std::pair<std::string, GuardedBuffer*>> all_buffers(const CallBuffer
   for (const CallBuffers::Input& x : buf.inputs)
     if (x.buffer) all.emplace_back(x.name, x.buffer.get());
   if (buf.table) all.emplace_back("group table", buf.table.get());
+  if (buf.out_table) all.emplace_back("group_out table", buf.out_table.get());
   for (size_t x = 0; x < buf.outputs.size(); ++x)
     if (buf.outputs[x]) all.emplace_back(in.outputs[x].name, buf.outputs[x].get());
   return all;
@@ -381,8 +409,9 @@ void compare_input(const std::string& name, const uint8_t* now, const std::vecto
   out.inputs.push_back(change);
 }
 
-std::vector<uint8_t> table_bytes(const std::vector<nvfp4_group>& t) {
-  std::vector<uint8_t> b(t.size() * sizeof(nvfp4_group));
+template <class Entry>
+std::vector<uint8_t> table_bytes(const std::vector<Entry>& t) {
+  std::vector<uint8_t> b(t.size() * sizeof(Entry));
   if (!b.empty()) std::memcpy(b.data(), t.data(), b.size());
   return b;
 }
@@ -390,7 +419,8 @@ std::vector<uint8_t> table_bytes(const std::vector<nvfp4_group>& t) {
 // After the fetch of every buffer: damaged guards, and inputs (the group table too) that are no
 // longer what was sent.
 void inspect(const CallBuffers& buf, const LaidOut& in, const std::vector<nvfp4_group>& table,
-             const std::vector<nvfp4_group>& sent, bool cuda, CallObservation& out) {
+             const std::vector<nvfp4_group>& sent, const std::vector<nvfp4_group_out>& out_table,
+             const std::vector<nvfp4_group_out>& out_sent, bool cuda, CallObservation& out) {
   for (const auto& [name, g] : all_buffers(buf, in)) {
     const GuardDamage d = g->staged_guard_damage();
     if (!d.intact) out.guards.push_back({name, d});
@@ -401,6 +431,10 @@ void inspect(const CallBuffers& buf, const LaidOut& in, const std::vector<nvfp4_
   const std::vector<uint8_t> want = table_bytes(sent);
   if (cuda) compare_input("group table", table_bytes(table).data(), want, out);
   compare_input(cuda ? "group table (device)" : "group table", buf.table->staged_data(), want, out);
+  if (!buf.out_table) return;
+  const std::vector<uint8_t> want_out = table_bytes(out_sent);
+  if (cuda) compare_input("group_out table", table_bytes(out_table).data(), want_out, out);
+  compare_input(cuda ? "group_out table (device)" : "group_out table", buf.out_table->staged_data(), want_out, out);
 }
 
 }  // namespace
@@ -446,11 +480,12 @@ CallObservation KernelCaller::call(const CallSpec& spec) {
     KernelMemory& mem = *memory_;
     const LaidOut in = op_module(p.op).lay_out(p, spec, kernel_.info->flags);
     const int64_t groups = p.op == Op::grouped_gemm ? static_cast<int64_t>(p.groups.size()) : 0;
-    if (!buffers_) buffers_ = std::make_unique<Buffers>(mem, in, groups);
+    if (!buffers_) buffers_ = std::make_unique<Buffers>(mem, in, groups, block_scaled_out::applies(p));
     Buffers& buf = *buffers_;
     const std::vector<nvfp4_group> table = group_table(p, in, buf), table_sent = table;
-    upload(mem, buf, in, table, spec, timeout_s_);
-    nvfp4_problem abi = abi_for(p, in, buf, table, mem.stream(), cuda);
+    const std::vector<nvfp4_group_out> out_table = group_out_table(p, buf), out_sent = out_table;
+    upload(mem, buf, in, table, out_table, spec, timeout_s_);
+    nvfp4_problem abi = abi_for(p, in, buf, table, out_table, mem.stream(), cuda);
     if (spec.seed) abi.seed = *spec.seed;  // a stochastic quantizer's other seeds (rule 7)
     {
       const InputProtection protection(buf, protect_inputs_);
@@ -472,7 +507,7 @@ CallObservation KernelCaller::call(const CallSpec& spec) {
     for (const auto& [name, g] : all_buffers(buf, in)) g->fetch_async();
     mem.synchronize(timeout_s_);
     out.c_later = cuda ? output_words(buf, in) : out.c;
-    if (out.end != CallObservation::End::exception) inspect(buf, in, table, table_sent, cuda, out);
+    if (out.end != CallObservation::End::exception) inspect(buf, in, table, table_sent, out_table, out_sent, cuda, out);
   } catch (const DeviceError& e) {
     if (out.kernel_seconds == 0) out.kernel_seconds = since_call();
     out.end = e.hung() ? CallObservation::End::device_hang : CallObservation::End::cuda_error;

@@ -1,7 +1,8 @@
-// GEMM and dual GEMM with block-scaled output through the whole case check: the built-in host
-// kernels pass their schedule; the schedule reaches every recipe, both layouts, partial 16-column
-// blocks and global scales that clamp block scales at 448; and the host engine with one
-// quantizer bug (the mutants' engine, kernels/host/host_gemm_nvfp4_out.h) fails, by name.
+// GEMM, dual GEMM and grouped GEMM with block-scaled output through the whole case check: the
+// built-in host kernels pass their schedule; the schedule reaches every recipe, both layouts,
+// partial 16-column blocks, global scales that clamp block scales at 448 and one distinct global
+// scale per group; and the host engine with one quantizer bug (the mutants' engine,
+// kernels/host/host_gemm_nvfp4_out.h) fails, by name.
 #include <gtest/gtest.h>
 
 #include <set>
@@ -126,6 +127,71 @@ TEST(BlockScaledOutputOp, ControlPassesAndBugsFail) {
   const auto padding = first_kill<kern::quant::Bug::padding_not_written>(300);
   ASSERT_GE(padding.first, 0);
   EXPECT_NE(padding.second.find("padding"), std::string::npos) << padding.second;
+}
+
+// The same engine's grouped form (each group's Q, SFQ and global scale through the group_out
+// table), as a kernel of this process declaring grouped GEMM only.
+template <kern::quant::Bug B>
+const nvfp4_kernel_info& grouped_info_of() {
+  static const nvfp4_kernel_info info = [] {
+    nvfp4_kernel_info i = buggy_info("buggy_grouped_gemm_nvfp4_out");
+    i.ops = 1u << NVFP4_OP_GROUPED_GEMM;
+    return i;
+  }();
+  return info;
+}
+
+template <kern::quant::Bug B>
+int run_grouped_buggy(int, const nvfp4_problem* p) {
+  return kern::quant::run_grouped_gemm_nvfp4_out(grouped_info_of<B>(), p, B);
+}
+
+// The first failing case of the grouped engine with bug B over `cases`, and how many passed.
+template <kern::quant::Bug B>
+std::pair<int64_t, std::string> first_grouped_kill(int64_t cases, int64_t* passed) {
+  Kernel k;
+  k.info = &grouped_info_of<B>();
+  k.run_fn = run_grouped_buggy<B>;
+  k.origin = "test";
+  const Schedule s = schedule_of(*k.info, k.name(), 20261202);
+  for (int64_t i = 0; i < cases; ++i) {
+    const Problem p = s.at(i).problem;
+    const CaseOutcome r = check_in_process(k, p);
+    if (r.verdict == CaseOutcome::Verdict::fail) return {i, check_of(r) + ": " + message_of(r)};
+    *passed += r.verdict == CaseOutcome::Verdict::pass && p.op == Op::grouped_gemm && p.out_type == OutType::nvfp4;
+  }
+  return {-1, ""};
+}
+
+TEST(BlockScaledOutputOp, GroupedControlPassesAndGroupZeroScaleFails) {
+  int64_t passed = 0;
+  const auto control = first_grouped_kill<kern::quant::Bug::none>(40, &passed);
+  EXPECT_EQ(control.first, -1) << control.second;
+  EXPECT_GT(passed, 20) << "grouped cases with block-scaled output were not run";
+  int64_t ignored = 0;
+  const auto group0 = first_grouped_kill<kern::quant::Bug::group0_global_scale>(300, &ignored);
+  ASSERT_GE(group0.first, 0) << "every group encoded with group 0's global scale was not caught";
+  EXPECT_NE(group0.second.find("oracle"), std::string::npos) << group0.second;
+  EXPECT_NE(group0.second.find("group "), std::string::npos) << group0.second;
+  const auto padding = first_grouped_kill<kern::quant::Bug::padding_not_written>(300, &ignored);
+  ASSERT_GE(padding.first, 0);
+  EXPECT_NE(padding.second.find("padding"), std::string::npos) << padding.second;
+}
+
+// Grouped cases draw one global scale per group, all different: otherwise a kernel that encodes
+// every group with one of them would pass.
+TEST(BlockScaledOutputOp, GroupedCasesDrawDistinctGlobalScales) {
+  const Schedule s = schedule_of(grouped_info_of<kern::quant::Bug::none>(), "buggy_grouped_gemm_nvfp4_out", 5);
+  int64_t seen = 0;
+  for (int64_t i = 0; i < 100; ++i) {
+    const Problem p = s.at(i).problem;
+    if (p.op != Op::grouped_gemm || p.out_type != OutType::nvfp4) continue;
+    ++seen;
+    ASSERT_EQ(p.out_global_scale.size(), p.groups.size()) << "case " << i;
+    const std::set<float> distinct(p.out_global_scale.begin(), p.out_global_scale.end());
+    EXPECT_EQ(distinct.size(), p.groups.size()) << "case " << i;
+  }
+  EXPECT_GT(seen, 50);
 }
 
 }  // namespace

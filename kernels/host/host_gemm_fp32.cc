@@ -153,6 +153,7 @@ int run_host_grouped_gemm_fp32_packed(const nvfp4_problem* p);
 int run_host_dual_gemm_fp32(const nvfp4_problem* p);
 int run_host_gemm_nvfp4_out(const nvfp4_problem* p);
 int run_host_dual_gemm_nvfp4_out(const nvfp4_problem* p);
+int run_host_grouped_gemm_nvfp4_out(const nvfp4_problem* p);
 
 constexpr uint32_t kNvfp4Recipes =
     (1u << NVFP4_RECIPE_TE) | (1u << NVFP4_RECIPE_REF) | (1u << NVFP4_RECIPE_FAST) | (1u << NVFP4_RECIPE_TORCHAO);
@@ -194,6 +195,10 @@ NVFP4_DEFINE_BUILTIN(host_dual_gemm_nvfp4_out) = {
     {NVFP4_ABI_VERSION, "host_dual_gemm_nvfp4_out", NVFP4_MEMORY_HOST, 1u << NVFP4_OP_DUAL_GEMM, kBothLayouts, 0, 1,
      1, 1, 0, 1u << NVFP4_OUT_NVFP4, 0, 0, 0, 0, 0, kNvfp4Recipes},
     run_host_dual_gemm_nvfp4_out};
+NVFP4_DEFINE_BUILTIN(host_grouped_gemm_nvfp4_out) = {
+    {NVFP4_ABI_VERSION, "host_grouped_gemm_nvfp4_out", NVFP4_MEMORY_HOST, 1u << NVFP4_OP_GROUPED_GEMM, kBothLayouts,
+     0, 1, 1, 1, 0, 1u << NVFP4_OUT_NVFP4, 0, 0, 0, 0, 0, kNvfp4Recipes},
+    run_host_grouped_gemm_nvfp4_out};
 
 namespace {
 int run_host_gemm_nvfp4_out(const nvfp4_problem* p) {
@@ -201,6 +206,9 @@ int run_host_gemm_nvfp4_out(const nvfp4_problem* p) {
 }
 int run_host_dual_gemm_nvfp4_out(const nvfp4_problem* p) {
   return quant::run_gemm_nvfp4_out(builtin_host_dual_gemm_nvfp4_out.info, p, quant::Bug::none);
+}
+int run_host_grouped_gemm_nvfp4_out(const nvfp4_problem* p) {
+  return quant::run_grouped_gemm_nvfp4_out(builtin_host_grouped_gemm_nvfp4_out.info, p, quant::Bug::none);
 }
 int run_host_gemv_fp32(const nvfp4_problem* p) { return run_block_scaled(builtin_host_gemv_fp32.info, p); }
 int run_host_gemm_fp32(const nvfp4_problem* p) { return run_block_scaled(builtin_host_gemm_fp32.info, p); }

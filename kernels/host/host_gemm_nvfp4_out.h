@@ -16,19 +16,31 @@
 
 namespace nvfp4::kern::quant {
 
-// sum_x A[b][i][x]*SA * B[b][j][x]*SB (ue4m3 scales) with B = (data, scales).
-inline float nvfp4_out_dot(const nvfp4_problem* p, const uint8_t* b_data, const uint8_t* b_scales, int64_t b, int64_t i,
-                           int64_t j) {
-  const int64_t m = p->m, n = p->n, k = p->k, kb = (k + 15) / 16;
-  const uint8_t* a_row = p->a + (b * m + i) * (k / 2);
-  const uint8_t* b_row = b_data + (b * n + j) * (k / 2);
+// One m x n x k GEMM's operands (a batch of l, or one group with l = 1).
+struct OutOperands {
+  const uint8_t *a, *sfa, *b, *sfb;
+  int64_t m, n, k;
+  uint32_t layout;
+};
+
+// sum_x A[b][i][x]*SA * B[b][j][x]*SB (ue4m3 scales).
+inline float out_dot(const OutOperands& o, int64_t b, int64_t i, int64_t j) {
+  const int64_t kb = (o.k + 15) / 16;
+  const uint8_t* a_row = o.a + (b * o.m + i) * (o.k / 2);
+  const uint8_t* b_row = o.b + (b * o.n + j) * (o.k / 2);
   float acc = 0.0f;
   for (int64_t s = 0; s < kb; ++s) {
-    const float sa = kern::e4m3_to_float(p->sfa[kern::scale_offset(p->sf_layout, m, kb, b, i, s)], false);
-    const float sb = kern::e4m3_to_float(b_scales[kern::scale_offset(p->sf_layout, n, kb, b, j, s)], false);
-    acc += kern::block_products(a_row, b_row, s, k) * (sa * sb);
+    const float sa = kern::e4m3_to_float(o.sfa[kern::scale_offset(o.layout, o.m, kb, b, i, s)], false);
+    const float sb = kern::e4m3_to_float(o.sfb[kern::scale_offset(o.layout, o.n, kb, b, j, s)], false);
+    acc += kern::block_products(a_row, b_row, s, o.k) * (sa * sb);
   }
   return acc;
+}
+
+// The same with B = (data, scales) of the problem (B, or dual GEMM's B2).
+inline float nvfp4_out_dot(const nvfp4_problem* p, const uint8_t* b_data, const uint8_t* b_scales, int64_t b, int64_t i,
+                           int64_t j) {
+  return out_dot(OutOperands{p->a, p->sfa, b_data, b_scales, p->m, p->n, p->k, p->sf_layout}, b, i, j);
 }
 
 inline int run_gemm_nvfp4_out(const nvfp4_kernel_info& info, const nvfp4_problem* p, Bug bug) {
@@ -53,6 +65,31 @@ inline int run_gemm_nvfp4_out(const nvfp4_kernel_info& info, const nvfp4_problem
       for (int64_t s = 0; s < nb; ++s)
         quantize_out_block(row.data() + 16 * s, n - 16 * s < 16 ? n - 16 * s : 16, p->recipe, p->global_scale[0],
                            p->sf_layout, m, nb, b, i, s, p->q + (b * m + i) * (n / 2), p->sfq, ExactRcp{}, bug);
+    }
+  }
+  return NVFP4_OK;
+}
+
+// Grouped GEMM with block-scaled output (separate arrangement): each non-empty group an l = 1
+// GEMM of its own, alpha_g * acc quantized into that group's Q and SFQ of problem->group_out
+// with that group's own global scale.
+inline int run_grouped_gemm_nvfp4_out(const nvfp4_kernel_info& info, const nvfp4_problem* p, Bug bug) {
+  if (!problem_fits(info, p) || p->op != NVFP4_OP_GROUPED_GEMM || p->group_out == nullptr) return NVFP4_UNSUPPORTED;
+  for (int64_t g = 0; g < p->groups; ++g) {
+    const nvfp4_group& q = p->group[g];
+    const nvfp4_group_out& out = p->group_out[g];
+    if (q.m == 0) continue;
+    const float gs = bug == Bug::group0_global_scale ? p->group_out[0].global_scale : out.global_scale;
+    const OutOperands o{q.a, q.sfa, q.b, q.sfb, q.m, q.n, q.k, p->sf_layout};
+    const int64_t nb = (q.n + 15) / 16;
+    if (bug != Bug::padding_not_written) std::memset(out.sfq, 0, static_cast<size_t>(sf_bytes(p->sf_layout, q.m, nb, 1)));
+#pragma omp parallel for schedule(static) if (q.m * q.n * q.k >= (int64_t(1) << 18))
+    for (int64_t i = 0; i < q.m; ++i) {
+      std::vector<float> row(static_cast<size_t>(q.n));
+      for (int64_t j = 0; j < q.n; ++j) row[static_cast<size_t>(j)] = q.alpha * out_dot(o, 0, i, j);
+      for (int64_t s = 0; s < nb; ++s)
+        quantize_out_block(row.data() + 16 * s, q.n - 16 * s < 16 ? q.n - 16 * s : 16, p->recipe, gs, p->sf_layout,
+                           q.m, nb, 0, i, s, out.q + i * (q.n / 2), out.sfq, ExactRcp{}, bug);
     }
   }
   return NVFP4_OK;

@@ -17,11 +17,16 @@ namespace {
 
 class BuiltinRefusal : public ::testing::TestWithParam<std::string> {};
 
-// A problem and, for a grouped one, its group table (the problem points into it).
+// A problem and, for a grouped one, its group table and (block-scaled output) its group_out
+// table (the problem points into them).
 struct Call {
   nvfp4_problem p{};
   std::vector<nvfp4_group> groups;
-  void point() { p.group = p.group_device = groups.empty() ? nullptr : groups.data(); }
+  std::vector<nvfp4_group_out> outs;
+  void point() {
+    p.group = p.group_device = groups.empty() ? nullptr : groups.data();
+    p.group_out = p.group_out_device = outs.empty() ? nullptr : outs.data();
+  }
 };
 
 struct Variant {
@@ -102,6 +107,13 @@ Call inside(const nvfp4_kernel_info& info, const uint8_t* data, uint16_t* c) {
   }
   if (p.op == NVFP4_OP_GROUPED_GEMM) {
     call.groups = {{p.m, p.n, p.k, data, data, data, data, c, 1.0f}, {0, p.n, p.k, nullptr, nullptr, nullptr, nullptr, nullptr, 1.0f}};
+    if (p.out_type == NVFP4_OUT_NVFP4) {
+      // Each group's Q, SFQ and global scale in group_out; C is not written.
+      call.groups[0].c = nullptr;
+      call.outs = {{quantized, quantized + 4096, 1.0f}, {nullptr, nullptr, 1.0f}};
+      p.q = p.sfq = nullptr;
+      p.global_scale = nullptr;
+    }
     p.groups = 2;
     call.point();
     if (!(info.flags & NVFP4_FLAG_GROUPS_PACKED)) p.a = p.b = p.sfa = p.sfb = nullptr, p.c = nullptr;
@@ -157,9 +169,17 @@ std::vector<Variant> outside(const nvfp4_kernel_info& info) {
     for (uint32_t r = 0; r <= 8; ++r)
       if (!((info.recipes >> r) & 1u)) v.push_back({"recipe " + std::to_string(r), [r](Call& c) { c.p.recipe = r; }});
     v.push_back({"nvfp4 out: n odd", [](Call& c) { c.p.n += 1; }});
-    v.push_back({"nvfp4 out: null q", [](Call& c) { c.p.q = nullptr; }});
-    v.push_back({"nvfp4 out: null sfq", [](Call& c) { c.p.sfq = nullptr; }});
-    v.push_back({"nvfp4 out: null global scale", [](Call& c) { c.p.global_scale = nullptr; }});
+    if (grouped) {
+      v.push_back({"nvfp4 out: n_g odd", [](Call& c) { c.groups[0].n += 1, c.groups[1].n += 1, c.p.n += 1; }});
+      v.push_back({"nvfp4 out: null group_out table", [](Call& c) { c.p.group_out = c.p.group_out_device = nullptr; }});
+      v.push_back({"nvfp4 out: null q_g", [](Call& c) { c.outs[0].q = nullptr; }});
+      v.push_back({"nvfp4 out: null sfq_g", [](Call& c) { c.outs[0].sfq = nullptr; }});
+      v.push_back({"nvfp4 out: global scale_g 0", [](Call& c) { c.outs[0].global_scale = 0.0f; }});
+    } else {
+      v.push_back({"nvfp4 out: null q", [](Call& c) { c.p.q = nullptr; }});
+      v.push_back({"nvfp4 out: null sfq", [](Call& c) { c.p.sfq = nullptr; }});
+      v.push_back({"nvfp4 out: null global scale", [](Call& c) { c.p.global_scale = nullptr; }});
+    }
   } else {
     v.push_back({"out type 4", [](Call& c) { c.p.out_type = 4; }});
   }
@@ -187,7 +207,8 @@ std::vector<Variant> outside(const nvfp4_kernel_info& info) {
     v.push_back({"m is not the sum of m_g", [](Call& c) { c.p.m += 1; }});
     v.push_back({"l 2", [](Call& c) { c.p.l = 2; }});
     v.push_back({"null a_g of a nonempty group", [](Call& c) { c.groups[0].a = nullptr; }});
-    v.push_back({"null c_g of a nonempty group", [](Call& c) { c.groups[0].c = nullptr; }});
+    if (!((out_types_of(info) >> NVFP4_OUT_NVFP4) & 1u))
+      v.push_back({"null c_g of a nonempty group", [](Call& c) { c.groups[0].c = nullptr; }});
     if (packed) {
       v.push_back({"packed: groups of two n", [](Call& c) { c.groups[1].n += 1, c.p.n += 1; }});
       v.push_back({"packed: null b", [](Call& c) { c.p.b = nullptr; }});

@@ -193,6 +193,8 @@ const OutBugEntry kOutBugs[] = {
     {QBug::scale_toward_zero, "out_scale_toward_zero", "block-scaled output: the E4M3 block scale rounded toward zero"},
     {QBug::padding_not_written, "out_padding_not_written",
      "block-scaled output: the permuted SFQ's padding cells left as they were (the vLLM#45741 class)"},
+    {QBug::group0_global_scale, "out_group0_global_scale",
+     "grouped GEMM with block-scaled output: every group encoded with group 0's global scale (cutlass PR #3392)"},
 };
 
 // MX GEMV/GEMM (SPEC section 1's block formats): the bugs of MX kernels in public threads, each
@@ -295,7 +297,9 @@ struct Catalog {
   void add_out(const OutBugEntry& e) {
     add((e.bug == QBug::none ? "ctl_host_" : "mut_host_") + std::string(e.name), Bug::none, kHost, e.what);
     nvfp4_kernel_info& info = entries.back().info;
-    info.ops = (1u << NVFP4_OP_GEMM) | (1u << NVFP4_OP_DUAL_GEMM);
+    // A bug of the grouped epilogue only: every case grouped, so it is drawn at once.
+    info.ops = e.bug == QBug::group0_global_scale ? 1u << NVFP4_OP_GROUPED_GEMM
+                                                  : (1u << NVFP4_OP_GEMM) | (1u << NVFP4_OP_DUAL_GEMM);
     info.out_types = 1u << NVFP4_OUT_NVFP4;
     info.recipes = (1u << NVFP4_RECIPE_TE) | (1u << NVFP4_RECIPE_REF) | (1u << NVFP4_RECIPE_FAST) |
                    (1u << NVFP4_RECIPE_TORCHAO);
@@ -397,6 +401,7 @@ extern "C" __attribute__((visibility("default"))) const char* nvfp4_kernel_descr
 extern "C" __attribute__((visibility("default"))) int nvfp4_kernel_run(int index, const nvfp4_problem* p) {
   if (index < 0 || index >= nvfp4_kernel_count()) return NVFP4_ERROR;
   const auto& e = catalog().entries[static_cast<size_t>(index)];
+  if (e.out && p->op == NVFP4_OP_GROUPED_GEMM) return nvfp4::kern::quant::run_grouped_gemm_nvfp4_out(e.info, p, e.qbug);
   if (e.out) return nvfp4::kern::quant::run_gemm_nvfp4_out(e.info, p, e.qbug);
   if (e.quant) {
 #if defined(NVFP4_MUTANTS_WITH_CUDA)
