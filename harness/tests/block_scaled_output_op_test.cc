@@ -5,6 +5,7 @@
 // kernels/host/host_gemm_nvfp4_out.h) fails, by name.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <set>
 #include <string>
 
@@ -103,19 +104,28 @@ int run_buggy(int, const nvfp4_problem* p) {
   return kern::quant::run_gemm_nvfp4_out(info_of<B>(), p, B);
 }
 
-template <kern::quant::Bug B>
-std::pair<int64_t, std::string> first_kill(int64_t cases) {
+// The first failing case of a kernel of this process over `cases` of its schedule (-1 when none,
+// with the failure's check and message); `seen` is shown every case that did not fail.
+std::pair<int64_t, std::string> first_kill_of(const nvfp4_kernel_info& info, int (*run)(int, const nvfp4_problem*),
+                                              int64_t cases,
+                                              const std::function<void(const Problem&, const CaseOutcome&)>& seen = {}) {
   Kernel k;
-  k.info = &info_of<B>();
-  k.run_fn = run_buggy<B>;
+  k.info = &info;
+  k.run_fn = run;
   k.origin = "test";
   const Schedule s = schedule_of(*k.info, k.name(), 20261202);
   for (int64_t i = 0; i < cases; ++i) {
     const Problem p = s.at(i).problem;
     const CaseOutcome r = check_in_process(k, p);
     if (r.verdict == CaseOutcome::Verdict::fail) return {i, check_of(r) + ": " + message_of(r)};
+    if (seen) seen(p, r);
   }
   return {-1, ""};
+}
+
+template <kern::quant::Bug B>
+std::pair<int64_t, std::string> first_kill(int64_t cases) {
+  return first_kill_of(info_of<B>(), run_buggy<B>, cases);
 }
 
 TEST(BlockScaledOutputOp, ControlPassesAndBugsFail) {
@@ -149,18 +159,9 @@ int run_grouped_buggy(int, const nvfp4_problem* p) {
 // The first failing case of the grouped engine with bug B over `cases`, and how many passed.
 template <kern::quant::Bug B>
 std::pair<int64_t, std::string> first_grouped_kill(int64_t cases, int64_t* passed) {
-  Kernel k;
-  k.info = &grouped_info_of<B>();
-  k.run_fn = run_grouped_buggy<B>;
-  k.origin = "test";
-  const Schedule s = schedule_of(*k.info, k.name(), 20261202);
-  for (int64_t i = 0; i < cases; ++i) {
-    const Problem p = s.at(i).problem;
-    const CaseOutcome r = check_in_process(k, p);
-    if (r.verdict == CaseOutcome::Verdict::fail) return {i, check_of(r) + ": " + message_of(r)};
+  return first_kill_of(grouped_info_of<B>(), run_grouped_buggy<B>, cases, [passed](const Problem& p, const CaseOutcome& r) {
     *passed += r.verdict == CaseOutcome::Verdict::pass && p.op == Op::grouped_gemm && p.out_type == OutType::nvfp4;
-  }
-  return {-1, ""};
+  });
 }
 
 TEST(BlockScaledOutputOp, GroupedControlPassesAndGroupZeroScaleFails) {
