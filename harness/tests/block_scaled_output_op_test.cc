@@ -21,17 +21,6 @@
 namespace nvfp4 {
 namespace {
 
-const Registry& builtins() {
-  static const Registry r = Registry::with_builtins();
-  return r;
-}
-
-const Kernel& builtin(const std::string& name) {
-  const Kernel* k = builtins().find(name);
-  if (!k) throw std::runtime_error("no built-in kernel " + name);
-  return *k;
-}
-
 Schedule schedule_of(const nvfp4_kernel_info& info, const std::string& name, uint64_t seed) {
   ScheduleOptions o;
   o.seed = seed;

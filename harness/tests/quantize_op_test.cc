@@ -21,17 +21,6 @@
 namespace nvfp4 {
 namespace {
 
-const Registry& builtins() {
-  static const Registry r = Registry::with_builtins();
-  return r;
-}
-
-const Kernel& builtin(const std::string& name) {
-  const Kernel* k = builtins().find(name);
-  if (!k) throw std::runtime_error("no built-in kernel " + name);
-  return *k;
-}
-
 TEST(OpModules, EveryOpHasOneAndANameThatParses) {
   const std::vector<std::string> names = op_names();
   ASSERT_EQ(names.size(), 5u);
