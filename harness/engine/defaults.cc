@@ -7,9 +7,14 @@
 
 namespace nvfp4 {
 
+uint64_t clock_seed() {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count());
+}
+
 uint64_t seed_or_clock(const std::optional<uint64_t>& given, const std::string& repeat) {
   if (given) return *given;
-  const auto seed = static_cast<uint64_t>(std::chrono::system_clock::now().time_since_epoch().count());
+  const uint64_t seed = clock_seed();
   fmt::print(stderr, "nvfp4check: seed from the clock: {} (repeat with {}{})\n", seed, repeat, seed);
   return seed;
 }

@@ -17,6 +17,8 @@ inline constexpr double kDefaultRunSeconds = 60;
 // Where failing cases (and every case, while it runs) are saved.
 inline constexpr const char* kDefaultCaseDir = "nvfp4check-cases";
 
+// A seed from the clock (nanoseconds), for a run, a pytest session or a campaign that was given none.
+uint64_t clock_seed();
 // The run's seed: `given`, else one from the clock, told on stderr with how to repeat the run
 // (`repeat` and the seed, e.g. "--seed " or "seed=").
 uint64_t seed_or_clock(const std::optional<uint64_t>& given, const std::string& repeat);

@@ -327,6 +327,8 @@ NVFP4CHECK_EXPORT char* nvfp4check_stream_note(const char* check, const char* mi
   return dup_string(other_stream_note(*c, mine, rerun));
 }
 
+NVFP4CHECK_EXPORT uint64_t nvfp4check_clock_seed(void) { return clock_seed(); }
+
 NVFP4CHECK_EXPORT char* nvfp4check_build_info(void) {
   return guarded([] {
     // The struct sizes let the ctypes mirror of the ABI check its layout against this compiler's.

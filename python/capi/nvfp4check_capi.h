@@ -40,6 +40,9 @@ char *nvfp4check_build_info(void);
  * asks for it ("stream='legacy'"); "" when a failure of that check is none work on two unordered
  * streams explains (then no second run is worth making). */
 char *nvfp4check_stream_note(const char *check, const char *mine, const char *rerun);
+/* A seed from the clock, the one `nvfp4check run` takes when given none (for a caller that needs
+ * the seed before its first check, e.g. one seed for a whole pytest session). */
+uint64_t nvfp4check_clock_seed(void);
 /* Checks a kernel on seeded generated cases: the suite core's schedule for one kernel (the cases
  * `nvfp4check run --seed S` gives a kernel of this name and info), stopping at the first failure.
  * The kernel is called in this process. options_json (all optional):

@@ -56,6 +56,8 @@ class CApi:
         cp = ctypes.c_void_p  # returned strings are freed by us: keep the raw pointer
         lib.nvfp4check_capi_version.restype = ctypes.c_int
         lib.nvfp4check_build_info.restype = cp
+        lib.nvfp4check_clock_seed.restype = ctypes.c_uint64
+        lib.nvfp4check_clock_seed.argtypes = []
         lib.nvfp4check_stream_note.restype = cp
         lib.nvfp4check_stream_note.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p]
         lib.nvfp4check_check.restype = cp
@@ -96,6 +98,9 @@ class CApi:
 
     def build_info(self):
         return self._json(self._lib.nvfp4check_build_info())
+
+    def clock_seed(self):
+        return int(self._lib.nvfp4check_clock_seed())
 
     def check(self, info, run, options):
         return self._json(self._lib.nvfp4check_check(ctypes.byref(info), run, None, _encode(options)))

@@ -40,3 +40,34 @@ def pytester_has_plugin(pytester):
     from conftest import _plugin_installed
 
     return _plugin_installed()
+
+
+CLOCK_FILE = f"""
+import sys
+sys.path.insert(0, {HERE!r})
+import numpy_kernels as K
+
+def test_seed(nvfp4check):
+    r = nvfp4check.check(K.honest_gemv, op="gemv", memory="host", cases=2)
+    print("seed of the check:", r.seed)
+"""
+
+
+def test_clock_seed_is_the_engines_and_one_per_session(pytester):
+    # No --nvfp4check-seed: the engine's clock seed (nanoseconds since the epoch, as `nvfp4check
+    # run` takes it), shown in the header and used by the session's every check.
+    import re
+    import time
+
+    pytester.makepyfile(test_clock=CLOCK_FILE)
+    plugin = [] if pytester_has_plugin(pytester) else ["-p", "nvfp4check.pytest_plugin"]
+    before = time.time_ns()
+    result = pytester.runpytest_subprocess(*plugin, "-s", "--nvfp4check-case-dir", str(pytester.path / "cases"))
+    after = time.time_ns()
+    out = result.stdout.str()
+    header = re.search(r"nvfp4check: seed (\d+) \(from the clock; repeat with --nvfp4check-seed (\d+)\)", out)
+    assert header, out
+    seed = int(header.group(1))
+    assert header.group(2) == header.group(1)
+    assert before <= seed <= after
+    assert f"seed of the check: {seed}" in out
