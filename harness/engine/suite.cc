@@ -632,7 +632,8 @@ std::string kernel_table(const std::vector<SuiteKernel>& kernels) {
                      bit_names(info.sf_layouts, {{1u << NVFP4_SF_LINEAR, "linear"}, {1u << NVFP4_SF_PERMUTED, "permuted"}}),
                      bit_names(declared_out_types(info), {{1u << NVFP4_OUT_FP16, "fp16"},
                                                           {1u << NVFP4_OUT_BF16, "bf16"},
-                                                          {1u << NVFP4_OUT_FP32, "fp32"}}),
+                                                          {1u << NVFP4_OUT_FP32, "fp32"},
+                                                          {1u << NVFP4_OUT_NVFP4, "nvfp4"}}),
                      groups, info.min_sm, fmt::format("{}/{}/{}", info.m_multiple, info.n_multiple, info.k_multiple),
                      accumulates, flags, k.desc.runnable ? "yes" : "no: " + k.desc.why_not);
     const auto names = [](uint32_t bits, uint32_t first, uint32_t last, auto to_name) {
