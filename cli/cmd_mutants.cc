@@ -114,7 +114,7 @@ void add_mutants_command(CLI::App& app, int& exit_code) {
                 "judge every kernel as if it declared NVFP4_FLAG_MMA_ACCUMULATE (what the looser rule lets through)");
   cmd->add_option("--memory", args->memory, "host, cuda or all (default) kernels")
       ->check(CLI::IsMember({"host", "cuda", "all"}));
-  cmd->add_option("--kernel", args->kernels, "only these kernels (repeatable)");
+  cmd->add_option("--kernel", args->kernels, "only these kernels: names or glob patterns such as 'mut_cuda_mx_*' (repeatable)");
   cmd->add_option("--case-dir", args->case_dir, "where failing cases are saved (default nvfp4check-cases/mutants)");
   cmd->add_option("--timeout", args->timeout_s, "seconds per kernel call before it counts as hung (default 30)")
       ->check(seconds_in_range(24 * 3600.0));

@@ -604,12 +604,12 @@ int run_mutation_analysis(const MutationRun& run) {
   auto wanted = [&](const SuiteKernel& k) {
     if (run.memory == "host" && k.desc.is_cuda()) return false;
     if (run.memory == "cuda" && !k.desc.is_cuda()) return false;
-    return run.kernels.empty() || std::find(run.kernels.begin(), run.kernels.end(), k.desc.name) != run.kernels.end();
+    return run.kernels.empty() || name_matches(run.kernels, k.desc.name);
   };
   for (const std::string& name : run.kernels) {
-    auto named = [&](const SuiteKernel& k) { return k.desc.name == name; };
+    auto named = [&](const SuiteKernel& k) { return name_matches({name}, k.desc.name); };
     if (std::none_of(mutants.begin(), mutants.end(), named) && std::none_of(honest.begin(), honest.end(), named)) {
-      fmt::print(stderr, "nvfp4check mutants: no kernel named '{}' in either plugin\n", name);
+      fmt::print(stderr, "nvfp4check mutants: no kernel named or matching '{}' in either plugin\n", name);
       return 2;
     }
   }

@@ -145,14 +145,15 @@ std::optional<Schedule> kernel_schedule(const KernelDesc& kernel, const Schedule
   }
 }
 
+bool name_matches(const std::vector<std::string>& patterns, const std::string& name) {
+  return std::any_of(patterns.begin(), patterns.end(),
+                     [&](const std::string& p) { return ::fnmatch(p.c_str(), name.c_str(), 0) == 0; });
+}
+
 namespace {
 
 bool is_pattern(const std::string& name) { return name.find_first_of("*?[") != std::string::npos; }
 
-bool matches_any(const std::vector<std::string>& patterns, const std::string& name) {
-  return std::any_of(patterns.begin(), patterns.end(),
-                     [&](const std::string& p) { return ::fnmatch(p.c_str(), name.c_str(), 0) == 0; });
-}
 
 // Whether a kernel passes the selection's memory and op (a pattern's matches and the default set).
 bool selected(const KernelSelection& sel, const KernelDesc& d) {
@@ -165,7 +166,7 @@ std::vector<KernelDesc> pick(const std::vector<KernelDesc>& all, const KernelSel
   std::vector<KernelDesc> out;
   std::set<std::string> seen;
   auto take = [&](const KernelDesc& d) {
-    if (!matches_any(sel.exclude, d.name) && seen.insert(d.name).second) out.push_back(d);
+    if (!name_matches(sel.exclude, d.name) && seen.insert(d.name).second) out.push_back(d);
   };
   if (sel.names.empty())
     for (const KernelDesc& d : all)
@@ -175,7 +176,7 @@ std::vector<KernelDesc> pick(const std::vector<KernelDesc>& all, const KernelSel
       // A pattern is a selection: what it matches passes --memory and --op like the default set.
       bool any = false;
       for (const KernelDesc& d : all) {
-        if (!matches_any({name}, d.name)) continue;
+        if (!name_matches({name}, d.name)) continue;
         any = true;
         if (selected(sel, d)) take(d);
       }

@@ -95,6 +95,8 @@ std::vector<SuiteKernel> find_kernels(const std::vector<std::string>& plugins, c
 // pattern's matches and the default set are narrowed by memory and op; a name is taken as named
 // (one in another memory than asked is an error; under an op it does not declare it is skipped
 // later, saying so); a kernel matching an exclude pattern is left out.
+// Whether `name` is one of `patterns`, each an exact name or a glob pattern (fnmatch).
+bool name_matches(const std::vector<std::string>& patterns, const std::string& name);
 struct KernelSelection {
   std::vector<std::string> names, exclude;
   std::optional<uint32_t> memory;  // NVFP4_MEMORY_HOST or NVFP4_MEMORY_CUDA
