@@ -491,6 +491,12 @@ NVFP4CHECK_EXPORT char* nvfp4check_unsupported_reason(const nvfp4_kernel_info* i
     p.quant_2d = info->flags & NVFP4_FLAG_QUANT_2D;
     p.row_global_scale = info->flags & NVFP4_FLAG_ROW_GLOBAL_SCALE;
     if (info->flags & NVFP4_FLAG_STOCHASTIC) p.stochastic_seed = problem->seed;
+  } else {
+    // Version 3's fields of the GEMM family: without them every MX problem would read as NVFP4,
+    // outside a kernel declaring MX formats alone, and an NVFP4 output's recipe as te.
+    p.a_format = static_cast<BlockFormat>(problem->a_format);
+    p.b_format = static_cast<BlockFormat>(problem->b_format);
+    if (p.out_type == OutType::nvfp4) p.out_recipe = static_cast<Recipe>(problem->recipe);
   }
   if (p.op == Op::grouped_gemm && problem->group != nullptr)
     for (int64_t g = 0; g < problem->groups; ++g) {
