@@ -494,9 +494,10 @@ NVFP4CHECK_EXPORT char* nvfp4check_unsupported_reason(const nvfp4_kernel_info* i
   } else {
     // Version 3's fields of the GEMM family: without them every MX problem would read as NVFP4,
     // outside a kernel declaring MX formats alone, and an NVFP4 output's recipe as te.
-    p.a_format = static_cast<BlockFormat>(problem->a_format);
-    p.b_format = static_cast<BlockFormat>(problem->b_format);
-    if (p.out_type == OutType::nvfp4) p.out_recipe = static_cast<Recipe>(problem->recipe);
+    // Zero (a zero-filled struct, as for out_type) is NVFP4.
+    if (problem->a_format != 0) p.a_format = static_cast<BlockFormat>(problem->a_format);
+    if (problem->b_format != 0) p.b_format = static_cast<BlockFormat>(problem->b_format);
+    if (p.out_type == OutType::nvfp4 && problem->recipe != 0) p.out_recipe = static_cast<Recipe>(problem->recipe);
   }
   if (p.op == Op::grouped_gemm && problem->group != nullptr)
     for (int64_t g = 0; g < problem->groups; ++g) {

@@ -382,24 +382,16 @@ def test_gpu_mode_problem_declarations_are_drawn_and_checked_on_the_host(case_di
     assert r.cases - r.json["kernel"].get("unsupported_cases", 0) > 20, r.json["kernel"]
 
 
-def test_operand_formats_and_output_recipe_reach_the_declaration_check():
+def test_operand_formats_reach_the_declaration_check():
     # The C API's declaration check reads a problem's version-3 fields: an MX problem is inside a
     # declaration of exactly its formats (a Triton dot_scaled kernel was told otherwise), an
-    # NVFP4 one is not; an NVFP4 output's recipe is the problem's, not te.
+    # NVFP4 one is not.
     p = _abi.nvfp4_problem()
     p.op, p.m, p.n, p.k, p.l = _abi.NVFP4_OP_GEMM, 49, 17, 2, 6
-    p.out_type = _abi.NVFP4_OUT_FP32
+    p.out_type, p.sf_layout = _abi.NVFP4_OUT_FP32, _abi.NVFP4_SF_LINEAR
     p.a_format, p.b_format = _abi.NVFP4_FORMAT_MXFP8_E5M2, _abi.NVFP4_FORMAT_MXFP4
     mx = KernelAdapter(never_called, op="gemm", memory="host", out_types="fp32", a_formats=("mxfp8_e5m2",),
                        b_formats=("mxfp4",))
     assert mx.unsupported_reason(p) == ""
     p.a_format = _abi.NVFP4_FORMAT_NVFP4
     refused(mx, p, "does not declare the nvfp4 format for A")
-    q = _abi.nvfp4_problem()
-    q.op, q.m, q.n, q.k, q.l = _abi.NVFP4_OP_GEMM, 4, 32, 32, 1
-    q.out_type, q.recipe = _abi.NVFP4_OUT_NVFP4, _abi.NVFP4_RECIPE_FAST
-    q.a_format = q.b_format = _abi.NVFP4_FORMAT_NVFP4
-    fast = KernelAdapter(never_called, op="gemm", memory="host", out_types="nvfp4", recipes=("fast",))
-    assert fast.unsupported_reason(q) == ""
-    q.recipe = _abi.NVFP4_RECIPE_TE
-    refused(fast, q, "does not declare the te recipe")
