@@ -27,6 +27,11 @@ Formats:
              p.global_scale (a float; with FLAG_ROW_GLOBAL_SCALE an array of l*m float32, one per
              row; None for the MX formats), p.seed (stochastic rounding), p.sf_layout.
              p.a_format, p.b_format: the operand formats of the GEMM-family problems.
+             out_type "nvfp4" (block-scaled output of gemm, grouped_gemm, dual_gemm; declared
+             with out_types=("nvfp4",) and recipes): p.c is None, the result goes quantized
+             along n into p.q (l, m, n/2) and p.sfq (flat, in p.sf_layout, n in place of k) by
+             p.recipe with p.global_scale (a float); a grouped problem's groups each have their
+             own .q, .sfq and .global_scale.
              grouped_gemm: p.groups, one Group per GEMM with .m .n .k .alpha .a .b .sfa .sfb .c
              (l = 1: .a (1, m, k/2), .c (1, m, n), ...), views of the group table's pointers, so
              into the packed buffers when p.packed; an empty group (m = 0) has NULL pointers and
@@ -68,6 +73,9 @@ FORMAT_RECIPES = {"nvfp4": ("te", "ref", "fast", "torchao")}
 FORMAT_RECIPES.update({f: ("mx_rceil", "mx_floor", "mx_even") for f in ("mxfp4", "mxfp8_e4m3", "mxfp8_e5m2")})
 STREAMS = ("current", "legacy")
 OUT_TYPES = tuple(_abi.OUT_TYPES)
+# What a GEMM-family kernel may declare it writes: the word types, and block-scaled NVFP4 output
+# (SPEC.md section 2: p.q and p.sfq replace p.c).
+DECLARABLE_OUT_TYPES = dict(_abi.OUT_TYPES, nvfp4=_abi.NVFP4_OUT_NVFP4)
 
 # GPU MODE's NVFP4 problems (gpu-mode/reference-kernels, problems/nvidia/<name>): the op, and the
 # shape limits their task.yml states, as declarations (for grouped_gemm, of every group).
@@ -186,6 +194,8 @@ def torch_out_dtype(torch, out_type):
 
 def out_type_name(problem):
     """The problem's output type name; 0 (a problem built without the field) is FP16."""
+    if problem.out_type == _abi.NVFP4_OUT_NVFP4:
+        return "nvfp4"
     return _abi.OUT_TYPE_NAMES.get(problem.out_type or _abi.NVFP4_OUT_FP16, str(problem.out_type))
 
 
@@ -273,7 +283,7 @@ class Problem:
 class Group:
     """One GEMM of a grouped problem (l = 1), as a canonical kernel sees it."""
 
-    __slots__ = ("m", "n", "k", "alpha", "a", "b", "sfa", "sfb", "c")
+    __slots__ = ("m", "n", "k", "alpha", "a", "b", "sfa", "sfb", "c", "q", "sfq", "global_scale")
 
     def __repr__(self):
         return f"Group(m={self.m}, n={self.n}, k={self.k}, alpha={self.alpha!r})"
@@ -322,19 +332,42 @@ def canonical_problem(problem, view, packed):
     if s.op == "grouped_gemm":
         p.packed = bool(packed)
         p.groups = [group_views(problem.group[g], s, view) for g in range(problem.groups)]
+    nvfp4_out = s.out_type == "nvfp4"
+    if nvfp4_out:
+        p.format, p.recipe = "nvfp4", _abi.RECIPE_NAMES.get(problem.recipe, str(problem.recipe))
     if s.op != "grouped_gemm" or p.packed:
         p.a = view(problem.a, (s.l, s.m, s.half))
         p.b = view(problem.b, (s.b_batch, s.n, s.b_row))
         p.sfa = view(problem.sfa, s.sfa_shape)
         p.sfb = view(problem.sfb, s.sfb_shape)
-        p.c = view(problem.c, (s.l, s.m, s.n), s.out_type)
+        if nvfp4_out:
+            p.c = None
+            p.q, p.sfq = nvfp4_out_views(problem.q, problem.sfq, s.m, s.n, s.l, s.permuted, view)
+            p.global_scale = float(view(problem.global_scale, (1,), "fp32")[0])
+        else:
+            p.c = view(problem.c, (s.l, s.m, s.n), s.out_type)
     else:
         p.a = p.b = p.sfa = p.sfb = p.c = None
+    if nvfp4_out and s.op == "grouped_gemm":
+        for g, group in enumerate(p.groups):
+            entry = problem.group_out[g]  # host memory, parallel to problem.group
+            group.c = None
+            group.q, group.sfq = nvfp4_out_views(entry.q if group.m else None, entry.sfq if group.m else None,
+                                                 group.m, group.n, 1, s.permuted, view)
+            group.global_scale = float(entry.global_scale)
     if s.op == "dual_gemm":
         p.b2 = view(problem.b2, (s.l, s.n, s.b_row))
         p.sfb2 = view(problem.sfb2, s.sfb_shape)
         p.alpha2 = float(problem.alpha2)
     return p
+
+
+def nvfp4_out_views(q, sfq, m, n, l, permuted, view):
+    """Q (l, m, n/2) and SFQ (flat, in the problem's scale layout) of block-scaled NVFP4 output:
+    section 2's quantize layout with n in place of k."""
+    kb = ceil_div(n, 16)
+    sfq_bytes = l * ceil_div(m, 128) * ceil_div(kb, 4) * 512 if permuted else l * m * kb
+    return view(q, (l, m, n // 2)), view(sfq, (sfq_bytes,))
 
 
 def quantize_sizes(problem):
@@ -394,13 +427,16 @@ def group_views(entry, s, view):
     g.b = view(at(entry.b), (1, g.n, b_row))
     g.sfa = view(at(entry.sfa), scale_shape(g.m, a_kb, 1, s.permuted))
     g.sfb = view(at(entry.sfb), scale_shape(g.n, b_kb, 1, s.permuted))
-    g.c = view(at(entry.c), (1, g.m, g.n), s.out_type)
+    g.c = None if s.out_type == "nvfp4" else view(at(entry.c), (1, g.m, g.n), s.out_type)
+    g.q = g.sfq = g.global_scale = None  # block-scaled output: canonical_problem sets them
     return g
 
 
-def quantize_declarations(ops, in_types, formats, recipes, call_format):
+def quantize_declarations(ops, in_types, formats, recipes, call_format, nvfp4_out=False):
     """(in_types, formats, recipes) a kernel declares, tuples (None where it declares no quantize
-    op); ValueError for a declaration that names nothing or a recipe of no declared format."""
+    op and no NVFP4 output); ValueError for a declaration that names nothing or a recipe of no
+    declared format. nvfp4_out: the kernel writes block-scaled NVFP4 output, whose recipes it
+    declares too (the NVFP4 ones)."""
     def names(value, table, what):
         value = (value,) if isinstance(value, str) else tuple(value)
         for v in value:
@@ -408,6 +444,16 @@ def quantize_declarations(ops, in_types, formats, recipes, call_format):
                 raise ValueError(f"{what} must be among {tuple(table)}, not {v!r}")
         return value
 
+    if nvfp4_out:
+        if call_format != "canonical":
+            raise ValueError("a kernel writing NVFP4 output takes the canonical format")
+        if "quantize" in ops or "gemv" in ops:
+            raise ValueError("NVFP4 output is written by gemm, grouped_gemm and dual_gemm kernels (SPEC.md section 2)")
+        if in_types or formats:
+            raise ValueError("in_types and formats declare a quantizer: they go with op='quantize'")
+        if not recipes:
+            raise ValueError("a kernel writing NVFP4 output declares the recipes it follows (recipes=('te',), ...)")
+        return None, None, names(recipes, FORMAT_RECIPES["nvfp4"], "recipes of NVFP4 output")
     if "quantize" not in ops:
         for what, v in (("in_types", in_types), ("formats", formats), ("recipes", recipes)):
             if v:
@@ -468,8 +514,8 @@ class KernelAdapter:
         elif isinstance(out_types, str):
             out_types = (out_types,)
         for t in out_types:
-            if t not in OUT_TYPES:
-                raise ValueError(f"out_types are fp16, bf16 or fp32, not {t!r}")
+            if t not in DECLARABLE_OUT_TYPES:
+                raise ValueError(f"out_types are fp16, bf16, fp32 or nvfp4, not {t!r}")
         if format == "gpumode" and tuple(out_types) != ("fp16",):
             raise ValueError("GPU MODE's problems write float16 outputs: a gpumode kernel declares out_types=('fp16',)")
         if not isinstance(min_sm, numbers.Integral) or min_sm < 0:
@@ -498,7 +544,7 @@ class KernelAdapter:
         self.stream_mode = stream
         self.out_types = tuple(out_types)
         ops = ("gemv", "gemm") if op is None else (op,) if isinstance(op, str) else tuple(op)
-        quant = quantize_declarations(ops, in_types, formats, recipes, format)
+        quant = quantize_declarations(ops, in_types, formats, recipes, format, "nvfp4" in out_types)
         self.in_types, self.formats, self.recipes = quant
         self.a_formats = tuple(a_formats) if a_formats else None
         self.b_formats = tuple(b_formats) if b_formats else None
@@ -515,7 +561,7 @@ class KernelAdapter:
             n_multiple=int(n_multiple),
             k_multiple=int(k_multiple),
             flags=int(flags),
-            out_types=_names(out_types, _abi.OUT_TYPES, "out_types"),
+            out_types=_names(out_types, DECLARABLE_OUT_TYPES, "out_types"),
             max_groups=int(max_groups),
             a_formats=_names(a_formats, _abi.BLOCK_FORMATS, "a_formats") if a_formats else 0,
             b_formats=_names(b_formats, _abi.BLOCK_FORMATS, "b_formats") if b_formats else 0,

@@ -248,3 +248,41 @@ def reads_padding_bug(p):
         poisoned = np.isnan(cells).any(axis=(2, 3)).T  # (l, m)
         out[poisoned] = np.float16(np.nan)
     p.c[...] = out
+
+
+def _result_fp32(p, u):
+    """Unit u's (p itself, or a group of p) FP32 result before any output rounding: the float64
+    sum (exact for the tests' small k) rounded once to FP32, as an FP32 epilogue holds it."""
+    rows_a, rows_b, l = (u.m, u.n, 1) if u is not p else (p.m, p.n, p.l)
+    alpha = np.float64(np.float32(u.alpha))
+    gate = alpha * products(u.a, u.sfa, u.b, u.sfb, u.k, p.sf_layout, l, rows_a, rows_b)
+    if p.op != "dual_gemm":
+        with np.errstate(over="ignore"):  # beyond FP32's range is Inf, as an FP32 epilogue holds it
+            return gate.astype(np.float32)
+    up = np.float64(np.float32(p.alpha2)) * products(p.a, p.sfa, p.b2, p.sfb2, p.k, p.sf_layout, l, rows_a, rows_b)
+    with np.errstate(invalid="ignore", over="ignore"):
+        return (silu(gate) * up).astype(np.float32)
+
+
+def nvfp4_out_te(p, ignore_global_scale=False):
+    """GEMM, grouped GEMM or dual GEMM writing block-scaled NVFP4 output (SPEC.md section 2), as a
+    fused epilogue does: each row's FP32 results quantized along n in blocks of 16 by
+    TransformerEngine's recipe with the output global scale. ignore_global_scale: the public bug
+    of a quantizer without one (every block with amax above 2688 clipped)."""
+    import types
+
+    import numpy_quantizers as Q
+
+    for u in p.groups if p.op == "grouped_gemm" else [p]:
+        if u.m == 0:
+            continue
+        x = _result_fp32(p, u)
+        l = x.shape[0]
+        shim = types.SimpleNamespace(x=x, in_type="fp32", q=u.q, sfq=u.sfq, sf_layout=p.sf_layout, l=l, m=u.m,
+                                     k=u.n, global_scale=1.0 if ignore_global_scale else float(u.global_scale))
+        Q.quantize_te(shim)
+    return None
+
+
+def nvfp4_out_no_global_scale(p):
+    return nvfp4_out_te(p, ignore_global_scale=True)

@@ -395,3 +395,27 @@ def test_operand_formats_reach_the_declaration_check():
     assert mx.unsupported_reason(p) == ""
     p.a_format = _abi.NVFP4_FORMAT_NVFP4
     refused(mx, p, "does not declare the nvfp4 format for A")
+
+
+@pytest.mark.parametrize("op", ["gemm", "dual_gemm", "grouped_gemm"])
+def test_python_kernel_writes_block_scaled_output(case_dir, op):
+    # out_type "nvfp4": p.q, p.sfq, p.recipe and p.global_scale (per group for grouped_gemm)
+    # replace p.c; an epilogue quantizing by te passes, the same without the global scale fails.
+    decl = dict(op=op, memory="host", out_types=("nvfp4",), recipes=("te",))
+    r = nc.check(K.nvfp4_out_te, cases=60, seed=12, case_dir=case_dir, **decl)
+    assert r.verdict == "pass", r.failure
+    assert r.cases - r.json["kernel"].get("unsupported_cases", 0) > 20, r.json["kernel"]
+    r = nc.check(K.nvfp4_out_no_global_scale, cases=60, seed=12, case_dir=case_dir, **decl)
+    assert r.verdict == "fail" and r.failure.check == "oracle", r
+
+
+def test_nvfp4_output_declarations():
+    with pytest.raises(ValueError, match="declares the recipes"):
+        KernelAdapter(never_called, op="gemm", memory="host", out_types=("nvfp4",))
+    with pytest.raises(ValueError, match="gemm, grouped_gemm and dual_gemm"):
+        KernelAdapter(never_called, op="gemv", memory="host", out_types=("nvfp4",), recipes=("te",))
+    with pytest.raises(ValueError, match="recipes of NVFP4 output"):
+        KernelAdapter(never_called, op="gemm", memory="host", out_types=("nvfp4",), recipes=("mx_rceil",))
+    a = KernelAdapter(never_called, op="gemm", memory="host", out_types=("bf16", "nvfp4"), recipes=("te", "fast"))
+    assert a.info.out_types == (1 << _abi.NVFP4_OUT_BF16) | (1 << _abi.NVFP4_OUT_NVFP4)
+    assert a.info.recipes == (1 << _abi.NVFP4_RECIPE_TE) | (1 << _abi.NVFP4_RECIPE_FAST)
