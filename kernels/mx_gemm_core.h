@@ -1,5 +1,5 @@
 // The arithmetic of the naive MX GEMM (one output element: chunks of one scale block, each chunk's
-// raw products summed in FP32 in element order and scaled once, see cuda/mx_gemm_naive.cuh), with
+// raw products summed in FP32 in element order and scaled once into a wide sum, see cuda/mx_gemm_naive.cuh), with
 // the MX mutants' bugs (mx_bug.h) as a switch. Host and device: the CUDA kernel runs it, and the
 // CPU tests run the same code against the exact reference where no GPU is.
 #pragma once
@@ -8,21 +8,9 @@
 
 #include "kernels/mx_block_decode.h"
 #include "kernels/mx_bug.h"
-
-#if !defined(__CUDA_ARCH__)
-#include <cmath>
-#endif
+#include "kernels/wide_sum.h"
 
 namespace nvfp4::kern::mx {
-
-// v * 2^e, one rounding (exact unless the result leaves FP32's normal range).
-NVFP4_KERNEL_HD float scale_pow2(float v, int e) {
-#if defined(__CUDA_ARCH__)
-  return ldexpf(v, e);
-#else
-  return std::ldexp(v, e);
-#endif
-}
 
 // One operand as the kernel reads it: data and scales (in the problem's layout), its format and
 // rows (m for A, n for B).
@@ -65,13 +53,14 @@ NVFP4_KERNEL_HD ScaleParts read_scale(const Operand& o, uint32_t layout, int64_t
   return sp;
 }
 
-// The FP32 sum of output (b, i, j): chunks of the smaller of the two block sizes, each chunk's
-// raw sum scaled once. A whole MX block is one chunk, so a block whose scaled halves would
-// overflow FP32 with opposite signs (Inf - Inf = NaN) is summed before its scale is applied.
-NVFP4_KERNEL_HD float output_sum(const nvfp4_problem& p, const Operand& a, const Operand& bo, int64_t b, int64_t i,
+// The sum of output (b, i, j): chunks of the smaller of the two block sizes, each chunk's raw
+// FP32 sum scaled once into a WideSum (kernels/wide_sum.h: E8M0 scales reach far outside FP32's
+// exponent range). A whole MX block is one chunk, so a block whose scaled halves would overflow
+// with opposite signs (Inf - Inf = NaN) is summed before its scale is applied.
+NVFP4_KERNEL_HD WideSum output_sum(const nvfp4_problem& p, const Operand& a, const Operand& bo, int64_t b, int64_t i,
                                  int64_t j, MxBug bug) {
   const int64_t chunk = format_block(a.format) < format_block(bo.format) ? format_block(a.format) : format_block(bo.format);
-  float acc = 0.0f;
+  WideSum acc;
   for (int64_t x0 = 0; x0 < p.k; x0 += chunk) {
     const int64_t x1 = x0 + chunk < p.k ? x0 + chunk : p.k;
     float raw = 0.0f;
@@ -79,7 +68,7 @@ NVFP4_KERNEL_HD float output_sum(const nvfp4_problem& p, const Operand& a, const
     bool skip = false;
     const ScaleParts sa = read_scale(a, p.sf_layout, p.k, b, i, x0, bug, &skip);
     const ScaleParts sb = read_scale(bo, p.sf_layout, p.k, b, j, x0, bug, &skip);
-    if (!skip) acc += scale_pow2(raw * (sa.mant * sb.mant), sa.exp + sb.exp);  // never skipped when honest: NaN must reach C
+    if (!skip) acc.add(raw * (sa.mant * sb.mant), sa.exp + sb.exp);  // never skipped when honest: NaN must reach C
   }
   return acc;
 }

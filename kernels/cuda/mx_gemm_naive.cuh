@@ -29,7 +29,7 @@ __global__ void mx_gemm_naive_kernel(nvfp4_problem p, uint32_t out_type, MxBug b
   const int64_t count = p.l * p.m * p.n;
   for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < count; e += int64_t{gridDim.x} * blockDim.x) {
     const int64_t j = e % p.n, i = (e / p.n) % p.m, b = e / (p.n * p.m);
-    store_scaled(p.c, e, out_type, p.alpha, output_sum(p, a, bo, b, i, j, bug));
+    store_wide(p.c, e, out_type, p.alpha, output_sum(p, a, bo, b, i, j, bug));
   }
 }
 

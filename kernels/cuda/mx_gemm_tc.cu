@@ -8,10 +8,12 @@
 // products of two small scales fall below 2^-126, condition B). So each warp feeds the tensor
 // core the raw elements of one 32-element block (E2M1, E4M3 and E5M2 values are all exact and
 // NORMAL in BF16; their products lie in [2^-32, 2^32), never subnormal in FP32), gets the block's
-// dot products from C = 0 after two k16 steps, and adds them into FP32 accumulators on the CUDA
-// cores scaled by the block's two E8M0 scales as one exact power of two (ldexpf). The MMA's adds
-// follow the matrix-unit model (Hopper BF16: {24, 1} under conditions A and B, both met), so the
-// kernel declares NVFP4_FLAG_MMA_ACCUMULATE; the CUDA-core adds are IEEE FP32, inside that model.
+// dot products from C = 0 after two k16 steps, and adds them on the CUDA cores, scaled by the
+// block's two E8M0 scales, into a WideSum (kernels/wide_sum.h: an FP32 mantissa with an exponent
+// of its own, since the scaled sums reach far outside FP32's exponent range; its output rounded
+// once). The MMA's adds follow the matrix-unit model (Hopper BF16: {24, 1} under conditions A and
+// B, both met), so the kernel declares NVFP4_FLAG_MMA_ACCUMULATE; the CUDA-core adds are IEEE
+// FP32 on the mantissa, inside that model.
 // NaN scales are NaN factors; NaN and Inf elements reach the MMA as BF16 NaN and Inf.
 //
 // One warp per 16 x 8 output tile, operands read straight from global memory into fragments:
@@ -28,6 +30,7 @@
 #include "kernels/output_words.h"
 #include "kernels/problem_fits.h"
 #include "kernels/tensor_core_layouts.h"
+#include "kernels/wide_sum.h"
 
 namespace nvfp4::kern {
 namespace {
@@ -81,7 +84,7 @@ __global__ void mx_gemm_tc_kernel(nvfp4_problem p, uint32_t out_type) {
       const tc::RowCol rc = tc::mma_c_element(lane, c);
       rows[c] = i0 + rc.row, cols[c] = j0 + rc.col;
     }
-    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    WideSum acc[4];
     for (int64_t s = 0; s < kb; ++s) {
       float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
       for (int64_t x = 32 * s; x < 32 * s + 32; x += 16) {
@@ -102,12 +105,12 @@ __global__ void mx_gemm_tc_kernel(nvfp4_problem p, uint32_t out_type) {
       for (int c = 0; c < 4; ++c) {
         const ScaleParts sa = row_scale(a, p.sf_layout, kb, b, rows[c], s);
         const ScaleParts sb = row_scale(bo, p.sf_layout, kb, b, cols[c], s);
-        acc[c] += ldexpf(part[c] * (sa.mant * sb.mant), sa.exp + sb.exp);
+        acc[c].add(part[c] * (sa.mant * sb.mant), sa.exp + sb.exp);
       }
     }
 #pragma unroll
     for (int c = 0; c < 4; ++c)
-      if (rows[c] < p.m && cols[c] < p.n) store_scaled(p.c, (b * p.m + rows[c]) * p.n + cols[c], out_type, p.alpha, acc[c]);
+      if (rows[c] < p.m && cols[c] < p.n) store_wide(p.c, (b * p.m + rows[c]) * p.n + cols[c], out_type, p.alpha, acc[c]);
   }
 }
 

@@ -69,7 +69,7 @@ std::vector<uint32_t> run_core(const MxProblem& t, uint32_t layout, float alpha,
   std::vector<uint8_t> c(static_cast<size_t>(count) * 4);
   for (int64_t e = 0; e < count; ++e) {
     const int64_t j = e % t.n, i = (e / t.n) % t.m, bb = e / (t.n * t.m);
-    kern::store_scaled(c.data(), e, static_cast<uint32_t>(t.out_type), alpha, kern::mx::output_sum(p, a, b, bb, i, j, bug));
+    kern::store_wide(c.data(), e, static_cast<uint32_t>(t.out_type), alpha, kern::mx::output_sum(p, a, b, bb, i, j, bug));
     words[e] = t.out_type == OutType::fp32 ? reinterpret_cast<const uint32_t*>(c.data())[e]
                                            : reinterpret_cast<const uint16_t*>(c.data())[e];
   }
