@@ -490,16 +490,21 @@ constexpr int64_t kOutGuardBytes = 64;  // after each Q and SFQ, must stay kOutP
 
 // Runs kernel k on p (scales in p.sf_layout, NaN scale padding) on a non-blocking stream; *q and
 // *sfq get each unit's Q and SFQ (SFQ in the kernel's layout; an empty group's are empty).
-// Returns "" or what went wrong besides the values (a write past Q or SFQ).
+// Returns "" or what went wrong besides the values (a failed CUDA call, an error code, a write
+// past Q or SFQ).
 std::string run_out_on_device(const Kernel& k, const Problem& p, std::vector<std::vector<uint8_t>>* q,
                               std::vector<std::vector<uint8_t>>* sfq) {
+  std::string what;
+  const auto cuda = [&what](cudaError_t err, const char* call) {
+    if (err != cudaSuccess && what.empty()) what = std::string(call) + ": " + cudaGetErrorName(err) + ": " + cudaGetErrorString(err);
+  };
   cudaStream_t stream = nullptr;
-  EXPECT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
   std::deque<Mirror> mirrors;
   const auto device = [&](const std::vector<uint8_t>& v) -> uint8_t* {
     if (v.empty()) return nullptr;
     mirrors.emplace_back();
-    EXPECT_EQ(mirrors.back().upload(v, stream), cudaSuccess);
+    cuda(mirrors.back().upload(v, stream), "upload");
     return mirrors.back().device;
   };
   const std::vector<OutUnit> units = out_units(p);
@@ -548,17 +553,16 @@ std::string run_out_on_device(const Kernel& k, const Problem& p, std::vector<std
     a.global_scale = reinterpret_cast<const float*>(device(bytes_of(std::vector<float>{units[0].global_scale})));
     a.q = q_dev[0], a.sfq = sfq_dev[0];
   }
-  const int rc = k.run(a);
-  std::string what;
-  if (rc != NVFP4_OK) what = k.name() + " returned " + std::to_string(rc);
+  const int rc = what.empty() ? k.run(a) : NVFP4_ERROR;
+  if (rc != NVFP4_OK && what.empty()) what = k.name() + " returned " + std::to_string(rc);
   for (size_t g = 0; g < units.size() && rc == NVFP4_OK; ++g) {
     if (units[g].m == 0) continue;
-    EXPECT_EQ(cudaMemcpyAsync(q_host[g].data(), q_dev[g], q_host[g].size(), cudaMemcpyDeviceToHost, stream), cudaSuccess);
-    EXPECT_EQ(cudaMemcpyAsync(sfq_host[g].data(), sfq_dev[g], sfq_host[g].size(), cudaMemcpyDeviceToHost, stream), cudaSuccess);
+    cuda(cudaMemcpyAsync(q_host[g].data(), q_dev[g], q_host[g].size(), cudaMemcpyDeviceToHost, stream), "copy of Q");
+    cuda(cudaMemcpyAsync(sfq_host[g].data(), sfq_dev[g], sfq_host[g].size(), cudaMemcpyDeviceToHost, stream), "copy of SFQ");
   }
-  EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize (the kernel's work)");
   mirrors.clear();
-  EXPECT_EQ(cudaStreamDestroy(stream), cudaSuccess);
+  cuda(cudaStreamDestroy(stream), "cudaStreamDestroy");
   q->assign(units.size(), {}), sfq->assign(units.size(), {});
   for (size_t g = 0; g < units.size() && what.empty(); ++g) {
     if (units[g].m == 0) continue;
@@ -637,7 +641,6 @@ int64_t out_failures(const Kernel& k, bool report, std::string* log) {
         const ExactResult ref = exact_gemm(p);
         std::vector<std::vector<uint8_t>> q, sfq;
         std::string wrong = run_out_on_device(k, p, &q, &sfq);
-        if (::testing::Test::HasFailure() && wrong.empty()) wrong = "a CUDA call failed (above)";
         if (wrong.empty()) wrong = judge_out(p, ref, q, sfq);
         if (wrong.empty()) continue;
         ++failing;
