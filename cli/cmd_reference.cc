@@ -1,6 +1,8 @@
 // `nvfp4check reference CASE --out FILE`: the exact output of a case as raw little-endian words
-// of its output type in C order, a grouped case's groups one after another (SPEC.md section 6). When the case records `expect`, the output must match
-// it: a hand-made case whose expect disagrees means the case or the reference is wrong (exit 1).
+// of its output type in C order, a grouped case's groups one after another; a quantize case or a
+// block-scaled output (out_type nvfp4): Q's bytes, then SFQ's in linear order (SPEC.md section 6).
+// When the case records `expect` (expect_q, expect_sfq), the output must match it: a hand-made
+// case whose expect disagrees means the case or the reference is wrong (exit 1).
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
 
@@ -17,6 +19,7 @@
 #include "cli/commands.h"
 #include "harness/judge/checks.h"
 #include "harness/draw/generators.h"
+#include "reference/block_scaled_output.h"
 #include "reference/case_file.h"
 #include "reference/exact_gemm.h"
 
@@ -47,6 +50,15 @@ std::string quantize_words(const Problem& p) {
                      p.row_global_scale ? " (one global scale per row)" : "");
 }
 
+// "recipe te, global scale 2.5": a block-scaled output's recipe and global scale(s) in words.
+std::string block_scaled_words(const Problem& p) {
+  std::string scales;
+  for (const OutUnit& u : out_units(p)) scales += fmt::format("{}{}", scales.empty() ? "" : " ", u.global_scale);
+  return fmt::format("recipe {}, global scale{} {}", to_string(p.out_recipe), out_units(p).size() > 1 ? "s" : "", scales);
+}
+
+constexpr int64_t kShownBlocks = 8;  // reference blocks described on stdout
+
 int run_reference(const ReferenceOptions& opts) {
   Problem p;
   try {
@@ -64,7 +76,10 @@ int run_reference(const ReferenceOptions& opts) {
   // Raw little-endian words of the output type in C order; grouped: the groups one after another;
   // quantize: Q's bytes, then SFQ's in linear order (SPEC section 6).
   std::vector<uint8_t> bytes;
-  if (p.op == Op::quantize) {
+  const bool block_scaled = p.op != Op::quantize && p.out_type == OutType::nvfp4;
+  if (block_scaled) {
+    bytes = block_scaled_expect_bytes(p, ref);
+  } else if (p.op == Op::quantize) {
     bytes = ref.quant->q;
     bytes.insert(bytes.end(), ref.quant->sfq.begin(), ref.quant->sfq.end());
   } else {
@@ -78,7 +93,12 @@ int run_reference(const ReferenceOptions& opts) {
                std::strerror(errno));
     return 2;
   }
-  if (p.op == Op::quantize)
+  if (block_scaled) {
+    fmt::print("{}: {} {} out_type=nvfp4, {}: wrote Q ({} bytes) and SFQ ({} bytes, linear) to {}\n", opts.case_path,
+               to_string(p.op), shape_words(p), block_scaled_words(p), out_q_bytes(p), out_sfq_bytes(p), opts.out_path);
+    for (const OutBlock& blk : first_out_blocks(p, kShownBlocks))
+      fmt::print("  {}: {}\n", out_block_place(p, blk), out_block_words(p, bytes, blk));
+  } else if (p.op == Op::quantize)
     fmt::print("{}: quantize {}: wrote Q ({} bytes) and SFQ ({} bytes, linear) to {}\n", opts.case_path,
                quantize_words(p), ref.quant->q.size(), ref.quant->sfq.size(), opts.out_path);
   else
@@ -88,6 +108,21 @@ int run_reference(const ReferenceOptions& opts) {
   constexpr size_t kShown = 10;
   const ExpectComparison cmp = compare_expect(p, ref, kShown);
   if (!cmp.any_expect) return 0;
+  if (block_scaled && cmp.differing > 0) {
+    // The expect lines as a whole output (a missing one taken from the reference), block by block.
+    std::vector<uint8_t> recorded = bytes;
+    if (p.expect_q) std::copy(p.expect_q->begin(), p.expect_q->end(), recorded.begin());
+    if (p.expect_sfq)
+      std::copy(p.expect_sfq->begin(), p.expect_sfq->end(), recorded.begin() + static_cast<std::ptrdiff_t>(out_q_bytes(p)));
+    const OutBlockDiff d = compare_out_blocks(p, bytes, recorded);
+    fmt::print(stderr, "  first differing block: {}\n    expect     {}\n    reference  {}\n", out_block_place(p, *d.first),
+               out_block_words(p, recorded, *d.first), out_block_words(p, bytes, *d.first));
+    fmt::print(stderr,
+               "nvfp4check reference: {}: {} of {} bytes ({} of {} blocks) differ from the case's expect_q and "
+               "expect_sfq; either the case or the reference is wrong\n",
+               opts.case_path, cmp.differing, cmp.compared, d.differing, d.blocks);
+    return 1;
+  }
   for (const int64_t idx : cmp.first) {
     if (p.op == Op::quantize) {
       const int64_t q = static_cast<int64_t>(ref.quant->q.size());
@@ -106,7 +141,10 @@ int run_reference(const ReferenceOptions& opts) {
                cmp.differing > static_cast<int64_t>(kShown) ? " (first 10 above)" : " (above)");
     return 1;
   }
-  fmt::print("{}: all {} outputs match expect\n", opts.case_path, cmp.compared);
+  if (block_scaled || p.op == Op::quantize)
+    fmt::print("{}: all {} bytes match expect_q and expect_sfq\n", opts.case_path, cmp.compared);
+  else
+    fmt::print("{}: all {} outputs match expect\n", opts.case_path, cmp.compared);
   return 0;
 }
 
@@ -117,7 +155,7 @@ void add_reference_command(CLI::App& app, int& exit_code) {
   CLI::App* cmd = app.add_subcommand(
       "reference",
       "Write the exact reference output of a case (raw little-endian words of its out_type, C order; grouped: "
-      "the groups one after another). Exits 1 when "
+      "the groups one after another; quantize and out_type nvfp4: Q's bytes, then SFQ's in linear order). Exits 1 when "
       "the case has an expect line that the reference disagrees with.");
   cmd->add_option("CASE", opts->case_path, "case file (SPEC.md section 4)")->required();
   cmd->add_option("--out", opts->out_path, "where to write the outputs")->required();

@@ -1,6 +1,9 @@
-// `nvfp4check show CASE`: what a case holds, for a person deciding whether it is the case they
-// want: shape, layout, semantics, alpha, sizes, histograms of E2M1 codes and scale exponents,
-// how many outputs the oracle can demand bit for bit, and the first reference outputs.
+// `nvfp4check show CASE [--kernel NAME]`: what a case holds, for a person deciding whether it is
+// the case they want: shape, layout, semantics, alpha, sizes, histograms of E2M1 codes and scale
+// exponents, how many outputs the oracle can demand bit for bit, and the first reference outputs
+// (a block-scaled output: the recipe, global scales and the first blocks' scale bytes and codes).
+// With --kernel, the case is checked on that kernel and its output described against the
+// reference.
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
 
@@ -14,8 +17,13 @@
 #include <vector>
 
 #include "cli/commands.h"
-#include "harness/judge/checks.h"
 #include "harness/draw/generators.h"
+#include "harness/engine/suite.h"
+#include "harness/judge/case_check.h"
+#include "harness/judge/checks.h"
+#include "harness/ops/block_scaled_output.h"
+#include "harness/process/worker.h"
+#include "reference/block_scaled_output.h"
 #include "reference/case_file.h"
 #include "reference/block_scale.h"
 #include "reference/exact_gemm.h"
@@ -29,6 +37,9 @@ namespace {
 struct ShowOptions {
   std::string case_path;
   int64_t outputs = 8;
+  std::string kernel;                // --kernel: check the case on it and describe its output
+  std::vector<std::string> plugins;  // where --kernel comes from (default: the built-ins)
+  double timeout_s = kDefaultCallTimeout;
 };
 
 std::array<int64_t, 16> code_histogram(const std::vector<uint8_t>& packed) {
@@ -205,6 +216,100 @@ int show_quantize(const ShowOptions& opts, const Problem& p, bool generated) {
   return cmp.differing == 0 ? 0 : 1;
 }
 
+// A block-scaled output case (out_type nvfp4): its recipe and global scales, how many blocks the
+// oracle judges bit for bit, the first blocks of the reference (scale byte and codes, hex and
+// value) and, where the expect lines differ from it, the first differing block in words.
+int show_block_scaled(const ShowOptions& opts, const Problem& p, const ExactResult& ref) {
+  const std::vector<OutUnit> units = out_units(p);
+  fmt::print("\nrecipe     {} (the output quantized along n in blocks of 16)\n", to_string(p.out_recipe));
+  if (p.op == Op::grouped_gemm && p.out_global_scale.size() > 1) {
+    fmt::print("global     one per group:");
+    for (size_t g = 0; g < units.size(); ++g) fmt::print(" g{} {} ({:a})", g, units[g].global_scale, units[g].global_scale);
+    fmt::print("\n");
+  } else {
+    fmt::print("global     {} ({:a}){}\n", units.front().global_scale, units.front().global_scale,
+               p.op == Op::grouped_gemm ? ", every group" : "");
+  }
+  fmt::print("bytes      q {}  sfq {} (linear order here and in `reference`; {} in the kernel's buffers)\n",
+             out_q_bytes(p), out_sfq_bytes(p), to_string(p.sf_layout));
+  int64_t blocks = 0, exact_blocks = 0;
+  for (const OutUnit& u : units) {
+    for (int64_t at = 0; at < u.l * u.m * u.nb(); ++at) {
+      const int64_t row = at / u.nb(), s = at % u.nb();
+      bool exact = true;
+      for (int64_t j = 16 * s; j < std::min(u.n, 16 * s + 16) && exact; ++j)
+        exact = element_exact(p, ref, u.first + row * u.n + j);
+      ++blocks;
+      exact_blocks += exact;
+    }
+  }
+  fmt::print("blocks     {}  exact regime {} ({:.1f}%: scale byte and codes must match bit for bit, rule 8)\n", blocks,
+             exact_blocks, percent(exact_blocks, blocks));
+  const std::vector<uint8_t> expected = block_scaled_expect_bytes(p, ref);
+  const std::vector<OutBlock> first = first_out_blocks(p, opts.outputs);
+  if (!first.empty()) fmt::print("\nfirst reference blocks\n");
+  for (const OutBlock& blk : first) fmt::print("  {}: {}\n", out_block_place(p, blk), out_block_words(p, expected, blk));
+  const ExpectComparison cmp = compare_expect(p, ref, 1);
+  if (!cmp.any_expect) return 0;
+  if (cmp.differing == 0) {
+    fmt::print("\nexpect     all {} bytes of expect_q and expect_sfq match the reference\n", cmp.compared);
+    return 0;
+  }
+  // The expect lines as a whole output (a missing one taken from the reference).
+  std::vector<uint8_t> recorded = expected;
+  const size_t q = static_cast<size_t>(out_q_bytes(p));
+  if (p.expect_q) std::copy(p.expect_q->begin(), p.expect_q->end(), recorded.begin());
+  if (p.expect_sfq) std::copy(p.expect_sfq->begin(), p.expect_sfq->end(), recorded.begin() + static_cast<std::ptrdiff_t>(q));
+  const OutBlockDiff d = compare_out_blocks(p, expected, recorded);
+  fmt::print("\nexpect     {} of {} bytes DIFFER from the reference ({} of {} blocks); first at {}\n", cmp.differing,
+             cmp.compared, d.differing, d.blocks, out_block_place(p, *d.first));
+  fmt::print("  reference  {}\n  expect     {}\n", out_block_words(p, expected, *d.first), out_block_words(p, recorded, *d.first));
+  return 1;
+}
+
+// --kernel: the case checked on the kernel (every check of `replay`), its verdict, and for a
+// block-scaled output the first block where its output differs from the reference, in words.
+int show_kernel_output(const ShowOptions& opts, const Problem& case_problem) {
+  Problem p = case_problem;
+  clear_expect(p);  // an expect line was judged above; the kernel is judged against the reference
+  std::vector<SuiteKernel> kernels = find_kernels(opts.plugins, {opts.kernel}, opts.timeout_s);
+  const SuiteKernel& k = kernels.front();
+  fmt::print("\nkernel     {}", k.desc.name);
+  if (!k.desc.runnable) {
+    fmt::print(": cannot run here: {}\n", k.desc.why_not);
+    return 2;
+  }
+  WorkerExecutor executor(k.command, opts.timeout_s);
+  CaseOptions o;
+  const CaseOutcome r = check_case(executor, p, o);
+  fmt::print(": {}", verdict_name(r.verdict));
+  if (r.finding) fmt::print(" ({}, {}): {}", check_name(r.finding->check), to_string(r.call), r.finding->message);
+  else if (!r.message.empty()) fmt::print(": {}", r.message);
+  fmt::print("\n");
+  if (r.problem.out_type == OutType::nvfp4 && !r.c.empty() && r.reference.out_type == OutType::nvfp4) {
+    const std::vector<uint8_t> expected = block_scaled_expect_bytes(r.problem, r.reference);
+    std::vector<uint8_t> actual;
+    try {
+      actual = block_scaled_out::reference_order_bytes(r.problem, r.c);
+    } catch (const std::invalid_argument& e) {
+      fmt::print("output     not described: {}\n", e.what());
+    }
+    if (!actual.empty()) {
+      const OutBlockDiff d = compare_out_blocks(r.problem, expected, actual);
+      const std::string which = r.call == CaseCall::stale ? " (the stale-state call's new data)" : "";
+      if (d.differing == 0) {
+        fmt::print("output     every block{} is the reference's, byte for byte\n", which);
+      } else {
+        fmt::print("output     {} of {} blocks{} differ from the reference (outside the exact regime rule 8 allows some); "
+                   "first at {}\n", d.differing, d.blocks, which, out_block_place(r.problem, *d.first));
+        fmt::print("  reference  {}\n  kernel     {}\n", out_block_words(r.problem, expected, *d.first),
+                   out_block_words(r.problem, actual, *d.first));
+      }
+    }
+  }
+  return r.verdict == CaseOutcome::Verdict::fail ? 1 : 0;
+}
+
 int run_show(const ShowOptions& opts) {
   Problem p;
   bool generated = false;
@@ -221,7 +326,10 @@ int run_show(const ShowOptions& opts) {
     fmt::print(stderr, "nvfp4check show: {}: {}\n", opts.case_path, e.what());
     return 2;
   }
-  if (p.op == Op::quantize) return show_quantize(opts, p, generated);
+  if (p.op == Op::quantize) {
+    const int code = show_quantize(opts, p, generated);
+    return std::max(code, opts.kernel.empty() ? 0 : show_kernel_output(opts, p));
+  }
   const bool grouped = p.op == Op::grouped_gemm, dual = p.op == Op::dual_gemm;
   const OutType type = p.out_type;
 
@@ -244,26 +352,29 @@ int run_show(const ShowOptions& opts) {
   fmt::print("sf_layout  {} (handed to kernels; the file holds scales in linear order)\n",
              to_string(p.sf_layout));
   fmt::print("semantics  {}\n", to_string(p.semantics));
-  fmt::print("out_type   {} ({} bytes per output)\n", to_string(type), out_word_bytes(type));
+  if (type == OutType::nvfp4) fmt::print("out_type   nvfp4 (block-scaled output: codes Q and scales SFQ, no C)\n");
+  else fmt::print("out_type   {} ({} bytes per output)\n", to_string(type), out_word_bytes(type));
   if (!grouped) fmt::print("alpha      {} ({:a})\n", p.alpha, p.alpha);
   if (dual) fmt::print("alpha2     {} ({:a})  (U's global scale; C = silu(G) * U)\n", p.alpha2, p.alpha2);
   if (p.seed) {
     fmt::print("seed       {}  generator {}{}\n", *p.seed, p.generator.empty() ? "(default)" : p.generator,
                generated ? "  (data drawn from it: the case gives none)" : "  (explicit data wins)");
   }
+  // A block-scaled output has no C: its Q and SFQ are described below.
+  const std::string c_words = type == OutType::nvfp4 ? "" : fmt::format("  c {}", p.c_bytes());
   if (grouped) {
     const PackedLayout L = p.packed ? packed_layout(p) : PackedLayout{};
     int64_t a = 0, b = 0, sfa = 0, sfb = 0;
     for (const Group& g : p.groups) a += g.a_bytes(), b += g.b_bytes(), sfa += g.sfa_bytes(), sfb += g.sfb_bytes();
-    fmt::print("bytes      a {}  b {}  sfa {}  sfb {}  c {}\n", a, b, sfa, sfb, p.c_bytes());
+    fmt::print("bytes      a {}  b {}  sfa {}  sfb {}{}\n", a, b, sfa, sfb, c_words);
     if (p.packed)
       fmt::print("packed     a {}  b {}  sfa {} (permuted {}, {} tiles)  sfb {} (permuted {})  c {} rows\n", L.a_bytes(),
                  L.b_bytes(), L.sfa_linear_bytes(), L.sfa_permuted_bytes(), L.tile_offset.back(), L.sfb_linear_bytes(),
                  L.sfb_permuted_bytes(), L.total_m());
   } else {
-    fmt::print("bytes      a {}  b {}  sfa {}  sfb {}  (permuted: sfa {}  sfb {})  c {}\n", p.a_bytes(), p.b_bytes(),
+    fmt::print("bytes      a {}  b {}  sfa {}  sfb {}  (permuted: sfa {}  sfb {}){}\n", p.a_bytes(), p.b_bytes(),
                p.sfa_bytes(), p.sfb_bytes(), sf_permuted_bytes(p.m, p.kb(), p.l), sf_permuted_bytes(p.n, p.kb_b(), p.l),
-               p.c_bytes());
+               c_words);
     if (dual) fmt::print("           b2 {}  sfb2 {}\n", p.b2_bytes(), p.sfb2_bytes());
   }
 
@@ -271,6 +382,11 @@ int run_show(const ShowOptions& opts) {
   else show_nvfp4_histograms(p);
 
   const ExactResult ref = exact_gemm(p);
+  if (type == OutType::nvfp4) {
+    const int code = show_block_scaled(opts, p, ref);
+    const int kernel_code = opts.kernel.empty() ? 0 : show_kernel_output(opts, p);
+    return std::max(code, kernel_code);
+  }
 
   int64_t exact = 0, nan = 0, inf = 0, zero = 0;
   const int64_t total = static_cast<int64_t>(ref.size());
@@ -300,16 +416,17 @@ int run_show(const ShowOptions& opts) {
   }
 
   const ExpectComparison cmp = compare_expect(p, ref, 1);
-  if (!cmp.any_expect) return 0;
-  if (cmp.differing == 0) {
-    fmt::print("\nexpect     all {} outputs match the reference\n", cmp.compared);
-    return 0;
+  int code = 0;
+  if (cmp.any_expect && cmp.differing == 0) fmt::print("\nexpect     all {} outputs match the reference\n", cmp.compared);
+  if (cmp.differing > 0) {
+    const int64_t first = cmp.first.front();
+    fmt::print("\nexpect     {} of {} outputs DIFFER from the reference; first at index {}: expect {}, reference {}\n",
+               cmp.differing, cmp.compared, first, word_text(type, expect_word(p, first)),
+               word_text(type, ref.word(static_cast<size_t>(first))));
+    code = 1;
   }
-  const int64_t first = cmp.first.front();
-  fmt::print("\nexpect     {} of {} outputs DIFFER from the reference; first at index {}: expect {}, reference {}\n",
-             cmp.differing, cmp.compared, first, word_text(type, expect_word(p, first)),
-             word_text(type, ref.word(static_cast<size_t>(first))));
-  return 1;
+  if (!opts.kernel.empty()) code = std::max(code, show_kernel_output(opts, p));
+  return code;
 }
 
 }  // namespace
@@ -319,12 +436,27 @@ void add_show_command(CLI::App& app, int& exit_code) {
   CLI::App* cmd = app.add_subcommand(
       "show",
       "Describe a case: shape, layout, histograms of codes and scales, the exact-regime share and the first "
-      "reference outputs. Exits 1 when the case's expect line disagrees with the reference.");
+      "reference outputs (block-scaled output: recipe, global scales, the first blocks' scale bytes and codes). "
+      "With --kernel, check the case on that kernel and describe its output. Exits 1 when the case's expect line "
+      "disagrees with the reference or the kernel fails the case.");
   cmd->add_option("CASE", opts->case_path, "case file (SPEC.md section 4)")->required();
-  cmd->add_option("--outputs", opts->outputs, "how many reference outputs to list")
+  cmd->add_option("--outputs", opts->outputs, "how many reference outputs (block-scaled output: blocks) to list")
       ->capture_default_str()
       ->check(CLI::Range(0, 1000000));
-  cmd->callback([opts, &exit_code] { exit_code = run_show(*opts); });
+  cmd->add_option("--kernel", opts->kernel,
+                  "Check the case on this kernel (every check of `replay`) and describe its output against the reference");
+  cmd->add_option("--plugin", opts->plugins, "Shared library exporting the nvfp4 kernel ABI, where --kernel is (repeatable)");
+  cmd->add_option("--timeout", opts->timeout_s, "Watchdog: seconds one kernel call may take (default 30)")
+      ->check(CLI::Range(0.001, 86400.0));
+  cmd->callback([opts, &exit_code] {
+    try {
+      exit_code = run_show(*opts);
+    } catch (const std::exception& e) {
+      // An unknown kernel, a plugin that cannot be loaded.
+      fmt::print(stderr, "nvfp4check show: {}\n", e.what());
+      exit_code = 2;
+    }
+  });
 }
 
 }  // namespace nvfp4::cli

@@ -314,4 +314,87 @@ std::string block_scaled_failure_text(const Problem& p, const ExactResult& ref, 
   return t;
 }
 
+namespace {
+
+// Where unit u's Q and linear SFQ start among bytes in expect order.
+struct UnitOffsets {
+  std::vector<int64_t> q, sfq;
+};
+UnitOffsets unit_offsets(const std::vector<OutUnit>& units) {
+  UnitOffsets o;
+  int64_t q = 0, sfq = 0;
+  for (const OutUnit& u : units) {
+    o.q.push_back(q);
+    q += u.q_bytes();
+  }
+  for (const OutUnit& u : units) {
+    o.sfq.push_back(q + sfq);
+    sfq += u.sfq_linear_bytes();
+  }
+  return o;
+}
+
+uint8_t block_code(const std::vector<uint8_t>& bytes, int64_t q_first, const OutUnit& u, const OutBlock& blk, int64_t c) {
+  const int64_t e = (blk.b * u.m + blk.i) * u.n + blk.s * 16 + c;
+  const uint8_t byte = bytes[static_cast<size_t>(q_first + e / 2)];
+  return e % 2 ? static_cast<uint8_t>(byte >> 4) : static_cast<uint8_t>(byte & 0xF);
+}
+
+int64_t block_count(const OutUnit& u, const OutBlock& blk) { return std::min<int64_t>(16, u.n - blk.s * 16); }
+
+}  // namespace
+
+std::vector<OutBlock> first_out_blocks(const Problem& p, int64_t count) {
+  std::vector<OutBlock> blocks;
+  const std::vector<OutUnit> units = out_units(p);
+  for (size_t x = 0; x < units.size(); ++x) {
+    const OutUnit& u = units[x];
+    for (int64_t at = 0; at < u.l * u.m * u.nb() && static_cast<int64_t>(blocks.size()) < count; ++at)
+      blocks.push_back(OutBlock{x, at / (u.m * u.nb()), at / u.nb() % u.m, at % u.nb()});
+  }
+  return blocks;
+}
+
+std::string out_block_place(const Problem& p, const OutBlock& blk) {
+  const int64_t n = p.op == Op::grouped_gemm ? p.groups[blk.unit].n : p.n;
+  const std::string where = p.op == Op::grouped_gemm ? "group " + std::to_string(blk.unit) : "batch " + std::to_string(blk.b);
+  return where + ", row " + std::to_string(blk.i) + ", block " + std::to_string(blk.s) + " (columns " +
+         std::to_string(blk.s * 16) + ".." + std::to_string(std::min<int64_t>(n, blk.s * 16 + 16) - 1) + ")";
+}
+
+std::string out_block_words(const Problem& p, const std::vector<uint8_t>& bytes, const OutBlock& blk) {
+  const std::vector<OutUnit> units = out_units(p);
+  const UnitOffsets o = unit_offsets(units);
+  const OutUnit& u = units[blk.unit];
+  if (static_cast<int64_t>(bytes.size()) != out_q_bytes(p) + out_sfq_bytes(p))
+    throw std::invalid_argument("out_block_words: the bytes are not Q and SFQ of the whole output");
+  const uint8_t scale = bytes[static_cast<size_t>(o.sfq[blk.unit] + sf_linear_offset(u.m, u.nb(), blk.b, blk.i, blk.s))];
+  std::string t = "scale " + scale_text(scale) + "; codes";
+  for (int64_t c = 0; c < block_count(u, blk); ++c) t += " " + code_text(block_code(bytes, o.q[blk.unit], u, blk, c));
+  return t;
+}
+
+OutBlockDiff compare_out_blocks(const Problem& p, const std::vector<uint8_t>& expected, const std::vector<uint8_t>& actual) {
+  const int64_t total = out_q_bytes(p) + out_sfq_bytes(p);
+  if (static_cast<int64_t>(expected.size()) != total || static_cast<int64_t>(actual.size()) != total)
+    throw std::invalid_argument("compare_out_blocks: the bytes are not Q and SFQ of the whole output");
+  OutBlockDiff d;
+  const std::vector<OutUnit> units = out_units(p);
+  const UnitOffsets o = unit_offsets(units);
+  for (size_t x = 0; x < units.size(); ++x) {
+    const OutUnit& u = units[x];
+    for (int64_t at = 0; at < u.l * u.m * u.nb(); ++at) {
+      const OutBlock blk{x, at / (u.m * u.nb()), at / u.nb() % u.m, at % u.nb()};
+      ++d.blocks;
+      const size_t sf = static_cast<size_t>(o.sfq[x] + at);
+      bool same = expected[sf] == actual[sf];
+      for (int64_t c = 0; c < block_count(u, blk) && same; ++c)
+        same = block_code(expected, o.q[x], u, blk, c) == block_code(actual, o.q[x], u, blk, c);
+      if (same) continue;
+      if (d.differing++ == 0) d.first = blk;
+    }
+  }
+  return d;
+}
+
 }  // namespace nvfp4

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -81,5 +82,28 @@ BlockOutJudgement judge_block_scaled(const Problem& p, const ExactResult& ref, c
 std::string block_scaled_failure_text(const Problem& p, const ExactResult& ref, const OutUnit& u,
                                       const BlockOutJudgement& j, const std::vector<uint8_t>& q,
                                       const std::vector<uint8_t>& sfq, uint8_t padding);
+
+// One block of a block-scaled output: its unit (the group of a grouped GEMM; 0 otherwise), batch,
+// row and block (columns 16s .. 16s + 15 of the row).
+struct OutBlock {
+  size_t unit = 0;
+  int64_t b = 0, i = 0, s = 0;
+};
+// The first `count` blocks of p's output in order: units one after another (empty groups have
+// none), then batch, row, block.
+std::vector<OutBlock> first_out_blocks(const Problem& p, int64_t count);
+// "group 2, row 3, block 1 (columns 16..31)" or "batch 0, row 3, block 1 (columns 16..31)".
+std::string out_block_place(const Problem& p, const OutBlock& blk);
+// A block's scale byte and codes in words, from Q and SFQ bytes in expect order (Q of every unit,
+// then SFQ of every unit in linear order: expect_q then expect_sfq, or what `reference` writes):
+// "scale 0x38 (1); codes 0x2 (1) 0xA (-1) ...", each code's hex nibble and value.
+std::string out_block_words(const Problem& p, const std::vector<uint8_t>& bytes, const OutBlock& blk);
+// Two outputs in expect order compared block by block (a block differs when its scale byte or
+// any code does, -0 against +0 included): how many blocks differ and the first that does.
+struct OutBlockDiff {
+  int64_t blocks = 0, differing = 0;
+  std::optional<OutBlock> first;
+};
+OutBlockDiff compare_out_blocks(const Problem& p, const std::vector<uint8_t>& expected, const std::vector<uint8_t>& actual);
 
 }  // namespace nvfp4

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <numeric>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -279,6 +280,23 @@ int64_t output_words(const Problem& p) {
   int64_t words = 0;
   for (const OutUnit& u : out_units(p)) words += u.q_bytes() + std::max(u.sfq_linear_bytes(), u.sfq_bytes(SfLayout::permuted));
   return words;
+}
+
+std::vector<uint8_t> reference_order_bytes(const Problem& p, const std::vector<uint32_t>& words) {
+  const std::vector<Outputs> all = split(p, words);
+  const std::vector<OutUnit> units = out_units(p);
+  if (all.size() != static_cast<size_t>(std::count_if(units.begin(), units.end(), [](const OutUnit& u) { return u.m != 0; })))
+    throw std::invalid_argument("the output holds fewer bytes than Q and SFQ of every group");
+  std::vector<uint8_t> bytes;
+  for (const Outputs& o : all) bytes.insert(bytes.end(), o.q.begin(), o.q.end());
+  for (const Outputs& o : all) {
+    const OutUnit& u = o.unit;
+    for (int64_t e = 0; e < u.sfq_linear_bytes(); ++e) {
+      const int64_t b = e / (u.m * u.nb()), i = e / u.nb() % u.m, s = e % u.nb();
+      bytes.push_back(o.sfq[static_cast<size_t>(p.sf_layout == SfLayout::permuted ? sf_permuted_offset(u.m, u.nb(), b, i, s) : e)]);
+    }
+  }
+  return bytes;
 }
 
 }  // namespace nvfp4::block_scaled_out

@@ -28,6 +28,10 @@ void point_abi(nvfp4_problem& abi, const Problem& p, const std::vector<uint8_t*>
 std::optional<Finding> judge(const CallContext& x, OracleSummary* summary);
 std::optional<Finding> unwritten(const CallContext& x);
 int64_t output_words(const Problem& p);
+// A call's output words (each non-empty unit's Q, then its SFQ in p's layout, as lay_out made
+// them) as the bytes `reference` writes for the case: Q of every unit, then SFQ of every unit in
+// linear order. Throws std::invalid_argument when the words are too few.
+std::vector<uint8_t> reference_order_bytes(const Problem& p, const std::vector<uint32_t>& words);
 
 // The schedule's draws for a case whose out_type the schedule drew as nvfp4: a recipe among the
 // declared ones and n made even (before the data); then, with the data, the global scale: the

@@ -2,10 +2,16 @@
 // exact-regime problems (SPEC section 3 rule 2: any FP32 accumulation order gives RN16 exactly),
 // on ragged shapes, several batches, every declared op and layout, NaN scale padding, and its
 // own non-blocking stream. A quick direct check of the kernels; the runner's suite is the full one.
-// Without a CUDA device every case reports skipped with the reason.
+// Kernels with block-scaled output (out_type nvfp4: Q and SFQ, no C) are judged by rule 8 against
+// the exact reference instead, and so are their mutants. Without a CUDA device every case reports
+// skipped with the reason.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <deque>
 #include <iostream>
 #include <sstream>
 #include <string>
@@ -15,6 +21,7 @@
 #include "kernels/tests/mx_problems.h"
 #include "kernels/tests/small_problems.h"
 #include "kernels/tests/v2_problems.h"
+#include "reference/block_scaled_output.h"
 
 namespace nvfp4 {
 namespace {
@@ -411,6 +418,294 @@ TEST(CudaMxMutants, ControlPassesAndEveryMutantFails) {
 INSTANTIATE_TEST_SUITE_P(Builtins, CudaMx, ::testing::ValuesIn(cuda_mx_names()),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(CudaMx);
+
+// ---- Block-scaled output (out_type nvfp4, SPEC section 2 and rule 8) ----
+
+// The recipe's global scale for a unit whose largest |value| is amax, times `factor` as an
+// encode scale (torchao's convention is a decode scale: divided); 1 for an all-zero unit.
+float recipe_out_scale(Recipe r, float amax, float factor) {
+  if (!(amax > 0)) return 1.0f;
+  return r == Recipe::torchao ? amax / 2688.0f / factor : 2688.0f / amax * factor;
+}
+
+// One global scale per unit (each group) from its own amax and a factor drawn from: the recipe's
+// own, block scales clamped at 448, smaller ones, a factor that is no power of two (the scale
+// rounds), and scales among the E4M3 subnormals; all different, so a kernel that encodes a group
+// with another group's scale writes other bytes.
+void draw_out_scales(Problem& p, std::mt19937_64& rng) {
+  p.out_global_scale = {1.0f};
+  const ExactResult ref = exact_gemm(p);  // c32: the FP32 values the output quantizes
+  const float factors[5] = {1.0f, 16.0f, 1.0f / 16, 0.75f, 0x1p-15f};
+  std::vector<float> scales;
+  for (const OutUnit& u : out_units(p)) {
+    float amax = 0;
+    for (int64_t e = 0; e < u.l * u.m * u.n; ++e) {
+      const uint32_t w = ref.word(static_cast<size_t>(u.first + e));
+      float v;
+      std::memcpy(&v, &w, sizeof v);
+      if (std::fabs(v) > amax) amax = std::fabs(v);
+    }
+    float g = recipe_out_scale(p.out_recipe, amax, factors[rng() % 5]);
+    while (std::find(scales.begin(), scales.end(), g) != scales.end()) g *= 1.5f;
+    scales.push_back(g);
+  }
+  p.out_global_scale = p.op == Op::grouped_gemm ? scales : std::vector<float>{scales.front()};
+}
+
+// A block-scaled output problem from the tests' exact-regime data (reference view, linear scales).
+Problem out_problem(const SmallProblem& t, Op op) {
+  Problem p = reference_problem(t);
+  p.op = op;
+  p.out_type = OutType::nvfp4;
+  return p;
+}
+Problem grouped_out_problem(const GroupedCase& gc) {
+  Problem p;
+  p.op = Op::grouped_gemm;
+  p.out_type = OutType::nvfp4;
+  for (const SmallProblem& t : gc.groups) {
+    Group g;
+    g.m = t.m, g.n = t.n, g.k = t.k, g.alpha = t.alpha;
+    if (t.m > 0) g.a = t.a, g.b = t.b, g.sfa = t.sfa, g.sfb = t.sfb;  // an empty group has no data
+    p.groups.push_back(std::move(g));
+  }
+  return p;
+}
+
+std::vector<uint8_t> scales_for_kernel(const std::vector<uint8_t>& linear, int64_t rows, int64_t kb, int64_t l,
+                                       SfLayout layout) {
+  if (rows == 0) return {};
+  return layout == SfLayout::permuted ? sf_to_permuted(linear.data(), rows, kb, l, 0x7F) : linear;
+}
+
+template <typename T>
+std::vector<uint8_t> bytes_of(const std::vector<T>& v) {
+  std::vector<uint8_t> b(v.size() * sizeof(T));
+  if (!b.empty()) std::memcpy(b.data(), v.data(), b.size());
+  return b;
+}
+
+constexpr uint8_t kOutPoison = 0xA5;  // Q and SFQ (its padding cells too) before the call
+constexpr int64_t kOutGuardBytes = 64;  // after each Q and SFQ, must stay kOutPoison
+
+// Runs kernel k on p (scales in p.sf_layout, NaN scale padding) on a non-blocking stream; *q and
+// *sfq get each unit's Q and SFQ (SFQ in the kernel's layout; an empty group's are empty).
+// Returns "" or what went wrong besides the values (a failed CUDA call, an error code, a write
+// past Q or SFQ).
+std::string run_out_on_device(const Kernel& k, const Problem& p, std::vector<std::vector<uint8_t>>* q,
+                              std::vector<std::vector<uint8_t>>* sfq) {
+  std::string what;
+  const auto cuda = [&what](cudaError_t err, const char* call) {
+    if (err != cudaSuccess && what.empty()) what = std::string(call) + ": " + cudaGetErrorName(err) + ": " + cudaGetErrorString(err);
+  };
+  cudaStream_t stream = nullptr;
+  cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+  std::deque<Mirror> mirrors;
+  const auto device = [&](const std::vector<uint8_t>& v) -> uint8_t* {
+    if (v.empty()) return nullptr;
+    mirrors.emplace_back();
+    cuda(mirrors.back().upload(v, stream), "upload");
+    return mirrors.back().device;
+  };
+  const std::vector<OutUnit> units = out_units(p);
+  std::vector<std::vector<uint8_t>> q_host(units.size()), sfq_host(units.size());
+  std::vector<uint8_t*> q_dev(units.size(), nullptr), sfq_dev(units.size(), nullptr);
+  for (size_t g = 0; g < units.size(); ++g) {
+    if (units[g].m == 0) continue;
+    q_host[g].assign(static_cast<size_t>(units[g].q_bytes() + kOutGuardBytes), kOutPoison);
+    sfq_host[g].assign(static_cast<size_t>(units[g].sfq_bytes(p.sf_layout) + kOutGuardBytes), kOutPoison);
+    q_dev[g] = device(q_host[g]), sfq_dev[g] = device(sfq_host[g]);
+  }
+  nvfp4_problem a{};
+  a.sf_layout = static_cast<uint32_t>(p.sf_layout);
+  a.alpha = p.alpha, a.alpha2 = p.alpha2;
+  a.stream = stream;
+  a.out_type = NVFP4_OUT_NVFP4;
+  a.a_format = a.b_format = a.q_format = NVFP4_FORMAT_NVFP4;
+  a.recipe = static_cast<uint32_t>(p.out_recipe);
+  std::vector<nvfp4_group> table;
+  std::vector<nvfp4_group_out> outs;
+  if (p.op == Op::grouped_gemm) {
+    a.op = NVFP4_OP_GROUPED_GEMM;
+    a.l = 1;
+    for (size_t g = 0; g < p.groups.size(); ++g) {
+      const Group& s = p.groups[g];
+      nvfp4_group t{};
+      t.m = s.m, t.n = s.n, t.k = s.k, t.alpha = s.alpha;
+      t.a = device(s.a), t.b = device(s.b);
+      t.sfa = device(scales_for_kernel(s.sfa, s.m, s.kb(), 1, p.sf_layout));
+      t.sfb = device(scales_for_kernel(s.sfb, s.m == 0 ? 0 : s.n, s.kb(), 1, p.sf_layout));
+      table.push_back(t);
+      outs.push_back({q_dev[g], sfq_dev[g], units[g].global_scale});
+      a.m += s.m, a.n = std::max(a.n, s.n), a.k = std::max(a.k, s.k);
+    }
+    a.groups = static_cast<int64_t>(table.size());
+    a.group = table.data(), a.group_out = outs.data();  // the host copies hold device pointers
+    a.group_device = reinterpret_cast<const nvfp4_group*>(device(bytes_of(table)));
+    a.group_out_device = reinterpret_cast<const nvfp4_group_out*>(device(bytes_of(outs)));
+  } else {
+    a.op = p.op == Op::dual_gemm ? NVFP4_OP_DUAL_GEMM : NVFP4_OP_GEMM;
+    a.m = p.m, a.n = p.n, a.k = p.k, a.l = p.l;
+    a.a = device(p.a), a.b = device(p.b);
+    a.sfa = device(scales_for_kernel(p.sfa, p.m, p.kb(), p.l, p.sf_layout));
+    a.sfb = device(scales_for_kernel(p.sfb, p.n, p.kb(), p.l, p.sf_layout));
+    if (p.op == Op::dual_gemm) a.b2 = device(p.b2), a.sfb2 = device(scales_for_kernel(p.sfb2, p.n, p.kb(), p.l, p.sf_layout));
+    a.global_scale = reinterpret_cast<const float*>(device(bytes_of(std::vector<float>{units[0].global_scale})));
+    a.q = q_dev[0], a.sfq = sfq_dev[0];
+  }
+  const int rc = what.empty() ? k.run(a) : NVFP4_ERROR;
+  if (rc != NVFP4_OK && what.empty()) what = k.name() + " returned " + std::to_string(rc);
+  for (size_t g = 0; g < units.size() && rc == NVFP4_OK; ++g) {
+    if (units[g].m == 0) continue;
+    cuda(cudaMemcpyAsync(q_host[g].data(), q_dev[g], q_host[g].size(), cudaMemcpyDeviceToHost, stream), "copy of Q");
+    cuda(cudaMemcpyAsync(sfq_host[g].data(), sfq_dev[g], sfq_host[g].size(), cudaMemcpyDeviceToHost, stream), "copy of SFQ");
+  }
+  cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize (the kernel's work)");
+  mirrors.clear();
+  cuda(cudaStreamDestroy(stream), "cudaStreamDestroy");
+  q->assign(units.size(), {}), sfq->assign(units.size(), {});
+  for (size_t g = 0; g < units.size() && what.empty(); ++g) {
+    if (units[g].m == 0) continue;
+    for (std::vector<uint8_t>* buf : {&q_host[g], &sfq_host[g]}) {
+      const size_t end = buf->size() - kOutGuardBytes;
+      for (size_t x = end; x < buf->size(); ++x)
+        if ((*buf)[x] != kOutPoison && what.empty())
+          what = "a write " + std::to_string(x - end) + " byte(s) past " + (buf == &q_host[g] ? "Q" : "SFQ") +
+                 (p.op == Op::grouped_gemm ? " of group " + std::to_string(g) : std::string());
+      buf->resize(end);
+    }
+    (*q)[g] = std::move(q_host[g]), (*sfq)[g] = std::move(sfq_host[g]);
+  }
+  return what;
+}
+
+// "" when every unit's Q and SFQ are what rule 8 allows (0x00 in the permuted SFQ's padding),
+// else the first failure in the suite's words.
+std::string judge_out(const Problem& p, const ExactResult& ref, const std::vector<std::vector<uint8_t>>& q,
+                      const std::vector<std::vector<uint8_t>>& sfq) {
+  const std::vector<OutUnit> units = out_units(p);
+  for (size_t g = 0; g < units.size(); ++g) {
+    if (units[g].m == 0) continue;
+    const BlockOutJudgement j = judge_block_scaled(p, ref, Policy{}, units[g], q[g], sfq[g], 0x00);
+    if (!j.pass()) return block_scaled_failure_text(p, ref, units[g], j, q[g], sfq[g], 0x00);
+  }
+  return "";
+}
+
+// Runs kernel k on block-scaled output problems of every op it declares (ragged GEMM and dual
+// shapes with batches; grouped with empty groups and m_g around the 128-row tiles, n_g even and
+// not of 16), every recipe it declares, both layouts, global scales drawn by draw_out_scales, and
+// judges them against the exact reference by rule 8. Returns the failing configurations, each
+// described in *log (with `report`, as a test failure too).
+int64_t out_failures(const Kernel& k, bool report, std::string* log) {
+  const uint64_t seed = 0xB50C;
+  std::mt19937_64 rng(seed);
+  *log += "seed " + std::to_string(seed) + "\n";
+  std::vector<Problem> problems;
+  const int64_t shapes[][4] = {{1, 2, 2, 1}, {7, 34, 80, 2}, {129, 48, 64, 1}, {300, 130, 520, 1}};
+  for (const Op op : {Op::gemm, Op::dual_gemm})
+    for (const auto& s : shapes) {
+      if (!k.supports_op(static_cast<uint32_t>(op))) continue;
+      if (op == Op::gemm) {
+        problems.push_back(out_problem(random_problem(rng, NVFP4_OP_GEMM, s[0], s[1], s[2], s[3]), op));
+        continue;
+      }
+      const DualCase d = random_dual(rng, s[0], s[1], s[2], s[3]);
+      Problem p = out_problem(d.g, op);
+      p.b2 = d.u.b, p.sfb2 = d.u.sfb, p.alpha2 = d.alpha2;
+      problems.push_back(std::move(p));
+    }
+  if (k.supports_op(NVFP4_OP_GROUPED_GEMM)) {
+    const std::vector<std::vector<int64_t>> group_rows = {{5}, {0, 3, 0}, {1, 127, 128, 129, 0}, {300, 0, 64, 0, 9, 0, 1}};
+    for (const std::vector<int64_t>& ms : group_rows) {
+      GroupedCase gc = random_grouped(rng, false, ms);
+      for (SmallProblem& t : gc.groups) {
+        if (t.n % 2 == 0) continue;
+        t.n += 1;  // Q packs two codes a byte
+        t.b.resize(static_cast<size_t>(t.n * t.k / 2));
+        t.sfb.resize(static_cast<size_t>(t.n * t.kb()), 0x38);
+        for (size_t x = t.b.size() - t.k / 2; x < t.b.size(); ++x) t.b[x] = static_cast<uint8_t>(rng());
+      }
+      problems.push_back(grouped_out_problem(gc));
+    }
+  }
+  int64_t failing = 0;
+  for (Problem& p : problems)
+    for (const Recipe r : {Recipe::te, Recipe::ref, Recipe::fast, Recipe::torchao})
+      for (const SfLayout layout : {SfLayout::linear, SfLayout::permuted}) {
+        if (!((k.info->recipes >> static_cast<uint32_t>(r)) & 1u) || !k.supports_layout(static_cast<uint32_t>(layout)))
+          continue;
+        p.out_recipe = r;
+        p.sf_layout = layout;
+        draw_out_scales(p, rng);
+        const ExactResult ref = exact_gemm(p);
+        std::vector<std::vector<uint8_t>> q, sfq;
+        std::string wrong = run_out_on_device(k, p, &q, &sfq);
+        if (wrong.empty()) wrong = judge_out(p, ref, q, sfq);
+        if (wrong.empty()) continue;
+        ++failing;
+        std::ostringstream what;
+        what << k.name() << " " << to_string(p.op) << " "
+             << (p.op == Op::grouped_gemm ? std::to_string(p.groups.size()) + " groups"
+                                          : "m" + std::to_string(p.m) + " n" + std::to_string(p.n) + " k" +
+                                                std::to_string(p.k) + " l" + std::to_string(p.l))
+             << " recipe " << to_string(r) << " layout " << to_string(layout) << ": " << wrong << "\n";
+        *log += what.str();
+        if (report) ADD_FAILURE() << what.str();
+      }
+  return failing;
+}
+
+std::vector<std::string> cuda_out_names() {
+  std::vector<std::string> names;
+  for (int i = 0; i < kern::builtin_kernel_count(); ++i) {
+    const nvfp4_kernel_info* info = kern::builtin_kernel_get(i);
+    if (info->memory == NVFP4_MEMORY_CUDA && ((info->out_types >> NVFP4_OUT_NVFP4) & 1u)) names.push_back(info->name);
+  }
+  return names;
+}
+
+class CudaBlockScaledOutput : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CudaBlockScaledOutput, EveryOpRecipeAndLayoutPassesRuleEight) {
+  const Kernel& k = builtin(GetParam());
+  std::string why, log;
+  if (!runnable_or_skip(k, &why)) GTEST_SKIP() << k.name() << " cannot run here: " << why;
+  EXPECT_EQ(out_failures(k, true, &log), 0);
+  std::cout << log.substr(0, log.find('\n')) << "\n";
+}
+
+INSTANTIATE_TEST_SUITE_P(Builtins, CudaBlockScaledOutput, ::testing::ValuesIn(cuda_out_names()),
+                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(CudaBlockScaledOutput);
+
+// The same cases against the block-scaled output mutants (the CUDA kernels above with one
+// quantizer bug each, mutation/mutants/mutant_out_cuda.cu): the control passes and every mutant
+// fails some configuration.
+TEST(CudaBlockScaledOutputMutants, ControlPassesAndEveryMutantFails) {
+  Registry reg;
+  reg.load_plugin(NVFP4_MUTANTS_PLUGIN);
+  int mutants = 0, controls = 0;
+  for (const Kernel& k : reg.kernels()) {
+    const bool control = k.name() == "ctl_cuda_out_unmutated";
+    if (!control && k.name().rfind("mut_cuda_out_", 0) != 0) continue;
+    std::string why, log;
+    if (!kernel_runnable(k, &why)) GTEST_SKIP() << k.name() << " cannot run here: " << why;
+    const int64_t failing = out_failures(k, control, &log);
+    if (control) {
+      ++controls;
+      EXPECT_EQ(failing, 0) << log;
+    } else {
+      ++mutants;
+      EXPECT_GT(failing, 0) << k.name() << " passed every configuration";
+      const size_t first = log.find('\n') + 1;
+      std::cout << k.name() << ": " << failing << " failing configurations; first: "
+                << log.substr(first, log.find('\n', first) - first) << "\n";
+    }
+  }
+  EXPECT_EQ(controls, 1);
+  EXPECT_EQ(mutants, 4);
+}
 
 std::vector<std::string> cuda_builtin_names() {
   std::vector<std::string> names;

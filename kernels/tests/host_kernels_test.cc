@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kernels/block_scaled_decode.h"
+#include "kernels/block_scaled_epilogue.h"
 #include "kernels/builtin.h"
 #include "kernels/host/fp16_from_float.h"
 #include "kernels/problem_fits.h"
@@ -210,6 +211,36 @@ std::vector<uint16_t> run(const Kernel& k, const SmallProblem& t, uint32_t layou
   if (status) *status = rc;
   else EXPECT_EQ(rc, NVFP4_OK) << k.name();
   return c;
+}
+
+// The block-scaled output epilogue's padding cells (every CUDA and host kernel with out_type
+// nvfp4 writes 0x00 exactly there) are the reference's padding of the permuted layout, across
+// tile edges and batches; the linear layout has none; bug padding_not_written leaves them.
+TEST(BlockScaledEpilogue, PaddingCellsAreTheReferencesPermutedPadding) {
+  for (const int64_t rows : {1, 5, 127, 128, 129, 300})
+    for (const int64_t nb : {1, 2, 4, 5, 9})
+      for (const int64_t l : {1, 3}) {
+        const std::vector<bool> mask = sf_permuted_padding_mask(rows, nb, l);
+        ASSERT_EQ(static_cast<int64_t>(mask.size()), kern::quant::sf_bytes(NVFP4_SF_PERMUTED, rows, nb, l));
+        std::vector<uint8_t> sfq(mask.size(), 0x7F), kept = sfq;
+        kern::quant::write_sf_padding(NVFP4_SF_PERMUTED, rows, nb, l, sfq.data(), 0, 1, kern::quant::Bug::none);
+        kern::quant::write_sf_padding(NVFP4_SF_PERMUTED, rows, nb, l, kept.data(), 0, 1,
+                                      kern::quant::Bug::padding_not_written);
+        for (size_t at = 0; at < mask.size(); ++at) {
+          ASSERT_EQ(kern::quant::sf_padding_cell(NVFP4_SF_PERMUTED, rows, nb, static_cast<int64_t>(at)), mask[at])
+              << "rows " << rows << " nb " << nb << " l " << l << " byte " << at;
+          ASSERT_EQ(sfq[at], mask[at] ? 0x00 : 0x7F) << "rows " << rows << " nb " << nb << " byte " << at;
+          ASSERT_EQ(kept[at], 0x7F);
+          ASSERT_FALSE(kern::quant::sf_padding_cell(NVFP4_SF_LINEAR, rows, nb, static_cast<int64_t>(at)));
+        }
+      }
+}
+
+// Each group is encoded with its own global scale; bug group0_global_scale takes group 0's.
+TEST(BlockScaledEpilogue, GroupGlobalScale) {
+  const nvfp4_group_out table[3] = {{nullptr, nullptr, 2.0f}, {nullptr, nullptr, 3.0f}, {nullptr, nullptr, 5.0f}};
+  EXPECT_EQ(kern::quant::group_out_scale(table, 2, kern::quant::Bug::none), 5.0f);
+  EXPECT_EQ(kern::quant::group_out_scale(table, 2, kern::quant::Bug::group0_global_scale), 2.0f);
 }
 
 TEST(HostKernels, ExactRegimeMatchesIndependentAnswerInBothLayouts) {

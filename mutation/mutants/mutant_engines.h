@@ -20,6 +20,9 @@ int run_cuda_v2_mutant(Bug bug, bool packed, const nvfp4_problem* p);
 int run_cuda_quantize_mutant(const nvfp4_kernel_info& info, const nvfp4_problem* p, int bug);
 // The naive CUDA MX GEMM with kern::mx::MxBug `bug` (mutant_mx_cuda.cu).
 int run_cuda_mx_mutant(const nvfp4_kernel_info& info, const nvfp4_problem* p, int bug);
+// The CUDA GEMM, dual GEMM or grouped GEMM with block-scaled output with kern::quant::Bug `bug`
+// (mutant_out_cuda.cu).
+int run_cuda_out_mutant(const nvfp4_kernel_info& info, const nvfp4_problem* p, int bug);
 #endif
 
 }  // namespace nvfp4::mutants

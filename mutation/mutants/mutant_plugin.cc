@@ -180,20 +180,26 @@ const QuantBugEntry kQuantBugs[] = {
      "stochastic rounding returning all-zero codes (a device assert compiled out, TransformerEngine PR #3281)"},
 };
 
-// GEMM and dual GEMM with block-scaled output (SPEC section 2, rule 8): the host engine of
-// kernels/host/host_gemm_nvfp4_out.h with one quantizer bug in its epilogue.
+// GEMM, dual GEMM and grouped GEMM with block-scaled output (SPEC section 2, rule 8): the host
+// engine of kernels/host/host_gemm_nvfp4_out.h and the CUDA one of
+// kernels/cuda/gemm_nvfp4_out_launch.cuh (the built-ins' code), each with one quantizer bug in the
+// epilogue both share (kernels/block_scaled_epilogue.h): the host kills show the CUDA bugs'
+// arithmetic. A bug of the grouped epilogue only declares grouped GEMM only, so every case shows it.
 struct OutBugEntry {
   QBug bug;
-  const char* name;  // the mutant is mut_host_<name>
+  const char* name;  // the mutant is mut_host_<name> / mut_cuda_<name> (ctl_ for the control)
+  bool grouped_only;
   const char* what;
 };
 const OutBugEntry kOutBugs[] = {
-    {QBug::none, "gemm_nvfp4_out_unmutated",
-     "control: GEMM and dual GEMM with block-scaled output, te/ref/fast/torchao, no bug (must pass)"},
-    {QBug::scale_toward_zero, "out_scale_toward_zero", "block-scaled output: the E4M3 block scale rounded toward zero"},
-    {QBug::padding_not_written, "out_padding_not_written",
+    {QBug::none, "out_unmutated", false,
+     "control: GEMM, dual GEMM and grouped GEMM with block-scaled output, te/ref/fast/torchao, no bug (must pass)"},
+    {QBug::scale_toward_zero, "out_scale_toward_zero", false, "block-scaled output: the E4M3 block scale rounded toward zero"},
+    {QBug::os_from_unrounded, "out_os_from_unrounded", false,
+     "block-scaled output: the encode factor from the block scale before its E4M3 rounding"},
+    {QBug::padding_not_written, "out_padding_not_written", false,
      "block-scaled output: the permuted SFQ's padding cells left as they were (the vLLM#45741 class)"},
-    {QBug::group0_global_scale, "out_group0_global_scale",
+    {QBug::group0_global_scale, "out_group0_global_scale", true,
      "grouped GEMM with block-scaled output: every group encoded with group 0's global scale (cutlass PR #3392)"},
 };
 
@@ -245,7 +251,7 @@ struct Entry {
   bool gemv_path_only = false;  // the bug applies to GEMV problems only
   bool v2 = false;  // run by the version-2 engine (mutant_v2_host.cc)
   bool quant = false;  // a quantizer (kernels/host/host_quantize.h) with qbug
-  bool out = false;    // a GEMM with block-scaled output (kernels/host/host_gemm_nvfp4_out.h) with qbug
+  bool out = false;    // a GEMM with block-scaled output (host_gemm_nvfp4_out.h, gemm_nvfp4_out_launch.cuh) with qbug
   QBug qbug = QBug::none;
   bool mx = false;  // the MX engine with mxbug: kernels/host/host_mx_gemm.h, or kernels/mx_gemm_core.h on CUDA
   MxBug mxbug = MxBug::none;
@@ -294,15 +300,17 @@ struct Catalog {
     entries.back().qbug = e.bug;
   }
 
-  void add_out(const OutBugEntry& e) {
-    add((e.bug == QBug::none ? "ctl_host_" : "mut_host_") + std::string(e.name), Bug::none, kHost, e.what);
+  void add_out(const OutBugEntry& e, unsigned engine = kHost) {
+    const std::string memory = engine == kHost ? "host_" : "cuda_";
+    add((e.bug == QBug::none ? "ctl_" : "mut_") + memory + e.name, Bug::none, engine, e.what);
     nvfp4_kernel_info& info = entries.back().info;
-    // A bug of the grouped epilogue only: every case grouped, so it is drawn at once.
-    info.ops = e.bug == QBug::group0_global_scale ? 1u << NVFP4_OP_GROUPED_GEMM
-                                                  : (1u << NVFP4_OP_GEMM) | (1u << NVFP4_OP_DUAL_GEMM);
+    info.ops = e.grouped_only ? 1u << NVFP4_OP_GROUPED_GEMM
+                              : (1u << NVFP4_OP_GEMM) | (1u << NVFP4_OP_DUAL_GEMM) | (1u << NVFP4_OP_GROUPED_GEMM);
     info.out_types = 1u << NVFP4_OUT_NVFP4;
     info.recipes = (1u << NVFP4_RECIPE_TE) | (1u << NVFP4_RECIPE_REF) | (1u << NVFP4_RECIPE_FAST) |
                    (1u << NVFP4_RECIPE_TORCHAO);
+    // The CUDA engine's grouped kernel has a grid row per group.
+    if (engine == kCuda) info.max_groups = 65535;
     entries.back().out = true;
     entries.back().qbug = e.bug;
   }
@@ -366,6 +374,7 @@ struct Catalog {
     for (const MxBugEntry& e : kMxBugs) add_mx(e);
 #if defined(NVFP4_MUTANTS_WITH_CUDA)
     for (const QuantBugEntry& e : kQuantBugs) add_quant(e, kCuda);
+    for (const OutBugEntry& e : kOutBugs) add_out(e, kCuda);
     // The CUDA engine sums in its own order only: no second honest order there.
     for (const MxBugEntry& e : kMxBugs)
       if (e.bug != MxBug::blocks_reversed) add_mx(e, kCuda);
@@ -401,8 +410,13 @@ extern "C" __attribute__((visibility("default"))) const char* nvfp4_kernel_descr
 extern "C" __attribute__((visibility("default"))) int nvfp4_kernel_run(int index, const nvfp4_problem* p) {
   if (index < 0 || index >= nvfp4_kernel_count()) return NVFP4_ERROR;
   const auto& e = catalog().entries[static_cast<size_t>(index)];
-  if (e.out && p->op == NVFP4_OP_GROUPED_GEMM) return nvfp4::kern::quant::run_grouped_gemm_nvfp4_out(e.info, p, e.qbug);
-  if (e.out) return nvfp4::kern::quant::run_gemm_nvfp4_out(e.info, p, e.qbug);
+  if (e.out) {
+#if defined(NVFP4_MUTANTS_WITH_CUDA)
+    if (e.engine == nvfp4::mutants::kCuda) return nvfp4::mutants::run_cuda_out_mutant(e.info, p, static_cast<int>(e.qbug));
+#endif
+    if (p->op == NVFP4_OP_GROUPED_GEMM) return nvfp4::kern::quant::run_grouped_gemm_nvfp4_out(e.info, p, e.qbug);
+    return nvfp4::kern::quant::run_gemm_nvfp4_out(e.info, p, e.qbug);
+  }
   if (e.quant) {
 #if defined(NVFP4_MUTANTS_WITH_CUDA)
     if (e.engine == nvfp4::mutants::kCuda) return nvfp4::mutants::run_cuda_quantize_mutant(e.info, p, static_cast<int>(e.qbug));
