@@ -143,26 +143,45 @@ void show_nvfp4_histograms(const Problem& p) {
 // MX operands: each operand's format, and its scales' E8M0 exponents (range, extremes, NaNs, and
 // how many exponents differ along a row: 1 means a misplaced scale read could cancel out).
 void show_mx_operands(const Problem& p) {
-  const auto operand = [&](const char* name, BlockFormat f, const std::vector<uint8_t>& sf, int64_t rows, int64_t kb) {
-    fmt::print("{}          {} ({} blocks of {} per row)\n", name, to_string(f), kb, block_size(f));
+  // Every row of scales of an operand (a grouped problem's groups one after another).
+  const auto rows_of = [&p](bool b_side) {
+    const BlockFormat f = b_side ? p.b_format : p.a_format;
+    std::vector<std::vector<uint8_t>> rows;
+    const auto split = [&rows](const std::vector<uint8_t>& sf, int64_t kb) {
+      for (size_t at = 0; kb > 0 && at + static_cast<size_t>(kb) <= sf.size(); at += static_cast<size_t>(kb))
+        rows.emplace_back(sf.begin() + static_cast<std::ptrdiff_t>(at), sf.begin() + static_cast<std::ptrdiff_t>(at + kb));
+    };
+    if (p.op != Op::grouped_gemm) {
+      split(b_side ? p.sfb : p.sfa, operand_kb(f, p.k));
+      if (b_side && p.op == Op::dual_gemm) split(p.sfb2, operand_kb(f, p.k));
+    }
+    for (const Group& g : p.groups) split(b_side ? g.sfb : g.sfa, g.kb(f));
+    return rows;
+  };
+  const auto operand = [&](const char* name, BlockFormat f, bool b_side) {
+    int64_t kb = 0;
+    if (p.op != Op::grouped_gemm) kb = operand_kb(f, p.k);
+    for (const Group& g : p.groups) kb = std::max(kb, g.kb(f));
+    fmt::print("{}          {} ({} blocks of {} per row{})\n", name, to_string(f), kb, block_size(f),
+               p.op == Op::grouped_gemm ? ", at most" : "");
     if (f == BlockFormat::nvfp4) return;
     int lo = 255, hi = -1;
     int64_t low = 0, high = 0, nan = 0, rows_distinct = 0;
-    for (const uint8_t e : sf) {
-      if (e == 0xFF) { ++nan; continue; }
-      lo = std::min<int>(lo, e), hi = std::max<int>(hi, e);
-      low += e == 0x00, high += e == 0xFE;
-    }
-    for (int64_t r = 0; r < p.l * rows; ++r) {
-      std::vector<uint8_t> row(sf.begin() + r * kb, sf.begin() + (r + 1) * kb);
+    std::vector<std::vector<uint8_t>> rows = rows_of(b_side);
+    for (std::vector<uint8_t>& row : rows) {
+      for (const uint8_t e : row) {
+        if (e == 0xFF) { ++nan; continue; }
+        lo = std::min<int>(lo, e), hi = std::max<int>(hi, e);
+        low += e == 0x00, high += e == 0xFE;
+      }
       std::sort(row.begin(), row.end());
       rows_distinct += std::unique(row.begin(), row.end()) == row.end();
     }
     fmt::print("  E8M0     2^{} .. 2^{}  0x00 {}  0xfe {}  NaN (0xff) {}  rows with pairwise-distinct exponents {} of {}\n",
-               lo - 127, hi - 127, low, high, nan, rows_distinct, p.l * rows);
+               lo - 127, hi - 127, low, high, nan, rows_distinct, rows.size());
   };
-  operand("\nA", p.a_format, p.sfa, p.m, p.kb());
-  operand("B", p.b_format, p.sfb, p.n, p.kb_b());
+  operand("\nA", p.a_format, false);
+  operand("B", p.b_format, true);
 }
 
 // A scale byte in words: E4M3 (NVFP4) or E8M0 (the MX formats).
@@ -342,7 +361,7 @@ int run_show(const ShowOptions& opts) {
                p.packed ? "packed" : "separate");
     for (size_t g = 0; g < p.groups.size(); ++g) {
       const Group& q = p.groups[g];
-      fmt::print("  group {:<4} m={} n={} k={} ({} scale blocks per row)  alpha {} ({:a})\n", g, q.m, q.n, q.k, q.kb(),
+      fmt::print("  group {:<4} m={} n={} k={} ({} scale blocks per row)  alpha {} ({:a})\n", g, q.m, q.n, q.k, q.kb(p.a_format),
                  q.alpha, q.alpha);
     }
   } else {
@@ -365,7 +384,8 @@ int run_show(const ShowOptions& opts) {
   if (grouped) {
     const PackedLayout L = p.packed ? packed_layout(p) : PackedLayout{};
     int64_t a = 0, b = 0, sfa = 0, sfb = 0;
-    for (const Group& g : p.groups) a += g.a_bytes(), b += g.b_bytes(), sfa += g.sfa_bytes(), sfb += g.sfb_bytes();
+    for (const Group& g : p.groups)
+      a += g.a_bytes(p.a_format), b += g.b_bytes(p.b_format), sfa += g.sfa_bytes(p.a_format), sfb += g.sfb_bytes(p.b_format);
     fmt::print("bytes      a {}  b {}  sfa {}  sfb {}{}\n", a, b, sfa, sfb, c_words);
     if (p.packed)
       fmt::print("packed     a {}  b {}  sfa {} (permuted {}, {} tiles)  sfb {} (permuted {})  c {} rows\n", L.a_bytes(),

@@ -16,6 +16,7 @@ enum class MxBug : int {
   e8m0_bias_126,          // E8M0 bias 127 off by one: 2^(byte - 126)
   nan_scale_ignored,      // a block whose E8M0 scale is 0xFF skipped instead of giving NaN
   blocks_reversed,        // honest (host engine): blocks accumulated from the last to the first
+  group0_scales,          // grouped, packed: every group's SFA and SFB read without the group's offset (group 0's)
 };
 
 }  // namespace nvfp4::kern::mx

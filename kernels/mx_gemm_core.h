@@ -1,5 +1,7 @@
 // The arithmetic of the naive MX GEMM (one output element: chunks of one scale block, each chunk's
-// raw products summed in FP32 in element order and scaled once into a wide sum, see cuda/mx_gemm_naive.cuh), with
+// raw products summed in FP32 in element order and scaled once into a wide sum, see
+// cuda/mx_gemm_naive.cuh), of its dual GEMM (G and U so) and of its grouped GEMM (each group's
+// l = 1 GEMM, group_gemm), with
 // the MX mutants' bugs (mx_bug.h) as a switch. Host and device: the CUDA kernel runs it, and the
 // CPU tests run the same code against the exact reference where no GPU is.
 #pragma once
@@ -71,6 +73,45 @@ NVFP4_KERNEL_HD WideSum output_sum(const nvfp4_problem& p, const Operand& a, con
     if (!skip) acc.add(raw * (sa.mant * sb.mant), sa.exp + sb.exp);  // never skipped when honest: NaN must reach C
   }
   return acc;
+}
+
+// G and U of a dual GEMM's output (b, i, j), each with its alpha: alpha * (A*B) and alpha2 * (A*B2),
+// each summed as output_sum does and rounded once to FP32. The epilogue silu(G) * U is
+// output_words.h's store_silu_product.
+NVFP4_KERNEL_HD void dual_sums(const nvfp4_problem& p, const Operand& a, const Operand& b1, const Operand& b2, int64_t b,
+                               int64_t i, int64_t j, MxBug bug, float* g, float* u) {
+  *g = static_cast<float>(output_sum(p, a, b1, b, i, j, bug).scaled(p.alpha));
+  *u = static_cast<float>(output_sum(p, a, b2, b, i, j, bug).scaled(p.alpha2));
+}
+
+// Group g of a grouped problem as the l = 1 GEMM the kernel runs: its shape and alpha, and its
+// pointers: the group table's (separate arrangement) or the packed buffers' at SPEC section 2's
+// offsets (packed: A and C rows from row0 = M_g, SFA linear rows from M_g or permuted tiles from
+// tile0 = T_g, B and SFB the g-th of a batch of G), with A's and B's own row bytes and blocks.
+NVFP4_KERNEL_HD nvfp4_problem group_gemm(const nvfp4_problem& p, const nvfp4_group& q, int64_t g, bool packed,
+                                         int64_t row0, int64_t tile0) {
+  nvfp4_problem one = p;
+  one.op = NVFP4_OP_GEMM;
+  one.m = q.m, one.n = q.n, one.k = q.k, one.l = 1;
+  one.alpha = q.alpha;
+  one.groups = 0;
+  one.group = one.group_device = nullptr;
+  const uint32_t fa = format_or_nvfp4(p.a_format), fb = format_or_nvfp4(p.b_format);
+  if (!packed) {
+    one.a = q.a, one.b = q.b, one.sfa = q.sfa, one.sfb = q.sfb;
+    one.c = static_cast<uint16_t*>(q.c);
+    return one;
+  }
+  const int64_t kba = (q.k + format_block(fa) - 1) / format_block(fa), kbb = (q.k + format_block(fb) - 1) / format_block(fb);
+  const bool linear = p.sf_layout == NVFP4_SF_LINEAR;
+  const int64_t sfb_batch = linear ? q.n * kbb : ((q.n + 127) / 128) * ((kbb + 3) / 4) * 512;
+  one.a = p.a + row0 * format_row_bytes(fa, q.k);
+  one.sfa = p.sfa + (linear ? row0 * kba : tile0 * ((kba + 3) / 4) * 512);
+  one.b = p.b + g * q.n * format_row_bytes(fb, q.k);
+  one.sfb = p.sfb + g * sfb_batch;
+  const int64_t word = p.out_type == NVFP4_OUT_FP32 ? 4 : 2;
+  one.c = reinterpret_cast<uint16_t*>(reinterpret_cast<uint8_t*>(p.c) + row0 * q.n * word);
+  return one;
 }
 
 }  // namespace nvfp4::kern::mx

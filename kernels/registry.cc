@@ -95,6 +95,15 @@ std::string v3_info_error(const nvfp4_kernel_info& info) {
     return why.str();
   const bool quantizes = (info.ops >> NVFP4_OP_QUANTIZE) & 1u;
   const bool block_scaled_out = (info.out_types >> NVFP4_OUT_NVFP4) & 1u;
+  // Operand formats are the GEMM family's (every op of it: GEMV, GEMM, grouped and dual GEMM); a
+  // block-scaled output quantizes results of NVFP4 operands only.
+  const uint32_t gemm_ops = info.ops & ~(1u << NVFP4_OP_QUANTIZE);
+  const uint32_t mx_formats = ~(1u << NVFP4_FORMAT_NVFP4);
+  if (((info.a_formats | info.b_formats) & mx_formats) && gemm_ops == 0)
+    return "declares MX operand formats (a_formats/b_formats) but no op of the GEMM family that reads them";
+  const auto has_nvfp4 = [](uint32_t set) { return set == 0 || ((set >> NVFP4_FORMAT_NVFP4) & 1u); };
+  if (block_scaled_out && (!has_nvfp4(info.a_formats) || !has_nvfp4(info.b_formats)))
+    return "declares NVFP4_OUT_NVFP4 but not NVFP4 operands for A and B: a block-scaled output is of NVFP4 operands";
   if (quantizes && info.in_types == 0)
     return "declares NVFP4_OP_QUANTIZE but no in_types: say which input types it reads";
   if ((quantizes || block_scaled_out) && info.recipes == 0)

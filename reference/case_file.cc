@@ -647,14 +647,17 @@ class CaseParser {
       }
     }
     p.groups.resize(G);
+    // An E2M1 operand packs two elements per byte: k even; MXFP8 operands alone allow any k >= 1.
+    const bool any_nibbles = packs_nibbles(p.a_format) || packs_nibbles(p.b_format);
     using u128v = unsigned __int128;
     u128v bytes = 0;
     for (size_t g = 0; g < G; ++g) {
       Group& q = p.groups[g];
       q.m = parse_group_dim(ms[g], em->line, "group_m", g, 0);
       q.n = parse_group_dim(ns[g], en->line, "group_n", g, 1);
-      q.k = parse_group_dim(ks[g], ek->line, "group_k", g, 2);
-      if (q.k % 2 != 0) fail(ek->line, "group_k of group " + std::to_string(g) + " must be even (two E2M1 values per byte), got " + ks[g]);
+      q.k = parse_group_dim(ks[g], ek->line, "group_k", g, any_nibbles ? 2 : 1);
+      if (any_nibbles && q.k % 2 != 0)
+        fail(ek->line, "group_k of group " + std::to_string(g) + " must be even (two E2M1 values per byte), got " + ks[g]);
       if (ea) q.alpha = parse_alpha_text(alphas[g], ea->line, "group_alpha of group " + std::to_string(g));
       if (p.packed && (q.n != p.groups[0].n || q.k != p.groups[0].k)) {
         const Entry* at = q.n != p.groups[0].n ? en : ek;
@@ -665,7 +668,8 @@ class CaseParser {
       // The same cap as for one GEMM, over the groups together.
       const u128v m = q.m, n = q.n, k = q.k, kb = (q.k + 15) / 16;
       const u128v kt = (kb + 3) / 4, mt = (m + 127) / 128, nt = (n + 127) / 128;
-      bytes += (m + n) * k / 2 + (m + n) * kb + (mt + nt) * kt * 512 + m * n * out_bytes_;
+      const u128v row = p.mx_operands() ? k : k / 2;  // an E4M3/E5M2 operand takes a byte per element
+      bytes += (m + n) * row + (m + n) * kb + (mt + nt) * kt * 512 + m * n * out_bytes_;
     }
     if (bytes > static_cast<u128v>(kMaxCaseBytes)) {
       const int line = std::max({em->line, en->line, ek->line});
@@ -717,14 +721,14 @@ class CaseParser {
       const std::string gs = std::to_string(g);
       if (const Entry* e = find(("expect." + gs).c_str())) q.expect = parse_words(*e, "expect." + gs, q.c_elems(), "m_g*n_g");
       if (!any_given) continue;  // a seed-only case: the harness draws the data
-      q.a = parse_bytes(*find(("a." + gs).c_str()), "a." + gs, q.a_bytes(), "m_g*k_g/2");
-      q.b = parse_bytes(*find(("b." + gs).c_str()), "b." + gs, q.b_bytes(), "n_g*k_g/2");
-      q.sfa = parse_bytes(*find(("sfa." + gs).c_str()), "sfa." + gs, q.sfa_bytes(), "m_g*ceil(k_g/16)");
-      q.sfb = parse_bytes(*find(("sfb." + gs).c_str()), "sfb." + gs, q.sfb_bytes(), "n_g*ceil(k_g/16)");
+      q.a = parse_bytes(*find(("a." + gs).c_str()), "a." + gs, q.a_bytes(p.a_format), group_formula("m_g", p.a_format, false));
+      q.b = parse_bytes(*find(("b." + gs).c_str()), "b." + gs, q.b_bytes(p.b_format), group_formula("n_g", p.b_format, false));
+      q.sfa = parse_bytes(*find(("sfa." + gs).c_str()), "sfa." + gs, q.sfa_bytes(p.a_format), group_formula("m_g", p.a_format, true));
+      q.sfb = parse_bytes(*find(("sfb." + gs).c_str()), "sfb." + gs, q.sfb_bytes(p.b_format), group_formula("n_g", p.b_format, true));
     }
   }
 
-  // a_format and b_format (default nvfp4); MX formats are for gemv and gemm only.
+  // a_format and b_format (default nvfp4), for every op of the GEMM family.
   void parse_operand_formats(Problem& p) {
     for (const char* key : {"a_format", "b_format"}) {
       const Entry* e = find(key);
@@ -732,9 +736,14 @@ class CaseParser {
       BlockFormat& f = key[0] == 'a' ? p.a_format : p.b_format;
       if (!nvfp4::parse_block_format(e->value, &f))
         fail(e->line, std::string(key) + ": " + quoted(e->value) + " is not one of 'nvfp4', 'mxfp4', 'mxfp8_e4m3', 'mxfp8_e5m2'");
-      if (f != BlockFormat::nvfp4 && p.op != Op::gemv && p.op != Op::gemm)
-        fail(e->line, std::string(key) + " = " + e->value + ": MX operand formats are for gemv and gemm only");
     }
+  }
+
+  // A group's byte count as the error message states it: rows times a row of the format's
+  // elements, or of its scale blocks.
+  static std::string group_formula(const char* rows, BlockFormat f, bool scales) {
+    if (scales) return std::string(rows) + (f == BlockFormat::nvfp4 ? "*ceil(k_g/16)" : "*ceil(k_g/32)");
+    return std::string(rows) + (packs_nibbles(f) ? "*k_g/2" : "*k_g");
   }
 
   static std::string operand_formula(const char* rows, BlockFormat f) {
@@ -766,8 +775,8 @@ class CaseParser {
       p.sfa = parse_bytes(*find("sfa"), "sfa", p.sfa_bytes(), scales_formula("l*m", p.a_format));
       p.sfb = parse_bytes(*find("sfb"), "sfb", p.sfb_bytes(), scales_formula("l*n", p.b_format));
       if (dual) {
-        p.b2 = parse_bytes(*find("b2"), "b2", p.b2_bytes(), "l*n*k/2");
-        p.sfb2 = parse_bytes(*find("sfb2"), "sfb2", p.sfb2_bytes(), "l*n*ceil(k/16)");
+        p.b2 = parse_bytes(*find("b2"), "b2", p.b2_bytes(), operand_formula("l*n", p.b_format));
+        p.sfb2 = parse_bytes(*find("sfb2"), "sfb2", p.sfb2_bytes(), scales_formula("l*n", p.b_format));
       }
     }
     if (const Entry* e = find("expect")) p.expect = parse_words(*e, "expect", p.c_elems(), "l*m*n");

@@ -284,10 +284,9 @@ struct NoFinish {
 // G's exact value as hi + lo (hi = G rounded to long double, lo = G - hi to 2^-64 of itself):
 // silu's exp(-G) needs G to better than long double's 2^-64 relative once |G| is large (an
 // error d in G is a relative error d in exp(-G), and |G| reaches 2^14 before exp overflows).
-void exact_split(i128 sum, float alpha, long double* hi, long double* lo) {
+void exact_split(bool sum_negative, u128 mag, int exp2, float alpha, long double* hi, long double* lo) {
   const Fp32Parts a = fp32_parts(alpha);
-  u128 mag = sum < 0 ? static_cast<u128>(-sum) : static_cast<u128>(sum);
-  int exp2 = a.exp - 20;
+  exp2 += a.exp;
   while (bit_width_u128(mag) > 103) {  // mag * sig < 2^127: its long double rounding fits u128
     mag = (mag >> 1) | (mag & 1);
     ++exp2;
@@ -296,7 +295,7 @@ void exact_split(i128 sum, float alpha, long double* hi, long double* lo) {
   const long double h = static_cast<long double>(mag);  // rounded to nearest, 64 bits
   const u128 h_int = static_cast<u128>(h);
   const long double r = h_int >= mag ? -static_cast<long double>(h_int - mag) : static_cast<long double>(mag - h_int);
-  const bool negative = (sum < 0) != a.negative;
+  const bool negative = sum_negative != a.negative;
   *hi = std::ldexp(negative ? -h : h, exp2);
   *lo = std::ldexp(negative ? -r : r, exp2);
 }
@@ -310,9 +309,14 @@ uint32_t round_result(const ExactElement& e, float alpha, OutType type) {
 }
 
 DualValue dual_value(const ExactElement& g, float alpha, const ExactElement& u, float alpha2) {
+  const auto mag = [](i128 v) { return v < 0 ? static_cast<u128>(-v) : static_cast<u128>(v); };
+  return dual_value(DualSum{g.sum < 0, mag(g.sum), -20}, alpha, DualSum{u.sum < 0, mag(u.sum), -20}, alpha2);
+}
+
+DualValue dual_value(const DualSum& g, float alpha, const DualSum& u, float alpha2) {
   long double gh = 0, gl = 0, uh = 0, ul = 0;
-  exact_split(g.sum, alpha, &gh, &gl);
-  exact_split(u.sum, alpha2, &uh, &ul);
+  exact_split(g.negative, g.mag, g.exp2, alpha, &gh, &gl);
+  exact_split(u.negative, u.mag, u.exp2, alpha2, &uh, &ul);
   // exp(-G) = exp(-hi) * exp(-lo); expm1l keeps exp(-lo) - 1 (about 2^-64 |G|) to full precision.
   long double e = std::exp(-gh);
   // Only a nonzero, finite exp(-hi) needs the low part: where it underflows (G far above 0) the

@@ -43,6 +43,14 @@ struct DualValue {
 };
 // From G = alpha * g.sum * 2^-20 and U = alpha2 * u.sum * 2^-20 (NaN flags ignored).
 DualValue dual_value(const ExactElement& g, float alpha, const ExactElement& u, float alpha2);
+// An exact sum (-1)^negative * mag * 2^exp2 before alpha (mag of any width: bits beyond 103 are
+// folded into a sticky bit, far below the 2^-60 that v keeps), for sums of other references.
+struct DualSum {
+  bool negative = false;
+  u128 mag = 0;
+  int exp2 = 0;
+};
+DualValue dual_value(const DualSum& g, float alpha, const DualSum& u, float alpha2);
 // RN_out(v), once: +0 when U or G is exactly zero, else v's sign (also when v underflows long
 // double); the type's quiet NaN when `nan`.
 uint32_t round_dual(const DualValue& d, bool nan, OutType type);
@@ -68,6 +76,8 @@ struct ExactResult {
   // Problems with MX operands (exact_mx.h): every element's facts, which the oracle judges by
   // rule 9 instead of elems (whose NaN flags alone are set). Null for NVFP4 problems.
   std::shared_ptr<const std::vector<MxElement>> mx;
+  // dual_gemm with MX operands: U's facts beside G's in mx (alpha2), `dual` as for NVFP4.
+  std::shared_ptr<const std::vector<MxElement>> mx2;
 
   size_t size() const { return elems.size(); }
   uint32_t word(size_t i) const { return out_word_bytes(out_type) == 4 ? c32[i] : c[i]; }

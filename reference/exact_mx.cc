@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <stdexcept>
 
 #include "reference/mx_formats.h"
@@ -317,7 +318,7 @@ std::vector<uint32_t> exact_mx_words(const MxProblem& p) {
 
 MxProblem mx_problem(const Problem& p) {
   MxProblem x;
-  x.op = p.op;
+  x.op = p.op == Op::gemv ? Op::gemv : Op::gemm;  // a dual problem's G (mx_dual_u gives U)
   x.m = p.m;
   x.n = p.n;
   x.k = p.k;
@@ -327,32 +328,50 @@ MxProblem mx_problem(const Problem& p) {
   x.semantics = p.semantics;
   x.a = MxOperand{p.a_format, p.m, p.k, p.l, p.a, p.sfa};
   x.b = MxOperand{p.b_format, p.n, p.k, p.l, p.b, p.sfb};
-  x.expect = p.expect;
+  if (p.op == Op::gemv || p.op == Op::gemm) x.expect = p.expect;
   x.note = p.note;
   return x;
 }
 
-ExactResult exact_mx_result(const Problem& p) {
-  const std::string error = problem_error(p);
-  if (!error.empty()) throw std::invalid_argument("exact_mx_result: " + error);
-  auto facts = std::make_shared<std::vector<MxElement>>(exact_mx(mx_problem(p)));
-  ExactResult r;
-  r.out_type = p.out_type;
-  r.group_offset = {0, static_cast<int64_t>(facts->size())};
-  r.elems.resize(facts->size());
-  std::vector<uint32_t> words(facts->size());
-  for (size_t x = 0; x < facts->size(); ++x) {
-    r.elems[x].nan = (*facts)[x].nan;
-    words[x] = round_mx((*facts)[x], p.alpha, p.out_type);
-  }
-  if (p.out_type == OutType::fp32) r.c32 = std::move(words);
-  else r.c.assign(words.begin(), words.end());
-  r.mx = std::move(facts);
-  return r;
+namespace {
+
+// U = A * B2 of a dual problem, with alpha2.
+MxProblem mx_dual_u(const Problem& p) {
+  MxProblem x = mx_problem(p);
+  x.b.data = p.b2;
+  x.b.scales = p.sfb2;
+  x.alpha = p.alpha2;
+  return x;
 }
 
-ElementVerdict judge_mx_element(const MxElement& e, float alpha, uint32_t actual, const Policy& policy,
-                                OutType type) {
+DualSum dual_sum(const MxElement& e) {
+  DualSum s;
+  s.negative = e.sum.negative();
+  e.sum.magnitude(&s.mag, &s.exp2);
+  return s;
+}
+
+// Rule 6's word where G or U holds an Inf product (IEEE, taking silu's limits: silu(+Inf) = +Inf,
+// silu(-Inf) = -0): only NaN, +-Inf and +-0 arise. Such an element is judged by rule 1 alone.
+uint32_t dual_inf_word(const MxElement& g, float alpha, const MxElement& u, float alpha2, OutType type) {
+  const OutFormat f = out_format(type);
+  const auto value = [](const MxElement& e, float a) -> long double {
+    const long double inf = std::numeric_limits<long double>::infinity();
+    const long double v = e.pos_inf ? inf : e.neg_inf ? -inf : e.sum.to_long_double();
+    return v * static_cast<long double>(a);
+  };
+  const long double gv = value(g, alpha), uv = value(u, alpha2);
+  const long double silu = std::isinf(gv) ? (gv > 0 ? gv : -0.0L) : gv / (1 + std::exp(-gv));
+  const long double v = silu * uv;
+  if (std::isnan(v)) return f.quiet_nan;
+  if (std::isinf(v)) return (v < 0 ? f.sign_bit : 0u) | f.inf;
+  if (v == 0) return std::signbit(v) ? f.sign_bit : 0u;
+  int e = 0;
+  const long double frac = std::frexp(std::fabs(v), &e);
+  return out_round(type, v < 0, static_cast<uint64_t>(std::ldexp(frac, 64)), e - 64);
+}
+
+SumFacts mx_facts(const MxElement& e, float alpha, OutType type) {
   SumFacts s;
   s.nan = e.nan;
   s.inf = e.pos_inf || e.neg_inf;
@@ -366,7 +385,81 @@ ElementVerdict judge_mx_element(const MxElement& e, float alpha, uint32_t actual
     s.g_exp = e.g_exp;
     s.s_exp = e.abs_sum.top_exp();  // S < 2^s_exp
   }
-  return judge_sum(s, alpha, actual, policy, type);
+  return s;
+}
+
+void put_word(ExactResult& r, size_t x, uint32_t w) {
+  if (out_word_bytes(r.out_type) == 4) r.c32[x] = w;
+  else r.c[x] = static_cast<uint16_t>(w);
+}
+
+}  // namespace
+
+ExactResult exact_mx_result(const Problem& p) {
+  const std::string error = problem_error(p);
+  if (!error.empty()) throw std::invalid_argument("exact_mx_result: " + error);
+  ExactResult r;
+  r.out_type = p.out_type;
+  r.group_offset = group_output_offsets(p);
+  const size_t count = static_cast<size_t>(p.c_elems());
+  r.elems.resize(count);
+  if (out_word_bytes(p.out_type) == 4) r.c32.resize(count);
+  else r.c.resize(count);
+  auto facts = std::make_shared<std::vector<MxElement>>();
+  facts->reserve(count);
+  if (p.op == Op::grouped_gemm) {
+    // Each non-empty group an l = 1 GEMM of the problem's formats with its own alpha (rule 5).
+    for (size_t g = 0; g < p.groups.size(); ++g) {
+      if (p.groups[g].m == 0) continue;
+      const std::vector<MxElement> one = exact_mx(mx_problem(group_problem(p, g)));
+      const size_t base = static_cast<size_t>(r.group_offset[g]);
+      for (size_t x = 0; x < one.size(); ++x) put_word(r, base + x, round_mx(one[x], p.groups[g].alpha, p.out_type));
+      facts->insert(facts->end(), one.begin(), one.end());
+    }
+  } else {
+    *facts = exact_mx(mx_problem(p));
+  }
+  for (size_t x = 0; x < count; ++x) r.elems[x].nan = (*facts)[x].nan;
+  if (p.op == Op::dual_gemm) {
+    // G = A*B (alpha), U = A*B2 (alpha2), v = silu(G) * U once rounded, as for NVFP4 operands.
+    auto u = std::make_shared<std::vector<MxElement>>(exact_mx(mx_dual_u(p)));
+    r.elems2.resize(count);
+    r.dual.resize(count);
+    for (size_t x = 0; x < count; ++x) {
+      const MxElement &g = (*facts)[x], &v = (*u)[x];
+      r.elems2[x].nan = v.nan;
+      const bool nan = g.nan || v.nan;
+      const bool inf = g.pos_inf || g.neg_inf || v.pos_inf || v.neg_inf;
+      if (!nan && !inf) r.dual[x] = dual_value(dual_sum(g), p.alpha, dual_sum(v), p.alpha2);
+      put_word(r, x, nan ? out_format(p.out_type).quiet_nan
+                     : inf ? dual_inf_word(g, p.alpha, v, p.alpha2, p.out_type)
+                           : round_dual(r.dual[x], false, p.out_type));
+    }
+    r.mx2 = std::move(u);
+  } else if (p.op != Op::grouped_gemm) {
+    for (size_t x = 0; x < count; ++x) put_word(r, x, round_mx((*facts)[x], p.alpha, p.out_type));
+  }
+  r.mx = std::move(facts);
+  return r;
+}
+
+ElementVerdict judge_mx_output(const Problem& p, const ExactResult& ref, int64_t index, float alpha, uint32_t actual,
+                               const Policy& policy) {
+  const size_t x = static_cast<size_t>(index);
+  const MxElement& e = (*ref.mx)[x];
+  if (p.op != Op::dual_gemm || !ref.mx2) return judge_mx_element(e, alpha, actual, policy, p.out_type);
+  const MxElement& u = (*ref.mx2)[x];
+  SumFacts gf = mx_facts(e, p.alpha, OutType::fp32), uf = mx_facts(u, p.alpha2, OutType::fp32);
+  // Rule 6's NaN is rule 1's: a NaN scale or element (or Inf * 0 inside G or U), not alpha's.
+  gf.nan = e.nan;
+  uf.nan = u.nan;
+  const long double g_value = gf.inf ? 0 : e.sum.to_long_double() * p.alpha;
+  return judge_dual_sum(gf, uf, g_value, ref.dual[x], p.alpha, p.alpha2, ref.word(x), actual, policy, p.out_type);
+}
+
+ElementVerdict judge_mx_element(const MxElement& e, float alpha, uint32_t actual, const Policy& policy,
+                                OutType type) {
+  return judge_sum(mx_facts(e, alpha, type), alpha, actual, policy, type);
 }
 
 }  // namespace nvfp4

@@ -1,5 +1,6 @@
 // The exact reference for block-scaled operands of any of SPEC.md's four formats (nvfp4, mxfp4,
-// mxfp8_e4m3, mxfp8_e5m2; A and B may differ), GEMV and GEMM. With E8M0 scales products span
+// mxfp8_e4m3, mxfp8_e5m2; A and B may differ), GEMV and GEMM, and through exact_mx_result grouped
+// GEMM (each group a GEMM) and dual GEMM (G and U each a GEMM). With E8M0 scales products span
 // about 2^-300 to 2^300, so sums are kept in a wide fixed-point (Kulisch) accumulator and rounded
 // once to the output type; Inf elements (E5M2) follow IEEE.
 //
@@ -93,12 +94,21 @@ std::vector<uint32_t> exact_mx_words(const MxProblem& p);
 // and accumulation rules as judge_element. An Inf result accepts only that Inf.
 ElementVerdict judge_mx_element(const MxElement& e, float alpha, uint32_t actual, const Policy& policy, OutType type);
 
-// p (gemv or gemm, any operand formats, with data) as an MxProblem: the same data, linear scales.
+// p (gemv, gemm, or dual_gemm's G = A*B; any operand formats, with data) as an MxProblem: the
+// same data, linear scales. A group of a grouped problem: mx_problem(group_problem(p, g)).
 MxProblem mx_problem(const Problem& p);
-// The reference of a Problem with MX operands: `mx` holds every element's facts, `elems` only
-// their NaN flags (what code reading NVFP4 facts may look at), the words RN_out(alpha * r).
-// exact_gemm(p) calls it for such problems.
+// The reference of a Problem with MX operands, every op of the GEMM family: `mx` holds every
+// element's facts (grouped: the groups' one after another), `elems` only their NaN flags (what
+// code reading NVFP4 facts may look at), the words RN_out(alpha * r) with each group's alpha.
+// Dual GEMM: `mx` G's facts, `mx2` U's (alpha2), `elems2` U's NaN flags, `dual` silu(G), U and v
+// as exact_gemm.h computes them from the exact sums, the words RN_out(v) (an Inf in G or U
+// follows IEEE with silu(+Inf) = +Inf and silu(-Inf) = -0). exact_gemm(p) calls it for such
+// problems.
 ExactResult exact_mx_result(const Problem& p);
+// Element `index` of p (as in ExactResult) judged by rule 9, with `alpha` its group's (grouped)
+// or the problem's; dual GEMM by rule 6 over G's and U's facts.
+ElementVerdict judge_mx_output(const Problem& p, const ExactResult& ref, int64_t index, float alpha, uint32_t actual,
+                               const Policy& policy);
 
 // A case file (SPEC section 4) with `a_format`/`b_format`, GEMV or GEMM with explicit data:
 // keys op m n k l alpha out_type scale_semantics a_format b_format a b sfa sfb expect note

@@ -394,23 +394,29 @@ Target gemm_target(const SumFacts& e, float alpha, const Policy& policy) {
   return t;
 }
 
-// Rule 6's B. E1, E2: what rules 2-3 allow for G and U (0 in the exact regime, and under the
-// `exact` policy, whose kernels accumulate exactly).
-Target dual_target(const ExactElement& g, const ExactElement& u, const DualValue& d, float alpha, float alpha2,
-                   const Policy& policy, OutType type) {
+// Rule 6's B over G's and U's facts. E1, E2: what rules 2-3 allow for G and U (0 in the exact
+// regime, and under the `exact` policy, whose kernels accumulate exactly). g_value: alpha * G;
+// `expected`: RN_out(v), or the type's NaN where G or U is NaN.
+Target dual_target_facts(const SumFacts& g, const SumFacts& u, long double g_value, const DualValue& d, float alpha,
+                         float alpha2, uint32_t expected, const Policy& policy) {
   Target t;
   t.nan = g.nan || u.nan;
-  t.expected = round_dual(d, t.nan, type);
+  t.expected = expected;
   if (t.nan) return t;
+  // An Inf G or U (an MX operand's Inf element) lies beyond FP32's overflow threshold, where
+  // rule 6 has no bound.
+  if (g.inf || u.inf) {
+    t.unjudged = true;
+    return t;
+  }
   t.x = d.v;
   const bool spread = uses_spread(policy) || policy.kind == Policy::Kind::exact;
-  auto allowed = [&policy, spread](const ExactElement& e, float a) -> long double {
-    const SumFacts f = facts_of(e);
+  auto allowed = [&policy, spread](const SumFacts& f, float a) -> long double {
     if (!spread || policy.kind == Policy::Kind::exact || exact_regime_for_policy(f, a, policy)) return 0;
     return rounding_spread(f, a, policy);
   };
   const long double e1 = allowed(g, alpha), e2 = allowed(u, alpha2);
-  const long double gv = static_cast<long double>(g.sum) * alpha * 0x1p-20L;
+  const long double gv = g_value;
   const long double s = std::fabs(d.silu_g), abs_u = std::fabs(d.u);
   // FP32's range: where G or U (within what rules 2-3 allow) reaches FP32's overflow threshold,
   // an FP32 G or U is Inf and silu(G) * U may be NaN or Inf: no bound of this form exists, under
@@ -434,10 +440,22 @@ Target dual_target(const ExactElement& g, const ExactElement& u, const DualValue
   return t;
 }
 
+Target dual_target(const ExactElement& g, const ExactElement& u, const DualValue& d, float alpha, float alpha2,
+                   const Policy& policy, OutType type) {
+  const long double gv = static_cast<long double>(g.sum) * alpha * 0x1p-20L;
+  return dual_target_facts(facts_of(g), facts_of(u), gv, d, alpha, alpha2, round_dual(d, g.nan || u.nan, type), policy);
+}
+
 }  // namespace
 
 ElementVerdict judge_sum(const SumFacts& f, float alpha, uint32_t actual, const Policy& policy, OutType type) {
   return judge_with_saturation(gemm_target(f, alpha, policy), actual, policy, type);
+}
+
+ElementVerdict judge_dual_sum(const SumFacts& g, const SumFacts& u, long double g_value, const DualValue& d, float alpha,
+                              float alpha2, uint32_t expected, uint32_t actual, const Policy& policy, OutType type) {
+  return judge_with_saturation(dual_target_facts(g, u, g_value, d, alpha, alpha2, expected, policy), actual, policy,
+                               type);
 }
 
 ElementVerdict judge_element(const ExactElement& e, float alpha, uint32_t actual, const Policy& policy, OutType type) {
@@ -489,7 +507,7 @@ OracleSummary judge_all(const Problem& p, const ExactResult& ref, const Word& wo
       while (grouped && idx >= group_end[g]) ++g;
       const uint32_t actual = word(idx);
       const ElementVerdict v =
-          ref.mx ? judge_mx_element((*ref.mx)[static_cast<size_t>(idx)], p.alpha, actual, policy, p.out_type)
+          ref.mx ? judge_mx_output(p, ref, idx, grouped ? p.groups[g].alpha : p.alpha, actual, policy)
           : dual ? judge_dual_element(ref.elems[idx], ref.elems2[idx], ref.dual[idx], p.alpha, p.alpha2, actual, policy,
                                     p.out_type)
                : judge_element(ref.elems[idx], grouped ? p.groups[g].alpha : p.alpha, actual, policy, p.out_type);
@@ -543,7 +561,10 @@ OracleSummary judge(const Problem& p, const ExactResult& ref, const uint16_t* c,
 ElementVerdict judge_output(const Problem& p, const ExactResult& ref, int64_t index, uint32_t actual,
                             const Policy& policy) {
   const size_t x = static_cast<size_t>(index);
-  if (ref.mx) return judge_mx_element((*ref.mx)[x], p.alpha, actual, policy, p.out_type);
+  if (ref.mx) {
+    const float alpha = p.op == Op::grouped_gemm ? p.groups[static_cast<size_t>(output_position(p, index).g)].alpha : p.alpha;
+    return judge_mx_output(p, ref, index, alpha, actual, policy);
+  }
   if (p.op == Op::dual_gemm)
     return judge_dual_element(ref.elems[x], ref.elems2[x], ref.dual[x], p.alpha, p.alpha2, actual, policy, p.out_type);
   const float alpha = p.op == Op::grouped_gemm ? p.groups[static_cast<size_t>(output_position(p, index).g)].alpha : p.alpha;

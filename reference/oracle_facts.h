@@ -25,5 +25,9 @@ struct SumFacts {
 SumFacts sum_facts(const ExactElement& e, float alpha, OutType type);
 // judge_element over facts: rules 1-4, the policy's accumulation rule, saturation.
 ElementVerdict judge_sum(const SumFacts& f, float alpha, uint32_t actual, const Policy& policy, OutType type);
+// Rule 6 over G's and U's facts: g_value is alpha * G (to 2^-63 relative), `expected` RN_out(v)
+// or the type's NaN; an Inf G or U (facts' inf) has no bound, as G or U beyond FP32's range.
+ElementVerdict judge_dual_sum(const SumFacts& g, const SumFacts& u, long double g_value, const DualValue& d, float alpha,
+                              float alpha2, uint32_t expected, uint32_t actual, const Policy& policy, OutType type);
 
 }  // namespace nvfp4

@@ -148,8 +148,8 @@ bool Problem::has_data() const {
   auto fits = [](const std::vector<uint8_t>& v, int64_t want) { return static_cast<int64_t>(v.size()) == want; };
   if (op == Op::grouped_gemm) {
     for (const Group& g : groups) {
-      if (!fits(g.a, g.a_bytes()) || !fits(g.b, g.b_bytes()) || !fits(g.sfa, g.sfa_bytes()) ||
-          !fits(g.sfb, g.sfb_bytes()))
+      if (!fits(g.a, g.a_bytes(a_format)) || !fits(g.b, g.b_bytes(b_format)) || !fits(g.sfa, g.sfa_bytes(a_format)) ||
+          !fits(g.sfb, g.sfb_bytes(b_format)))
         return false;
     }
     return true;
@@ -178,11 +178,14 @@ std::string gemm_shape_error(int64_t m, int64_t n, int64_t k, int64_t l, int64_t
   return e.empty() ? e : at + e;
 }
 
+std::string mx_k_error(const Problem& p, int64_t k, const std::string& at);
+
 std::string grouped_shape_error(const Problem& p) {
   const int64_t count = static_cast<int64_t>(p.groups.size());
   if (count < 1) return "grouped_gemm needs at least 1 group";
   if (count > kMaxGroups) return "grouped_gemm has " + std::to_string(count) + " groups, more than " + std::to_string(kMaxGroups);
   const int64_t out_bytes = out_word_bytes(p.out_type);
+  const bool mx = p.mx_operands();
   // Totals over the groups (the packed buffers and the concatenated outputs): each per-group
   // size is below 2^40 and there are at most 2^20 groups, so the sums fit in int64 before the
   // final check.
@@ -192,8 +195,10 @@ std::string grouped_shape_error(const Problem& p) {
     const std::string at = "group " + std::to_string(g) + ": ";
     if (q.m < 0) return at + "m = " + std::to_string(q.m) + " must be >= 0";
     if (q.m > (int64_t(1) << 40)) return at + "m = " + std::to_string(q.m) + " is too large";
-    // An empty group still has a shape (its B slot in the packed arrangement).
-    std::string e = gemm_shape_error(std::max<int64_t>(q.m, 1), q.n, q.k, 1, out_bytes, at);
+    // An empty group still has a shape (its B slot in the packed arrangement). MX operands
+    // follow mx_shape_error's k: even only where an operand packs E2M1 nibbles.
+    std::string e = mx ? mx_k_error(p, q.k, at) : "";
+    if (e.empty()) e = gemm_shape_error(std::max<int64_t>(q.m, 1), q.n, mx ? q.k + q.k % 2 : q.k, 1, out_bytes, at);
     if (!e.empty()) return e;
     if (p.packed && (q.n != p.groups[0].n || q.k != p.groups[0].k))
       return at + "n = " + std::to_string(q.n) + ", k = " + std::to_string(q.k) +
@@ -238,13 +243,19 @@ bool valid_format(BlockFormat f) {
   return static_cast<uint32_t>(f) >= 1 && static_cast<uint32_t>(f) <= 4;
 }
 
-// gemv/gemm with an MX operand: an E4M3/E5M2 operand has a byte per element, so k need only be
-// even (and >= 2) when an operand packs E2M1 nibbles; each operand has its own kb.
-std::string mx_shape_error(const Problem& p) {
+// With an MX operand an E4M3/E5M2 operand has a byte per element, so k need only be even (and
+// >= 2) when an operand packs E2M1 nibbles; each operand has its own kb.
+std::string mx_k_error(const Problem& p, int64_t k, const std::string& at) {
   const bool nibbles = packs_nibbles(p.a_format) || packs_nibbles(p.b_format);
-  if (p.k < 1 || (nibbles && p.k % 2 != 0))
-    return "k = " + std::to_string(p.k) + (nibbles ? " must be even and >= 2 (an E2M1 operand)" : " must be >= 1");
-  // gemm_shape_error's bounds hold for k rounded up to even (a row is at most k bytes).
+  if (k < 1 || (nibbles && k % 2 != 0))
+    return at + "k = " + std::to_string(k) + (nibbles ? " must be even and >= 2 (an E2M1 operand)" : " must be >= 1");
+  return {};
+}
+
+// gemv/gemm/dual_gemm with an MX operand: gemm_shape_error's bounds hold for k rounded up to even
+// (a row is at most k bytes).
+std::string mx_shape_error(const Problem& p) {
+  if (std::string e = mx_k_error(p, p.k, ""); !e.empty()) return e;
   return gemm_shape_error(p.m, p.n, p.k + p.k % 2, p.l, out_word_bytes(p.out_type), "", p.op == Op::gemv);
 }
 
@@ -277,18 +288,18 @@ std::string shape_error(const Problem& p) {
   if (p.out_type != OutType::fp16 && p.out_type != OutType::bf16 && p.out_type != OutType::fp32 &&
       p.out_type != OutType::nvfp4)
     return "out_type must be fp16, bf16, fp32 or nvfp4";
-  if (std::string e = block_scaled_output_error(p); !e.empty()) return e;
   if (!valid_format(p.a_format) || !valid_format(p.b_format))
     return "a_format and b_format must be nvfp4, mxfp4, mxfp8_e4m3 or mxfp8_e5m2";
-  if (p.mx_operands() && p.op != Op::gemv && p.op != Op::gemm)
-    return std::string("MX operand formats (a_format ") + to_string(p.a_format) + ", b_format " +
-           to_string(p.b_format) + ") are for gemv and gemm only";
   // The block-scaled output's reference quantizes exact NVFP4 results; MX operands have their own.
-  if (p.mx_operands() && p.out_type == OutType::nvfp4)
+  if (p.mx_operands() && p.out_type == OutType::nvfp4 && p.op != Op::quantize)
     return "out_type nvfp4 is for NVFP4 operands (a_format and b_format nvfp4)";
+  if (std::string e = block_scaled_output_error(p); !e.empty()) return e;
   if (p.op == Op::grouped_gemm) return grouped_shape_error(p);
   if (!p.groups.empty()) return "only grouped_gemm has groups";
-  if (p.op == Op::quantize) return p.packed ? "only grouped_gemm has the packed arrangement" : quantize_shape_error(p);
+  if (p.op == Op::quantize) {
+    if (p.mx_operands()) return "a_format and b_format are for the GEMM family (quantize has format)";
+    return p.packed ? "only grouped_gemm has the packed arrangement" : quantize_shape_error(p);
+  }
   if (p.packed) return "only grouped_gemm has the packed arrangement";
   if (p.mx_operands()) return mx_shape_error(p);
   return gemm_shape_error(p.m, p.n, p.k, p.l, out_word_bytes(p.out_type), "", p.op == Op::gemv);
@@ -320,9 +331,10 @@ std::string problem_error(const Problem& p) {
       const Group& q = p.groups[g];
       const std::string at = "group " + std::to_string(g) + ": ";
       if (!std::isfinite(q.alpha)) return at + "alpha must be finite";
-      for (std::string err : {length(at + "a", q.a.size(), q.a_bytes()), length(at + "b", q.b.size(), q.b_bytes()),
-                              length(at + "sfa", q.sfa.size(), q.sfa_bytes()),
-                              length(at + "sfb", q.sfb.size(), q.sfb_bytes()),
+      for (std::string err : {length(at + "a", q.a.size(), q.a_bytes(p.a_format)),
+                              length(at + "b", q.b.size(), q.b_bytes(p.b_format)),
+                              length(at + "sfa", q.sfa.size(), q.sfa_bytes(p.a_format)),
+                              length(at + "sfb", q.sfb.size(), q.sfb_bytes(p.b_format)),
                               expect_length(at + "expect", q.expect, q.c_elems()),
                               expect_words(at + "expect", q.expect)}) {
         if (!err.empty()) return err;
@@ -371,11 +383,11 @@ void clear_expect(Problem& p) {
 }
 
 int64_t PackedLayout::sfb_permuted_bytes() const {
-  return sf_permuted_bytes(n, kb, static_cast<int64_t>(row_offset.size() - 1));
+  return sf_permuted_bytes(n, kb_b, static_cast<int64_t>(row_offset.size() - 1));
 }
 
 int64_t PackedLayout::sfb_permuted_offset(size_t g) const {
-  return static_cast<int64_t>(g) * ceil_div(n, 128) * ceil_div(kb, 4) * 512;
+  return static_cast<int64_t>(g) * ceil_div(n, 128) * ceil_div(kb_b, 4) * 512;
 }
 
 PackedLayout packed_layout(const Problem& p) {
@@ -384,7 +396,10 @@ PackedLayout packed_layout(const Problem& p) {
   PackedLayout L;
   L.n = p.groups[0].n;
   L.k = p.groups[0].k;
-  L.kb = (L.k + 15) / 16;
+  L.kb = operand_kb(p.a_format, L.k);
+  L.kb_b = operand_kb(p.b_format, L.k);
+  L.a_row = operand_row_bytes(p.a_format, L.k);
+  L.b_row = operand_row_bytes(p.b_format, L.k);
   L.row_offset.assign(1, 0);
   L.tile_offset.assign(1, 0);
   for (const Group& g : p.groups) {
@@ -414,8 +429,8 @@ PackedData pack_groups(const Problem& p, uint8_t pad_byte) {
     // An empty group keeps its B slot (B_g sits at byte g*n*k/2): zero data under pad scales,
     // which no correct kernel reads.
     if (g.m == 0) {
-      d.b.insert(d.b.end(), static_cast<size_t>(L.n * (L.k / 2)), 0);
-      d.sfb_linear.insert(d.sfb_linear.end(), static_cast<size_t>(L.n * L.kb), pad_byte);
+      d.b.insert(d.b.end(), static_cast<size_t>(L.n * L.b_row), 0);
+      d.sfb_linear.insert(d.sfb_linear.end(), static_cast<size_t>(L.n * L.kb_b), pad_byte);
     } else {
       d.b.insert(d.b.end(), g.b.begin(), g.b.end());
       d.sfb_linear.insert(d.sfb_linear.end(), g.sfb.begin(), g.sfb.end());
@@ -427,7 +442,7 @@ PackedData pack_groups(const Problem& p, uint8_t pad_byte) {
       d.sfa_permuted.insert(d.sfa_permuted.end(), tiles.begin(), tiles.end());
     }
   }
-  d.sfb_permuted = sf_to_permuted(d.sfb_linear.data(), L.n, L.kb, static_cast<int64_t>(p.groups.size()), pad_byte);
+  d.sfb_permuted = sf_to_permuted(d.sfb_linear.data(), L.n, L.kb_b, static_cast<int64_t>(p.groups.size()), pad_byte);
   return d;
 }
 
@@ -440,6 +455,8 @@ Problem group_problem(const Problem& p, size_t g) {
   one.semantics = p.semantics;
   one.alpha = q.alpha;
   one.out_type = p.out_type;
+  one.a_format = p.a_format;
+  one.b_format = p.b_format;
   one.a = q.a, one.b = q.b, one.sfa = q.sfa, one.sfb = q.sfb;
   return one;
 }

@@ -51,26 +51,30 @@ inline bool recipe_fits(Recipe r, BlockFormat f) {
   return (static_cast<uint32_t>(r) <= static_cast<uint32_t>(Recipe::torchao)) == (f == BlockFormat::nvfp4);
 }
 
-// One GEMM of a grouped problem: l = 1, its own shape, alpha, data and expected output.
-struct Group {
-  int64_t m = 0, n = 1, k = 2;  // m may be 0: an expert that received no tokens
-  float alpha = 1.0f;
-  std::vector<uint8_t> a, b;      // packed E2M1, m*k/2 and n*k/2 bytes (empty when m = 0)
-  std::vector<uint8_t> sfa, sfb;  // LINEAR scales, m*kb and n*kb bytes (empty when m = 0)
-  std::optional<std::vector<uint32_t>> expect;  // m*n words, if recorded (never for m = 0)
-
-  int64_t kb() const { return (k + 15) / 16; }
-  int64_t a_bytes() const { return m * k / 2; }
-  int64_t b_bytes() const { return m == 0 ? 0 : n * k / 2; }
-  int64_t sfa_bytes() const { return m * kb(); }
-  int64_t sfb_bytes() const { return m == 0 ? 0 : n * kb(); }
-  int64_t c_elems() const { return m * n; }
-};
-
 // Bytes of one row of k elements of an operand of format f (E2M1 packed, E4M3/E5M2 a byte each),
 // and its scale blocks per row.
 inline int64_t operand_row_bytes(BlockFormat f, int64_t k) { return packs_nibbles(f) ? k / 2 : k; }
 inline int64_t operand_kb(BlockFormat f, int64_t k) { return (k + block_size(f) - 1) / block_size(f); }
+
+// One GEMM of a grouped problem: l = 1, its own shape, alpha, data and expected output.
+struct Group {
+  int64_t m = 0, n = 1, k = 2;  // m may be 0: an expert that received no tokens
+  float alpha = 1.0f;
+  // The problem's operand formats, a_format for A and b_format for B (every group shares them):
+  // rows of operand_row_bytes (packed E2M1: k/2), empty when m = 0.
+  std::vector<uint8_t> a, b;
+  std::vector<uint8_t> sfa, sfb;  // LINEAR scales, m*kb(a_format) and n*kb(b_format) bytes (empty when m = 0)
+  std::optional<std::vector<uint32_t>> expect;  // m*n words, if recorded (never for m = 0)
+
+  // Sizes for operands of format fa (A) and fb (B): a group does not know the problem's formats,
+  // so every caller names them (an NVFP4-only default would size MX groups silently wrong).
+  int64_t kb(BlockFormat f) const { return operand_kb(f, k); }
+  int64_t a_bytes(BlockFormat fa) const { return m * operand_row_bytes(fa, k); }
+  int64_t b_bytes(BlockFormat fb) const { return m == 0 ? 0 : n * operand_row_bytes(fb, k); }
+  int64_t sfa_bytes(BlockFormat fa) const { return m * kb(fa); }
+  int64_t sfb_bytes(BlockFormat fb) const { return m == 0 ? 0 : n * kb(fb); }
+  int64_t c_elems() const { return m * n; }
+};
 
 struct Problem {
   Op op = Op::gemm;
@@ -79,8 +83,9 @@ struct Problem {
   ScaleSemantics semantics = ScaleSemantics::ue4m3;
   float alpha = 1.0f;
   OutType out_type = OutType::fp16;
-  // The operands' block formats (SPEC section 1): NVFP4, or an MX format (gemv and gemm only).
-  // `semantics` applies to NVFP4 operands' E4M3 scales.
+  // The operands' block formats (SPEC section 1): NVFP4, or an MX format (every op of the GEMM
+  // family; a grouped problem's groups and a dual problem's B2 share them). `semantics` applies
+  // to NVFP4 operands' E4M3 scales.
   BlockFormat a_format = BlockFormat::nvfp4, b_format = BlockFormat::nvfp4;
   std::vector<uint8_t> a, b;      // l*m and l*n rows of operand_row_bytes (packed E2M1: k/2)
   std::vector<uint8_t> sfa, sfb;  // LINEAR scales, l*m*kb() and l*n*kb_b() bytes
@@ -131,10 +136,10 @@ struct Problem {
   bool gemm_data() const { return op != Op::grouped_gemm && op != Op::quantize; }
   int64_t a_bytes() const { return gemm_data() ? l * m * operand_row_bytes(a_format, k) : 0; }
   int64_t b_bytes() const { return gemm_data() ? l * n * operand_row_bytes(b_format, k) : 0; }
-  int64_t b2_bytes() const { return op == Op::dual_gemm ? l * n * k / 2 : 0; }
+  int64_t b2_bytes() const { return op == Op::dual_gemm ? l * n * operand_row_bytes(b_format, k) : 0; }
   int64_t sfa_bytes() const { return gemm_data() ? l * m * kb() : 0; }
   int64_t sfb_bytes() const { return gemm_data() ? l * n * kb_b() : 0; }
-  int64_t sfb2_bytes() const { return op == Op::dual_gemm ? l * n * kb() : 0; }
+  int64_t sfb2_bytes() const { return op == Op::dual_gemm ? l * n * kb_b() : 0; }
   // quantize: X's bytes, Q's bytes, scale blocks per row and SFQ's bytes (linear).
   int64_t x_bytes() const { return op == Op::quantize ? l * m * k * in_word_bytes(in_type) : 0; }
   int64_t q_bytes() const { return op == Op::quantize ? (packs_nibbles(q_format) ? l * m * k / 2 : l * m * k) : 0; }
@@ -165,29 +170,32 @@ void clear_expect(Problem& p);
 
 // The packed arrangement of a grouped problem (SPEC section 2), all offsets 64-bit:
 //   A and C: group g's rows start at row M_g = m_0 + ... + m_(g-1);
-//   B, SFB: G consecutive n x k/2 matrices / scale sets (a batch of l = G);
+//   B, SFB: G consecutive n x k matrices / scale sets (a batch of l = G);
 //   SFA linear: rows back to back like A; SFA permuted: group g's 128x4 tiles start at tile
 //   T_g = ceil(m_0/128) + ... + ceil(m_(g-1)/128).
+// Rows take operand_row_bytes of their format (packed E2M1: k/2) and scale blocks kb of A's
+// format (kb) or B's (kb_b).
 // Valid for any grouped problem whose groups share n and k (shape_error requires that of
 // packed ones).
 struct PackedLayout {
-  int64_t n = 0, k = 0, kb = 0;
+  int64_t n = 0, k = 0, kb = 0, kb_b = 0;
+  int64_t a_row = 0, b_row = 0;      // bytes of one row of A and of B
   std::vector<int64_t> row_offset;   // M_g, G + 1 entries (the last is sum m_g)
   std::vector<int64_t> tile_offset;  // T_g, G + 1 entries
   int64_t total_m() const { return row_offset.back(); }
-  int64_t a_bytes() const { return total_m() * (k / 2); }
-  int64_t b_bytes() const { return static_cast<int64_t>(row_offset.size() - 1) * n * (k / 2); }
+  int64_t a_bytes() const { return total_m() * a_row; }
+  int64_t b_bytes() const { return static_cast<int64_t>(row_offset.size() - 1) * n * b_row; }
   int64_t sfa_linear_bytes() const { return total_m() * kb; }
   int64_t sfa_permuted_bytes() const { return tile_offset.back() * ((kb + 3) / 4) * 512; }
-  int64_t sfb_linear_bytes() const { return static_cast<int64_t>(row_offset.size() - 1) * n * kb; }
+  int64_t sfb_linear_bytes() const { return static_cast<int64_t>(row_offset.size() - 1) * n * kb_b; }
   int64_t sfb_permuted_bytes() const;
   int64_t c_elems() const { return total_m() * n; }
   // Byte offsets of group g in each packed buffer, and its first element of C.
-  int64_t a_offset(size_t g) const { return row_offset[g] * (k / 2); }
-  int64_t b_offset(size_t g) const { return static_cast<int64_t>(g) * n * (k / 2); }
+  int64_t a_offset(size_t g) const { return row_offset[g] * a_row; }
+  int64_t b_offset(size_t g) const { return static_cast<int64_t>(g) * n * b_row; }
   int64_t sfa_linear_offset(size_t g) const { return row_offset[g] * kb; }
   int64_t sfa_permuted_offset(size_t g) const { return tile_offset[g] * ((kb + 3) / 4) * 512; }
-  int64_t sfb_linear_offset(size_t g) const { return static_cast<int64_t>(g) * n * kb; }
+  int64_t sfb_linear_offset(size_t g) const { return static_cast<int64_t>(g) * n * kb_b; }
   int64_t sfb_permuted_offset(size_t g) const;
   int64_t c_offset(size_t g) const { return row_offset[g] * n; }
 };

@@ -18,7 +18,7 @@ import sys
 from fractions import Fraction
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from make_hand_cases import e2m1_value, round_out  # noqa: E402
+from make_hand_cases import dual_word, e2m1_value, round_out  # noqa: E402
 
 TWO = Fraction(2)
 NAN, PINF, NINF = "nan", "+inf", "-inf"
@@ -125,17 +125,19 @@ class MxCase:
         if b_format == "nvfp4":
             self.sfb = [bytearray([0x38] * kb(b_format, k)) for _ in range(l * n)]
 
-    def exact(self, b, i, j):
-        """alpha * sum as a Fraction, or NAN / PINF / NINF."""
+    def exact(self, b, i, j, second=False):
+        """alpha * sum as a Fraction, or NAN / PINF / NINF; `second`: a dual case's U (B2, alpha2)."""
         ra, rb = b * self.m + i, b * self.n + j
+        B, SB = (self.b2, self.sfb2) if second else (self.b, self.sfb)
+        alpha_value = self.alpha2_value if second else self.alpha_value
         sa = [scale_value(self.a_format, s, self.semantics) for s in self.sfa[ra]]
-        sb = [scale_value(self.b_format, s, self.semantics) for s in self.sfb[rb]]
+        sb = [scale_value(self.b_format, s, self.semantics) for s in SB[rb]]
         if NAN in sa or NAN in sb:
             return NAN
         total, infs = Fraction(0), set()
         for x in range(self.k):
             p = product([element_value(self.a_format, self.a[ra], x), sa[x // BLOCK[self.a_format]],
-                         element_value(self.b_format, self.b[rb], x), sb[x // BLOCK[self.b_format]]])
+                         element_value(self.b_format, B[rb], x), sb[x // BLOCK[self.b_format]]])
             if p == NAN:
                 return NAN
             if p in (PINF, NINF):
@@ -145,11 +147,17 @@ class MxCase:
         if len(infs) == 2:
             return NAN
         if infs:
-            return product([infs.pop(), self.alpha_value])
-        return total * self.alpha_value
+            return product([infs.pop(), alpha_value])
+        return total * alpha_value
 
     def word(self, b, i, j):
         v = self.exact(b, i, j)
+        if self.op == "dual_gemm":
+            u = self.exact(b, i, j, second=True)
+            if NAN in (v, u):
+                return QUIET_NAN[self.out_type]
+            assert not {v, u} & {PINF, NINF}, "a dual hand case keeps G and U finite (rule 6 has no bound there)"
+            return dual_word(v, u, self.out_type)
         if v == NAN:
             return QUIET_NAN[self.out_type]
         if v in (PINF, NINF):
@@ -158,15 +166,66 @@ class MxCase:
             return inf | (sign if v == NINF else 0)
         return round_out(v, self.out_type)
 
+    def words(self):
+        return [self.word(b, i, j) for b in range(self.l) for i in range(self.m) for j in range(self.n)]
+
     def text(self):
         hexs = lambda rows: "".join(bytes(r).hex() for r in rows)
-        words = [self.word(b, i, j) for b in range(self.l) for i in range(self.m) for j in range(self.n)]
         lines = ["# nvfp4check case v1", f"# {self.comment}", "# written by scripts/make_mx_cases.py",
                  f"op = {self.op}", f"m = {self.m}", f"n = {self.n}", f"k = {self.k}", f"l = {self.l}",
-                 "sf_layout = linear", f"scale_semantics = {self.semantics}", f"alpha = {self.alpha}",
-                 f"out_type = {self.out_type}", f"a_format = {self.a_format}", f"b_format = {self.b_format}",
-                 f"a = {hexs(self.a)}", f"b = {hexs(self.b)}", f"sfa = {hexs(self.sfa)}", f"sfb = {hexs(self.sfb)}",
-                 "expect = " + " ".join(f"{w:0{WORD_DIGITS[self.out_type]}x}" for w in words)]
+                 "sf_layout = linear", f"scale_semantics = {self.semantics}", f"alpha = {self.alpha}"]
+        if self.op == "dual_gemm":
+            lines.append(f"alpha2 = {self.alpha2}")
+        lines += [f"out_type = {self.out_type}", f"a_format = {self.a_format}", f"b_format = {self.b_format}",
+                  f"a = {hexs(self.a)}", f"b = {hexs(self.b)}", f"sfa = {hexs(self.sfa)}", f"sfb = {hexs(self.sfb)}"]
+        if self.op == "dual_gemm":
+            lines += [f"b2 = {hexs(self.b2)}", f"sfb2 = {hexs(self.sfb2)}"]
+        lines.append("expect = " + " ".join(f"{w:0{WORD_DIGITS[self.out_type]}x}" for w in self.words()))
+        return "\n".join(lines) + "\n"
+
+
+class MxDualCase(MxCase):
+    """silu(G) * U with G = alpha * A*B and U = alpha2 * A*B2 (SPEC section 2), B2 of B's format;
+    v from make_hand_cases.dual_word's 50-digit decimal silu over the exact Fractions G and U."""
+
+    def __init__(self, name, comment, a_format, b_format, m, n, k, l=1, out_type="fp16", alpha="1",
+                 alpha_value=Fraction(1), alpha2="1", alpha2_value=Fraction(1)):
+        super().__init__(name, comment, a_format, b_format, m, n, k, l=l, out_type=out_type, alpha=alpha,
+                         alpha_value=alpha_value, op="dual_gemm")
+        self.alpha2, self.alpha2_value = alpha2, alpha2_value
+        self.b2 = [bytearray(r) for r in self.b]
+        self.sfb2 = [bytearray(r) for r in self.sfb]
+
+
+class MxGroupedCase:
+    """A grouped GEMM of one pair of formats: each group an l = 1 MxCase with its own shape and
+    alpha, written with a.g, b.g, sfa.g, sfb.g and expect.g per non-empty group."""
+
+    def __init__(self, name, comment, a_format, b_format, ms, ns, ks, alphas, out_type="fp16", packed=False):
+        self.name, self.comment, self.out_type, self.packed = name, comment, out_type, packed
+        self.a_format, self.b_format = a_format, b_format
+        self.groups = [MxCase(name, comment, a_format, b_format, m, n, k, out_type=out_type, alpha=alpha,
+                              alpha_value=value, op="gemm") for m, n, k, (alpha, value) in zip(ms, ns, ks, alphas)]
+        if packed:
+            assert len(set(ns)) == 1 and len(set(ks)) == 1, "the packed arrangement has one n and one k"
+
+    def text(self):
+        hexs = lambda rows: "".join(bytes(r).hex() for r in rows)
+        g0 = self.groups
+        lines = ["# nvfp4check case v1", f"# {self.comment}", "# written by scripts/make_mx_cases.py",
+                 "op = grouped_gemm", f"groups = {len(g0)}", "group_m = " + " ".join(str(g.m) for g in g0),
+                 "group_n = " + " ".join(str(g.n) for g in g0), "group_k = " + " ".join(str(g.k) for g in g0),
+                 "group_alpha = " + " ".join(g.alpha for g in g0)]
+        if self.packed:
+            lines.append("packed = true")
+        lines += ["sf_layout = linear", "scale_semantics = ue4m3", f"out_type = {self.out_type}",
+                  f"a_format = {self.a_format}", f"b_format = {self.b_format}"]
+        for x, g in enumerate(g0):
+            if g.m == 0:
+                continue  # an empty group has none of its keys
+            lines += [f"a.{x} = {hexs(g.a)}", f"b.{x} = {hexs(g.b)}", f"sfa.{x} = {hexs(g.sfa)}",
+                      f"sfb.{x} = {hexs(g.sfb)}",
+                      f"expect.{x} = " + " ".join(f"{w:0{WORD_DIGITS[self.out_type]}x}" for w in g.words())]
         return "\n".join(lines) + "\n"
 
 
@@ -383,10 +442,95 @@ def shapes_and_mixes():
     return cases
 
 
+def small_element(rng, fmt):
+    """A finite element of magnitude at most 7.5 (E4M3 exponent field <= 9, E5M2 <= 17)."""
+    if fmt in ("nvfp4", "mxfp4"):
+        return rng.randrange(16)
+    field_bits = 3 if fmt == "mxfp8_e4m3" else 2
+    top = 9 if fmt == "mxfp8_e4m3" else 17
+    return rng.randrange(2) << 7 | rng.randrange(top + 1) << field_bits | rng.randrange(1 << field_bits)
+
+
+def fill_random_dual(case, rng, scale_lo=0x7A, scale_hi=0x80):
+    """Small elements and scales for A, B and B2 (G and U of moderate size, so that silu(G) * U
+    lands away from rounding midpoints, and the 50-digit exp(-G) stays quick)."""
+    for operand, rows, fmt in (("a", case.a, case.a_format), ("b", case.b, case.b_format), ("b2", case.b2, case.b_format)):
+        for data in rows:
+            for x in range(case.k):
+                byte = small_element(rng, fmt)
+                if fmt in ("nvfp4", "mxfp4"):
+                    data[x // 2] = (data[x // 2] & 0x0F) | (byte << 4) if x % 2 else (data[x // 2] & 0xF0) | byte
+                else:
+                    data[x] = byte
+    for scales, fmt in ((case.sfa, case.a_format), (case.sfb, case.b_format), (case.sfb2, case.b_format)):
+        for row in scales:
+            if fmt == "nvfp4":
+                row[:] = bytes(rng.randrange(0x28, 0x38) for _ in row)
+            else:
+                row[:] = bytes(rng.sample(range(scale_lo, scale_hi + 1), len(row)))
+
+
+def grouped_and_dual():
+    cases = []
+    rng = random.Random(33)
+    # Grouped: ragged groups with an empty one, k not a multiple of 32, distinct exponents in
+    # every group, each group its own alpha (one not a power of two).
+    for fa, fb, ks, out in (("mxfp8_e4m3", "mxfp4", [64, 40, 96, 32], "bf16"),
+                            ("mxfp4", "mxfp8_e5m2", [32, 64, 38, 96], "fp32"),
+                            ("mxfp8_e5m2", "mxfp8_e4m3", [33, 1, 65, 32], "fp16"),
+                            ("nvfp4", "mxfp8_e4m3", [48, 32, 80, 16], "fp32")):
+        c = MxGroupedCase(f"grouped_{fa}_{fb}", f"grouped GEMM, A {fa} x B {fb}: ragged groups, group 1 empty, "
+                          f"k = {' '.join(map(str, ks))}", fa, fb, [3, 0, 2, 5], [2, 3, 4, 1], ks,
+                          [("1", Fraction(1)), ("2", Fraction(2)), ("-0.5", Fraction(-1, 2)),
+                           ("0x1.333334p-2", Fraction(0x1333334, 2 ** 26))], out_type=out)
+        for g in c.groups:
+            fill_random(g, rng)
+        cases.append(c)
+    # Packed: one n and one k; group 0's scales differ from group 2's in every block, so a kernel
+    # that reads every group's scales without its offset is seen.
+    c = MxGroupedCase("grouped_packed_mxfp4_mxfp8_e4m3", "grouped GEMM, packed arrangement, MXFP4 A x MXFP8 B, "
+                      "an empty group between two", "mxfp4", "mxfp8_e4m3", [2, 0, 3], [3, 3, 3], [96, 96, 96],
+                      [("1", Fraction(1))] * 3, out_type="fp32", packed=True)
+    for g in c.groups:
+        fill_random(g, rng)
+    cases.append(c)
+    # NaN scale in one group only.
+    c = MxGroupedCase("grouped_nan_scale", "grouped GEMM: an E8M0 0xFF scale in group 1's A makes its row NaN, "
+                      "nothing in group 0", "mxfp8_e4m3", "mxfp8_e4m3", [2, 2], [2, 2], [64, 64],
+                      [("1", Fraction(1))] * 2, out_type="fp16")
+    for g in c.groups:
+        fill_random(g, rng, 0x70, 0x8F)
+    c.groups[1].sfa[0][1] = 0xFF
+    cases.append(c)
+    # Dual: silu(G) * U over every kind of operand pair, alpha2 not 1, extreme scale pairs.
+    for fa, fb, k, out in (("mxfp8_e4m3", "mxfp4", 64, "fp32"), ("mxfp4", "mxfp4", 40, "bf16"),
+                           ("mxfp8_e5m2", "mxfp8_e4m3", 33, "fp16"), ("mxfp4", "nvfp4", 48, "fp32")):
+        c = MxDualCase(f"dual_{fa}_{fb}_k{k}", f"dual GEMM silu(G) * U, A {fa} x B and B2 {fb}, k = {k}",
+                       fa, fb, 3, 2, k, l=2, out_type=out, alpha="0.5", alpha_value=Fraction(1, 2), alpha2="-2",
+                       alpha2_value=Fraction(-2))
+        fill_random_dual(c, rng)
+        cases.append(c)
+    c = MxDualCase("dual_extreme_scales", "dual GEMM: A's 0x00 against B's 0xFE and B2's 0xFE in one block: "
+                   "G and U are ordinary numbers only if 0x00 is 2^-127", "mxfp8_e4m3", "mxfp8_e4m3", 2, 1, 64,
+                   out_type="fp32")
+    fill_random_dual(c, rng)
+    for r in range(2):
+        c.sfa[r][1] = 0x00
+    c.sfb[0][1] = 0xFE
+    c.sfb2[0][1] = 0xFE
+    cases.append(c)
+    c = MxDualCase("dual_nan_scale", "dual GEMM: a NaN scale in B2 (U's) makes its column NaN, G alone finite",
+                   "mxfp4", "mxfp8_e4m3", 2, 2, 64, out_type="bf16")
+    fill_random_dual(c, rng)
+    c.sfb2[1][0] = 0xFF
+    cases.append(c)
+    return cases
+
+
 def main():
     out_dir = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "corpus", "mx")
     os.makedirs(out_dir, exist_ok=True)
-    for c in random_cases() + extreme_scales() + specials() + shapes_and_mixes():
+    for c in random_cases() + extreme_scales() + specials() + shapes_and_mixes() + grouped_and_dual():
         path = os.path.join(out_dir, c.name + ".case")
         with open(path, "w", encoding="utf-8", newline="\n") as f:
             f.write(c.text())

@@ -753,8 +753,8 @@ void draw_grouped_data(Draws& d, const DataSpec& spec, Problem& p) {
     one.m = g.m, one.n = g.n, one.k = g.k, one.l = 1;
     one.out_type = p.out_type;
     draw_dense_data(d, each, one, false);
-    make_distinct(one.sfa, each.scales, g.kb(), seen_sfa);
-    make_distinct(one.sfb, each.scales, g.kb(), seen_sfb);
+    make_distinct(one.sfa, each.scales, g.kb(p.a_format), seen_sfa);
+    make_distinct(one.sfb, each.scales, g.kb(p.b_format), seen_sfb);
     g.a = std::move(one.a), g.b = std::move(one.b), g.sfa = std::move(one.sfa), g.sfb = std::move(one.sfb);
     g.alpha = one.alpha;
     if (spec.alpha != AlphaDist::one && previous_alpha && *previous_alpha == g.alpha) g.alpha = -g.alpha;
@@ -766,8 +766,8 @@ void draw_grouped_data(Draws& d, const DataSpec& spec, Problem& p) {
   int64_t pick = static_cast<int64_t>(d.below(static_cast<uint64_t>(non_empty)));
   for (Group& g : p.groups) {
     if (g.m == 0 || pick-- != 0) continue;
-    const int64_t at = static_cast<int64_t>(d.below(static_cast<uint64_t>(g.sfa_bytes() + g.sfb_bytes())));
-    uint8_t& cell = at < g.sfa_bytes() ? g.sfa[static_cast<size_t>(at)] : g.sfb[static_cast<size_t>(at - g.sfa_bytes())];
+    const int64_t at = static_cast<int64_t>(d.below(static_cast<uint64_t>(g.sfa_bytes(p.a_format) + g.sfb_bytes(p.b_format))));
+    uint8_t& cell = at < g.sfa_bytes(p.a_format) ? g.sfa[static_cast<size_t>(at)] : g.sfb[static_cast<size_t>(at - g.sfa_bytes(p.a_format))];
     cell = (at & 1) ? 0xFF : 0x7F;
     break;
   }
@@ -1014,10 +1014,10 @@ void expand_seeded_case(Problem& p) {
     for (size_t i = 0; i < p.groups.size(); ++i) {
       Group &g = p.groups[i], &dg = drawn.groups[i];
       if (g.m > 0) {  // an empty group has no tensors to keep or take
-        keep_or_take(g.a, dg.a, g.a_bytes());
-        keep_or_take(g.b, dg.b, g.b_bytes());
-        keep_or_take(g.sfa, dg.sfa, g.sfa_bytes());
-        keep_or_take(g.sfb, dg.sfb, g.sfb_bytes());
+        keep_or_take(g.a, dg.a, g.a_bytes(p.a_format));
+        keep_or_take(g.b, dg.b, g.b_bytes(p.b_format));
+        keep_or_take(g.sfa, dg.sfa, g.sfa_bytes(p.a_format));
+        keep_or_take(g.sfb, dg.sfb, g.sfb_bytes(p.b_format));
       }
       if (spec.alpha != AlphaDist::one) g.alpha = dg.alpha;
     }

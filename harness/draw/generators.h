@@ -173,7 +173,9 @@ void draw_data(Draws& d, const DataSpec& spec, Problem& p);
 // (drawing nothing where it declares one). draw_mx_data: draw_data for a problem with an MX
 // operand: elements by spec.values, E8M0 exponents pairwise distinct inside each row and column
 // of blocks (within a window), 0x00 against 0xFE in one block column (scales full or zero), NaN
-// scales and E5M2 Inf/NaN elements (nan_block), E4M3 +-448 and E5M2 +-57344 (edge).
+// scales and E5M2 Inf/NaN elements (nan_block), E4M3 +-448 and E5M2 +-57344 (edge). Every op
+// of the GEMM family: a grouped problem's groups each so (nan_block's NaN in one group), a dual
+// problem's B2 like B, with G and U kept below 2^120 as for NVFP4.
 void draw_operand_formats(Draws& d, const nvfp4_kernel_info& info, Problem& p);
 void draw_mx_data(Draws& d, const DataSpec& spec, Problem& p);
 

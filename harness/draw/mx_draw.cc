@@ -6,10 +6,13 @@
 // 0x00 (2^-127) against 0xFE (2^127) in one block column, NaN scales 0xFF, E5M2 Inf and NaN
 // elements and E4M3 elements at +-448.
 #include <algorithm>
+#include <cmath>
 #include <numeric>
+#include <optional>
 
 #include "harness/draw/generators.h"
 #include "kernels/registry.h"
+#include "reference/exact_mx.h"
 
 namespace nvfp4 {
 namespace {
@@ -142,7 +145,10 @@ void draw_operand_formats(Draws& d, const nvfp4_kernel_info& info, Problem& p) {
   p.b_format = b.size() > 1 ? b[d.below(b.size())] : b.front();
 }
 
-void draw_mx_data(Draws& d, const DataSpec& spec, Problem& p) {
+namespace {
+
+// GEMV, GEMM and dual GEMM data (a dual problem's B2 and SFB2 drawn like B's, after them).
+void draw_dense_mx(Draws& d, const DataSpec& spec, Problem& p) {
   const Window w = scale_window(p, spec);
   p.a = draw_elements(d, p.a_format, p.m, p.k, p.l, spec.values, false);
   p.b = draw_elements(d, p.b_format, p.n, p.k, p.l, spec.values, true);
@@ -151,6 +157,82 @@ void draw_mx_data(Draws& d, const DataSpec& spec, Problem& p) {
   if (spec.scales == ScaleDist::full || spec.scales == ScaleDist::zero) place_extremes(d, p);
   place_specials(d, spec, p);
   p.alpha = alpha_from_raw(spec.alpha, static_cast<uint32_t>(d.below(uint64_t(1) << 32)));
+  if (p.op != Op::dual_gemm) return;
+  p.b2 = draw_elements(d, p.b_format, p.n, p.k, p.l, spec.values, true);
+  p.sfb2 = draw_scales(d, p.b_format, p.n, p.kb_b(), p.l, w.center_b, w.width);
+  p.alpha2 = alpha_from_raw(spec.alpha, static_cast<uint32_t>(d.below(uint64_t(1) << 32)));
+}
+
+// The largest S (sum of |products|, finite products only) over the outputs of A against B.
+long double largest_abs_sum(const MxProblem& x) {
+  long double most = 0;
+  for (const MxElement& e : exact_mx(x)) most = std::max(most, e.abs_sum.to_long_double());
+  return most;
+}
+
+// |G| and |U| of a dual GEMM kept below 2^120 (SPEC section 3, rule 6: an FP32 epilogue's G and U
+// must be finite; E8M0 scales reach 2^127): each bounded by its largest S, alpha and alpha2 moved
+// down by powers of two until that bound times them is below 2^120.
+void keep_dual_in_fp32_range(Problem& p) {
+  MxProblem g = mx_problem(p);
+  const auto fit = [](float& alpha, long double bound) {
+    const long double top = std::fabs(static_cast<long double>(alpha)) * bound;
+    if (top >= 0x1p120L) alpha = std::ldexp(alpha, -(std::ilogb(top) - 118));
+  };
+  fit(p.alpha, largest_abs_sum(g));
+  g.b.data = p.b2;
+  g.b.scales = p.sfb2;
+  fit(p.alpha2, largest_abs_sum(g));
+}
+
+// A grouped problem: every non-empty group its own draw (own exponent window and permutation,
+// own alpha, distinct from the previous group's when not all 1); empty groups draw an alpha
+// only. nan_block puts its NaN scale into one group only, so that a kernel reading another
+// group's scales, or writing one group's output from another's, shows it in the wrong group.
+void draw_grouped_mx(Draws& d, const DataSpec& spec, Problem& p) {
+  DataSpec each = spec;
+  if (each.scales == ScaleDist::nan_block) each.scales = ScaleDist::narrow;
+  std::optional<float> previous_alpha;
+  int64_t non_empty = 0;
+  for (Group& g : p.groups) {
+    if (g.m == 0) {
+      g.a.clear(), g.b.clear(), g.sfa.clear(), g.sfb.clear();
+      g.alpha = alpha_from_raw(spec.alpha, static_cast<uint32_t>(d.below(uint64_t(1) << 32)));
+      continue;
+    }
+    ++non_empty;
+    Problem one;
+    one.op = Op::gemm;
+    one.m = g.m, one.n = g.n, one.k = g.k, one.l = 1;
+    one.out_type = p.out_type;
+    one.a_format = p.a_format, one.b_format = p.b_format;
+    draw_dense_mx(d, each, one);
+    g.a = std::move(one.a), g.b = std::move(one.b), g.sfa = std::move(one.sfa), g.sfb = std::move(one.sfb);
+    g.alpha = one.alpha;
+    if (spec.alpha != AlphaDist::one && previous_alpha && *previous_alpha == g.alpha) g.alpha = -g.alpha;
+    previous_alpha = g.alpha;
+  }
+  if (spec.scales != ScaleDist::nan_block || non_empty == 0) return;
+  int64_t pick = static_cast<int64_t>(d.below(static_cast<uint64_t>(non_empty)));
+  for (size_t x = 0; x < p.groups.size(); ++x) {
+    if (p.groups[x].m == 0 || pick-- != 0) continue;
+    Problem one = group_problem(p, x);
+    place_specials(d, spec, one);
+    Group& g = p.groups[x];
+    g.a = std::move(one.a), g.b = std::move(one.b), g.sfa = std::move(one.sfa), g.sfb = std::move(one.sfb);
+    break;
+  }
+}
+
+}  // namespace
+
+void draw_mx_data(Draws& d, const DataSpec& spec, Problem& p) {
+  if (p.op == Op::grouped_gemm) {
+    draw_grouped_mx(d, spec, p);
+    return;
+  }
+  draw_dense_mx(d, spec, p);
+  if (p.op == Op::dual_gemm) keep_dual_in_fp32_range(p);
 }
 
 }  // namespace nvfp4

@@ -345,7 +345,9 @@ CasePlan draw_plan(Draws& d, const nvfp4_kernel_info& info, const CaseConstraint
     throw std::invalid_argument(fmt::format("the kernel does not declare out type {}", to_string(*c.out_type)));
   p.out_type = c.out_type ? *c.out_type : out_types[d.below(out_types.size())];
 
-  if (op == Op::gemv || op == Op::gemm) draw_operand_formats(d, info, p);
+  // Every op of the GEMM family takes the declared formats; a block-scaled output quantizes
+  // NVFP4 results only (shape_error), so its operands stay NVFP4.
+  if (p.out_type != OutType::nvfp4) draw_operand_formats(d, info, p);
   // The block-scaled reference's wide accumulators are slow for the large class's billions of
   // products: MX cases stay small.
   if (p.mx_operands() && plan.kind == CaseKind::large) plan.kind = CaseKind::small;
@@ -523,7 +525,7 @@ void ScheduleStats::add(const ScheduledCase& c) {
       any = true;
       edge = edge || on_tile_edge({Op::gemm, g.m, g.n, g.k, 1});
       tail = tail || g.k % 16 != 0;
-      pad = pad || (g.m % 128 || g.n % 128 || g.kb() % 4);
+      pad = pad || (g.m % 128 || g.n % 128 || g.kb(p.a_format) % 4 || g.kb(p.b_format) % 4);
     }
     all_empty += !any;
     tile_edge += edge;

@@ -260,19 +260,41 @@ StaleVariant stale_gemm(const Problem& p, const ExactResult& ref, uint64_t seed)
 }
 
 // MX operands: A negated (the sign bit of each element), rows and batches rotated on both sides
-// (each operand by its own row bytes and blocks), and the reference computed afresh.
+// (each operand by its own row bytes and blocks; a dual problem's B2 like B), and the reference
+// computed afresh (silu(-G) * U is not -C). Grouped: every non-empty group so, each with its own
+// rotations.
 StaleVariant stale_mx(const Problem& p, uint64_t seed) {
   StaleVariant v;
   Problem& q = v.problem;
   q = stale_base(p);
+  if (p.op == Op::grouped_gemm) {
+    for (size_t g = 0; g < p.groups.size(); ++g) {
+      if (p.groups[g].m == 0) continue;
+      Problem one = group_problem(p, g);
+      const uint8_t sign = packs_nibbles(one.a_format) ? 0x88 : 0x80;
+      for (uint8_t& byte : one.a) byte ^= sign;
+      const Rotations r = draw_rotations(one, splitmix64(seed ^ g));
+      rotate_rows(one.a, 1, one.m, operand_row_bytes(one.a_format, one.k), r.ri);
+      rotate_rows(one.sfa, 1, one.m, one.kb(), r.ri);
+      rotate_rows(one.b, 1, one.n, operand_row_bytes(one.b_format, one.k), r.rj);
+      rotate_rows(one.sfb, 1, one.n, one.kb_b(), r.rj);
+      Group& to = q.groups[g];
+      to.a = one.a, to.b = one.b, to.sfa = one.sfa, to.sfb = one.sfb;
+    }
+    v.reference = exact_gemm_auto(q);
+    return v;
+  }
   const uint8_t sign = packs_nibbles(p.a_format) ? 0x88 : 0x80;
   for (uint8_t& byte : q.a) byte ^= sign;
   const Rotations r = draw_rotations(p, seed);
   rotate_rows(q.a, q.l, q.m, operand_row_bytes(q.a_format, q.k), r.ri);
   rotate_rows(q.sfa, q.l, q.m, q.kb(), r.ri);
-  rotate_rows(q.b, q.l, q.n, operand_row_bytes(q.b_format, q.k), r.rj);
-  rotate_rows(q.sfb, q.l, q.n, q.kb_b(), r.rj);
-  for (auto* t : {&q.a, &q.sfa, &q.b, &q.sfb}) rotate_rows(*t, 1, q.l, static_cast<int64_t>(t->size()) / q.l, r.rl);
+  std::vector<std::vector<uint8_t>*> b_side = {&q.b, &q.sfb};
+  if (q.op == Op::dual_gemm) b_side = {&q.b, &q.sfb, &q.b2, &q.sfb2};
+  for (size_t x = 0; x < b_side.size(); ++x)
+    rotate_rows(*b_side[x], q.l, q.n, x % 2 == 0 ? operand_row_bytes(q.b_format, q.k) : q.kb_b(), r.rj);
+  for (auto* t : {&q.a, &q.sfa}) rotate_rows(*t, 1, q.l, static_cast<int64_t>(t->size()) / q.l, r.rl);
+  for (auto* t : b_side) rotate_rows(*t, 1, q.l, static_cast<int64_t>(t->size()) / q.l, r.rl);
   v.reference = exact_gemm_auto(q);
   return v;
 }
@@ -337,7 +359,7 @@ std::string save_case(const std::string& kernel, const Problem& p, const ExactRe
   Problem saved = p;
   int64_t data_bytes =
       p.a_bytes() + p.b_bytes() + p.sfa_bytes() + p.sfb_bytes() + p.b2_bytes() + p.sfb2_bytes() + p.x_bytes();
-  for (const Group& g : p.groups) data_bytes += g.a_bytes() + g.b_bytes() + g.sfa_bytes() + g.sfb_bytes();
+  for (const Group& g : p.groups) data_bytes += g.a_bytes(p.a_format) + g.b_bytes(p.b_format) + g.sfa_bytes(p.a_format) + g.sfb_bytes(p.b_format);
   const bool seeded = p.data_from_seed && p.seed && (compact || data_bytes > kSeededSaveBytes);
   if (seeded) {
     for (std::vector<uint8_t>* v : {&saved.a, &saved.b, &saved.sfa, &saved.sfb, &saved.b2, &saved.sfb2, &saved.x}) v->clear();

@@ -153,10 +153,13 @@ std::string position_text(const Problem& p, int64_t e) {
 bool has_padding(const Problem& p) {
   // A quantizer's padding is an output it writes, judged by its oracle.
   if (p.sf_layout != SfLayout::permuted || p.op == Op::quantize) return false;
-  const auto padded = [](int64_t m, int64_t n, int64_t kb) { return m % 128 != 0 || n % 128 != 0 || kb % 4 != 0; };
-  if (p.op != Op::grouped_gemm) return padded(p.m, p.n, p.kb());
+  // A's and B's scale blocks per row differ when one operand is NVFP4 and the other MX.
+  const auto padded = [&p](int64_t m, int64_t n, int64_t k) {
+    return m % 128 != 0 || n % 128 != 0 || operand_kb(p.a_format, k) % 4 != 0 || operand_kb(p.b_format, k) % 4 != 0;
+  };
+  if (p.op != Op::grouped_gemm) return padded(p.m, p.n, p.k);
   for (const Group& g : p.groups)
-    if (g.m > 0 && padded(g.m, g.n, g.kb())) return true;
+    if (g.m > 0 && padded(g.m, g.n, g.k)) return true;
   return false;
 }
 

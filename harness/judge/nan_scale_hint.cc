@@ -28,7 +28,7 @@ std::optional<Operands> operands(const Problem& p, const OracleSummary& s) {
     if (s.first_g < 0 || s.first_g >= static_cast<int64_t>(p.groups.size())) return std::nullopt;
     const Group& g = p.groups[static_cast<size_t>(s.first_g)];
     if (g.a.empty() || g.sfa.empty()) return std::nullopt;
-    o.k = g.k, o.kb = g.kb(), o.alpha = g.alpha, o.where = fmt::format("g={}", s.first_g);
+    o.k = g.k, o.kb = g.kb(p.a_format), o.alpha = g.alpha, o.where = fmt::format("g={}", s.first_g);
     o.a = g.a.data() + i * g.k / 2, o.b = g.b.data() + j * g.k / 2;
     o.sfa = g.sfa.data() + i * o.kb, o.sfb = g.sfb.data() + j * o.kb;
     return o;

@@ -57,7 +57,7 @@ LaidOut gemm_family::lay_out(const Problem& p, const CallSpec& spec, uint32_t ke
                  {"sfb", InputKind::sfb, scales_as(p, p.sfb, p.n, p.kb_b(), p.l, scale_pad(p.b_format, pad))}};
     if (p.op == Op::dual_gemm) {
       in.inputs.push_back({"b2", InputKind::b2, p.b2});
-      in.inputs.push_back({"sfb2", InputKind::sfb2, scales_as(p, p.sfb2, p.n, p.kb(), p.l, pad)});
+      in.inputs.push_back({"sfb2", InputKind::sfb2, scales_as(p, p.sfb2, p.n, p.kb_b(), p.l, scale_pad(p.b_format, pad))});
     }
     in.outputs = {poisoned_output(p, "c", p.c_elems(), spec.poison)};
     if (block_scaled_out::applies(p)) block_scaled_out::lay_out(in, p, spec);
@@ -67,7 +67,10 @@ LaidOut gemm_family::lay_out(const Problem& p, const CallSpec& spec, uint32_t ke
     // SPEC section 2's packed arrangement: one buffer per tensor, groups at 64-bit offsets, each
     // group's permuted SFA starting on a tile of its own with NaN-scale padding rows.
     const PackedLayout lay = packed_layout(p);
-    PackedData d = pack_groups(p, pad);
+    // One pad byte for both operands' padding: E8M0's NaN when either is MX (pack_groups pads
+    // an NVFP4 operand's cells with it too, and 0xFF is E4M3's NaN as well).
+    const bool mx = p.mx_operands();
+    PackedData d = pack_groups(p, mx ? scale_pad(BlockFormat::mxfp4, pad) : pad);
     const bool permuted = p.sf_layout == SfLayout::permuted;
     in.packed = true;
     in.inputs = {{"a", InputKind::a, std::move(d.a)},
@@ -91,8 +94,8 @@ LaidOut gemm_family::lay_out(const Problem& p, const CallSpec& spec, uint32_t ke
     const std::string at = fmt::format("[g={}]", g);
     in.inputs.push_back({"a" + at, InputKind::a, q.a});
     in.inputs.push_back({"b" + at, InputKind::b, q.b});
-    in.inputs.push_back({"sfa" + at, InputKind::sfa, scales_as(p, q.sfa, q.m, q.kb(), 1, pad)});
-    in.inputs.push_back({"sfb" + at, InputKind::sfb, scales_as(p, q.sfb, q.n, q.kb(), 1, pad)});
+    in.inputs.push_back({"sfa" + at, InputKind::sfa, scales_as(p, q.sfa, q.m, q.kb(p.a_format), 1, scale_pad(p.a_format, pad))});
+    in.inputs.push_back({"sfb" + at, InputKind::sfb, scales_as(p, q.sfb, q.n, q.kb(p.b_format), 1, scale_pad(p.b_format, pad))});
     in.outputs.push_back(poisoned_output(p, "c" + at, q.c_elems(), spec.poison));
   }
   if (block_scaled_out::applies(p)) block_scaled_out::lay_out(in, p, spec);

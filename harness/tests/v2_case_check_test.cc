@@ -406,21 +406,28 @@ TEST(MxDeclarations, TheAbiProblemCarriesTheFormatsAndBuffersSizedByThem) {
   EXPECT_EQ(out.inputs[2].bytes[sf_permuted_offset(130, 7, 0, 131, 0)], 0xFF);
 }
 
-// The built-in host MX kernel passes every check (run 1, run 2 with other padding, stale data)
-// on every hand case of corpus/mx in both layouts and on every format pair.
+// The built-in host MX kernels pass every check (run 1, run 2 with other padding, stale data)
+// on every hand case of corpus/mx in both layouts (grouped cases also packed where their groups
+// share n and k) and on every format pair.
 TEST(MxHostKernel, PassesHandCasesAndEveryFormatPair) {
   const Kernel& k = find(builtins(), "host_mx_gemm_fp32");
-  int cases = 0;
+  int cases = 0, grouped_dual = 0;
   for (const auto& e : std::filesystem::directory_iterator(std::string(NVFP4_SOURCE_DIR) + "/corpus/mx")) {
+    if (e.path().extension() != ".case") continue;
     Problem p = read_case_file(e.path().string());
+    const char* name = p.op == Op::dual_gemm      ? "host_mx_dual_gemm_fp32"
+                       : p.op == Op::grouped_gemm ? (p.packed ? "host_mx_grouped_gemm_fp32_packed" : "host_mx_grouped_gemm_fp32")
+                                                  : "host_mx_gemm_fp32";
+    grouped_dual += p.op == Op::dual_gemm || p.op == Op::grouped_gemm;
     for (const SfLayout layout : {SfLayout::linear, SfLayout::permuted}) {
       p.sf_layout = layout;
       if (p.semantics == ScaleSemantics::e4m3) continue;  // signed NVFP4 scales: not this kernel's
-      EXPECT_TRUE(passes(k, p)) << e.path();
+      EXPECT_TRUE(passes(find(builtins(), name), p)) << e.path();
       ++cases;
     }
   }
   EXPECT_GE(cases, 60);
+  EXPECT_GE(grouped_dual, 12);
   const BlockFormat formats[] = {BlockFormat::nvfp4, BlockFormat::mxfp4, BlockFormat::mxfp8_e4m3, BlockFormat::mxfp8_e5m2};
   uint32_t seed = 40;
   for (const BlockFormat fa : formats)

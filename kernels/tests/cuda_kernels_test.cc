@@ -13,11 +13,13 @@
 #include <cstring>
 #include <deque>
 #include <iostream>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "kernels/builtin.h"
+#include "kernels/tests/mx_grouped_dual_problems.h"
 #include "kernels/tests/mx_problems.h"
 #include "kernels/tests/small_problems.h"
 #include "kernels/tests/v2_problems.h"
@@ -414,6 +416,84 @@ TEST(CudaMxMutants, ControlPassesAndEveryMutantFails) {
   }
   EXPECT_EQ(mutants, 7);
 }
+
+// Runs kernel k on grouped or dual problem p in device memory (the group table copied there too)
+// and returns C's words, groups one after another.
+std::vector<uint32_t> run_grouped_dual_on_device(const Kernel& k, const Problem& p) {
+  cudaStream_t stream = nullptr;
+  EXPECT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  std::vector<std::unique_ptr<Mirror>> mirrors;
+  MxCallBuffers call;
+  bool uploaded = true;
+  lay_out_mx_call(p, call, [&](std::vector<uint8_t>& v) {
+    mirrors.push_back(std::make_unique<Mirror>());
+    uploaded = uploaded && mirrors.back()->upload(v, stream) == cudaSuccess;
+    return mirrors.back()->device;
+  });
+  std::vector<uint8_t> table(call.groups.size() * sizeof(nvfp4_group));
+  if (!table.empty()) std::memcpy(table.data(), call.groups.data(), table.size());
+  Mirror device_table;
+  if (!table.empty()) {
+    uploaded = uploaded && device_table.upload(table, stream) == cudaSuccess;
+    call.abi.group_device = reinterpret_cast<const nvfp4_group*>(device_table.device);
+  }
+  call.abi.stream = stream;
+  EXPECT_TRUE(uploaded);
+  EXPECT_EQ(k.run(call.abi), NVFP4_OK) << k.name();
+  size_t m = 0;
+  for (size_t b = 0; b < call.bufs.size(); ++b, ++m)
+    if (std::find(call.outputs.begin(), call.outputs.end(), b) != call.outputs.end())
+      EXPECT_EQ(cudaMemcpyAsync(call.bufs[b].data(), mirrors[m]->device, call.bufs[b].size(), cudaMemcpyDeviceToHost, stream),
+                cudaSuccess);
+  EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  EXPECT_EQ(cudaStreamDestroy(stream), cudaSuccess);
+  return mx_call_words(p, call);
+}
+
+std::vector<std::string> cuda_mx_grouped_dual_names() {
+  std::vector<std::string> names;
+  for (const std::string& n : cuda_mx_names()) {
+    const Kernel& k = builtin(n);
+    if (k.supports_op(NVFP4_OP_GROUPED_GEMM) || k.supports_op(NVFP4_OP_DUAL_GEMM)) names.push_back(n);
+  }
+  return names;
+}
+
+// Every declared format pair, output type and layout of a CUDA MX grouped or dual kernel (grouped:
+// its arrangement, ragged groups with an empty one) against the exact reference and the oracle.
+class CudaMxGroupedDual : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CudaMxGroupedDual, EveryFormatPairPassesTheOracle) {
+  const Kernel& k = builtin(GetParam());
+  std::string why;
+  if (!runnable_or_skip(k, &why)) GTEST_SKIP() << k.name() << " cannot run here: " << why;
+  const bool grouped = k.supports_op(NVFP4_OP_GROUPED_GEMM), packed = k.info->flags & NVFP4_FLAG_GROUPS_PACKED;
+  std::mt19937_64 rng(0x6D78);
+  int configurations = 0;
+  for (BlockFormat fa : kAllBlockFormats)
+    for (BlockFormat fb : kAllBlockFormats) {
+      if (!declares_format(k.info->a_formats, fa) || !declares_format(k.info->b_formats, fb)) continue;
+      for (uint32_t out : {NVFP4_OUT_FP16, NVFP4_OUT_BF16, NVFP4_OUT_FP32})
+        for (uint32_t layout : {NVFP4_SF_LINEAR, NVFP4_SF_PERMUTED}) {
+          if (!k.supports_out_type(out) || !k.supports_layout(layout)) continue;
+          const Problem p = grouped ? mx_grouped_problem(rng, fa, fb, static_cast<OutType>(out), static_cast<SfLayout>(layout), packed)
+                                    : mx_dual_problem(rng, fa, fb, static_cast<OutType>(out), static_cast<SfLayout>(layout));
+          const std::vector<uint32_t> got = run_grouped_dual_on_device(k, p);
+          if (::testing::Test::HasFailure()) return;
+          const OracleSummary s = judge_words(p, exact_gemm(p), got.data(), Policy::for_flags(k.info->flags));
+          EXPECT_FALSE(s.any_failure()) << k.name() << " a " << to_string(fa) << " b " << to_string(fb) << " "
+                                        << out_name(out) << " layout " << layout << ": " << s.failing
+                                        << " failing, first g " << s.first_g << " b " << s.first_b << " i " << s.first_i
+                                        << " j " << s.first_j;
+          ++configurations;
+        }
+    }
+  EXPECT_GT(configurations, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Builtins, CudaMxGroupedDual, ::testing::ValuesIn(cuda_mx_grouped_dual_names()),
+                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(CudaMxGroupedDual);
 
 INSTANTIATE_TEST_SUITE_P(Builtins, CudaMx, ::testing::ValuesIn(cuda_mx_names()),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });

@@ -15,6 +15,7 @@
 
 #include "kernels/mx_gemm_core.h"
 #include "kernels/output_words.h"
+#include "kernels/tests/mx_grouped_dual_problems.h"
 #include "kernels/tests/mx_problems.h"
 #include "reference/mx_formats.h"
 
@@ -130,6 +131,9 @@ TEST(MxKernelCore, HandCasesPassTheOracle) {
     std::ifstream in(entry.path());
     std::stringstream text;
     text << in.rdbuf();
+    // Grouped and dual hand cases: the grouped/dual MX tests' (this core is one GEMM's element).
+    if (text.str().find("\nop = gemv\n") == std::string::npos && text.str().find("\nop = gemm\n") == std::string::npos)
+      continue;
     const MxProblem t = parse_mx_case(text.str(), entry.path().string());
     // The naive kernel reads NVFP4 scales as ue4m3 (it does not declare signed scales).
     if (t.semantics != ScaleSemantics::ue4m3) continue;
@@ -145,6 +149,78 @@ TEST(MxKernelCore, HandCasesPassTheOracle) {
           << round_mx(exact[e], t.alpha, t.out_type);
   }
   EXPECT_GT(files, 0);
+}
+
+// The naive MX kernel's grouped and dual GEMM as its CUDA launcher runs them (mx_gemm_core.h's
+// group_gemm per non-empty group, dual_sums and the FP32 silu epilogue), here on the host buffers.
+std::vector<uint32_t> run_core_grouped_dual(const Problem& p, kern::mx::MxBug bug) {
+  MxCallBuffers call;
+  lay_out_mx_call(p, call, [](std::vector<uint8_t>& v) { return v.data(); });
+  const nvfp4_problem& abi = call.abi;
+  const uint32_t out = static_cast<uint32_t>(p.out_type);
+  const auto gemm = [&](const nvfp4_problem& q) {
+    const kern::mx::Operand a{q.a, q.sfa, kern::format_or_nvfp4(q.a_format), q.m};
+    const kern::mx::Operand b1{q.b, q.sfb, kern::format_or_nvfp4(q.b_format), q.n};
+    const kern::mx::Operand b2{q.b2, q.sfb2, kern::format_or_nvfp4(q.b_format), q.n};
+    for (int64_t e = 0; e < q.l * q.m * q.n; ++e) {
+      const int64_t j = e % q.n, i = (e / q.n) % q.m, b = e / (q.n * q.m);
+      if (q.op == NVFP4_OP_DUAL_GEMM) {
+        float g, u;
+        kern::mx::dual_sums(q, a, b1, b2, b, i, j, bug, &g, &u);
+        kern::store_silu_product(q.c, e, out, g, u);
+      } else {
+        kern::store_wide(q.c, e, out, q.alpha, kern::mx::output_sum(q, a, b1, b, i, j, bug));
+      }
+    }
+  };
+  if (p.op != Op::grouped_gemm) {
+    gemm(abi);
+  } else {
+    int64_t row0 = 0, tile0 = 0;
+    for (int64_t g = 0; g < abi.groups; ++g) {
+      if (abi.group[g].m > 0) gemm(kern::mx::group_gemm(abi, abi.group[g], g, p.packed, row0, tile0));
+      row0 += abi.group[g].m;
+      tile0 += (abi.group[g].m + 127) / 128;
+    }
+  }
+  return mx_call_words(p, call);
+}
+
+// Every format pair, output type and layout, grouped (separate and packed) and dual, through the
+// shared core against the exact reference and the oracle (rules 5, 6 and 9).
+TEST(MxKernelCore, GroupedAndDualPassTheOracle) {
+  std::mt19937_64 rng(20261202);
+  int configurations = 0;
+  for (BlockFormat fa : kAllBlockFormats)
+    for (BlockFormat fb : kAllBlockFormats)
+      for (OutType out : {OutType::fp16, OutType::bf16, OutType::fp32})
+        for (SfLayout layout : {SfLayout::linear, SfLayout::permuted})
+          for (int kind = 0; kind < 3; ++kind) {
+            const Problem p = kind == 2 ? mx_dual_problem(rng, fa, fb, out, layout)
+                                        : mx_grouped_problem(rng, fa, fb, out, layout, kind == 1);
+            const ExactResult ref = exact_gemm(p);
+            const std::vector<uint32_t> got = run_core_grouped_dual(p, kern::mx::MxBug::none);
+            ASSERT_EQ(static_cast<int64_t>(got.size()), p.c_elems());
+            const OracleSummary s = judge_words(p, ref, got.data(), Policy::for_flags(0));
+            EXPECT_FALSE(s.any_failure()) << to_string(fa) << " x " << to_string(fb) << " " << to_string(out) << " "
+                                          << to_string(layout) << " " << to_string(p.op) << (p.packed ? " packed" : "")
+                                          << ": " << s.failing << " failing, first g " << s.first_g << " i " << s.first_i
+                                          << " j " << s.first_j;
+            ++configurations;
+          }
+  EXPECT_EQ(configurations, 16 * 3 * 2 * 3);
+}
+
+// The same problems with a scale read from the neighbouring block: grouped and dual see it too.
+TEST(MxKernelCore, GroupedAndDualSeeANeighbourScale) {
+  std::mt19937_64 rng(5);
+  for (int kind = 0; kind < 3; ++kind) {
+    const Problem p = kind == 2 ? mx_dual_problem(rng, BlockFormat::mxfp8_e4m3, BlockFormat::mxfp4, OutType::fp32, SfLayout::permuted)
+                                : mx_grouped_problem(rng, BlockFormat::mxfp8_e4m3, BlockFormat::mxfp4, OutType::fp32,
+                                                     SfLayout::permuted, kind == 1);
+    const std::vector<uint32_t> got = run_core_grouped_dual(p, kern::mx::MxBug::neighbour_block_scale);
+    EXPECT_TRUE(judge_words(p, exact_gemm(p), got.data(), Policy::for_flags(0)).any_failure()) << kind;
+  }
 }
 
 class MxMutantCore : public ::testing::TestWithParam<int> {};

@@ -206,12 +206,14 @@ const OutBugEntry kOutBugs[] = {
 // MX GEMV/GEMM (SPEC section 1's block formats): the bugs of MX kernels in public threads, each
 // in the host MX engine of kernels/host/host_mx_gemm.h and again in the naive CUDA MX GEMM
 // (kernels/mx_gemm_core.h, the built-in mx_gemm_naive's arithmetic), declaring the three MX formats
-// for A and B so that every pair, mixed ones included, is drawn.
+// for A and B so that every pair, mixed ones included, is drawn; and the packed grouped GEMM's
+// scale offsets (host engine only, beside its control).
 using MxBug = kern::mx::MxBug;
 struct MxBugEntry {
   MxBug bug;
   const char* name;  // ctl_host_<name> for the honest ones, else mut_host_<name>
   const char* what;
+  bool grouped_packed = false;  // grouped GEMM in the packed arrangement only (host engine)
 };
 const MxBugEntry kMxBugs[] = {
     {MxBug::none, "mx_unmutated", "control: the host MX engine, any MX format pair, no bug (must pass)"},
@@ -226,6 +228,10 @@ const MxBugEntry kMxBugs[] = {
     {MxBug::mxfp8_as_nibbles, "mx_mxfp8_as_nibbles", "the MXFP8 operand's bytes unpacked as two E2M1 nibbles"},
     {MxBug::e8m0_bias_126, "mx_e8m0_bias_126", "E8M0 exponent bias 126 instead of 127 (every scale doubled)"},
     {MxBug::nan_scale_ignored, "mx_nan_scale_ignored", "E8M0 NaN scale 0xFF read as 1.0"},
+    {MxBug::none, "mx_grouped_packed_unmutated",
+     "control: the host MX engine's packed grouped GEMM, any MX format pair, no bug (must pass)", true},
+    {MxBug::group0_scales, "mx_grouped_group0_scales",
+     "packed grouped GEMM reading every group's SFA and SFB without the group's offset (group 0's scales)", true},
 };
 
 void declare(nvfp4_kernel_info& info, Declares d) {
@@ -317,10 +323,15 @@ struct Catalog {
 
   void add_mx(const MxBugEntry& e, unsigned engine = kHost) {
     const bool honest = e.bug == MxBug::none || e.bug == MxBug::blocks_reversed;
+    // A bug of the grouped path only: every case grouped, so it is drawn at once.
     add(std::string(honest ? "ctl_" : "mut_") + (engine == kHost ? "host_" : "cuda_") + e.name, Bug::none, engine, e.what);
     nvfp4_kernel_info& info = entries.back().info;
     info.out_types = kAllOutTypes;
     info.a_formats = info.b_formats = kMx;
+    if (e.grouped_packed) {
+      info.ops = 1u << NVFP4_OP_GROUPED_GEMM;
+      info.flags |= NVFP4_FLAG_GROUPS_PACKED;
+    }
     entries.back().mx = true;
     entries.back().mxbug = e.bug;
   }
@@ -377,7 +388,7 @@ struct Catalog {
     for (const OutBugEntry& e : kOutBugs) add_out(e, kCuda);
     // The CUDA engine sums in its own order only: no second honest order there.
     for (const MxBugEntry& e : kMxBugs)
-      if (e.bug != MxBug::blocks_reversed) add_mx(e, kCuda);
+      if (e.bug != MxBug::blocks_reversed && !e.grouped_packed) add_mx(e, kCuda);
 #endif
   }
 };
@@ -426,6 +437,7 @@ extern "C" __attribute__((visibility("default"))) int nvfp4_kernel_run(int index
 #if defined(NVFP4_MUTANTS_WITH_CUDA)
   if (e.mx && e.engine == nvfp4::mutants::kCuda) return nvfp4::mutants::run_cuda_mx_mutant(e.info, p, static_cast<int>(e.mxbug));
 #endif
+  if (e.mx && p->op == NVFP4_OP_GROUPED_GEMM) return nvfp4::kern::mx::run_mx_grouped(e.info, p, e.mxbug);
   if (e.mx) return nvfp4::kern::mx::run_mx(e.info, p, e.mxbug);
   nvfp4_kernel_info enforced = e.info;
   // The bug: the declared k multiple is never enforced.

@@ -149,10 +149,10 @@ Problem random_case(std::mt19937_64& rng, int which) {
       g.m = m, g.n = n, g.k = k;
       g.alpha = rng() % 2 ? 1.0f : 0.75f;
       const bool narrow = rng() % 2;
-      g.a = random_bytes(rng, g.a_bytes());
-      g.b = random_bytes(rng, g.b_bytes());
-      g.sfa = random_scales(rng, g.sfa_bytes(), narrow);
-      g.sfb = random_scales(rng, g.sfb_bytes(), narrow);
+      g.a = random_bytes(rng, g.a_bytes(BlockFormat::nvfp4));
+      g.b = random_bytes(rng, g.b_bytes(BlockFormat::nvfp4));
+      g.sfa = random_scales(rng, g.sfa_bytes(BlockFormat::nvfp4), narrow);
+      g.sfb = random_scales(rng, g.sfb_bytes(BlockFormat::nvfp4), narrow);
       p.groups.push_back(g);
       p.out_global_scale.push_back(scale());
     }

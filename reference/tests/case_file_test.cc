@@ -112,10 +112,10 @@ Problem random_grouped(std::mt19937_64& rng) {
     g.k = p.packed || rng() % 2 ? k : 2 * (1 + static_cast<int64_t>(rng() % 40));
     g.alpha = rng() % 2 ? 1.0f : random_alpha(rng);
     if (g.m == 0) continue;
-    g.a = random_bytes(rng, g.a_bytes());
-    g.b = random_bytes(rng, g.b_bytes());
-    g.sfa = random_bytes(rng, g.sfa_bytes());
-    g.sfb = random_bytes(rng, g.sfb_bytes());
+    g.a = random_bytes(rng, g.a_bytes(BlockFormat::nvfp4));
+    g.b = random_bytes(rng, g.b_bytes(BlockFormat::nvfp4));
+    g.sfa = random_bytes(rng, g.sfa_bytes(BlockFormat::nvfp4));
+    g.sfb = random_bytes(rng, g.sfb_bytes(BlockFormat::nvfp4));
     if (rng() % 2) g.expect = random_words(rng, p.out_type, g.c_elems());
   }
   p.sf_layout = rng() % 2 ? SfLayout::linear : SfLayout::permuted;

@@ -31,10 +31,15 @@ std::string read_text(const std::string& path) {
   return s.str();
 }
 
-std::vector<std::string> mx_corpus() {
+// corpus/mx's hand cases of GEMV and GEMM (`gemv_gemm` true: what MxProblem reads) or of
+// grouped and dual GEMM (false).
+std::vector<std::string> mx_corpus(bool gemv_gemm = true) {
   std::vector<std::string> files;
-  for (const auto& e : std::filesystem::directory_iterator(std::string(NVFP4_SOURCE_DIR) + "/corpus/mx"))
-    if (e.path().extension() == ".case") files.push_back(e.path().string());
+  for (const auto& e : std::filesystem::directory_iterator(std::string(NVFP4_SOURCE_DIR) + "/corpus/mx")) {
+    if (e.path().extension() != ".case") continue;
+    const Op op = parse_case(read_text(e.path().string()), e.path().string()).op;
+    if ((op == Op::gemv || op == Op::gemm) == gemv_gemm) files.push_back(e.path().string());
+  }
   std::sort(files.begin(), files.end());
   return files;
 }
@@ -526,8 +531,13 @@ TEST(MxProblemCase, SizesAndShapesFollowTheFormats) {
   EXPECT_EQ(p.kb(), 3);
   EXPECT_EQ(p.kb_b(), 2);
   EXPECT_EQ(shape_error(p), "");
-  p.op = Op::dual_gemm;  // MX formats are for gemv and gemm only
-  EXPECT_NE(shape_error(p).find("gemv and gemm only"), std::string::npos);
+  p.op = Op::dual_gemm;  // every op of the GEMM family takes MX formats; B2 follows B's
+  EXPECT_EQ(shape_error(p), "");
+  EXPECT_EQ(p.b2_bytes(), p.b_bytes());
+  EXPECT_EQ(p.sfb2_bytes(), p.sfb_bytes());
+  p.out_type = OutType::nvfp4;  // a block-scaled output is of NVFP4 operands only
+  EXPECT_NE(shape_error(p).find("out_type nvfp4 is for NVFP4 operands"), std::string::npos);
+  p.out_type = OutType::fp16;
   p.op = Op::gemm;
   p.b_format = static_cast<BlockFormat>(9);
   EXPECT_NE(shape_error(p).find("b_format"), std::string::npos);
@@ -553,7 +563,19 @@ TEST(MxProblemCase, CaseReaderNamesFormatErrors) {
                      "sfa = 7f7f\nsfb = 7f80\n")
                 .find("l*m*k = 40"),
             std::string::npos);
-  EXPECT_NE(error_of("op = dual_gemm\nm = 1\nn = 1\nk = 32\nl = 1\na_format = mxfp4\nseed = 1\n").find("gemv and gemm only"),
+  // Dual and grouped GEMM take MX formats: the seeds alone, and each group's bytes by the formats.
+  EXPECT_EQ(error_of("op = dual_gemm\nm = 1\nn = 1\nk = 32\nl = 1\na_format = mxfp4\nseed = 1\n"), "no error");
+  const std::string grouped = "op = grouped_gemm\ngroups = 1\ngroup_m = 1\ngroup_n = 1\ngroup_k = 33\n"
+                              "a_format = mxfp8_e4m3\nb_format = mxfp8_e5m2\n";
+  EXPECT_EQ(error_of(grouped + "a.0 = " + std::string(66, '3') + "\nb.0 = " + std::string(66, '3') +
+                     "\nsfa.0 = 7f7f\nsfb.0 = 7f7f\n"),
+            "no error");
+  EXPECT_NE(error_of(grouped + "a.0 = " + std::string(34, '3') + "\nb.0 = " + std::string(66, '3') +
+                     "\nsfa.0 = 7f7f\nsfb.0 = 7f7f\n")
+                .find("m_g*k_g = 33"),
+            std::string::npos);
+  EXPECT_NE(error_of("op = grouped_gemm\ngroups = 1\ngroup_m = 1\ngroup_n = 1\ngroup_k = 33\na_format = mxfp4\nseed = 1\n")
+                .find("must be even"),
             std::string::npos);
   EXPECT_NE(error_of("op = quantize\nm = 1\nk = 32\nl = 1\nin_type = bf16\nformat = mxfp4\nrecipe = mx_floor\n"
                      "a_format = mxfp4\n")
@@ -591,6 +613,178 @@ TEST(MxProblemCase, OracleJudgesMxProblemsByRule9) {
   EXPECT_EQ(s.failing, 1);
   EXPECT_EQ(s.first_i, 0);
   EXPECT_FALSE(judge_output(p, ref, 1, 0u, policy).ok);
+}
+
+// ---- grouped and dual GEMM ---------------------------------------------------------------------
+
+// Grouped and dual hand cases (scripts/make_mx_cases.py: Fractions per group; silu(G) * U from a
+// 50-digit decimal exp over the exact G and U) bit for bit, through the ordinary case reader, and
+// the case file written back reads the same.
+TEST(MxGroupedDual, HandCasesBitForBit) {
+  const std::vector<std::string> files = mx_corpus(false);
+  int grouped = 0, dual = 0;
+  for (const std::string& f : files) {
+    SCOPED_TRACE(f);
+    const Problem p = parse_case(read_text(f), f);
+    ASSERT_TRUE(has_expect(p));
+    const ExactResult ref = exact_gemm(p);
+    ASSERT_TRUE(ref.mx != nullptr);
+    const ExpectComparison c = compare_expect(p, ref);
+    EXPECT_EQ(c.differing, 0);
+    EXPECT_EQ(c.compared, p.c_elems());
+    EXPECT_FALSE(judge_words(p, ref, ref.words().data(), Policy{}).any_failure());
+    const Problem q = parse_case(write_case(p), "rewritten");
+    EXPECT_EQ(write_case(q), write_case(p));
+    grouped += p.op == Op::grouped_gemm;
+    dual += p.op == Op::dual_gemm;
+  }
+  EXPECT_GE(grouped, 6);
+  EXPECT_GE(dual, 6);
+}
+
+// Random grouped problems of every format pair: each group's facts and words are exactly its
+// own GEMM's (exact_mx of the group with the group's alpha), empty groups have none, and the
+// oracle takes each group's alpha: the words of alpha = 1 fail a group whose alpha is 2.
+TEST(MxGroupedDual, GroupedIsEachGroupsGemm) {
+  std::mt19937_64 rng(20261202);
+  for (const BlockFormat fa : kFormats)
+    for (const BlockFormat fb : kFormats) {
+      if (fa == BlockFormat::nvfp4 && fb == BlockFormat::nvfp4) continue;
+      SCOPED_TRACE(std::string(to_string(fa)) + " x " + to_string(fb));
+      Problem p;
+      p.op = Op::grouped_gemm;
+      p.a_format = fa, p.b_format = fb;
+      p.out_type = OutType::fp32;
+      p.sf_layout = SfLayout::linear;
+      const bool odd = !packs_nibbles(fa) && !packs_nibbles(fb);
+      for (const int64_t m : {int64_t(2), int64_t(0), int64_t(3)}) {
+        Group g;
+        g.m = m, g.n = 1 + static_cast<int64_t>(rng() % 3), g.k = odd ? 33 : 64 + 2 * static_cast<int64_t>(rng() % 10);
+        g.alpha = m == 3 ? 2.0f : 1.0f;
+        g.a = random_bytes(rng, g.a_bytes(fa));
+        g.b = random_bytes(rng, g.b_bytes(fb));
+        g.sfa.assign(static_cast<size_t>(g.sfa_bytes(fa)), 0);
+        g.sfb.assign(static_cast<size_t>(g.sfb_bytes(fb)), 0);
+        for (uint8_t& s : g.sfa) s = fa == BlockFormat::nvfp4 ? 0x38 : static_cast<uint8_t>(0x70 + rng() % 32);
+        for (uint8_t& s : g.sfb) s = fb == BlockFormat::nvfp4 ? 0x38 : static_cast<uint8_t>(0x70 + rng() % 32);
+        // E4M3/E5M2 NaN and Inf bytes out: the words of alpha 1 and 2 must differ everywhere.
+        for (std::vector<uint8_t>* d : {&g.a, &g.b})
+          if (!packs_nibbles(d == &g.a ? fa : fb))
+            for (uint8_t& x : *d) x = static_cast<uint8_t>(x & 0xBF);
+        p.groups.push_back(g);
+      }
+      ASSERT_EQ(problem_error(p), "");
+      const ExactResult ref = exact_gemm(p);
+      ASSERT_TRUE(ref.mx != nullptr);
+      ASSERT_EQ(ref.group_offset, (std::vector<int64_t>{0, p.groups[0].c_elems(), p.groups[0].c_elems(), p.c_elems()}));
+      for (const size_t g : {size_t(0), size_t(2)}) {
+        const MxProblem one = mx_problem(group_problem(p, g));
+        const std::vector<uint32_t> want = exact_mx_words([&] {
+          MxProblem x = one;
+          x.alpha = p.groups[g].alpha;
+          return x;
+        }());
+        for (size_t x = 0; x < want.size(); ++x)
+          EXPECT_EQ(ref.word(static_cast<size_t>(ref.group_offset[g]) + x), want[x]) << "group " << g << " element " << x;
+      }
+      // Group 2's words as if its alpha were 1: wrong wherever the product is not zero.
+      std::vector<uint32_t> words = ref.words();
+      Problem unit = p;
+      unit.groups[2].alpha = 1.0f;
+      const ExactResult unit_ref = exact_gemm(unit);
+      bool any_nonzero = false;
+      for (int64_t x = ref.group_offset[2]; x < ref.group_offset[3]; ++x) {
+        words[static_cast<size_t>(x)] = unit_ref.word(static_cast<size_t>(x));
+        any_nonzero = any_nonzero || (unit_ref.word(static_cast<size_t>(x)) & 0x7FFFFFFFu) != 0;
+      }
+      EXPECT_FALSE(judge_words(p, ref, ref.words().data(), Policy{}).any_failure());
+      if (any_nonzero) {
+        const OracleSummary s = judge_words(p, ref, words.data(), Policy{});
+        EXPECT_TRUE(s.any_failure());
+        EXPECT_EQ(s.first_g, 2);
+      }
+    }
+}
+
+// Dual GEMM: G and U are each the GEMM of A against B and B2 (exact_mx), v = silu(G) * U in long
+// double against an independent double computation, NaN scales of B2 make only U's outputs NaN,
+// and the oracle holds an FP32 epilogue (silu in float) to rule 6 while rejecting G * U.
+TEST(MxGroupedDual, DualIsSiluOfGTimesU) {
+  std::mt19937_64 rng(7);
+  for (const BlockFormat fa : kFormats)
+    for (const BlockFormat fb : kFormats) {
+      if (fa == BlockFormat::nvfp4 && fb == BlockFormat::nvfp4) continue;
+      SCOPED_TRACE(std::string(to_string(fa)) + " x " + to_string(fb));
+      Problem p;
+      p.op = Op::dual_gemm;
+      p.a_format = fa, p.b_format = fb;
+      p.m = 3, p.n = 2, p.l = 2, p.k = 64;
+      p.out_type = OutType::fp32;
+      p.sf_layout = SfLayout::linear;
+      p.alpha = 0.5f, p.alpha2 = -1.5f;
+      const auto element_bytes = [&](BlockFormat f, int64_t rows) {
+        std::vector<uint8_t> v = random_bytes(rng, p.l * rows * operand_row_bytes(f, p.k));
+        if (!packs_nibbles(f))
+          for (uint8_t& x : v) x = static_cast<uint8_t>(x & 0x9F);  // |element| small, finite
+        return v;
+      };
+      const auto scale_bytes = [&](BlockFormat f, int64_t rows) {
+        std::vector<uint8_t> v(static_cast<size_t>(p.l * rows * operand_kb(f, p.k)));
+        for (uint8_t& s : v) s = f == BlockFormat::nvfp4 ? static_cast<uint8_t>(0x30 + rng() % 8) : static_cast<uint8_t>(0x7A + rng() % 6);
+        return v;
+      };
+      p.a = element_bytes(fa, p.m), p.b = element_bytes(fb, p.n), p.b2 = element_bytes(fb, p.n);
+      p.sfa = scale_bytes(fa, p.m), p.sfb = scale_bytes(fb, p.n), p.sfb2 = scale_bytes(fb, p.n);
+      p.sfb2[0] = fb == BlockFormat::nvfp4 ? 0x7F : 0xFF;  // U of column 0 of batch 0: NaN
+      ASSERT_EQ(problem_error(p), "");
+      const ExactResult ref = exact_gemm(p);
+      ASSERT_TRUE(ref.mx != nullptr && ref.mx2 != nullptr);
+      Problem gp = p, up = p;
+      gp.op = up.op = Op::gemm;
+      gp.b2.clear(), gp.sfb2.clear(), up.b2.clear(), up.sfb2.clear();
+      up.b = p.b2, up.sfb = p.sfb2, up.alpha = p.alpha2;
+      const ExactResult g = exact_gemm(gp), u = exact_gemm(up);
+      std::vector<uint32_t> fp32_epilogue(ref.size()), product_only(ref.size());
+      for (size_t x = 0; x < ref.size(); ++x) {
+        const OutputPosition pos = output_position(p, static_cast<int64_t>(x));
+        EXPECT_EQ(ref.elems2[x].nan, pos.b == 0 && pos.j == 0);
+        float gv, uv;
+        std::memcpy(&gv, &g.c32[x], 4);
+        std::memcpy(&uv, &u.c32[x], 4);
+        const float silu = gv / (1.0f + std::exp(-gv));
+        const float v = silu * uv, plain = gv * uv;
+        std::memcpy(&fp32_epilogue[x], &v, 4);
+        std::memcpy(&product_only[x], &plain, 4);
+        if (std::isnan(uv)) continue;
+        const double want = static_cast<double>(gv) / (1.0 + std::exp(-static_cast<double>(gv))) * uv;
+        EXPECT_NEAR(static_cast<double>(ref.dual[x].v), want, 1e-6 * std::fabs(want) + 1e-30);
+      }
+      EXPECT_FALSE(judge_words(p, ref, fp32_epilogue.data(), Policy{}).any_failure());
+      EXPECT_TRUE(judge_words(p, ref, product_only.data(), Policy{}).any_failure());
+    }
+}
+
+// An E5M2 Inf in G: rule 6 has no bound there (unjudged), a NaN element still demands NaN.
+TEST(MxGroupedDual, InfInGIsUnjudgedAndNaNStaysNaN) {
+  Problem p;
+  p.op = Op::dual_gemm;
+  p.a_format = p.b_format = BlockFormat::mxfp8_e5m2;
+  p.m = 2, p.n = 1, p.k = 32, p.l = 1;
+  p.out_type = OutType::bf16;
+  p.sf_layout = SfLayout::linear;
+  p.a.assign(64, 0x3C);  // 1.0
+  p.b.assign(32, 0x3C);
+  p.b2.assign(32, 0x3C);
+  p.a[0] = 0x7C;   // row 0: +Inf in G and U
+  p.a[32] = 0x7D;  // row 1: NaN element
+  p.sfa = {0x7F, 0x7F};
+  p.sfb = {0x7F};
+  p.sfb2 = {0x7F};
+  const ExactResult ref = exact_gemm(p);
+  EXPECT_EQ(ref.word(0), 0x7F80u);  // silu(+Inf) * +Inf
+  EXPECT_TRUE(judge_output(p, ref, 0, 0x1234u, Policy{}).unjudged);
+  EXPECT_TRUE(judge_output(p, ref, 1, 0x7FC0u, Policy{}).ok);
+  EXPECT_FALSE(judge_output(p, ref, 1, 0x3F80u, Policy{}).ok);
 }
 
 }  // namespace

@@ -85,10 +85,10 @@ Problem random_grouped(std::mt19937_64& rng, const std::vector<int64_t>& ms, boo
     g.k = packed ? k : 2 * (1 + rng() % 40);
     g.alpha = std::ldexp(1.0f + static_cast<float>(rng() % 100) / 100.0f, static_cast<int>(rng() % 8) - 4);
     if (m > 0) {
-      g.a = random_bytes(rng, g.a_bytes());
-      g.b = random_bytes(rng, g.b_bytes());
-      g.sfa = random_scales(rng, g.sfa_bytes(), true);
-      g.sfb = random_scales(rng, g.sfb_bytes(), true);
+      g.a = random_bytes(rng, g.a_bytes(BlockFormat::nvfp4));
+      g.b = random_bytes(rng, g.b_bytes(BlockFormat::nvfp4));
+      g.sfa = random_scales(rng, g.sfa_bytes(BlockFormat::nvfp4), true);
+      g.sfb = random_scales(rng, g.sfb_bytes(BlockFormat::nvfp4), true);
       if (rng() % 8 == 0) g.sfb[0] = 0x7F;  // a NaN scale in one group only
     }
     p.groups.push_back(std::move(g));
@@ -244,10 +244,10 @@ TEST(ProblemShape, GroupedAndDualForms) {
   EXPECT_NE(shape_error(p).find("2^40"), std::string::npos) << shape_error(p);
   p.groups[1].n = 3;
   EXPECT_FALSE(p.has_data());
-  p.groups[1].a.resize(static_cast<size_t>(p.groups[1].a_bytes()));
-  p.groups[1].b.resize(static_cast<size_t>(p.groups[1].b_bytes()));
-  p.groups[1].sfa.resize(static_cast<size_t>(p.groups[1].sfa_bytes()));
-  p.groups[1].sfb.resize(static_cast<size_t>(p.groups[1].sfb_bytes()));
+  p.groups[1].a.resize(static_cast<size_t>(p.groups[1].a_bytes(BlockFormat::nvfp4)));
+  p.groups[1].b.resize(static_cast<size_t>(p.groups[1].b_bytes(BlockFormat::nvfp4)));
+  p.groups[1].sfa.resize(static_cast<size_t>(p.groups[1].sfa_bytes(BlockFormat::nvfp4)));
+  p.groups[1].sfb.resize(static_cast<size_t>(p.groups[1].sfb_bytes(BlockFormat::nvfp4)));
   EXPECT_TRUE(p.has_data());
   p.groups[0].expect = std::vector<uint32_t>{};
   EXPECT_NE(problem_error(p).find("empty group has no expect"), std::string::npos) << problem_error(p);
