@@ -362,7 +362,15 @@ QuantResult quantize_with(const Problem& p, const Ctx& c, std::vector<float> glo
 std::vector<float> quantize_global_scales(const Problem& p) {
   check_problem(p);
   if (is_mx(p.recipe)) return {};
-  if (!p.row_global_scale) return {global_scale_of(p.recipe, amax_of(p, 0, p.l * p.m * p.k))};
+  if (!p.row_global_scale) {
+    // A huge tensor's amax in parallel, by chunks (the largest of the chunks' is the same value;
+    // a parallel region per block would cost more than the block).
+    const int64_t n = p.l * p.m * p.k, chunk = int64_t(1) << 22;
+    float amax = 0;
+#pragma omp parallel for reduction(max : amax) schedule(static) if (n > chunk)
+    for (int64_t c = 0; c < (n + chunk - 1) / chunk; ++c) amax = std::max(amax, amax_of(p, c * chunk, std::min(n, (c + 1) * chunk)));
+    return {global_scale_of(p.recipe, amax)};
+  }
   std::vector<float> g(static_cast<size_t>(p.l * p.m));
   for (int64_t row = 0; row < p.l * p.m; ++row) g[static_cast<size_t>(row)] = global_scale_of(p.recipe, amax_of(p, row * p.k, (row + 1) * p.k));
   return g;
