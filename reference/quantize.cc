@@ -528,10 +528,20 @@ QuantJudgement judge_with(const Problem& p, const QuantResult& ref, const std::v
                           const std::vector<uint8_t>& sfq, uint8_t padding, const OsWindow& w) {
   check_problem(p);
   check_sizes(p, ref, q, sfq);
+  // Rows in chunks, in parallel for a big tensor; the chunks' judgements are added in row order,
+  // so the first wrong block is the one a single pass finds.
+  const int64_t rows = p.l * p.m, chunk_rows = std::max<int64_t>(1, (int64_t(1) << 20) / std::max<int64_t>(1, p.k));
+  const int64_t chunks = (rows + chunk_rows - 1) / chunk_rows;
+  std::vector<QuantJudgement> part(static_cast<size_t>(chunks));
+#pragma omp parallel for schedule(dynamic) if (rows * p.k > (int64_t(1) << 22))
+  for (int64_t c = 0; c < chunks; ++c)
+    for (int64_t r = c * chunk_rows; r < std::min(rows, (c + 1) * chunk_rows); ++r)
+      for (int64_t s = 0; s < p.qkb(); ++s) judge_block(p, ref, q, sfq, w, r / p.m, r % p.m, s, part[static_cast<size_t>(c)]);
   QuantJudgement j;
-  for (int64_t b = 0; b < p.l; ++b)
-    for (int64_t i = 0; i < p.m; ++i)
-      for (int64_t s = 0; s < p.qkb(); ++s) judge_block(p, ref, q, sfq, w, b, i, s, j);
+  for (const QuantJudgement& c : part) {
+    if (j.pass() && !c.pass()) j = c;
+    else j.wrong_codes += c.wrong_codes, j.wrong_scales += c.wrong_scales;
+  }
   if (p.sf_layout == SfLayout::permuted) {
     const std::vector<bool> pad = sf_permuted_padding_mask(p.m, p.qkb(), p.l);
     for (size_t at = 0; at < pad.size(); ++at) j.wrong_padding += pad[at] && sfq[at] != padding;
