@@ -32,6 +32,7 @@ struct RunArgs {
   std::optional<uint64_t> seed;
   int64_t jobs = 0;
   bool shard_given = false;  // `--shard ''` is an error, not no sharding
+  std::string huge = "auto";
 };
 
 // Kernel processes per GPU (or in all, for host kernels) when --jobs is not given: half the cores,
@@ -60,6 +61,7 @@ int run_main(const RunArgs& args, const std::string& command_line) {
   s.timeout_s = args.timeout_s;
   s.jobs = args.jobs > 0 ? static_cast<int>(args.jobs) : default_jobs();
   s.gpus = args.gpus;
+  s.huge = args.huge == "always" ? HugeTier::always : args.huge == "off" ? HugeTier::off : HugeTier::automatic;
   s.command_line = command_line;
   if (!args.report.empty()) check_report_writable(args.report);
   if (!args.junit.empty()) check_report_writable(args.junit);
@@ -107,6 +109,7 @@ std::string run_command_line(const RunArgs& args) {
   if (args.seconds > 0) command += fmt::format(" --seconds {}", args.seconds);
   if (!args.policy.empty()) command += " --policy " + args.policy;
   if (!args.shape.empty()) command += " --shape " + args.shape;
+  if (args.huge != "auto") command += " --huge " + args.huge;
   if (!args.python.python.empty()) {
     command += " --python " + args.python.python + " --format " +
                (args.python.problem.empty() ? args.python.format : "gpumode");
@@ -144,6 +147,11 @@ void add_run_command(CLI::App& app, int& exit_code) {
   run->add_option("--shape", args->shape,
                   "Every case of this shape, MxNxK or MxNxKxL (e.g. 7168x1x16384 for a production GEMV; large "
                   "problems are judged against the GPU reference where there is a device)");
+  run->add_option("--huge", args->huge,
+                  "The huge tier of CUDA quantizers: cases with l*m*k just past 2^31 elements of X (32-bit offsets "
+                  "wrap there), drawn where the device's free memory holds them with margin: auto (about one "
+                  "quantize case in 64, the default), always (every quantize case: to check the tier itself), off")
+      ->check(CLI::IsMember({"auto", "always", "off"}));
   run->add_option("--jobs", args->jobs,
                   "Kernel processes per kernel and GPU, taking cases from one schedule (default: half the cores, "
                   "at most 8)")

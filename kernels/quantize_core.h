@@ -40,6 +40,7 @@ enum class Bug : int {
   rceil_as_floor,          // E8M0 scale rounded down where the recipe rounds up
   sr_constant_source,      // stochastic rounding whose random source ignores the seed
   sr_biased_source,        // stochastic rounding up with probability p^2 instead of p
+  row_offset_32bit,        // element offsets row * k + x formed in 32 bits: wrong past 2^31 elements
   // Not bugs: divergences between honest quantizers that rule 7 accepts (the honest variants).
   honest_rcp_jitter,       // `fast`: each reciprocal 1 ulp up or down (rcp.approx's error), by block
   honest_plus_zero,        // zero codes written +0 whatever the element's sign
@@ -273,6 +274,15 @@ struct JitterRcp {
   }
 };
 
+// The offset of element x of row `row` of a k-wide matrix. bug row_offset_32bit: formed in 32
+// bits as flashinfer's quantizer formed it (PR #4263, #2704: illegal addresses from m = 798,916
+// at k = 2688): past 2^31 it wraps to a negative offset (modular, as the hardware's 32-bit
+// multiply-add gives it).
+NVFP4_QHD inline int64_t element_offset(int64_t row, int64_t k, int64_t x, Bug bug) {
+  if (bug != Bug::row_offset_32bit) return row * k + x;
+  return static_cast<int32_t>(static_cast<uint32_t>(row) * static_cast<uint32_t>(k) + static_cast<uint32_t>(x));
+}
+
 // The global scale of row `row` (b * m + i): one value, or one per row.
 NVFP4_QHD inline float global_scale_of(const nvfp4_problem& p, uint32_t flags, int64_t row, Bug bug) {
   if (p.global_scale == nullptr) return 1.0f;
@@ -291,7 +301,7 @@ NVFP4_QHD inline void quantize_block(const nvfp4_problem& p, uint32_t flags, Bug
   const int64_t amax_rows = bug == Bug::tile_amax_16_columns ? r0 + 1 : r1;
   for (int64_t i = r0; i < amax_rows; ++i)
     for (int64_t x = x0; x < x1; ++x) {
-      const float a = fabsf(input_value(p.x, ((b * p.m + i) * p.k) + x, p.in_type));
+      const float a = fabsf(input_value(p.x, element_offset(b * p.m + i, p.k, x, bug), p.in_type));
       if (a > amax) amax = a;  // NaN-suppressing, as __hmax2 and fmaxf are
     }
   const uint32_t layout = bug == Bug::linear_scales_declared_permuted ? uint32_t{NVFP4_SF_LINEAR} : p.sf_layout;
@@ -311,9 +321,10 @@ NVFP4_QHD inline void quantize_block(const nvfp4_problem& p, uint32_t flags, Bug
     p.sfq[sf_offset(layout, p.m, kb, b, i, s)] = sfq;
     const int64_t row = b * p.m + i;
     for (int64_t x = x0; x < x1; ++x) {
-      const float in = input_value(p.x, row * p.k + x, p.in_type), v = in * os;
+      const int64_t at = element_offset(row, p.k, x, bug);
+      const float in = input_value(p.x, at, p.in_type), v = in * os;
       if (!packs_nibbles(p.q_format)) {
-        p.q[row * p.k + x] = p.q_format == NVFP4_FORMAT_MXFP8_E4M3 ? e4m3_element(v) : e5m2_from_float(v);
+        p.q[at] = p.q_format == NVFP4_FORMAT_MXFP8_E4M3 ? e4m3_element(v) : e5m2_from_float(v);
         continue;
       }
       uint8_t code = bug == Bug::zero_codes                ? 0
@@ -321,7 +332,7 @@ NVFP4_QHD inline void quantize_block(const nvfp4_problem& p, uint32_t flags, Bug
                                                        : e2m1_from_float(v);
       if (bug == Bug::honest_plus_zero && (code & 7) == 0) code = 0;
       if (bug == Bug::honest_nan_code_zero && in != in) code = 0;
-      uint8_t& byte = p.q[row * (p.k / 2) + x / 2];
+      uint8_t& byte = p.q[element_offset(row, p.k / 2, x / 2, bug)];
       byte = (x & 1) ? static_cast<uint8_t>((byte & 0x0F) | (code << 4)) : static_cast<uint8_t>((byte & 0xF0) | code);
     }
   }

@@ -351,6 +351,20 @@ const DeviceQuery& device_query() {
 
 int cuda_compute_capability() { return device_query().usable ? device_query().compute_capability : 0; }
 
+uint64_t cuda_free_bytes() {
+  if (!device_query().usable) return 0;
+#if defined(NVFP4_HAVE_CUDA)
+  size_t free = 0, total = 0;
+  if (cudaMemGetInfo(&free, &total) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return free;
+#else
+  return 0;
+#endif
+}
+
 bool kernel_runnable(const Kernel& k, std::string* why) {
   std::string reason;
   if (k.info->memory == NVFP4_MEMORY_HOST) return true;

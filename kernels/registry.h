@@ -104,6 +104,9 @@ class Registry {
 
 // The compute capability (major * 10 + minor) of this process's CUDA device, 0 when there is none.
 int cuda_compute_capability();
+// Bytes free on the current CUDA device now (cudaMemGetInfo), 0 where there is none usable. It
+// creates the process's CUDA context: ask it only in a process that will use the device.
+uint64_t cuda_free_bytes();
 
 // Whether this kernel can run on this machine; when not, *why says why (no CUDA device,
 // compute capability below min_sm, built without CUDA).

@@ -365,14 +365,15 @@ class CaseParser {
     const u128v m = p.m, k = p.k, l = p.l, kb = static_cast<u128v>(p.qkb()), kt = (kb + 3) / 4, mt = (m + 127) / 128;
     const u128v q = packs_nibbles(p.q_format) ? l * m * k / 2 : l * m * k;
     const u128v bytes = l * m * k * static_cast<u128v>(in_word_bytes(p.in_type)) + q + l * m * kb + l * mt * kt * 512;
-    if (bytes <= static_cast<u128v>(kMaxCaseBytes)) return;
+    if (bytes <= static_cast<u128v>(kMaxQuantizeCaseBytes)) return;
     int line = 0;
     for (const char* key : {"m", "n", "k", "l"}) {
       if (const Entry* e = find(key)) line = std::max(line, e->line);
     }
     fail(line, "shape m=" + std::to_string(p.m) + " k=" + std::to_string(p.k) + " l=" + std::to_string(p.l) + " needs " +
                    (bytes >> 62 ? std::string("more than 2^62") : std::to_string(static_cast<uint64_t>(bytes))) +
-                   " bytes of tensors (x, q, both scale layouts); the limit is " + std::to_string(kMaxCaseBytes) + " bytes");
+                   " bytes of tensors (x, q, both scale layouts); the limit is " + std::to_string(kMaxQuantizeCaseBytes) +
+                   " bytes");
   }
 
   bool parse_bool(const char* key) const {

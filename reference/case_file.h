@@ -22,6 +22,9 @@ class CaseError : public std::runtime_error {
 // host needs several times this much memory for the largest: the exact reference alone takes
 // about 100 bytes per output, which the limit does not count; out of memory is exit 2).
 constexpr int64_t kMaxCaseBytes = int64_t(1) << 32;
+// A quantize case's limit (X, Q, SFQ in both layouts): 32 GiB, so that the huge tier's cases (2^31
+// elements and a few rows more; FP32 X alone is 8 GiB) are case files too, saved as their seed.
+constexpr int64_t kMaxQuantizeCaseBytes = int64_t(1) << 35;
 
 // Parses a case. Unknown keys, duplicate keys, bad numbers, odd k, n != 1 for gemv, missing
 // fields and data of the wrong length are errors. A case with `seed` and no data parses with

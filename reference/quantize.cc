@@ -362,7 +362,15 @@ QuantResult quantize_with(const Problem& p, const Ctx& c, std::vector<float> glo
 std::vector<float> quantize_global_scales(const Problem& p) {
   check_problem(p);
   if (is_mx(p.recipe)) return {};
-  if (!p.row_global_scale) return {global_scale_of(p.recipe, amax_of(p, 0, p.l * p.m * p.k))};
+  if (!p.row_global_scale) {
+    // A huge tensor's amax in parallel, by chunks (the largest of the chunks' is the same value;
+    // a parallel region per block would cost more than the block).
+    const int64_t n = p.l * p.m * p.k, chunk = int64_t(1) << 22;
+    float amax = 0;
+#pragma omp parallel for reduction(max : amax) schedule(static) if (n > chunk)
+    for (int64_t c = 0; c < (n + chunk - 1) / chunk; ++c) amax = std::max(amax, amax_of(p, c * chunk, std::min(n, (c + 1) * chunk)));
+    return {global_scale_of(p.recipe, amax)};
+  }
   std::vector<float> g(static_cast<size_t>(p.l * p.m));
   for (int64_t row = 0; row < p.l * p.m; ++row) g[static_cast<size_t>(row)] = global_scale_of(p.recipe, amax_of(p, row * p.k, (row + 1) * p.k));
   return g;
@@ -520,10 +528,20 @@ QuantJudgement judge_with(const Problem& p, const QuantResult& ref, const std::v
                           const std::vector<uint8_t>& sfq, uint8_t padding, const OsWindow& w) {
   check_problem(p);
   check_sizes(p, ref, q, sfq);
+  // Rows in chunks, in parallel for a big tensor; the chunks' judgements are added in row order,
+  // so the first wrong block is the one a single pass finds.
+  const int64_t rows = p.l * p.m, chunk_rows = std::max<int64_t>(1, (int64_t(1) << 20) / std::max<int64_t>(1, p.k));
+  const int64_t chunks = (rows + chunk_rows - 1) / chunk_rows;
+  std::vector<QuantJudgement> part(static_cast<size_t>(chunks));
+#pragma omp parallel for schedule(dynamic) if (rows * p.k > (int64_t(1) << 22))
+  for (int64_t c = 0; c < chunks; ++c)
+    for (int64_t r = c * chunk_rows; r < std::min(rows, (c + 1) * chunk_rows); ++r)
+      for (int64_t s = 0; s < p.qkb(); ++s) judge_block(p, ref, q, sfq, w, r / p.m, r % p.m, s, part[static_cast<size_t>(c)]);
   QuantJudgement j;
-  for (int64_t b = 0; b < p.l; ++b)
-    for (int64_t i = 0; i < p.m; ++i)
-      for (int64_t s = 0; s < p.qkb(); ++s) judge_block(p, ref, q, sfq, w, b, i, s, j);
+  for (const QuantJudgement& c : part) {
+    if (j.pass() && !c.pass()) j = c;
+    else j.wrong_codes += c.wrong_codes, j.wrong_scales += c.wrong_scales;
+  }
   if (p.sf_layout == SfLayout::permuted) {
     const std::vector<bool> pad = sf_permuted_padding_mask(p.m, p.qkb(), p.l);
     for (size_t at = 0; at < pad.size(); ++at) j.wrong_padding += pad[at] && sfq[at] != padding;

@@ -35,6 +35,11 @@
 #              NVFP4_V2_CASES (default 20000) cases each (false alarms), the CUDA v2 mutants within
 #              300 cases each, and a grouped case whose packed B passes 2^31 bytes (2.2 GiB) against
 #              the packed naive kernel and the 32-bit-offset mutant
+#   huge       the quantizers' huge tier (run --huge always: l*m*k just past 2^31 elements, X through
+#              the worker's shared file): the honest CUDA te and fast quantizers (quantize_naive,
+#              quantize_fast) pass one forced huge case each (exit 0), mut_cuda_q_row_offset_32bit
+#              fails it (exit 1, the case named), one after another (tens of GiB of host memory
+#              each); wall time, peak host memory and peak device memory of each printed
 #   grouped    grouped_gemm_tc checked (sampled outputs, exact reference) and timed against the byte
 #              floor and cuBLAS's grouped FP16 GEMM (cublasGemmGroupedBatchedEx) on MoE shapes
 #              (the CUDA grouped and dual kernels' unit tests are in `tests`: CudaGrouped, CudaDual)
@@ -310,6 +315,31 @@ for s in "${steps[@]}"; do
         grep -E "FAIL|check|pass|fail|Maximum resident|Elapsed" "$OUT/v2-large-$k.log" | head -12
       done
       fi
+      ;;
+    huge)
+      hseed=${NVFP4_HUGE_SEED:-$(date +%s)}
+      step "the huge tier: one forced quantize case past 2^31 elements per kernel, seed $hseed"
+      # Within one 10-minute device call: 235 s for each honest kernel, 110 s for the mutant
+      # (it ends at its first call); NVFP4_HUGE_SECONDS sets each kernel's limit instead.
+      for k in quantize_naive quantize_fast mut_cuda_q_row_offset_32bit; do
+        want=0; limit=235; [ "$k" = mut_cuda_q_row_offset_32bit ] && want=1 && limit=110
+        limit=${NVFP4_HUGE_SECONDS:-$limit}
+        # Peak device memory: nvidia-smi sampled every 0.5 s while the run lasts.
+        ( peak=0; while sleep 0.5; do
+            u=$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | sort -n | tail -1)
+            [ "${u:-0}" -gt "$peak" ] && peak=$u && echo "$peak" >"$OUT/huge-$k.gpu-mib"
+          done ) &
+        sampler=$!
+        /usr/bin/time -v timeout "$limit" "$B/cli/nvfp4check" run --plugin "$B/mutation/mutants/libnvfp4_mutants.so" \
+          --kernel "$k" --huge always --cases 1 --jobs 1 --timeout 180 --seed "$hseed" \
+          --report "$OUT/huge-$k.json" --case-dir "$OUT/huge-cases" >"$OUT/huge-$k.log" 2>&1
+        got=$?
+        kill "$sampler" 2>/dev/null; wait "$sampler" 2>/dev/null
+        echo "$k: exit $got (want $want); peak device memory $(cat "$OUT/huge-$k.gpu-mib" 2>/dev/null || echo ?) MiB"
+        [ "$got" = "$want" ] || status=1
+        grep -q '"huge": 1' "$OUT/huge-$k.json" 2>/dev/null || { echo "$k: the report counts no huge case"; status=1; }
+        grep -E "huge tier|FAIL|check|reproduce|Maximum resident|Elapsed \(wall" "$OUT/huge-$k.log" | head -12
+      done
       ;;
     grouped)
       step "grouped GEMM: grouped_gemm_tc against the byte floor and cuBLAS grouped FP16"

@@ -106,6 +106,7 @@ const char* to_string(CaseKind kind) {
     case CaseKind::large: return "large";
     case CaseKind::unsupported: return "unsupported";
     case CaseKind::shape: return "shape";
+    case CaseKind::huge: return "huge";
   }
   return "?";
 }
@@ -461,6 +462,15 @@ ScheduledCase Schedule::at(int64_t index) const {
   constraints.unsupported = true;
   constraints.large = options_.large_tail;
   CasePlan plan = draw_plan(d, info_, constraints, options_.limits, options_.shape);
+  // The huge tier decides from a hash of its own, so that drawing it takes nothing from the
+  // case's draws: every other case is the case it was without the tier.
+  if (plan.problem.op == Op::quantize && !options_.shape && options_.huge != HugeTier::off &&
+      info_.memory == NVFP4_MEMORY_CUDA && options_.device_free_bytes > 0) {
+    const uint64_t pick = splitmix64(case_seed(index) ^ 0x4855474554494552ull);  // "HUGETIER"
+    if ((options_.huge == HugeTier::always || pick % kHugeShare == 0) &&
+        quantize_op::draw_huge_shape(pick / kHugeShare, info_, options_.device_free_bytes, plan.problem))
+      plan.kind = CaseKind::huge;
+  }
   c.kind = plan.kind;
   c.data = plan.data;
   c.spec = plan.spec;
@@ -468,12 +478,15 @@ ScheduledCase Schedule::at(int64_t index) const {
   Problem& p = c.problem;
   p.seed = rng();
   if (p.op != Op::quantize) p.generator = c.spec.name();
-  expand_seeded_case(p);
+  // A huge case's X (4 to 8 GiB) is drawn when the case is checked (check_case expands a seeded
+  // case), one huge case at a time, not here where lanes draw the next case ahead.
+  if (c.kind != CaseKind::huge) expand_seeded_case(p);
   if ((info_.flags & NVFP4_FLAG_UNIT_ALPHA) && c.kind != CaseKind::unsupported) set_unit_alpha(p);
   // The output's global scale is drawn against the output's amax, so after the data.
   if (block_scaled_out::applies(p)) block_scaled_out::draw_global_scale(d, p);
   p.note = p.op == Op::quantize
-               ? fmt::format("schedule seed {} kernel {} case {} ({})", options_.seed, name_, index, p.generator)
+               ? fmt::format("schedule seed {} kernel {} case {} ({}{})", options_.seed, name_, index, p.generator,
+                             c.kind == CaseKind::huge ? ", huge tier" : "")
                : fmt::format("schedule seed {} kernel {} case {} ({}, {}, data {})", options_.seed, name_, index,
                              to_string(c.kind), to_string(c.data), c.spec.name());
   return c;
@@ -499,6 +512,7 @@ void ScheduleStats::add(const ScheduledCase& c) {
     ++by_data[data];
     ++by_op_data["quantize " + data];
     ++by_out_type[fmt::format("{}->{} {}", to_string(p.in_type), to_string(p.q_format), to_string(p.recipe))];
+    huge += c.kind == CaseKind::huge;
     batched += p.l > 1;
     k_tail += p.k % block_size(p.q_format) != 0;
     padded += p.sf_layout == SfLayout::permuted && (p.m % 128 != 0 || p.qkb() % 4 != 0);
@@ -553,6 +567,7 @@ std::string ScheduleStats::text() const {
                      empty_groups, all_empty);
     for (const auto& [k, v] : by_groups) t += fmt::format(" {}: {}", k, v);
   }
+  if (huge > 0) t += fmt::format("; huge tier {} (past 2^31 elements)", huge);
   t += fmt::format("; tile edge {}, batched {}, k tail {}, permuted padding {}; scales", pct(tile_edge), pct(batched),
                    pct(k_tail), pct(padded));
   for (const auto& [k, v] : by_scales) t += fmt::format(" {} {}", k, v);

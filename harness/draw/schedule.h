@@ -32,8 +32,9 @@ struct CaseConstraints {
 };
 
 // The shape class of a case: the small class, the large one, just outside what the kernel
-// declares, or the one shape a run was given (`run --shape`).
-enum class CaseKind : uint8_t { small, large, unsupported, shape };
+// declares, the one shape a run was given (`run --shape`), or the huge tier (a CUDA quantizer's
+// case past 2^31 elements of X, where the device holds it).
+enum class CaseKind : uint8_t { small, large, unsupported, shape, huge };
 // The data class of a case: the plainest data (uniform/narrow/one: the exact regime, where every
 // bug shows), any distribution the kernel allows, or one of two targeted kinds that random data
 // meets rarely: the matrix-unit quirk of subnormal operands (generators.h: fine_cancel; it took
@@ -97,12 +98,24 @@ std::optional<Problem> fuzz_input_problem(const std::string& bytes, const nvfp4_
 ShapeLimits fuzz_limits_from_environment();
 
 
+// The huge tier: quantize cases of a CUDA kernel with l*m*k just past 2^31 elements (32-bit
+// element offsets wrap there: flashinfer PR #4263), about one case in kHugeShare (`auto`), every
+// quantize case (`always`, `run --huge`), or none. Only where the device's free memory holds the
+// case with margin (huge_case_fits); a case that does not fit stays the case drawn without the
+// tier. Host kernels never draw it (their reference and kernel would share the parent's cores).
+enum class HugeTier : uint8_t { off, automatic, always };
+constexpr uint64_t kHugeShare = 64;
+
 struct ScheduleOptions {
   uint64_t seed = 0;
   std::optional<Op> op;        // only this op
   std::optional<Shape> shape;  // every case exactly this shape (production shapes)
   bool large_tail = true;      // one case in 16 of the large class
   ShapeLimits limits = small_shape_limits();
+  HugeTier huge = HugeTier::automatic;
+  // The device's free bytes as the kernel's process saw them (KernelDesc::device_free_bytes):
+  // 0 (a host kernel, no device, a caller that does not know) draws no huge case.
+  uint64_t device_free_bytes = 0;
 };
 
 // The seed of case `index` of a kernel's schedule: a pure function of the run's seed, the kernel's
@@ -111,7 +124,7 @@ uint64_t schedule_case_seed(uint64_t seed, const std::string& kernel_name, int64
 
 struct ScheduledCase {
   int64_t index = 0;
-  Problem problem;      // its data drawn from problem.seed with problem.generator
+  Problem problem;      // its data drawn from problem.seed with problem.generator (huge: not yet, see at())
   DataSpec spec;
   CaseKind kind = CaseKind::small;
   DataClass data = DataClass::plain;
@@ -143,7 +156,7 @@ class Schedule {
 // (1, 2-8, 9-64, 65-256).
 // Each field is listed once, for the report, in harness/engine/report_fields.h.
 struct ScheduleStats {
-  int64_t cases = 0, tile_edge = 0, batched = 0, k_tail = 0, padded = 0;
+  int64_t cases = 0, tile_edge = 0, batched = 0, k_tail = 0, padded = 0, huge = 0;
   int64_t grouped = 0, groups = 0, empty_groups = 0, all_empty = 0;
   std::map<std::string, int64_t> by_kind, by_data, by_op, by_op_data, by_scales, by_values, by_out_type, by_groups;
   void add(const ScheduledCase& c);

@@ -70,6 +70,7 @@ if_all<ScheduleStats, S...> visit_fields(V&& v, S&... d) {
   v("groups", sum, d.groups...);
   v("empty_groups", sum, d.empty_groups...);
   v("all_empty", sum, d.all_empty...);
+  v("huge", FieldRule{Presence::lenient, Merge::sum}, d.huge...);  // the huge tier's cases (also by_kind "huge")
   v("by_kind", sum, d.by_kind...);
   v("by_data", sum, d.by_data...);
   v("by_op", sum, d.by_op...);

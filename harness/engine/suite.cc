@@ -138,7 +138,10 @@ std::optional<Schedule> kernel_schedule(const KernelDesc& kernel, const Schedule
     return std::nullopt;
   }
   try {
-    return Schedule(kernel.info, kernel.name, options);
+    // The huge tier takes what the kernel's own process saw free on the device.
+    ScheduleOptions own = options;
+    own.device_free_bytes = kernel.is_cuda() ? kernel.device_free_bytes : 0;
+    return Schedule(kernel.info, kernel.name, own);
   } catch (const std::invalid_argument&) {
     *why_not = options.op ? fmt::format("does not support {}", to_string(*options.op)) : "declares no op";
     return std::nullopt;
@@ -396,6 +399,7 @@ SuiteResult run_suite(const std::vector<SuiteKernel>& kernels, const RunSettings
   so.seed = settings.seed;
   so.op = settings.op;
   so.shape = settings.shape;
+  so.huge = settings.huge;
   std::vector<std::optional<Schedule>> schedules;
   std::vector<std::string> skips(kernels.size());
   for (size_t x = 0; x < kernels.size(); ++x) schedules.push_back(kernel_schedule(kernels[x].desc, so, &skips[x]));

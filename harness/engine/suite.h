@@ -143,6 +143,7 @@ struct RunSettings {
   std::optional<Policy> policy;
   double timeout_s = kDefaultCallTimeout;
   int jobs = 1;                   // kernel processes (lanes) per GPU, or in all for host kernels
+  HugeTier huge = HugeTier::automatic;  // the huge tier of CUDA quantizers' cases (schedule.h)
   std::vector<std::string> gpus;  // CUDA_VISIBLE_DEVICES of the lanes; empty: the environment's
   std::string command_line;
 };

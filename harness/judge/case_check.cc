@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <mutex>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -366,10 +367,12 @@ std::string save_case(const std::string& kernel, const Problem& p, const ExactRe
     for (Group& g : saved.groups) g.a.clear(), g.b.clear(), g.sfa.clear(), g.sfb.clear();
   }
   clear_expect(saved);
+  // A quantizer's outputs are Q's and SFQ's bytes (a huge case's expect_q alone would be 1 GiB).
+  const int64_t outputs = p.op == Op::quantize ? p.q_bytes() + p.sfq_bytes() : p.c_elems();
   if (seeded && compact) {
     // the write-ahead record: nothing but what reproduces the case
-  } else if (ref && p.c_elems() <= kMaxSavedExpect) set_expect(saved, *ref);
-  else if (ref) saved.note += fmt::format("{}(expect omitted: {} outputs)", saved.note.empty() ? "" : " ", p.c_elems());
+  } else if (ref && outputs <= kMaxSavedExpect) set_expect(saved, *ref);
+  else if (ref) saved.note += fmt::format("{}(expect omitted: {} outputs)", saved.note.empty() ? "" : " ", outputs);
   const std::string text = write_case(saved);
   std::filesystem::create_directories(dir);
   const std::string path = std::filesystem::absolute(
@@ -657,6 +660,11 @@ class CaseRun {
 }  // namespace
 
 CaseOutcome check_case(Executor& executor, const Problem& input, const CaseOptions& options) {
+  // A huge case holds tens of GiB here and in its kernel's process (X and its stale copy, the
+  // references, three calls' outputs): one at a time, whatever the lanes.
+  static std::mutex huge;
+  std::unique_lock<std::mutex> one_at_a_time(huge, std::defer_lock);
+  if (quantize_op::is_huge(input)) one_at_a_time.lock();
   return CaseRun(executor, input, options).run();
 }
 

@@ -107,8 +107,22 @@ std::string shape_text(const Problem& p);                                       
 namespace quantize_op {
 // Fills plan.problem's quantize fields and shape from d, within what info declares.
 void draw(Draws& d, const nvfp4_kernel_info& info, const ShapeLimits& limits, CasePlan& plan);
-// X from p.seed with p.generator ("quantize/<class>"), every other field as p has it.
+// X from p.seed with p.generator ("quantize/<class>"), every other field as p has it. Past
+// kRowSeededElements elements each row is drawn from a seed of its own, rows in parallel (the
+// same classes, so a huge case still meets every recipe decision; the same bytes for any number
+// of threads).
 void fill_x(Problem& p);
+constexpr int64_t kRowSeededElements = int64_t(1) << 26;
+// The huge tier's shape (schedule.h): l = 1, k among production widths (2688, the flashinfer
+// report's; 5120; 7168) within the kernel's multiples, m just past 2^31 / k, from `pick`, X of
+// two bytes an element where the kernel declares BF16 or FP16; false,
+// changing nothing, when the device's free bytes do not hold the case with margin.
+bool draw_huge_shape(uint64_t pick, const nvfp4_kernel_info& info, uint64_t device_free_bytes, Problem& p);
+// A case of the huge tier's size (l*m*k of 2^31 elements or more).
+inline bool is_huge(const Problem& p) { return p.op == Op::quantize && p.l * p.m * p.k >= (int64_t(1) << 31); }
+// What one call of a huge case holds on the device: X, the global scales, Q and SFQ (the
+// permuted layout's padding included), and the guards.
+uint64_t device_bytes(const Problem& p);
 bool is_generator(const std::string& generator);
 }  // namespace quantize_op
 

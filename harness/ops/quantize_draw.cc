@@ -16,7 +16,9 @@
 
 #include "harness/ops/op_module.h"
 #include "harness/draw/schedule.h"
+#include "harness/process/device_buffers.h"
 #include "kernels/host/fp16_from_float.h"
+#include "reference/scale_layout.h"
 
 namespace nvfp4 {
 namespace quantize_op {
@@ -151,6 +153,73 @@ void draw(Draws& d, const nvfp4_kernel_info& info, const ShapeLimits& limits, Ca
   p.generator = std::string("quantize/") + kClasses[d.below(kClassCount)];
 }
 
+uint64_t device_bytes(const Problem& p) {
+  const int64_t sfq = std::max(p.sfq_bytes(), sf_permuted_bytes(p.m, p.qkb(), p.l));
+  const int64_t scales = p.row_global_scale ? p.l * p.m * 4 : 4;
+  return static_cast<uint64_t>(p.x_bytes() + scales + p.q_bytes() + sfq + 8 * kGuardBytes);
+}
+
+bool draw_huge_shape(uint64_t pick, const nvfp4_kernel_info& info, uint64_t device_free_bytes, Problem& p) {
+  static const int64_t kWidths[] = {2688, 5120, 7168};
+  const int64_t km = std::lcm<int64_t>(packs_nibbles(p.q_format) ? 2 : 1, std::max<uint32_t>(1, info.k_multiple));
+  const int64_t mm = std::max<uint32_t>(1, info.m_multiple);
+  Problem h = p;
+  h.l = 1;
+  // Two-byte X where the kernel takes it (4 GiB; FP32's 8 GiB would double the host memory a
+  // check holds, about 80 GiB with two-byte X: copies, stale data, three calls' outputs).
+  if (h.in_type == InType::fp32 && (info.in_types >> NVFP4_IN_BF16 & 1u)) h.in_type = InType::bf16;
+  if (h.in_type == InType::fp32 && (info.in_types >> NVFP4_IN_FP16 & 1u)) h.in_type = InType::fp16;
+  h.k = round_up(kWidths[pick % 3], km);
+  // The first rows whose elements' offsets pass 2^31, and a few more (0 to 7, within the
+  // multiple): at k = 2688, m = 798,916 is where flashinfer's quantizer failed.
+  const int64_t past = (int64_t(1) << 31) / h.k + 1;
+  h.m = round_up(past + static_cast<int64_t>(pick / 3 % 8), mm);
+  // Twice the call's bytes (CUDA contexts of the other lanes, the runtime's own) and 2 GiB more.
+  if (2 * device_bytes(h) + (uint64_t(2) << 30) > device_free_bytes) return false;
+  p = std::move(h);
+  return true;
+}
+
+namespace {
+
+// RN words of the input type from floats.
+void store_words(const Problem& p, const float* v, int64_t count, uint8_t* out) {
+  const size_t width = static_cast<size_t>(in_word_bytes(p.in_type));
+  for (int64_t e = 0; e < count; ++e) {
+    const uint32_t w = to_word(p.in_type, v[e]);
+    std::memcpy(out + static_cast<size_t>(e) * width, &w, width);
+  }
+}
+
+// fill_x past kRowSeededElements: row r's blocks from a generator seeded by (seed, r), rows in
+// parallel, each row converted to words as it is drawn (no float copy of a 2^31-element X).
+void fill_rows_seeded(Problem& p, const std::string& cls, Rng& rng, float tensor_amax) {
+  const int64_t rows = p.l * p.m, bs = block_size(p.q_format), width = in_word_bytes(p.in_type);
+  const uint64_t seed = *p.seed;
+  p.x.resize(static_cast<size_t>(rows * p.k * width));
+  // A tensor whose amax is Inf, as below, at an element drawn from the case's own generator.
+  const bool inf_tensor = cls == "edges" && rng() % 8 == 0;
+  const int64_t inf_at = static_cast<int64_t>(rng() % static_cast<uint64_t>(rows * p.k));
+  const bool inf_negative = rng() & 1;
+#pragma omp parallel
+  {
+    std::vector<float> v(static_cast<size_t>(p.k));
+#pragma omp for schedule(static)
+    for (int64_t r = 0; r < rows; ++r) {
+      Rng row_rng(splitmix64(seed ^ splitmix64(static_cast<uint64_t>(r) + 1)));
+      const float row_amax =
+          p.row_global_scale ? tensor_amax * std::ldexp(1.0f, -static_cast<int>(row_rng() % 8)) : tensor_amax;
+      for (int64_t s = 0; s * bs < p.k; ++s) fill_block(row_rng, cls, p, row_amax, v, s * bs, std::min(bs, p.k - s * bs));
+      if (inf_tensor && inf_at / p.k == r)
+        v[static_cast<size_t>(inf_at % p.k)] =
+            inf_negative ? -std::numeric_limits<float>::infinity() : std::numeric_limits<float>::infinity();
+      store_words(p, v.data(), p.k, p.x.data() + r * p.k * width);
+    }
+  }
+}
+
+}  // namespace
+
 void fill_x(Problem& p) {
   if (!is_generator(p.generator)) throw std::invalid_argument("a quantize case's generator is quantize/plain, "
                                                                "quantize/decision, quantize/edges or quantize/zero");
@@ -160,6 +229,7 @@ void fill_x(Problem& p) {
   float tensor_amax = std::ldexp(1.0f, static_cast<int>(rng() % 24) - 12) * (1.0f + uniform(rng));
   if (p.in_type == InType::fp32 && rng() % 8 == 0) tensor_amax = std::ldexp(1.0f, 100 + static_cast<int>(rng() % 27));
   tensor_amax = std::min(tensor_amax, largest(p.in_type) / 2);
+  if (rows * p.k > kRowSeededElements) return fill_rows_seeded(p, cls, rng, tensor_amax);
   std::vector<float> v(static_cast<size_t>(rows * p.k));
   for (int64_t r = 0; r < rows; ++r) {
     const float row_amax = p.row_global_scale ? tensor_amax * std::ldexp(1.0f, -static_cast<int>(rng() % 8)) : tensor_amax;
@@ -168,12 +238,8 @@ void fill_x(Problem& p) {
   // A tensor whose amax is Inf: every block's scale follows the recipe's Inf rule.
   if (cls == "edges" && rng() % 8 == 0 && !v.empty())
     v[rng() % v.size()] = (rng() & 1) ? -std::numeric_limits<float>::infinity() : std::numeric_limits<float>::infinity();
-  const int width = in_word_bytes(p.in_type);
-  p.x.resize(v.size() * static_cast<size_t>(width));
-  for (size_t e = 0; e < v.size(); ++e) {
-    const uint32_t w = to_word(p.in_type, v[e]);
-    std::memcpy(p.x.data() + e * static_cast<size_t>(width), &w, static_cast<size_t>(width));
-  }
+  p.x.resize(v.size() * static_cast<size_t>(in_word_bytes(p.in_type)));
+  store_words(p, v.data(), static_cast<int64_t>(v.size()), p.x.data());
 }
 
 }  // namespace quantize_op

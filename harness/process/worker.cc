@@ -85,7 +85,10 @@ struct Spawned {
 // Starts argv as a worker with environment envp: in its own process group (the parent ends
 // everything it forks by killing the group), killed when the parent dies, the channel on
 // kWorkerChannelFd. Throws WorkerStartError when no process could be made.
-Spawned spawn_worker(std::vector<std::string>& argv_strings, char* const* envp, int death_signal = SIGKILL) {
+// shared_in, shared_out (or -1): the memory files the worker gets as kWorkerInputFd and
+// kWorkerOutputFd.
+Spawned spawn_worker(std::vector<std::string>& argv_strings, char* const* envp, int death_signal = SIGKILL,
+                     int shared_in = -1, int shared_out = -1) {
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
     throw WorkerStartError(std::string("socketpair: ") + std::strerror(errno));
@@ -104,11 +107,15 @@ Spawned spawn_worker(std::vector<std::string>& argv_strings, char* const* envp, 
     setpgid(0, 0);
     prctl(PR_SET_PDEATHSIG, death_signal);
     if (getppid() != parent) _exit(125);
-    if (sv[1] == kWorkerChannelFd) {
-      fcntl(sv[1], F_SETFD, 0);
-    } else if (dup2(sv[1], kWorkerChannelFd) < 0) {
-      _exit(126);
-    }
+    // Each descriptor first to a number above the three targets, so that moving one into place
+    // cannot close another still to be moved; dup2 clears close-on-exec on the targets.
+    const int from[3] = {sv[1], shared_in, shared_out};
+    const int to[3] = {kWorkerChannelFd, kWorkerInputFd, kWorkerOutputFd};
+    int high[3] = {-1, -1, -1};
+    for (int x = 0; x < 3; ++x)
+      if (from[x] >= 0 && (high[x] = fcntl(from[x], F_DUPFD_CLOEXEC, 10)) < 0) _exit(126);
+    for (int x = 0; x < 3; ++x)
+      if (high[x] >= 0 && dup2(high[x], to[x]) < 0) _exit(126);
     execve(argv[0], argv.data(), envp);
     _exit(127);
   }
@@ -168,11 +175,16 @@ void WorkerExecutor::start() {
   envp.push_back(nullptr);
   // A compiling kernel's process that loses its parent gets SIGTERM: Python's worker then ends
   // the compiler and unlocks its cache (nvfp4check.worker), and dies by the default action after.
-  const Spawned child = spawn_worker(command_.argv, envp.data(), warms_up() ? SIGTERM : SIGKILL);
+  // Fresh memory files for each process: nothing a lost worker left in them is read again.
+  shared_in_ = SharedFile::create("nvfp4check-case");
+  shared_out_ = SharedFile::create("nvfp4check-outputs");
+  const Spawned child =
+      spawn_worker(command_.argv, envp.data(), warms_up() ? SIGTERM : SIGKILL, shared_in_.fd(), shared_out_.fd());
   pid_ = child.pid;
   dead_ = false;
   fd_ = child.fd;
   frames_ = FrameReader();
+  frames_.set_shared(&shared_out_);
   ++starts_;
   warm_ = false;
 
@@ -237,6 +249,8 @@ void WorkerExecutor::stop() {
   if (fd_ >= 0) close(fd_);
   fd_ = -1;
   frames_ = FrameReader();
+  shared_in_ = SharedFile();
+  shared_out_ = SharedFile();
 }
 
 std::optional<WorkerMessage> WorkerExecutor::receive(double timeout_s, CallObservation* end) {
@@ -353,7 +367,10 @@ std::vector<CallObservation> WorkerExecutor::run_calls(const CaseData& data, con
   run.case_id = id;
   run.data = data;
   for (const PlannedCall& call : plan) run.plan.push_back(call.spec);
-  const std::vector<uint8_t> frame = encode_message(run);
+  // The last case's tensors are gone from the file before this one's are written (the worker
+  // read them before it answered).
+  shared_in_.reset();
+  const std::vector<uint8_t> frame = encode_message(run, &shared_in_);
   // What can come back: per call, the outputs twice as byte strings of words (at most 4 bytes
   // each) and the report of guards and inputs (a few per buffer: a grouped problem has five
   // buffers per group) and an error (a traceback: 1 MiB is plenty).
@@ -407,6 +424,8 @@ std::vector<CallObservation> WorkerExecutor::receive_calls(int64_t id, size_t ca
     }
     if (const auto* started = std::get_if<CallStartedMsg>(&*m);
         started && started->case_id == id && started->index == static_cast<int64_t>(out.size())) {
+      // The worker has read the case: its tensors' copy in the file may go now.
+      if (out.empty()) shared_in_.reset();
       wait = timeout_s_;
       continue;
     }
@@ -523,16 +542,21 @@ int serve_kernel(int fd, const Kernel& kernel, double timeout_s) {
   install_input_fault_handler();
   send_message(fd, ReadyMsg{{describe_kernel(kernel)}, ""});
   KernelCaller caller(kernel, timeout_s, /*protect_inputs=*/true);
+  // The memory files the parent opened for this process (none: every byte in the frames).
+  SharedFile in(fcntl(kWorkerInputFd, F_GETFD) >= 0 ? kWorkerInputFd : -1);
+  SharedFile out(fcntl(kWorkerOutputFd, F_GETFD) >= 0 ? kWorkerOutputFd : -1);
   for (;;) {
     WorkerMessage m;
     try {
-      m = receive_message(fd);
+      m = receive_message(fd, &in);
     } catch (const ProtocolError&) {
       return 0;  // the parent is gone or done
     }
     if (std::holds_alternative<QuitMsg>(m)) return 0;
     auto* run = std::get_if<RunCaseMsg>(&m);
     if (!run) return 2;
+    // The parent has read every answer of the case before: its outputs' bytes may go.
+    out.reset();
     caller.begin_case(std::move(run->data));
     for (size_t x = 0; x < run->plan.size(); ++x) {
       const int64_t index = static_cast<int64_t>(x);
@@ -540,7 +564,7 @@ int serve_kernel(int fd, const Kernel& kernel, double timeout_s) {
       CallObservation o = caller.call(run->plan[x]);
       const bool stop = o.end != CallObservation::End::returned;
       const bool lost = o.context_lost;
-      send_message(fd, CallDoneMsg{run->case_id, index, std::move(o)});
+      send_message(fd, CallDoneMsg{run->case_id, index, std::move(o)}, &out);
       // A lost CUDA context (or a hung kernel still running) can hang the runtime's teardown.
       if (lost) _exit(0);
       if (stop) break;

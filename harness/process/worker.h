@@ -93,6 +93,9 @@ class WorkerExecutor final : public Executor {
   WarmupFailure warmup_;
   KernelDesc desc_;
   FrameReader frames_;  // what the worker sent that is not taken yet
+  // The memory files of this process's tensors (worker_protocol.h): the cases' inputs, written
+  // here, and its outputs, read here.
+  SharedFile shared_in_, shared_out_;
 };
 
 // Warms the first lane up, on this thread; the others warm up when their cases begin, loading

@@ -4,6 +4,8 @@
 #include "harness/process/worker_protocol.h"
 
 #include <poll.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -61,6 +63,7 @@ if_is<T, KernelDesc> visit_fields(V&& v, T& k) {
   v("recipes", k.info.recipes, kInput);
   v("runnable", k.runnable, kInput);
   v("why_not", k.why_not, kInput);
+  v("device_free_bytes", k.device_free_bytes, kInput);
 }
 template <class V, class T>
 if_is<T, CaseData> visit_fields(V&& v, T& d) {
@@ -149,18 +152,56 @@ std::string invalid(const T&) { return {}; }
   throw ProtocolError("malformed message: " + at + ": " + what);
 }
 
-// Output words travel as little-endian 16-bit words when every one fits (fp16, bf16), else
-// 32-bit ones: the width is the byte string's first byte.
+// The memory files of the message being encoded or decoded on this thread (each lane encodes
+// and decodes its own worker's messages on its own thread).
+thread_local SharedFile* t_sink = nullptr;
+thread_local const SharedFile* t_source = nullptr;
+thread_local uint64_t t_source_taken = 0;
+
+// A byte string past kSharedBytes, written to the sink: the frame holds a binary of subtype
+// kSharedSubtype, 16 bytes: the offset and the length, little-endian.
+constexpr std::uint64_t kSharedSubtype = 0x53;
+json byte_string(const std::vector<uint8_t>& b) {
+  if (!t_sink || !t_sink->open() || b.size() <= kSharedBytes) return json::binary(b);
+  const uint64_t at = t_sink->append(b.data(), b.size()), n = b.size();
+  std::vector<uint8_t> where(16);
+  for (int x = 0; x < 8; ++x) where[x] = static_cast<uint8_t>(at >> (8 * x)), where[8 + x] = static_cast<uint8_t>(n >> (8 * x));
+  return json::binary(std::move(where), kSharedSubtype);
+}
+// A byte string's bytes: the frame's own, or those it names in the shared file.
+std::vector<uint8_t> get_bytes(const json& j, const std::string& at) {
+  const json::binary_t& b = j.get_binary();
+  if (!b.has_subtype()) return b;
+  if (b.subtype() != kSharedSubtype || b.size() != 16) malformed(at, "a byte string of an unknown kind");
+  if (!t_source || !t_source->open()) malformed(at, "a tensor in a shared file where none is open");
+  uint64_t offset = 0, size = 0;
+  for (int x = 0; x < 8; ++x) offset |= uint64_t(b[x]) << (8 * x), size |= uint64_t(b[8 + x]) << (8 * x);
+  if (size > t_source->limit() - t_source_taken)
+    malformed(at, fmt::format("{} bytes in the shared file where at most {} can come", size,
+                              t_source->limit() - t_source_taken));
+  t_source_taken += size;
+  return t_source->read(offset, size, at);
+}
+
+// Output words travel as little-endian 8-bit words when every one fits (a quantizer's bytes),
+// 16-bit ones when every one fits (fp16, bf16), else 32-bit ones: the width is the byte string's
+// first byte.
 json words(const std::vector<uint32_t>& v) {
-  const bool narrow = std::all_of(v.begin(), v.end(), [](uint32_t w) { return w <= 0xFFFFu; });
-  const size_t width = narrow ? 2 : 4;
+  uint32_t largest = 0;
+  for (uint32_t w : v) largest = std::max(largest, w);
+  const size_t width = largest <= 0xFFu ? 1 : largest <= 0xFFFFu ? 2 : 4;
   std::vector<uint8_t> b(1 + v.size() * width);
   b[0] = static_cast<uint8_t>(width);
-  for (size_t x = 0; x < v.size(); ++x) std::memcpy(b.data() + 1 + x * width, &v[x], width);
-  return json::binary(std::move(b));
+  if (width == 1) {
+    for (size_t x = 0; x < v.size(); ++x) b[1 + x] = static_cast<uint8_t>(v[x]);
+  } else {
+    for (size_t x = 0; x < v.size(); ++x) std::memcpy(b.data() + 1 + x * width, &v[x], width);
+  }
+  if (!t_sink || !t_sink->open() || b.size() <= kSharedBytes) return json::binary(std::move(b));
+  return byte_string(b);
 }
 std::vector<uint32_t> get_words(const std::vector<uint8_t>& b, const std::string& at) {
-  if (b.empty() || (b[0] != 2 && b[0] != 4) || (b.size() - 1) % b[0] != 0)
+  if (b.empty() || (b[0] != 1 && b[0] != 2 && b[0] != 4) || (b.size() - 1) % b[0] != 0)
     malformed(at, "not an array of output words");
   const size_t width = b[0];
   std::vector<uint32_t> w((b.size() - 1) / width, 0);
@@ -177,7 +218,7 @@ json encode(const T& x) {
   } else if constexpr (std::is_arithmetic_v<T> || std::is_same_v<T, std::string>) {
     return x;
   } else if constexpr (std::is_same_v<T, std::vector<uint8_t>>) {
-    return json::binary(x);
+    return byte_string(x);
   } else if constexpr (std::is_same_v<T, std::vector<uint32_t>>) {
     return words(x);
   } else if constexpr (is_vector<T>::value) {
@@ -230,8 +271,8 @@ void decode(const json& j, T& x, const std::string& at) {
     x = j.get<std::string>();
   } else if constexpr (std::is_same_v<T, std::vector<uint8_t>> || std::is_same_v<T, std::vector<uint32_t>>) {
     if (!j.is_binary()) malformed(at, "not a byte string");
-    if constexpr (std::is_same_v<T, std::vector<uint8_t>>) x = j.get_binary();
-    else x = get_words(j.get_binary(), at);
+    if constexpr (std::is_same_v<T, std::vector<uint8_t>>) x = get_bytes(j, at);
+    else x = get_words(get_bytes(j, at), at);
   } else if constexpr (is_vector<T>::value) {
     if (!j.is_array()) malformed(at, "not a list");
     x.assign(j.size(), {});
@@ -319,10 +360,71 @@ KernelDesc describe_kernel(const Kernel& k) {
   d.info = *k.info;
   d.info.name = nullptr;
   d.runnable = kernel_runnable(k, &d.why_not);
+  // Only a quantizer's process asks (the huge tier is the quantize op's); a kernel's process uses
+  // the device anyway, so the context this creates is not wasted there.
+  if (d.runnable && d.is_cuda() && d.supports_op(NVFP4_OP_QUANTIZE)) d.device_free_bytes = cuda_free_bytes();
   return d;
 }
 
-std::vector<uint8_t> encode_message(const WorkerMessage& m) {
+SharedFile SharedFile::create(const char* name) {
+  const int fd = memfd_create(name, MFD_CLOEXEC);
+  if (fd < 0) throw ProtocolError(std::string("memfd_create: ") + std::strerror(errno));
+  return SharedFile(fd);
+}
+
+SharedFile& SharedFile::operator=(SharedFile&& o) noexcept {
+  if (this != &o) {
+    if (fd_ >= 0) close(fd_);
+    fd_ = o.fd_, end_ = o.end_, limit_ = o.limit_;
+    o.fd_ = -1;
+  }
+  return *this;
+}
+
+SharedFile::~SharedFile() {
+  if (fd_ >= 0) close(fd_);
+}
+
+void SharedFile::reset() {
+  end_ = 0;
+  if (fd_ >= 0 && ftruncate(fd_, 0) != 0) throw ProtocolError(std::string("ftruncate of a shared file: ") + std::strerror(errno));
+}
+
+uint64_t SharedFile::append(const uint8_t* data, size_t size) {
+  const uint64_t at = end_;
+  size_t done = 0;
+  while (done < size) {
+    const ssize_t w = pwrite(fd_, data + done, size - done, static_cast<off_t>(at + done));
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) throw ProtocolError(std::string("writing a shared file: ") + std::strerror(errno));
+    done += static_cast<size_t>(w);
+  }
+  end_ = at + size;
+  return at;
+}
+
+std::vector<uint8_t> SharedFile::read(uint64_t offset, uint64_t size, const std::string& at) const {
+  struct stat st {};
+  if (fstat(fd_, &st) != 0 || offset > static_cast<uint64_t>(st.st_size) ||
+      size > static_cast<uint64_t>(st.st_size) - offset)
+    malformed(at, fmt::format("bytes [{}, +{}) past the end of the shared file ({} bytes)", offset, size,
+                              static_cast<uint64_t>(st.st_size)));
+  std::vector<uint8_t> out(static_cast<size_t>(size));
+  size_t done = 0;
+  while (done < size) {
+    const ssize_t r = pread(fd_, out.data() + done, size - done, static_cast<off_t>(offset + done));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) malformed(at, "the shared file ended while it was read (its writer truncated it)");
+    done += static_cast<size_t>(r);
+  }
+  return out;
+}
+
+std::vector<uint8_t> encode_message(const WorkerMessage& m, SharedFile* shared) {
+  t_sink = shared;
+  struct Clear {
+    ~Clear() { t_sink = nullptr; }
+  } clear;
   const json j = json::array({kMessageNames[m.index()], std::visit([](const auto& x) { return encode(x); }, m)});
   std::vector<uint8_t> payload = json::to_cbor(j);
   std::vector<uint8_t> frame(kFrameHeaderBytes + payload.size());
@@ -333,26 +435,32 @@ std::vector<uint8_t> encode_message(const WorkerMessage& m) {
   return frame;
 }
 
-WorkerMessage decode_message(const uint8_t* data, size_t size) {
+WorkerMessage decode_message(const uint8_t* data, size_t size, const SharedFile* shared) {
+  t_source = shared;
+  t_source_taken = 0;
+  struct Clear {
+    ~Clear() { t_source = nullptr; }
+  } clear;
   try {
-    return message_from(json::from_cbor(data, data + size));
+    // Tags kept: a byte string naming bytes in the shared file carries its kind as the tag.
+    return message_from(json::from_cbor(data, data + size, true, true, json::cbor_tag_handler_t::store));
   } catch (const json::exception& e) {
     throw ProtocolError(std::string("malformed message: ") + e.what());
   }
 }
 
-void send_message(int fd, const WorkerMessage& m) {
-  const std::vector<uint8_t> frame = encode_message(m);
+void send_message(int fd, const WorkerMessage& m, SharedFile* shared) {
+  const std::vector<uint8_t> frame = encode_message(m, shared);
   write_all(fd, frame.data(), frame.size());
 }
 
-WorkerMessage receive_message(int fd) {
+WorkerMessage receive_message(int fd, const SharedFile* shared) {
   uint8_t head[kFrameHeaderBytes];
   read_all(fd, head, kFrameHeaderBytes);
   const uint64_t n = *frame_payload_bytes(head, kFrameHeaderBytes, kMaxFrameBytes);
   std::vector<uint8_t> payload(static_cast<size_t>(n));
   read_all(fd, payload.data(), n);
-  return decode_message(payload.data(), payload.size());
+  return decode_message(payload.data(), payload.size(), shared);
 }
 
 void FrameReader::feed(const uint8_t* data, size_t size) {
@@ -368,7 +476,8 @@ std::optional<WorkerMessage> FrameReader::next() {
   const uint8_t* h = buffer_.data() + start_;
   const std::optional<uint64_t> n = frame_payload_bytes(h, have, limit_);
   if (!n || have < kFrameHeaderBytes + *n) return std::nullopt;
-  WorkerMessage m = decode_message(h + kFrameHeaderBytes, static_cast<size_t>(*n));
+  if (shared_) shared_->set_limit(limit_);
+  WorkerMessage m = decode_message(h + kFrameHeaderBytes, static_cast<size_t>(*n), shared_);
   start_ += kFrameHeaderBytes + static_cast<size_t>(*n);
   if (start_ > (size_t(1) << 24) && start_ * 2 > buffer_.size()) {
     buffer_.erase(buffer_.begin(), buffer_.begin() + static_cast<std::ptrdiff_t>(start_));

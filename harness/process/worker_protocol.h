@@ -21,6 +21,9 @@ struct KernelDesc {
   nvfp4_kernel_info info{};               // info.name is not kept (use `name`)
   bool runnable = true;
   std::string why_not;
+  // A runnable CUDA quantizer: the device's free bytes when its process described it (what the
+  // schedule's huge tier may take); 0 otherwise.
+  uint64_t device_free_bytes = 0;
   bool is_cuda() const { return info.memory == NVFP4_MEMORY_CUDA; }
   bool supports_op(uint32_t op) const { return (info.ops >> op) & 1u; }
   bool supports_layout(uint32_t layout) const { return (info.sf_layouts >> layout) & 1u; }
@@ -68,17 +71,59 @@ class ProtocolError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
-std::vector<uint8_t> encode_message(const WorkerMessage& m);
-WorkerMessage decode_message(const uint8_t* data, size_t size);  // one frame's payload
+
+// Byte strings longer than this (a tensor, a call's output words) travel beside the frame, in a
+// memory file (memfd) both processes hold: the frame carries only where they lie. Below it the
+// frame carries them, as always (small cases cost the same either way; measured in the closing
+// note of this change). A 4 GiB BF16 X would otherwise be copied five times through CBOR.
+constexpr size_t kSharedBytes = size_t(1) << 20;
+// The worker's ends of the two memory files: the parent writes the cases' tensors into the first,
+// the worker its outputs into the second (each side reads only what the other writes).
+constexpr int kWorkerInputFd = 4, kWorkerOutputFd = 5;
+
+// One side's access to a memory file, by pwrite and pread only: the parent never maps a file the
+// worker can truncate (a short read is a protocol error, never a SIGBUS), and takes from it at
+// most `limit` bytes per message (what the parent asked for bounds it, as it bounds a frame).
+class SharedFile {
+ public:
+  SharedFile() = default;
+  explicit SharedFile(int fd) : fd_(fd) {}
+  // A new anonymous memory file (the parent's side); throws ProtocolError when none can be made.
+  static SharedFile create(const char* name);
+  SharedFile(SharedFile&& o) noexcept : fd_(o.fd_), end_(o.end_), limit_(o.limit_) { o.fd_ = -1; }
+  SharedFile& operator=(SharedFile&& o) noexcept;
+  ~SharedFile();
+  bool open() const { return fd_ >= 0; }
+  int fd() const { return fd_; }
+  // Empties the file (its memory is given back); the next append writes at offset 0.
+  void reset();
+  // Writes the bytes at the end and returns their offset.
+  uint64_t append(const uint8_t* data, size_t size);
+  // The bytes [offset, offset + size); throws ProtocolError past the file's end or the limit.
+  std::vector<uint8_t> read(uint64_t offset, uint64_t size, const std::string& at) const;
+  void set_limit(uint64_t bytes) { limit_ = bytes; }
+  uint64_t limit() const { return limit_; }
+
+ private:
+  int fd_ = -1;
+  uint64_t end_ = 0;
+  uint64_t limit_ = UINT64_MAX;
+};
+
+// shared: where byte strings past kSharedBytes go (null or not open: into the frame).
+std::vector<uint8_t> encode_message(const WorkerMessage& m, SharedFile* shared = nullptr);
+// One frame's payload; shared: where its tensors beside the frame are read from (null: a frame
+// naming one is malformed), at most shared->limit() bytes of them.
+WorkerMessage decode_message(const uint8_t* data, size_t size, const SharedFile* shared = nullptr);
 // Largest frame accepted: the data of the largest case (kMaxCaseBytes) twice (the stale data)
 // and some.
 constexpr uint64_t kMaxFrameBytes = (uint64_t(1) << 33) + (uint64_t(1) << 20);
 constexpr size_t kFrameHeaderBytes = 12;
 
 // Blocking send of one frame on fd (throws ProtocolError when the peer is gone).
-void send_message(int fd, const WorkerMessage& m);
+void send_message(int fd, const WorkerMessage& m, SharedFile* shared = nullptr);
 // Blocking receive (the worker's side; the parent polls with a deadline instead).
-WorkerMessage receive_message(int fd);
+WorkerMessage receive_message(int fd, const SharedFile* shared = nullptr);
 
 constexpr uint8_t kFrameMark[4] = {'N', 'V', 'F', '4'};
 
@@ -92,13 +137,17 @@ class FrameReader {
   // No buffered byte is waiting (after the last frame the parent asked for, anything buffered was
   // written by someone else).
   bool empty() const { return start_ == buffer_.size(); }
-  // The longest frame the parent can be sent now (what it asked for bounds it); kMaxFrameBytes by default.
+  // The longest frame the parent can be sent now (what it asked for bounds it); kMaxFrameBytes by
+  // default. The same bound holds for the bytes one message names in the shared file.
   void set_limit(uint64_t bytes) { limit_ = bytes; }
+  // Where frames' tensors beside them are read from (null: a frame naming one is malformed).
+  void set_shared(SharedFile* shared) { shared_ = shared; }
 
  private:
   std::vector<uint8_t> buffer_;
   size_t start_ = 0;
   uint64_t limit_ = kMaxFrameBytes;
+  SharedFile* shared_ = nullptr;
 };
 
 }  // namespace nvfp4

@@ -4,11 +4,15 @@
 // padding, writes another layout than it declares, or writes nothing (observations built here,
 // so each text is checked against a known cause).
 #include <gtest/gtest.h>
+#include <omp.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <string>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "harness/judge/case_check.h"
 #include "harness/judge/checks.h"
@@ -78,6 +82,111 @@ TEST(QuantizeOp, ScheduleReachesEveryDeclarationAndDataClass) {
   EXPECT_EQ(classes, (std::set<std::string>{"quantize/decision", "quantize/edges", "quantize/plain", "quantize/zero"}));
   EXPECT_GT(k_tail, 40);
   EXPECT_GT(row_tail, 10);
+}
+
+// The huge tier: CUDA quantizers only, about one case in 64 where the device has the memory,
+// every case with `always`, none where the memory is short; its shapes pass 2^31 elements by a few
+// rows; every other case is the case drawn without the tier (the tier takes no draw from it).
+TEST(QuantizeOp, TheHugeTierIsDrawnForCudaQuantizersWithTheMemory) {
+  // The host quantizer's declaration, once as a CUDA kernel's (no device needed to draw).
+  const Kernel& host = builtin("host_quantize_nvfp4");
+  nvfp4_kernel_info cuda_info = *host.info;
+  cuda_info.memory = NVFP4_MEMORY_CUDA;
+  cuda_info.min_sm = 90;
+  struct {
+    const nvfp4_kernel_info* info;
+    std::string name() const { return "cuda_twin"; }
+  } cuda{&cuda_info};
+  ScheduleOptions plain;
+  plain.seed = 20261202;
+  ScheduleOptions roomy = plain;
+  roomy.device_free_bytes = uint64_t(139) << 30;  // an H200
+  const int64_t n = 1280;
+  const Schedule without(*cuda.info, cuda.name(), plain), with(*cuda.info, cuda.name(), roomy);
+  int64_t huge = 0;
+  std::set<int64_t> widths;
+  ScheduleStats stats;
+  for (int64_t i = 0; i < n; ++i) {
+    const ScheduledCase a = without.at(i), b = with.at(i);
+    stats.add(b);
+    ASSERT_NE(a.kind, CaseKind::huge);
+    if (b.kind != CaseKind::huge) {
+      EXPECT_EQ(b.problem.x, a.problem.x) << i;
+      EXPECT_EQ(b.problem.m, a.problem.m) << i;
+      continue;
+    }
+    ++huge;
+    const Problem& p = b.problem;
+    const int64_t elements = p.l * p.m * p.k;
+    EXPECT_GE(elements, int64_t(1) << 31) << i;
+    EXPECT_LT(elements - (int64_t(1) << 31), 9 * p.k) << i << ": just past 2^31, by at most 8 rows";
+    EXPECT_TRUE(p.x.empty()) << "a huge case's X is drawn when it is checked";
+    EXPECT_NE(p.in_type, InType::fp32) << "two-byte X where the kernel declares it";
+    EXPECT_EQ(p.seed, a.problem.seed) << "the same data seed as without the tier";
+    EXPECT_NE(p.note.find("huge tier"), std::string::npos) << p.note;
+    widths.insert(p.k);
+  }
+  // 1280 / 64 = 20 expected; a binomial count below 6 or above 40 has probability < 1e-4.
+  EXPECT_GE(huge, 6);
+  EXPECT_LE(huge, 40);
+  EXPECT_EQ(widths, (std::set<int64_t>{2688, 5120, 7168}));
+  EXPECT_EQ(stats.huge, huge);
+  EXPECT_EQ(stats.by_kind["huge"], huge);
+  EXPECT_NE(stats.text().find(fmt::format("huge tier {}", huge)), std::string::npos) << stats.text();
+
+  // Host kernels never, whatever the options say; a device without room never; `always`: every case.
+  ScheduleOptions always = roomy;
+  always.huge = HugeTier::always;
+  const Schedule host_always(*host.info, host.name(), always);
+  ScheduleOptions short_of_room = always;
+  short_of_room.device_free_bytes = uint64_t(6) << 30;  // holds one call of a BF16 case, not twice
+  const Schedule cramped(*cuda.info, cuda.name(), short_of_room);
+  ScheduleOptions off = always;
+  off.huge = HugeTier::off;
+  const Schedule none(*cuda.info, cuda.name(), off), every(*cuda.info, cuda.name(), always);
+  for (int64_t i = 0; i < 40; ++i) {
+    EXPECT_NE(host_always.at(i).kind, CaseKind::huge);
+    EXPECT_NE(cramped.at(i).kind, CaseKind::huge);
+    EXPECT_NE(none.at(i).kind, CaseKind::huge);
+    const ScheduledCase c = every.at(i);
+    EXPECT_EQ(c.kind, CaseKind::huge) << i;
+    EXPECT_LE(2 * quantize_op::device_bytes(c.problem) + (uint64_t(2) << 30), always.device_free_bytes);
+  }
+}
+
+// Past kRowSeededElements X is drawn row by row from seeds of its own, in parallel: the same bytes
+// for any number of threads, each row its own data, the class's blocks (here the zero blocks and
+// NaN elements of `edges`) in every part of the tensor.
+TEST(QuantizeOp, RowSeededXIsTheSameForAnyThreadCount) {
+  Problem p;
+  p.op = Op::quantize;
+  p.l = 1, p.k = 2688;
+  p.m = quantize_op::kRowSeededElements / p.k + 3;
+  p.in_type = InType::bf16;
+  p.recipe = Recipe::te;
+  p.sf_layout = SfLayout::linear;
+  p.seed = 99;
+  p.generator = "quantize/edges";
+  Problem one = p, many = p;
+  omp_set_num_threads(1);
+  quantize_op::fill_x(one);
+  omp_set_num_threads(4);
+  quantize_op::fill_x(many);
+  omp_set_num_threads(omp_get_num_procs());
+  ASSERT_EQ(one.x.size(), static_cast<size_t>(p.x_bytes()));
+  EXPECT_TRUE(one.x == many.x);
+  const size_t row = static_cast<size_t>(p.k) * 2;
+  EXPECT_FALSE(std::equal(one.x.begin(), one.x.begin() + row, one.x.begin() + row)) << "rows 0 and 1 alike";
+  // NaN elements (BF16 exponent all ones, mantissa nonzero) in the first and the last quarter.
+  auto nan_in = [&](size_t from, size_t to) {
+    for (size_t e = from; e < to; e += 2) {
+      const uint16_t w = static_cast<uint16_t>(one.x[e] | one.x[e + 1] << 8);
+      if ((w & 0x7F80) == 0x7F80 && (w & 0x7F)) return true;
+    }
+    return false;
+  };
+  EXPECT_TRUE(nan_in(0, one.x.size() / 4));
+  EXPECT_TRUE(nan_in(one.x.size() / 4 * 3, one.x.size()));
 }
 
 // A kernel's observed output for problem p: Q and SFQ (in p's layout, padding `pad`) as words.

@@ -1,6 +1,7 @@
 // The worker protocol: every struct's fields survive a round trip, what the parent expects never
 // travels, and malformed input is refused with the field it concerns named.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
@@ -22,6 +23,11 @@ WorkerMessage round_trip(const WorkerMessage& m) {
 json payload(const WorkerMessage& m) {
   const std::vector<uint8_t> frame = encode_message(m);
   return json::from_cbor(frame.begin() + kFrameHeaderBytes, frame.end());
+}
+// The same with the message's big byte strings in a shared file (the tags kept).
+json payload_with(const WorkerMessage& m, SharedFile* shared) {
+  const std::vector<uint8_t> frame = encode_message(m, shared);
+  return json::from_cbor(frame.begin() + kFrameHeaderBytes, frame.end(), true, true, json::cbor_tag_handler_t::store);
 }
 std::string decode_error(const json& j) {
   const std::vector<uint8_t> bytes = json::to_cbor(j);
@@ -121,6 +127,7 @@ TEST(WorkerProtocol, DescriptionsAndObservationsRoundTrip) {
   d.info.flags = 3, d.info.out_types = 14, d.info.max_groups = 9;
   d.runnable = false;
   d.why_not = "no GPU";
+  d.device_free_bytes = uint64_t(139) << 30;
   const ReadyMsg ready = std::get<ReadyMsg>(round_trip(ReadyMsg{{d}, "err"}));
   ASSERT_EQ(ready.kernels.size(), 1u);
   const KernelDesc& e = ready.kernels[0];
@@ -130,6 +137,7 @@ TEST(WorkerProtocol, DescriptionsAndObservationsRoundTrip) {
   EXPECT_EQ(std::memcmp(&e.info, &d.info, sizeof d.info), 0);
   EXPECT_FALSE(e.runnable);
   EXPECT_EQ(e.why_not, "no GPU");
+  EXPECT_EQ(e.device_free_bytes, uint64_t(139) << 30);
   EXPECT_EQ(ready.error, "err");
 
   CallDoneMsg done{3, 1, {}};
@@ -225,6 +233,97 @@ TEST(WorkerProtocol, FramesAreCheckedByOneReader) {
   const uint8_t junk[] = {'N', 'V', 'X'};
   other.feed(junk, sizeof junk);
   EXPECT_THROW(other.next(), ProtocolError);
+}
+
+// A case's tensors past kSharedBytes and a call's outputs past it travel in the memory files; the
+// frame holds where. Smaller ones stay in the frame.
+TEST(WorkerProtocol, LargeTensorsTravelBesideTheFrame) {
+  SharedFile to_worker = SharedFile::create("test-in"), from_worker = SharedFile::create("test-out");
+  RunCaseMsg run = run_message();
+  Problem& p = run.data.problem;
+  p = Problem{};
+  p.op = Op::gemm;
+  p.m = 1025, p.n = 3, p.k = 2048, p.l = 1;  // A just past 1 MiB
+  Rng rng(11);
+  fill_data(rng, DataSpec{}, p);
+  run.data.stale = p;
+  fill_data(rng, DataSpec{}, *run.data.stale);
+  const std::vector<uint8_t> frame = encode_message(run, &to_worker);
+  EXPECT_LT(frame.size(), kSharedBytes) << "the big tensors are not in the frame";
+  const RunCaseMsg back =
+      std::get<RunCaseMsg>(decode_message(frame.data() + kFrameHeaderBytes, frame.size() - kFrameHeaderBytes, &to_worker));
+  EXPECT_TRUE(back.data.problem.a == p.a);
+  EXPECT_TRUE(back.data.problem.b == p.b);
+  EXPECT_TRUE(back.data.problem.sfa == p.sfa);
+  ASSERT_TRUE(back.data.stale);
+  EXPECT_TRUE(back.data.stale->a == run.data.stale->a);
+  EXPECT_FALSE(back.data.stale->a == p.a);
+  // Without the file the same frame is refused, naming the field.
+  try {
+    decode_message(frame.data() + kFrameHeaderBytes, frame.size() - kFrameHeaderBytes);
+    ADD_FAILURE() << "decoded without the shared file";
+  } catch (const ProtocolError& e) {
+    EXPECT_NE(std::string(e.what()).find("run.data.problem.a: a tensor in a shared file where none is open"),
+              std::string::npos)
+        << e.what();
+  }
+  // A reset file (the next case) no longer holds them: the read is short, not garbage.
+  to_worker.reset();
+  EXPECT_THROW(decode_message(frame.data() + kFrameHeaderBytes, frame.size() - kFrameHeaderBytes, &to_worker),
+               ProtocolError);
+
+  // Outputs of one byte per word (a quantizer's) travel one byte each.
+  CallDoneMsg done{5, 0, {}};
+  done.observation.c.assign(kSharedBytes + 7, 0xAB);
+  done.observation.c[3] = 0x01;
+  done.observation.c_later = done.observation.c;
+  const std::vector<uint8_t> f = encode_message(done, &from_worker);
+  EXPECT_LT(f.size(), 1024u);
+  EXPECT_EQ(static_cast<uint64_t>(lseek(from_worker.fd(), 0, SEEK_END)), 2 * (kSharedBytes + 8));
+  FrameReader reader;
+  reader.set_shared(&from_worker);
+  reader.feed(f.data(), f.size());
+  const CallDoneMsg got = std::get<CallDoneMsg>(*reader.next());
+  EXPECT_EQ(got.observation.c, done.observation.c);
+  EXPECT_EQ(got.observation.c_later, done.observation.c);
+}
+
+// What a hostile worker can put into its frames and its file: a place past the file's end, more
+// bytes than the parent asked for, a kind of byte string the protocol has not, a file cut short.
+// Each is a ProtocolError; nothing is read outside the file, nothing is written anywhere.
+TEST(WorkerProtocol, SharedFileReferencesAreChecked) {
+  SharedFile out = SharedFile::create("test-out");
+  CallDoneMsg done{1, 0, {}};
+  done.observation.c.assign(kSharedBytes + 1, 0x0102);  // two bytes a word
+  const json good = payload_with(done, &out);
+  auto error = [&](const json& j, uint64_t limit = UINT64_MAX) {
+    const std::vector<uint8_t> bytes = json::to_cbor(j);
+    out.set_limit(limit);
+    try {
+      decode_message(bytes.data(), bytes.size(), &out);
+    } catch (const ProtocolError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(decoded)");
+  };
+  ASSERT_EQ(error(good), "(decoded)");
+  auto where = [](uint64_t offset, uint64_t size, uint64_t subtype = 0x53) {
+    std::vector<uint8_t> b(16);
+    for (int x = 0; x < 8; ++x) b[x] = static_cast<uint8_t>(offset >> (8 * x)), b[8 + x] = static_cast<uint8_t>(size >> (8 * x));
+    return json::binary(b, subtype);
+  };
+  json j = good;
+  j[1][2][3] = where(1, 2 * (kSharedBytes + 1) + 1);  // one byte past the end
+  EXPECT_NE(error(j).find("done.observation.c: bytes [1, +2097155) past the end of the shared file"), std::string::npos)
+      << error(j);
+  j[1][2][3] = where(UINT64_MAX - 3, 8);  // offset + size wraps
+  EXPECT_NE(error(j).find("past the end of the shared file"), std::string::npos) << error(j);
+  EXPECT_NE(error(good, kSharedBytes).find("bytes in the shared file where at most 1048576 can come"), std::string::npos)
+      << error(good, kSharedBytes);
+  j[1][2][3] = where(0, 4, 0x54);
+  EXPECT_NE(error(j).find("done.observation.c: a byte string of an unknown kind"), std::string::npos) << error(j);
+  ASSERT_EQ(ftruncate(out.fd(), 100), 0);  // the worker cuts its file short
+  EXPECT_NE(error(good).find("past the end of the shared file (100 bytes)"), std::string::npos) << error(good);
 }
 
 }  // namespace

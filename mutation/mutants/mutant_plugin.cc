@@ -249,6 +249,16 @@ void declare(nvfp4_kernel_info& info, Declares d) {
   }
 }
 
+#if defined(NVFP4_MUTANTS_WITH_CUDA)
+// Quantizer bugs of the CUDA engine only: a bug that shows past 2^31 elements, which only the
+// huge tier of a CUDA kernel's schedule reaches (a host mutant of it would survive every run).
+const QuantBugEntry kCudaQuantBugs[] = {
+    {QBug::row_offset_32bit, "q_row_offset_32bit", 0, kNvfp4, kTe,
+     "X's element offsets row * k + x in 32 bits: past 2^31 elements they wrap (flashinfer PR #4263: illegal "
+     "addresses from m = 798,916 at k = 2688)"},
+};
+#endif
+
 struct Entry {
   nvfp4_kernel_info info;
   Bug bug;
@@ -385,6 +395,7 @@ struct Catalog {
     for (const MxBugEntry& e : kMxBugs) add_mx(e);
 #if defined(NVFP4_MUTANTS_WITH_CUDA)
     for (const QuantBugEntry& e : kQuantBugs) add_quant(e, kCuda);
+    for (const QuantBugEntry& e : kCudaQuantBugs) add_quant(e, kCuda);
     for (const OutBugEntry& e : kOutBugs) add_out(e, kCuda);
     // The CUDA engine sums in its own order only: no second honest order there.
     for (const MxBugEntry& e : kMxBugs)

@@ -266,6 +266,9 @@ KernelReport run_schedule(const Kernel& kernel, const Options& o, uint64_t seed,
   so.seed = seed;
   if (Op op; parse_op(o.op, &op)) so.op = op;
   so.shape = o.shape;
+  // In this process a huge case's tensors would be copied into Python's own arrays: the huge
+  // tier is `nvfp4check run`'s, whose kernel processes take them from a shared file.
+  so.huge = HugeTier::off;
   std::string why_not;
   const std::optional<Schedule> schedule = kernel_schedule(desc, so, &why_not);
   if (!schedule) return skipped_report(desc, why_not);
