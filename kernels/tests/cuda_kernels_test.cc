@@ -613,8 +613,8 @@ std::string run_out_on_device(const Kernel& k, const Problem& p, std::vector<std
       nvfp4_group t{};
       t.m = s.m, t.n = s.n, t.k = s.k, t.alpha = s.alpha;
       t.a = device(s.a), t.b = device(s.b);
-      t.sfa = device(scales_for_kernel(s.sfa, s.m, s.kb(), 1, p.sf_layout));
-      t.sfb = device(scales_for_kernel(s.sfb, s.m == 0 ? 0 : s.n, s.kb(), 1, p.sf_layout));
+      t.sfa = device(scales_for_kernel(s.sfa, s.m, s.kb(p.a_format), 1, p.sf_layout));
+      t.sfb = device(scales_for_kernel(s.sfb, s.m == 0 ? 0 : s.n, s.kb(p.b_format), 1, p.sf_layout));
       table.push_back(t);
       outs.push_back({q_dev[g], sfq_dev[g], units[g].global_scale});
       a.m += s.m, a.n = std::max(a.n, s.n), a.k = std::max(a.k, s.k);
