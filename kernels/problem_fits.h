@@ -2,6 +2,8 @@
 // kernel answers NVFP4_UNSUPPORTED, touching nothing, exactly when this is false.
 #pragma once
 
+#include <vector>
+
 #include <stdint.h>
 
 #include "kernels/nvfp4_kernel_abi.h"
@@ -116,6 +118,28 @@ inline bool problem_fits(const nvfp4_kernel_info& info, const nvfp4_problem* p) 
   if (!p->a || !p->b || !p->sfa || !p->sfb || (!p->c && !block_scaled_out)) return false;
   if (p->op == NVFP4_OP_DUAL_GEMM && (!p->b2 || !p->sfb2 || !detail::alpha_fits(info, p->alpha2))) return false;
   return true;
+}
+
+// problem_fits for kernels of MX operands: with two MXFP8 operands (a byte an element) any
+// k >= 1 is valid (SPEC section 1), which problem_fits, written for operands packing two E2M1
+// elements a byte, refuses when odd. Checked as the problem with each k rounded up to even.
+inline bool mx_problem_fits(const nvfp4_kernel_info& info, const nvfp4_problem* p) {
+  if (p == nullptr) return false;
+  const auto byte_elements = [](uint32_t f) { return f == NVFP4_FORMAT_MXFP8_E4M3 || f == NVFP4_FORMAT_MXFP8_E5M2; };
+  if (!byte_elements(p->a_format) || !byte_elements(p->b_format)) return problem_fits(info, p);
+  nvfp4_problem q = *p;
+  if (q.k < 1) return false;
+  q.k += q.k % 2;
+  std::vector<nvfp4_group> groups;
+  if (p->op == NVFP4_OP_GROUPED_GEMM && p->group != nullptr && p->groups > 0 && p->groups <= (int64_t{1} << 20)) {
+    groups.assign(p->group, p->group + p->groups);
+    for (nvfp4_group& g : groups) {
+      if (g.k < 1) return false;
+      g.k += g.k % 2;
+    }
+    q.group = groups.data();
+  }
+  return problem_fits(info, &q);
 }
 
 }  // namespace nvfp4::kern

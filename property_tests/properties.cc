@@ -324,8 +324,13 @@ void check_layouts(const Kernel& k, Draws& d, CaseTags& tags) {
 
 // ----- 8. GEMM with n = 1 equals GEMV on the same data -----------------------------------------
 
+bool takes_nvfp4_operands(const Kernel& k);
+
+// draw_case draws NVFP4 operands for the properties (property_support.cc): an MX-only kernel
+// (mx_gemm_tc) would be handed what it rightly refuses.
 bool has_both_ops(const Kernel& k) {
-  return k.supports_op(NVFP4_OP_GEMV) && k.supports_op(NVFP4_OP_GEMM) && k.info->n_multiple <= 1;
+  return k.supports_op(NVFP4_OP_GEMV) && k.supports_op(NVFP4_OP_GEMM) && k.info->n_multiple <= 1 &&
+         takes_nvfp4_operands(k);
 }
 
 void check_gemm_is_gemv(const Kernel& k, Draws& d, CaseTags& tags) {
@@ -561,10 +566,13 @@ void check_power_of_two(const Kernel& k, Draws& d, CaseTags& tags) {
 // The properties written for one GEMV or GEMM with FP16 words (their draw_case asks for those).
 // The properties written for one GEMV or GEMM transform NVFP4 bytes (E2M1 nibbles, E4M3 scales of
 // 16 elements): they take kernels with NVFP4 operands, and draw_case draws only those.
-bool gemm_fp16(const Kernel& k) {
+bool takes_nvfp4_operands(const Kernel& k) {
   const uint32_t nvfp4 = 1u << NVFP4_FORMAT_NVFP4;
+  return (declared_formats(*k.info, false) & nvfp4) && (declared_formats(*k.info, true) & nvfp4);
+}
+bool gemm_fp16(const Kernel& k) {
   return (k.supports_op(NVFP4_OP_GEMV) || k.supports_op(NVFP4_OP_GEMM)) && k.supports_out_type(NVFP4_OUT_FP16) &&
-         (declared_formats(*k.info, false) & nvfp4) && (declared_formats(*k.info, true) & nvfp4);
+         takes_nvfp4_operands(k);
 }
 bool both_layouts_gemm(const Kernel& k) { return gemm_fp16(k) && has_both_layouts(k); }
 bool permuted_gemm(const Kernel& k) { return gemm_fp16(k) && has_permuted(k); }

@@ -68,7 +68,7 @@ inline bool launch_one(const nvfp4_kernel_info& info, const nvfp4_problem& p, Mx
 // the separate arrangement or (NVFP4_FLAG_GROUPS_PACKED) the packed one (mx_gemm_core.h's
 // group_gemm, from the host copy of the group table).
 inline int launch_naive(const nvfp4_kernel_info& info, const nvfp4_problem* p, MxBug bug) {
-  if (!problem_fits(info, p) || !formats_declared(info, *p)) return NVFP4_UNSUPPORTED;
+  if (!mx_problem_fits(info, p) || !formats_declared(info, *p)) return NVFP4_UNSUPPORTED;
   if (problem_out_type(p) == NVFP4_OUT_NVFP4) return NVFP4_UNSUPPORTED;  // C only
   if (p->op != NVFP4_OP_GROUPED_GEMM) return launch_one(info, *p, bug) ? NVFP4_OK : NVFP4_ERROR;
   const bool packed = info.flags & NVFP4_FLAG_GROUPS_PACKED;

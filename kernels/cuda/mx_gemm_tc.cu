@@ -127,7 +127,7 @@ NVFP4_DEFINE_BUILTIN(mx_gemm_tc) = {
 namespace {
 
 int run_mx_gemm_tc(const nvfp4_problem* p) {
-  if (!problem_fits(builtin_mx_gemm_tc.info, p) || !formats_declared(builtin_mx_gemm_tc.info, *p)) return NVFP4_UNSUPPORTED;
+  if (!mx_problem_fits(builtin_mx_gemm_tc.info, p) || !formats_declared(builtin_mx_gemm_tc.info, *p)) return NVFP4_UNSUPPORTED;
   const int64_t tiles = p->l * ((p->m + 15) / 16) * ((p->n + 7) / 8);
   const int64_t blocks = std::min<int64_t>((tiles + kWarps - 1) / kWarps, int64_t{1} << 20);  // grid-stride beyond
   mx_gemm_tc_kernel<<<static_cast<unsigned>(blocks), 32 * kWarps, 0, static_cast<cudaStream_t>(p->stream)>>>(

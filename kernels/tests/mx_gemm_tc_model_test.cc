@@ -84,7 +84,7 @@ const nvfp4_kernel_info kHostInfo = tc_info(NVFP4_MEMORY_HOST);
 int model_count() { return 1; }
 const nvfp4_kernel_info* model_get(int) { return &kHostInfo; }
 int model_run(int, const nvfp4_problem* p) {
-  if (!kern::problem_fits(kHostInfo, p) || !kern::formats_declared(kHostInfo, *p)) return NVFP4_UNSUPPORTED;
+  if (!kern::mx_problem_fits(kHostInfo, p) || !kern::formats_declared(kHostInfo, *p)) return NVFP4_UNSUPPORTED;
   return run_model(p);
 }
 
