@@ -32,7 +32,7 @@ struct RunArgs {
   std::optional<uint64_t> seed;
   int64_t jobs = 0;
   bool shard_given = false;  // `--shard ''` is an error, not no sharding
-  std::string huge = "auto";
+  std::string huge = "off";
 };
 
 // Kernel processes per GPU (or in all, for host kernels) when --jobs is not given: half the cores,
@@ -109,7 +109,7 @@ std::string run_command_line(const RunArgs& args) {
   if (args.seconds > 0) command += fmt::format(" --seconds {}", args.seconds);
   if (!args.policy.empty()) command += " --policy " + args.policy;
   if (!args.shape.empty()) command += " --shape " + args.shape;
-  if (args.huge != "auto") command += " --huge " + args.huge;
+  if (args.huge != "off") command += " --huge " + args.huge;
   if (!args.python.python.empty()) {
     command += " --python " + args.python.python + " --format " +
                (args.python.problem.empty() ? args.python.format : "gpumode");
@@ -150,7 +150,8 @@ void add_run_command(CLI::App& app, int& exit_code) {
   run->add_option("--huge", args->huge,
                   "The huge tier of CUDA quantizers: cases with l*m*k just past 2^31 elements of X (32-bit offsets "
                   "wrap there), drawn where the device's free memory holds them with margin: auto (about one "
-                  "quantize case in 64, the default), always (every quantize case: to check the tier itself), off")
+                  "quantize case in 64), always (every quantize case: to check the tier itself), off (the default: "
+                  "one such case costs minutes and about 40 GB of host memory on an H200, past any run's time budget)")
       ->check(CLI::IsMember({"auto", "always", "off"}));
   run->add_option("--jobs", args->jobs,
                   "Kernel processes per kernel and GPU, taking cases from one schedule (default: half the cores, "

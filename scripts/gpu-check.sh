@@ -37,7 +37,7 @@
 #              the packed naive kernel and the 32-bit-offset mutant
 #   huge       the quantizers' huge tier (run --huge always: l*m*k just past 2^31 elements, X through
 #              the worker's shared file): the honest CUDA te and fast quantizers (quantize_naive,
-#              quantize_fast) pass one forced huge case each (exit 0), mut_cuda_q_row_offset_32bit
+#              quantize_fast) pass one forced huge case each (exit 0), big_cuda_q_row_offset_32bit
 #              fails it (exit 1, the case named), one after another (tens of GiB of host memory
 #              each); wall time, peak host memory and peak device memory of each printed
 #   grouped    grouped_gemm_tc checked (sampled outputs, exact reference) and timed against the byte
@@ -321,8 +321,8 @@ for s in "${steps[@]}"; do
       step "the huge tier: one forced quantize case past 2^31 elements per kernel, seed $hseed"
       # Within one 10-minute device call: 235 s for each honest kernel, 110 s for the mutant
       # (it ends at its first call); NVFP4_HUGE_SECONDS sets each kernel's limit instead.
-      for k in quantize_naive quantize_fast mut_cuda_q_row_offset_32bit; do
-        want=0; limit=235; [ "$k" = mut_cuda_q_row_offset_32bit ] && want=1 && limit=110
+      for k in quantize_naive quantize_fast big_cuda_q_row_offset_32bit; do
+        want=0; limit=235; [ "$k" = big_cuda_q_row_offset_32bit ] && want=1 && limit=110
         limit=${NVFP4_HUGE_SECONDS:-$limit}
         # Peak device memory: nvidia-smi sampled every 0.5 s while the run lasts.
         ( peak=0; while sleep 0.5; do
