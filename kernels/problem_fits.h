@@ -6,6 +6,7 @@
 
 #include <stdint.h>
 
+#include "kernels/mx_block_decode.h"  // packs_nibbles
 #include "kernels/nvfp4_kernel_abi.h"
 
 namespace nvfp4::kern {
@@ -125,8 +126,7 @@ inline bool problem_fits(const nvfp4_kernel_info& info, const nvfp4_problem* p) 
 // elements a byte, refuses when odd. Checked as the problem with each k rounded up to even.
 inline bool mx_problem_fits(const nvfp4_kernel_info& info, const nvfp4_problem* p) {
   if (p == nullptr) return false;
-  const auto byte_elements = [](uint32_t f) { return f == NVFP4_FORMAT_MXFP8_E4M3 || f == NVFP4_FORMAT_MXFP8_E5M2; };
-  if (!byte_elements(p->a_format) || !byte_elements(p->b_format)) return problem_fits(info, p);
+  if (packs_nibbles(p->a_format) || packs_nibbles(p->b_format)) return problem_fits(info, p);
   nvfp4_problem q = *p;
   if (q.k < 1) return false;
   q.k += q.k % 2;
