@@ -52,7 +52,7 @@ void ConsoleListener::kernel_started(size_t index, size_t kernels, const KernelD
   cases_ = failed_ = 0;
   started_ = Clock::now();
   if (!bar_) {
-    const std::string plan = budget_s > 0 ? fmt::format(" (about {:.0f} s)", budget_s)
+    const std::string plan = budget_s > 0 ? fmt::format(" (about {:.{}f} s)", budget_s, budget_s < 10 ? 1 : 0)
                              : planned > 0 ? fmt::format(" ({} cases)", planned)
                                            : "";
     fmt::print(stderr, "[{}/{}] {}{}\n", index + 1, kernels_, name_, plan);
@@ -92,8 +92,8 @@ void ConsoleListener::kernel_finished(const KernelReport& r) {
     const auto [said, first] = skip_said_.emplace(r.skip_reason, r.name);
     why = first ? " (" + r.skip_reason + ")" : " (as " + said->second + ")";
   }
-  fmt::print(stderr, "[{}/{}] {}: {}, {} cases in {:.1f} s{}{}\n", index_ + 1, kernels_, r.name, to_string(r.verdict),
-             r.cases, r.seconds, r.warmup_seconds > 0 ? fmt::format(" after a {:.1f} s warm-up", r.warmup_seconds) : "",
+  fmt::print(stderr, "[{}/{}] {}: {}, {} case{} in {:.1f} s{}{}\n", index_ + 1, kernels_, r.name, to_string(r.verdict),
+             r.cases, r.cases == 1 ? "" : "s", r.seconds, r.warmup_seconds > 0 ? fmt::format(" after a {:.1f} s warm-up", r.warmup_seconds) : "",
              why);
 }
 
