@@ -329,26 +329,8 @@ int show_kernel_output(const ShowOptions& opts, const Problem& case_problem) {
   return r.verdict == CaseOutcome::Verdict::fail ? 1 : 0;
 }
 
-int run_show(const ShowOptions& opts) {
-  Problem p;
-  bool generated = false;
-  try {
-    p = read_case_file(opts.case_path);
-    if (!p.has_data()) {
-      expand_seeded_case(p);
-      generated = true;
-    }
-  } catch (const CaseError& e) {
-    fmt::print(stderr, "nvfp4check show: {}\n", e.what());
-    return 2;
-  } catch (const std::invalid_argument& e) {
-    fmt::print(stderr, "nvfp4check show: {}: {}\n", opts.case_path, e.what());
-    return 2;
-  }
-  if (p.op == Op::quantize) {
-    const int code = show_quantize(opts, p, generated);
-    return std::max(code, opts.kernel.empty() ? 0 : show_kernel_output(opts, p));
-  }
+// The case's shape, layout, types and byte counts (every op but quantize).
+void show_header(const ShowOptions& opts, const Problem& p, bool generated) {
   const bool grouped = p.op == Op::grouped_gemm, dual = p.op == Op::dual_gemm;
   const OutType type = p.out_type;
 
@@ -398,16 +380,13 @@ int run_show(const ShowOptions& opts) {
     if (dual) fmt::print("           b2 {}  sfb2 {}\n", p.b2_bytes(), p.sfb2_bytes());
   }
 
-  if (p.mx_operands()) show_mx_operands(p);
-  else show_nvfp4_histograms(p);
+}
 
-  const ExactResult ref = exact_gemm(p);
-  if (type == OutType::nvfp4) {
-    const int code = show_block_scaled(opts, p, ref);
-    const int kernel_code = opts.kernel.empty() ? 0 : show_kernel_output(opts, p);
-    return std::max(code, kernel_code);
-  }
-
+// A words output's reference (FP16/BF16/FP32): its exact regime, special values, first outputs
+// and the case's expect lines against it. 1 when an expect line differs.
+int show_word_outputs(const ShowOptions& opts, const Problem& p, const ExactResult& ref) {
+  const bool grouped = p.op == Op::grouped_gemm, dual = p.op == Op::dual_gemm;
+  const OutType type = p.out_type;
   int64_t exact = 0, nan = 0, inf = 0, zero = 0;
   const int64_t total = static_cast<int64_t>(ref.size());
   for (int64_t idx = 0; idx < total; ++idx) {
@@ -445,6 +424,41 @@ int run_show(const ShowOptions& opts) {
                word_text(type, ref.word(static_cast<size_t>(first))));
     code = 1;
   }
+  return code;
+}
+
+int run_show(const ShowOptions& opts) {
+  Problem p;
+  bool generated = false;
+  try {
+    p = read_case_file(opts.case_path);
+    if (!p.has_data()) {
+      expand_seeded_case(p);
+      generated = true;
+    }
+  } catch (const CaseError& e) {
+    fmt::print(stderr, "nvfp4check show: {}\n", e.what());
+    return 2;
+  } catch (const std::invalid_argument& e) {
+    fmt::print(stderr, "nvfp4check show: {}: {}\n", opts.case_path, e.what());
+    return 2;
+  }
+  if (p.op == Op::quantize) {
+    const int code = show_quantize(opts, p, generated);
+    return std::max(code, opts.kernel.empty() ? 0 : show_kernel_output(opts, p));
+  }
+  show_header(opts, p, generated);
+  if (p.mx_operands()) show_mx_operands(p);
+  else show_nvfp4_histograms(p);
+
+  const ExactResult ref = exact_gemm(p);
+  if (p.out_type == OutType::nvfp4) {
+    const int code = show_block_scaled(opts, p, ref);
+    const int kernel_code = opts.kernel.empty() ? 0 : show_kernel_output(opts, p);
+    return std::max(code, kernel_code);
+  }
+
+  int code = show_word_outputs(opts, p, ref);
   if (!opts.kernel.empty()) code = std::max(code, show_kernel_output(opts, p));
   return code;
 }
