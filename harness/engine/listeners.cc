@@ -53,7 +53,7 @@ void ConsoleListener::kernel_started(size_t index, size_t kernels, const KernelD
   started_ = Clock::now();
   if (!bar_) {
     const std::string plan = budget_s > 0 ? fmt::format(" (about {:.{}f} s)", budget_s, budget_s < 10 ? 1 : 0)
-                             : planned > 0 ? fmt::format(" ({} cases)", planned)
+                             : planned > 0 ? fmt::format(" ({} case{})", planned, planned == 1 ? "" : "s")
                                            : "";
     fmt::print(stderr, "[{}/{}] {}{}\n", index + 1, kernels_, name_, plan);
   }
