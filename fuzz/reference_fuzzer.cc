@@ -300,7 +300,9 @@ double e4m3_element_by_fields(uint8_t byte) {
   return (byte & 0x80) ? -mag : mag;
 }
 
-double e2m1_by_fields(uint8_t code) { return std::copysign(std::abs(e2m1_doubled(code)) / 2.0, (code & 8) ? -1.0 : 1.0); }
+double e2m1_by_fields(uint8_t code) {
+  return std::copysign(std::abs(e2m1_doubled(code)) / 2.0, (code & 8) ? -1.0 : 1.0);
+}
 
 // A decoded MX element as one double (exact: at most 4 significant bits).
 double as_double(const nvfp4::ElementValue& v) {
@@ -502,8 +504,9 @@ void check_exact_mx(const nvfp4::Problem& p) {
         const int64_t idx = (b * p.m + i) * p.n + j;
         const std::string at = " at b=" + std::to_string(b) + " i=" + std::to_string(i) + " j=" + std::to_string(j);
         bool nan = false, pos_inf = false, neg_inf = false;
-        for (int64_t blk = 0; blk < kb_a; ++blk) nan |= mx_scale(p.a_format, p.sfa, kb_a, row_a, blk * nvfp4::block_size(p.a_format), signed_sem).nan;
-        for (int64_t blk = 0; blk < kb_b; ++blk) nan |= mx_scale(p.b_format, p.sfb, kb_b, row_b, blk * nvfp4::block_size(p.b_format), signed_sem).nan;
+        for (int64_t x = 0; x < p.k; ++x)  // every block of either row, used or not
+          nan |= mx_scale(p.a_format, p.sfa, kb_a, row_a, x, signed_sem).nan ||
+                 mx_scale(p.b_format, p.sfb, kb_b, row_b, x, signed_sem).nan;
         r.clear(), s.clear(), scaled.clear();
         int64_t nonzero = 0;
         int g_exp = nvfp4::MxElement::kNoProducts;
@@ -546,7 +549,8 @@ void check_exact_mx(const nvfp4::Problem& p) {
         else expected = round_bits_to_fp16(scaled.bits(), scaled.low());
         if (ref.c[static_cast<size_t>(idx)] != expected) {
           char buf[96];
-          std::snprintf(buf, sizeof buf, "MX RN16 output 0x%04x, brute force 0x%04x", ref.c[static_cast<size_t>(idx)], expected);
+          std::snprintf(buf, sizeof buf, "MX RN16 output 0x%04x, brute force 0x%04x", ref.c[static_cast<size_t>(idx)],
+                        expected);
           fail(p, buf + at);
         }
       }
