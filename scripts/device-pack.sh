@@ -2,7 +2,8 @@
 # Builds the `gpu` preset here and packs what the H200 machine needs into .carry/gpu (git-ignored):
 # the build tree without objects, stripped, plus the few shared libraries its image lacks; then
 # the same compressed, .carry/gpu.tar.xz (a tenth of the size: the device tool carries 64 MiB a
-# call). With --fuzz, also the `fuzz` preset's kernel_fuzzer and nvfp4check, .carry/fuzz.tar.xz.
+# call). With --fuzz, also the `fuzz-campaign` preset's kernel_fuzzer and nvfp4check (libFuzzer
+# without sanitizers: campaigns want executions), .carry/fuzz.tar.xz.
 # Carry the .tar.xz files (or `.carry` whole) with the device tool's run and start the command
 # with scripts/gpu-env.sh, which unpacks them.
 set -euo pipefail
@@ -35,11 +36,11 @@ fi
 tar -C .carry -c gpu | xz -T0 -6 > .carry/gpu.tar.xz
 rm -rf .carry/fuzz .carry/fuzz.tar.xz
 if [[ $fuzz -eq 1 ]]; then
-  cmake --preset fuzz >/dev/null
-  cmake --build --preset fuzz -j "$(nproc)" --target kernel_fuzzer nvfp4check
+  cmake --preset fuzz-campaign >/dev/null
+  cmake --build --preset fuzz-campaign -j "$(nproc)" --target kernel_fuzzer nvfp4check
   mkdir -p .carry/fuzz/cli .carry/fuzz/fuzz .carry/fuzz/lib
-  strip --strip-debug -o .carry/fuzz/cli/nvfp4check build/fuzz/cli/nvfp4check
-  strip --strip-debug -o .carry/fuzz/fuzz/kernel_fuzzer build/fuzz/fuzz/kernel_fuzzer
+  strip --strip-debug -o .carry/fuzz/cli/nvfp4check build/fuzz-campaign/cli/nvfp4check
+  strip --strip-debug -o .carry/fuzz/fuzz/kernel_fuzzer build/fuzz-campaign/fuzz/kernel_fuzzer
   cp .carry/gpu/lib/* .carry/fuzz/lib/
   cp -L /usr/lib/llvm-14/lib/libomp.so.5 .carry/fuzz/lib/  # clang's OpenMP: not in the device image
   tar -C .carry -c fuzz | xz -T0 -6 > .carry/fuzz.tar.xz && rm -rf .carry/fuzz

@@ -7,7 +7,9 @@
 # (it may have been carried to another machine: every path is given or relative).
 #
 # Usage: scripts/fuzz-campaign.sh [options]
-#   --build DIR        build folder with fuzz/<target>_fuzzer and cli/nvfp4check (default build/fuzz)
+#   --build DIR        build folder with fuzz/<target>_fuzzer and cli/nvfp4check (default
+#                      build/fuzz-campaign where it has the fuzzer, else build/fuzz: the
+#                      `fuzz-campaign` preset has no sanitizers and runs about 3x the executions)
 #   --target NAME      kernel (default) | reference | case_file
 #   --kernel NAMES     kernel(s) to check, comma-separated (NVFP4_FUZZ_KERNEL; default: all runnable)
 #   --memory M         host | cuda: only the kernels in this memory (NVFP4_FUZZ_MEMORY)
@@ -38,7 +40,7 @@ repo_root="$(cd "$script_dir/.." && pwd)"
 # shellcheck source=scripts/campaign-lib.sh
 source "$script_dir/campaign-lib.sh"
 
-build="build/fuzz"
+build=""
 target="kernel"
 kernel=""
 memory=""
@@ -103,6 +105,10 @@ is_count "$timeout_s" || die "--timeout needs a positive integer"
 # Worker w's run r uses seed + 1000 w + r, which must stay a 32-bit libFuzzer seed.
 at_most "$base_seed" 4000000000 || die "--seed needs a non-negative integer of at most 4000000000 (libFuzzer's seeds are 32-bit)"
 
+if [[ -z "$build" ]]; then
+  build="build/fuzz"
+  [[ -x "build/fuzz-campaign/fuzz/${target}_fuzzer" ]] && build="build/fuzz-campaign"
+fi
 if [[ -n "$pack" ]]; then
   [[ -d "$build/fuzz" ]] || die "no build folder at $build"
   mkdir -p "$pack/fuzz" "$pack/cli" "$pack/lib" || die "cannot create $pack"
@@ -133,7 +139,7 @@ fi
 fuzzer="$build/fuzz/${target}_fuzzer"
 nvfp4check="$build/cli/nvfp4check"
 [[ -d "$build/lib" ]] && export LD_LIBRARY_PATH="$(cd "$build/lib" && pwd)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-[[ -x "$fuzzer" ]] || die "no fuzzer at $fuzzer (build the \`fuzz\` preset: cmake --preset fuzz && cmake --build build/fuzz)"
+[[ -x "$fuzzer" ]] || die "no fuzzer at $fuzzer (build the \`fuzz-campaign\` preset, or \`fuzz\` for ASan: cmake --preset fuzz-campaign && cmake --build build/fuzz-campaign)"
 # libFuzzer's flag table is in the binary; the replay-only build has none.
 grep -aq "max_total_time" "$fuzzer" ||
   die "$fuzzer is a replay-only build (no libFuzzer): configure with -DNVFP4_FUZZ=ON (preset fuzz)"

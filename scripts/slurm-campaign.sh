@@ -24,7 +24,8 @@
 #   --seconds S          run: seconds per shard (default 60 without --cases); fuzz: per worker
 #   --jobs J             run: kernel processes per task (default 1 per GPU or per CPU of the task)
 #   --build DIR          build folder: cli/nvfp4check, and fuzz/kernel_fuzzer built with libFuzzer
-#                        for fuzz mode (default build/default, or build/fuzz for fuzz mode)
+#                        for fuzz mode (default build/default, or for fuzz mode build/fuzz-campaign
+#                        where it has the fuzzer, else build/fuzz)
 #   --seeds DIR          fuzz: read-only seed corpus (default corpus/kernel; --no-seeds: none)
 # Slurm options:
 #   --gpus-per-task G    --gres=gpu:G per task: 1 for CUDA kernels (default 0: host kernels)
@@ -372,7 +373,9 @@ submit_main() {
     else
       [[ -z "$cases" ]] || die "--cases is for --mode run (fuzz workers run for --seconds)"
       seconds=${seconds:-600}
-      build=${o_build:-$repo_root/build/fuzz}
+      build=$repo_root/build/fuzz
+      [[ -x "$repo_root/build/fuzz-campaign/fuzz/kernel_fuzzer" ]] && build=$repo_root/build/fuzz-campaign
+      build=${o_build:-$build}
     fi
     build=$(cd "$build" 2>/dev/null && pwd) || die "no build folder ${o_build:-$build}"
     seeds=""
