@@ -240,18 +240,17 @@ BlockScale mx_block(Recipe r, BlockFormat f, float amax_b, const Ctx& c) {
 
 bool is_mx(Recipe r) { return r == Recipe::mx_rceil || r == Recipe::mx_floor || r == Recipe::mx_even; }
 
-// The global scale the recipe computes from an amax (NaN elements ignored): te's guarded
-// encode scale (QR §4.1), ref's and fast's plain RN(2688/amax) (QR §1.1, §3), torchao's decode
-// scale RN(amax/2688) (QR §5.1).
-float global_scale_of(Recipe r, float amax) {
+}  // namespace
+
+// te's guarded encode scale (QR §4.1), ref's and fast's plain RN(2688/amax) (QR §1.1, §3),
+// torchao's decode scale RN(amax/2688) (QR §5.1).
+float quantize_global_scale(Recipe r, float amax) {
   if (r == Recipe::torchao) return amax / 2688.0f;
   const float g = 2688.0f / amax;
   if (r != Recipe::te) return g;
   const float clamped = min_flt_max(g);
   return amax == 0 || clamped == 0 ? 1.0f : clamped;
 }
-
-}  // namespace
 
 float quantize_input(const Problem& p, int64_t index) {
   const size_t w = static_cast<size_t>(in_word_bytes(p.in_type));
@@ -369,10 +368,11 @@ std::vector<float> quantize_global_scales(const Problem& p) {
     float amax = 0;
 #pragma omp parallel for reduction(max : amax) schedule(static) if (n > chunk)
     for (int64_t c = 0; c < (n + chunk - 1) / chunk; ++c) amax = std::max(amax, amax_of(p, c * chunk, std::min(n, (c + 1) * chunk)));
-    return {global_scale_of(p.recipe, amax)};
+    return {quantize_global_scale(p.recipe, amax)};
   }
   std::vector<float> g(static_cast<size_t>(p.l * p.m));
-  for (int64_t row = 0; row < p.l * p.m; ++row) g[static_cast<size_t>(row)] = global_scale_of(p.recipe, amax_of(p, row * p.k, (row + 1) * p.k));
+  for (int64_t row = 0; row < p.l * p.m; ++row)
+    g[static_cast<size_t>(row)] = quantize_global_scale(p.recipe, amax_of(p, row * p.k, (row + 1) * p.k));
   return g;
 }
 

@@ -24,6 +24,8 @@ float quantize_input(const Problem& p, int64_t index);
 // MX recipes, which have none. te: min(RN(2688/amax), FLT_MAX), 1 where amax is 0 or that is 0;
 // ref and fast: RN(2688/amax); torchao: the decode scale RN(amax/2688).
 std::vector<float> quantize_global_scales(const Problem& p);
+// The one global scale recipe r hands over for a tensor's (or a row's) amax, by that convention.
+float quantize_global_scale(Recipe r, float amax);
 
 // How a kernel's quantization may differ from the recipe's named operations: used to say which
 // operation a failing kernel did differently, by recomputing with each variant.

@@ -2,8 +2,9 @@
 // seed by one of four classes aimed at a quantizer's decisions:
 //   plain     values over a few binades, every block its own magnitude;
 //   decision  block maxima where the scale lands on or next to a midpoint between neighbouring
-//             scale bytes (where the association of gs * amax / 6 decides), elements on and next
-//             to every E2M1 (or E4M3/E5M2) rounding boundary of x * os, E8M0 binade edges;
+//             scale bytes, half of them (NVFP4 under te, ref and fast) where the association of
+//             gs * amax / 6 decides the byte; elements on and next to every E2M1 (or E4M3/E5M2)
+//             rounding boundary of x * os, E8M0 binade edges;
 //   edges     blocks that are all zero, hold -0, NaN or Inf elements, are tiny beside the tensor
 //             (E4M3 subnormal or zero scales) or huge (the 448 clamp); tensors whose amax is Inf;
 //   zero      a tensor of zeros (global amax 0), some of them -0.
@@ -18,6 +19,8 @@
 #include "harness/draw/schedule.h"
 #include "harness/process/device_buffers.h"
 #include "kernels/host/fp16_from_float.h"
+#include "reference/fp16.h"
+#include "reference/quantize.h"
 #include "reference/scale_layout.h"
 
 namespace nvfp4 {
@@ -55,6 +58,15 @@ uint32_t to_word(InType t, float v) {
   return kern::fp16_from_float(v);
 }
 
+// The value of an input word (to_word's inverse).
+float from_word(InType t, uint32_t w) {
+  if (t == InType::fp16) return static_cast<float>(fp16_to_double(static_cast<uint16_t>(w)));
+  const uint32_t bits = t == InType::bf16 ? w << 16 : w;
+  float v;
+  std::memcpy(&v, &bits, 4);
+  return v;
+}
+
 float largest(InType t) { return t == InType::fp16 ? 65504.0f : t == InType::bf16 ? 3.38e38f : 3.4e38f; }
 
 // E4M3 magnitudes by byte (0x00..0x7E), for the scale midpoints.
@@ -64,6 +76,48 @@ float e4m3_magnitude(int byte) {
 }
 
 float uniform(Rng& rng) { return static_cast<float>((rng() >> 11) * 0x1.0p-53); }
+
+// Block maxima of the input type below `amax` (a tensor's or a row's, whose global scale gs is
+// the recipe's for it) whose scale bytes te's association, e4m3(RN(amax_b * RN(gs * c6))), and
+// ref's, e4m3(RN(gs * RN(amax_b * c6))), set apart: the two products differ by an ulp at most,
+// so only where one lands on a midpoint between neighbouring bytes and the other beside it. The
+// candidates: the two in-type values either side of the one nearest 6 * m / gs, for every
+// midpoint m. A kernel with either recipe's association under the other's fails on such a block.
+std::vector<float> split_maxima(InType t, Recipe r, float amax) {
+  std::vector<float> out;
+  const float gs = quantize_global_scale(r, amax);
+  for (int byte = 1; byte < 126; ++byte) {
+    const float mid = 0.5f * (e4m3_magnitude(byte) + e4m3_magnitude(byte + 1));
+    const int64_t nearest = to_word(t, 6.0f * mid / gs);
+    for (int64_t w = std::max<int64_t>(1, nearest - 2); w <= nearest + 2; ++w) {
+      const float a = from_word(t, static_cast<uint32_t>(w));
+      if (a < amax && nvfp4_scale_byte(Recipe::te, gs, a) != nvfp4_scale_byte(Recipe::ref, gs, a)) out.push_back(a);
+    }
+  }
+  return out;
+}
+
+// A decision tensor's (or row's) amax, held by one of its elements so that the global scale the
+// blocks aim at is the one the kernel gets, and its split maxima. For NVFP4 under te, ref and
+// fast, the first in-type value up from `target` that has split maxima: an FP32 amax has about 40
+// of them, an FP16 or BF16 one none five times in six, but one of the next 22 words up always had
+// some (200 draws of each type); 64 words is the bound. torchao's association is a division's,
+// left to the midpoint blocks.
+struct Peak {
+  float amax;
+  std::vector<float> split;
+};
+Peak decision_peak(const Problem& p, float target) {
+  Peak k{from_word(p.in_type, to_word(p.in_type, target)), {}};
+  if (p.q_format != BlockFormat::nvfp4 || p.recipe == Recipe::torchao) return k;
+  for (int up = 0; up < 64 && (k.split = split_maxima(p.in_type, p.recipe, k.amax)).empty(); ++up)
+    k.amax = from_word(p.in_type, to_word(p.in_type, k.amax) + 1);
+  return k;
+}
+
+// Whether the class holds each tensor's (or row's) amax at an element: the decision class's
+// NVFP4 scales aim at midpoints under the global scale of that amax.
+bool pins_peak(const std::string& cls, const Problem& p) { return cls == "decision" && p.q_format == BlockFormat::nvfp4; }
 
 // A block maximum for the decision class: its scale (amax * gs / 6, or amax / emax for MX) on,
 // or one step beside, a midpoint between neighbouring scale bytes or an E8M0 binade edge.
@@ -89,15 +143,17 @@ float decision_element(Rng& rng, float amax) {
   return sign * amax * b / 6.0f * nudge;
 }
 
-void fill_block(Rng& rng, const std::string& cls, const Problem& p, float tensor_amax, std::vector<float>& v, int64_t from,
-                int64_t count) {
+// `split`: the decision class's split maxima under tensor_amax (split_maxima), half of its blocks'.
+void fill_block(Rng& rng, const std::string& cls, const Problem& p, float tensor_amax, const std::vector<float>& split,
+                std::vector<float>& v, int64_t from, int64_t count) {
   if (cls == "zero") {
     for (int64_t x = 0; x < count; ++x) v[from + x] = (rng() % 4 == 0) ? -0.0f : 0.0f;
     return;
   }
   float amax = tensor_amax * std::ldexp(1.0f, -static_cast<int>(rng() % 12));
   uint64_t edge = cls == "edges" ? rng() % 8 : 99;
-  if (cls == "decision") amax = decision_amax(rng, p, tensor_amax);
+  if (cls == "decision")
+    amax = !split.empty() && rng() % 2 ? split[rng() % split.size()] : decision_amax(rng, p, tensor_amax);
   if (edge == 0) amax = 0;                                                                    // all-zero block
   if (edge == 1) amax = tensor_amax * std::ldexp(1.0f, -static_cast<int>(10 + rng() % 14));  // subnormal / zero scale
   amax = std::min(amax, largest(p.in_type));
@@ -191,6 +247,24 @@ void store_words(const Problem& p, const float* v, int64_t count, uint8_t* out) 
   }
 }
 
+// The peaks a case's rows take: the tensor's, or with per-row global scales one for each of the 8
+// binades below it a row's amax is drawn in. Only the decision class's NVFP4 amax is moved and
+// pinned (decision_peak); another class's is the target itself, which no element need hold.
+std::vector<Peak> case_peaks(const Problem& p, const std::string& cls, float tensor_amax) {
+  std::vector<Peak> peaks;
+  for (int e = 0; e < (p.row_global_scale ? 8 : 1); ++e) {
+    const float target = tensor_amax * std::ldexp(1.0f, -e);
+    peaks.push_back(pins_peak(cls, p) ? decision_peak(p, target) : Peak{target, {}});
+  }
+  return peaks;
+}
+
+// One of count elements from `from` set to +-amax, both drawn.
+void pin(Rng& rng, float amax, std::vector<float>& v, int64_t from, int64_t count) {
+  const int64_t at = from + static_cast<int64_t>(rng() % static_cast<uint64_t>(count));
+  v[static_cast<size_t>(at)] = (rng() & 1) ? -amax : amax;
+}
+
 // fill_x past kRowSeededElements: row r's blocks from a generator seeded by (seed, r), rows in
 // parallel, each row converted to words as it is drawn (no float copy of a 2^31-element X).
 void fill_rows_seeded(Problem& p, const std::string& cls, Rng& rng, float tensor_amax) {
@@ -201,15 +275,27 @@ void fill_rows_seeded(Problem& p, const std::string& cls, Rng& rng, float tensor
   const bool inf_tensor = cls == "edges" && rng() % 8 == 0;
   const int64_t inf_at = static_cast<int64_t>(rng() % static_cast<uint64_t>(rows * p.k));
   const bool inf_negative = rng() & 1;
+  // The decision class's peaks, held as fill_x holds them: the tensor's at an element drawn here,
+  // a row's at an element drawn from the row's own generator.
+  const std::vector<Peak> peaks = case_peaks(p, cls, tensor_amax);
+  const bool pins = pins_peak(cls, p);
+  int64_t pin_at = -1;
+  float pinned = 0;
+  if (pins && !p.row_global_scale) {
+    pin_at = static_cast<int64_t>(rng() % static_cast<uint64_t>(rows * p.k));
+    pinned = (rng() & 1) ? -peaks[0].amax : peaks[0].amax;
+  }
 #pragma omp parallel
   {
     std::vector<float> v(static_cast<size_t>(p.k));
 #pragma omp for schedule(static)
     for (int64_t r = 0; r < rows; ++r) {
       Rng row_rng(splitmix64(seed ^ splitmix64(static_cast<uint64_t>(r) + 1)));
-      const float row_amax =
-          p.row_global_scale ? tensor_amax * std::ldexp(1.0f, -static_cast<int>(row_rng() % 8)) : tensor_amax;
-      for (int64_t s = 0; s * bs < p.k; ++s) fill_block(row_rng, cls, p, row_amax, v, s * bs, std::min(bs, p.k - s * bs));
+      const Peak& peak = peaks[p.row_global_scale ? row_rng() % 8 : 0];
+      for (int64_t s = 0; s * bs < p.k; ++s)
+        fill_block(row_rng, cls, p, peak.amax, peak.split, v, s * bs, std::min(bs, p.k - s * bs));
+      if (pins && p.row_global_scale) pin(row_rng, peak.amax, v, 0, p.k);
+      if (pin_at >= 0 && pin_at / p.k == r) v[static_cast<size_t>(pin_at % p.k)] = pinned;
       if (inf_tensor && inf_at / p.k == r)
         v[static_cast<size_t>(inf_at % p.k)] =
             inf_negative ? -std::numeric_limits<float>::infinity() : std::numeric_limits<float>::infinity();
@@ -231,10 +317,15 @@ void fill_x(Problem& p) {
   tensor_amax = std::min(tensor_amax, largest(p.in_type) / 2);
   if (rows * p.k > kRowSeededElements) return fill_rows_seeded(p, cls, rng, tensor_amax);
   std::vector<float> v(static_cast<size_t>(rows * p.k));
+  const std::vector<Peak> peaks = case_peaks(p, cls, tensor_amax);
+  const bool pins = pins_peak(cls, p) && !v.empty();
   for (int64_t r = 0; r < rows; ++r) {
-    const float row_amax = p.row_global_scale ? tensor_amax * std::ldexp(1.0f, -static_cast<int>(rng() % 8)) : tensor_amax;
-    for (int64_t s = 0; s * bs < p.k; ++s) fill_block(rng, cls, p, row_amax, v, r * p.k + s * bs, std::min(bs, p.k - s * bs));
+    const Peak& peak = peaks[p.row_global_scale ? rng() % 8 : 0];
+    for (int64_t s = 0; s * bs < p.k; ++s)
+      fill_block(rng, cls, p, peak.amax, peak.split, v, r * p.k + s * bs, std::min(bs, p.k - s * bs));
+    if (pins && p.row_global_scale) pin(rng, peak.amax, v, r * p.k, p.k);
   }
+  if (pins && !p.row_global_scale) pin(rng, peaks[0].amax, v, 0, static_cast<int64_t>(v.size()));
   // A tensor whose amax is Inf: every block's scale follows the recipe's Inf rule.
   if (cls == "edges" && rng() % 8 == 0 && !v.empty())
     v[rng() % v.size()] = (rng() & 1) ? -std::numeric_limits<float>::infinity() : std::numeric_limits<float>::infinity();

@@ -18,8 +18,11 @@
 #include "harness/judge/checks.h"
 #include "harness/ops/op_module.h"
 #include "harness/draw/schedule.h"
+#include "harness/draw/generators.h"
 #include "harness/tests/check_in_process.h"
+#include "kernels/host/host_quantize.h"
 #include "kernels/registry.h"
+#include "reference/quantize.h"
 #include "reference/scale_layout.h"
 
 namespace nvfp4 {
@@ -60,6 +63,46 @@ TEST(QuantizeOp, HostQuantizersPassTheirSchedule) {
           << check_of(r) << ": " << message_of(r);
     }
   }
+}
+
+// The kernel core's quantizer with te's block scale associated as ref's, gs * (amax_b * c6)
+// (mut_host_q_other_association's bug), declared as host_quantize_nvfp4.
+int run_other_association(int, const nvfp4_problem* p) {
+  return kern::quant::quantize_on_host(p, *builtin("host_quantize_nvfp4").info, kern::quant::Bug::other_association);
+}
+
+// The decision class puts block maxima where te's and ref's associations of gs * amax_b / 6 give
+// different scale bytes, in every input type and under every recipe that has both: the bug is
+// rejected wherever the recipe is te's, and accepted under ref and fast, whose association it is.
+TEST(QuantizeOp, DecisionBlocksSplitTheTwoAssociationsOfTheScaleProduct) {
+  Kernel other;
+  other.info = builtin("host_quantize_nvfp4").info;
+  other.run_fn = run_other_association;
+  for (const InType t : {InType::fp16, InType::bf16, InType::fp32})
+    for (const Recipe r : {Recipe::te, Recipe::ref, Recipe::fast})
+      for (uint64_t seed = 1; seed <= 6; ++seed) {
+        Problem p;
+        p.op = Op::quantize;
+        p.m = 3, p.k = 96, p.l = 1;  // 18 blocks
+        p.sf_layout = SfLayout::linear;
+        p.in_type = t;
+        p.recipe = r;
+        p.seed = seed;
+        p.generator = "quantize/decision";
+        expand_seeded_case(p);
+        const std::string what = fmt::format("{} {} seed {}", to_string(t), to_string(r), seed);
+        const QuantResult exact = quantize_reference(p), swapped = quantize_reference(p, QuantVariant::other_association);
+        int64_t split = 0;
+        for (size_t b = 0; b < exact.sfq.size(); ++b) split += exact.sfq[b] != swapped.sfq[b];
+        EXPECT_GE(split, 1) << what << ": no block where the associations differ";
+        const CaseOutcome outcome = check_in_process(other, p);
+        if (r == Recipe::te) {
+          EXPECT_EQ(outcome.verdict, CaseOutcome::Verdict::fail) << what;
+          EXPECT_NE(message_of(outcome).find("[other_association]"), std::string::npos) << what << ": " << message_of(outcome);
+        } else {
+          EXPECT_NE(outcome.verdict, CaseOutcome::Verdict::fail) << what << ": " << message_of(outcome);
+        }
+      }
 }
 
 TEST(QuantizeOp, ScheduleReachesEveryDeclarationAndDataClass) {
