@@ -309,18 +309,9 @@ std::optional<Finding> check_nan_padding(const CallContext& x) {
   if (block_scaled_out::applies(*x.problem)) return std::nullopt;
   std::optional<Finding> oracle = oracle_finding(x);
   if (!oracle) return std::nullopt;
+  // Only word outputs get here (above), so the words oracle judges the re-run.
   const std::optional<std::vector<uint32_t>> zero = x.rerun_zero_padding();
-  if (!zero) return std::nullopt;
-  // The second output is judged by the op's own oracle, as the first was: C may be words or a
-  // block-scaled output's codes and scales, which only the op knows how to read.
-  CallObservation rerun = *x.observation;
-  rerun.c = *zero;
-  CallContext again = x;
-  again.observation = &rerun;
-  again.pad = 0x00;  // the re-run's padding cells held zero (a kernel keeping its SFQ padding keeps that)
-  CallContext::Judgement fresh;
-  again.judgement = &fresh;
-  if (oracle_finding(again)) return std::nullopt;
+  if (!zero || judge_words(*x.problem, *x.reference, zero->data(), *x.policy).any_failure()) return std::nullopt;
   return blamed(Check::nan_padding,
                  "the output depends on the permuted layout's padding cells (the runner fills them with NaN scales; "
                  "with zero padding the output is right)",
