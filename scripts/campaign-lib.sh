@@ -2,6 +2,15 @@
 # scripts/slurm-campaign.sh): every crash artifact of libFuzzer turned into case files and replayed
 # with `nvfp4check replay`, with the kernel and plugin the kernel fuzzer records for each case.
 
+# campaign_fuzz_build ROOT TARGET: the build folder under ROOT whose fuzzers a campaign runs: the
+# `fuzz-campaign` preset's (no sanitizers: about 3x the executions) where it has TARGET's fuzzer
+# and the program that replays its finds, else the `fuzz` preset's (ASan + UBSan).
+campaign_fuzz_build() {
+  local root=$1 target=$2
+  if [[ -x "$root/build/fuzz-campaign/fuzz/${target}_fuzzer" && -x "$root/build/fuzz-campaign/cli/nvfp4check" ]]; then echo "$root/build/fuzz-campaign"
+  else echo "$root/build/fuzz"; fi
+}
+
 # campaign_left_artifact PREFIX MARKER: whether a libFuzzer run wrote an artifact (PREFIX crash-,
 # timeout-, oom-, leak-...) after MARKER was touched. A worker that exits non-zero without one
 # found nothing: it did not run, or stopped for another reason (a sanitizer refusing the address

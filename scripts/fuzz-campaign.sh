@@ -105,10 +105,7 @@ is_count "$timeout_s" || die "--timeout needs a positive integer"
 # Worker w's run r uses seed + 1000 w + r, which must stay a 32-bit libFuzzer seed.
 at_most "$base_seed" 4000000000 || die "--seed needs a non-negative integer of at most 4000000000 (libFuzzer's seeds are 32-bit)"
 
-if [[ -z "$build" ]]; then
-  build="build/fuzz"
-  [[ -x "build/fuzz-campaign/fuzz/${target}_fuzzer" ]] && build="build/fuzz-campaign"
-fi
+[[ -n "$build" ]] || build=$(campaign_fuzz_build . "$target")
 if [[ -n "$pack" ]]; then
   [[ -d "$build/fuzz" ]] || die "no build folder at $build"
   mkdir -p "$pack/fuzz" "$pack/cli" "$pack/lib" || die "cannot create $pack"

@@ -52,7 +52,7 @@ else
 fi
 B=$NVFP4_BUILD
 FUZZ_BUILD=build/fuzz
-[ -x build/fuzz-campaign/fuzz/kernel_fuzzer ] && FUZZ_BUILD=build/fuzz-campaign  # no sanitizers: 3x the executions
+[ -x build/fuzz-campaign/fuzz/kernel_fuzzer ] && [ -x build/fuzz-campaign/cli/nvfp4check ] && FUZZ_BUILD=build/fuzz-campaign  # no sanitizers: 3x the executions
 [ -d .carry/fuzz ] && FUZZ_BUILD=.carry/fuzz
 OUT=${OUT:-$PWD/gpu-check-out}
 mkdir -p "$OUT"

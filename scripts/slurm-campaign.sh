@@ -373,9 +373,7 @@ submit_main() {
     else
       [[ -z "$cases" ]] || die "--cases is for --mode run (fuzz workers run for --seconds)"
       seconds=${seconds:-600}
-      build=$repo_root/build/fuzz
-      [[ -x "$repo_root/build/fuzz-campaign/fuzz/kernel_fuzzer" ]] && build=$repo_root/build/fuzz-campaign
-      build=${o_build:-$build}
+      build=${o_build:-$(campaign_fuzz_build "$repo_root" kernel)}
     fi
     build=$(cd "$build" 2>/dev/null && pwd) || die "no build folder ${o_build:-$build}"
     seeds=""
