@@ -191,12 +191,15 @@ BlockScale nvfp4_te_ref_fast(Recipe r, float gs, float amax_b, const Ctx& c) {
 }
 
 // torchao (QR §5.1, recipe D): pts = RN(amax/2688) is a decode scale; s = RN(RN(amax_b/6) / pts)
-// clamped to [2^-6, 448] (NaN stays NaN, as torch.clamp), os = RN(RN(1/pts) / sf).
+// clamped to [2^-6, 448] (NaN stays NaN, as torch.clamp), os = RN(RN(1/pts) / sf). Its other
+// association is RN(amax_b * RN(1/6)) for RN(amax_b/6): what torchao's own `max_abs / 6.0` gives
+// on a CUDA tensor, where PyTorch divides by a Python number as a multiply by its reciprocal
+// (aten/src/ATen/native/cuda/BinaryDivTrueKernel.cu); on the CPU it is a true division.
 BlockScale nvfp4_torchao(float pts, float amax_b, const Ctx& c) {
   float s;
   if (c.v == QuantVariant::other_association) {
-    const float p6 = pts * 6.0f;
-    s = amax_b / p6;
+    const float b = amax_b * kC6;
+    s = b / pts;
   } else {
     const float b = amax_b / 6.0f;
     s = b / pts;
@@ -403,8 +406,9 @@ QuantResult quantize_reference(const Problem& p, const std::vector<float>& globa
   return quantize_with(p, c, global_scale);
 }
 
-uint8_t nvfp4_scale_byte(Recipe r, float g, float amax_b) {
-  return r == Recipe::torchao ? nvfp4_torchao(g, amax_b, Ctx{}).byte : nvfp4_te_ref_fast(r, g, amax_b, Ctx{}).byte;
+uint8_t nvfp4_scale_byte(Recipe r, float g, float amax_b, QuantVariant variant) {
+  const Ctx c{variant};
+  return r == Recipe::torchao ? nvfp4_torchao(g, amax_b, c).byte : nvfp4_te_ref_fast(r, g, amax_b, c).byte;
 }
 
 float nvfp4_encode_factor(Recipe r, float g, uint8_t byte) {
@@ -592,7 +596,7 @@ const char* variant_words(QuantVariant v) {
   switch (v) {
     case QuantVariant::other_association:
       return "the other association of the block scale's product (gs * (amax_b * c6) against amax_b * (gs * c6); "
-             "torchao: amax_b / (pts * 6))";
+             "torchao: RN(amax_b * RN(1/6)) / pts, as PyTorch computes amax_b / 6.0 on a CUDA tensor)";
     case QuantVariant::approx_reciprocal:
       return "approximate reciprocals (within 1 ulp, like rcp.approx.ftz) where the recipe has RN(1/x)";
     case QuantVariant::scale_toward_zero: return "the block scale rounded toward zero instead of to nearest";

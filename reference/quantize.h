@@ -31,7 +31,8 @@ float quantize_global_scale(Recipe r, float amax);
 // operation a failing kernel did differently, by recomputing with each variant.
 enum class QuantVariant : uint8_t {
   exact,              // the recipe as SPEC section 2 writes it
-  other_association,  // gs * (amax * c6) where the recipe has amax * (gs * c6), and the reverse
+  other_association,  // gs * (amax * c6) where the recipe has amax * (gs * c6), and the reverse;
+                      // torchao: RN(amax * RN(1/6)) for RN(amax / 6)
   approx_reciprocal,  // both reciprocals within 1 ulp (rcp.approx.ftz): `fast`'s window.
                       // quantize_reference gives the extreme of largest os (the outer
                       // reciprocal 1 ulp up, the inner one 1 ulp down; torchao: RN(1/pts) up);
@@ -64,8 +65,9 @@ QuantResult quantize_reference(const Problem& p, const std::vector<float>& globa
 // One NVFP4 block under recipe r (te, ref, fast, torchao) with the global scale g handed over
 // by the recipe's convention: the scale byte the recipe writes for a block maximum amax_b, and
 // the encode factor os it uses with a written scale byte (`fast` as `ref`: its reciprocals'
-// window is the judge's; with byte 0x00 both give os = 0).
-uint8_t nvfp4_scale_byte(Recipe r, float g, float amax_b);
+// window is the judge's; with byte 0x00 both give os = 0). `variant` exact, other_association
+// or scale_toward_zero departs from the recipe as quantize_reference's does.
+uint8_t nvfp4_scale_byte(Recipe r, float g, float amax_b, QuantVariant variant = QuantVariant::exact);
 float nvfp4_encode_factor(Recipe r, float g, uint8_t byte);
 // e2m1(v) of SPEC section 2 (RN saturating to +-6, NaN to +6 = 0x7, the sign kept on zero) and
 // the signed value of an E2M1 code; the value of an E4M3 scale byte's magnitude (NaN for 0x7F).

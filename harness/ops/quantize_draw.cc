@@ -2,8 +2,8 @@
 // seed by one of four classes aimed at a quantizer's decisions:
 //   plain     values over a few binades, every block its own magnitude;
 //   decision  block maxima where the scale lands on or next to a midpoint between neighbouring
-//             scale bytes, half of them (NVFP4 under te, ref and fast) where the association of
-//             gs * amax / 6 decides the byte; elements on and next to every E2M1 (or E4M3/E5M2)
+//             scale bytes, half of them (NVFP4) where the association of the block scale's
+//             product or quotient decides the byte; elements on and next to every E2M1 (or E4M3/E5M2)
 //             rounding boundary of x * os, E8M0 binade edges;
 //   edges     blocks that are all zero, hold -0, NaN or Inf elements, are tiny beside the tensor
 //             (E4M3 subnormal or zero scales) or huge (the 448 clamp); tensors whose amax is Inf;
@@ -78,20 +78,25 @@ float e4m3_magnitude(int byte) {
 float uniform(Rng& rng) { return static_cast<float>((rng() >> 11) * 0x1.0p-53); }
 
 // Block maxima of the input type below `amax` (a tensor's or a row's, whose global scale gs is
-// the recipe's for it) whose scale bytes te's association, e4m3(RN(amax_b * RN(gs * c6))), and
-// ref's, e4m3(RN(gs * RN(amax_b * c6))), set apart: the two products differ by an ulp at most,
-// so only where one lands on a midpoint between neighbouring bytes and the other beside it. The
-// candidates: the two in-type values either side of the one nearest 6 * m / gs, for every
-// midpoint m. A kernel with either recipe's association under the other's fails on such a block.
+// the recipe's for it) whose scale bytes the recipe's association of its block scale and the
+// other one set apart (te's e4m3(RN(amax_b * RN(gs * c6))) against ref's and fast's
+// e4m3(RN(gs * RN(amax_b * c6))); torchao's RN(RN(amax_b / 6) / pts) against RN(RN(amax_b *
+// RN(1/6)) / pts), its own code on a CUDA tensor): the two differ by an ulp at most, so only where
+// one lands on a midpoint between neighbouring bytes and the other beside it. The candidates: the
+// in-type values around the one nearest 6 * m / gs (6 * m * pts), for every midpoint m. A kernel
+// with one association under the other's recipe fails on such a block.
 std::vector<float> split_maxima(InType t, Recipe r, float amax) {
   std::vector<float> out;
   const float gs = quantize_global_scale(r, amax);
   for (int byte = 1; byte < 126; ++byte) {
     const float mid = 0.5f * (e4m3_magnitude(byte) + e4m3_magnitude(byte + 1));
-    const int64_t nearest = to_word(t, 6.0f * mid / gs);
+    const int64_t nearest = to_word(t, r == Recipe::torchao ? 6.0f * mid * gs : 6.0f * mid / gs);
     for (int64_t w = std::max<int64_t>(1, nearest - 2); w <= nearest + 2; ++w) {
       const float a = from_word(t, static_cast<uint32_t>(w));
-      if (a < amax && nvfp4_scale_byte(Recipe::te, gs, a) != nvfp4_scale_byte(Recipe::ref, gs, a)) out.push_back(a);
+      const bool split = r == Recipe::torchao
+                             ? nvfp4_scale_byte(r, gs, a) != nvfp4_scale_byte(r, gs, a, QuantVariant::other_association)
+                             : nvfp4_scale_byte(Recipe::te, gs, a) != nvfp4_scale_byte(Recipe::ref, gs, a);
+      if (a < amax && split) out.push_back(a);
     }
   }
   return out;
@@ -101,15 +106,14 @@ std::vector<float> split_maxima(InType t, Recipe r, float amax) {
 // blocks aim at is the one the kernel gets, and its split maxima. For NVFP4 under te, ref and
 // fast, the first in-type value up from `target` that has split maxima: an FP32 amax has about 40
 // of them, an FP16 or BF16 one none five times in six, but one of the next 22 words up always had
-// some (200 draws of each type); 64 words is the bound. torchao's association is a division's,
-// left to the midpoint blocks.
+// some (200 draws of each type); 64 words is the bound. torchao the same with its own pair.
 struct Peak {
   float amax;
   std::vector<float> split;
 };
 Peak decision_peak(const Problem& p, float target) {
   Peak k{from_word(p.in_type, to_word(p.in_type, target)), {}};
-  if (p.q_format != BlockFormat::nvfp4 || p.recipe == Recipe::torchao) return k;
+  if (p.q_format != BlockFormat::nvfp4) return k;
   for (int up = 0; up < 64 && (k.split = split_maxima(p.in_type, p.recipe, k.amax)).empty(); ++up)
     k.amax = from_word(p.in_type, to_word(p.in_type, k.amax) + 1);
   return k;

@@ -74,12 +74,13 @@ int run_other_association(int, const nvfp4_problem* p) {
 // The decision class puts block maxima where te's and ref's associations of gs * amax_b / 6 give
 // different scale bytes, in every input type and under every recipe that has both: the bug is
 // rejected wherever the recipe is te's, and accepted under ref and fast, whose association it is.
+// Under torchao the pair is RN(amax_b / 6) against RN(amax_b * RN(1/6)) (its code on a CUDA tensor).
 TEST(QuantizeOp, DecisionBlocksSplitTheTwoAssociationsOfTheScaleProduct) {
   Kernel other;
   other.info = builtin("host_quantize_nvfp4").info;
   other.run_fn = run_other_association;
   for (const InType t : {InType::fp16, InType::bf16, InType::fp32})
-    for (const Recipe r : {Recipe::te, Recipe::ref, Recipe::fast})
+    for (const Recipe r : {Recipe::te, Recipe::ref, Recipe::fast, Recipe::torchao})
       for (uint64_t seed = 1; seed <= 6; ++seed) {
         Problem p;
         p.op = Op::quantize;
@@ -95,6 +96,7 @@ TEST(QuantizeOp, DecisionBlocksSplitTheTwoAssociationsOfTheScaleProduct) {
         int64_t split = 0;
         for (size_t b = 0; b < exact.sfq.size(); ++b) split += exact.sfq[b] != swapped.sfq[b];
         EXPECT_GE(split, 1) << what << ": no block where the associations differ";
+        if (r == Recipe::torchao) continue;  // the kernel core's bug is te's pair; torchao's is the reference's
         const CaseOutcome outcome = check_in_process(other, p);
         if (r == Recipe::te) {
           EXPECT_EQ(outcome.verdict, CaseOutcome::Verdict::fail) << what;

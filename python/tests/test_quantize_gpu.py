@@ -41,6 +41,18 @@ def test_torch_reference_quantizers_pass(tq, case_dir, name, recipe):
     assert r.verdict == "pass", r.failure
 
 
+def test_torchao_as_written_fails_as_torchao_on_cuda_naming_the_association(tq, case_dir):
+    # max_abs / 6.0 on a CUDA tensor is RN(amax * RN(1/6)), not the recipe's RN(amax / 6): the
+    # decision class's blocks where the two give other scale bytes catch it, and the failure
+    # says which operation the kernel did differently.
+    def as_written(p):
+        tq.quantize_torchao(p, divide_by_number=True)
+
+    r = check(as_written, "torchao", case_dir)
+    assert r.verdict == "fail" and r.failure.check == "oracle", r.failure
+    assert "[other_association]" in r.failure.text, r.failure.text
+
+
 def test_torch_te_with_tiles_and_per_row_scales_passes(tq, case_dir):
     def te_2d(p):
         return tq.quantize_te(p, rows=16)

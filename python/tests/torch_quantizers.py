@@ -125,12 +125,18 @@ def quantize_fast(p):
     quantize_ref(p, approx=True)
 
 
-def quantize_torchao(p):
-    """torchao's nvfp4_quantize with a per-tensor scale: the global scale is the decode scale."""
+def quantize_torchao(p, divide_by_number=False):
+    """torchao's nvfp4_quantize with a per-tensor scale: the global scale is the decode scale.
+
+    torchao writes `max_abs / F4_E2M1_MAX`, a tensor divided by a Python number, which PyTorch
+    computes on a CUDA tensor as a multiply by the number's reciprocal (RN(amax * RN(1/6)); on the
+    CPU it divides). The recipe (SPEC section 2) divides: the divisor is a tensor here, unless
+    divide_by_number asks for torchao's expression as written."""
     x = as_float32(p)
     pts = global_scale(p)
     amax = block_amax(x)
-    block_scale = amax / 6.0
+    six = 6.0 if divide_by_number else torch.tensor(6.0, dtype=torch.float32, device=amax.device)
+    block_scale = amax / six
     scaled = torch.clamp(block_scale / pts, min=torch.finfo(torch.float8_e4m3fn).tiny, max=E4M3_MAX)
     scale = scaled.to(torch.float8_e4m3fn)
     os = (1.0 / pts) / scale.float()
