@@ -290,6 +290,25 @@ class KernelLanes {
     if (!error_) error_ = std::current_exception();
     stop_ = true;
   }
+  // The same for a check that throws on a drawn case: the error names the case and where it is
+  // saved, so that the suite's own bug is reproduced from its case file, not from a rerun of the
+  // whole schedule. The exception's type (the exit status it maps to) stays.
+  void give_up(const Drawn& drawn, const std::exception& e) {
+    std::string saved;
+    try {
+      saved = "saved as " + save_case(kernel_.name, drawn.c.problem, nullptr, settings_.case_options.case_dir, "-suite-error", true);
+    } catch (const std::exception& not_saved) {
+      saved = std::string("not saved: ") + not_saved.what();
+    }
+    const std::string what = fmt::format("{} (the suite's own error on case {} of {}: {}; {})", e.what(), drawn.index,
+                                         kernel_.name, drawn.c.problem.note, saved);
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!error_) {
+      error_ = dynamic_cast<const std::invalid_argument*>(&e) ? std::make_exception_ptr(std::invalid_argument(what))
+                                                             : std::make_exception_ptr(std::runtime_error(what));
+    }
+    stop_ = true;
+  }
 
   void lane(Executor* executor) {
     std::future<std::optional<Drawn>> ahead = std::async(std::launch::deferred, [this] { return draw(); });
@@ -313,6 +332,8 @@ class KernelLanes {
         out = check_case(*executor, drawn->c.problem, options);
       } catch (const WorkerStartError& e) {
         out = start_failure(drawn->c.problem, e.what());
+      } catch (const std::exception& e) {
+        return give_up(*drawn, e);
       } catch (...) {
         return give_up();
       }

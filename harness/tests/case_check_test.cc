@@ -345,5 +345,38 @@ TEST(Suite, ListenersAddNotesToAFailure) {
   EXPECT_NE(r.failure->text.find("\n  note: run again, it passed\n"), std::string::npos) << r.failure->text;
 }
 
+// A check that throws on a drawn case (the suite's own bug, never the kernel's) ends the run with
+// an error that names the case and where its file was saved, and keeps the exception's type (the
+// exit status `run` maps it to).
+TEST(Suite, TheSuitesOwnErrorNamesAndSavesTheCase) {
+  struct ThrowsOnThirdCase final : Executor {
+    explicit ThrowsOnThirdCase(const Kernel& k) : inner(k, kDefaultCallTimeout) {}
+    InProcessExecutor inner;
+    int cases = 0;
+    const KernelDesc& kernel() override { return inner.kernel(); }
+    std::vector<CallObservation> run_case(const CaseData& data, const std::vector<PlannedCall>& plan) override {
+      if (++cases == 3) throw std::invalid_argument("a problem the suite made wrong");
+      return inner.run_case(data, plan);
+    }
+  } executor(kernel("honest_host"));
+  const KernelDesc& desc = executor.kernel();
+  const Schedule schedule(desc.info, desc.name, ScheduleOptions{});
+  LaneSettings ls;
+  ls.cases = 10;
+  ls.case_options = test_options();
+  SuiteListener quiet;
+  try {
+    check_kernel({&executor}, desc, schedule, ls, quiet);
+    FAIL() << "the error was swallowed";
+  } catch (const std::invalid_argument& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("a problem the suite made wrong (the suite's own error on case "), std::string::npos) << what;
+    const size_t at = what.find("saved as ");
+    ASSERT_NE(at, std::string::npos) << what;
+    const std::string path = what.substr(at + 9, what.rfind(')') - at - 9);
+    EXPECT_TRUE(std::filesystem::exists(path)) << path;
+  }
+}
+
 }  // namespace
 }  // namespace nvfp4
