@@ -455,6 +455,12 @@ Problem group_problem(const Problem& p, size_t g) {
   one.semantics = p.semantics;
   one.alpha = q.alpha;
   one.out_type = p.out_type;
+  if (p.out_type == OutType::nvfp4) {
+    // The group's own output global scale (one for all groups, or one per group): a block-scaled
+    // GEMM needs one, and the group's bytes are encoded with it.
+    one.out_recipe = p.out_recipe;
+    if (!p.out_global_scale.empty()) one.out_global_scale = {p.out_global_scale[p.out_global_scale.size() == 1 ? 0 : g]};
+  }
   one.a_format = p.a_format;
   one.b_format = p.b_format;
   one.a = q.a, one.b = q.b, one.sfa = q.sfa, one.sfb = q.sfb;

@@ -217,7 +217,8 @@ struct OutputPosition {
 };
 OutputPosition output_position(const Problem& p, int64_t index);
 // Group g of a grouped problem as the l = 1 GEMM it is: its shape, alpha and data, p's output
-// type and scale semantics, linear scales (as every Problem holds them).
+// type (a block-scaled one with the group's global scale) and scale semantics, linear scales (as
+// every Problem holds them).
 Problem group_problem(const Problem& p, size_t g);
 
 // First output element of each group (G + 1 entries, the last is c_elems()); {0, c_elems()}

@@ -159,6 +159,33 @@ TEST_F(GpuReference, GroupedProblemsMatchTheCpuGroupByGroup) {
   EXPECT_EQ(first_difference(cpu, gpu), -1);
 }
 
+// A grouped GEMM with block-scaled output above the threshold: each group is the GPU's GEMM with
+// that group's output global scale (group_problem once gave the groups none, and the GPU path
+// refused every such case), and the FP32 values it quantizes are the CPU reference's.
+TEST_F(GpuReference, GroupedBlockScaledOutputMatchesTheCpu) {
+  const uint64_t seed = 20261203;
+  std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
+  Rng rng(seed);
+  Problem p;
+  p.op = Op::grouped_gemm;
+  p.out_type = OutType::nvfp4;
+  p.out_recipe = Recipe::te;
+  for (const int64_t m : {129, 0, 64}) {
+    Problem one;
+    one.op = Op::gemm;
+    one.m = std::max<int64_t>(m, 1), one.n = 96, one.k = 528, one.l = 1;
+    fill_data(rng, DataSpec::parse("uniform/full/arbitrary"), one);
+    Group g;
+    g.m = m, g.n = one.n, g.k = one.k, g.alpha = one.alpha;
+    if (m > 0) g.a = one.a, g.b = one.b, g.sfa = one.sfa, g.sfb = one.sfb;
+    p.groups.push_back(std::move(g));
+    p.out_global_scale.push_back(0.5f * static_cast<float>(p.groups.size()));
+  }
+  const ExactResult cpu = exact_gemm(p), gpu = exact_gemm_auto(p, 0);
+  EXPECT_EQ(gpu.words(), cpu.words());
+  EXPECT_EQ(first_difference(cpu, gpu), -1);
+}
+
 TEST_F(GpuReference, RefusesKBeyondItsAccumulators) {
   Problem p;
   p.op = Op::gemv;

@@ -271,6 +271,30 @@ TEST(BlockScaledOutput, Validation) {
   EXPECT_NE(problem_error(p).find("expect_q and expect_sfq"), std::string::npos);
 }
 
+// Each group of a grouped block-scaled problem, as the GEMM it is (the GPU reference computes a
+// large grouped case so), is a valid problem whose output is that group's: its own global scale,
+// and quantized alone it gives the bytes the grouped reference gives for the group.
+TEST(BlockScaledOutput, EachGroupIsAValidBlockScaledGemmOfItsOwnScale) {
+  std::mt19937_64 rng(20261203);
+  for (int which = 2; which < 30; which += 3) {
+    const Problem p = random_case(rng, which);
+    ASSERT_EQ(p.op, Op::grouped_gemm);
+    const ExactResult ref = exact_gemm(p);
+    const std::vector<OutUnit> units = out_units(p);
+    for (size_t g = 0; g < p.groups.size(); ++g) {
+      if (p.groups[g].m == 0) continue;
+      const Problem one = group_problem(p, g);
+      ASSERT_EQ(problem_error(one), "") << "group " << g;
+      EXPECT_EQ(one.out_global_scale, std::vector<float>{p.out_global_scale[g]});
+      EXPECT_EQ(one.out_recipe, p.out_recipe);
+      const QuantResult alone = block_scaled_reference(one, exact_gemm(one), out_units(one).front());
+      const QuantResult within = block_scaled_reference(p, ref, units[g]);
+      EXPECT_EQ(alone.q, within.q) << "group " << g;
+      EXPECT_EQ(alone.sfq, within.sfq) << "group " << g;
+    }
+  }
+}
+
 TEST(BlockScaledOutput, CaseFileRoundTrip) {
   Problem p = hand_case(Recipe::torchao, 0.25f);
   set_block_scaled_expect(p, exact_gemm(p));
