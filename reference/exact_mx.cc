@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <stdexcept>
@@ -243,6 +244,29 @@ std::vector<MxElement> exact_mx(const MxProblem& p) {
     }
   }
   return out;
+}
+
+bool same_mx_facts(const MxElement& x, const MxElement& y) {
+  for (int w = 0; w < Kulisch::kLimbs; ++w)
+    if (x.sum.limb[w] != y.sum.limb[w] || x.abs_sum.limb[w] != y.abs_sum.limb[w]) return false;
+  return x.nonzero == y.nonzero && x.g_exp == y.g_exp && x.nan == y.nan && x.pos_inf == y.pos_inf &&
+         x.neg_inf == y.neg_inf;
+}
+
+std::string describe_mx_facts(const MxElement& e) {
+  const auto limbs = [](const Kulisch& k) {
+    std::string s;
+    char buf[20];
+    for (int w = Kulisch::kLimbs - 1; w >= 0; --w) {
+      std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(k.limb[w]));
+      s += buf;
+      if (w) s += ' ';
+    }
+    return s;
+  };
+  return "r=[" + limbs(e.sum) + "] S=[" + limbs(e.abs_sum) + "] t=" + std::to_string(e.nonzero) +
+         " g_exp=" + std::to_string(e.g_exp) + " nan=" + std::to_string(e.nan) + " +inf=" + std::to_string(e.pos_inf) +
+         " -inf=" + std::to_string(e.neg_inf);
 }
 
 uint32_t round_mx(const MxElement& e, float alpha, OutType type) {

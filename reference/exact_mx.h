@@ -53,6 +53,12 @@ void validate(const MxProblem& p);
 
 // Every output element's facts, C order ((b*m + i)*n + j). Validates p first.
 std::vector<MxElement> exact_mx(const MxProblem& p);
+// Whether two elements' facts agree in every field (both accumulators limb by limb, t, g, the
+// NaN and Inf flags), and one element's facts in words (the accumulators as hex limbs, top first):
+// for tests comparing two sources of them.
+bool same_mx_facts(const MxElement& x, const MxElement& y);
+std::string describe_mx_facts(const MxElement& e);
+
 // RN_out(alpha * r) once; NaN (the type's quiet NaN) for e.nan; +-Inf for an Inf element
 // (alpha = 0 times Inf gives NaN); an exact zero is +0.
 uint32_t round_mx(const MxElement& e, float alpha, OutType type);

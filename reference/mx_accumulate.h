@@ -11,11 +11,9 @@
 #include "reference/mx_formats.h"
 #include "reference/problem.h"  // BlockFormat (the enum only is used on the device)
 
-// Fully unrolled loops over the limbs: nvcc's pragma on the device, GCC's on the host.
-#if defined(__CUDA_ARCH__)
+// Fully unrolled loops over the limbs on the device (host compilers decide for themselves).
+#if defined(__CUDACC__)
 #define NVFP4_UNROLL_LIMBS _Pragma("unroll")
-#elif defined(__GNUC__) && !defined(__clang__)
-#define NVFP4_UNROLL_LIMBS _Pragma("GCC unroll 11")
 #else
 #define NVFP4_UNROLL_LIMBS
 #endif
@@ -211,6 +209,25 @@ NVFP4_HD inline void mx_add_segments(MxElement& e, BlockFormat fa, const int64_t
     const int len = static_cast<int>(end - x < seg ? end - x : seg);
     mx_add_segment(e, a + (x - x0), b + (x - x0), len, unit_ab, sa[(x - x0) / ba], sb[(x - x0) / bb]);
   }
+}
+
+// The GPU reference's tiles hold a chunk of kMxChunk elements of each row at a time: a multiple
+// of both block sizes, so a chunk starts a block of each operand and holds at most
+// kMxChunkScales scales of a row. What a tile holds of row `data` (its first byte) and `scales`
+// (its kb scales) for the chunk at c0:
+constexpr int kMxChunk = 32;
+constexpr int kMxChunkScales = kMxChunk / 16;
+// entry x: element c0 + x, 0 past k (a zero adds nothing and meets no Inf: past k both are zero);
+NVFP4_HD inline int64_t mx_chunk_element(BlockFormat f, const uint8_t* data, int64_t c0, int x, int64_t k) {
+  return c0 + x < k ? mx_element_int(f, data, c0 + x) : 0;
+}
+// scale s: the block starting at c0 + s * block, a placeholder 1 where no block of the row starts
+// there (mx_add_segments never reads it).
+NVFP4_HD inline ScaleValue mx_chunk_scale(BlockFormat f, const uint8_t* scales, int64_t kb, int64_t c0, int s,
+                                          ScaleSemantics semantics) {
+  const int block = mx_block(f);
+  const int64_t blk = c0 / block + s;
+  return s * block < kMxChunk && blk < kb ? mx_scale(f, scales[blk], semantics) : ScaleValue{false, 1, 1, 0};
 }
 
 // The element's last step: Infs of both signs are NaN (IEEE).
