@@ -423,7 +423,11 @@ ExactResult exact_mx_result(const Problem& p, const MxElementsFn& elements) {
     }
     r.mx2 = std::move(u);
   } else if (p.op != Op::grouped_gemm) {
-    for (size_t x = 0; x < count; ++x) put_word(r, x, round_mx((*facts)[x], p.alpha, p.out_type));
+    // Each word its own rounding (a GPU source hands back millions of elements at once).
+    const int64_t words = static_cast<int64_t>(count);
+#pragma omp parallel for schedule(static) if (words > 4096)
+    for (int64_t x = 0; x < words; ++x)
+      put_word(r, static_cast<size_t>(x), round_mx((*facts)[static_cast<size_t>(x)], p.alpha, p.out_type));
   }
   r.mx = std::move(facts);
   return r;
