@@ -57,9 +57,11 @@ __device__ __forceinline__ void load_chunk(const OperandView& op, int64_t batch,
 
 // A TM x TN tile of outputs per thread block, one output per thread; the grid's x runs over the
 // tiles of a batch (m tiles times n tiles), its y over batches. Rows are padded by one element so
-// that the threads of a warp reading B's rows hit different banks.
+// that the threads of a warp reading B's rows hit different banks. Two blocks per SM: ptxas then
+// keeps the 16 x 16 tile's threads at 126 registers, still without spills (172 when free), and an
+// SM holds 16 warps instead of 8.
 template <int TM, int TN>
-__global__ void __launch_bounds__(TM * TN) mx_exact_tiles(OperandView a, OperandView b, int64_t k,
+__global__ void __launch_bounds__(TM * TN, 2) mx_exact_tiles(OperandView a, OperandView b, int64_t k,
                                                           ScaleSemantics semantics, int64_t n_tiles,
                                                           MxElement* __restrict__ out) {
   constexpr int kThreads = TM * TN;
