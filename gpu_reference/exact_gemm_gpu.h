@@ -39,8 +39,9 @@ ExactResult exact_gemm_gpu(const Problem& p, GpuReferenceTiming* timing = nullpt
 std::vector<MxElement> exact_mx_gpu(const MxProblem& p, GpuReferenceTiming* timing = nullptr);
 
 // The CPU reference below `threshold` multiply-adds (l*m*n*k; grouped: summed over the groups,
-// each group then on the GPU from threshold/4), the GPU one above it when available, NVFP4 and
-// MX operands alike. threshold < 0 reads NVFP4_GPU_REFERENCE_THRESHOLD (default 2^26).
+// each group then on the GPU from threshold/4), the GPU one above it when available. Problems with
+// MX operands take the same rule at threshold/16: the CPU's wide accumulators cost 5 to 15 times
+// NVFP4's integers per product. threshold < 0 reads NVFP4_GPU_REFERENCE_THRESHOLD (default 2^26).
 ExactResult exact_gemm_auto(const Problem& p, double threshold = -1);
 
 }  // namespace nvfp4
