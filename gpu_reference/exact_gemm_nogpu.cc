@@ -13,6 +13,10 @@ bool gpu_reference_available(std::string* why) {
 
 ExactResult exact_gemm_gpu(const Problem&, GpuReferenceTiming*) { throw std::runtime_error("GPU reference: built without CUDA"); }
 
+std::vector<MxElement> exact_mx_gpu(const MxProblem&, GpuReferenceTiming*) {
+  throw std::runtime_error("GPU reference: built without CUDA");
+}
+
 ExactResult exact_gemm_auto(const Problem& p, double) { return exact_gemm(p); }
 
 }  // namespace nvfp4

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <stdexcept>
@@ -17,43 +18,6 @@
 #include "reference/oracle_facts.h"
 
 namespace nvfp4 {
-
-void Kulisch::add(i128 v, int exp) {
-  if (v == 0) return;
-  const int shift = exp - kLsbExp;
-  const bool neg = v < 0;
-  const u128 mag = neg ? static_cast<u128>(-v) : static_cast<u128>(v);
-  const int word = shift / 64, bit = shift % 64;
-  // mag << bit over three limbs (mag < 2^127).
-  uint64_t part[3];
-  const uint64_t lo = static_cast<uint64_t>(mag), hi = static_cast<uint64_t>(mag >> 64);
-  part[0] = lo << bit;
-  part[1] = bit ? (hi << bit) | (lo >> (64 - bit)) : hi;
-  part[2] = bit ? hi >> (64 - bit) : 0;
-  uint64_t carry = 0;  // carry (add) or borrow (subtract)
-  for (int x = word; x < kLimbs; ++x) {
-    const uint64_t p = x - word < 3 ? part[x - word] : 0;
-    if (p == 0 && carry == 0 && x - word >= 3) break;
-    const uint64_t old = limb[x];
-    if (!neg) {
-      const uint64_t s = old + p;
-      const uint64_t s2 = s + carry;
-      carry = (s < old) + (s2 < s);
-      limb[x] = s2;
-    } else {
-      const uint64_t d = old - p;
-      const uint64_t d2 = d - carry;
-      carry = (old < p) + (d < carry);
-      limb[x] = d2;
-    }
-  }
-}
-
-bool Kulisch::zero() const {
-  for (const uint64_t w : limb)
-    if (w) return false;
-  return true;
-}
 
 namespace {
 
@@ -70,11 +34,6 @@ void abs_limbs(const Kulisch& k, uint64_t* out) {
     out[x] = inv + carry;
     carry = carry && out[x] == 0;
   }
-}
-
-int ctz_u128(u128 v) {
-  const uint64_t lo = static_cast<uint64_t>(v);
-  return lo ? __builtin_ctzll(lo) : 64 + __builtin_ctzll(static_cast<uint64_t>(v >> 64));
 }
 
 }  // namespace
@@ -287,6 +246,29 @@ std::vector<MxElement> exact_mx(const MxProblem& p) {
   return out;
 }
 
+bool same_mx_facts(const MxElement& x, const MxElement& y) {
+  for (int w = 0; w < Kulisch::kLimbs; ++w)
+    if (x.sum.limb[w] != y.sum.limb[w] || x.abs_sum.limb[w] != y.abs_sum.limb[w]) return false;
+  return x.nonzero == y.nonzero && x.g_exp == y.g_exp && x.nan == y.nan && x.pos_inf == y.pos_inf &&
+         x.neg_inf == y.neg_inf;
+}
+
+std::string describe_mx_facts(const MxElement& e) {
+  const auto limbs = [](const Kulisch& k) {
+    std::string s;
+    char buf[20];
+    for (int w = Kulisch::kLimbs - 1; w >= 0; --w) {
+      std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(k.limb[w]));
+      s += buf;
+      if (w) s += ' ';
+    }
+    return s;
+  };
+  return "r=[" + limbs(e.sum) + "] S=[" + limbs(e.abs_sum) + "] t=" + std::to_string(e.nonzero) +
+         " g_exp=" + std::to_string(e.g_exp) + " nan=" + std::to_string(e.nan) + " +inf=" + std::to_string(e.pos_inf) +
+         " -inf=" + std::to_string(e.neg_inf);
+}
+
 uint32_t round_mx(const MxElement& e, float alpha, OutType type) {
   const OutFormat f = out_format(type);
   if (e.nan) return f.quiet_nan;
@@ -395,7 +377,9 @@ void put_word(ExactResult& r, size_t x, uint32_t w) {
 
 }  // namespace
 
-ExactResult exact_mx_result(const Problem& p) {
+ExactResult exact_mx_result(const Problem& p) { return exact_mx_result(p, exact_mx); }
+
+ExactResult exact_mx_result(const Problem& p, const MxElementsFn& elements) {
   const std::string error = problem_error(p);
   if (!error.empty()) throw std::invalid_argument("exact_mx_result: " + error);
   ExactResult r;
@@ -411,18 +395,20 @@ ExactResult exact_mx_result(const Problem& p) {
     // Each non-empty group an l = 1 GEMM of the problem's formats with its own alpha (rule 5).
     for (size_t g = 0; g < p.groups.size(); ++g) {
       if (p.groups[g].m == 0) continue;
-      const std::vector<MxElement> one = exact_mx(mx_problem(group_problem(p, g)));
+      const std::vector<MxElement> one = elements(mx_problem(group_problem(p, g)));
       const size_t base = static_cast<size_t>(r.group_offset[g]);
       for (size_t x = 0; x < one.size(); ++x) put_word(r, base + x, round_mx(one[x], p.groups[g].alpha, p.out_type));
       facts->insert(facts->end(), one.begin(), one.end());
     }
   } else {
-    *facts = exact_mx(mx_problem(p));
+    *facts = elements(mx_problem(p));
   }
+  if (facts->size() != count) throw std::runtime_error("exact_mx_result: the elements' source gave the wrong count");
   for (size_t x = 0; x < count; ++x) r.elems[x].nan = (*facts)[x].nan;
   if (p.op == Op::dual_gemm) {
     // G = A*B (alpha), U = A*B2 (alpha2), v = silu(G) * U once rounded, as for NVFP4 operands.
-    auto u = std::make_shared<std::vector<MxElement>>(exact_mx(mx_dual_u(p)));
+    auto u = std::make_shared<std::vector<MxElement>>(elements(mx_dual_u(p)));
+    if (u->size() != count) throw std::runtime_error("exact_mx_result: the elements' source gave the wrong count");
     r.elems2.resize(count);
     r.dual.resize(count);
     for (size_t x = 0; x < count; ++x) {
@@ -437,7 +423,11 @@ ExactResult exact_mx_result(const Problem& p) {
     }
     r.mx2 = std::move(u);
   } else if (p.op != Op::grouped_gemm) {
-    for (size_t x = 0; x < count; ++x) put_word(r, x, round_mx((*facts)[x], p.alpha, p.out_type));
+    // Each word its own rounding (a GPU source hands back millions of elements at once).
+    const int64_t words = static_cast<int64_t>(count);
+#pragma omp parallel for schedule(static) if (words > 4096)
+    for (int64_t x = 0; x < words; ++x)
+      put_word(r, static_cast<size_t>(x), round_mx((*facts)[static_cast<size_t>(x)], p.alpha, p.out_type));
   }
   r.mx = std::move(facts);
   return r;

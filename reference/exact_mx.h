@@ -9,48 +9,17 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "reference/exact_gemm.h"
+#include "reference/mx_accumulate.h"  // Kulisch, MxElement
 #include "reference/oracle.h"
 #include "reference/problem.h"
 
 namespace nvfp4 {
-
-// A signed fixed-point number with its least significant bit at 2^kLsbExp, in two's complement
-// over kLimbs 64-bit limbs. Covers every sum of MX products: products lie in [2^-286, 2^286)
-// (E5M2 and E8M0 at their extremes), and 2^40 of them stay below 2^326 < 2^(kLsbExp + 64*kLimbs - 1).
-struct Kulisch {
-  static constexpr int kLimbs = 11;
-  static constexpr int kLsbExp = -320;
-  uint64_t limb[kLimbs] = {};
-
-  // Adds v * 2^exp; exp >= kLsbExp and the result in range (both hold for MX products).
-  void add(i128 v, int exp);
-  bool negative() const { return (limb[kLimbs - 1] >> 63) != 0; }
-  bool zero() const;
-  // |value| = mag * 2^exp2 with mag below 2^103 (lower bits folded into a sticky bit, far below
-  // what rounding to FP32 looks at); mag = 0 for zero.
-  void magnitude(u128* mag, int* exp2) const;
-  // The value's exponent range: 2^(top_exp() - 1) <= |value| < 2^top_exp(); kLsbExp for zero.
-  int top_exp() const;
-  // The value in long double: one rounding (2^-64 relative), for the oracle's rounding regime.
-  long double to_long_double() const;
-};
-
-// Everything the oracle knows about one output element of a block-scaled product (SPEC section
-// 3 and rule 9), exact.
-struct MxElement {
-  Kulisch sum;              // r (before alpha), the finite products only
-  Kulisch abs_sum;          // S = sum of |product|
-  int64_t nonzero = 0;      // t
-  int g_exp = kNoProducts;  // g = 2^g_exp divides every nonzero product (kNoProducts: none)
-  bool nan = false;         // a used scale or element is NaN, or Inf * 0, or Infs of both signs
-  bool pos_inf = false, neg_inf = false;  // some product is +Inf / -Inf (IEEE)
-  static constexpr int kNoProducts = 1 << 20;
-};
 
 // One operand: rows x k elements per batch of `format`, the data as SPEC section 2 lays it out
 // (E2M1 packed two to a byte, E4M3 and E5M2 one byte each) and its scales in LINEAR order
@@ -84,6 +53,12 @@ void validate(const MxProblem& p);
 
 // Every output element's facts, C order ((b*m + i)*n + j). Validates p first.
 std::vector<MxElement> exact_mx(const MxProblem& p);
+// Whether two elements' facts agree in every field (both accumulators limb by limb, t, g, the
+// NaN and Inf flags), and one element's facts in words (the accumulators as hex limbs, top first):
+// for tests comparing two sources of them.
+bool same_mx_facts(const MxElement& x, const MxElement& y);
+std::string describe_mx_facts(const MxElement& e);
+
 // RN_out(alpha * r) once; NaN (the type's quiet NaN) for e.nan; +-Inf for an Inf element
 // (alpha = 0 times Inf gives NaN); an exact zero is +0.
 uint32_t round_mx(const MxElement& e, float alpha, OutType type);
@@ -105,6 +80,10 @@ MxProblem mx_problem(const Problem& p);
 // follows IEEE with silu(+Inf) = +Inf and silu(-Inf) = -0). exact_gemm(p) calls it for such
 // problems.
 ExactResult exact_mx_result(const Problem& p);
+// The same from another source of every GEMM's facts (each a GEMV or GEMM MxProblem: the problem,
+// a group of it, a dual problem's G or U), which must give exact_mx's: the GPU reference's.
+using MxElementsFn = std::function<std::vector<MxElement>(const MxProblem&)>;
+ExactResult exact_mx_result(const Problem& p, const MxElementsFn& elements);
 // Element `index` of p (as in ExactResult) judged by rule 9, with `alpha` its group's (grouped)
 // or the problem's; dual GEMM by rule 6 over G's and U's facts.
 ElementVerdict judge_mx_output(const Problem& p, const ExactResult& ref, int64_t index, float alpha, uint32_t actual,

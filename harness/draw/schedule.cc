@@ -349,9 +349,9 @@ CasePlan draw_plan(Draws& d, const nvfp4_kernel_info& info, const CaseConstraint
   // Every op of the GEMM family takes the declared formats; a block-scaled output quantizes
   // NVFP4 results only (shape_error), so its operands stay NVFP4.
   if (p.out_type != OutType::nvfp4) draw_operand_formats(d, info, p);
-  // The block-scaled reference's wide accumulators are slow for the large class's billions of
-  // products: MX cases stay small.
-  if (p.mx_operands() && plan.kind == CaseKind::large) plan.kind = CaseKind::small;
+  // The block-scaled reference's wide accumulators are slow on the CPU for the large class's
+  // billions of products: MX cases stay small unless a GPU reference judges them.
+  if (p.mx_operands() && plan.kind == CaseKind::large && !c.mx_large) plan.kind = CaseKind::small;
   draw_plan_shape(d, info, c, limits, shape, op, plan);
   if (block_scaled_out::applies(p)) block_scaled_out::draw_recipe(d, info, p);
   if (unit_alpha && plan.kind != CaseKind::unsupported) plan.spec.alpha = AlphaDist::one;
@@ -468,6 +468,7 @@ ScheduledCase Schedule::at(int64_t index) const {
   constraints.op = options_.shape ? std::nullopt : options_.op;
   constraints.unsupported = true;
   constraints.large = options_.large_tail;
+  constraints.mx_large = options_.gpu_reference && info_.memory == NVFP4_MEMORY_CUDA;
   CasePlan plan = draw_plan(d, info_, constraints, options_.limits, options_.shape);
   // The huge tier decides from a hash of its own, so that drawing it takes nothing from the
   // case's draws: every other case is the case it was without the tier.

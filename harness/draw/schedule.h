@@ -29,6 +29,7 @@ struct CaseConstraints {
   int64_t min_full_blocks = 0;     // at least this many whole 16-element blocks per row
   bool unsupported = false;        // may draw a problem just outside the kernel's constraints
   bool large = false;              // may draw from the large size class
+  bool mx_large = false;           // ... with MX operands too (a GPU reference judges them)
 };
 
 // The shape class of a case: the small class, the large one, just outside what the kernel
@@ -116,6 +117,11 @@ struct ScheduleOptions {
   // The device's free bytes as the kernel's process saw them (KernelDesc::device_free_bytes):
   // 0 (a host kernel, no device, a caller that does not know) draws no huge case.
   uint64_t device_free_bytes = 0;
+  // Whether this process has the GPU reference (gpu_reference_available) to judge a CUDA
+  // kernel's large MX cases: only then do they keep the large class, which the CPU's Kulisch
+  // sums would make slow. false (host kernels, callers that do not know) keeps them small, as
+  // before the GPU reference took MX problems.
+  bool gpu_reference = false;
 };
 
 // The seed of case `index` of a kernel's schedule: a pure function of the run's seed, the kernel's

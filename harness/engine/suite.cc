@@ -141,6 +141,8 @@ std::optional<Schedule> kernel_schedule(const KernelDesc& kernel, const Schedule
     // The huge tier takes what the kernel's own process saw free on the device.
     ScheduleOptions own = options;
     own.device_free_bytes = kernel.is_cuda() ? kernel.device_free_bytes : 0;
+    // A CUDA kernel's large MX cases, where this process's GPU reference judges them.
+    own.gpu_reference = kernel.is_cuda() && gpu_reference_available(nullptr);
     return Schedule(kernel.info, kernel.name, own);
   } catch (const std::invalid_argument&) {
     *why_not = options.op ? fmt::format("does not support {}", to_string(*options.op)) : "declares no op";

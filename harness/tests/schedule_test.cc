@@ -92,6 +92,53 @@ TEST(MxSchedule, DrawsEveryFormatPairAndScalesThatDefeatCancellation) {
   for (int64_t i = 0; i < 50; ++i) EXPECT_FALSE(nvfp4_only.at(i).problem.mx_operands());
 }
 
+// MX cases of the large class exist only for a CUDA kernel in a process with the GPU reference
+// (ScheduleOptions::gpu_reference): there they are drawn at the NVFP4 sizes, and nothing else of
+// the schedule moves: an NVFP4 kernel's cases, a host kernel's, and every case of the other
+// classes stay what they were without it.
+TEST(MxSchedule, LargeClassOnlyWhereTheGpuReferenceJudgesACudaKernel) {
+  nvfp4_kernel_info mx = any_gemm();
+  mx.out_types = (1u << NVFP4_OUT_FP16) | (1u << NVFP4_OUT_BF16) | (1u << NVFP4_OUT_FP32);
+  mx.a_formats = mx.b_formats = (1u << NVFP4_FORMAT_NVFP4) | (1u << NVFP4_FORMAT_MXFP4) |
+                                (1u << NVFP4_FORMAT_MXFP8_E4M3) | (1u << NVFP4_FORMAT_MXFP8_E5M2);
+  nvfp4_kernel_info mx_host = mx;
+  mx_host.memory = NVFP4_MEMORY_HOST;
+  ScheduleOptions off, on;
+  off.seed = on.seed = 3232;
+  on.gpu_reference = true;
+  const auto same = [](const ScheduledCase& x, const ScheduledCase& y) {
+    return x.kind == y.kind && x.problem.op == y.problem.op && x.problem.m == y.problem.m && x.problem.n == y.problem.n &&
+           x.problem.k == y.problem.k && x.problem.l == y.problem.l && x.problem.a == y.problem.a &&
+           x.problem.sfb == y.problem.sfb && x.problem.a_format == y.problem.a_format;
+  };
+  int large_mx = 0, big_products = 0, moved = 0;
+  const Schedule with(mx, "mx_cuda", on), without(mx, "mx_cuda", off);
+  const Schedule host_with(mx_host, "mx_host", on), host_without(mx_host, "mx_host", off);
+  for (int64_t i = 0; i < 800; ++i) {
+    const ScheduledCase w = with.at(i), wo = without.at(i);
+    EXPECT_FALSE(wo.kind == CaseKind::large && wo.problem.mx_operands()) << "case " << i;
+    if (w.kind == CaseKind::large && w.problem.mx_operands()) {
+      ++large_mx;
+      const Problem& p = w.problem;
+      ASSERT_EQ(problem_error(p), "") << "case " << i;
+      big_products += p.l * p.m * p.n * p.k > small_shape_limits().max_products;
+    }
+    if (!same(w, wo)) {
+      ++moved;
+      // Only a case drawn large with MX operands differs (demoted to small without the reference).
+      EXPECT_TRUE(w.kind == CaseKind::large && w.problem.mx_operands() && wo.kind == CaseKind::small) << "case " << i;
+    }
+    EXPECT_TRUE(same(host_with.at(i), host_without.at(i))) << "host kernel, case " << i;
+  }
+  std::printf("800 cases: %d large MX cases (%d past the small class's products), %d moved\n", large_mx, big_products,
+              moved);
+  EXPECT_GT(large_mx, 10);
+  EXPECT_GT(big_products, 5);
+  EXPECT_EQ(moved, large_mx);
+  const Schedule nvfp4_with(any_gemm(), "nvfp4_cuda", on), nvfp4_without(any_gemm(), "nvfp4_cuda", off);
+  for (int64_t i = 0; i < 400; ++i) EXPECT_TRUE(same(nvfp4_with.at(i), nvfp4_without.at(i))) << "NVFP4 kernel, case " << i;
+}
+
 TEST(Schedule, CaseIIsAPureFunctionOfSeedKernelAndIndex) {
   ScheduleOptions o;
   o.seed = 77;
