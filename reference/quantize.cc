@@ -196,14 +196,8 @@ BlockScale nvfp4_te_ref_fast(Recipe r, float gs, float amax_b, const Ctx& c) {
 // on a CUDA tensor, where PyTorch divides by a Python number as a multiply by its reciprocal
 // (aten/src/ATen/native/cuda/BinaryDivTrueKernel.cu); on the CPU it is a true division.
 BlockScale nvfp4_torchao(float pts, float amax_b, const Ctx& c) {
-  float s;
-  if (c.v == QuantVariant::other_association) {
-    const float b = amax_b * kC6;
-    s = b / pts;
-  } else {
-    const float b = amax_b / 6.0f;
-    s = b / pts;
-  }
+  const float b = c.v == QuantVariant::other_association ? amax_b * kC6 : amax_b / 6.0f;
+  float s = b / pts;
   if (s < 0x1p-6f) s = 0x1p-6f;
   if (s > 448.0f) s = 448.0f;
   const uint8_t byte = fp8_rn(e4m3_grid(), s, c.v == QuantVariant::scale_toward_zero);

@@ -93,10 +93,8 @@ std::vector<float> split_maxima(InType t, Recipe r, float amax) {
     const int64_t nearest = to_word(t, r == Recipe::torchao ? 6.0f * mid * gs : 6.0f * mid / gs);
     for (int64_t w = std::max<int64_t>(1, nearest - 2); w <= nearest + 2; ++w) {
       const float a = from_word(t, static_cast<uint32_t>(w));
-      const bool split = r == Recipe::torchao
-                             ? nvfp4_scale_byte(r, gs, a) != nvfp4_scale_byte(r, gs, a, QuantVariant::other_association)
-                             : nvfp4_scale_byte(Recipe::te, gs, a) != nvfp4_scale_byte(Recipe::ref, gs, a);
-      if (a < amax && split) out.push_back(a);
+      if (a < amax && nvfp4_scale_byte(r, gs, a) != nvfp4_scale_byte(r, gs, a, QuantVariant::other_association))
+        out.push_back(a);
     }
   }
   return out;
