@@ -11,10 +11,37 @@
 #include "harness/engine/report.h"
 #include "harness/engine/report_fields.h"
 #include "harness/engine/report_merge.h"
+#include "harness/engine/suite.h"
 #include "reference/exact_gemm.h"
 
 namespace nvfp4 {
 namespace {
+
+// `list` on a machine without a GPU: the one reason every CUDA kernel shares is printed once under
+// the table, a reason of one kernel stays on its row.
+TEST(KernelTable, AReasonSharedByKernelsIsPrintedOnce) {
+  const std::string shared = "no usable CUDA device (cudaGetDeviceCount: cudaErrorNoDevice: no CUDA-capable device)";
+  std::vector<SuiteKernel> kernels(4);
+  const char* names[] = {"host_a", "cuda_a", "cuda_b", "odd_one"};
+  for (int i = 0; i < 4; ++i) {
+    kernels[i].desc.name = names[i];
+    kernels[i].desc.origin = "builtin";
+    kernels[i].desc.info.memory = i == 0 ? NVFP4_MEMORY_HOST : NVFP4_MEMORY_CUDA;
+    kernels[i].desc.info.ops = 1u << NVFP4_OP_GEMV;
+  }
+  kernels[1].desc.runnable = kernels[2].desc.runnable = kernels[3].desc.runnable = false;
+  kernels[1].desc.why_not = kernels[2].desc.why_not = shared;
+  kernels[3].desc.why_not = "needs sm_100";
+  const std::string t = kernel_table(kernels);
+  size_t count = 0;
+  for (size_t at = t.find(shared); at != std::string::npos; at = t.find(shared, at + 1)) ++count;
+  EXPECT_EQ(count, 1u) << t;
+  EXPECT_NE(t.find("[1] 2 kernels cannot run here: " + shared), std::string::npos) << t;
+  EXPECT_NE(t.find("no: needs sm_100"), std::string::npos) << t;
+  size_t marks = 0;
+  for (size_t at = t.find("no [1]"); at != std::string::npos; at = t.find("no [1]", at + 1)) ++marks;
+  EXPECT_EQ(marks, 2u) << t;
+}
 
 Problem small_problem() {
   Problem p;
