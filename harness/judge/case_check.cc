@@ -389,7 +389,7 @@ std::vector<uint32_t> run_kernel_once(Executor& executor, const Problem& input) 
       executor.run_case({p, std::nullopt}, {{{kPad1, poison_word(p.out_type, 1), false}, NVFP4_OK}});
   if (std::optional<Finding> f = call_finding(p, obs.front()))
     throw std::runtime_error(executor.kernel().name + ": " + check_name(f->check) + ": " + f->message);
-  return obs.front().c;
+  return obs.front().c.words();
 }
 
 namespace {
@@ -424,8 +424,12 @@ class CaseRun {
     if (!prepare()) return std::move(r_);
     reference_and_record();
     plan_calls();
-    const std::vector<CallObservation> obs =
-        make_calls({p(), stale_ ? std::optional<Problem>(stale_->problem) : std::nullopt}, plan_, roles_);
+    // The data goes to the calls and comes back, not copied (a huge case's X and its stale X are
+    // 4 GiB each).
+    CaseData data{std::move(p()), stale_ ? std::optional<Problem>(std::move(stale_->problem)) : std::nullopt};
+    const std::vector<CallObservation> obs = make_calls(data, plan_, roles_);
+    p() = std::move(data.problem);
+    if (stale_) stale_->problem = std::move(*data.stale);
     judge_all(obs);
     settle_files();
     return std::move(r_);
@@ -556,7 +560,7 @@ class CaseRun {
         const std::vector<CallObservation> zero =
             make_calls({p(), std::nullopt}, {{{0x00, poison_word(p().out_type, 1), false}, NVFP4_OK}}, {CaseCall::run1});
         if (zero.front().end != CallObservation::End::returned || zero.front().rc != NVFP4_OK) return std::nullopt;
-        return zero.front().c;
+        return zero.front().c.words();
       };
     return ctx;
   }

@@ -34,6 +34,10 @@ struct InputTensor {
   std::string name;
   InputKind kind;
   std::vector<uint8_t> bytes;
+  // Instead of `bytes`: the problem's own tensor as it is uploaded (no copy of a 4 GiB X), alive
+  // as long as the problem the call was laid out from.
+  const std::vector<uint8_t>* borrowed = nullptr;
+  const std::vector<uint8_t>& data() const { return borrowed ? *borrowed : bytes; }
 };
 
 // One buffer the kernel writes: `words` words of `width` bytes, holding `before` (the runner's

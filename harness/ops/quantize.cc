@@ -76,7 +76,7 @@ uint8_t poison_byte(uint32_t poison) { return static_cast<uint8_t>(poison & 0xFF
 
 LaidOut lay_out(const Problem& p, const CallSpec& spec, uint32_t) {
   LaidOut in;
-  in.inputs.push_back({"x", InputKind::x, p.x});
+  in.inputs.push_back({"x", InputKind::x, {}, &p.x});
   if (has_global_scale(p)) in.inputs.push_back({"global_scale", InputKind::global_scale, float_bytes(quantize_global_scales(p))});
   const uint8_t poison = poison_byte(spec.poison);
   in.outputs.push_back({"q", p.q_bytes(), 1, std::vector<uint8_t>(static_cast<size_t>(p.q_bytes()), poison)});
@@ -111,12 +111,19 @@ void point_abi(nvfp4_problem& abi, const Problem& p, const std::vector<uint8_t*>
 struct Outputs {
   std::vector<uint8_t> q, sfq;
 };
-Outputs split(const Problem& p, const std::vector<uint32_t>& words) {
+Outputs split(const Problem& p, const OutputWords& words) {
   Outputs o;
   const size_t q = static_cast<size_t>(p.q_bytes());
   if (words.size() < q) return o;
-  o.q.assign(words.begin(), words.begin() + static_cast<std::ptrdiff_t>(q));
-  o.sfq.assign(words.begin() + static_cast<std::ptrdiff_t>(q), words.end());
+  if (words.byte_wide()) {
+    const std::vector<uint8_t>& b = words.bytes();
+    o.q.assign(b.begin(), b.begin() + static_cast<std::ptrdiff_t>(q));
+    o.sfq.assign(b.begin() + static_cast<std::ptrdiff_t>(q), b.end());
+    return o;
+  }
+  const std::vector<uint32_t>& w = words.words();
+  o.q.assign(w.begin(), w.begin() + static_cast<std::ptrdiff_t>(q));
+  o.sfq.assign(w.begin() + static_cast<std::ptrdiff_t>(q), w.end());
   return o;
 }
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "harness/process/device_buffers.h"
+#include "harness/process/output_words.h"
 #include "kernels/registry.h"
 #include "reference/problem.h"
 
@@ -71,9 +72,9 @@ struct CallObservation {
   int rc = 0;
   std::string error;         // what went wrong when end != returned
   // C as one word per element (out_type.h), in output order (a grouped problem's groups one after
-  // another, whichever arrangement the kernel was handed).
-  std::vector<uint32_t> c;        // once the runner's stream was done
-  std::vector<uint32_t> c_later;  // once the whole device was done (== c for host kernels)
+  // another, whichever arrangement the kernel was handed); bytes where every output is bytes.
+  OutputWords c;        // once the runner's stream was done
+  OutputWords c_later;  // once the whole device was done (shares c's storage where equal)
   std::vector<GuardReport> guards;   // damaged guard regions only
   std::vector<InputChange> inputs;   // changed inputs only
   double seconds = 0;                // everything above: buffers laid out, uploaded, read back and compared, and the call
