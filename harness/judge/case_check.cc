@@ -426,10 +426,14 @@ class CaseRun {
     plan_calls();
     // The data goes to the calls and comes back, not copied (a huge case's X and its stale X are
     // 4 GiB each).
-    CaseData data{std::move(p()), stale_ ? std::optional<Problem>(std::move(stale_->problem)) : std::nullopt};
+    // An op whose stale data follows from the case's own has the kernel's process derive it.
+    const bool derived = stale_ && op_module(p().op).stale_in_place;
+    CaseData data{std::move(p()),
+                  stale_ && !derived ? std::optional<Problem>(std::move(stale_->problem)) : std::nullopt,
+                  derived ? std::optional<uint64_t>(options_.stale_seed) : std::nullopt};
     const std::vector<CallObservation> obs = make_calls(data, plan_, roles_);
     p() = std::move(data.problem);
-    if (stale_) stale_->problem = std::move(*data.stale);
+    if (data.stale) stale_->problem = std::move(*data.stale);
     judge_all(obs);
     settle_files();
     return std::move(r_);

@@ -248,7 +248,21 @@ std::optional<Finding> unwritten(const CallContext& x) {
 
 // Rotates the rows of X (l*m rows of k words) by r and negates every element: codes change sign
 // and move, scales move with their rows, so a kernel that keeps anything of the call before by
-// pointer shows it.
+// pointer shows it. In place (undo: the inverse), so the kernel's process derives it from X.
+void stale_in_place(Problem& q, uint64_t seed, bool undo) {
+  const int64_t width = in_word_bytes(q.in_type), row_bytes = q.k * width, rows = q.l * q.m, elements = rows * q.k;
+  uint8_t* x = q.x.data();
+#pragma omp parallel for schedule(static) if (elements > (int64_t(1) << 20))
+  for (int64_t e = 0; e < elements; ++e) x[e * width + width - 1] ^= 0x80;
+  // Whole 16-row tiles move together so 2D tiles stay tiles.
+  const int64_t unit = q.quant_2d ? 16 : 1, units = rows / unit;
+  if (units > 1) {
+    const int64_t r = 1 + static_cast<int64_t>(splitmix64(seed ^ 0x51A7E) % static_cast<uint64_t>(units - 1));
+    const int64_t shift = undo ? units - r : r;
+    std::rotate(q.x.begin(), q.x.begin() + shift * unit * row_bytes, q.x.begin() + units * unit * row_bytes);
+  }
+}
+
 StaleVariant stale_variant(const Problem& p, const ExactResult&, uint64_t seed) {
   StaleVariant v;
   Problem& q = v.problem;
@@ -258,14 +272,7 @@ StaleVariant stale_variant(const Problem& p, const ExactResult&, uint64_t seed) 
   q.seed.reset();
   q.generator.clear();
   q.note = "stale-state data of " + (p.note.empty() ? std::string("a case") : p.note);
-  const int64_t width = in_word_bytes(p.in_type), row_bytes = p.k * width, rows = p.l * p.m;
-  for (int64_t e = 0; e < rows * p.k; ++e) q.x[static_cast<size_t>(e * width + width - 1)] ^= 0x80;
-  // Whole 16-row tiles move together so 2D tiles stay tiles.
-  const int64_t unit = p.quant_2d ? 16 : 1, units = rows / unit;
-  if (units > 1) {
-    const int64_t r = 1 + static_cast<int64_t>(splitmix64(seed ^ 0x51A7E) % static_cast<uint64_t>(units - 1));
-    std::rotate(q.x.begin(), q.x.begin() + r * unit * row_bytes, q.x.begin() + units * unit * row_bytes);
-  }
+  stale_in_place(q, seed, false);
   v.reference = exact_gemm(q);
   return v;
 }
@@ -282,8 +289,8 @@ int64_t output_words(const Problem& p) {
 }  // namespace
 
 extern const OpModule kModule;
-const OpModule kModule = {Op::quantize, unsupported_reason, probes_refusal, lay_out,    point_abi,
-                          judge,        unwritten,          stale_variant,  shape_text, output_words};
+const OpModule kModule = {Op::quantize, unsupported_reason, probes_refusal, lay_out,    point_abi,     judge,
+                          unwritten,    stale_variant,      shape_text,     output_words, stale_in_place};
 
 }  // namespace quantize_op
 }  // namespace nvfp4

@@ -474,6 +474,7 @@ KernelCaller::~KernelCaller() {
 
 void KernelCaller::begin_case(CaseData data) {
   data_ = std::move(data);
+  holds_stale_ = false;
   if (!unusable_) buffers_.reset();
 }
 
@@ -484,6 +485,13 @@ CallObservation KernelCaller::call(const CallSpec& spec) {
     out.error = "the process's CUDA context was lost by an earlier call";
     out.context_lost = true;
     return out;
+  }
+  // Stale data derived from the problem's own, in place, for the stale call (and back for any
+  // call after it that wants the problem's data).
+  const auto derive = op_module(data_.problem.op).stale_in_place;
+  if (!data_.stale && data_.stale_seed && derive && spec.stale_data != holds_stale_) {
+    derive(data_.problem, *data_.stale_seed, holds_stale_);
+    holds_stale_ = !holds_stale_;
   }
   const Problem& p = spec.stale_data && data_.stale ? *data_.stale : data_.problem;
   const bool cuda = kernel_.is_cuda();

@@ -29,6 +29,9 @@ nvfp4_problem to_abi(const Problem& p, const uint8_t* a, const uint8_t* b, const
 struct CaseData {
   Problem problem;
   std::optional<Problem> stale;
+  // Instead of `stale`: the seed from which the op's stale_in_place turns the problem's own data
+  // into the stale call's (op_module.h), in the kernel's process, in place.
+  std::optional<uint64_t> stale_seed;
 };
 
 // One call of the kernel within a case. Buffers persist across the calls of a case, so a later
@@ -105,6 +108,7 @@ class KernelCaller {
   double timeout_s_;
   bool protect_inputs_;
   CaseData data_;
+  bool holds_stale_ = false;  // data_.problem holds the stale data derived in place
   std::unique_ptr<KernelMemory> memory_;  // its stream lasts as long as the caller
   std::unique_ptr<Buffers> buffers_;
   bool unusable_ = false;

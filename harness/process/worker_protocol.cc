@@ -70,6 +70,7 @@ template <class V, class T>
 if_is<T, CaseData> visit_fields(V&& v, T& d) {
   v("problem", d.problem, kInput);
   v("stale", d.stale, kInput);
+  v("stale_seed", d.stale_seed, kInput);
 }
 template <class V, class T>
 if_is<T, CallSpec> visit_fields(V&& v, T& c) {
