@@ -249,18 +249,29 @@ std::optional<Finding> unwritten(const CallContext& x) {
 // Rotates the rows of X (l*m rows of k words) by r and negates every element: codes change sign
 // and move, scales move with their rows, so a kernel that keeps anything of the call before by
 // pointer shows it. In place (undo: the inverse), so the kernel's process derives it from X.
-void stale_in_place(Problem& q, uint64_t seed, bool undo) {
-  const int64_t width = in_word_bytes(q.in_type), row_bytes = q.k * width, rows = q.l * q.m, elements = rows * q.k;
-  uint8_t* x = q.x.data();
+// The rotation in rows: whole 16-row tiles move together so 2D tiles stay tiles; rows past the
+// last whole unit stay where they are.
+struct StaleRotation {
+  int64_t unit_bytes = 0, units = 0, r = 0;
+};
+StaleRotation stale_rotation(const Problem& q, uint64_t seed) {
+  const int64_t unit = q.quant_2d ? 16 : 1, units = q.l * q.m / unit;
+  StaleRotation t{unit * q.k * in_word_bytes(q.in_type), units, 0};
+  if (units > 1) t.r = 1 + static_cast<int64_t>(splitmix64(seed ^ 0x51A7E) % static_cast<uint64_t>(units - 1));
+  return t;
+}
+
+void negate_all(const Problem& q, uint8_t* x) {
+  const int64_t width = in_word_bytes(q.in_type), elements = q.l * q.m * q.k;
 #pragma omp parallel for schedule(static) if (elements > (int64_t(1) << 20))
   for (int64_t e = 0; e < elements; ++e) x[e * width + width - 1] ^= 0x80;
-  // Whole 16-row tiles move together so 2D tiles stay tiles.
-  const int64_t unit = q.quant_2d ? 16 : 1, units = rows / unit;
-  if (units > 1) {
-    const int64_t r = 1 + static_cast<int64_t>(splitmix64(seed ^ 0x51A7E) % static_cast<uint64_t>(units - 1));
-    const int64_t shift = undo ? units - r : r;
-    std::rotate(q.x.begin(), q.x.begin() + shift * unit * row_bytes, q.x.begin() + units * unit * row_bytes);
-  }
+}
+
+void stale_in_place(Problem& q, uint64_t seed, bool undo) {
+  negate_all(q, q.x.data());
+  const StaleRotation t = stale_rotation(q, seed);
+  if (t.r == 0) return;
+  std::rotate(q.x.begin(), q.x.begin() + (undo ? t.units - t.r : t.r) * t.unit_bytes, q.x.begin() + t.units * t.unit_bytes);
 }
 
 StaleVariant stale_variant(const Problem& p, const ExactResult&, uint64_t seed) {
@@ -272,7 +283,16 @@ StaleVariant stale_variant(const Problem& p, const ExactResult&, uint64_t seed) 
   q.seed.reset();
   q.generator.clear();
   q.note = "stale-state data of " + (p.note.empty() ? std::string("a case") : p.note);
-  stale_in_place(q, seed, false);
+  // stale_in_place's data, moved from p's rows into q's in one parallel pass (a huge case's X
+  // rotated in place is one thread's work).
+  const StaleRotation t = stale_rotation(q, seed);
+  if (t.r > 0) {
+#pragma omp parallel for schedule(static) if (t.units * t.unit_bytes > (int64_t(1) << 22))
+    for (int64_t u = 0; u < t.units; ++u)
+      std::memcpy(q.x.data() + u * t.unit_bytes, p.x.data() + ((u + t.r) % t.units) * t.unit_bytes,
+                  static_cast<size_t>(t.unit_bytes));
+  }
+  negate_all(q, q.x.data());
   v.reference = exact_gemm(q);
   return v;
 }
