@@ -190,7 +190,7 @@ std::vector<uint8_t> get_bytes(const json& j, const std::string& at) {
 // first byte. An output that shares the storage of the one encoded just before it in the same
 // message (a call's read-back once the device was done, equal to the first) travels as a mark:
 // a byte string of subtype kSameSubtype, empty.
-constexpr std::uint64_t kSameSubtype = 0x54;
+constexpr std::uint64_t kSameSubtype = 0x4D;
 thread_local const OutputWords* t_last_words = nullptr;  // encoding: the message's last output
 thread_local OutputWords t_last_decoded;                 // decoding: the same
 json words(const OutputWords& o) {

@@ -331,6 +331,9 @@ TEST(WorkerProtocol, SharedFileReferencesAreChecked) {
       << error(good, kSharedBytes);
   j[1][2][3] = where(0, 4, 0x54);
   EXPECT_NE(error(j).find("done.observation.c: a byte string of an unknown kind"), std::string::npos) << error(j);
+  j[1][2][3] = json::binary({}, 0x4D);  // "the output before" where there is none
+  EXPECT_NE(error(j).find("done.observation.c: a mark of the output before where there is none"), std::string::npos)
+      << error(j);
   ASSERT_EQ(ftruncate(out.fd(), 100), 0);  // the worker cuts its file short
   EXPECT_NE(error(good).find("past the end of the shared file (100 bytes)"), std::string::npos) << error(good);
 }
