@@ -668,8 +668,9 @@ class CaseRun {
 }  // namespace
 
 CaseOutcome check_case(Executor& executor, const Problem& input, const CaseOptions& options) {
-  // A huge case holds tens of GiB here and in its kernel's process (X and its stale copy, the
-  // references, three calls' outputs): one at a time, whatever the lanes.
+  // A huge case holds about 8 bytes an element here (X and its stale X, two references, three
+  // calls' outputs as bytes) and as much in its kernel's process: one at a time, whatever the
+  // lanes.
   static std::mutex huge;
   std::unique_lock<std::mutex> one_at_a_time(huge, std::defer_lock);
   if (quantize_op::is_huge(input)) one_at_a_time.lock();
