@@ -54,7 +54,7 @@ void drop_data(Problem& p) {
 CaseOutcome without_data(CaseOutcome out) {
   drop_data(out.problem);
   out.reference = ExactResult{};
-  std::vector<uint32_t>().swap(out.c);
+  out.c = OutputWords();
   return out;
 }
 

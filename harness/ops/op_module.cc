@@ -23,7 +23,8 @@ const OpModule kGemmFamily = {Op::gemm,
                               gemm_family::shape_text,
                               [](const Problem& p) {
                                 return block_scaled_out::applies(p) ? block_scaled_out::output_words(p) : p.c_elems();
-                              }};
+                              },
+                              nullptr};
 
 }  // namespace
 

@@ -105,8 +105,9 @@ CaseOutcome failing_result() {
   CaseOutcome r;
   r.problem = small_problem();
   r.reference = exact_gemm(r.problem);
-  r.c = r.reference.words();
-  r.c[4] ^= 0x0001;
+  std::vector<uint32_t> c = r.reference.words();
+  c[4] ^= 0x0001;
+  r.c = c;
   r.summary = judge_words(r.problem, r.reference, r.c.data(), r.policy);
   r.verdict = CaseOutcome::Verdict::fail;
   r.finding = Finding{Check::oracle, "wrong"};
@@ -152,8 +153,9 @@ TEST(Report, FailureTextNamesTheMatrixUnitFlagWhenThatRuleWouldPass) {
       while (judge_element(ref.elems[e], p.alpha, h, ieee).ok && (h & 0x7C00u) != 0x7C00u) ++h;
       if ((h & 0x7C00u) == 0x7C00u || !judge_element(ref.elems[e], p.alpha, h, mma).ok) continue;
       CallObservation o;
-      o.c = ref.words();
-      o.c[e] = h;
+      std::vector<uint32_t> c = ref.words();
+      c[e] = h;
+      o.c = c;
       o.c_later = o.c;
       CallContext x;
       CallContext::Judgement judgement;
@@ -227,10 +229,11 @@ TEST(Report, AnInfiniteErrorIsSaidInWords) {
     CaseOutcome r;
     r.problem = p;
     r.reference = exact_gemm(p);
-    r.c = r.reference.words();
+    std::vector<uint32_t> c = r.reference.words();
     size_t e = 0;  // the first element that is no NaN
-    while (is_nan_out(OutType::fp16, r.c[e])) ++e;
-    r.c[e] = actual == 0 ? r.c[e] ^ 0x0001u : actual == 1 ? (r.c[e] & 0x8000u) | 0x7BFFu : actual;
+    while (is_nan_out(OutType::fp16, c[e])) ++e;
+    c[e] = actual == 0 ? c[e] ^ 0x0001u : actual == 1 ? (c[e] & 0x8000u) | 0x7BFFu : actual;
+    r.c = c;
     r.summary = judge_words(p, r.reference, r.c.data(), r.policy);
     r.verdict = CaseOutcome::Verdict::fail;
     r.finding = Finding{Check::oracle, oracle_text(OutType::fp16, r.summary, r.policy)};
