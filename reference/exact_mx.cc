@@ -118,6 +118,7 @@ struct DecodedRow {
   std::vector<ScaleValue> scales;
   bool nan_scale = false;         // every block of a row is used: SPEC rule 1
   bool any_special = false;
+  int max_bits = 0;               // every |value| < 2^max_bits
 };
 constexpr uint8_t kFinite = 0, kNan = 1, kPosInf = 2, kNegInf = 3;
 
@@ -131,6 +132,7 @@ DecodedRow decode_row(const MxOperand& op, ScaleSemantics semantics, int64_t row
     const ElementValue e = element_at(op, row, x);
     const int64_t mag = e.nan || e.inf ? 0 : static_cast<int64_t>(e.sig) << (e.exp - r.unit);
     r.value[static_cast<size_t>(x)] = e.negative ? -mag : mag;
+    if (mag != 0) r.max_bits = std::max(r.max_bits, 64 - __builtin_clzll(static_cast<uint64_t>(mag)));
     const uint8_t sp = e.nan ? kNan : e.inf ? (e.negative ? kNegInf : kPosInf) : kFinite;
     r.special[static_cast<size_t>(x)] = sp;
     r.any_special |= sp != kFinite;
@@ -214,18 +216,35 @@ void add_segment(MxElement& e, PendingSums& pending, const DecodedRow& ra, const
   i128 sum = 0, abs_sum = 0;
   u128 bits = 0;  // OR of the nonzero |products|: its lowest set bit is their smallest ctz
   int64_t nonzero = 0;
-  for (int64_t x = x0; x < x1; ++x) {
-    const size_t i = static_cast<size_t>(x);
-    if (specials && (ra.special[i] != kFinite || rb.special[i] != kFinite)) {
-      add_special_product(e, ra, rb, x, sa, sb);
-      continue;
+  if (!specials && ra.max_bits + rb.max_bits <= 57) {  // a row's elements are below 2^32
+    // Every product below 2^57 and a segment's at most 32 of them below 2^62: the same sums in
+    // 64-bit integers.
+    int64_t sum64 = 0;
+    uint64_t abs64 = 0, bits64 = 0;
+    const int64_t *va = ra.value.data(), *vb = rb.value.data();
+    for (int64_t x = x0; x < x1; ++x) {
+      const int64_t p = va[x] * vb[x];
+      const uint64_t mag = static_cast<uint64_t>(p < 0 ? -p : p);
+      sum64 += p;
+      abs64 += mag;
+      bits64 |= mag;
+      nonzero += mag != 0;
     }
-    const i128 p = static_cast<i128>(ra.value[i]) * rb.value[i];
-    const u128 mag = static_cast<u128>(p < 0 ? -p : p);
-    sum += p;
-    abs_sum += static_cast<i128>(mag);
-    bits |= mag;
-    nonzero += mag != 0;
+    sum = sum64, abs_sum = static_cast<i128>(abs64), bits = bits64;
+  } else {
+    for (int64_t x = x0; x < x1; ++x) {
+      const size_t i = static_cast<size_t>(x);
+      if (specials && (ra.special[i] != kFinite || rb.special[i] != kFinite)) {
+        add_special_product(e, ra, rb, x, sa, sb);
+        continue;
+      }
+      const i128 p = static_cast<i128>(ra.value[i]) * rb.value[i];
+      const u128 mag = static_cast<u128>(p < 0 ? -p : p);
+      sum += p;
+      abs_sum += static_cast<i128>(mag);
+      bits |= mag;
+      nonzero += mag != 0;
+    }
   }
   const int64_t scale_sig = static_cast<int64_t>(sa.sig) * sb.sig;
   if (bits == 0 || scale_sig == 0) return;
