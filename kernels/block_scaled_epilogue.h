@@ -34,24 +34,39 @@ NVFP4_QHD inline float out_dot(const OutOperands& o, int64_t b, int64_t i, int64
   return acc;
 }
 
-// The values of block s of row i of batch b (columns [16s, 16s + count)) into v: alpha * G, or
-// for dual GEMM (u non-null: U's operands) silu(alpha * G) * alpha2 * U with an accurate expf and
-// an IEEE division. Returns count.
-NVFP4_QHD inline int64_t out_block_values(const OutOperands& g, const OutOperands* u, float alpha, float alpha2,
-                                          int64_t b, int64_t i, int64_t s, float* v) {
-  const int64_t count = g.n - 16 * s < 16 ? g.n - 16 * s : 16;
+// The values of block s of a row (columns [16s, 16s + count), count = min(16, n - 16s)) into v,
+// each from dot(j, second): G's sum for column j (second false) or U's (second true); alpha * G,
+// or for dual GEMM silu(alpha * G) * alpha2 * U with an accurate expf and an IEEE division.
+// Returns count.
+template <class Dot>
+NVFP4_QHD inline int64_t block_values(int64_t n, bool dual, float alpha, float alpha2, int64_t s, const Dot& dot,
+                                      float* v) {
+  const int64_t count = n - 16 * s < 16 ? n - 16 * s : 16;
   for (int64_t c = 0; c < count; ++c) {
     const int64_t j = 16 * s + c;
-    const float x = alpha * out_dot(g, b, i, j);
-    if (u == nullptr) {
+    const float x = alpha * dot(j, false);
+    if (!dual) {
       v[c] = x;
       continue;
     }
-    const float up = alpha2 * out_dot(*u, b, i, j);
+    const float up = alpha2 * dot(j, true);
     const float silu = x / (1.0f + expf(-x));
     v[c] = silu * up;
   }
   return count;
+}
+
+// out_dot of row i of batch b with G's operands, or with U's (u).
+struct OperandDot {
+  const OutOperands *g, *u;
+  int64_t b, i;
+  NVFP4_QHD float operator()(int64_t j, bool second) const { return out_dot(second ? *u : *g, b, i, j); }
+};
+
+// block_values of row i of batch b, straight from the operands (u non-null: U's, dual GEMM).
+NVFP4_QHD inline int64_t out_block_values(const OutOperands& g, const OutOperands* u, float alpha, float alpha2,
+                                          int64_t b, int64_t i, int64_t s, float* v) {
+  return block_values(g.n, u != nullptr, alpha, alpha2, s, OperandDot{&g, u, b, i}, v);
 }
 
 // Block s (columns [16s, 16s + count)) of row i of batch b, its values v[0..count): the block's

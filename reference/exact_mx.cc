@@ -55,11 +55,14 @@ void Kulisch::magnitude(u128* mag, int* exp2) const {
     *mag = (static_cast<u128>(a[1]) << 64) | a[0];
     return;
   }
-  const int drop = top - 103;  // keep bits [drop, top), fold the rest into a sticky bit
-  u128 m = 0;
-  for (int bit = top - 1; bit >= drop; --bit) m = (m << 1) | ((a[bit / 64] >> (bit % 64)) & 1u);
-  bool sticky = false;
-  for (int bit = 0; bit < drop && !sticky; ++bit) sticky = (a[bit / 64] >> (bit % 64)) & 1u;
+  // Keep bits [drop, top) (103 of them, so within limbs w..w+2), fold the rest into a sticky bit.
+  const int drop = top - 103, w = drop / 64, b = drop % 64;
+  const auto limb_at = [&a](int x) { return x < kLimbs ? a[x] : uint64_t{0}; };
+  const uint64_t lo = b ? (a[w] >> b) | (limb_at(w + 1) << (64 - b)) : a[w];
+  const uint64_t hi = b ? (limb_at(w + 1) >> b) | (limb_at(w + 2) << (64 - b)) : limb_at(w + 1);
+  const u128 m = (static_cast<u128>(hi) << 64) | lo;  // bits past top are zero in a
+  bool sticky = b && (a[w] & ((uint64_t{1} << b) - 1)) != 0;
+  for (int x = 0; x < w && !sticky; ++x) sticky = a[x] != 0;
   *mag = m | (sticky ? 1u : 0u);
   *exp2 = kLsbExp + drop;
 }
@@ -115,6 +118,7 @@ struct DecodedRow {
   std::vector<ScaleValue> scales;
   bool nan_scale = false;         // every block of a row is used: SPEC rule 1
   bool any_special = false;
+  int max_bits = 0;               // every |value| < 2^max_bits
 };
 constexpr uint8_t kFinite = 0, kNan = 1, kPosInf = 2, kNegInf = 3;
 
@@ -128,6 +132,7 @@ DecodedRow decode_row(const MxOperand& op, ScaleSemantics semantics, int64_t row
     const ElementValue e = element_at(op, row, x);
     const int64_t mag = e.nan || e.inf ? 0 : static_cast<int64_t>(e.sig) << (e.exp - r.unit);
     r.value[static_cast<size_t>(x)] = e.negative ? -mag : mag;
+    if (mag != 0) r.max_bits = std::max(r.max_bits, 64 - __builtin_clzll(static_cast<uint64_t>(mag)));
     const uint8_t sp = e.nan ? kNan : e.inf ? (e.negative ? kNegInf : kPosInf) : kFinite;
     r.special[static_cast<size_t>(x)] = sp;
     r.any_special |= sp != kFinite;
@@ -159,9 +164,51 @@ void add_special_product(MxElement& e, const DecodedRow& ra, const DecodedRow& r
   (neg ? e.neg_inf : e.pos_inf) = true;
 }
 
+// The sums of consecutive segments kept in 128-bit integers at a common unit (the smallest seen)
+// while they fit, and only then added to the wide accumulators: a segment's sums are below 2^78,
+// so with scales that change little from block to block most segments never touch them. The
+// value reaching the accumulators is the same exact sum, so their limbs are the same.
+struct PendingSums {
+  i128 sum = 0, abs_sum = 0;  // |sum| <= abs_sum < 2^125
+  int unit = 0;
+  bool any = false;
+
+  static int bits(i128 v) { return v == 0 ? 0 : 128 - clz_u128(static_cast<u128>(v)); }
+  static int clz_u128(u128 v) {
+    const uint64_t hi = static_cast<uint64_t>(v >> 64);
+    return hi ? __builtin_clzll(hi) : 64 + __builtin_clzll(static_cast<uint64_t>(v));
+  }
+  static i128 shifted(i128 v, int d) { return static_cast<i128>(static_cast<u128>(v) << d); }
+
+  void flush(MxElement& e) {
+    if (!any) return;
+    e.sum.add(sum, unit);
+    e.abs_sum.add(abs_sum, unit);
+    sum = abs_sum = 0;
+    any = false;
+  }
+  // Adds s * 2^u and a * 2^u (|s| <= a < 2^125).
+  void add(MxElement& e, i128 s, i128 a, int u) {
+    if (any) {
+      const int lo = u < unit ? u : unit;
+      const int ours = bits(abs_sum) + (unit - lo), theirs = bits(a) + (u - lo);
+      if (ours > 123 || theirs > 123) {
+        flush(e);
+      } else {
+        sum = shifted(sum, unit - lo) + shifted(s, u - lo);
+        abs_sum = shifted(abs_sum, unit - lo) + shifted(a, u - lo);
+        unit = lo;
+        return;
+      }
+    }
+    sum = s, abs_sum = a, unit = u, any = true;
+  }
+};
+
 // Elements [x0, x1) of the pair, under one scale each: exact integer sums of the element
 // products, scaled once by the two scales' significands.
-void add_segment(MxElement& e, const DecodedRow& ra, const DecodedRow& rb, int64_t x0, int64_t x1) {
+void add_segment(MxElement& e, PendingSums& pending, const DecodedRow& ra, const DecodedRow& rb, int64_t x0,
+                 int64_t x1) {
   const ScaleValue& sa = ra.scales[static_cast<size_t>(x0 / block_size(ra.format))];
   const ScaleValue& sb = rb.scales[static_cast<size_t>(x0 / block_size(rb.format))];
   if (sa.nan || sb.nan) return;  // already NaN; the other blocks still give r, S, t, g
@@ -169,34 +216,52 @@ void add_segment(MxElement& e, const DecodedRow& ra, const DecodedRow& rb, int64
   i128 sum = 0, abs_sum = 0;
   u128 bits = 0;  // OR of the nonzero |products|: its lowest set bit is their smallest ctz
   int64_t nonzero = 0;
-  for (int64_t x = x0; x < x1; ++x) {
-    const size_t i = static_cast<size_t>(x);
-    if (specials && (ra.special[i] != kFinite || rb.special[i] != kFinite)) {
-      add_special_product(e, ra, rb, x, sa, sb);
-      continue;
+  if (!specials && ra.max_bits + rb.max_bits <= 57) {  // a row's elements are below 2^32
+    // Every product below 2^57 and a segment's at most 32 of them below 2^62: the same sums in
+    // 64-bit integers.
+    int64_t sum64 = 0;
+    uint64_t abs64 = 0, bits64 = 0;
+    const int64_t *va = ra.value.data(), *vb = rb.value.data();
+    for (int64_t x = x0; x < x1; ++x) {
+      const int64_t p = va[x] * vb[x];
+      const uint64_t mag = static_cast<uint64_t>(p < 0 ? -p : p);
+      sum64 += p;
+      abs64 += mag;
+      bits64 |= mag;
+      nonzero += mag != 0;
     }
-    const i128 p = static_cast<i128>(ra.value[i]) * rb.value[i];
-    const u128 mag = static_cast<u128>(p < 0 ? -p : p);
-    sum += p;
-    abs_sum += static_cast<i128>(mag);
-    bits |= mag;
-    nonzero += mag != 0;
+    sum = sum64, abs_sum = static_cast<i128>(abs64), bits = bits64;
+  } else {
+    for (int64_t x = x0; x < x1; ++x) {
+      const size_t i = static_cast<size_t>(x);
+      if (specials && (ra.special[i] != kFinite || rb.special[i] != kFinite)) {
+        add_special_product(e, ra, rb, x, sa, sb);
+        continue;
+      }
+      const i128 p = static_cast<i128>(ra.value[i]) * rb.value[i];
+      const u128 mag = static_cast<u128>(p < 0 ? -p : p);
+      sum += p;
+      abs_sum += static_cast<i128>(mag);
+      bits |= mag;
+      nonzero += mag != 0;
+    }
   }
   const int64_t scale_sig = static_cast<int64_t>(sa.sig) * sb.sig;
   if (bits == 0 || scale_sig == 0) return;
   const int unit = ra.unit + rb.unit + sa.exp + sb.exp;
   const i128 scale = sa.sign * sb.sign < 0 ? -scale_sig : scale_sig;
-  e.sum.add(sum * scale, unit);
-  e.abs_sum.add(abs_sum * scale_sig, unit);
+  pending.add(e, sum * scale, abs_sum * scale_sig, unit);
   e.nonzero += nonzero;
   e.g_exp = std::min(e.g_exp, unit + ctz_u128(bits) + __builtin_ctzll(static_cast<uint64_t>(scale_sig)));
 }
 
 MxElement element(const DecodedRow& ra, const DecodedRow& rb, int64_t k) {
   MxElement e;
+  PendingSums pending;
   e.nan = ra.nan_scale || rb.nan_scale;
   const int64_t seg = std::min(block_size(ra.format), block_size(rb.format));
-  for (int64_t x0 = 0; x0 < k; x0 += seg) add_segment(e, ra, rb, x0, std::min(k, x0 + seg));
+  for (int64_t x0 = 0; x0 < k; x0 += seg) add_segment(e, pending, ra, rb, x0, std::min(k, x0 + seg));
+  pending.flush(e);
   if (e.pos_inf && e.neg_inf) e.nan = true;
   return e;
 }

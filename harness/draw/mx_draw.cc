@@ -170,19 +170,56 @@ long double largest_abs_sum(const MxProblem& x) {
   return most;
 }
 
+// The largest |element * scale| of an operand over its finite elements whose scale is not NaN
+// (S counts no other product), as a power of two at or above it.
+long double largest_scaled_element(const MxOperand& o, ScaleSemantics semantics) {
+  int top = INT32_MIN;  // every such |element * scale| < 2^top
+  const int64_t block = block_size(o.format), kb = o.kb();
+  for (int64_t r = 0; r < o.l * o.rows; ++r) {
+    for (int64_t s = 0; s < kb; ++s) {
+      const uint8_t byte = o.scales[static_cast<size_t>(r * kb + s)];
+      int scale_top;  // |scale| < 2^scale_top
+      if (o.format == BlockFormat::nvfp4) {
+        const ScaleValue v = e4m3_decode(byte, semantics);
+        if (v.nan || v.sig == 0) continue;
+        scale_top = v.exp + 4;  // sig < 16
+      } else {
+        const E8m0Value v = e8m0_decode(byte);
+        if (v.nan) continue;
+        scale_top = v.exp + 1;
+      }
+      for (int64_t x = s * block; x < std::min(o.k, (s + 1) * block); ++x) {
+        ElementValue e;
+        if (packs_nibbles(o.format)) e = e2m1_element(e2m1_nibble(o.data.data() + r * (o.k / 2), x));
+        else if (o.format == BlockFormat::mxfp8_e4m3) e = e4m3_element(o.data[static_cast<size_t>(r * o.k + x)]);
+        else e = e5m2_element(o.data[static_cast<size_t>(r * o.k + x)]);
+        if (e.nan || e.inf || e.sig == 0) continue;
+        top = std::max(top, e.exp + 4 + scale_top);  // sig < 16 for every element format
+      }
+    }
+  }
+  return top == INT32_MIN ? 0.0L : std::ldexp(1.0L, top);
+}
+
 // |G| and |U| of a dual GEMM kept below 2^120 (SPEC section 3, rule 6: an FP32 epilogue's G and U
 // must be finite; E8M0 scales reach 2^127): each bounded by its largest S, alpha and alpha2 moved
-// down by powers of two until that bound times them is below 2^120.
+// down by powers of two until that bound times them is below 2^120. The largest S takes the
+// whole exact reference, so it is computed only where a cheap bound on it (k times the largest
+// |element * scale| of A times B's) does not already keep alpha's product below 2^120: alpha
+// changes only where the exact S says so, as if S were always computed.
 void keep_dual_in_fp32_range(Problem& p) {
   MxProblem g = mx_problem(p);
-  const auto fit = [](float& alpha, long double bound) {
-    const long double top = std::fabs(static_cast<long double>(alpha)) * bound;
+  const long double a_top = largest_scaled_element(g.a, g.semantics);
+  const auto fit = [&g, a_top](float& alpha) {
+    const long double bound = static_cast<long double>(g.k) * a_top * largest_scaled_element(g.b, g.semantics);
+    if (std::fabs(static_cast<long double>(alpha)) * bound < 0x1p120L) return;  // S <= bound
+    const long double top = std::fabs(static_cast<long double>(alpha)) * largest_abs_sum(g);
     if (top >= 0x1p120L) alpha = std::ldexp(alpha, -(std::ilogb(top) - 118));
   };
-  fit(p.alpha, largest_abs_sum(g));
+  fit(p.alpha);
   g.b.data = p.b2;
   g.b.scales = p.sfb2;
-  fit(p.alpha2, largest_abs_sum(g));
+  fit(p.alpha2);
 }
 
 // A grouped problem: every non-empty group its own draw (own exponent window and permutation,

@@ -260,14 +260,54 @@ StaleVariant stale_gemm(const Problem& p, const ExactResult& ref, uint64_t seed)
   return v;
 }
 
+// Element (b, i, j) of a GEMM after its rows and batches were rotated by r: element
+// ((b + rl) % l, (i + ri) % m, (j + rj) % n) before (rotate_rows moves row (i + ri) % m to i).
+int64_t rotated_from(const Rotations& r, int64_t l, int64_t m, int64_t n, int64_t to) {
+  const int64_t b = to / (m * n), i = to / n % m, j = to % n;
+  return (((b + r.rl) % l) * m + (i + r.ri) % m) * n + (j + r.rj) % n;
+}
+
+// The facts of an MX GEMM whose A was negated and whose rows and batches were rotated by r, from
+// the facts `from` (l*m*n of them, C order) of the GEMM before: every product negated, so r is
+// (two's complement over the limbs), +Inf and -Inf products trade places, and S, t, g and the NaN
+// flag stay. The accumulators hold exact values, so these are the limbs the new data's own
+// reference computes.
+std::vector<MxElement> negated_rotated_mx(const MxElement* from, int64_t l, int64_t m, int64_t n, const Rotations& r) {
+  std::vector<MxElement> out(static_cast<size_t>(l * m * n));
+  for (int64_t to = 0; to < l * m * n; ++to) {
+    MxElement e = from[rotated_from(r, l, m, n, to)];
+    uint64_t carry = 1;
+    for (uint64_t& limb : e.sum.limb) {
+      limb = ~limb + carry;
+      carry = carry && limb == 0;
+    }
+    std::swap(e.pos_inf, e.neg_inf);
+    out[static_cast<size_t>(to)] = e;
+  }
+  return out;
+}
+
+// The reference of q, an MX problem whose GEMMs' facts are `facts` in the order exact_mx_result
+// asks for them (the problem's, or each non-empty group's; a dual problem's G, then U): the
+// rounding, silu and every other step exactly as for a reference computed afresh.
+ExactResult mx_result_from_facts(const Problem& q, std::vector<std::vector<MxElement>> facts) {
+  size_t next = 0;
+  return exact_mx_result(q, [&](const MxProblem&) {
+    if (next >= facts.size()) throw std::logic_error("stale MX reference: more GEMMs than facts");
+    return std::move(facts[next++]);
+  });
+}
+
 // MX operands: A negated (the sign bit of each element), rows and batches rotated on both sides
-// (each operand by its own row bytes and blocks; a dual problem's B2 like B), and the reference
-// computed afresh (silu(-G) * U is not -C). Grouped: every non-empty group so, each with its own
-// rotations.
-StaleVariant stale_mx(const Problem& p, uint64_t seed) {
+// (each operand by its own row bytes and blocks; a dual problem's B2 like B). Every GEMM's facts
+// follow from the reference's (negated_rotated_mx), and the words, silu(-G) * U included, are
+// computed from them as for any reference. Grouped: every non-empty group so, each with its own
+// rotations. derive false: the data only (the caller computes the reference).
+StaleVariant stale_mx(const Problem& p, const ExactResult& ref, uint64_t seed, bool derive = true) {
   StaleVariant v;
   Problem& q = v.problem;
   q = stale_base(p);
+  std::vector<std::vector<MxElement>> facts;
   if (p.op == Op::grouped_gemm) {
     for (size_t g = 0; g < p.groups.size(); ++g) {
       if (p.groups[g].m == 0) continue;
@@ -281,8 +321,9 @@ StaleVariant stale_mx(const Problem& p, uint64_t seed) {
       rotate_rows(one.sfb, 1, one.n, one.kb_b(), r.rj);
       Group& to = q.groups[g];
       to.a = one.a, to.b = one.b, to.sfa = one.sfa, to.sfb = one.sfb;
+      if (derive) facts.push_back(negated_rotated_mx(ref.mx->data() + ref.group_offset[g], 1, one.m, one.n, r));
     }
-    v.reference = exact_gemm_auto(q);
+    if (derive) v.reference = mx_result_from_facts(q, std::move(facts));
     return v;
   }
   const uint8_t sign = packs_nibbles(p.a_format) ? 0x88 : 0x80;
@@ -296,8 +337,39 @@ StaleVariant stale_mx(const Problem& p, uint64_t seed) {
     rotate_rows(*b_side[x], q.l, q.n, x % 2 == 0 ? operand_row_bytes(q.b_format, q.k) : q.kb_b(), r.rj);
   for (auto* t : {&q.a, &q.sfa}) rotate_rows(*t, 1, q.l, static_cast<int64_t>(t->size()) / q.l, r.rl);
   for (auto* t : b_side) rotate_rows(*t, 1, q.l, static_cast<int64_t>(t->size()) / q.l, r.rl);
-  v.reference = exact_gemm_auto(q);
+  if (!derive) return v;
+  facts.push_back(negated_rotated_mx(ref.mx->data(), p.l, p.m, p.n, r));
+  if (p.op == Op::dual_gemm) facts.push_back(negated_rotated_mx(ref.mx2->data(), p.l, p.m, p.n, r));
+  v.reference = mx_result_from_facts(q, std::move(facts));
   return v;
+}
+
+// A dual GEMM with NVFP4 operands whose B2 was negated and whose inputs were rotated by r (blocks
+// too: the exact sums do not depend on the order of k): G's facts rotated, U's rotated and
+// negated, v and the words from them as exact_gemm computes them.
+ExactResult dual_from_rotated(const Problem& q, const ExactResult& ref, const Rotations& r) {
+  ExactResult out;
+  out.out_type = ref.out_type;
+  out.group_offset = ref.group_offset;
+  const int64_t count = static_cast<int64_t>(ref.elems.size());
+  out.elems.resize(ref.elems.size());
+  out.elems2.resize(ref.elems.size());
+  out.dual.resize(ref.elems.size());
+  if (out_word_bytes(q.out_type) == 4) out.c32.resize(ref.elems.size());
+  else out.c.resize(ref.elems.size());
+#pragma omp parallel for schedule(static) if (count >= 4096)
+  for (int64_t to = 0; to < count; ++to) {
+    const size_t from = static_cast<size_t>(rotated_from(r, q.l, q.m, q.n, to)), x = static_cast<size_t>(to);
+    const ExactElement& g = out.elems[x] = ref.elems[from];
+    ExactElement& u = out.elems2[x] = ref.elems2[from];
+    u.sum = -u.sum;
+    const DualValue d = dual_value(g, q.alpha, u, q.alpha2);
+    out.dual[x] = d;
+    const uint32_t w = round_dual(d, g.nan || u.nan, q.out_type);
+    if (out_word_bytes(q.out_type) == 4) out.c32[x] = w;
+    else out.c[x] = static_cast<uint16_t>(w);
+  }
+  return out;
 }
 
 }  // namespace
@@ -307,16 +379,24 @@ StaleVariant stale_variant(const Problem& p, const ExactResult& ref, uint64_t se
 }
 
 StaleVariant gemm_family::stale_variant(const Problem& p, const ExactResult& ref, uint64_t seed) {
-  if (p.mx_operands()) return stale_mx(p, seed);
+  // The stale reference follows from ref's facts; a reference without them (none in practice)
+  // is computed afresh from the stale data.
+  if (p.mx_operands() && ref.mx && (p.op != Op::dual_gemm || ref.mx2)) return stale_mx(p, ref, seed);
+  if (p.mx_operands()) {
+    StaleVariant v = stale_mx(p, ref, seed, false);
+    v.reference = exact_gemm_auto(v.problem);
+    return v;
+  }
   if (p.op == Op::gemv || p.op == Op::gemm) return stale_gemm(p, ref, seed);
   if (p.op == Op::dual_gemm) {
     // silu(-G) * -U is not -(silu(G) * U): B2 alone is negated (U and so C change sign), the
-    // rotations as for GEMM, and the reference of the new data computed afresh.
+    // rotations as for GEMM, and the reference follows from G's and U's facts.
     StaleVariant v;
     v.problem = stale_base(p);
     for (uint8_t& byte : v.problem.b2) byte ^= 0x88;
-    rotate_inputs(v.problem, draw_rotations(p, seed));
-    v.reference = exact_gemm_auto(v.problem);
+    const Rotations r = draw_rotations(p, seed);
+    rotate_inputs(v.problem, r);
+    v.reference = ref.elems2.size() == ref.elems.size() ? dual_from_rotated(v.problem, ref, r) : exact_gemm_auto(v.problem);
     return v;
   }
   // Grouped: every non-empty group as its own GEMM (its own rotations), stitched back.

@@ -10,6 +10,8 @@
 
 #include <stdint.h>
 
+#include <string.h>
+
 #include <cmath>
 #include <vector>
 
@@ -68,9 +70,11 @@ inline double scale(const MxOperand& o, uint32_t layout, int64_t k, int64_t b, i
   return e8m0_to_double(byte, bug);
 }
 
-// C[b][i][j] before alpha: block sums (blocks of A's format; B's scale looked up per element)
-// in double, accumulated in double. ba and bb: the batch of A and of B (a packed grouped call's
-// B and SFB are a batch of G); sbb: the batch B's scales are read from (bb unless a bug says).
+// C[b][i][j] before alpha, one element at a time straight from the bit fields: block sums (blocks
+// of A's format; B's scale looked up per element) in double, accumulated in double. ba and bb:
+// the batch of A and of B (a packed grouped call's B and SFB are a batch of G); sbb: the batch
+// B's scales are read from (bb unless a bug says). The definition of the engine's arithmetic;
+// run_mx computes the same words from rows decoded once (DecodedRows, dot_decoded).
 inline double dot(const MxOperand& a, const MxOperand& bo, uint32_t layout, int64_t k, int64_t ba, int64_t bb, int64_t sbb,
                   int64_t i, int64_t j, MxBug bug) {
   const uint8_t* a_row = a.data + (ba * a.rows + i) * row_bytes(a.format, k, bug);
@@ -93,6 +97,160 @@ inline double dot(const MxOperand& a, const MxOperand& bo, uint32_t layout, int6
 inline double dot(const MxOperand& a, const MxOperand& bo, uint32_t layout, int64_t k, int64_t b, int64_t i, int64_t j,
                   MxBug bug) {
   return dot(a, bo, layout, k, b, b, b, i, j, bug);
+}
+
+// ---- rows decoded once ------------------------------------------------------------------------
+//
+// dot() decodes every element and scale again for each output element (n times for a row of A).
+// DecodedRows holds a run of rows decoded once per call: each element as the exact double
+// element() gives, each block's scale as scale() gives (bugs included), and for each chunk of 16
+// elements (every block is one or two chunks) the facts that tell whether a block's sum is exact
+// in double whatever the order of its additions.
+constexpr int64_t kChunk = 16;
+struct ChunkFacts {
+  bool finite = true;  // no NaN or Inf element
+  int hi = -100000;    // every |element| < 2^hi (the sentinel: no nonzero element)
+  int lo = 100000;     // every element a multiple of 2^lo
+};
+
+// Bits of a finite nonzero double, as exponents: v < 2^top and v a multiple of 2^low.
+inline void double_exponents(double v, int* top, int* low) {
+  uint64_t bits;
+  memcpy(&bits, &v, sizeof bits);
+  const int field = static_cast<int>((bits >> 52) & 0x7FF);
+  uint64_t mant = bits & ((uint64_t{1} << 52) - 1);
+  if (field != 0) mant |= uint64_t{1} << 52;
+  const int e = field == 0 ? -1074 : field - 1075;  // v = mant * 2^e
+  *low = e + __builtin_ctzll(mant);
+  *top = e + 64 - __builtin_clzll(mant);
+}
+
+struct DecodedRows {
+  int64_t k = 0, kb = 0, chunks = 0, rows = 0;
+  std::vector<double> value;       // rows * k
+  std::vector<double> scales;      // rows * kb
+  std::vector<ChunkFacts> facts;   // rows * chunks
+
+  const double* row(int64_t r) const { return value.data() + r * k; }
+  const double* row_scales(int64_t r) const { return scales.data() + r * kb; }
+  const ChunkFacts* row_facts(int64_t r) const { return facts.data() + r * chunks; }
+};
+
+// Rows [r0, r0 + count) of operand o: data of batch data_batch, scales of batch scale_batch.
+inline void decode_rows(const MxOperand& o, uint32_t layout, int64_t k, int64_t data_batch, int64_t scale_batch,
+                        int64_t r0, int64_t count, MxBug bug, bool parallel, DecodedRows& d) {
+  const int64_t block = block_of(o.format, bug);
+  d.k = k, d.kb = (k + block - 1) / block, d.chunks = (k + kChunk - 1) / kChunk, d.rows = count;
+  d.value.resize(static_cast<size_t>(count * k));
+  d.scales.resize(static_cast<size_t>(count * d.kb));
+  d.facts.assign(static_cast<size_t>(count * d.chunks), ChunkFacts{});
+  const int64_t bytes = row_bytes(o.format, k, bug);
+#pragma omp parallel for schedule(static) if (parallel)
+  for (int64_t r = 0; r < count; ++r) {
+    const uint8_t* data = o.data + (data_batch * o.rows + r0 + r) * bytes;
+    double* v = d.value.data() + r * k;
+    ChunkFacts* f = d.facts.data() + r * d.chunks;
+    for (int64_t x = 0; x < k; ++x) {
+      v[x] = element(o.format, data, x, bug);
+      ChunkFacts& c = f[x / kChunk];
+      if (!std::isfinite(v[x])) {
+        c.finite = false;
+      } else if (v[x] != 0.0) {
+        int top, low;
+        double_exponents(v[x], &top, &low);
+        c.hi = top > c.hi ? top : c.hi;
+        c.lo = low < c.lo ? low : c.lo;
+      }
+    }
+    for (int64_t s = 0; s < d.kb; ++s) d.scales[static_cast<size_t>(r * d.kb + s)] = scale(o, layout, k, scale_batch, r0 + r, s, bug);
+  }
+}
+
+// Elements [x0, x1) of a block of A (scale sa; B's scales looked up per chunk) summed as dot()
+// sums them when that sum is exact, or false. Exact: no NaN or Inf among the elements and scales,
+// and every product lies in [2^lo, 2^hi) with hi - lo + 5 <= 53 (a block holds at most 32
+// products, so every partial sum, in any order, is a multiple of 2^lo below 2^53 * 2^lo). Then
+// every addition of dot()'s is exact and so is this one's, each chunk's products summed in four
+// independent lanes and times the chunk's sa * sb (at most 8 significant bits). An exact sum of
+// zero is +0, as dot()'s (it starts at +0 and RN never makes -0 from it).
+inline bool exact_block_sum(const double* a, const ChunkFacts* fa, double sa, const double* b, const ChunkFacts* fb,
+                            const double* sbs, int64_t b_block, int64_t x0, int64_t x1, double* out) {
+  if (!std::isfinite(sa)) return false;
+  int hi = -100000, lo = 100000;
+  for (int64_t c0 = x0; c0 < x1; c0 += kChunk) {
+    const ChunkFacts &ca = fa[c0 / kChunk], &cb = fb[c0 / kChunk];
+    const double s = sa * sbs[c0 / b_block];
+    if (!ca.finite || !cb.finite || !std::isfinite(s)) return false;
+    if (s == 0.0 || ca.hi < -90000 || cb.hi < -90000) continue;  // every product zero
+    int s_top, s_low;
+    double_exponents(s, &s_top, &s_low);
+    hi = ca.hi + cb.hi + s_top > hi ? ca.hi + cb.hi + s_top : hi;
+    lo = ca.lo + cb.lo + s_low < lo ? ca.lo + cb.lo + s_low : lo;
+  }
+  if (hi > -90000 && hi - lo + 5 > 53) return false;
+  double sum = 0.0;
+  for (int64_t c0 = x0; c0 < x1; c0 += kChunk) {
+    const int64_t c1 = c0 + kChunk < x1 ? c0 + kChunk : x1;
+    double lane[4] = {0.0, 0.0, 0.0, 0.0};
+    int64_t x = c0;
+    for (; x + 4 <= c1; x += 4)
+      for (int q = 0; q < 4; ++q) lane[q] += a[x + q] * b[x + q];
+    for (; x < c1; ++x) lane[0] += a[x] * b[x];
+    sum += ((lane[0] + lane[1]) + (lane[2] + lane[3])) * (sa * sbs[c0 / b_block]);
+  }
+  *out = sum + 0.0;  // -0 (a zero scale times a negative sum) as +0
+  return true;
+}
+
+// dot() over decoded rows: row ra of A (its scales and chunk facts) and row rb of B.
+inline double dot_decoded(const DecodedRows& a, int64_t ra, const DecodedRows& b, int64_t rb, int64_t k, int64_t block,
+                          int64_t b_block, MxBug bug) {
+  const double *av = a.row(ra), *bv = b.row(rb), *sas = a.row_scales(ra), *sbs = b.row_scales(rb);
+  const ChunkFacts *fa = a.row_facts(ra), *fb = b.row_facts(rb);
+  const int64_t kb = a.kb;
+  double acc = 0.0;
+  for (int64_t t = 0; t < kb; ++t) {
+    const int64_t s = bug == MxBug::blocks_reversed ? kb - 1 - t : t;
+    const double sa = sas[s];
+    const int64_t x0 = s * block, x1 = (s + 1) * block < k ? (s + 1) * block : k;
+    double sum = 0.0;
+    if (!exact_block_sum(av, fa, sa, bv, fb, sbs, b_block, x0, x1, &sum)) {
+      for (int64_t x = x0; x < x1; ++x) sum += (av[x] * sa) * (bv[x] * sbs[x / b_block]);
+    }
+    acc += sum;
+  }
+  return acc;
+}
+
+// Rows per decoded tile: about 2^21 elements (16 MiB of doubles) at a time, at least one row.
+inline int64_t tile_rows(int64_t k) { return k >= (int64_t{1} << 21) ? 1 : (int64_t{1} << 21) / k; }
+
+// C[i][j] = alpha * dot for i < m, j < n of one GEMM (a batch, a group, or a dual problem's G and
+// U with b2 non-null): A's rows from batch ba, B's data from batch bb and scales from sbb. store
+// receives (i, j, G before alpha, U before alpha). rows: rows decoded at a time (0: tile_rows).
+template <class Store>
+inline void gemm_decoded(const MxOperand& a, const MxOperand& b, const MxOperand* b2, uint32_t layout, int64_t m,
+                         int64_t n, int64_t k, int64_t ba, int64_t bb, int64_t sbb, MxBug bug, bool parallel,
+                         Store store, int64_t rows = 0) {
+  const int64_t block = block_of(a.format, bug), b_block = block_of(b.format, bug);
+  if (rows <= 0) rows = tile_rows(k);
+  DecodedRows da, db, db2;
+  for (int64_t i0 = 0; i0 < m; i0 += rows) {
+    const int64_t mi = m - i0 < rows ? m - i0 : rows;
+    decode_rows(a, layout, k, ba, ba, i0, mi, bug, parallel, da);
+    for (int64_t j0 = 0; j0 < n; j0 += rows) {
+      const int64_t nj = n - j0 < rows ? n - j0 : rows;
+      decode_rows(b, layout, k, bb, sbb, j0, nj, bug, parallel, db);
+      if (b2 != nullptr) decode_rows(*b2, layout, k, bb, sbb, j0, nj, bug, parallel, db2);
+#pragma omp parallel for collapse(2) schedule(static) if (parallel)
+      for (int64_t i = 0; i < mi; ++i)
+        for (int64_t j = 0; j < nj; ++j) {
+          const double g = dot_decoded(da, i, db, j, k, block, b_block, bug);
+          const double u = b2 != nullptr ? dot_decoded(da, i, db2, j, k, block, b_block, bug) : 0.0;
+          store(i0 + i, j0 + j, g, u);
+        }
+    }
+  }
 }
 
 // Whether p lies inside what info declares for an MX problem of the GEMM family (GEMV, GEMM,
@@ -131,19 +289,19 @@ inline int run_mx(const nvfp4_kernel_info& info, const nvfp4_problem* p, MxBug b
   const int64_t m = p->m, n = p->n, k = p->k, l = p->l;
   const uint32_t out = problem_out_type(p), layout = p->sf_layout;
   const bool dual = p->op == NVFP4_OP_DUAL_GEMM;
-#pragma omp parallel for collapse(2) schedule(static) if (l * m * n * k >= (int64_t(1) << 18))
+  const bool parallel = l * m * n * k >= (int64_t(1) << 18);
   for (int64_t bt = 0; bt < l; ++bt)
-    for (int64_t i = 0; i < m; ++i)
-      for (int64_t j = 0; j < n; ++j) {
-        const int64_t at = (bt * m + i) * n + j;
-        const double g = static_cast<double>(p->alpha) * dot(a, b, layout, k, bt, i, j, bug);
-        if (!dual) {
-          store_output(p->c, at, out, g);
-        } else {
-          const double u = static_cast<double>(p->alpha2) * dot(a, b2, layout, k, bt, i, j, bug);
-          store_silu_product(p->c, at, out, static_cast<float>(g), static_cast<float>(u));
-        }
-      }
+    gemm_decoded(a, b, dual ? &b2 : nullptr, layout, m, n, k, bt, bt, bt, bug, parallel,
+                 [&](int64_t i, int64_t j, double g_sum, double u_sum) {
+                   const int64_t at = (bt * m + i) * n + j;
+                   const double g = static_cast<double>(p->alpha) * g_sum;
+                   if (!dual) {
+                     store_output(p->c, at, out, g);
+                   } else {
+                     const double u = static_cast<double>(p->alpha2) * u_sum;
+                     store_silu_product(p->c, at, out, static_cast<float>(g), static_cast<float>(u));
+                   }
+                 });
   return NVFP4_OK;
 }
 
@@ -177,10 +335,10 @@ inline int run_mx_grouped(const nvfp4_kernel_info& info, const nvfp4_problem* p,
     row0 += m;
     tile0 += (m + 127) / 128;
     const int64_t sfb_batch = group0 ? 0 : b_batch;  // the bug: SFB's batch 0 (B's data stay group g's)
-#pragma omp parallel for collapse(2) schedule(static) if (m * n * k >= (int64_t(1) << 18))
-    for (int64_t i = 0; i < m; ++i)
-      for (int64_t j = 0; j < n; ++j)
-        store_output(c, c0 + i * n + j, out, static_cast<double>(q.alpha) * dot(a, b, layout, k, 0, b_batch, sfb_batch, i, j, bug));
+    gemm_decoded(a, b, nullptr, layout, m, n, k, 0, b_batch, sfb_batch, bug, m * n * k >= (int64_t(1) << 18),
+                 [&](int64_t i, int64_t j, double g_sum, double) {
+                   store_output(c, c0 + i * n + j, out, static_cast<double>(q.alpha) * g_sum);
+                 });
   }
   return NVFP4_OK;
 }

@@ -285,6 +285,45 @@ TEST(Kulisch, MagnitudeKeepsA103BitWindowAndASticky) {
   EXPECT_EQ(round_mx(e, 1.0f, OutType::fp16), 0x3C00u);
 }
 
+// magnitude() takes its 103-bit window with word shifts; here the window is read bit by bit, as
+// the definition says, for values built from random terms at every exponent and of both signs.
+TEST(Kulisch, MagnitudeWindowMatchesABitByBitReading) {
+  std::mt19937_64 rng(20261206);
+  for (int rep = 0; rep < 20000; ++rep) {
+    Kulisch k;
+    const int terms = 1 + static_cast<int>(rng() % 4);
+    for (int t = 0; t < terms; ++t) {
+      const i128 v = static_cast<i128>(static_cast<int64_t>(rng() >> (rng() % 64)) | 1) * static_cast<int64_t>(rng() % 1000 + 1);
+      k.add(rng() % 2 ? v : -v, Kulisch::kLsbExp + static_cast<int>(rng() % 620));
+    }
+    // |k| bit by bit.
+    uint64_t a[Kulisch::kLimbs];
+    bool carry = true;
+    for (int x = 0; x < Kulisch::kLimbs; ++x) {
+      a[x] = k.negative() ? ~k.limb[x] + (carry ? 1 : 0) : k.limb[x];
+      if (k.negative()) carry = carry && a[x] == 0;
+    }
+    const int top = k.top_exp() - Kulisch::kLsbExp;
+    u128 want = 0;
+    int want_exp = Kulisch::kLsbExp;
+    if (top <= 103) {
+      want = (static_cast<u128>(a[1]) << 64) | a[0];
+    } else {
+      const int drop = top - 103;
+      for (int bit = top - 1; bit >= drop; --bit) want = (want << 1) | ((a[bit / 64] >> (bit % 64)) & 1u);
+      bool sticky = false;
+      for (int bit = 0; bit < drop; ++bit) sticky = sticky || ((a[bit / 64] >> (bit % 64)) & 1u);
+      want |= sticky ? 1u : 0u;
+      want_exp += drop;
+    }
+    u128 mag;
+    int exp2;
+    k.magnitude(&mag, &exp2);
+    ASSERT_TRUE(mag == want) << "rep " << rep;
+    ASSERT_EQ(exp2, want_exp) << "rep " << rep;
+  }
+}
+
 // ---- rule 9 --------------------------------------------------------------------------------------
 
 // One element of a GEMV with the given bytes: A and B of the formats, one row each.

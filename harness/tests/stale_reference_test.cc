@@ -1,0 +1,119 @@
+// The stale-state call's reference (stale_variant) follows from the case's own reference where
+// the stale data is the case's negated and rotated: MX problems of every op (A negated) and dual
+// GEMM with NVFP4 operands (B2 negated). Here it is held to the reference computed afresh from
+// the stale data, every field, on problems drawn as `run` draws them for the host kernels.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+
+#include "harness/draw/schedule.h"
+#include "harness/draw/shape_limits.h"
+#include "harness/judge/case_check.h"
+#include "kernels/registry.h"
+#include "reference/exact_mx.h"
+
+namespace nvfp4 {
+namespace {
+
+const Registry& builtins() {
+  static const Registry r = Registry::with_builtins();
+  return r;
+}
+
+bool same_dual(const DualValue& x, const DualValue& y) {
+  return std::memcmp(&x.silu_g, &y.silu_g, 10) == 0 && std::memcmp(&x.u, &y.u, 10) == 0 &&
+         std::memcmp(&x.v, &y.v, 10) == 0;  // the 80 bits of each long double
+}
+
+bool same_exact(const ExactElement& x, const ExactElement& y) {
+  return x.sum == y.sum && x.abs_sum == y.abs_sum && x.nonzero == y.nonzero && x.min_tz == y.min_tz && x.nan == y.nan;
+}
+
+// Every field of two references of one problem, named where they differ ("" when equal).
+std::string difference(const ExactResult& got, const ExactResult& want) {
+  if (got.out_type != want.out_type) return "out_type";
+  if (got.c != want.c || got.c32 != want.c32) return "words";
+  if (got.group_offset != want.group_offset) return "group offsets";
+  if (got.elems.size() != want.elems.size() || got.elems2.size() != want.elems2.size()) return "element counts";
+  const bool mx = want.mx != nullptr;
+  for (size_t x = 0; x < want.elems.size(); ++x) {
+    // MX references set the NaN flags of elems only; NVFP4 ones every fact.
+    if (mx ? got.elems[x].nan != want.elems[x].nan : !same_exact(got.elems[x], want.elems[x]))
+      return "elems[" + std::to_string(x) + "]";
+  }
+  for (size_t x = 0; x < want.elems2.size(); ++x) {
+    if (mx ? got.elems2[x].nan != want.elems2[x].nan : !same_exact(got.elems2[x], want.elems2[x]))
+      return "elems2[" + std::to_string(x) + "]";
+  }
+  if (got.dual.size() != want.dual.size()) return "dual count";
+  for (size_t x = 0; x < want.dual.size(); ++x)
+    if (!same_dual(got.dual[x], want.dual[x])) return "dual[" + std::to_string(x) + "]";
+  for (const auto& [g, w, name] : {std::tuple{got.mx, want.mx, "mx"}, std::tuple{got.mx2, want.mx2, "mx2"}}) {
+    if ((g == nullptr) != (w == nullptr)) return std::string(name) + " present on one side only";
+    if (w == nullptr) continue;
+    if (g->size() != w->size()) return std::string(name) + " count";
+    for (size_t x = 0; x < w->size(); ++x)
+      if (!same_mx_facts((*g)[x], (*w)[x]))
+        return std::string(name) + "[" + std::to_string(x) + "]: " + describe_mx_facts((*g)[x]) + " vs " +
+               describe_mx_facts((*w)[x]);
+  }
+  return "";
+}
+
+// `cases` problems drawn for kernel `name` (seeded), each with its stale variant's derived
+// reference against the one recomputed from the stale data. Returns how many were compared.
+int check_kernel(const std::string& name, int cases, uint64_t seed) {
+  const Kernel* k = builtins().find(name);
+  if (k == nullptr) throw std::runtime_error("no kernel " + name);
+  int compared = 0;
+  for (int c = 0; c < cases; ++c) {
+    Rng rng(seed + static_cast<uint64_t>(c));
+    RngDraws d(rng);
+    const DrawnCase drawn = draw_case(d, *k->info, CaseConstraints{}, small_shape_limits());
+    if (drawn.kind == CaseKind::unsupported) continue;
+    const Problem& p = drawn.problem;
+    const ExactResult ref = exact_gemm(p);
+    const StaleVariant v = stale_variant(p, ref, seed ^ static_cast<uint64_t>(c * 7919));
+    const ExactResult fresh = exact_gemm(v.problem);
+    const std::string diff = difference(v.reference, fresh);
+    EXPECT_EQ(diff, "") << name << " case " << c << " (" << to_string(p.op) << " " << p.m << "x" << p.n << "x" << p.k
+                        << "x" << p.l << ")";
+    if (!diff.empty()) return compared;
+    ++compared;
+  }
+  return compared;
+}
+
+TEST(MxStale, DerivedReferenceIsTheRecomputedOne) {
+  for (const char* name : {"host_mx_gemm_fp32", "host_mx_dual_gemm_fp32", "host_mx_grouped_gemm_fp32",
+                           "host_mx_grouped_gemm_fp32_packed"}) {
+    EXPECT_GE(check_kernel(name, 40, 20261207), 25) << name;
+  }
+}
+
+TEST(DualStale, DerivedReferenceIsTheRecomputedOne) {
+  for (const char* name : {"host_dual_gemm_fp32", "host_dual_gemm_nvfp4_out"}) {
+    EXPECT_GE(check_kernel(name, 60, 20261208), 40) << name;
+  }
+}
+
+// A stale variant's reference must differ from the case's (else the stale call checks nothing):
+// the negation moves every nonzero result.
+TEST(MxStale, StaleDataChangesTheResult) {
+  const Kernel* k = builtins().find("host_mx_gemm_fp32");
+  ASSERT_NE(k, nullptr);
+  int changed = 0;
+  for (int c = 0; c < 40; ++c) {
+    Rng rng(99 + static_cast<uint64_t>(c));
+    RngDraws d(rng);
+    const DrawnCase drawn = draw_case(d, *k->info, CaseConstraints{}, small_shape_limits());
+    if (drawn.kind == CaseKind::unsupported) continue;
+    const ExactResult ref = exact_gemm(drawn.problem);
+    changed += stale_variant(drawn.problem, ref, 5).reference.words() != ref.words();
+  }
+  EXPECT_GE(changed, 30);
+}
+
+}  // namespace
+}  // namespace nvfp4
