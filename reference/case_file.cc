@@ -267,9 +267,12 @@ class CaseParser {
 
   void parse_op(Problem& p) {
     const Entry* op = find("op");
-    if (!op) fail_missing("missing required key 'op' (gemv, gemm, grouped_gemm, dual_gemm or quantize)");
-    if (!nvfp4::parse_op(op->value, &p.op))
-      fail(op->line, "op: " + quoted(op->value) + " is not one of 'gemv', 'gemm', 'grouped_gemm', 'dual_gemm', 'quantize'");
+    if (!op) fail_missing("missing required key 'op' (" + op_name_list("or") + ")");
+    if (!nvfp4::parse_op(op->value, &p.op)) {
+      std::string names;
+      for (const OpInfo& o : kOpTable) names += std::string(names.empty() ? "'" : ", '") + o.name + "'";
+      fail(op->line, "op: " + quoted(op->value) + " is not one of " + names);
+    }
   }
 
   // Keys that belong to other ops are errors, not ignored: a grouped case given `m` most likely
@@ -323,7 +326,7 @@ class CaseParser {
     for (const char* key : {"m", "k", "l"}) {
       if (!find(key)) fail_missing(std::string("missing required key '") + key + "'");
     }
-    if (p.op != Op::gemv && p.op != Op::quantize && !find("n")) fail_missing("missing required key 'n' (required for " + std::string(to_string(p.op)) + ")");
+    if (op_has_n(p.op) && !find("n")) fail_missing("missing required key 'n' (required for " + std::string(to_string(p.op)) + ")");
     p.m = parse_dim("m");
     // k is even and at least 2, but 1 and odd are fine where no operand packs E2M1 nibbles.
     const bool any_nibbles = p.op == Op::quantize ? packs_nibbles(p.q_format)
@@ -331,8 +334,8 @@ class CaseParser {
     p.k = parse_dim("k", any_nibbles ? 2 : 1);
     p.l = parse_dim("l");
     p.n = find("n") ? parse_dim("n") : 1;
-    if (p.op == Op::gemv && p.n != 1) fail(find("n")->line, "n must be 1 for gemv, got " + find("n")->value);
-    if (p.op == Op::quantize && p.n != 1) fail(find("n")->line, "n must be 1 for quantize, got " + find("n")->value);
+    if (!op_has_n(p.op) && p.n != 1)
+      fail(find("n")->line, std::string("n must be 1 for ") + to_string(p.op) + ", got " + find("n")->value);
     if (any_nibbles && p.k % 2 != 0) fail(find("k")->line, "k must be even (two E2M1 values per byte), got " + find("k")->value);
     if (p.op == Op::quantize) return check_quantize_size(p);
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <stdexcept>
 #include <string>
 
@@ -13,14 +14,8 @@
 namespace nvfp4 {
 
 const char* to_string(Op op) {
-  switch (op) {
-    case Op::gemv: return "gemv";
-    case Op::gemm: return "gemm";
-    case Op::grouped_gemm: return "grouped_gemm";
-    case Op::dual_gemm: return "dual_gemm";
-    case Op::quantize: return "quantize";
-  }
-  return "unknown-op";
+  const OpInfo* o = find_op(op);
+  return o != nullptr ? o->name : "unknown-op";
 }
 
 const char* to_string(OutType type) {
@@ -81,7 +76,25 @@ bool parse_enum(const std::string& text, E first, E last, E* out) {
 
 }  // namespace
 
-bool parse_op(const std::string& text, Op* op) { return parse_enum(text, Op::gemv, Op::quantize, op); }
+bool parse_op(const std::string& text, Op* op) {
+  for (const OpInfo& o : kOpTable) {
+    if (text == o.name) {
+      *op = o.op;
+      return true;
+    }
+  }
+  return false;
+}
+std::string op_name_list(const char* conjunction) {
+  std::string out;
+  const size_t n = std::size(kOpTable);
+  for (size_t i = 0; i < n; ++i) {
+    if (i > 0) out += i + 1 == n ? std::string(" ") + conjunction + " " : std::string(", ");
+    out += kOpTable[i].name;
+  }
+  return out;
+}
+
 bool parse_block_format(const std::string& text, BlockFormat* f) {
   return parse_enum(text, BlockFormat::nvfp4, BlockFormat::mxfp8_e5m2, f);
 }
@@ -279,8 +292,7 @@ std::string out_expect_error(const Problem& p) {
 }  // namespace
 
 std::string shape_error(const Problem& p) {
-  if (p.op != Op::gemv && p.op != Op::gemm && p.op != Op::grouped_gemm && p.op != Op::dual_gemm && p.op != Op::quantize)
-    return "op must be gemv, gemm, grouped_gemm, dual_gemm or quantize";
+  if (find_op(p.op) == nullptr) return "op must be " + op_name_list("or");
   if (p.sf_layout != SfLayout::linear && p.sf_layout != SfLayout::permuted)
     return "sf_layout must be linear or permuted";
   if (p.semantics != ScaleSemantics::ue4m3 && p.semantics != ScaleSemantics::e4m3)

@@ -11,12 +11,12 @@
 #include <vector>
 
 #include "reference/formats.h"
+#include "reference/op_table.h"
 #include "reference/out_type.h"
 
 namespace nvfp4 {
 
-// Values of NVFP4_OP_*.
-enum class Op : uint32_t { gemv = 1, gemm = 2, grouped_gemm = 3, dual_gemm = 4, quantize = 5 };
+// Op (values of NVFP4_OP_*) is defined in op_table.h, with its name and traits.
 // Block formats of SPEC section 1 (values of NVFP4_FORMAT_*), quantize input types
 // (NVFP4_IN_*) and quantization recipes of SPEC section 2 (NVFP4_RECIPE_*).
 enum class BlockFormat : uint32_t { nvfp4 = 1, mxfp4 = 2, mxfp8_e4m3 = 3, mxfp8_e5m2 = 4 };
@@ -33,9 +33,12 @@ const char* to_string(OutType type);
 const char* to_string(BlockFormat format);
 const char* to_string(InType type);
 const char* to_string(Recipe recipe);
-// "gemv", "gemm", "grouped_gemm", "dual_gemm", "quantize" / "fp16", "bf16", "fp32" / "nvfp4",
+// An op's name in op_table.h / "fp16", "bf16", "fp32" / "nvfp4",
 // "mxfp4", "mxfp8_e4m3", "mxfp8_e5m2" / ... ; false for anything else.
 bool parse_op(const std::string& text, Op* op);
+// Every op's name in table order, the last two joined by `conjunction`: "gemv, gemm, ... or
+// quantize" (for messages that list the choices).
+std::string op_name_list(const char* conjunction);
 bool parse_out_type(const std::string& text, OutType* type);
 bool parse_block_format(const std::string& text, BlockFormat* format);
 bool parse_in_type(const std::string& text, InType* type);

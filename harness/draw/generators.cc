@@ -173,11 +173,11 @@ std::string case_shape_error(const Shape& s) {
 
 std::vector<Op> declared_ops(const nvfp4_kernel_info& info, std::optional<Op> only) {
   std::vector<Op> ops;
-  // A version-1 kernel is handed GEMV and GEMM only (SPEC section 5), whatever its ops bits say.
-  const bool v2 = info.abi_version >= 2, v3 = info.abi_version >= 3;
-  for (Op op : {Op::gemv, Op::gemm, Op::grouped_gemm, Op::dual_gemm, Op::quantize}) {
-    if (!v2 && op != Op::gemv && op != Op::gemm) continue;
-    if (!v3 && op == Op::quantize) continue;
+  // A kernel is handed only the ops of its ABI version (SPEC section 5), whatever its ops bits
+  // say: a version-1 kernel GEMV and GEMM.
+  for (const OpModule& module : op_modules()) {
+    const Op op = module.op;
+    if (module.info().abi_version > info.abi_version) continue;
     if (((info.ops >> static_cast<uint32_t>(op)) & 1u) && (!only || *only == op)) ops.push_back(op);
   }
   return ops;

@@ -59,7 +59,9 @@ struct LaidOut {
 };
 
 struct OpModule {
+  // The op, whose row in op_table.h gives its name, ABI value, ABI version and traits.
   Op op;
+  const OpInfo& info() const { return *find_op(op); }
   // Why p lies outside what info declares ("" inside), and whether such a problem is handed to
   // the kernel to see it refused (only where the kernel could tell from the ABI's fields).
   std::string (*unsupported_reason)(const nvfp4_kernel_info& info, const Problem& p);
@@ -84,7 +86,9 @@ struct OpModule {
   int64_t (*output_words)(const Problem& p);
 };
 
-// The module of p's op (every Op has one).
+// Every op's module, in op_table.h's order (the order ops are declared, drawn and listed in).
+const std::vector<OpModule>& op_modules();
+// The module of p's op (every row of op_table.h has one).
 const OpModule& op_module(Op op);
 // Every op's name ("gemv", ..., "quantize"), for the command line's choices.
 std::vector<std::string> op_names();
