@@ -172,7 +172,7 @@ std::string info_error(const nvfp4_kernel_info& info) {
     // (grouped: one group, whose multiples are per group; dual: B twice is still below A + B
     // of the same rows counted twice, so the GEMM bound is the one to keep).
     const uint64_t k = std::lcm<uint64_t>(info.k_multiple, 2);
-    const bool gemm = info.ops & ~(1u << NVFP4_OP_GEMV);
+    const bool gemm = info.ops & ~ops_with(kOpNIsOne);
     const uint64_t rows = uint64_t{info.m_multiple} + (gemm ? uint64_t{info.n_multiple} : 1);
     if (rows * k > kMaxCaseBytes)
       why << "declares shape multiples (m " << info.m_multiple << ", n " << info.n_multiple << ", k "

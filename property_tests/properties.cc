@@ -93,7 +93,7 @@ void check_every_problem(const Kernel& k, Draws& d, CaseTags& tags) {
   const DrawnCase c = nvfp4::draw_case(d, *k.info, {}, property_limits());
   const Problem& p = c.problem;
   tags.shape(p);
-  if (p.op == Op::quantize || p.out_type == OutType::nvfp4) {
+  if (op_quantizes(p.op) || p.out_type == OutType::nvfp4) {
     // A quantizer's and a block-scaled output's bytes are judged by their op's oracle (rules 7
     // and 8), with every check of a case.
     InProcessExecutor executor(k, kDefaultCallTimeout);

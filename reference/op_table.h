@@ -67,6 +67,13 @@ constexpr bool op_is_grouped(Op op) { return op_has(op, kOpGrouped); }
 constexpr bool op_is_dual(Op op) { return op_has(op, kOpDual); }
 constexpr bool op_quantizes(Op op) { return op_has(op, kOpQuantizes); }
 
+// The bits (1u << value) of the ops with any of the traits.
+constexpr uint32_t ops_with(uint32_t traits) {
+  uint32_t bits = 0;
+  for (const OpInfo& o : kOpTable)
+    if (o.traits & traits) bits |= 1u << static_cast<uint32_t>(o.op);
+  return bits;
+}
 // The bits (1u << value) of the ops a kernel of ABI version `version` may declare.
 constexpr uint32_t ops_of_version(uint32_t version) {
   uint32_t bits = 0;

@@ -136,18 +136,18 @@ struct Problem {
   int64_t kb_b() const { return operand_kb(b_format, k); }
   // Whether an operand is of an MX format (the block-scaled reference and rule 9 judge it).
   bool mx_operands() const { return a_format != BlockFormat::nvfp4 || b_format != BlockFormat::nvfp4; }
-  bool gemm_data() const { return op != Op::grouped_gemm && op != Op::quantize; }
+  bool gemm_data() const { return !op_is_grouped(op) && !op_quantizes(op); }
   int64_t a_bytes() const { return gemm_data() ? l * m * operand_row_bytes(a_format, k) : 0; }
   int64_t b_bytes() const { return gemm_data() ? l * n * operand_row_bytes(b_format, k) : 0; }
-  int64_t b2_bytes() const { return op == Op::dual_gemm ? l * n * operand_row_bytes(b_format, k) : 0; }
+  int64_t b2_bytes() const { return op_is_dual(op) ? l * n * operand_row_bytes(b_format, k) : 0; }
   int64_t sfa_bytes() const { return gemm_data() ? l * m * kb() : 0; }
   int64_t sfb_bytes() const { return gemm_data() ? l * n * kb_b() : 0; }
-  int64_t sfb2_bytes() const { return op == Op::dual_gemm ? l * n * kb_b() : 0; }
+  int64_t sfb2_bytes() const { return op_is_dual(op) ? l * n * kb_b() : 0; }
   // quantize: X's bytes, Q's bytes, scale blocks per row and SFQ's bytes (linear).
-  int64_t x_bytes() const { return op == Op::quantize ? l * m * k * in_word_bytes(in_type) : 0; }
-  int64_t q_bytes() const { return op == Op::quantize ? (packs_nibbles(q_format) ? l * m * k / 2 : l * m * k) : 0; }
+  int64_t x_bytes() const { return op_quantizes(op) ? l * m * k * in_word_bytes(in_type) : 0; }
+  int64_t q_bytes() const { return op_quantizes(op) ? (packs_nibbles(q_format) ? l * m * k / 2 : l * m * k) : 0; }
   int64_t qkb() const { return (k + block_size(q_format) - 1) / block_size(q_format); }
-  int64_t sfq_bytes() const { return op == Op::quantize ? l * m * qkb() : 0; }
+  int64_t sfq_bytes() const { return op_quantizes(op) ? l * m * qkb() : 0; }
   // Output elements: l*m*n, or for grouped_gemm the sum of m_g*n_g (the groups' outputs one
   // after another, which is also the packed C). quantize: 0 (its outputs are Q and SFQ).
   int64_t c_elems() const;

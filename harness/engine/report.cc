@@ -195,7 +195,7 @@ void finish_report(KernelReport& k) {
 std::string shape_text(const Problem& p) { return op_module(p.op).shape_text(p); }
 
 std::string gemm_family::shape_text(const Problem& p) {
-  if (p.op == Op::grouped_gemm) {
+  if (op_is_grouped(p.op)) {
     // A few groups' shapes, the non-empty ones first (an empty group computes nothing, and most
     // drawn cases have some), each with its index: a failure in group 200 is named by the element.
     std::vector<size_t> order(p.groups.size());
@@ -213,7 +213,7 @@ std::string gemm_family::shape_text(const Problem& p) {
     return t;
   }
   std::string t = fmt::format("{} m={} n={} k={} l={}, alpha={}", to_string(p.op), p.m, p.n, p.k, p.l, p.alpha);
-  if (p.op == Op::dual_gemm) t += fmt::format(", alpha2={}", p.alpha2);
+  if (op_is_dual(p.op)) t += fmt::format(", alpha2={}", p.alpha2);
   if (p.mx_operands()) t += fmt::format(", A {} x B {}", to_string(p.a_format), to_string(p.b_format));
   return t;
 }
@@ -229,7 +229,7 @@ std::string failure_text(const std::string& kernel, std::optional<uint64_t> seed
   std::string t = fmt::format("FAIL {}: check \"{}\"", kernel, check_name(check));
   if (seed) t += fmt::format(" (seed {})", *seed);
   t += "\n";
-  if (p.op == Op::quantize)
+  if (op_quantizes(p.op))
     t += fmt::format("  case: quantize {}, {} scales\n", shape_text(p), to_string(p.sf_layout));
   else
     t += fmt::format("  case: {}, {} scales, {}, {} out, policy {}\n", shape_text(p), to_string(p.sf_layout),
@@ -399,7 +399,7 @@ void write_error_map_png(const std::string& path, const Problem& p, const ExactR
     int64_t rows, cols, first;
   };
   std::vector<Panel> panels;
-  if (p.op == Op::grouped_gemm) {
+  if (op_is_grouped(p.op)) {
     const std::vector<int64_t> offsets = group_output_offsets(p);
     for (size_t g = 0; g < p.groups.size(); ++g)
       if (p.groups[g].m > 0) panels.push_back({p.groups[g].m, p.groups[g].n, offsets[g]});

@@ -487,10 +487,10 @@ namespace {
 // "FILE:LINE: " of the expect line that disagrees with ref (of its group's, for a grouped case).
 std::string expect_place(const std::string& path, const Problem& p, const ExactResult& ref) {
   std::string key = "expect";
-  if (p.op == Op::quantize) {
+  if (op_quantizes(p.op)) {
     const int64_t x = compare_expect(p, ref, 1).first.front();
     key = x < static_cast<int64_t>(ref.quant->q.size()) ? "expect_q" : "expect_sfq";
-  } else if (p.op == Op::grouped_gemm) {
+  } else if (op_is_grouped(p.op)) {
     const int64_t x = compare_expect(p, ref, 1).first.front();
     size_t g = 0;
     while (g + 1 < ref.group_offset.size() && ref.group_offset[g + 1] <= x) ++g;

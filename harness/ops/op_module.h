@@ -123,7 +123,7 @@ constexpr int64_t kRowSeededElements = int64_t(1) << 26;
 // changing nothing, when the device's free bytes do not hold the case with margin.
 bool draw_huge_shape(uint64_t pick, const nvfp4_kernel_info& info, uint64_t device_free_bytes, Problem& p);
 // A case of the huge tier's size (l*m*k of 2^31 elements or more).
-inline bool is_huge(const Problem& p) { return p.op == Op::quantize && p.l * p.m * p.k >= (int64_t(1) << 31); }
+inline bool is_huge(const Problem& p) { return op_quantizes(p.op) && p.l * p.m * p.k >= (int64_t(1) << 31); }
 // What one call of a huge case holds on the device: X, the global scales, Q and SFQ (the
 // permuted layout's padding included), and the guards.
 uint64_t device_bytes(const Problem& p);
