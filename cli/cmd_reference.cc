@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "harness/ops/op_module.h"
 #include "cli/commands.h"
 #include "harness/judge/checks.h"
 #include "harness/draw/generators.h"
@@ -71,7 +72,7 @@ int run_reference(const ReferenceOptions& opts) {
     fmt::print(stderr, "nvfp4check reference: {}: {}\n", opts.case_path, e.what());
     return 2;
   }
-  const ExactResult ref = exact_gemm(p);
+  const ExactResult ref = op_reference(p);
 
   // Raw little-endian words of the output type in C order; grouped: the groups one after another;
   // quantize: Q's bytes, then SFQ's in linear order (SPEC section 6).

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "harness/ops/op_module.h"
 #include "cli/commands.h"
 #include "harness/draw/generators.h"
 #include "harness/engine/suite.h"
@@ -98,7 +99,7 @@ float element_alpha(const Problem& p, const OutputPosition& pos) {
 bool element_exact(const Problem& p, const ExactResult& ref, int64_t idx) {
   const OutputPosition pos = output_position(p, idx);
   // MX operands: the rule-9 judge says whether only the bit-exact result passes.
-  if (ref.mx) return judge_output(p, ref, idx, ref.word(static_cast<size_t>(idx)), Policy{}).exact_regime;
+  if (ref.mx) return op_module(p.op).judge_word(p, ref, idx, ref.word(static_cast<size_t>(idx)), Policy{}).exact_regime;
   if (op_is_dual(p.op)) return exact_regime(ref.elems[idx], p.alpha) && exact_regime(ref.elems2[idx], p.alpha2);
   return exact_regime(ref.elems[idx], element_alpha(p, pos));
 }
@@ -225,7 +226,7 @@ int show_quantize(const ShowOptions& opts, const Problem& p, bool generated) {
     fmt::print("block      row {} block {}: scale {}, os {:a}, codes {}\n", row, s, scale_words(p.q_format, ref.sfq[b]),
                ref.os[b], codes);
   }
-  const ExactResult result = exact_gemm(p);
+  const ExactResult result = op_reference(p);
   const ExpectComparison cmp = compare_expect(p, result, 1);
   if (!cmp.any_expect) fmt::print("expect     none recorded\n");
   else if (cmp.differing == 0) fmt::print("expect     all {} bytes match the reference\n", cmp.compared);
@@ -451,7 +452,7 @@ int run_show(const ShowOptions& opts) {
   if (p.mx_operands()) show_mx_operands(p);
   else show_nvfp4_histograms(p);
 
-  const ExactResult ref = exact_gemm(p);
+  const ExactResult ref = op_reference(p);
   if (p.out_type == OutType::nvfp4) {
     const int code = show_block_scaled(opts, p, ref);
     const int kernel_code = opts.kernel.empty() ? 0 : show_kernel_output(opts, p);

@@ -1,5 +1,6 @@
 // Mutation analysis driver (see mutation.h): the suite's check and the two weaker checks over the
 // same kernels, and the kill table.
+#include "harness/ops/op_module.h"
 #include "mutation/mutation_driver.h"
 
 #include <algorithm>
@@ -72,8 +73,10 @@ bool weak_case(Executor& executor, const Problem& p, const Policy& policy, const
     out.check = "returned-error";
     out.message = fmt::format("returned {} where their harness expects a result", o.rc);
   } else {
-    const ExactResult ref = exact_gemm(p);
-    const OracleSummary s = judge_words(p, ref, o.c_later.data(), policy);
+    const OpModule& module = op_module(p.op);
+    if (module.judge_words == nullptr) throw std::logic_error("the weaker checks judge output words, which op " + std::string(to_string(p.op)) + " has not");
+    const ExactResult ref = module.reference(p);
+    const OracleSummary s = module.judge_words(p, ref, o.c_later.data(), policy);
     if (s.any_failure()) {
       out.failed = true;
       out.check = "allclose";

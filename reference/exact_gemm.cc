@@ -346,17 +346,35 @@ std::vector<uint32_t> ExactResult::words() const {
   return std::vector<uint32_t>(c.begin(), c.end());
 }
 
-ExactResult exact_gemm(const Problem& p) {
+namespace {
+
+void check_reference_input(const Problem& p, const char* who) {
   const std::string error = problem_error(p);
-  if (!error.empty()) throw std::invalid_argument("exact_gemm: " + error);
-  if (!p.has_data()) throw std::invalid_argument("exact_gemm: the problem has no data (a seed-only case not expanded?)");
+  if (!error.empty()) throw std::invalid_argument(std::string(who) + ": " + error);
+  if (!p.has_data())
+    throw std::invalid_argument(std::string(who) + ": the problem has no data (a seed-only case not expanded?)");
+}
+
+}  // namespace
+
+ExactResult exact_quantize(const Problem& p) {
+  check_reference_input(p, "exact_quantize");
+  if (!op_quantizes(p.op)) throw std::invalid_argument(std::string("exact_quantize: op ") + to_string(p.op) + " is not a quantizer");
+  ExactResult result;
+  result.quant = std::make_shared<const QuantResult>(quantize_reference(p));
+  result.group_offset = {0, 0};
+  return result;
+}
+
+ExactResult exact_gemm(const Problem& p) {
+  check_reference_input(p, "exact_gemm");
+  // The GEMM family's reference: another op's lives with its module (an op this code does not
+  // know would otherwise be computed as the GEMM it resembles).
+  if (p.op != Op::gemv && p.op != Op::gemm && !op_is_grouped(p.op) && !op_is_dual(p.op))
+    throw std::invalid_argument(std::string("exact_gemm: op ") + to_string(p.op) +
+                                " is not of the GEMM family (its module has its reference)");
   ExactResult result;
   if (p.mx_operands()) return exact_mx_result(p);
-  if (op_quantizes(p.op)) {
-    result.quant = std::make_shared<const QuantResult>(quantize_reference(p));
-    result.group_offset = {0, 0};
-    return result;
-  }
   result.out_type = p.out_type;
   const size_t count = static_cast<size_t>(p.c_elems());
   result.elems.resize(count);

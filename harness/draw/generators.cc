@@ -985,13 +985,11 @@ void expand_seeded_case(Problem& p) {
   }
   const std::string shape = shape_error(p);
   if (!shape.empty()) throw std::invalid_argument(shape);
-  if (op_quantizes(p.op)) {
-    // The quantize op's own draw of X (its module); explicit X wins like every tensor.
-    if (static_cast<int64_t>(p.x.size()) == p.x_bytes()) return;
-    quantize_op::fill_x(p);
-    p.data_from_seed = true;
-    return;
-  }
+  op_module(p.op).expand_seed(p);
+}
+
+void gemm_family::expand_seed(Problem& p) {
+  const bool grouped = op_is_grouped(p.op);
   const DataSpec spec = p.generator.empty() ? DataSpec{} : DataSpec::parse(p.generator);
   // The draw reads the shape alone (op, m, n, k, l, the groups' m, n, k), never the case's data:
   // the expansion is a pure function of seed, generator and shape.

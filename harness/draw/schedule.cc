@@ -326,13 +326,15 @@ CasePlan draw_plan(Draws& d, const nvfp4_kernel_info& info, const CaseConstraint
   const Op op = ops[d.below(ops.size())];
   const uint64_t layout_pick = d.below(2);
   p.sf_layout = c.layout ? *c.layout : pick_layout(info, layout_pick);
-  if (op_quantizes(op)) {
-    // Its own draw (the quantize module): the shape classes and data classes above are the GEMM
-    // family's; a quantizer's data classes aim at its own decisions.
-    plan.kind = CaseKind::small;
-    quantize_op::draw(d, info, limits, plan);
-    return plan;
-  }
+  op_module(op).draw(d, info, c, limits, shape ? &*shape : nullptr, op, plan);
+  return plan;
+}
+
+void gemm_family::draw(Draws& d, const nvfp4_kernel_info& info, const CaseConstraints& c, const ShapeLimits& limits,
+                       const Shape* shape_given, Op op, CasePlan& plan) {
+  Problem& p = plan.problem;
+  const bool unit_alpha = info.flags & NVFP4_FLAG_UNIT_ALPHA;
+  const std::optional<Shape> shape = shape_given ? std::optional<Shape>(*shape_given) : std::nullopt;
   p.semantics = declared_semantics(info);
   // Among the declared output types, FP16 first (raw 0) when declared. One declared type draws
   // nothing, so a version-1 kernel's cases are what they were before BF16 and FP32 existed.
@@ -355,7 +357,6 @@ CasePlan draw_plan(Draws& d, const nvfp4_kernel_info& info, const CaseConstraint
   draw_plan_shape(d, info, c, limits, shape, op, plan);
   if (block_scaled_out::applies(p)) block_scaled_out::draw_recipe(d, info, p);
   if (unit_alpha && plan.kind != CaseKind::unsupported) plan.spec.alpha = AlphaDist::one;
-  return plan;
 }
 
 DrawnCase draw_case(Draws& d, const nvfp4_kernel_info& info, const CaseConstraints& c, const ShapeLimits& limits) {
@@ -365,16 +366,14 @@ DrawnCase draw_case(Draws& d, const nvfp4_kernel_info& info, const CaseConstrain
   out.spec = plan.spec;
   out.kind = plan.kind;
   out.data = plan.data;
-  if (op_quantizes(out.problem.op)) {
-    // X from a seed drawn here: its classes are the module's, named by the generator.
-    out.problem.seed = d.below(uint64_t(1) << 62);
-    quantize_op::fill_x(out.problem);
-    return out;
-  }
-  draw_data(d, out.spec, out.problem);
+  op_module(out.problem.op).draw_data(d, info, out);
+  return out;
+}
+
+void gemm_family::draw_data(Draws& d, const nvfp4_kernel_info& info, DrawnCase& out) {
+  nvfp4::draw_data(d, out.spec, out.problem);
   if ((info.flags & NVFP4_FLAG_UNIT_ALPHA) && out.kind != CaseKind::unsupported) set_unit_alpha(out.problem);
   if (block_scaled_out::applies(out.problem)) block_scaled_out::draw_global_scale(d, out.problem);
-  return out;
 }
 
 DrawnCase draw_fuzz_case(const uint8_t* data, std::size_t size, const nvfp4_kernel_info* kernel,

@@ -415,13 +415,15 @@ void write_error_map_png(const std::string& path, const Problem& p, const ExactR
   const int64_t width = total_cols * cell_w + (static_cast<int64_t>(panels.size()) - 1) * gap, height = max_rows * cell_h;
   if (width > 20000 || height > 20000) throw std::runtime_error("error map: output too large to draw");
   std::vector<uint8_t> pixels(static_cast<size_t>(width * height * 3), 255);
+  const auto judge_word = op_module(p.op).judge_word;
+  if (judge_word == nullptr) throw std::runtime_error("error map: op " + std::string(to_string(p.op)) + " has no output words");
   int64_t x_start = 0;
   for (const Panel& q : panels) {
     for (int64_t i = 0; i < q.rows; ++i)
       for (int64_t j = 0; j < q.cols; ++j) {
         const int64_t e = q.first + i * q.cols + j;
         const uint32_t actual = c[static_cast<size_t>(e)];
-        const Rgb col = element_colour(judge_output(p, ref, e, actual, policy), actual, p.out_type);
+        const Rgb col = element_colour(judge_word(p, ref, e, actual, policy), actual, p.out_type);
         const int64_t x0 = x_start + j * cell_w, y0 = i * cell_h;
         for (int64_t y = y0; y < y0 + cell_h; ++y)
           for (int64_t x = x0; x < x0 + cell_w; ++x) {

@@ -1,4 +1,5 @@
 // The suite core's top: lanes over the schedule, run, replay and list (see suite.h).
+#include "harness/ops/op_module.h"
 #include "harness/engine/suite.h"
 
 #include <fnmatch.h>
@@ -524,7 +525,7 @@ ReplayInput read_replay_input(const std::string& path, bool fuzz_input) {
     throw CaseError(path + ": " + e.what());
   }
   if (has_expect(in.problem)) {
-    const ExactResult ref = exact_gemm_auto(in.problem);
+    const ExactResult ref = op_reference(in.problem);
     const std::string mismatch = expect_mismatch(in.problem, ref);
     if (!mismatch.empty())
       throw CaseError(expect_place(path, in.problem, ref) + mismatch + " (the case file or the reference is wrong)");

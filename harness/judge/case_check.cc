@@ -475,7 +475,7 @@ class CaseRun {
   // checked against it, and the write-ahead record of the case before any call.
   void reference_and_record() {
     auto t = Clock::now();
-    r_.reference = exact_gemm_auto(p());
+    r_.reference = op_reference(p());
     r_.times.reference = since(t);
     if (const std::string mismatch = expect_mismatch(p(), r_.reference); !mismatch.empty())
       throw std::invalid_argument("the case's " + mismatch +

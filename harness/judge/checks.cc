@@ -309,7 +309,9 @@ std::optional<Finding> check_nan_padding(const CallContext& x) {
   if (block_scaled_out::applies(*x.problem)) return std::nullopt;
   std::optional<Finding> oracle = oracle_finding(x);
   if (!oracle) return std::nullopt;
-  // Only word outputs get here (above), so the words oracle judges the re-run.
+  // Only word outputs get here (above), so the op's words oracle judges the re-run.
+  const auto judge_words = op_module(x.problem->op).judge_words;
+  if (judge_words == nullptr) return std::nullopt;
   const std::optional<std::vector<uint32_t>> zero = x.rerun_zero_padding();
   if (!zero || judge_words(*x.problem, *x.reference, zero->data(), *x.policy).any_failure()) return std::nullopt;
   return blamed(Check::nan_padding,
@@ -413,6 +415,8 @@ std::string accumulation_hint(const Problem& p, const ExactResult& ref, const st
   // epilogue (exp, divide, product, FP32's underflow) errs in ways the matrix-unit rule's wider
   // allowance for G and U would absorb: the flag would hide such an error, not explain it.
   if (op_is_dual(p.op)) return "";
+  const auto judge_words = op_module(p.op).judge_words;
+  if (judge_words == nullptr) return "";
   const Policy as_mma = policy.with_accumulation(Accumulation::matrix_unit);
   if (judge_words(p, ref, c.data(), as_mma).any_failure()) return "";
   return fmt::format(

@@ -1,6 +1,7 @@
 // The list of op modules: one line per op.
 #include "harness/ops/op_module.h"
 
+#include "gpu_reference/exact_gemm_gpu.h"
 #include "harness/ops/block_scaled_output.h"
 
 #include <iterator>
@@ -26,7 +27,14 @@ OpModule gemm_family_module(Op op) {
           gemm_family::shape_text,
           [](const Problem& p) {
             return block_scaled_out::applies(p) ? block_scaled_out::output_words(p) : p.c_elems();
-          }};
+          },
+          // On the GPU where one is available and the problem is large.
+          [](const Problem& p) { return exact_gemm_auto(p); },
+          judge_words,
+          judge_output,
+          gemm_family::draw,
+          gemm_family::draw_data,
+          gemm_family::expand_seed};
 }
 
 std::vector<OpModule> registered_modules() {

@@ -17,6 +17,7 @@
 
 #include "harness/process/kernel_call.h"
 #include "reference/exact_gemm.h"
+#include "reference/oracle.h"
 
 namespace nvfp4 {
 
@@ -24,6 +25,9 @@ struct CallContext;
 struct Finding;
 struct StaleVariant;
 struct CasePlan;
+struct CaseConstraints;
+struct DrawnCase;
+struct Shape;
 struct ShapeLimits;
 struct OracleSummary;
 class Draws;
@@ -84,6 +88,24 @@ struct OpModule {
   std::string (*shape_text)(const Problem& p);
   // The most output words one call of p can leave (what the parent accepts from a worker).
   int64_t (*output_words)(const Problem& p);
+  // The exact reference of p (p valid and with data; throws std::invalid_argument otherwise).
+  ExactResult (*reference)(const Problem& p);
+  // The op's rule on output words, all of them and one (what the re-runs, hints, error maps and
+  // the mutation driver's weaker checks judge with): nullptr where the outputs are not one word
+  // per element (a quantizer's bytes, which only `judge` reads).
+  OracleSummary (*judge_words)(const Problem& p, const ExactResult& ref, const uint32_t* words, const Policy& policy);
+  ElementVerdict (*judge_word)(const Problem& p, const ExactResult& ref, int64_t index, uint32_t actual,
+                               const Policy& policy);
+  // The op's part of a case's draw, after what the schedule draws for every op (the shape and
+  // data classes, the op itself, the scale layout): plan.problem's other fields and its shape,
+  // within what info declares. shape: the command line's, or nullptr.
+  void (*draw)(Draws& d, const nvfp4_kernel_info& info, const CaseConstraints& c, const ShapeLimits& limits,
+               const Shape* shape, Op op, CasePlan& plan);
+  // The data of a case `draw` planned (out as draw_case leaves it: problem, spec, kind).
+  void (*draw_data)(Draws& d, const nvfp4_kernel_info& info, DrawnCase& out);
+  // A seed-only case's data from p.seed and p.generator (p's shape checked), keeping each tensor
+  // the case gives with the right length; sets p.data_from_seed when every tensor was drawn.
+  void (*expand_seed)(Problem& p);
 };
 
 // Every op's module, in op_table.h's order (the order ops are declared, drawn and listed in).
@@ -92,6 +114,8 @@ const std::vector<OpModule>& op_modules();
 const OpModule& op_module(Op op);
 // Every op's name ("gemv", ..., "quantize"), for the command line's choices.
 std::vector<std::string> op_names();
+// The exact reference of p, by its op's module.
+inline ExactResult op_reference(const Problem& p) { return op_module(p.op).reference(p); }
 
 // The GEMM family's module (GEMV, GEMM, grouped and dual GEMM share their buffers, oracle and
 // stale data): its entries, where the engine has always kept them.
@@ -105,6 +129,10 @@ std::optional<Finding> judge(const CallContext& x, OracleSummary* summary);     
 std::optional<Finding> unwritten(const CallContext& x);                           // checks.cc
 StaleVariant stale_variant(const Problem& p, const ExactResult& ref, uint64_t seed);  // case_check.cc
 std::string shape_text(const Problem& p);                                         // report.cc
+void draw(Draws& d, const nvfp4_kernel_info& info, const CaseConstraints& c, const ShapeLimits& limits,
+          const Shape* shape, Op op, CasePlan& plan);                             // schedule.cc
+void draw_data(Draws& d, const nvfp4_kernel_info& info, DrawnCase& out);          // schedule.cc
+void expand_seed(Problem& p);                                                     // generators.cc
 }  // namespace gemm_family
 
 // The quantize module's entry points the schedule and generators use (its draws).

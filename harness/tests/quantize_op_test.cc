@@ -308,7 +308,7 @@ Problem permuted_case() {
 
 TEST(QuantizeOp, PaddingMustBeZeroUnlessTheKernelKeepsIt) {
   const Problem p = permuted_case();
-  const ExactResult ref = exact_gemm(p);
+  const ExactResult ref = op_reference(p);
   const QuantResult& q = *ref.quant;
   EXPECT_FALSE(judge_words_of(p, ref, words_of(p, q.q, q.sfq, 0x00), 0, kPad1).finding);
   const Judged left = judge_words_of(p, ref, words_of(p, q.q, q.sfq, kPad1), 0, kPad1);
@@ -322,7 +322,7 @@ TEST(QuantizeOp, PaddingMustBeZeroUnlessTheKernelKeepsIt) {
 
 TEST(QuantizeOp, TheChainCheckNamesALayoutTheKernelDoesNotDeclare) {
   const Problem p = permuted_case();
-  const ExactResult ref = exact_gemm(p);
+  const ExactResult ref = op_reference(p);
   const QuantResult& q = *ref.quant;
   // Linear scales written into the permuted buffer (vllm PR #42089), the rest zero.
   std::vector<uint32_t> words(q.q.begin(), q.q.end());
@@ -339,7 +339,7 @@ TEST(QuantizeOp, TheChainCheckNamesALayoutTheKernelDoesNotDeclare) {
 
 TEST(QuantizeOp, QStillHoldingThePoisonIsUnwritten) {
   const Problem p = permuted_case();
-  const ExactResult ref = exact_gemm(p);
+  const ExactResult ref = op_reference(p);
   const QuantResult& q = *ref.quant;
   const uint8_t poison = static_cast<uint8_t>(poison_word(p.out_type, 1) & 0xFF);
   std::vector<uint8_t> codes = q.q;
@@ -362,7 +362,7 @@ TEST(QuantizeOp, AnUndeclaredFormatIsRefusedUntouched) {
 
 TEST(QuantizeOp, StaleDataNegatesAndMovesRows) {
   const Problem p = permuted_case();
-  const ExactResult ref = exact_gemm(p);
+  const ExactResult ref = op_reference(p);
   const StaleVariant v = stale_variant(p, ref, 3);
   ASSERT_EQ(v.problem.x.size(), p.x.size());
   EXPECT_NE(v.problem.x, p.x);

@@ -1,6 +1,7 @@
 // The C API of the Python package (nvfp4check_capi.h): a kernel given as info + callback becomes
 // a registry Kernel and goes through the suite core (the schedule, check_case, the reports)
 // exactly like a plugin kernel, called in this process or served to a parent `nvfp4check run`.
+#include "harness/ops/op_module.h"
 #include "python/capi/nvfp4check_capi.h"
 
 #include <chrono>
@@ -439,7 +440,7 @@ NVFP4CHECK_EXPORT char* nvfp4check_reference(const char* path, uint16_t** out, i
     if (path == nullptr || out == nullptr || count == nullptr) throw std::invalid_argument("null argument");
     Problem p = read_case_file(path);
     if (!p.has_data()) expand_seeded_case(p);  // a case with only a seed: draw its data
-    const ExactResult ref = exact_gemm(p);
+    const ExactResult ref = op_reference(p);
     json j = {{"op", to_string(p.op)}, {"m", p.m}, {"n", p.n}, {"k", p.k}, {"l", p.l},
               {"out_type", to_string(p.out_type)}};
     if (op_is_grouped(p.op)) {
