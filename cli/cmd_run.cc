@@ -151,7 +151,7 @@ void add_run_command(CLI::App& app, int& exit_code) {
                   "The huge tier of CUDA quantizers: cases with l*m*k just past 2^31 elements of X (32-bit offsets "
                   "wrap there), drawn where the device's free memory holds them with margin: auto (about one "
                   "quantize case in 64), always (every quantize case: to check the tier itself), off (the default: "
-                  "one such case costs minutes and about 40 GB of host memory on an H200, past any run's time budget)")
+                  "one such case costs a minute or more and tens of GB of host memory on an H200, past a short run's time budget)")
       ->check(CLI::IsMember({"auto", "always", "off"}));
   run->add_option("--jobs", args->jobs,
                   "Kernel processes per kernel and GPU, taking cases from one schedule (default: half the cores, "

@@ -310,7 +310,7 @@ int show_kernel_output(const ShowOptions& opts, const Problem& case_problem) {
     const std::vector<uint8_t> expected = block_scaled_expect_bytes(r.problem, r.reference);
     std::vector<uint8_t> actual;
     try {
-      actual = block_scaled_out::reference_order_bytes(r.problem, r.c);
+      actual = block_scaled_out::reference_order_bytes(r.problem, r.c.words());
     } catch (const std::invalid_argument& e) {
       fmt::print("output     not described: {}\n", e.what());
     }

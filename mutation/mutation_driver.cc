@@ -355,7 +355,7 @@ CheckOutcome quantizer_harness_check(Executor& executor, const MutationOptions& 
     std::string why;
     if (o.end != CallObservation::End::returned) why = o.error.empty() ? "the call did not return" : o.error;
     else if (o.rc != NVFP4_OK) why = fmt::format("returned {} where a result is expected", o.rc);
-    else why = quantizer_mismatch(p, o.c_later, h);
+    else why = quantizer_mismatch(p, o.c_later.words(), h);
     if (!why.empty()) {
       out.failed = true;
       out.check = h == QuantizerHarness::flashinfer ? "allclose" : "exact";

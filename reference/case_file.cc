@@ -926,11 +926,22 @@ int case_key_line(const std::string& path, const std::string& key) {
 
 namespace {
 
+// " " and the word in hex as word_hex writes it (`digits` digits, zero-padded, more where the
+// word needs them), without a string per word (a huge case's X has 2^31 of them).
+void append_word(std::string& out, uint32_t w, int digits) {
+  static const char kDigits[] = "0123456789abcdef";
+  // %04x of a word past 16 bits: as many digits as it has.
+  while (digits < 8 && (w >> (4 * digits)) != 0) ++digits;
+  out += ' ';
+  for (int d = digits - 1; d >= 0; --d) out += kDigits[(w >> (4 * d)) & 0xF];
+}
+
 void append_words(std::string& out, const char* key, OutType type, const std::vector<uint32_t>& words) {
   out += key;
   out += " =";
-  out.reserve(out.size() + words.size() * (out_word_bytes(type) * 2 + 1) + 1);
-  for (const uint32_t w : words) out += " " + word_hex(type, w);
+  const int digits = out_word_bytes(type) == 4 ? 8 : 4;
+  out.reserve(out.size() + words.size() * static_cast<size_t>(digits + 1) + 1);
+  for (const uint32_t w : words) append_word(out, w, digits);
   out += "\n";
 }
 
@@ -987,12 +998,16 @@ std::string write_quantize_case(const Problem& p) {
   if (!note.empty()) out += "note = " + note + "\n";
   if (!p.x.empty()) {
     // Words of in_type: the fp16/bf16 word formats are 4 hex digits, fp32's 8 (out_type's words).
-    const OutType word = p.in_type == InType::fp32 ? OutType::fp32 : OutType::fp16;
     const size_t w = static_cast<size_t>(in_word_bytes(p.in_type));
-    std::vector<uint32_t> words(p.x.size() / w);
-    for (size_t i = 0; i < words.size(); ++i)
-      for (size_t b = 0; b < w; ++b) words[i] |= static_cast<uint32_t>(p.x[i * w + b]) << (8 * b);
-    append_words(out, "x", word, words);
+    const int digits = static_cast<int>(2 * w);
+    out += "x =";
+    out.reserve(out.size() + p.x.size() / w * (w * 2 + 1) + 1);
+    for (size_t i = 0; i < p.x.size() / w; ++i) {
+      uint32_t word = 0;
+      for (size_t b = 0; b < w; ++b) word |= static_cast<uint32_t>(p.x[i * w + b]) << (8 * b);
+      append_word(out, word, digits);
+    }
+    out += "\n";
   }
   if (p.expect_q) append_tensor(out, "expect_q", *p.expect_q);
   if (p.expect_sfq) append_tensor(out, "expect_sfq", *p.expect_sfq);

@@ -38,8 +38,11 @@
 #   huge       the quantizers' huge tier (run --huge always: l*m*k just past 2^31 elements, X through
 #              the worker's shared file): the honest CUDA te and fast quantizers (quantize_naive,
 #              quantize_fast) pass one forced huge case each (exit 0), big_cuda_q_row_offset_32bit
-#              fails it (exit 1, the case named), one after another (tens of GiB of host memory
-#              each); wall time, peak host memory and peak device memory of each printed
+#              fails it (exit 1, the case named), one after another, each within a time limit
+#              (NVFP4_HUGE_SECONDS; default 150 s honest, 110 s the mutant); wall time, the verdict,
+#              the report's stage_seconds, peak host memory (the largest process's, and the whole
+#              machine's: MemAvailable's drop, which counts the worker, shared files and pinned
+#              staging too) and peak device memory of each printed
 #   grouped    grouped_gemm_tc checked (sampled outputs, exact reference) and timed against the byte
 #              floor and cuBLAS's grouped FP16 GEMM (cublasGemmGroupedBatchedEx) on MoE shapes
 #              (the CUDA grouped and dual kernels' unit tests are in `tests`: CudaGrouped, CudaDual)
@@ -320,15 +323,20 @@ for s in "${steps[@]}"; do
     huge)
       hseed=${NVFP4_HUGE_SEED:-$(date +%s)}
       step "the huge tier: one forced quantize case past 2^31 elements per kernel, seed $hseed"
-      # Within one 10-minute device call: 235 s for each honest kernel, 110 s for the mutant
+      # Within one 10-minute device call: 150 s for each honest kernel, 110 s for the mutant
       # (it ends at its first call); NVFP4_HUGE_SECONDS sets each kernel's limit instead.
       for k in quantize_naive quantize_fast big_cuda_q_row_offset_32bit; do
-        want=0; limit=235; [ "$k" = big_cuda_q_row_offset_32bit ] && want=1 && limit=110
+        want=0; limit=150; [ "$k" = big_cuda_q_row_offset_32bit ] && want=1 && limit=110
         limit=${NVFP4_HUGE_SECONDS:-$limit}
-        # Peak device memory: nvidia-smi sampled every 0.5 s while the run lasts.
-        ( peak=0; while sleep 0.5; do
+        # Peak device memory (nvidia-smi) and the machine's host memory in use (MemAvailable's
+        # drop from before the run: the parent, the worker, the shared files, pinned staging),
+        # sampled every 0.5 s while the run lasts.
+        avail0=$(awk '/^MemAvailable:/{print $2}' /proc/meminfo)
+        ( peak=0; hpeak=0; while sleep 0.5; do
             u=$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | sort -n | tail -1)
             [ "${u:-0}" -gt "$peak" ] && peak=$u && echo "$peak" >"$OUT/huge-$k.gpu-mib"
+            h=$(( avail0 - $(awk '/^MemAvailable:/{print $2}' /proc/meminfo) ))
+            [ "$h" -gt "$hpeak" ] && hpeak=$h && echo "$hpeak" >"$OUT/huge-$k.host-kib"
           done ) &
         sampler=$!
         /usr/bin/time -v timeout "$limit" "$B/cli/nvfp4check" run --plugin "$B/mutation/mutants/libnvfp4_mutants.so" \
@@ -336,10 +344,15 @@ for s in "${steps[@]}"; do
           --report "$OUT/huge-$k.json" --case-dir "$OUT/huge-cases" >"$OUT/huge-$k.log" 2>&1
         got=$?
         kill "$sampler" 2>/dev/null; wait "$sampler" 2>/dev/null
-        echo "$k: exit $got (want $want); peak device memory $(cat "$OUT/huge-$k.gpu-mib" 2>/dev/null || echo ?) MiB"
+        hkib=$(cat "$OUT/huge-$k.host-kib" 2>/dev/null || echo 0)
+        echo "$k: exit $got (want $want, 124: past the ${limit} s limit); peak device memory" \
+          "$(cat "$OUT/huge-$k.gpu-mib" 2>/dev/null || echo ?) MiB; peak host memory in use $((hkib / 1048576)) GiB"
         [ "$got" = "$want" ] || status=1
         grep -q '"huge": 1' "$OUT/huge-$k.json" 2>/dev/null || { echo "$k: the report counts no huge case"; status=1; }
         grep -E "huge tier|FAIL|check|reproduce|Maximum resident|Elapsed \(wall" "$OUT/huge-$k.log" | head -12
+        # The verdict and where the case's time went (the report's stage_seconds).
+        tr -d ' \n' <"$OUT/huge-$k.json" 2>/dev/null | grep -o -E '"(stage_seconds":\{[^}]*\}|verdict":"[a-z]*")' \
+          | sed "s/^/  $k: /"
       done
       ;;
     grouped)

@@ -176,7 +176,7 @@ std::string write_error_map_for(const CaseOutcome& r, const std::string& dir) {
   try {
     const std::filesystem::path parent = std::filesystem::path(path).parent_path();
     if (!parent.empty()) std::filesystem::create_directories(parent);
-    write_error_map_png(path, p, r.reference, r.c, r.policy);
+    write_error_map_png(path, p, r.reference, r.c.words(), r.policy);
     return path;
   } catch (const std::exception& e) {
     fmt::print(stderr, "warning: no error map: {}\n", e.what());

@@ -55,7 +55,7 @@ void drop_data(Problem& p) {
 CaseOutcome without_data(CaseOutcome out) {
   drop_data(out.problem);
   out.reference = ExactResult{};
-  std::vector<uint32_t>().swap(out.c);
+  out.c = OutputWords();
   return out;
 }
 
@@ -626,6 +626,20 @@ std::string kernel_table(const std::vector<SuiteKernel>& kernels) {
   for (const SuiteKernel& k : kernels) w = std::max(w, k.desc.name.size());
   // groups: the most groups per grouped call ("any" when unlimited) and "packed" for the packed
   // arrangement; "-" for a kernel without grouped GEMM.
+  // A reason shared by several kernels (no CUDA device: every CUDA kernel) is printed once under
+  // the table and referred to as "[n]"; a reason of one kernel stays on its row.
+  std::vector<std::string> shared_reasons;
+  {
+    std::map<std::string, int> count;
+    for (const SuiteKernel& k : kernels)
+      if (!k.desc.runnable && ++count[k.desc.why_not] == 2) shared_reasons.push_back(k.desc.why_not);
+  }
+  const auto runnable_text = [&](const SuiteKernel& k) {
+    if (k.desc.runnable) return std::string("yes");
+    const auto at = std::find(shared_reasons.begin(), shared_reasons.end(), k.desc.why_not);
+    if (at == shared_reasons.end()) return "no: " + k.desc.why_not;
+    return fmt::format("no [{}]", at - shared_reasons.begin() + 1);
+  };
   const char* row = "{:<{}}  {:<6}  {:<22}  {:<15}  {:<14}  {:<14}  {:>6}  {:<11}  {:<11}  {:<18}  {}\n";
   std::string t = fmt::format(row, "kernel", w, "memory", "ops", "sf layouts", "out types", "groups", "min_sm",
                               "m/n/k mult", "accumulates", "flags", "runnable here");
@@ -664,7 +678,7 @@ std::string kernel_table(const std::vector<SuiteKernel>& kernels) {
                                                           {1u << NVFP4_OUT_FP32, "fp32"},
                                                           {1u << NVFP4_OUT_NVFP4, "nvfp4"}}),
                      groups, info.min_sm, fmt::format("{}/{}/{}", info.m_multiple, info.n_multiple, info.k_multiple),
-                     accumulates, flags, k.desc.runnable ? "yes" : "no: " + k.desc.why_not);
+                     accumulates, flags, runnable_text(k));
     const auto names = [](uint32_t bits, uint32_t first, uint32_t last, auto to_name) {
       std::string out;
       for (uint32_t v = first; v <= last; ++v)
@@ -686,6 +700,11 @@ std::string kernel_table(const std::vector<SuiteKernel>& kernels) {
     }
     if (k.desc.origin != "builtin")
       t += fmt::format("{:<{}}  from {} (ABI version {})\n", "", w, k.desc.origin, info.abi_version);
+  }
+  for (size_t i = 0; i < shared_reasons.size(); ++i) {
+    size_t kernels_with = 0;
+    for (const SuiteKernel& k : kernels) kernels_with += !k.desc.runnable && k.desc.why_not == shared_reasons[i];
+    t += fmt::format("[{}] {} kernels cannot run here: {}\n", i + 1, kernels_with, shared_reasons[i]);
   }
   return t;
 }

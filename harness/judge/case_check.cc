@@ -389,7 +389,7 @@ std::vector<uint32_t> run_kernel_once(Executor& executor, const Problem& input) 
       executor.run_case({p, std::nullopt}, {{{kPad1, poison_word(p.out_type, 1), false}, NVFP4_OK}});
   if (std::optional<Finding> f = call_finding(p, obs.front()))
     throw std::runtime_error(executor.kernel().name + ": " + check_name(f->check) + ": " + f->message);
-  return obs.front().c;
+  return obs.front().c.words();
 }
 
 namespace {
@@ -424,8 +424,16 @@ class CaseRun {
     if (!prepare()) return std::move(r_);
     reference_and_record();
     plan_calls();
-    const std::vector<CallObservation> obs =
-        make_calls({p(), stale_ ? std::optional<Problem>(stale_->problem) : std::nullopt}, plan_, roles_);
+    // The data goes to the calls and comes back, not copied (a huge case's X and its stale X are
+    // 4 GiB each).
+    // An op whose stale data follows from the case's own has the kernel's process derive it.
+    const bool derived = stale_ && op_module(p().op).stale_in_place;
+    CaseData data{std::move(p()),
+                  stale_ && !derived ? std::optional<Problem>(std::move(stale_->problem)) : std::nullopt,
+                  derived ? std::optional<uint64_t>(options_.stale_seed) : std::nullopt};
+    const std::vector<CallObservation> obs = make_calls(data, plan_, roles_);
+    p() = std::move(data.problem);
+    if (data.stale) stale_->problem = std::move(*data.stale);
     judge_all(obs);
     settle_files();
     return std::move(r_);
@@ -556,7 +564,7 @@ class CaseRun {
         const std::vector<CallObservation> zero =
             make_calls({p(), std::nullopt}, {{{0x00, poison_word(p().out_type, 1), false}, NVFP4_OK}}, {CaseCall::run1});
         if (zero.front().end != CallObservation::End::returned || zero.front().rc != NVFP4_OK) return std::nullopt;
-        return zero.front().c;
+        return zero.front().c.words();
       };
     return ctx;
   }
@@ -660,8 +668,9 @@ class CaseRun {
 }  // namespace
 
 CaseOutcome check_case(Executor& executor, const Problem& input, const CaseOptions& options) {
-  // A huge case holds tens of GiB here and in its kernel's process (X and its stale copy, the
-  // references, three calls' outputs): one at a time, whatever the lanes.
+  // A huge case holds about 8 bytes an element here (X and its stale X, two references, three
+  // calls' outputs as bytes) and as much in its kernel's process: one at a time, whatever the
+  // lanes.
   static std::mutex huge;
   std::unique_lock<std::mutex> one_at_a_time(huge, std::defer_lock);
   if (quantize_op::is_huge(input)) one_at_a_time.lock();

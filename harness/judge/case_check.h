@@ -69,7 +69,7 @@ struct CaseOutcome {
   CaseCall call = CaseCall::none;  // the call the finding came from
   Problem problem;                 // the data the judged output belongs to (the stale data if that failed)
   ExactResult reference;
-  std::vector<uint32_t> c;         // the judged output words (the failing one, or run 1's)
+  OutputWords c;                   // the judged output words (the failing one, or run 1's)
   Policy policy;
   OracleSummary summary;           // the oracle's judgement of that output
   std::string case_file;           // the saved case (kept when it failed)

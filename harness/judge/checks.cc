@@ -54,8 +54,8 @@ std::optional<Finding> ended(const CallContext& x, CallObservation::End end, Che
 // that held each run's poison: unwritten even where NaN is the right answer).
 std::optional<Finding> gemm_family::unwritten(const CallContext& x) {
   if (block_scaled_out::applies(*x.problem)) return block_scaled_out::unwritten(x);
-  const std::vector<uint32_t>& c = x.observation->c;
-  const std::vector<uint32_t>* other = x.call == CaseCall::run2 && x.run1 ? &x.run1->c : nullptr;
+  const OutputWords& c = x.observation->c;
+  const OutputWords* other = x.call == CaseCall::run2 && x.run1 ? &x.run1->c : nullptr;
   const uint32_t run1_poison = poison_word(x.problem->out_type, 1);
   for (size_t e = 0; e < c.size(); ++e) {
     if (c[e] != x.poison) continue;
@@ -73,7 +73,7 @@ std::optional<Finding> gemm_family::judge(const CallContext& x, OracleSummary* s
   const OracleSummary& s = *summary;
   if (!s.any_failure()) return std::nullopt;
   Finding f{Check::oracle, oracle_text(x.problem->out_type, s, *x.policy), "",
-            accumulation_hint(*x.problem, *x.reference, x.observation->c, *x.policy)};
+            accumulation_hint(*x.problem, *x.reference, x.observation->c.words(), *x.policy)};
   if (f.hint.empty()) f.hint = nan_scale_hint(*x.problem, s);
   if (!f.hint.empty()) f.message += ". " + f.hint;
   return f;
@@ -267,7 +267,7 @@ std::optional<Finding> check_stream(const CallContext& x) {
 
 std::optional<Finding> check_unsupported_touched_output(const CallContext& x) {
   if (x.call != CaseCall::unsupported) return std::nullopt;
-  const std::vector<uint32_t>& c = x.observation->c;
+  const OutputWords& c = x.observation->c;
   if (op_quantizes(x.problem->op)) {
     // A quantizer's outputs held the call's poison and, in the permuted SFQ's padding, its pad
     // byte: what the op's buffers held before the call, word for word.
@@ -328,8 +328,9 @@ std::optional<Finding> check_oracle(const CallContext& x) {
 
 std::optional<Finding> check_determinism(const CallContext& x) {
   if (x.call != CaseCall::run2 || x.nondeterministic || !x.run1) return std::nullopt;
-  const std::vector<uint32_t>& run1 = x.run1->c;
-  const std::vector<uint32_t>& run2 = x.observation->c;
+  const OutputWords& run1 = x.run1->c;
+  const OutputWords& run2 = x.observation->c;
+  if (run1 == run2) return std::nullopt;  // one comparison of the storage (a huge case's 1.2 GB)
   int64_t differing = 0, first = -1;
   for (size_t e = 0; e < run1.size(); ++e)
     if (run1[e] != run2[e] && differing++ == 0) first = static_cast<int64_t>(e);

@@ -126,7 +126,7 @@ std::optional<Finding> judge(const CallContext& x, OracleSummary* summary) {
   const uint8_t padding = expected_padding(x);
   summary->elements = static_cast<int64_t>(x.observation->c.size());
   std::optional<Finding> first;
-  for (const Outputs& o : split(p, x.observation->c)) {
+  for (const Outputs& o : split(p, x.observation->c.words())) {
     const BlockOutJudgement j = judge_block_scaled(p, *x.reference, *x.policy, o.unit, o.q, o.sfq, padding);
     summary->exact_regime += j.exact_blocks;
     summary->failing += j.rule7.wrong_codes + j.rule7.wrong_scales + j.rule7.wrong_padding + j.interval_wrong_codes +
@@ -172,7 +172,7 @@ std::optional<Finding> unwritten(const CallContext& x) {
   const auto passes = [&](const Outputs& o) {
     return judge_block_scaled(p, *x.reference, *x.policy, o.unit, o.q, o.sfq, padding).pass();
   };
-  std::vector<Outputs> all = split(p, x.observation->c);
+  std::vector<Outputs> all = split(p, x.observation->c.words());
   const std::vector<OutUnit> units = out_units(p);
   if (all.size() != static_cast<size_t>(std::count_if(units.begin(), units.end(), [](const OutUnit& u) { return u.m != 0; })))
     return std::nullopt;

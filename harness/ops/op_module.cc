@@ -28,6 +28,7 @@ OpModule gemm_family_module(Op op) {
           [](const Problem& p) {
             return block_scaled_out::applies(p) ? block_scaled_out::output_words(p) : p.c_elems();
           },
+          nullptr,  // the stale data travels
           // On the GPU where one is available and the problem is large.
           [](const Problem& p) { return exact_gemm_auto(p); },
           judge_words,

@@ -38,6 +38,10 @@ struct InputTensor {
   std::string name;
   InputKind kind;
   std::vector<uint8_t> bytes;
+  // Instead of `bytes`: the problem's own tensor as it is uploaded (no copy of a 4 GiB X), alive
+  // as long as the problem the call was laid out from.
+  const std::vector<uint8_t>* borrowed = nullptr;
+  const std::vector<uint8_t>& data() const { return borrowed ? *borrowed : bytes; }
 };
 
 // One buffer the kernel writes: `words` words of `width` bytes, holding `before` (the runner's
@@ -88,6 +92,11 @@ struct OpModule {
   std::string (*shape_text)(const Problem& p);
   // The most output words one call of p can leave (what the parent accepts from a worker).
   int64_t (*output_words)(const Problem& p);
+  // Where the op's stale data is a fixed function of the case's own data and the stale seed:
+  // turns p's data into stale_variant(p, ..., seed)'s in place (undo: back again). The kernel's
+  // process then derives the stale call's data itself instead of receiving a second copy (a huge
+  // quantize case's X is 4 GiB). Null: the stale data travels.
+  void (*stale_in_place)(Problem& p, uint64_t seed, bool undo);
   // The exact reference of p (p valid and with data; throws std::invalid_argument otherwise).
   ExactResult (*reference)(const Problem& p);
   // The op's rule on output words, all of them and one (what the re-runs, hints, error maps and

@@ -76,7 +76,7 @@ uint8_t poison_byte(uint32_t poison) { return static_cast<uint8_t>(poison & 0xFF
 
 LaidOut lay_out(const Problem& p, const CallSpec& spec, uint32_t) {
   LaidOut in;
-  in.inputs.push_back({"x", InputKind::x, p.x});
+  in.inputs.push_back({"x", InputKind::x, {}, &p.x});
   if (has_global_scale(p)) in.inputs.push_back({"global_scale", InputKind::global_scale, float_bytes(quantize_global_scales(p))});
   const uint8_t poison = poison_byte(spec.poison);
   in.outputs.push_back({"q", p.q_bytes(), 1, std::vector<uint8_t>(static_cast<size_t>(p.q_bytes()), poison)});
@@ -111,12 +111,19 @@ void point_abi(nvfp4_problem& abi, const Problem& p, const std::vector<uint8_t*>
 struct Outputs {
   std::vector<uint8_t> q, sfq;
 };
-Outputs split(const Problem& p, const std::vector<uint32_t>& words) {
+Outputs split(const Problem& p, const OutputWords& words) {
   Outputs o;
   const size_t q = static_cast<size_t>(p.q_bytes());
   if (words.size() < q) return o;
-  o.q.assign(words.begin(), words.begin() + static_cast<std::ptrdiff_t>(q));
-  o.sfq.assign(words.begin() + static_cast<std::ptrdiff_t>(q), words.end());
+  if (words.byte_wide()) {
+    const std::vector<uint8_t>& b = words.bytes();
+    o.q.assign(b.begin(), b.begin() + static_cast<std::ptrdiff_t>(q));
+    o.sfq.assign(b.begin() + static_cast<std::ptrdiff_t>(q), b.end());
+    return o;
+  }
+  const std::vector<uint32_t>& w = words.words();
+  o.q.assign(w.begin(), w.begin() + static_cast<std::ptrdiff_t>(q));
+  o.sfq.assign(w.begin() + static_cast<std::ptrdiff_t>(q), w.end());
   return o;
 }
 
@@ -241,7 +248,32 @@ std::optional<Finding> unwritten(const CallContext& x) {
 
 // Rotates the rows of X (l*m rows of k words) by r and negates every element: codes change sign
 // and move, scales move with their rows, so a kernel that keeps anything of the call before by
-// pointer shows it.
+// pointer shows it. In place (undo: the inverse), so the kernel's process derives it from X.
+// The rotation in rows: whole 16-row tiles move together so 2D tiles stay tiles; rows past the
+// last whole unit stay where they are.
+struct StaleRotation {
+  int64_t unit_bytes = 0, units = 0, r = 0;
+};
+StaleRotation stale_rotation(const Problem& q, uint64_t seed) {
+  const int64_t unit = q.quant_2d ? 16 : 1, units = q.l * q.m / unit;
+  StaleRotation t{unit * q.k * in_word_bytes(q.in_type), units, 0};
+  if (units > 1) t.r = 1 + static_cast<int64_t>(splitmix64(seed ^ 0x51A7E) % static_cast<uint64_t>(units - 1));
+  return t;
+}
+
+void negate_all(const Problem& q, uint8_t* x) {
+  const int64_t width = in_word_bytes(q.in_type), elements = q.l * q.m * q.k;
+#pragma omp parallel for schedule(static) if (elements > (int64_t(1) << 20))
+  for (int64_t e = 0; e < elements; ++e) x[e * width + width - 1] ^= 0x80;
+}
+
+void stale_in_place(Problem& q, uint64_t seed, bool undo) {
+  negate_all(q, q.x.data());
+  const StaleRotation t = stale_rotation(q, seed);
+  if (t.r == 0) return;
+  std::rotate(q.x.begin(), q.x.begin() + (undo ? t.units - t.r : t.r) * t.unit_bytes, q.x.begin() + t.units * t.unit_bytes);
+}
+
 StaleVariant stale_variant(const Problem& p, const ExactResult&, uint64_t seed) {
   StaleVariant v;
   Problem& q = v.problem;
@@ -251,14 +283,16 @@ StaleVariant stale_variant(const Problem& p, const ExactResult&, uint64_t seed) 
   q.seed.reset();
   q.generator.clear();
   q.note = "stale-state data of " + (p.note.empty() ? std::string("a case") : p.note);
-  const int64_t width = in_word_bytes(p.in_type), row_bytes = p.k * width, rows = p.l * p.m;
-  for (int64_t e = 0; e < rows * p.k; ++e) q.x[static_cast<size_t>(e * width + width - 1)] ^= 0x80;
-  // Whole 16-row tiles move together so 2D tiles stay tiles.
-  const int64_t unit = p.quant_2d ? 16 : 1, units = rows / unit;
-  if (units > 1) {
-    const int64_t r = 1 + static_cast<int64_t>(splitmix64(seed ^ 0x51A7E) % static_cast<uint64_t>(units - 1));
-    std::rotate(q.x.begin(), q.x.begin() + r * unit * row_bytes, q.x.begin() + units * unit * row_bytes);
+  // stale_in_place's data, moved from p's rows into q's in one parallel pass (a huge case's X
+  // rotated in place is one thread's work).
+  const StaleRotation t = stale_rotation(q, seed);
+  if (t.r > 0) {
+#pragma omp parallel for schedule(static) if (t.units * t.unit_bytes > (int64_t(1) << 22))
+    for (int64_t u = 0; u < t.units; ++u)
+      std::memcpy(q.x.data() + u * t.unit_bytes, p.x.data() + ((u + t.r) % t.units) * t.unit_bytes,
+                  static_cast<size_t>(t.unit_bytes));
   }
+  negate_all(q, q.x.data());
   v.reference = exact_quantize(q);
   return v;
 }
@@ -297,8 +331,9 @@ int64_t output_words(const Problem& p) {
 
 extern const OpModule kModule;
 const OpModule kModule = {Op::quantize, unsupported_reason, probes_refusal, lay_out,    point_abi,    judge,
-                          unwritten,    stale_variant,      shape_text,     output_words, exact_quantize,
-                          nullptr,      nullptr,            module_draw,    module_draw_data, expand_seed};
+                          unwritten,    stale_variant,      shape_text,     output_words, stale_in_place,
+                          exact_quantize, nullptr,          nullptr,        module_draw,  module_draw_data,
+                          expand_seed};
 
 }  // namespace quantize_op
 }  // namespace nvfp4

@@ -223,8 +223,8 @@ bool draw_huge_shape(uint64_t pick, const nvfp4_kernel_info& info, uint64_t devi
   const int64_t mm = std::max<uint32_t>(1, info.m_multiple);
   Problem h = p;
   h.l = 1;
-  // Two-byte X where the kernel takes it (4 GiB; FP32's 8 GiB would double the host memory a
-  // check holds, about 80 GiB with two-byte X: copies, stale data, three calls' outputs).
+  // Two-byte X where the kernel takes it (4 GiB; FP32's 8 GiB would add 2 bytes an element
+  // wherever X is held: the parent's X and stale X, the worker's X, its buffer and staging).
   if (h.in_type == InType::fp32 && (info.in_types >> NVFP4_IN_BF16 & 1u)) h.in_type = InType::bf16;
   if (h.in_type == InType::fp32 && (info.in_types >> NVFP4_IN_FP16 & 1u)) h.in_type = InType::fp16;
   h.k = round_up(kWidths[pick % 3], km);

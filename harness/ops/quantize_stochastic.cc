@@ -192,7 +192,7 @@ std::optional<Finding> stochastic_finding(const Problem& p, const QuantResult& r
   std::vector<SeedRun> runs;
   const size_t q = static_cast<size_t>(p.q_bytes());
   for (size_t r = 0; r < obs.size() && r < seeds.size(); ++r) {
-    const std::vector<uint32_t>& c = obs[r].c;
+    const std::vector<uint32_t>& c = obs[r].c.words();
     if (c.size() < q) continue;
     runs.push_back({seeds[r], std::vector<uint8_t>(c.begin(), c.begin() + static_cast<std::ptrdiff_t>(q)),
                     std::vector<uint8_t>(c.begin() + static_cast<std::ptrdiff_t>(q), c.end())});

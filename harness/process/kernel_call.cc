@@ -230,7 +230,7 @@ struct CallBuffers {
 
   CallBuffers(KernelMemory& memory, const LaidOut& in, int64_t groups, bool group_out) {
     for (const InputTensor& t : in.inputs)
-      inputs.push_back({t.name, t.kind, t.bytes.empty() ? nullptr : memory.allocate(static_cast<int64_t>(t.bytes.size()), pattern_of(t.kind))});
+      inputs.push_back({t.name, t.kind, t.data().empty() ? nullptr : memory.allocate(static_cast<int64_t>(t.data().size()), pattern_of(t.kind))});
     for (const OutputTensor& o : in.outputs)
       outputs.push_back(o.words == 0 ? nullptr : memory.allocate(o.words * o.width, GuardPattern::nan_fp16));
     if (groups > 0) table = memory.allocate(groups * static_cast<int64_t>(sizeof(nvfp4_group)), GuardPattern::bytes);
@@ -290,7 +290,7 @@ void upload(KernelMemory& mem, CallBuffers& buf, const LaidOut& in, const std::v
             const std::vector<nvfp4_group_out>& out_table, const CallSpec& spec, double timeout_s) {
   if (!spec.inputs_ready_first) mem.hold_stream();
   for (size_t x = 0; x < in.inputs.size(); ++x)
-    if (buf.inputs[x].buffer) buf.inputs[x].buffer->upload(in.inputs[x].bytes.data());
+    if (buf.inputs[x].buffer) buf.inputs[x].buffer->upload(in.inputs[x].data().data());
   for (size_t x = 0; x < in.outputs.size(); ++x)
     if (buf.outputs[x]) buf.outputs[x]->upload(in.outputs[x].before.data());
   if (buf.table) buf.table->upload(reinterpret_cast<const uint8_t*>(table.data()));
@@ -378,8 +378,23 @@ int run_kernel(const Kernel& kernel, const nvfp4_problem& abi, CallObservation& 
   return 0;
 }
 
-// The outputs as words, from each output buffer's staged copy.
-std::vector<uint32_t> output_words(const CallBuffers& buf, const LaidOut& in) {
+// The outputs as words, from each output buffer's staged copy: as bytes where every output is
+// bytes (a quantizer's Q and SFQ), one copy and no widening.
+OutputWords output_words(const CallBuffers& buf, const LaidOut& in) {
+  const bool bytes = std::all_of(in.outputs.begin(), in.outputs.end(), [](const OutputTensor& o) { return o.width == 1; });
+  if (bytes) {
+    int64_t total = 0;
+    for (size_t x = 0; x < buf.outputs.size(); ++x)
+      if (buf.outputs[x]) total += in.outputs[x].words;
+    std::vector<uint8_t> b(static_cast<size_t>(total));
+    int64_t at = 0;
+    for (size_t x = 0; x < buf.outputs.size(); ++x)
+      if (buf.outputs[x]) {
+        std::memcpy(b.data() + at, buf.outputs[x]->staged_data(), static_cast<size_t>(in.outputs[x].words));
+        at += in.outputs[x].words;
+      }
+    return OutputWords::of_bytes(std::move(b));
+  }
   std::vector<uint32_t> w;
   for (size_t x = 0; x < buf.outputs.size(); ++x)
     if (buf.outputs[x]) read_words(buf.outputs[x]->staged_data(), in.outputs[x].words, in.outputs[x].width, w);
@@ -429,7 +444,7 @@ void inspect(const CallBuffers& buf, const LaidOut& in, const std::vector<nvfp4_
     if (!d.intact) out.guards.push_back({name, d});
   }
   for (size_t x = 0; x < in.inputs.size(); ++x)
-    if (buf.inputs[x].buffer) compare_input(in.inputs[x].name, buf.inputs[x].buffer->staged_data(), in.inputs[x].bytes, out);
+    if (buf.inputs[x].buffer) compare_input(in.inputs[x].name, buf.inputs[x].buffer->staged_data(), in.inputs[x].data(), out);
   if (table.empty()) return;
   const std::vector<uint8_t> want = table_bytes(sent);
   if (cuda) compare_input("group table", table_bytes(table).data(), want, out);
@@ -459,6 +474,7 @@ KernelCaller::~KernelCaller() {
 
 void KernelCaller::begin_case(CaseData data) {
   data_ = std::move(data);
+  holds_stale_ = false;
   if (!unusable_) buffers_.reset();
 }
 
@@ -469,6 +485,13 @@ CallObservation KernelCaller::call(const CallSpec& spec) {
     out.error = "the process's CUDA context was lost by an earlier call";
     out.context_lost = true;
     return out;
+  }
+  // Stale data derived from the problem's own, in place, for the stale call (and back for any
+  // call after it that wants the problem's data).
+  const auto derive = op_module(data_.problem.op).stale_in_place;
+  if (!data_.stale && data_.stale_seed && derive && spec.stale_data != holds_stale_) {
+    derive(data_.problem, *data_.stale_seed, holds_stale_);
+    holds_stale_ = !holds_stale_;
   }
   const Problem& p = spec.stale_data && data_.stale ? *data_.stale : data_.problem;
   const bool cuda = kernel_.is_cuda();
@@ -510,6 +533,7 @@ CallObservation KernelCaller::call(const CallSpec& spec) {
     for (const auto& [name, g] : all_buffers(buf, in)) g->fetch_async();
     mem.synchronize(timeout_s_);
     out.c_later = cuda ? output_words(buf, in) : out.c;
+    if (out.c_later == out.c) out.c_later = out.c;  // one copy travels and is kept
     if (out.end != CallObservation::End::exception) inspect(buf, in, table, table_sent, out_table, out_sent, cuda, out);
   } catch (const DeviceError& e) {
     if (out.kernel_seconds == 0) out.kernel_seconds = since_call();

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "harness/process/device_buffers.h"
+#include "harness/process/output_words.h"
 #include "kernels/registry.h"
 #include "reference/problem.h"
 
@@ -28,6 +29,9 @@ nvfp4_problem to_abi(const Problem& p, const uint8_t* a, const uint8_t* b, const
 struct CaseData {
   Problem problem;
   std::optional<Problem> stale;
+  // Instead of `stale`: the seed from which the op's stale_in_place turns the problem's own data
+  // into the stale call's (op_module.h), in the kernel's process, in place.
+  std::optional<uint64_t> stale_seed;
 };
 
 // One call of the kernel within a case. Buffers persist across the calls of a case, so a later
@@ -71,9 +75,9 @@ struct CallObservation {
   int rc = 0;
   std::string error;         // what went wrong when end != returned
   // C as one word per element (out_type.h), in output order (a grouped problem's groups one after
-  // another, whichever arrangement the kernel was handed).
-  std::vector<uint32_t> c;        // once the runner's stream was done
-  std::vector<uint32_t> c_later;  // once the whole device was done (== c for host kernels)
+  // another, whichever arrangement the kernel was handed); bytes where every output is bytes.
+  OutputWords c;        // once the runner's stream was done
+  OutputWords c_later;  // once the whole device was done (shares c's storage where equal)
   std::vector<GuardReport> guards;   // damaged guard regions only
   std::vector<InputChange> inputs;   // changed inputs only
   double seconds = 0;                // everything above: buffers laid out, uploaded, read back and compared, and the call
@@ -104,6 +108,7 @@ class KernelCaller {
   double timeout_s_;
   bool protect_inputs_;
   CaseData data_;
+  bool holds_stale_ = false;  // data_.problem holds the stale data derived in place
   std::unique_ptr<KernelMemory> memory_;  // its stream lasts as long as the caller
   std::unique_ptr<Buffers> buffers_;
   bool unusable_ = false;

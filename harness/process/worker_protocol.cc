@@ -4,6 +4,7 @@
 #include "harness/process/worker_protocol.h"
 
 #include <poll.h>
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -69,6 +70,7 @@ template <class V, class T>
 if_is<T, CaseData> visit_fields(V&& v, T& d) {
   v("problem", d.problem, kInput);
   v("stale", d.stale, kInput);
+  v("stale_seed", d.stale_seed, kInput);
 }
 template <class V, class T>
 if_is<T, CallSpec> visit_fields(V&& v, T& c) {
@@ -185,8 +187,31 @@ std::vector<uint8_t> get_bytes(const json& j, const std::string& at) {
 
 // Output words travel as little-endian 8-bit words when every one fits (a quantizer's bytes),
 // 16-bit ones when every one fits (fp16, bf16), else 32-bit ones: the width is the byte string's
-// first byte.
-json words(const std::vector<uint32_t>& v) {
+// first byte. An output that shares the storage of the one encoded just before it in the same
+// message (a call's read-back once the device was done, equal to the first) travels as a mark:
+// a byte string of subtype kSameSubtype, empty.
+constexpr std::uint64_t kSameSubtype = 0x4D;
+thread_local const OutputWords* t_last_words = nullptr;  // encoding: the message's last output
+thread_local OutputWords t_last_decoded;                 // decoding: the same
+json words(const OutputWords& o) {
+  if (t_last_words && o.shares(*t_last_words)) return json::binary({}, kSameSubtype);
+  t_last_words = &o;
+  if (o.byte_wide()) {
+    // Bytes as they are: the width, then the bytes, written in two pieces (no copy of a 1 GiB Q).
+    const std::vector<uint8_t>& bytes = o.bytes();
+    if (t_sink && t_sink->open() && bytes.size() + 1 > kSharedBytes) {
+      const uint8_t width = 1;
+      const uint64_t at = t_sink->append(&width, 1), n = bytes.size() + 1;
+      t_sink->append(bytes.data(), bytes.size());
+      std::vector<uint8_t> where(16);
+      for (int x = 0; x < 8; ++x) where[x] = static_cast<uint8_t>(at >> (8 * x)), where[8 + x] = static_cast<uint8_t>(n >> (8 * x));
+      return json::binary(std::move(where), kSharedSubtype);
+    }
+    std::vector<uint8_t> b(1 + bytes.size(), 1);
+    if (!bytes.empty()) std::memcpy(b.data() + 1, bytes.data(), bytes.size());
+    return json::binary(std::move(b));
+  }
+  const std::vector<uint32_t>& v = o.words();
   uint32_t largest = 0;
   for (uint32_t w : v) largest = std::max(largest, w);
   const size_t width = largest <= 0xFFu ? 1 : largest <= 0xFFFFu ? 2 : 4;
@@ -200,13 +225,27 @@ json words(const std::vector<uint32_t>& v) {
   if (!t_sink || !t_sink->open() || b.size() <= kSharedBytes) return json::binary(std::move(b));
   return byte_string(b);
 }
-std::vector<uint32_t> get_words(const std::vector<uint8_t>& b, const std::string& at) {
+// Width-1 words stay bytes (the width byte dropped in place); wider ones become 32-bit words.
+OutputWords get_words(std::vector<uint8_t> b, const std::string& at) {
   if (b.empty() || (b[0] != 1 && b[0] != 2 && b[0] != 4) || (b.size() - 1) % b[0] != 0)
     malformed(at, "not an array of output words");
   const size_t width = b[0];
+  if (width == 1) {
+    b.erase(b.begin());
+    return OutputWords::of_bytes(std::move(b));
+  }
   std::vector<uint32_t> w((b.size() - 1) / width, 0);
   for (size_t x = 0; x < w.size(); ++x) std::memcpy(&w[x], b.data() + 1 + x * width, width);
   return w;
+}
+OutputWords get_output_words(const json& j, const std::string& at) {
+  const json::binary_t& b = j.get_binary();
+  if (b.has_subtype() && b.subtype() == kSameSubtype) {
+    if (!b.empty() || t_last_decoded.empty()) malformed(at, "a mark of the output before where there is none");
+    return t_last_decoded;
+  }
+  t_last_decoded = get_words(get_bytes(j, at), at);
+  return t_last_decoded;
 }
 
 // A value as it travels: a struct as the array of its input fields in list order, a byte vector
@@ -219,7 +258,7 @@ json encode(const T& x) {
     return x;
   } else if constexpr (std::is_same_v<T, std::vector<uint8_t>>) {
     return byte_string(x);
-  } else if constexpr (std::is_same_v<T, std::vector<uint32_t>>) {
+  } else if constexpr (std::is_same_v<T, OutputWords>) {
     return words(x);
   } else if constexpr (is_vector<T>::value) {
     json list = json::array();
@@ -269,10 +308,10 @@ void decode(const json& j, T& x, const std::string& at) {
   } else if constexpr (std::is_same_v<T, std::string>) {
     if (!j.is_string()) malformed(at, "not a string");
     x = j.get<std::string>();
-  } else if constexpr (std::is_same_v<T, std::vector<uint8_t>> || std::is_same_v<T, std::vector<uint32_t>>) {
+  } else if constexpr (std::is_same_v<T, std::vector<uint8_t>> || std::is_same_v<T, OutputWords>) {
     if (!j.is_binary()) malformed(at, "not a byte string");
     if constexpr (std::is_same_v<T, std::vector<uint8_t>>) x = get_bytes(j, at);
-    else x = get_words(get_bytes(j, at), at);
+    else x = get_output_words(j, at);
   } else if constexpr (is_vector<T>::value) {
     if (!j.is_array()) malformed(at, "not a list");
     x.assign(j.size(), {});
@@ -417,13 +456,19 @@ std::vector<uint8_t> SharedFile::read(uint64_t offset, uint64_t size, const std:
     if (r <= 0) malformed(at, "the shared file ended while it was read (its writer truncated it)");
     done += static_cast<size_t>(r);
   }
+  // Each side reads what the other wrote once: its memory goes back now, not when the file is
+  // next emptied (a huge case's X and three calls' outputs would otherwise stay until the next
+  // case). A file that cannot punch holes keeps them until then.
+  if (size >= kSharedBytes)
+    (void)fallocate(fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(offset), static_cast<off_t>(size));
   return out;
 }
 
 std::vector<uint8_t> encode_message(const WorkerMessage& m, SharedFile* shared) {
   t_sink = shared;
+  t_last_words = nullptr;
   struct Clear {
-    ~Clear() { t_sink = nullptr; }
+    ~Clear() { t_sink = nullptr, t_last_words = nullptr; }
   } clear;
   const json j = json::array({kMessageNames[m.index()], std::visit([](const auto& x) { return encode(x); }, m)});
   std::vector<uint8_t> payload = json::to_cbor(j);
@@ -438,8 +483,9 @@ std::vector<uint8_t> encode_message(const WorkerMessage& m, SharedFile* shared) 
 WorkerMessage decode_message(const uint8_t* data, size_t size, const SharedFile* shared) {
   t_source = shared;
   t_source_taken = 0;
+  t_last_decoded = OutputWords();
   struct Clear {
-    ~Clear() { t_source = nullptr; }
+    ~Clear() { t_source = nullptr, t_last_decoded = OutputWords(); }
   } clear;
   try {
     // Tags kept: a byte string naming bytes in the shared file carries its kind as the tag.

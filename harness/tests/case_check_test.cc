@@ -170,11 +170,12 @@ TEST(CaseStale, WrongOnTheNewDataIsNotCalledACachedResult) {
   const StaleVariant v = stale_variant(p, ref, 99);
   CallObservation run1, stale;
   run1.c = run1.c_later = ref.words();
-  stale.c = v.reference.words();
+  std::vector<uint32_t> words = v.reference.words();
   size_t wrong = 0;
-  while (wrong < stale.c.size() && (v.reference.elems[wrong].nan || (stale.c[wrong] & 0x7FFFu) == 0)) ++wrong;
-  ASSERT_LT(wrong, stale.c.size()) << "no nonzero output in the stale data";
-  stale.c[wrong] ^= 0x8000u;  // its sign flipped: wrong, and not run 1's output
+  while (wrong < words.size() && (v.reference.elems[wrong].nan || (words[wrong] & 0x7FFFu) == 0)) ++wrong;
+  ASSERT_LT(wrong, words.size()) << "no nonzero output in the stale data";
+  words[wrong] ^= 0x8000u;  // its sign flipped: wrong, and not run 1's output
+  stale.c = words;
   stale.c_later = stale.c;
   const Policy policy = Policy::for_flags(0);
   auto judge = [&](const CallObservation& o) {

@@ -7,6 +7,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cstring>
 #include <iterator>
 #include <map>
 #include <set>
@@ -368,6 +369,64 @@ TEST(QuantizeOp, StaleDataNegatesAndMovesRows) {
   EXPECT_NE(v.problem.x, p.x);
   ASSERT_TRUE(v.reference.quant);
   EXPECT_NE(v.reference.quant->q, ref.quant->q);  // a kernel returning the old Q fails the stale call
+}
+
+// The kernel's process derives the stale call's X from the case's own (no second copy travels):
+// the op's in-place rule gives exactly stale_variant's data, and undoing it gives X back, for 1x16
+// blocks and 16x16 tiles (whole tiles move).
+TEST(QuantizeOp, StaleDataDerivedInPlaceIsTheStaleVariantsAndUndoes) {
+  const auto stale_in_place = op_module(Op::quantize).stale_in_place;
+  ASSERT_NE(stale_in_place, nullptr);
+  for (const bool tiles : {false, true}) {
+    Problem p = permuted_case();
+    p.quant_2d = tiles;  // (the shape alone: the in-place rule reads only it and X)
+    p.m = 48;
+    p.seed = 7;
+    p.generator = "quantize/plain";
+    p.x.clear();
+    expand_seeded_case(p);
+    for (const uint64_t seed : {3ull, 99ull, 12345ull}) {
+      const StaleVariant v = stale_variant(p, exact_gemm(p), seed);
+      Problem q = p;
+      stale_in_place(q, seed, false);
+      EXPECT_EQ(q.x, v.problem.x) << "tiles " << tiles << " seed " << seed;
+      stale_in_place(q, seed, true);
+      EXPECT_EQ(q.x, p.x) << "tiles " << tiles << " seed " << seed;
+    }
+  }
+}
+
+// A quantizer that returns its last output when called again with the same X pointer (a result
+// kept by pointer) fails the stale call, whose data its process derived in place.
+const uint8_t* g_last_x = nullptr;
+std::vector<uint8_t> g_last_q, g_last_sfq;
+int run_cached_by_pointer(int, const nvfp4_problem* p) {
+  Problem shape;
+  shape.op = Op::quantize;
+  shape.m = p->m, shape.k = p->k, shape.l = p->l;
+  shape.q_format = static_cast<BlockFormat>(p->q_format);
+  const size_t qn = static_cast<size_t>(shape.q_bytes()),
+               sn = static_cast<size_t>(p->sf_layout == NVFP4_SF_PERMUTED ? sf_permuted_bytes(shape.m, shape.qkb(), shape.l)
+                                                                            : shape.sfq_bytes());
+  if (p->x == g_last_x && g_last_q.size() == qn) {
+    std::memcpy(p->q, g_last_q.data(), qn);
+    std::memcpy(p->sfq, g_last_sfq.data(), sn);
+    return NVFP4_OK;
+  }
+  const int rc = kern::quant::quantize_on_host(p, *builtin("host_quantize_nvfp4").info, kern::quant::Bug::none);
+  g_last_x = static_cast<const uint8_t*>(p->x);
+  g_last_q.assign(p->q, p->q + qn);
+  g_last_sfq.assign(p->sfq, p->sfq + sn);
+  return rc;
+}
+
+TEST(QuantizeOp, AResultKeptByPointerFailsTheDerivedStaleCall) {
+  Kernel cached;
+  cached.info = builtin("host_quantize_nvfp4").info;
+  cached.run_fn = run_cached_by_pointer;
+  const CaseOutcome r = check_in_process(cached, permuted_case());
+  EXPECT_EQ(r.verdict, CaseOutcome::Verdict::fail);
+  EXPECT_EQ(check_of(r), "stale-state") << message_of(r);
 }
 
 }  // namespace

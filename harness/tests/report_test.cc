@@ -11,10 +11,37 @@
 #include "harness/engine/report.h"
 #include "harness/engine/report_fields.h"
 #include "harness/engine/report_merge.h"
+#include "harness/engine/suite.h"
 #include "reference/exact_gemm.h"
 
 namespace nvfp4 {
 namespace {
+
+// `list` on a machine without a GPU: the one reason every CUDA kernel shares is printed once under
+// the table, a reason of one kernel stays on its row.
+TEST(KernelTable, AReasonSharedByKernelsIsPrintedOnce) {
+  const std::string shared = "no usable CUDA device (cudaGetDeviceCount: cudaErrorNoDevice: no CUDA-capable device)";
+  std::vector<SuiteKernel> kernels(4);
+  const char* names[] = {"host_a", "cuda_a", "cuda_b", "odd_one"};
+  for (int i = 0; i < 4; ++i) {
+    kernels[i].desc.name = names[i];
+    kernels[i].desc.origin = "builtin";
+    kernels[i].desc.info.memory = i == 0 ? NVFP4_MEMORY_HOST : NVFP4_MEMORY_CUDA;
+    kernels[i].desc.info.ops = 1u << NVFP4_OP_GEMV;
+  }
+  kernels[1].desc.runnable = kernels[2].desc.runnable = kernels[3].desc.runnable = false;
+  kernels[1].desc.why_not = kernels[2].desc.why_not = shared;
+  kernels[3].desc.why_not = "needs sm_100";
+  const std::string t = kernel_table(kernels);
+  size_t count = 0;
+  for (size_t at = t.find(shared); at != std::string::npos; at = t.find(shared, at + 1)) ++count;
+  EXPECT_EQ(count, 1u) << t;
+  EXPECT_NE(t.find("[1] 2 kernels cannot run here: " + shared), std::string::npos) << t;
+  EXPECT_NE(t.find("no: needs sm_100"), std::string::npos) << t;
+  size_t marks = 0;
+  for (size_t at = t.find("no [1]"); at != std::string::npos; at = t.find("no [1]", at + 1)) ++marks;
+  EXPECT_EQ(marks, 2u) << t;
+}
 
 Problem small_problem() {
   Problem p;
@@ -78,8 +105,9 @@ CaseOutcome failing_result() {
   CaseOutcome r;
   r.problem = small_problem();
   r.reference = exact_gemm(r.problem);
-  r.c = r.reference.words();
-  r.c[4] ^= 0x0001;
+  std::vector<uint32_t> c = r.reference.words();
+  c[4] ^= 0x0001;
+  r.c = c;
   r.summary = judge_words(r.problem, r.reference, r.c.data(), r.policy);
   r.verdict = CaseOutcome::Verdict::fail;
   r.finding = Finding{Check::oracle, "wrong"};
@@ -125,8 +153,9 @@ TEST(Report, FailureTextNamesTheMatrixUnitFlagWhenThatRuleWouldPass) {
       while (judge_element(ref.elems[e], p.alpha, h, ieee).ok && (h & 0x7C00u) != 0x7C00u) ++h;
       if ((h & 0x7C00u) == 0x7C00u || !judge_element(ref.elems[e], p.alpha, h, mma).ok) continue;
       CallObservation o;
-      o.c = ref.words();
-      o.c[e] = h;
+      std::vector<uint32_t> c = ref.words();
+      c[e] = h;
+      o.c = c;
       o.c_later = o.c;
       CallContext x;
       CallContext::Judgement judgement;
@@ -200,10 +229,11 @@ TEST(Report, AnInfiniteErrorIsSaidInWords) {
     CaseOutcome r;
     r.problem = p;
     r.reference = exact_gemm(p);
-    r.c = r.reference.words();
+    std::vector<uint32_t> c = r.reference.words();
     size_t e = 0;  // the first element that is no NaN
-    while (is_nan_out(OutType::fp16, r.c[e])) ++e;
-    r.c[e] = actual == 0 ? r.c[e] ^ 0x0001u : actual == 1 ? (r.c[e] & 0x8000u) | 0x7BFFu : actual;
+    while (is_nan_out(OutType::fp16, c[e])) ++e;
+    c[e] = actual == 0 ? c[e] ^ 0x0001u : actual == 1 ? (c[e] & 0x8000u) | 0x7BFFu : actual;
+    r.c = c;
     r.summary = judge_words(p, r.reference, r.c.data(), r.policy);
     r.verdict = CaseOutcome::Verdict::fail;
     r.finding = Finding{Check::oracle, oracle_text(OutType::fp16, r.summary, r.policy)};

@@ -457,8 +457,8 @@ TEST(V2Protocol, ProblemsAndWordsRoundTrip) {
   EXPECT_EQ(back.plan.front().poison, poison_word(OutType::fp32, 1));
 
   CallDoneMsg done;
-  done.observation.c = {0x7FA5A55Bu, 0x3F800000u, 0};
-  done.observation.c_later = {1, 2};
+  done.observation.c = std::vector<uint32_t>{0x7FA5A55Bu, 0x3F800000u, 0};
+  done.observation.c_later = std::vector<uint32_t>{1, 2};
   const std::vector<uint8_t> f2 = encode_message(done);
   const CallDoneMsg d2 = std::get<CallDoneMsg>(decode_message(f2.data() + kFrameHeaderBytes, f2.size() - kFrameHeaderBytes));
   EXPECT_EQ(d2.observation.c, done.observation.c);

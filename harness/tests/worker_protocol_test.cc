@@ -143,7 +143,7 @@ TEST(WorkerProtocol, DescriptionsAndObservationsRoundTrip) {
   CallDoneMsg done{3, 1, {}};
   CallObservation& o = done.observation;
   o.end = CallObservation::End::cuda_error, o.rc = -4, o.error = "boom", o.seconds = 1.5, o.context_lost = true;
-  o.c = {0x7FC00001u, 2}, o.c_later = {0xFFFF};
+  o.c = std::vector<uint32_t>{0x7FC00001u, 2}, o.c_later = std::vector<uint32_t>{0xFFFF};
   GuardReport g{"sfa", {}};
   g.damage.record(true, -3, 0xAB, 0xCD);
   o.guards = {g};
@@ -272,20 +272,29 @@ TEST(WorkerProtocol, LargeTensorsTravelBesideTheFrame) {
   EXPECT_THROW(decode_message(frame.data() + kFrameHeaderBytes, frame.size() - kFrameHeaderBytes, &to_worker),
                ProtocolError);
 
-  // Outputs of one byte per word (a quantizer's) travel one byte each.
-  CallDoneMsg done{5, 0, {}};
-  done.observation.c.assign(kSharedBytes + 7, 0xAB);
-  done.observation.c[3] = 0x01;
-  done.observation.c_later = done.observation.c;
-  const std::vector<uint8_t> f = encode_message(done, &from_worker);
-  EXPECT_LT(f.size(), 1024u);
-  EXPECT_EQ(static_cast<uint64_t>(lseek(from_worker.fd(), 0, SEEK_END)), 2 * (kSharedBytes + 8));
-  FrameReader reader;
-  reader.set_shared(&from_worker);
-  reader.feed(f.data(), f.size());
-  const CallDoneMsg got = std::get<CallDoneMsg>(*reader.next());
-  EXPECT_EQ(got.observation.c, done.observation.c);
-  EXPECT_EQ(got.observation.c_later, done.observation.c);
+  // Outputs of one byte per word (a quantizer's) travel one byte each, and stay bytes; a read-back
+  // that shares the first one's storage travels as a mark and comes back shared, one that is
+  // only equal travels again.
+  std::vector<uint32_t> words(kSharedBytes + 7, 0xAB);
+  words[3] = 0x01;
+  for (const bool shared : {true, false}) {
+    from_worker.reset();
+    CallDoneMsg done{5, 0, {}};
+    done.observation.c = words;
+    done.observation.c_later = shared ? done.observation.c : OutputWords(words);
+    const std::vector<uint8_t> f = encode_message(done, &from_worker);
+    EXPECT_LT(f.size(), 1024u);
+    EXPECT_EQ(static_cast<uint64_t>(lseek(from_worker.fd(), 0, SEEK_END)), (shared ? 1 : 2) * (kSharedBytes + 8));
+    FrameReader reader;
+    reader.set_shared(&from_worker);
+    reader.feed(f.data(), f.size());
+    const CallDoneMsg got = std::get<CallDoneMsg>(*reader.next());
+    EXPECT_TRUE(got.observation.c.byte_wide());
+    EXPECT_EQ(got.observation.c, done.observation.c);
+    EXPECT_EQ(got.observation.c_later, done.observation.c);
+    EXPECT_EQ(got.observation.c_later.shares(got.observation.c), shared);
+    EXPECT_EQ(got.observation.c.words(), words);
+  }
 }
 
 // What a hostile worker can put into its frames and its file: a place past the file's end, more
@@ -294,7 +303,7 @@ TEST(WorkerProtocol, LargeTensorsTravelBesideTheFrame) {
 TEST(WorkerProtocol, SharedFileReferencesAreChecked) {
   SharedFile out = SharedFile::create("test-out");
   CallDoneMsg done{1, 0, {}};
-  done.observation.c.assign(kSharedBytes + 1, 0x0102);  // two bytes a word
+  done.observation.c = std::vector<uint32_t>(kSharedBytes + 1, 0x0102);  // two bytes a word
   const json good = payload_with(done, &out);
   auto error = [&](const json& j, uint64_t limit = UINT64_MAX) {
     const std::vector<uint8_t> bytes = json::to_cbor(j);
@@ -322,6 +331,9 @@ TEST(WorkerProtocol, SharedFileReferencesAreChecked) {
       << error(good, kSharedBytes);
   j[1][2][3] = where(0, 4, 0x54);
   EXPECT_NE(error(j).find("done.observation.c: a byte string of an unknown kind"), std::string::npos) << error(j);
+  j[1][2][3] = json::binary({}, 0x4D);  // "the output before" where there is none
+  EXPECT_NE(error(j).find("done.observation.c: a mark of the output before where there is none"), std::string::npos)
+      << error(j);
   ASSERT_EQ(ftruncate(out.fd(), 100), 0);  // the worker cuts its file short
   EXPECT_NE(error(good).find("past the end of the shared file (100 bytes)"), std::string::npos) << error(good);
 }

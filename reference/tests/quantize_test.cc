@@ -249,6 +249,39 @@ void check_exhaustive(Recipe r, bool as_maximum, float anchor) {
   }
 }
 
+// e2m1's code against the nearest of the grid found by brute force (ties to the even code,
+// saturating, the sign kept, NaN to 0x7) for every float whose top 16 bits are a BF16 value and
+// for the floats on and one ulp beside each midpoint: the written-out thresholds are the search.
+TEST(QuantizeE2m1, EveryCodeIsTheNearestGridValueTiesToEven) {
+  const double grid[8] = {0, 0.5, 1, 1.5, 2, 3, 4, 6};
+  const auto brute = [&](float v) -> uint8_t {
+    if (std::isnan(v)) return 0x7;
+    const double a = std::fabs(static_cast<double>(v));
+    int best = 7;
+    if (a < 6) {
+      best = 0;
+      for (int c = 1; c < 8; ++c) {
+        const double d = std::fabs(a - grid[c]), db = std::fabs(a - grid[best]);
+        if (d < db || (d == db && c % 2 == 0)) best = c;
+      }
+    }
+    return static_cast<uint8_t>((std::signbit(v) ? 0x8 : 0x0) | best);
+  };
+  std::vector<float> values;
+  for (uint32_t h = 0; h < 0x10000; ++h) {
+    const uint32_t bits = h << 16;
+    float v;
+    std::memcpy(&v, &bits, 4);
+    values.push_back(v);
+  }
+  for (const double mid : {0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0, 6.0})
+    for (const float sign : {1.0f, -1.0f}) {
+      const float m = sign * static_cast<float>(mid);
+      values.insert(values.end(), {m, std::nextafter(m, 0.0f), std::nextafter(m, 100.0f * sign)});
+    }
+  for (const float v : values) EXPECT_EQ(e2m1_code(v), brute(v)) << v;
+}
+
 TEST(QuantizeExhaustiveBf16, TeEveryValueAsBlockMaximum) { check_exhaustive(Recipe::te, true, 0); }
 TEST(QuantizeExhaustiveBf16, TeEveryValueAsMemberOfABlockOfMaximum6) { check_exhaustive(Recipe::te, false, 6.0f); }
 TEST(QuantizeExhaustiveBf16, TeEveryValueAsMemberOfABlockOfMaximum0p3) { check_exhaustive(Recipe::te, false, 0.3f); }
