@@ -616,12 +616,14 @@ SuiteResult replay_suite(const std::vector<SuiteKernel>& kernels, const std::vec
 }
 
 std::string kernel_table(const std::vector<SuiteKernel>& kernels) {
-  auto bit_names = [](uint32_t bits, std::initializer_list<std::pair<uint32_t, const char*>> names) {
+  auto bit_names = [](uint32_t bits, const std::vector<std::pair<uint32_t, const char*>>& names) {
     std::string s;
     for (const auto& [bit, name] : names)
       if (bits & bit) s += (s.empty() ? "" : ",") + std::string(name);
     return s.empty() ? std::string("-") : s;
   };
+  std::vector<std::pair<uint32_t, const char*>> op_bits;
+  for (const OpModule& m : op_modules()) op_bits.emplace_back(1u << static_cast<uint32_t>(m.op), m.info().name);
   size_t w = 6;
   for (const SuiteKernel& k : kernels) w = std::max(w, k.desc.name.size());
   // groups: the most groups per grouped call ("any" when unlimited) and "packed" for the packed
@@ -662,16 +664,12 @@ std::string kernel_table(const std::vector<SuiteKernel>& kernels) {
                                     : (info.flags & NVFP4_FLAG_MMA_ACCUMULATE) ? "matrix-unit"
                                                                               : "ieee-fp32";
     std::string groups = "-";
-    if ((info.ops >> NVFP4_OP_GROUPED_GEMM) & 1u) {
+    if (info.ops & ops_with(kOpGrouped)) {
       groups = info.max_groups == 0 ? std::string("any") : fmt::format("<={}", info.max_groups);
       if (info.flags & NVFP4_FLAG_GROUPS_PACKED) groups += ",packed";
     }
     t += fmt::format(row, k.desc.name, w, info.memory == NVFP4_MEMORY_CUDA ? "cuda" : "host",
-                     bit_names(info.ops, {{1u << NVFP4_OP_GEMV, "gemv"},
-                                          {1u << NVFP4_OP_GEMM, "gemm"},
-                                          {1u << NVFP4_OP_GROUPED_GEMM, "grouped_gemm"},
-                                          {1u << NVFP4_OP_DUAL_GEMM, "dual_gemm"},
-                                          {1u << NVFP4_OP_QUANTIZE, "quantize"}}),
+                     bit_names(info.ops, op_bits),
                      bit_names(info.sf_layouts, {{1u << NVFP4_SF_LINEAR, "linear"}, {1u << NVFP4_SF_PERMUTED, "permuted"}}),
                      bit_names(declared_out_types(info), {{1u << NVFP4_OUT_FP16, "fp16"},
                                                           {1u << NVFP4_OUT_BF16, "bf16"},
