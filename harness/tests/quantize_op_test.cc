@@ -386,7 +386,7 @@ TEST(QuantizeOp, StaleDataDerivedInPlaceIsTheStaleVariantsAndUndoes) {
     p.x.clear();
     expand_seeded_case(p);
     for (const uint64_t seed : {3ull, 99ull, 12345ull}) {
-      const StaleVariant v = stale_variant(p, exact_gemm(p), seed);
+      const StaleVariant v = stale_variant(p, op_reference(p), seed);
       Problem q = p;
       stale_in_place(q, seed, false);
       EXPECT_EQ(q.x, v.problem.x) << "tiles " << tiles << " seed " << seed;
