@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "harness/ops/op_module.h"
 #include "cli/commands.h"
 #include "harness/judge/checks.h"
 #include "harness/draw/generators.h"
@@ -39,7 +40,7 @@ std::string position_words(const Problem& p, int64_t index) {
 }
 
 std::string shape_words(const Problem& p) {
-  if (p.op != Op::grouped_gemm) return fmt::format("m={} n={} k={} l={}", p.m, p.n, p.k, p.l);
+  if (!op_is_grouped(p.op)) return fmt::format("m={} n={} k={} l={}", p.m, p.n, p.k, p.l);
   return fmt::format("{} groups{}", p.groups.size(), p.packed ? " (packed)" : "");
 }
 
@@ -71,15 +72,15 @@ int run_reference(const ReferenceOptions& opts) {
     fmt::print(stderr, "nvfp4check reference: {}: {}\n", opts.case_path, e.what());
     return 2;
   }
-  const ExactResult ref = exact_gemm(p);
+  const ExactResult ref = op_reference(p);
 
   // Raw little-endian words of the output type in C order; grouped: the groups one after another;
   // quantize: Q's bytes, then SFQ's in linear order (SPEC section 6).
   std::vector<uint8_t> bytes;
-  const bool block_scaled = p.op != Op::quantize && p.out_type == OutType::nvfp4;
+  const bool block_scaled = !op_quantizes(p.op) && p.out_type == OutType::nvfp4;
   if (block_scaled) {
     bytes = block_scaled_expect_bytes(p, ref);
-  } else if (p.op == Op::quantize) {
+  } else if (op_quantizes(p.op)) {
     bytes = ref.quant->q;
     bytes.insert(bytes.end(), ref.quant->sfq.begin(), ref.quant->sfq.end());
   } else {
@@ -98,7 +99,7 @@ int run_reference(const ReferenceOptions& opts) {
                to_string(p.op), shape_words(p), block_scaled_words(p), out_q_bytes(p), out_sfq_bytes(p), opts.out_path);
     for (const OutBlock& blk : first_out_blocks(p, kShownBlocks))
       fmt::print("  {}: {}\n", out_block_place(p, blk), out_block_words(p, bytes, blk));
-  } else if (p.op == Op::quantize)
+  } else if (op_quantizes(p.op))
     fmt::print("{}: quantize {}: wrote Q ({} bytes) and SFQ ({} bytes, linear) to {}\n", opts.case_path,
                quantize_words(p), ref.quant->q.size(), ref.quant->sfq.size(), opts.out_path);
   else
@@ -124,7 +125,7 @@ int run_reference(const ReferenceOptions& opts) {
     return 1;
   }
   for (const int64_t idx : cmp.first) {
-    if (p.op == Op::quantize) {
+    if (op_quantizes(p.op)) {
       const int64_t q = static_cast<int64_t>(ref.quant->q.size());
       fmt::print(stderr, "  {} byte {}: expect 0x{:02x}, reference 0x{:02x}\n", idx < q ? "Q" : "SFQ", idx < q ? idx : idx - q,
                  expect_word(p, idx), idx < q ? ref.quant->q[idx] : ref.quant->sfq[idx - q]);
@@ -141,7 +142,7 @@ int run_reference(const ReferenceOptions& opts) {
                cmp.differing > static_cast<int64_t>(kShown) ? " (first 10 above)" : " (above)");
     return 1;
   }
-  if (block_scaled || p.op == Op::quantize)
+  if (block_scaled || op_quantizes(p.op))
     fmt::print("{}: all {} bytes match expect_q and expect_sfq\n", opts.case_path, cmp.compared);
   else
     fmt::print("{}: all {} outputs match expect\n", opts.case_path, cmp.compared);

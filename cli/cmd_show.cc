@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "harness/ops/op_module.h"
 #include "cli/commands.h"
 #include "harness/draw/generators.h"
 #include "harness/engine/suite.h"
@@ -98,14 +99,14 @@ float element_alpha(const Problem& p, const OutputPosition& pos) {
 bool element_exact(const Problem& p, const ExactResult& ref, int64_t idx) {
   const OutputPosition pos = output_position(p, idx);
   // MX operands: the rule-9 judge says whether only the bit-exact result passes.
-  if (ref.mx) return judge_output(p, ref, idx, ref.word(static_cast<size_t>(idx)), Policy{}).exact_regime;
-  if (p.op == Op::dual_gemm) return exact_regime(ref.elems[idx], p.alpha) && exact_regime(ref.elems2[idx], p.alpha2);
+  if (ref.mx) return op_module(p.op).judge_word(p, ref, idx, ref.word(static_cast<size_t>(idx)), Policy{}).exact_regime;
+  if (op_is_dual(p.op)) return exact_regime(ref.elems[idx], p.alpha) && exact_regime(ref.elems2[idx], p.alpha2);
   return exact_regime(ref.elems[idx], element_alpha(p, pos));
 }
 
 // NVFP4 operands: histograms of E2M1 codes and E4M3 scale exponents.
 void show_nvfp4_histograms(const Problem& p) {
-  const bool grouped = p.op == Op::grouped_gemm, dual = p.op == Op::dual_gemm;
+  const bool grouped = op_is_grouped(p.op), dual = op_is_dual(p.op);
   std::array<int64_t, 16> ha{}, hb{};
   ScaleStats sa, sb;
   if (grouped) {
@@ -151,19 +152,19 @@ void show_mx_operands(const Problem& p) {
       for (size_t at = 0; kb > 0 && at + static_cast<size_t>(kb) <= sf.size(); at += static_cast<size_t>(kb))
         rows.emplace_back(sf.begin() + static_cast<std::ptrdiff_t>(at), sf.begin() + static_cast<std::ptrdiff_t>(at + kb));
     };
-    if (p.op != Op::grouped_gemm) {
+    if (!op_is_grouped(p.op)) {
       split(b_side ? p.sfb : p.sfa, operand_kb(f, p.k));
-      if (b_side && p.op == Op::dual_gemm) split(p.sfb2, operand_kb(f, p.k));
+      if (b_side && op_is_dual(p.op)) split(p.sfb2, operand_kb(f, p.k));
     }
     for (const Group& g : p.groups) split(b_side ? g.sfb : g.sfa, g.kb(f));
     return rows;
   };
   const auto operand = [&](const char* name, BlockFormat f, bool b_side) {
     int64_t kb = 0;
-    if (p.op != Op::grouped_gemm) kb = operand_kb(f, p.k);
+    if (!op_is_grouped(p.op)) kb = operand_kb(f, p.k);
     for (const Group& g : p.groups) kb = std::max(kb, g.kb(f));
     fmt::print("{}          {} ({} blocks of {} per row{})\n", name, to_string(f), kb, block_size(f),
-               p.op == Op::grouped_gemm ? ", at most" : "");
+               op_is_grouped(p.op) ? ", at most" : "");
     if (f == BlockFormat::nvfp4) return;
     int lo = 255, hi = -1;
     int64_t low = 0, high = 0, nan = 0, rows_distinct = 0;
@@ -225,7 +226,7 @@ int show_quantize(const ShowOptions& opts, const Problem& p, bool generated) {
     fmt::print("block      row {} block {}: scale {}, os {:a}, codes {}\n", row, s, scale_words(p.q_format, ref.sfq[b]),
                ref.os[b], codes);
   }
-  const ExactResult result = exact_gemm(p);
+  const ExactResult result = op_reference(p);
   const ExpectComparison cmp = compare_expect(p, result, 1);
   if (!cmp.any_expect) fmt::print("expect     none recorded\n");
   else if (cmp.differing == 0) fmt::print("expect     all {} bytes match the reference\n", cmp.compared);
@@ -241,13 +242,13 @@ int show_quantize(const ShowOptions& opts, const Problem& p, bool generated) {
 int show_block_scaled(const ShowOptions& opts, const Problem& p, const ExactResult& ref) {
   const std::vector<OutUnit> units = out_units(p);
   fmt::print("\nrecipe     {} (the output quantized along n in blocks of 16)\n", to_string(p.out_recipe));
-  if (p.op == Op::grouped_gemm && p.out_global_scale.size() > 1) {
+  if (op_is_grouped(p.op) && p.out_global_scale.size() > 1) {
     fmt::print("global     one per group:");
     for (size_t g = 0; g < units.size(); ++g) fmt::print(" g{} {} ({:a})", g, units[g].global_scale, units[g].global_scale);
     fmt::print("\n");
   } else {
     fmt::print("global     {} ({:a}){}\n", units.front().global_scale, units.front().global_scale,
-               p.op == Op::grouped_gemm ? ", every group" : "");
+               op_is_grouped(p.op) ? ", every group" : "");
   }
   fmt::print("bytes      q {}  sfq {} (linear order here and in `reference`; {} in the kernel's buffers)\n",
              out_q_bytes(p), out_sfq_bytes(p), to_string(p.sf_layout));
@@ -331,7 +332,7 @@ int show_kernel_output(const ShowOptions& opts, const Problem& case_problem) {
 
 // The case's shape, layout, types and byte counts (every op but quantize).
 void show_header(const ShowOptions& opts, const Problem& p, bool generated) {
-  const bool grouped = p.op == Op::grouped_gemm, dual = p.op == Op::dual_gemm;
+  const bool grouped = op_is_grouped(p.op), dual = op_is_dual(p.op);
   const OutType type = p.out_type;
 
   fmt::print("case       {}\n", opts.case_path);
@@ -385,7 +386,7 @@ void show_header(const ShowOptions& opts, const Problem& p, bool generated) {
 // A words output's reference (FP16/BF16/FP32): its exact regime, special values, first outputs
 // and the case's expect lines against it. 1 when an expect line differs.
 int show_word_outputs(const ShowOptions& opts, const Problem& p, const ExactResult& ref) {
-  const bool grouped = p.op == Op::grouped_gemm, dual = p.op == Op::dual_gemm;
+  const bool grouped = op_is_grouped(p.op), dual = op_is_dual(p.op);
   const OutType type = p.out_type;
   int64_t exact = 0, nan = 0, inf = 0, zero = 0;
   const int64_t total = static_cast<int64_t>(ref.size());
@@ -443,7 +444,7 @@ int run_show(const ShowOptions& opts) {
     fmt::print(stderr, "nvfp4check show: {}: {}\n", opts.case_path, e.what());
     return 2;
   }
-  if (p.op == Op::quantize) {
+  if (op_quantizes(p.op)) {
     const int code = show_quantize(opts, p, generated);
     return std::max(code, opts.kernel.empty() ? 0 : show_kernel_output(opts, p));
   }
@@ -451,7 +452,7 @@ int run_show(const ShowOptions& opts) {
   if (p.mx_operands()) show_mx_operands(p);
   else show_nvfp4_histograms(p);
 
-  const ExactResult ref = exact_gemm(p);
+  const ExactResult ref = op_reference(p);
   if (p.out_type == OutType::nvfp4) {
     const int code = show_block_scaled(opts, p, ref);
     const int kernel_code = opts.kernel.empty() ? 0 : show_kernel_output(opts, p);

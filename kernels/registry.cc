@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "kernels/builtin.h"
+#include "reference/op_table.h"  // the ops each ABI version knows: a plain table, no code
 
 #if defined(NVFP4_HAVE_CUDA)
 #include <cuda_runtime_api.h>
@@ -27,15 +28,12 @@ bool valid_name(const char* name) {
   return true;
 }
 
-constexpr uint32_t kV1Ops = (1u << NVFP4_OP_GEMV) | (1u << NVFP4_OP_GEMM);
-constexpr uint32_t kV2Ops = kV1Ops | (1u << NVFP4_OP_GROUPED_GEMM) | (1u << NVFP4_OP_DUAL_GEMM);
 constexpr uint32_t kKnownLayouts = (1u << NVFP4_SF_LINEAR) | (1u << NVFP4_SF_PERMUTED);
 constexpr uint32_t kV1Flags = NVFP4_FLAG_SIGNED_SCALES | NVFP4_FLAG_NONDETERMINISTIC |
                               NVFP4_FLAG_FP16_ACCUMULATE | NVFP4_FLAG_SATURATES | NVFP4_FLAG_EXACT |
                               NVFP4_FLAG_UNIT_ALPHA | NVFP4_FLAG_MMA_ACCUMULATE;
 constexpr uint32_t kV2Flags = kV1Flags | NVFP4_FLAG_GROUPS_PACKED;
 constexpr uint32_t kKnownOutTypes = (1u << NVFP4_OUT_FP16) | (1u << NVFP4_OUT_BF16) | (1u << NVFP4_OUT_FP32);
-constexpr uint32_t kV3Ops = kV2Ops | (1u << NVFP4_OP_QUANTIZE);
 constexpr uint32_t kV3Flags = kV2Flags | NVFP4_FLAG_QUANT_2D | NVFP4_FLAG_ROW_GLOBAL_SCALE | NVFP4_FLAG_STOCHASTIC |
                               NVFP4_FLAG_SF_PADDING_KEPT;
 constexpr uint32_t kV3OutTypes = kKnownOutTypes | (1u << NVFP4_OUT_NVFP4);
@@ -111,11 +109,33 @@ std::string v3_info_error(const nvfp4_kernel_info& info) {
   return "";
 }
 
+// "(1u << NVFP4_OP_GEMV), GEMM and DUAL_GEMM (QUANTIZE needs ABI version 3)": the ops of ABI
+// version `version` by their NVFP4_OP_* names, and those that need a later version.
+std::string known_ops_text(uint32_t version) {
+  const auto abi_name = [](const OpInfo& o) {
+    std::string name = o.name;
+    for (char& c : name) c = static_cast<char>(c >= 'a' && c <= 'z' ? c - 'a' + 'A' : c);
+    return name;
+  };
+  std::vector<std::string> known;
+  std::string later;
+  for (const OpInfo& o : kOpTable) {
+    if (o.abi_version <= version) {
+      known.push_back(known.empty() ? "(1u << NVFP4_OP_" + abi_name(o) + ")" : abi_name(o));
+    } else {
+      later += (later.empty() ? " (" : ", ") + abi_name(o) + " needs ABI version " + std::to_string(o.abi_version);
+    }
+  }
+  std::string text;
+  for (size_t i = 0; i < known.size(); ++i) text += (i == 0 ? "" : i + 1 == known.size() ? " and " : ", ") + known[i];
+  return text + (later.empty() ? "" : later + ")");
+}
+
 // Empty when info is a usable ABI v1 or v2 description, else why not. The name is checked apart.
 std::string info_error(const nvfp4_kernel_info& info) {
   std::ostringstream why;
   const bool v2 = info.abi_version == 2, v3 = info.abi_version == 3;
-  const uint32_t known_ops = v3 ? kV3Ops : v2 ? kV2Ops : kV1Ops;
+  const uint32_t known_ops = ops_of_version(info.abi_version);
   const uint32_t known_flags = v3 ? kV3Flags : v2 ? kV2Flags : kV1Flags;
   const uint32_t known_out_types = v3 ? kV3OutTypes : kKnownOutTypes;
   if (info_bytes(info.abi_version) == 0) {
@@ -125,11 +145,7 @@ std::string info_error(const nvfp4_kernel_info& info) {
     why << "declares memory " << info.memory << ", which is neither NVFP4_MEMORY_HOST (1) nor NVFP4_MEMORY_CUDA (2)";
   } else if (info.ops == 0 || (info.ops & ~known_ops)) {
     why << "declares ops 0x" << std::hex << info.ops
-        << (v3   ? ": it must be a nonempty set of (1u << NVFP4_OP_GEMV), GEMM, GROUPED_GEMM, DUAL_GEMM and QUANTIZE"
-            : v2 ? ": it must be a nonempty set of (1u << NVFP4_OP_GEMV), GEMM, GROUPED_GEMM and DUAL_GEMM "
-                   "(QUANTIZE needs ABI version 3)"
-                 : ": it must be a nonempty set of (1u << NVFP4_OP_GEMV) and (1u << NVFP4_OP_GEMM) "
-                   "(the other ops need ABI version 2)");
+        << ": it must be a nonempty set of " << known_ops_text(info.abi_version);
   } else if (info.sf_layouts == 0 || (info.sf_layouts & ~kKnownLayouts)) {
     why << "declares sf_layouts 0x" << std::hex << info.sf_layouts
         << ": it must be a nonempty set of (1u << NVFP4_SF_LINEAR) and (1u << NVFP4_SF_PERMUTED)";
@@ -156,7 +172,7 @@ std::string info_error(const nvfp4_kernel_info& info) {
     // (grouped: one group, whose multiples are per group; dual: B twice is still below A + B
     // of the same rows counted twice, so the GEMM bound is the one to keep).
     const uint64_t k = std::lcm<uint64_t>(info.k_multiple, 2);
-    const bool gemm = info.ops & ~(1u << NVFP4_OP_GEMV);
+    const bool gemm = info.ops & ~ops_with(kOpNIsOne);
     const uint64_t rows = uint64_t{info.m_multiple} + (gemm ? uint64_t{info.n_multiple} : 1);
     if (rows * k > kMaxCaseBytes)
       why << "declares shape multiples (m " << info.m_multiple << ", n " << info.n_multiple << ", k "

@@ -1,5 +1,6 @@
 // Mutation analysis driver (see mutation.h): the suite's check and the two weaker checks over the
 // same kernels, and the kill table.
+#include "harness/ops/op_module.h"
 #include "mutation/mutation_driver.h"
 
 #include <algorithm>
@@ -36,7 +37,7 @@ double seconds_since(Clock::time_point start) {
 
 std::string describe_case(const Problem& p, const std::string& data, uint64_t case_seed) {
   // A quantize case's data class is its generator (the GEMM family's spec means nothing there).
-  if (p.op == Op::quantize)
+  if (op_quantizes(p.op))
     return fmt::format("quantize {} {} data={} case_seed={:#x}", shape_text(p), to_string(p.sf_layout), p.generator,
                        case_seed);
   return fmt::format("{} {} {} {} out data={} case_seed={:#x}", shape_text(p), to_string(p.sf_layout),
@@ -72,8 +73,10 @@ bool weak_case(Executor& executor, const Problem& p, const Policy& policy, const
     out.check = "returned-error";
     out.message = fmt::format("returned {} where their harness expects a result", o.rc);
   } else {
-    const ExactResult ref = exact_gemm(p);
-    const OracleSummary s = judge_words(p, ref, o.c_later.data(), policy);
+    const OpModule& module = op_module(p.op);
+    if (module.judge_words == nullptr) throw std::logic_error("the weaker checks judge output words, which op " + std::string(to_string(p.op)) + " has not");
+    const ExactResult ref = module.reference(p);
+    const OracleSummary s = module.judge_words(p, ref, o.c_later.data(), policy);
     if (s.any_failure()) {
       out.failed = true;
       out.check = "allclose";
@@ -108,7 +111,7 @@ Problem shaped(Op op, int64_t m, int64_t n, int64_t k, int64_t l, const nvfp4_ke
   Problem p;
   p.op = op;
   p.m = round_up(m, info.m_multiple);
-  p.n = op == Op::gemv ? 1 : round_up(n, info.n_multiple);
+  p.n = op_n_is_one(op) ? 1 : round_up(n, info.n_multiple);
   p.k = round_up(k, info.k_multiple);
   if (p.k % 2) p.k *= 2;
   p.l = l;
@@ -219,7 +222,7 @@ Problem gpu_mode_problem(Rng& rng, Op op, const nvfp4_kernel_info& info) {
   RngDraws d(rng);
   // Their GEMV shapes are m in the thousands, k up to 16384; scaled down so a host reference
   // checks hundreds of cases, keeping what matters: m a multiple of 128, k of 64, several batches.
-  const bool gemv = op == Op::gemv;
+  const bool gemv = op_n_is_one(op);
   const int64_t m = 128 * static_cast<int64_t>(1 + d.below(gemv ? 3 : 2));
   const int64_t n = 128;
   const int64_t k = 64 * static_cast<int64_t>(1 + d.below(gemv ? 16 : 8));
@@ -241,7 +244,7 @@ Problem gpu_mode_problem(Rng& rng, Op op, const nvfp4_kernel_info& info) {
 
 Problem kernelbench_problem(Rng& rng, Op op, const nvfp4_kernel_info& info) {
   RngDraws d(rng);
-  Problem p = op == Op::gemv ? shaped(op, 1024, 1, 1024, 1, info) : shaped(op, 256, 128, 512, 1, info);
+  Problem p = op_n_is_one(op) ? shaped(op, 1024, 1, 1024, 1, info) : shaped(op, 256, 128, 512, 1, info);
   p.a = d.bytes(static_cast<size_t>(p.a_bytes()));
   p.b = d.bytes(static_cast<size_t>(p.b_bytes()));
   // |N(0,1)| by Box-Muller from our own uniform draws (std::normal_distribution differs between

@@ -1,6 +1,7 @@
 // The twelve properties. Comparisons between two runs are bit for bit for
 // deterministic kernels and, for kernels that declare NONDETERMINISTIC, on the outputs the oracle
 // pins to one value (the exact regime), where any correct kernel is deterministic too.
+#include "harness/ops/op_module.h"
 #include "property_tests/properties.h"
 
 #include <rapidcheck.h>
@@ -44,7 +45,7 @@ bool must_agree(const Kernel& k, const std::vector<bool>& mask, size_t index) {
 
 std::vector<bool> mask_if_needed(const Kernel& k, const Problem& p) {
   if (deterministic(k)) return {};
-  return exact_mask(p, exact_gemm(p), policy_of(k));
+  return exact_mask(p, op_reference(p), policy_of(k));
 }
 
 // Compares two outputs on the elements outside `changed` (a predicate on the C-order index):
@@ -79,7 +80,7 @@ void check_agrees(const Kernel& k, Draws& d, CaseTags& tags) {
   const Problem& p = c.problem;
   tags.shape(p);
   const std::vector<uint16_t> out = run_or_fail(k, p, kAgreesWithReference.name);
-  const ExactResult ref = exact_gemm(p);
+  const ExactResult ref = op_reference(p);
   const OracleSummary s = judge(p, ref, out.data(), policy_of(k));
   tags.exact(s.exact_regime, s.elements);
   if (s.any_failure()) fail_case(k, p, kAgreesWithReference.name, describe_oracle_failure(p, c.spec, s));
@@ -93,7 +94,7 @@ void check_every_problem(const Kernel& k, Draws& d, CaseTags& tags) {
   const DrawnCase c = nvfp4::draw_case(d, *k.info, {}, property_limits());
   const Problem& p = c.problem;
   tags.shape(p);
-  if (p.op == Op::quantize || p.out_type == OutType::nvfp4) {
+  if (op_quantizes(p.op) || p.out_type == OutType::nvfp4) {
     // A quantizer's and a block-scaled output's bytes are judged by their op's oracle (rules 7
     // and 8), with every check of a case.
     InProcessExecutor executor(k, kDefaultCallTimeout);
@@ -110,7 +111,7 @@ void check_every_problem(const Kernel& k, Draws& d, CaseTags& tags) {
   } catch (const std::exception& e) {
     fail_case(k, p, kEveryProblemAgreesWithReference.name, std::string("the kernel run failed: ") + e.what());
   }
-  const ExactResult ref = exact_gemm(p);
+  const ExactResult ref = op_reference(p);
   const OracleSummary s = judge_words(p, ref, out.data(), policy_of(k));
   tags.exact(s.exact_regime, s.elements);
   if (s.any_failure())
@@ -138,7 +139,7 @@ void check_doubling(const Kernel& k, Draws& d, CaseTags& tags) {
   }
   const std::vector<uint16_t> c1 = run_or_fail(k, p, kDoublingRowScalesDoublesRow.name);
   const std::vector<uint16_t> c2 = run_or_fail(k, q, kDoublingRowScalesDoublesRow.name);
-  const std::vector<bool> mask = exact_mask(p, exact_gemm(p), policy_of(k));
+  const std::vector<bool> mask = exact_mask(p, op_reference(p), policy_of(k));
   tags.exact(std::count(mask.begin(), mask.end(), true), static_cast<int64_t>(mask.size()));
   const std::string what = "doubling the scales of A row (batch " + std::to_string(b) + ", row " + std::to_string(i) + ")";
   for (int64_t j = 0; j < p.n; ++j) {
@@ -200,7 +201,7 @@ void check_block_permutation(const Kernel& k, Draws& d, CaseTags& tags) {
   permute(p.b, p.sfb, p.l * p.n, q.b, q.sfb);
   const std::vector<uint16_t> c1 = run_or_fail(k, p, kPermutingBlocksKeepsC.name);
   const std::vector<uint16_t> c2 = run_or_fail(k, q, kPermutingBlocksKeepsC.name);
-  const std::vector<bool> mask = exact_mask(p, exact_gemm(p), policy_of(k));
+  const std::vector<bool> mask = exact_mask(p, op_reference(p), policy_of(k));
   tags.exact(std::count(mask.begin(), mask.end(), true), static_cast<int64_t>(mask.size()));
   std::string perm_text;
   for (int64_t s : perm) perm_text += (perm_text.empty() ? "" : ",") + std::to_string(s);
@@ -343,7 +344,7 @@ void check_gemm_is_gemv(const Kernel& k, Draws& d, CaseTags& tags) {
   q.op = Op::gemm;
   const std::vector<uint16_t> gemv = run_or_fail(k, p, kGemmWithNOneIsGemv.name);
   const std::vector<uint16_t> gemm = run_or_fail(k, q, kGemmWithNOneIsGemv.name);
-  const ExactResult ref = exact_gemm(p);
+  const ExactResult ref = op_reference(p);
   const Policy policy = policy_of(k);
   const std::vector<bool> mask = exact_mask(p, ref, policy);
   tags.exact(std::count(mask.begin(), mask.end(), true), static_cast<int64_t>(mask.size()));

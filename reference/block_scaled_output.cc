@@ -22,7 +22,7 @@ std::vector<OutUnit> out_units(const Problem& p) {
     if (p.out_global_scale.empty()) return 1.0f;
     return p.out_global_scale[p.out_global_scale.size() == 1 ? 0 : g];
   };
-  if (p.op != Op::grouped_gemm) return {OutUnit{p.l, p.m, p.n, 0, scale(0)}};
+  if (!op_is_grouped(p.op)) return {OutUnit{p.l, p.m, p.n, 0, scale(0)}};
   const std::vector<int64_t> offsets = group_output_offsets(p);
   std::vector<OutUnit> units;
   for (size_t g = 0; g < p.groups.size(); ++g)
@@ -45,12 +45,12 @@ int64_t out_sfq_bytes(const Problem& p) {
 std::string block_scaled_output_error(const Problem& p) {
   if (p.out_type != OutType::nvfp4)
     return p.out_global_scale.empty() ? std::string() : "out_global_scale is only for out_type nvfp4";
-  if (p.op != Op::gemm && p.op != Op::grouped_gemm && p.op != Op::dual_gemm)
+  if (p.op != Op::gemm && !op_is_grouped(p.op) && !op_is_dual(p.op))
     return "out_type nvfp4 (block-scaled output) is for gemm, grouped_gemm and dual_gemm";
   const uint32_t r = static_cast<uint32_t>(p.out_recipe);
   if (r < 1 || r > static_cast<uint32_t>(Recipe::torchao))
     return "out_recipe must be te, ref, fast or torchao (the recipes that make nvfp4)";
-  const size_t groups = p.op == Op::grouped_gemm ? p.groups.size() : 1;
+  const size_t groups = op_is_grouped(p.op) ? p.groups.size() : 1;
   if (p.out_global_scale.size() != 1 && p.out_global_scale.size() != groups)
     return "out_global_scale needs one value" + std::string(groups > 1 ? " or one per group" : "") + ", got " +
            std::to_string(p.out_global_scale.size());
@@ -58,7 +58,7 @@ std::string block_scaled_output_error(const Problem& p) {
     if (!std::isfinite(g) || !(g > 0)) return "out_global_scale must be finite and > 0";
   }
   // Q packs two codes a byte along n, like A along k.
-  if (p.op != Op::grouped_gemm && p.n % 2 != 0)
+  if (!op_is_grouped(p.op) && p.n % 2 != 0)
     return "n = " + std::to_string(p.n) + " must be even for out_type nvfp4 (Q packs two codes a byte)";
   for (size_t g = 0; g < p.groups.size(); ++g) {
     if (p.groups[g].n % 2 != 0)
@@ -296,7 +296,7 @@ std::string block_scaled_failure_text(const Problem& p, const ExactResult& ref, 
   if (j.pass()) return "Q and SFQ are what rule 8 allows";
   std::string t = std::string("block-scaled output (recipe ") + to_string(p.out_recipe) + ", global scale " +
                   num(u.global_scale) + ")";
-  if (p.op == Op::grouped_gemm) {
+  if (op_is_grouped(p.op)) {
     const std::vector<OutUnit> units = out_units(p);
     for (size_t g = 0; g < units.size(); ++g) {
       if (units[g].first == u.first && units[g].m == u.m && units[g].m > 0) t += " of group " + std::to_string(g);
@@ -356,8 +356,8 @@ std::vector<OutBlock> first_out_blocks(const Problem& p, int64_t count) {
 }
 
 std::string out_block_place(const Problem& p, const OutBlock& blk) {
-  const int64_t n = p.op == Op::grouped_gemm ? p.groups[blk.unit].n : p.n;
-  const std::string where = p.op == Op::grouped_gemm ? "group " + std::to_string(blk.unit) : "batch " + std::to_string(blk.b);
+  const int64_t n = op_is_grouped(p.op) ? p.groups[blk.unit].n : p.n;
+  const std::string where = op_is_grouped(p.op) ? "group " + std::to_string(blk.unit) : "batch " + std::to_string(blk.b);
   return where + ", row " + std::to_string(blk.i) + ", block " + std::to_string(blk.s) + " (columns " +
          std::to_string(blk.s * 16) + ".." + std::to_string(std::min<int64_t>(n, blk.s * 16 + 16) - 1) + ")";
 }

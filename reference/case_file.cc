@@ -156,13 +156,13 @@ class CaseParser {
     parse_op(p);
     check_keys_for_op(p.op);
     parse_out_type(p);
-    if (p.op != Op::quantize) parse_operand_formats(p);  // first: the formats decide k's parity and the sizes
-    if (p.op == Op::grouped_gemm) {
+    if (!op_quantizes(p.op)) parse_operand_formats(p);  // first: the formats decide k's parity and the sizes
+    if (op_is_grouped(p.op)) {
       parse_options(p);
       parse_groups(p);
       parse_group_data(p);
       parse_block_scaled_output(p);
-    } else if (p.op == Op::quantize) {
+    } else if (op_quantizes(p.op)) {
       parse_quantize_options(p);  // first: the format decides whether k may be odd
       parse_shape(p);
       parse_options(p);
@@ -267,15 +267,18 @@ class CaseParser {
 
   void parse_op(Problem& p) {
     const Entry* op = find("op");
-    if (!op) fail_missing("missing required key 'op' (gemv, gemm, grouped_gemm, dual_gemm or quantize)");
-    if (!nvfp4::parse_op(op->value, &p.op))
-      fail(op->line, "op: " + quoted(op->value) + " is not one of 'gemv', 'gemm', 'grouped_gemm', 'dual_gemm', 'quantize'");
+    if (!op) fail_missing("missing required key 'op' (" + op_name_list("or") + ")");
+    if (!nvfp4::parse_op(op->value, &p.op)) {
+      std::string names;
+      for (const OpInfo& o : kOpTable) names += std::string(names.empty() ? "'" : ", '") + o.name + "'";
+      fail(op->line, "op: " + quoted(op->value) + " is not one of " + names);
+    }
   }
 
   // Keys that belong to other ops are errors, not ignored: a grouped case given `m` most likely
   // meant something the file does not say.
   void check_keys_for_op(Op op) const {
-    const bool grouped = op == Op::grouped_gemm, dual = op == Op::dual_gemm;
+    const bool grouped = op_is_grouped(op), dual = op_is_dual(op);
     // Entries in line order, so that the first wrong key of the file is the one named.
     std::vector<std::pair<int, std::string>> by_line;
     for (const auto& [key, entry] : entries_) by_line.emplace_back(entry.line, key);
@@ -292,7 +295,7 @@ class CaseParser {
       const bool dual_only = key == "b2" || key == "sfb2" || key == "alpha2";
       // expect_q and expect_sfq also record a block-scaled output (out_type = nvfp4).
       const Entry* out_type = find("out_type");
-      const bool block_scaled = op != Op::quantize && out_type && out_type->value == "nvfp4";
+      const bool block_scaled = !op_quantizes(op) && out_type && out_type->value == "nvfp4";
       const bool out_only = key == "out_recipe" || key == "out_global_scale";
       const bool quantize_only = key == "in_type" || key == "format" || key == "recipe" || key == "quant_2d" ||
                                  key == "row_global_scale" || key == "stochastic_seed" || key == "x" ||
@@ -304,8 +307,8 @@ class CaseParser {
       const bool gemm_only = key == "a" || key == "b" || key == "sfa" || key == "sfb" || key == "expect" ||
                              key == "alpha" || key == "out_type" || key == "scale_semantics" ||
                              key == "a_format" || key == "b_format";
-      if (quantize_only && op != Op::quantize) fail(entry.line, "key '" + key + "' is only for op = quantize");
-      if (op == Op::quantize && (gemm_only || grouped_only || dual_only))
+      if (quantize_only && !op_quantizes(op)) fail(entry.line, "key '" + key + "' is only for op = quantize");
+      if (op_quantizes(op) && (gemm_only || grouped_only || dual_only))
         fail(entry.line, "key '" + key + "' is not used by op = quantize (it has x, expect_q and expect_sfq)");
       if (grouped_only && !grouped) fail(entry.line, "key '" + key + "' is only for op = grouped_gemm");
       if (dual_only && !dual) fail(entry.line, "key '" + key + "' is only for op = dual_gemm");
@@ -323,25 +326,25 @@ class CaseParser {
     for (const char* key : {"m", "k", "l"}) {
       if (!find(key)) fail_missing(std::string("missing required key '") + key + "'");
     }
-    if (p.op != Op::gemv && p.op != Op::quantize && !find("n")) fail_missing("missing required key 'n' (required for " + std::string(to_string(p.op)) + ")");
+    if (op_has_n(p.op) && !find("n")) fail_missing("missing required key 'n' (required for " + std::string(to_string(p.op)) + ")");
     p.m = parse_dim("m");
     // k is even and at least 2, but 1 and odd are fine where no operand packs E2M1 nibbles.
-    const bool any_nibbles = p.op == Op::quantize ? packs_nibbles(p.q_format)
+    const bool any_nibbles = op_quantizes(p.op) ? packs_nibbles(p.q_format)
                                                   : packs_nibbles(p.a_format) || packs_nibbles(p.b_format);
     p.k = parse_dim("k", any_nibbles ? 2 : 1);
     p.l = parse_dim("l");
     p.n = find("n") ? parse_dim("n") : 1;
-    if (p.op == Op::gemv && p.n != 1) fail(find("n")->line, "n must be 1 for gemv, got " + find("n")->value);
-    if (p.op == Op::quantize && p.n != 1) fail(find("n")->line, "n must be 1 for quantize, got " + find("n")->value);
+    if (!op_has_n(p.op) && p.n != 1)
+      fail(find("n")->line, std::string("n must be 1 for ") + to_string(p.op) + ", got " + find("n")->value);
     if (any_nibbles && p.k % 2 != 0) fail(find("k")->line, "k must be even (two E2M1 values per byte), got " + find("k")->value);
-    if (p.op == Op::quantize) return check_quantize_size(p);
+    if (op_quantizes(p.op)) return check_quantize_size(p);
 
     // Cap the buffers a case needs (SPEC section 2: a, b, both scale layouts, c) so that a typo
     // or a hostile file cannot make the reference or the harness allocate without bound.
     using u128v = unsigned __int128;
     const u128v m = p.m, n = p.n, k = p.k, l = p.l, kb = (p.k + 15) / 16;
     const u128v kt = (kb + 3) / 4, mt = (m + 127) / 128, nt = (n + 127) / 128;
-    const u128v bs = p.op == Op::dual_gemm ? 2 : 1;  // dual GEMM has two B
+    const u128v bs = op_is_dual(p.op) ? 2 : 1;  // dual GEMM has two B
     const u128v row = p.mx_operands() ? k : k / 2;  // an E4M3/E5M2 operand takes a byte per element
     const u128v bytes = l * (m + bs * n) * row + l * (m + bs * n) * kb + l * (mt + bs * nt) * kt * 512 +
                         l * m * n * out_bytes_;
@@ -353,7 +356,7 @@ class CaseParser {
       fail(line, "shape m=" + std::to_string(p.m) + " n=" + std::to_string(p.n) + " k=" +
                      std::to_string(p.k) + " l=" + std::to_string(p.l) + " needs " +
                      (bytes >> 62 ? std::string("more than 2^62") : std::to_string(static_cast<uint64_t>(bytes))) +
-                     " bytes of tensors (a, b, both scale layouts, c" + (p.op == Op::dual_gemm ? ", b2, sfb2" : "") +
+                     " bytes of tensors (a, b, both scale layouts, c" + (op_is_dual(p.op) ? ", b2, sfb2" : "") +
                      "); the limit is " +
                      std::to_string(kMaxCaseBytes) + " bytes");
     }
@@ -755,7 +758,7 @@ class CaseParser {
   }
 
   void parse_data(Problem& p) {
-    const bool dual = p.op == Op::dual_gemm;
+    const bool dual = op_is_dual(p.op);
     std::vector<const char*> tensors = {"a", "b", "sfa", "sfb"};
     if (dual) tensors = {"a", "b", "b2", "sfa", "sfb", "sfb2"};
     std::string given, missing;
@@ -1017,7 +1020,7 @@ std::string write_case(const Problem& p) {
   const auto invalid = [](const std::string& what) { throw std::invalid_argument("write_case: " + what); };
   const std::string shape = shape_error(p);
   if (!shape.empty()) invalid("bad shape: " + shape);
-  const bool grouped = p.op == Op::grouped_gemm, dual = p.op == Op::dual_gemm, quantize = p.op == Op::quantize;
+  const bool grouped = op_is_grouped(p.op), dual = op_is_dual(p.op), quantize = op_quantizes(p.op);
   if (quantize) return write_quantize_case(p);
   bool any_data = !p.a.empty() || !p.b.empty() || !p.sfa.empty() || !p.sfb.empty() || !p.b2.empty() || !p.sfb2.empty();
   for (const Group& g : p.groups) any_data = any_data || !g.a.empty() || !g.b.empty() || !g.sfa.empty() || !g.sfb.empty();

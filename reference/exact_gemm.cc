@@ -346,17 +346,35 @@ std::vector<uint32_t> ExactResult::words() const {
   return std::vector<uint32_t>(c.begin(), c.end());
 }
 
-ExactResult exact_gemm(const Problem& p) {
+namespace {
+
+void check_reference_input(const Problem& p, const char* who) {
   const std::string error = problem_error(p);
-  if (!error.empty()) throw std::invalid_argument("exact_gemm: " + error);
-  if (!p.has_data()) throw std::invalid_argument("exact_gemm: the problem has no data (a seed-only case not expanded?)");
+  if (!error.empty()) throw std::invalid_argument(std::string(who) + ": " + error);
+  if (!p.has_data())
+    throw std::invalid_argument(std::string(who) + ": the problem has no data (a seed-only case not expanded?)");
+}
+
+}  // namespace
+
+ExactResult exact_quantize(const Problem& p) {
+  check_reference_input(p, "exact_quantize");
+  if (!op_quantizes(p.op)) throw std::invalid_argument(std::string("exact_quantize: op ") + to_string(p.op) + " is not a quantizer");
+  ExactResult result;
+  result.quant = std::make_shared<const QuantResult>(quantize_reference(p));
+  result.group_offset = {0, 0};
+  return result;
+}
+
+ExactResult exact_gemm(const Problem& p) {
+  check_reference_input(p, "exact_gemm");
+  // The GEMM family's reference: another op's lives with its module (an op this code does not
+  // know would otherwise be computed as the GEMM it resembles).
+  if (p.op != Op::gemv && p.op != Op::gemm && !op_is_grouped(p.op) && !op_is_dual(p.op))
+    throw std::invalid_argument(std::string("exact_gemm: op ") + to_string(p.op) +
+                                " is not of the GEMM family (its module has its reference)");
   ExactResult result;
   if (p.mx_operands()) return exact_mx_result(p);
-  if (p.op == Op::quantize) {
-    result.quant = std::make_shared<const QuantResult>(quantize_reference(p));
-    result.group_offset = {0, 0};
-    return result;
-  }
   result.out_type = p.out_type;
   const size_t count = static_cast<size_t>(p.c_elems());
   result.elems.resize(count);
@@ -367,7 +385,7 @@ ExactResult exact_gemm(const Problem& p) {
   }
   result.group_offset = group_output_offsets(p);
 
-  if (p.op == Op::grouped_gemm) {
+  if (op_is_grouped(p.op)) {
     for (size_t g = 0; g < p.groups.size(); ++g) {
       const Group& q = p.groups[g];
       if (q.m == 0) continue;  // an empty group has no output
@@ -379,7 +397,7 @@ ExactResult exact_gemm(const Problem& p) {
   }
 
   const Operands x{p.a.data(), p.sfa.data(), p.b.data(), p.sfb.data(), p.m, p.n, p.k, p.l, p.semantics};
-  if (p.op != Op::dual_gemm) {
+  if (!op_is_dual(p.op)) {
     exact_elements(x, result.elems.data(), RoundInto{&result, result.elems.data(), 0, p.alpha});
     return result;
   }
@@ -407,11 +425,11 @@ ExactResult exact_gemm(const Problem& p) {
 }
 
 uint32_t expect_word(const Problem& p, int64_t index) {
-  if (p.op == Op::quantize || p.out_type == OutType::nvfp4) {
+  if (op_quantizes(p.op) || p.out_type == OutType::nvfp4) {
     const int64_t q = static_cast<int64_t>(p.expect_q ? p.expect_q->size() : 0);
     return index < q ? (*p.expect_q)[static_cast<size_t>(index)] : (*p.expect_sfq)[static_cast<size_t>(index - q)];
   }
-  if (p.op != Op::grouped_gemm) return (*p.expect)[static_cast<size_t>(index)];
+  if (!op_is_grouped(p.op)) return (*p.expect)[static_cast<size_t>(index)];
   const OutputPosition pos = output_position(p, index);
   const Group& g = p.groups[static_cast<size_t>(pos.g)];
   return (*g.expect)[static_cast<size_t>(pos.i * g.n + pos.j)];
@@ -419,16 +437,16 @@ uint32_t expect_word(const Problem& p, int64_t index) {
 
 void set_expect(Problem& p, const ExactResult& ref) {
   clear_expect(p);
-  if (p.op != Op::quantize && p.out_type == OutType::nvfp4) {
+  if (!op_quantizes(p.op) && p.out_type == OutType::nvfp4) {
     set_block_scaled_expect(p, ref);
     return;
   }
-  if (p.op == Op::quantize) {
+  if (op_quantizes(p.op)) {
     p.expect_q = ref.quant->q;
     p.expect_sfq = ref.quant->sfq;
     return;
   }
-  if (p.op != Op::grouped_gemm) {
+  if (!op_is_grouped(p.op)) {
     p.expect = ref.words();
     return;
   }
@@ -443,7 +461,7 @@ void set_expect(Problem& p, const ExactResult& ref) {
 
 ExpectComparison compare_expect(const Problem& p, const ExactResult& ref, size_t max_listed) {
   ExpectComparison out;
-  if (p.op == Op::quantize || p.out_type == OutType::nvfp4) {
+  if (op_quantizes(p.op) || p.out_type == OutType::nvfp4) {
     // Bytes of Q, then of SFQ (linear): every byte equal. A recorded expect_q of a stochastic
     // case is what the reference's own random source gave, so it compares the same way.
     const auto compare_bytes = [&](const std::optional<std::vector<uint8_t>>& expect, const std::vector<uint8_t>& got,
@@ -456,7 +474,7 @@ ExpectComparison compare_expect(const Problem& p, const ExactResult& ref, size_t
           out.first.push_back(base + static_cast<int64_t>(x));
       }
     };
-    if (p.op == Op::quantize) {
+    if (op_quantizes(p.op)) {
       compare_bytes(p.expect_q, ref.quant->q, 0);
       compare_bytes(p.expect_sfq, ref.quant->sfq, static_cast<int64_t>(ref.quant->q.size()));
       return out;
@@ -478,7 +496,7 @@ ExpectComparison compare_expect(const Problem& p, const ExactResult& ref, size_t
       if (out.differing++ < static_cast<int64_t>(max_listed)) out.first.push_back(index);
     }
   };
-  if (p.op == Op::grouped_gemm) {
+  if (op_is_grouped(p.op)) {
     const std::vector<int64_t> offsets = group_output_offsets(p);
     for (size_t g = 0; g < p.groups.size(); ++g) {
       if (p.groups[g].expect) compare(*p.groups[g].expect, offsets[g]);

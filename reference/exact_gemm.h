@@ -88,6 +88,9 @@ struct ExactResult {
 // std::invalid_argument otherwise). OpenMP across output rows; the result does not depend on
 // the thread count.
 ExactResult exact_gemm(const Problem& p);
+// The quantizer's reference (quantize_reference) as an ExactResult: `quant` set, no elements.
+// Throws std::invalid_argument for an invalid problem or one of another op.
+ExactResult exact_quantize(const Problem& p);
 
 // Compares the expect lines of p (expect, or every group's expect.g) with ref, element by
 // element; any two NaNs of the output type are the same result (SPEC rule 1), every other word

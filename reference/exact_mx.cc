@@ -285,7 +285,7 @@ void check_operand(const MxOperand& op, const char* name, int64_t rows, int64_t 
 void validate(const MxProblem& p) {
   if (p.op != Op::gemv && p.op != Op::gemm) throw std::invalid_argument("MX problem: op must be gemv or gemm");
   if (p.m < 1 || p.n < 1 || p.l < 1 || p.k < 1) throw std::invalid_argument("MX problem: m, n, k, l must be >= 1");
-  if (p.op == Op::gemv && p.n != 1) throw std::invalid_argument("MX problem: n must be 1 for gemv");
+  if (op_n_is_one(p.op) && p.n != 1) throw std::invalid_argument("MX problem: n must be 1 for gemv");
   if (!std::isfinite(p.alpha)) throw std::invalid_argument("MX problem: alpha must be finite");
   check_operand(p.a, "a", p.m, p.k, p.l);
   check_operand(p.b, "b", p.n, p.k, p.l);
@@ -456,7 +456,7 @@ ExactResult exact_mx_result(const Problem& p, const MxElementsFn& elements) {
   else r.c.resize(count);
   auto facts = std::make_shared<std::vector<MxElement>>();
   facts->reserve(count);
-  if (p.op == Op::grouped_gemm) {
+  if (op_is_grouped(p.op)) {
     // Each non-empty group an l = 1 GEMM of the problem's formats with its own alpha (rule 5).
     for (size_t g = 0; g < p.groups.size(); ++g) {
       if (p.groups[g].m == 0) continue;
@@ -470,7 +470,7 @@ ExactResult exact_mx_result(const Problem& p, const MxElementsFn& elements) {
   }
   if (facts->size() != count) throw std::runtime_error("exact_mx_result: the elements' source gave the wrong count");
   for (size_t x = 0; x < count; ++x) r.elems[x].nan = (*facts)[x].nan;
-  if (p.op == Op::dual_gemm) {
+  if (op_is_dual(p.op)) {
     // G = A*B (alpha), U = A*B2 (alpha2), v = silu(G) * U once rounded, as for NVFP4 operands.
     auto u = std::make_shared<std::vector<MxElement>>(elements(mx_dual_u(p)));
     if (u->size() != count) throw std::runtime_error("exact_mx_result: the elements' source gave the wrong count");
@@ -487,7 +487,7 @@ ExactResult exact_mx_result(const Problem& p, const MxElementsFn& elements) {
                            : round_dual(r.dual[x], false, p.out_type));
     }
     r.mx2 = std::move(u);
-  } else if (p.op != Op::grouped_gemm) {
+  } else if (!op_is_grouped(p.op)) {
     // Each word its own rounding (a GPU source hands back millions of elements at once).
     const int64_t words = static_cast<int64_t>(count);
 #pragma omp parallel for schedule(static) if (words > 4096)
@@ -502,7 +502,7 @@ ElementVerdict judge_mx_output(const Problem& p, const ExactResult& ref, int64_t
                                const Policy& policy) {
   const size_t x = static_cast<size_t>(index);
   const MxElement& e = (*ref.mx)[x];
-  if (p.op != Op::dual_gemm || !ref.mx2) return judge_mx_element(e, alpha, actual, policy, p.out_type);
+  if (!op_is_dual(p.op) || !ref.mx2) return judge_mx_element(e, alpha, actual, policy, p.out_type);
   const MxElement& u = (*ref.mx2)[x];
   SumFacts gf = mx_facts(e, p.alpha, OutType::fp32), uf = mx_facts(u, p.alpha2, OutType::fp32);
   // Rule 6's NaN is rule 1's: a NaN scale or element (or Inf * 0 inside G or U), not alpha's.

@@ -30,7 +30,7 @@ class MxCaseReader {
     p.n = number("n", 1);
     p.k = number("k", 32);
     p.l = number("l", 1);
-    if (p.op == Op::gemv && p.n != 1) fail("n", "n must be 1 for gemv");
+    if (op_n_is_one(p.op) && p.n != 1) fail("n", "n must be 1 for gemv");
     const std::string layout = take("sf_layout", "linear");
     if (layout != "linear" && layout != "permuted") fail("sf_layout", "sf_layout must be linear or permuted");
     const std::string sem = take("scale_semantics", "ue4m3");

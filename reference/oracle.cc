@@ -481,10 +481,10 @@ OracleSummary judge_all(const Problem& p, const ExactResult& ref, const Word& wo
     throw std::invalid_argument("judge: the reference has " + std::to_string(ref.elems.size()) +
                                 " elements, the problem " + std::to_string(count));
   if (ref.out_type != p.out_type) throw std::invalid_argument("judge: the reference is of another output type");
-  const bool dual = p.op == Op::dual_gemm;
+  const bool dual = op_is_dual(p.op);
   if (dual && (static_cast<int64_t>(ref.elems2.size()) != count || static_cast<int64_t>(ref.dual.size()) != count))
     throw std::invalid_argument("judge: the reference of a dual GEMM lacks U or v");
-  const bool grouped = p.op == Op::grouped_gemm;
+  const bool grouped = op_is_grouped(p.op);
   // Each element's alpha: the problem's, or its group's (rule 5).
   std::vector<int64_t> group_end;
   if (grouped) {
@@ -562,12 +562,12 @@ ElementVerdict judge_output(const Problem& p, const ExactResult& ref, int64_t in
                             const Policy& policy) {
   const size_t x = static_cast<size_t>(index);
   if (ref.mx) {
-    const float alpha = p.op == Op::grouped_gemm ? p.groups[static_cast<size_t>(output_position(p, index).g)].alpha : p.alpha;
+    const float alpha = op_is_grouped(p.op) ? p.groups[static_cast<size_t>(output_position(p, index).g)].alpha : p.alpha;
     return judge_mx_output(p, ref, index, alpha, actual, policy);
   }
-  if (p.op == Op::dual_gemm)
+  if (op_is_dual(p.op))
     return judge_dual_element(ref.elems[x], ref.elems2[x], ref.dual[x], p.alpha, p.alpha2, actual, policy, p.out_type);
-  const float alpha = p.op == Op::grouped_gemm ? p.groups[static_cast<size_t>(output_position(p, index).g)].alpha : p.alpha;
+  const float alpha = op_is_grouped(p.op) ? p.groups[static_cast<size_t>(output_position(p, index).g)].alpha : p.alpha;
   return judge_element(ref.elems[x], alpha, actual, policy, p.out_type);
 }
 
@@ -577,10 +577,10 @@ OutputInterval output_interval(const Problem& p, const ExactResult& ref, int64_t
   if (!uses_spread(policy) && policy.kind != Policy::Kind::exact) used = Policy{}.with_accumulation(policy.accumulation);
   used.device_sm = policy.device_sm;
   Target t;
-  if (p.op == Op::dual_gemm) {
+  if (op_is_dual(p.op)) {
     t = dual_target(ref.elems[x], ref.elems2[x], ref.dual[x], p.alpha, p.alpha2, used, OutType::fp32);
   } else {
-    const float alpha = p.op == Op::grouped_gemm ? p.groups[static_cast<size_t>(output_position(p, index).g)].alpha : p.alpha;
+    const float alpha = op_is_grouped(p.op) ? p.groups[static_cast<size_t>(output_position(p, index).g)].alpha : p.alpha;
     t = gemm_target(sum_facts(ref.elems[x], alpha, OutType::fp32), alpha, used);
   }
   OutputInterval out;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <stdexcept>
 #include <string>
 
@@ -13,14 +14,8 @@
 namespace nvfp4 {
 
 const char* to_string(Op op) {
-  switch (op) {
-    case Op::gemv: return "gemv";
-    case Op::gemm: return "gemm";
-    case Op::grouped_gemm: return "grouped_gemm";
-    case Op::dual_gemm: return "dual_gemm";
-    case Op::quantize: return "quantize";
-  }
-  return "unknown-op";
+  const OpInfo* o = find_op(op);
+  return o != nullptr ? o->name : "unknown-op";
 }
 
 const char* to_string(OutType type) {
@@ -81,7 +76,25 @@ bool parse_enum(const std::string& text, E first, E last, E* out) {
 
 }  // namespace
 
-bool parse_op(const std::string& text, Op* op) { return parse_enum(text, Op::gemv, Op::quantize, op); }
+bool parse_op(const std::string& text, Op* op) {
+  for (const OpInfo& o : kOpTable) {
+    if (text == o.name) {
+      *op = o.op;
+      return true;
+    }
+  }
+  return false;
+}
+std::string op_name_list(const char* conjunction) {
+  std::string out;
+  const size_t n = std::size(kOpTable);
+  for (size_t i = 0; i < n; ++i) {
+    if (i > 0) out += i + 1 == n ? std::string(" ") + conjunction + " " : std::string(", ");
+    out += kOpTable[i].name;
+  }
+  return out;
+}
+
 bool parse_block_format(const std::string& text, BlockFormat* f) {
   return parse_enum(text, BlockFormat::nvfp4, BlockFormat::mxfp8_e5m2, f);
 }
@@ -136,8 +149,8 @@ std::string size_error(const char* what, int64_t a, int64_t b, int64_t c) {
 }  // namespace
 
 int64_t Problem::c_elems() const {
-  if (op == Op::quantize) return 0;
-  if (op != Op::grouped_gemm) return l * m * n;
+  if (op_quantizes(op)) return 0;
+  if (!op_is_grouped(op)) return l * m * n;
   int64_t total = 0;
   for (const Group& g : groups) total += g.c_elems();
   return total;
@@ -146,7 +159,7 @@ int64_t Problem::c_elems() const {
 bool Problem::has_data() const {
   if (!shape_error(*this).empty()) return false;
   auto fits = [](const std::vector<uint8_t>& v, int64_t want) { return static_cast<int64_t>(v.size()) == want; };
-  if (op == Op::grouped_gemm) {
+  if (op_is_grouped(op)) {
     for (const Group& g : groups) {
       if (!fits(g.a, g.a_bytes(a_format)) || !fits(g.b, g.b_bytes(b_format)) || !fits(g.sfa, g.sfa_bytes(a_format)) ||
           !fits(g.sfb, g.sfb_bytes(b_format)))
@@ -154,7 +167,7 @@ bool Problem::has_data() const {
     }
     return true;
   }
-  if (op == Op::quantize) return fits(x, x_bytes());
+  if (op_quantizes(op)) return fits(x, x_bytes());
   return fits(a, a_bytes()) && fits(b, b_bytes()) && fits(sfa, sfa_bytes()) && fits(sfb, sfb_bytes()) &&
          fits(b2, b2_bytes()) && fits(sfb2, sfb2_bytes());
 }
@@ -256,13 +269,13 @@ std::string mx_k_error(const Problem& p, int64_t k, const std::string& at) {
 // (a row is at most k bytes).
 std::string mx_shape_error(const Problem& p) {
   if (std::string e = mx_k_error(p, p.k, ""); !e.empty()) return e;
-  return gemm_shape_error(p.m, p.n, p.k + p.k % 2, p.l, out_word_bytes(p.out_type), "", p.op == Op::gemv);
+  return gemm_shape_error(p.m, p.n, p.k + p.k % 2, p.l, out_word_bytes(p.out_type), "", op_n_is_one(p.op));
 }
 
 // A block-scaled output records its expected outputs as expect_q and expect_sfq (linear), and
 // only it and quantize have them.
 std::string out_expect_error(const Problem& p) {
-  if (p.op == Op::quantize) return {};
+  if (op_quantizes(p.op)) return {};
   if (p.out_type != OutType::nvfp4)
     return p.expect_q || p.expect_sfq ? "expect_q and expect_sfq are for quantize and out_type nvfp4" : "";
   bool words = p.expect.has_value();
@@ -279,8 +292,7 @@ std::string out_expect_error(const Problem& p) {
 }  // namespace
 
 std::string shape_error(const Problem& p) {
-  if (p.op != Op::gemv && p.op != Op::gemm && p.op != Op::grouped_gemm && p.op != Op::dual_gemm && p.op != Op::quantize)
-    return "op must be gemv, gemm, grouped_gemm, dual_gemm or quantize";
+  if (find_op(p.op) == nullptr) return "op must be " + op_name_list("or");
   if (p.sf_layout != SfLayout::linear && p.sf_layout != SfLayout::permuted)
     return "sf_layout must be linear or permuted";
   if (p.semantics != ScaleSemantics::ue4m3 && p.semantics != ScaleSemantics::e4m3)
@@ -291,18 +303,18 @@ std::string shape_error(const Problem& p) {
   if (!valid_format(p.a_format) || !valid_format(p.b_format))
     return "a_format and b_format must be nvfp4, mxfp4, mxfp8_e4m3 or mxfp8_e5m2";
   // The block-scaled output's reference quantizes exact NVFP4 results; MX operands have their own.
-  if (p.mx_operands() && p.out_type == OutType::nvfp4 && p.op != Op::quantize)
+  if (p.mx_operands() && p.out_type == OutType::nvfp4 && !op_quantizes(p.op))
     return "out_type nvfp4 is for NVFP4 operands (a_format and b_format nvfp4)";
   if (std::string e = block_scaled_output_error(p); !e.empty()) return e;
-  if (p.op == Op::grouped_gemm) return grouped_shape_error(p);
+  if (op_is_grouped(p.op)) return grouped_shape_error(p);
   if (!p.groups.empty()) return "only grouped_gemm has groups";
-  if (p.op == Op::quantize) {
+  if (op_quantizes(p.op)) {
     if (p.mx_operands()) return "a_format and b_format are for the GEMM family (quantize has format)";
     return p.packed ? "only grouped_gemm has the packed arrangement" : quantize_shape_error(p);
   }
   if (p.packed) return "only grouped_gemm has the packed arrangement";
   if (p.mx_operands()) return mx_shape_error(p);
-  return gemm_shape_error(p.m, p.n, p.k, p.l, out_word_bytes(p.out_type), "", p.op == Op::gemv);
+  return gemm_shape_error(p.m, p.n, p.k, p.l, out_word_bytes(p.out_type), "", op_n_is_one(p.op));
 }
 
 std::string problem_error(const Problem& p) {
@@ -326,7 +338,7 @@ std::string problem_error(const Problem& p) {
     }
     return {};
   };
-  if (p.op == Op::grouped_gemm) {
+  if (op_is_grouped(p.op)) {
     for (size_t g = 0; g < p.groups.size(); ++g) {
       const Group& q = p.groups[g];
       const std::string at = "group " + std::to_string(g) + ": ";
@@ -344,7 +356,7 @@ std::string problem_error(const Problem& p) {
     if (p.expect) return "grouped_gemm holds its expected outputs per group";
     return {};
   }
-  if (p.op == Op::quantize) {
+  if (op_quantizes(p.op)) {
     auto optional_length = [&](const std::string& what, const std::optional<std::vector<uint8_t>>& v, int64_t want) {
       return v ? length(what, v->size(), want) : std::string();
     };
@@ -391,7 +403,7 @@ int64_t PackedLayout::sfb_permuted_offset(size_t g) const {
 }
 
 PackedLayout packed_layout(const Problem& p) {
-  if (p.op != Op::grouped_gemm || p.groups.empty())
+  if (!op_is_grouped(p.op) || p.groups.empty())
     throw std::invalid_argument("packed_layout: not a grouped problem");
   PackedLayout L;
   L.n = p.groups[0].n;
@@ -469,7 +481,7 @@ Problem group_problem(const Problem& p, size_t g) {
 
 std::vector<int64_t> group_output_offsets(const Problem& p) {
   std::vector<int64_t> offsets{0};
-  if (p.op != Op::grouped_gemm) {
+  if (!op_is_grouped(p.op)) {
     offsets.push_back(p.c_elems());
     return offsets;
   }
@@ -479,7 +491,7 @@ std::vector<int64_t> group_output_offsets(const Problem& p) {
 
 OutputPosition output_position(const Problem& p, int64_t index) {
   OutputPosition pos;
-  if (p.op != Op::grouped_gemm) {
+  if (!op_is_grouped(p.op)) {
     pos.b = index / (p.m * p.n);
     pos.i = (index / p.n) % p.m;
     pos.j = index % p.n;

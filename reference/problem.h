@@ -11,12 +11,12 @@
 #include <vector>
 
 #include "reference/formats.h"
+#include "reference/op_table.h"
 #include "reference/out_type.h"
 
 namespace nvfp4 {
 
-// Values of NVFP4_OP_*.
-enum class Op : uint32_t { gemv = 1, gemm = 2, grouped_gemm = 3, dual_gemm = 4, quantize = 5 };
+// Op (values of NVFP4_OP_*) is defined in op_table.h, with its name and traits.
 // Block formats of SPEC section 1 (values of NVFP4_FORMAT_*), quantize input types
 // (NVFP4_IN_*) and quantization recipes of SPEC section 2 (NVFP4_RECIPE_*).
 enum class BlockFormat : uint32_t { nvfp4 = 1, mxfp4 = 2, mxfp8_e4m3 = 3, mxfp8_e5m2 = 4 };
@@ -33,9 +33,12 @@ const char* to_string(OutType type);
 const char* to_string(BlockFormat format);
 const char* to_string(InType type);
 const char* to_string(Recipe recipe);
-// "gemv", "gemm", "grouped_gemm", "dual_gemm", "quantize" / "fp16", "bf16", "fp32" / "nvfp4",
+// An op's name in op_table.h / "fp16", "bf16", "fp32" / "nvfp4",
 // "mxfp4", "mxfp8_e4m3", "mxfp8_e5m2" / ... ; false for anything else.
 bool parse_op(const std::string& text, Op* op);
+// Every op's name in table order, the last two joined by `conjunction`: "gemv, gemm, ... or
+// quantize" (for messages that list the choices).
+std::string op_name_list(const char* conjunction);
 bool parse_out_type(const std::string& text, OutType* type);
 bool parse_block_format(const std::string& text, BlockFormat* format);
 bool parse_in_type(const std::string& text, InType* type);
@@ -133,18 +136,18 @@ struct Problem {
   int64_t kb_b() const { return operand_kb(b_format, k); }
   // Whether an operand is of an MX format (the block-scaled reference and rule 9 judge it).
   bool mx_operands() const { return a_format != BlockFormat::nvfp4 || b_format != BlockFormat::nvfp4; }
-  bool gemm_data() const { return op != Op::grouped_gemm && op != Op::quantize; }
+  bool gemm_data() const { return !op_is_grouped(op) && !op_quantizes(op); }
   int64_t a_bytes() const { return gemm_data() ? l * m * operand_row_bytes(a_format, k) : 0; }
   int64_t b_bytes() const { return gemm_data() ? l * n * operand_row_bytes(b_format, k) : 0; }
-  int64_t b2_bytes() const { return op == Op::dual_gemm ? l * n * operand_row_bytes(b_format, k) : 0; }
+  int64_t b2_bytes() const { return op_is_dual(op) ? l * n * operand_row_bytes(b_format, k) : 0; }
   int64_t sfa_bytes() const { return gemm_data() ? l * m * kb() : 0; }
   int64_t sfb_bytes() const { return gemm_data() ? l * n * kb_b() : 0; }
-  int64_t sfb2_bytes() const { return op == Op::dual_gemm ? l * n * kb_b() : 0; }
+  int64_t sfb2_bytes() const { return op_is_dual(op) ? l * n * kb_b() : 0; }
   // quantize: X's bytes, Q's bytes, scale blocks per row and SFQ's bytes (linear).
-  int64_t x_bytes() const { return op == Op::quantize ? l * m * k * in_word_bytes(in_type) : 0; }
-  int64_t q_bytes() const { return op == Op::quantize ? (packs_nibbles(q_format) ? l * m * k / 2 : l * m * k) : 0; }
+  int64_t x_bytes() const { return op_quantizes(op) ? l * m * k * in_word_bytes(in_type) : 0; }
+  int64_t q_bytes() const { return op_quantizes(op) ? (packs_nibbles(q_format) ? l * m * k / 2 : l * m * k) : 0; }
   int64_t qkb() const { return (k + block_size(q_format) - 1) / block_size(q_format); }
-  int64_t sfq_bytes() const { return op == Op::quantize ? l * m * qkb() : 0; }
+  int64_t sfq_bytes() const { return op_quantizes(op) ? l * m * qkb() : 0; }
   // Output elements: l*m*n, or for grouped_gemm the sum of m_g*n_g (the groups' outputs one
   // after another, which is also the packed C). quantize: 0 (its outputs are Q and SFQ).
   int64_t c_elems() const;

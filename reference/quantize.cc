@@ -282,7 +282,7 @@ float quantize_input(const Problem& p, int64_t index) {
 namespace {
 
 void check_problem(const Problem& p) {
-  if (p.op != Op::quantize) throw std::invalid_argument("not a quantize problem");
+  if (!op_quantizes(p.op)) throw std::invalid_argument("not a quantize problem");
   const std::string e = problem_error(p);
   if (!e.empty()) throw std::invalid_argument("quantize problem: " + e);
   if (!p.has_data()) throw std::invalid_argument("quantize problem without X");

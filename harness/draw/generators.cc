@@ -93,7 +93,7 @@ int64_t draw_k(Draws& d, int64_t max_k, int64_t multiple) {
 // Halves the largest dimension (keeping multiples) until the shape fits the cost limits.
 void fit_limits(Shape& s, const nvfp4_kernel_info& info, const ShapeLimits& lim) {
   const int64_t mm = dim_multiple(info.m_multiple), km = k_multiple_of(info);
-  const int64_t nm = s.op == Op::gemv ? 1 : dim_multiple(info.n_multiple);
+  const int64_t nm = op_n_is_one(s.op) ? 1 : dim_multiple(info.n_multiple);
   auto over = [&] {
     return s.l * s.m * s.n > lim.max_outputs || s.l * s.m * s.n * s.k > lim.max_products ||
            s.l * s.m * s.k > lim.max_elements || s.l * s.n * s.k > lim.max_elements;
@@ -173,11 +173,11 @@ std::string case_shape_error(const Shape& s) {
 
 std::vector<Op> declared_ops(const nvfp4_kernel_info& info, std::optional<Op> only) {
   std::vector<Op> ops;
-  // A version-1 kernel is handed GEMV and GEMM only (SPEC section 5), whatever its ops bits say.
-  const bool v2 = info.abi_version >= 2, v3 = info.abi_version >= 3;
-  for (Op op : {Op::gemv, Op::gemm, Op::grouped_gemm, Op::dual_gemm, Op::quantize}) {
-    if (!v2 && op != Op::gemv && op != Op::gemm) continue;
-    if (!v3 && op == Op::quantize) continue;
+  // A kernel is handed only the ops of its ABI version (SPEC section 5), whatever its ops bits
+  // say: a version-1 kernel GEMV and GEMM.
+  for (const OpModule& module : op_modules()) {
+    const Op op = module.op;
+    if (module.info().abi_version > info.abi_version) continue;
     if (((info.ops >> static_cast<uint32_t>(op)) & 1u) && (!only || *only == op)) ops.push_back(op);
   }
   return ops;
@@ -392,7 +392,7 @@ const std::vector<int64_t>& tile_edge_dims() {
 bool on_tile_edge(const Shape& s) {
   const auto& e = tile_edge_dims();
   auto edge = [&](int64_t v) { return v != 1 && std::find(e.begin(), e.end(), v) != e.end(); };
-  return edge(s.m) || (s.op != Op::gemv && edge(s.n)) || s.k % 64 != 0;
+  return edge(s.m) || (!op_n_is_one(s.op) && edge(s.n)) || s.k % 64 != 0;
 }
 
 Shape draw_shape(Draws& d, Op op, const nvfp4_kernel_info& info, const ShapeLimits& limits) {
@@ -407,7 +407,7 @@ Shape draw_shape(Draws& d, Op op, const nvfp4_kernel_info& info, const ShapeLimi
   s.l = std::clamp<int64_t>(l < 4 ? 1 : l - 2, 1, std::max<int64_t>(1, limits.max_l));
   s.m = draw_dim(d, std::max<int64_t>(1, limits.max_m), dim_multiple(info.m_multiple));
   const int64_t n = draw_dim(d, std::max<int64_t>(1, limits.max_n), dim_multiple(info.n_multiple));
-  s.n = op == Op::gemv ? 1 : n;
+  s.n = op_n_is_one(op) ? 1 : n;
   fit_limits(s, info, limits);
   return s;
 }
@@ -419,7 +419,7 @@ Shape draw_unsupported_shape(Draws& d, Op op, const nvfp4_kernel_info& info,
   // only when the multiple is more than the evenness every k has anyway.
   std::vector<char> dims;
   if (dim_multiple(info.m_multiple) > 1) dims.push_back('m');
-  if (op != Op::gemv && dim_multiple(info.n_multiple) > 1) dims.push_back('n');
+  if (!op_n_is_one(op) && dim_multiple(info.n_multiple) > 1) dims.push_back('n');
   if (info.k_multiple > 2 || (info.k_multiple > 1 && info.k_multiple % 2 == 1)) dims.push_back('k');
   const uint64_t which = d.below(std::max<size_t>(1, dims.size()));
   const uint64_t quotient = d.below(4), offset_raw = d.below(uint64_t(1) << 30);
@@ -856,7 +856,7 @@ void draw_data(Draws& d, const DataSpec& spec, Problem& p) {
     draw_mx_data(d, spec, p);
     return;
   }
-  if (p.op == Op::grouped_gemm) {
+  if (op_is_grouped(p.op)) {
     draw_grouped_data(d, spec, p);
     return;
   }
@@ -868,7 +868,7 @@ namespace {
 // GEMV, GEMM and dual GEMM data, and one group's of a grouped GEMM (`edges` false there: a group's
 // alpha stays as drawn, so that the draws of the groups after it do not move).
 void draw_dense_data(Draws& d, const DataSpec& spec, Problem& p, bool edges_allowed) {
-  const bool dual = p.op == Op::dual_gemm;
+  const bool dual = op_is_dual(p.op);
   // The draws of GEMV and GEMM come first and in their old order; a dual problem's extra draws
   // (B2, SFB2, B2's sign, alpha2, silu's region) come with a bound of 1 otherwise, which draws
   // nothing, so a seed means the same GEMV or GEMM case as before dual GEMM existed.
@@ -973,25 +973,23 @@ Problem generate_problem(Rng& rng, Op op, const nvfp4_kernel_info& info, const D
 }
 
 void expand_seeded_case(Problem& p) {
-  const bool grouped = p.op == Op::grouped_gemm;
+  const bool grouped = op_is_grouped(p.op);
   bool all_empty = grouped;
   for (const Group& g : p.groups) all_empty = all_empty && g.m == 0;
   // Explicit data always wins. A grouped case whose every group is empty has all its data, but
   // its seed still names the groups' alphas.
   if (p.has_data() && !(all_empty && p.seed)) return;
   if (!p.seed) {
-    throw std::invalid_argument(p.op == Op::quantize ? "the case gives neither explicit data (x) nor a seed"
+    throw std::invalid_argument(op_quantizes(p.op) ? "the case gives neither explicit data (x) nor a seed"
                                                       : "the case gives neither explicit data (a, b, sfa, sfb) nor a seed");
   }
   const std::string shape = shape_error(p);
   if (!shape.empty()) throw std::invalid_argument(shape);
-  if (p.op == Op::quantize) {
-    // The quantize op's own draw of X (its module); explicit X wins like every tensor.
-    if (static_cast<int64_t>(p.x.size()) == p.x_bytes()) return;
-    quantize_op::fill_x(p);
-    p.data_from_seed = true;
-    return;
-  }
+  op_module(p.op).expand_seed(p);
+}
+
+void gemm_family::expand_seed(Problem& p) {
+  const bool grouped = op_is_grouped(p.op);
   const DataSpec spec = p.generator.empty() ? DataSpec{} : DataSpec::parse(p.generator);
   // The draw reads the shape alone (op, m, n, k, l, the groups' m, n, k), never the case's data:
   // the expansion is a pure function of seed, generator and shape.
@@ -1028,14 +1026,14 @@ void expand_seeded_case(Problem& p) {
   keep_or_take(p.b, drawn.b, p.b_bytes());
   keep_or_take(p.sfa, drawn.sfa, p.sfa_bytes());
   keep_or_take(p.sfb, drawn.sfb, p.sfb_bytes());
-  if (p.op == Op::dual_gemm) {
+  if (op_is_dual(p.op)) {
     keep_or_take(p.b2, drawn.b2, p.b2_bytes());
     keep_or_take(p.sfb2, drawn.sfb2, p.sfb2_bytes());
   }
   p.data_from_seed = all_drawn;
   if (spec.alpha != AlphaDist::one) {
     p.alpha = drawn.alpha;
-    if (p.op == Op::dual_gemm) p.alpha2 = drawn.alpha2;
+    if (op_is_dual(p.op)) p.alpha2 = drawn.alpha2;
   }
 }
 

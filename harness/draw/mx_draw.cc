@@ -157,7 +157,7 @@ void draw_dense_mx(Draws& d, const DataSpec& spec, Problem& p) {
   if (spec.scales == ScaleDist::full || spec.scales == ScaleDist::zero) place_extremes(d, p);
   place_specials(d, spec, p);
   p.alpha = alpha_from_raw(spec.alpha, static_cast<uint32_t>(d.below(uint64_t(1) << 32)));
-  if (p.op != Op::dual_gemm) return;
+  if (!op_is_dual(p.op)) return;
   p.b2 = draw_elements(d, p.b_format, p.n, p.k, p.l, spec.values, true);
   p.sfb2 = draw_scales(d, p.b_format, p.n, p.kb_b(), p.l, w.center_b, w.width);
   p.alpha2 = alpha_from_raw(spec.alpha, static_cast<uint32_t>(d.below(uint64_t(1) << 32)));
@@ -264,12 +264,12 @@ void draw_grouped_mx(Draws& d, const DataSpec& spec, Problem& p) {
 }  // namespace
 
 void draw_mx_data(Draws& d, const DataSpec& spec, Problem& p) {
-  if (p.op == Op::grouped_gemm) {
+  if (op_is_grouped(p.op)) {
     draw_grouped_mx(d, spec, p);
     return;
   }
   draw_dense_mx(d, spec, p);
-  if (p.op == Op::dual_gemm) keep_dual_in_fp32_range(p);
+  if (op_is_dual(p.op)) keep_dual_in_fp32_range(p);
 }
 
 }  // namespace nvfp4

@@ -40,7 +40,7 @@ Shape draw_large_shape(Draws& d, Op op, const nvfp4_kernel_info& info) {
   const int64_t mm = std::max<uint32_t>(1, info.m_multiple), nm = std::max<uint32_t>(1, info.n_multiple);
   const int64_t km = std::lcm<int64_t>(2, std::max<uint32_t>(1, info.k_multiple));
   // Which dimensions span several tiles: m, n (GEMM, dual GEMM), k, l, or m and n together.
-  const bool has_n = op != Op::gemv;
+  const bool has_n = !op_n_is_one(op);
   const uint64_t focus = d.below(has_n ? 5 : 3);
   const bool big_m = focus == 0 || focus == 4, big_n = has_n && (focus == 1 || focus == 4);
   const bool big_k = (has_n ? focus == 2 : focus == 1), big_l = (has_n ? focus == 3 : focus == 2);
@@ -250,7 +250,7 @@ namespace {
 void draw_plan_shape(Draws& d, const nvfp4_kernel_info& info, const CaseConstraints& c, const ShapeLimits& limits,
                      const std::optional<Shape>& shape, Op op, CasePlan& plan) {
   Problem& p = plan.problem;
-  const bool grouped = op == Op::grouped_gemm;
+  const bool grouped = op_is_grouped(op);
   if (plan.kind == CaseKind::unsupported &&
       !(grouped ? draw_unsupported_grouped(d, info, limits, plan) : draw_unsupported(d, info, op, limits, plan)))
     plan.kind = CaseKind::small;
@@ -326,20 +326,22 @@ CasePlan draw_plan(Draws& d, const nvfp4_kernel_info& info, const CaseConstraint
   const Op op = ops[d.below(ops.size())];
   const uint64_t layout_pick = d.below(2);
   p.sf_layout = c.layout ? *c.layout : pick_layout(info, layout_pick);
-  if (op == Op::quantize) {
-    // Its own draw (the quantize module): the shape classes and data classes above are the GEMM
-    // family's; a quantizer's data classes aim at its own decisions.
-    plan.kind = CaseKind::small;
-    quantize_op::draw(d, info, limits, plan);
-    return plan;
-  }
+  op_module(op).draw(d, info, c, limits, shape ? &*shape : nullptr, op, plan);
+  return plan;
+}
+
+void gemm_family::draw(Draws& d, const nvfp4_kernel_info& info, const CaseConstraints& c, const ShapeLimits& limits,
+                       const Shape* shape_given, Op op, CasePlan& plan) {
+  Problem& p = plan.problem;
+  const bool unit_alpha = info.flags & NVFP4_FLAG_UNIT_ALPHA;
+  const std::optional<Shape> shape = shape_given ? std::optional<Shape>(*shape_given) : std::nullopt;
   p.semantics = declared_semantics(info);
   // Among the declared output types, FP16 first (raw 0) when declared. One declared type draws
   // nothing, so a version-1 kernel's cases are what they were before BF16 and FP32 existed.
   std::vector<OutType> out_types = declared_out_type_list(info);
   // Block-scaled output is GEMM's, dual GEMM's and grouped GEMM's in the separate arrangement
   // (GEMV's n = 1 cannot pack; the packed arrangement has no place for each group's Q and SFQ).
-  if (op == Op::gemv || (op == Op::grouped_gemm && (info.flags & NVFP4_FLAG_GROUPS_PACKED)))
+  if (op_n_is_one(op) || (op_is_grouped(op) && (info.flags & NVFP4_FLAG_GROUPS_PACKED)))
     out_types.erase(std::remove(out_types.begin(), out_types.end(), OutType::nvfp4), out_types.end());
   if (out_types.empty()) throw std::invalid_argument("the kernel declares no output type the op may have");
   if (c.out_type && std::find(out_types.begin(), out_types.end(), *c.out_type) == out_types.end())
@@ -355,7 +357,6 @@ CasePlan draw_plan(Draws& d, const nvfp4_kernel_info& info, const CaseConstraint
   draw_plan_shape(d, info, c, limits, shape, op, plan);
   if (block_scaled_out::applies(p)) block_scaled_out::draw_recipe(d, info, p);
   if (unit_alpha && plan.kind != CaseKind::unsupported) plan.spec.alpha = AlphaDist::one;
-  return plan;
 }
 
 DrawnCase draw_case(Draws& d, const nvfp4_kernel_info& info, const CaseConstraints& c, const ShapeLimits& limits) {
@@ -365,16 +366,14 @@ DrawnCase draw_case(Draws& d, const nvfp4_kernel_info& info, const CaseConstrain
   out.spec = plan.spec;
   out.kind = plan.kind;
   out.data = plan.data;
-  if (out.problem.op == Op::quantize) {
-    // X from a seed drawn here: its classes are the module's, named by the generator.
-    out.problem.seed = d.below(uint64_t(1) << 62);
-    quantize_op::fill_x(out.problem);
-    return out;
-  }
-  draw_data(d, out.spec, out.problem);
+  op_module(out.problem.op).draw_data(d, info, out);
+  return out;
+}
+
+void gemm_family::draw_data(Draws& d, const nvfp4_kernel_info& info, DrawnCase& out) {
+  nvfp4::draw_data(d, out.spec, out.problem);
   if ((info.flags & NVFP4_FLAG_UNIT_ALPHA) && out.kind != CaseKind::unsupported) set_unit_alpha(out.problem);
   if (block_scaled_out::applies(out.problem)) block_scaled_out::draw_global_scale(d, out.problem);
-  return out;
 }
 
 DrawnCase draw_fuzz_case(const uint8_t* data, std::size_t size, const nvfp4_kernel_info* kernel,
@@ -472,7 +471,7 @@ ScheduledCase Schedule::at(int64_t index) const {
   CasePlan plan = draw_plan(d, info_, constraints, options_.limits, options_.shape);
   // The huge tier decides from a hash of its own, so that drawing it takes nothing from the
   // case's draws: every other case is the case it was without the tier.
-  if (plan.problem.op == Op::quantize && !options_.shape && options_.huge != HugeTier::off &&
+  if (op_quantizes(plan.problem.op) && !options_.shape && options_.huge != HugeTier::off &&
       info_.memory == NVFP4_MEMORY_CUDA && options_.device_free_bytes > 0) {
     const uint64_t pick = splitmix64(case_seed(index) ^ 0x4855474554494552ull);  // "HUGETIER"
     if ((options_.huge == HugeTier::always || pick % kHugeShare == 0) &&
@@ -485,14 +484,14 @@ ScheduledCase Schedule::at(int64_t index) const {
   c.problem = std::move(plan.problem);
   Problem& p = c.problem;
   p.seed = rng();
-  if (p.op != Op::quantize) p.generator = c.spec.name();
+  if (!op_quantizes(p.op)) p.generator = c.spec.name();
   // A huge case's X (4 to 8 GiB) is drawn when the case is checked (check_case expands a seeded
   // case), one huge case at a time, not here where lanes draw the next case ahead.
   if (c.kind != CaseKind::huge) expand_seeded_case(p);
   if ((info_.flags & NVFP4_FLAG_UNIT_ALPHA) && c.kind != CaseKind::unsupported) set_unit_alpha(p);
   // The output's global scale is drawn against the output's amax, so after the data.
   if (block_scaled_out::applies(p)) block_scaled_out::draw_global_scale(d, p);
-  p.note = p.op == Op::quantize
+  p.note = op_quantizes(p.op)
                ? fmt::format("schedule seed {} kernel {} case {} ({}{})", options_.seed, name_, index, p.generator,
                              c.kind == CaseKind::huge ? ", huge tier" : "")
                : fmt::format("schedule seed {} kernel {} case {} ({}, {}, data {})", options_.seed, name_, index,
@@ -514,7 +513,7 @@ void ScheduleStats::add(const ScheduledCase& c) {
   ++cases;
   ++by_kind[to_string(c.kind)];
   ++by_op[to_string(p.op)];
-  if (p.op == Op::quantize) {
+  if (op_quantizes(p.op)) {
     // Its data classes are its module's (the generator), its options its own.
     const std::string data = p.generator.substr(p.generator.find('/') + 1);
     ++by_data[data];
@@ -534,7 +533,7 @@ void ScheduleStats::add(const ScheduledCase& c) {
   const size_t a = spec.find('/'), b = spec.find('/', a + 1);
   ++by_scales[spec.substr(a + 1, b - a - 1)];
   ++by_values[spec.substr(0, a)];
-  if (p.op == Op::grouped_gemm) {
+  if (op_is_grouped(p.op)) {
     // A grouped case counts as on a tile edge, with a k tail or permuted padding when any of
     // its non-empty groups is.
     ++grouped;

@@ -195,7 +195,7 @@ void finish_report(KernelReport& k) {
 std::string shape_text(const Problem& p) { return op_module(p.op).shape_text(p); }
 
 std::string gemm_family::shape_text(const Problem& p) {
-  if (p.op == Op::grouped_gemm) {
+  if (op_is_grouped(p.op)) {
     // A few groups' shapes, the non-empty ones first (an empty group computes nothing, and most
     // drawn cases have some), each with its index: a failure in group 200 is named by the element.
     std::vector<size_t> order(p.groups.size());
@@ -213,7 +213,7 @@ std::string gemm_family::shape_text(const Problem& p) {
     return t;
   }
   std::string t = fmt::format("{} m={} n={} k={} l={}, alpha={}", to_string(p.op), p.m, p.n, p.k, p.l, p.alpha);
-  if (p.op == Op::dual_gemm) t += fmt::format(", alpha2={}", p.alpha2);
+  if (op_is_dual(p.op)) t += fmt::format(", alpha2={}", p.alpha2);
   if (p.mx_operands()) t += fmt::format(", A {} x B {}", to_string(p.a_format), to_string(p.b_format));
   return t;
 }
@@ -229,7 +229,7 @@ std::string failure_text(const std::string& kernel, std::optional<uint64_t> seed
   std::string t = fmt::format("FAIL {}: check \"{}\"", kernel, check_name(check));
   if (seed) t += fmt::format(" (seed {})", *seed);
   t += "\n";
-  if (p.op == Op::quantize)
+  if (op_quantizes(p.op))
     t += fmt::format("  case: quantize {}, {} scales\n", shape_text(p), to_string(p.sf_layout));
   else
     t += fmt::format("  case: {}, {} scales, {}, {} out, policy {}\n", shape_text(p), to_string(p.sf_layout),
@@ -399,7 +399,7 @@ void write_error_map_png(const std::string& path, const Problem& p, const ExactR
     int64_t rows, cols, first;
   };
   std::vector<Panel> panels;
-  if (p.op == Op::grouped_gemm) {
+  if (op_is_grouped(p.op)) {
     const std::vector<int64_t> offsets = group_output_offsets(p);
     for (size_t g = 0; g < p.groups.size(); ++g)
       if (p.groups[g].m > 0) panels.push_back({p.groups[g].m, p.groups[g].n, offsets[g]});
@@ -415,13 +415,15 @@ void write_error_map_png(const std::string& path, const Problem& p, const ExactR
   const int64_t width = total_cols * cell_w + (static_cast<int64_t>(panels.size()) - 1) * gap, height = max_rows * cell_h;
   if (width > 20000 || height > 20000) throw std::runtime_error("error map: output too large to draw");
   std::vector<uint8_t> pixels(static_cast<size_t>(width * height * 3), 255);
+  const auto judge_word = op_module(p.op).judge_word;
+  if (judge_word == nullptr) throw std::runtime_error("error map: op " + std::string(to_string(p.op)) + " has no output words");
   int64_t x_start = 0;
   for (const Panel& q : panels) {
     for (int64_t i = 0; i < q.rows; ++i)
       for (int64_t j = 0; j < q.cols; ++j) {
         const int64_t e = q.first + i * q.cols + j;
         const uint32_t actual = c[static_cast<size_t>(e)];
-        const Rgb col = element_colour(judge_output(p, ref, e, actual, policy), actual, p.out_type);
+        const Rgb col = element_colour(judge_word(p, ref, e, actual, policy), actual, p.out_type);
         const int64_t x0 = x_start + j * cell_w, y0 = i * cell_h;
         for (int64_t y = y0; y < y0 + cell_h; ++y)
           for (int64_t x = x0; x < x0 + cell_w; ++x) {

@@ -1,4 +1,5 @@
 // The suite core's top: lanes over the schedule, run, replay and list (see suite.h).
+#include "harness/ops/op_module.h"
 #include "harness/engine/suite.h"
 
 #include <fnmatch.h>
@@ -487,10 +488,10 @@ namespace {
 // "FILE:LINE: " of the expect line that disagrees with ref (of its group's, for a grouped case).
 std::string expect_place(const std::string& path, const Problem& p, const ExactResult& ref) {
   std::string key = "expect";
-  if (p.op == Op::quantize) {
+  if (op_quantizes(p.op)) {
     const int64_t x = compare_expect(p, ref, 1).first.front();
     key = x < static_cast<int64_t>(ref.quant->q.size()) ? "expect_q" : "expect_sfq";
-  } else if (p.op == Op::grouped_gemm) {
+  } else if (op_is_grouped(p.op)) {
     const int64_t x = compare_expect(p, ref, 1).first.front();
     size_t g = 0;
     while (g + 1 < ref.group_offset.size() && ref.group_offset[g + 1] <= x) ++g;
@@ -524,7 +525,7 @@ ReplayInput read_replay_input(const std::string& path, bool fuzz_input) {
     throw CaseError(path + ": " + e.what());
   }
   if (has_expect(in.problem)) {
-    const ExactResult ref = exact_gemm_auto(in.problem);
+    const ExactResult ref = op_reference(in.problem);
     const std::string mismatch = expect_mismatch(in.problem, ref);
     if (!mismatch.empty())
       throw CaseError(expect_place(path, in.problem, ref) + mismatch + " (the case file or the reference is wrong)");
@@ -615,12 +616,14 @@ SuiteResult replay_suite(const std::vector<SuiteKernel>& kernels, const std::vec
 }
 
 std::string kernel_table(const std::vector<SuiteKernel>& kernels) {
-  auto bit_names = [](uint32_t bits, std::initializer_list<std::pair<uint32_t, const char*>> names) {
+  auto bit_names = [](uint32_t bits, const std::vector<std::pair<uint32_t, const char*>>& names) {
     std::string s;
     for (const auto& [bit, name] : names)
       if (bits & bit) s += (s.empty() ? "" : ",") + std::string(name);
     return s.empty() ? std::string("-") : s;
   };
+  std::vector<std::pair<uint32_t, const char*>> op_bits;
+  for (const OpModule& m : op_modules()) op_bits.emplace_back(1u << static_cast<uint32_t>(m.op), m.info().name);
   size_t w = 6;
   for (const SuiteKernel& k : kernels) w = std::max(w, k.desc.name.size());
   // groups: the most groups per grouped call ("any" when unlimited) and "packed" for the packed
@@ -661,16 +664,12 @@ std::string kernel_table(const std::vector<SuiteKernel>& kernels) {
                                     : (info.flags & NVFP4_FLAG_MMA_ACCUMULATE) ? "matrix-unit"
                                                                               : "ieee-fp32";
     std::string groups = "-";
-    if ((info.ops >> NVFP4_OP_GROUPED_GEMM) & 1u) {
+    if (info.ops & ops_with(kOpGrouped)) {
       groups = info.max_groups == 0 ? std::string("any") : fmt::format("<={}", info.max_groups);
       if (info.flags & NVFP4_FLAG_GROUPS_PACKED) groups += ",packed";
     }
     t += fmt::format(row, k.desc.name, w, info.memory == NVFP4_MEMORY_CUDA ? "cuda" : "host",
-                     bit_names(info.ops, {{1u << NVFP4_OP_GEMV, "gemv"},
-                                          {1u << NVFP4_OP_GEMM, "gemm"},
-                                          {1u << NVFP4_OP_GROUPED_GEMM, "grouped_gemm"},
-                                          {1u << NVFP4_OP_DUAL_GEMM, "dual_gemm"},
-                                          {1u << NVFP4_OP_QUANTIZE, "quantize"}}),
+                     bit_names(info.ops, op_bits),
                      bit_names(info.sf_layouts, {{1u << NVFP4_SF_LINEAR, "linear"}, {1u << NVFP4_SF_PERMUTED, "permuted"}}),
                      bit_names(declared_out_types(info), {{1u << NVFP4_OUT_FP16, "fp16"},
                                                           {1u << NVFP4_OUT_BF16, "bf16"},

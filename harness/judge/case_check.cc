@@ -61,7 +61,7 @@ void rotate_blocks(Problem& q, int64_t blocks, int64_t r) {
   };
   per_row(q.a, q.sfa, q.l * q.m);
   per_row(q.b, q.sfb, q.l * q.n);
-  if (q.op == Op::dual_gemm) per_row(q.b2, q.sfb2, q.l * q.n);
+  if (op_is_dual(q.op)) per_row(q.b2, q.sfb2, q.l * q.n);
 }
 
 // Calls a stochastic quantizer with quantize_op::kStochasticSeeds other seeds (run 1's padding
@@ -143,7 +143,7 @@ std::string gemm_family::unsupported_reason(const nvfp4_kernel_info& info, const
       return fmt::format("{}k = {} is not a multiple of the declared k_multiple {}", who, k, info.k_multiple);
     return "";
   };
-  if (p.op == Op::grouped_gemm) {
+  if (op_is_grouped(p.op)) {
     if (info.max_groups != 0 && static_cast<int64_t>(p.groups.size()) > int64_t{info.max_groups})
       return fmt::format("{} groups but the kernel declares max_groups {}", p.groups.size(), info.max_groups);
     for (size_t g = 0; g < p.groups.size(); ++g) {
@@ -158,9 +158,9 @@ std::string gemm_family::unsupported_reason(const nvfp4_kernel_info& info, const
           return "the groups differ in n or k, and the kernel declares the packed arrangement (one n, one k)";
     return "";
   }
-  if (std::string why = shape_reason("", p.m, p.n, p.k, p.op != Op::gemv); !why.empty()) return why;
+  if (std::string why = shape_reason("", p.m, p.n, p.k, !op_n_is_one(p.op)); !why.empty()) return why;
   if (unit_alpha && p.alpha != 1.0f) return fmt::format("alpha = {} but the kernel declares NVFP4_FLAG_UNIT_ALPHA", p.alpha);
-  if (unit_alpha && p.op == Op::dual_gemm && p.alpha2 != 1.0f)
+  if (unit_alpha && op_is_dual(p.op) && p.alpha2 != 1.0f)
     return fmt::format("alpha2 = {} but the kernel declares NVFP4_FLAG_UNIT_ALPHA", p.alpha2);
   return "";
 }
@@ -170,16 +170,16 @@ bool gemm_family::probes_refusal(const nvfp4_kernel_info& info, const Problem& p
   // or an output type it does not declare (the ABI gives it no way to tell it apart from one it
   // does), nor groups it cannot be handed in its arrangement. GEMV and GEMM every kernel tells
   // apart by p->op, in any output type it declares.
-  const bool v1_op = p.op == Op::gemv || p.op == Op::gemm;
+  const bool v1_op = op_module(p.op).info().abi_version == 1;
   // Grouped block-scaled output is not laid out in the packed arrangement; an older kernel has no
   // field to tell it by.
   const bool packed = info.flags & NVFP4_FLAG_GROUPS_PACKED;
-  if (block_scaled_out::applies(p) && (info.abi_version < 3 || (p.op == Op::grouped_gemm && packed))) return false;
+  if (block_scaled_out::applies(p) && (info.abi_version < 3 || (op_is_grouped(p.op) && packed))) return false;
   if (info.abi_version < 2 && !(v1_op && p.out_type == OutType::fp16)) return false;
   if (!((declared_out_types(info) >> static_cast<uint32_t>(p.out_type)) & 1u)) return false;
   if (!v1_op && !((info.ops >> static_cast<uint32_t>(p.op)) & 1u)) return false;
   if (!format_reason(info, p).empty()) return false;  // a format it did not declare it never sees
-  if (p.op == Op::grouped_gemm && (info.flags & NVFP4_FLAG_GROUPS_PACKED))
+  if (op_is_grouped(p.op) && (info.flags & NVFP4_FLAG_GROUPS_PACKED))
     for (const Group& q : p.groups)
       if (q.n != p.groups.front().n || q.k != p.groups.front().k) return false;
   return true;
@@ -213,7 +213,7 @@ void rotate_inputs(Problem& q, const Rotations& r) {
   rotate_rows(q.a, q.l, q.m, q.k / 2, r.ri);
   rotate_rows(q.sfa, q.l, q.m, q.kb(), r.ri);
   std::vector<std::vector<uint8_t>*> b_side = {&q.b, &q.sfb};
-  if (q.op == Op::dual_gemm) b_side = {&q.b, &q.sfb, &q.b2, &q.sfb2};
+  if (op_is_dual(q.op)) b_side = {&q.b, &q.sfb, &q.b2, &q.sfb2};
   for (size_t x = 0; x < b_side.size(); ++x)
     rotate_rows(*b_side[x], q.l, q.n, x % 2 == 0 ? q.k / 2 : q.kb(), r.rj);
   for (auto* v : {&q.a, &q.sfa}) rotate_rows(*v, 1, q.l, static_cast<int64_t>(v->size()) / q.l, r.rl);
@@ -308,7 +308,7 @@ StaleVariant stale_mx(const Problem& p, const ExactResult& ref, uint64_t seed, b
   Problem& q = v.problem;
   q = stale_base(p);
   std::vector<std::vector<MxElement>> facts;
-  if (p.op == Op::grouped_gemm) {
+  if (op_is_grouped(p.op)) {
     for (size_t g = 0; g < p.groups.size(); ++g) {
       if (p.groups[g].m == 0) continue;
       Problem one = group_problem(p, g);
@@ -332,14 +332,14 @@ StaleVariant stale_mx(const Problem& p, const ExactResult& ref, uint64_t seed, b
   rotate_rows(q.a, q.l, q.m, operand_row_bytes(q.a_format, q.k), r.ri);
   rotate_rows(q.sfa, q.l, q.m, q.kb(), r.ri);
   std::vector<std::vector<uint8_t>*> b_side = {&q.b, &q.sfb};
-  if (q.op == Op::dual_gemm) b_side = {&q.b, &q.sfb, &q.b2, &q.sfb2};
+  if (op_is_dual(q.op)) b_side = {&q.b, &q.sfb, &q.b2, &q.sfb2};
   for (size_t x = 0; x < b_side.size(); ++x)
     rotate_rows(*b_side[x], q.l, q.n, x % 2 == 0 ? operand_row_bytes(q.b_format, q.k) : q.kb_b(), r.rj);
   for (auto* t : {&q.a, &q.sfa}) rotate_rows(*t, 1, q.l, static_cast<int64_t>(t->size()) / q.l, r.rl);
   for (auto* t : b_side) rotate_rows(*t, 1, q.l, static_cast<int64_t>(t->size()) / q.l, r.rl);
   if (!derive) return v;
   facts.push_back(negated_rotated_mx(ref.mx->data(), p.l, p.m, p.n, r));
-  if (p.op == Op::dual_gemm) facts.push_back(negated_rotated_mx(ref.mx2->data(), p.l, p.m, p.n, r));
+  if (op_is_dual(p.op)) facts.push_back(negated_rotated_mx(ref.mx2->data(), p.l, p.m, p.n, r));
   v.reference = mx_result_from_facts(q, std::move(facts));
   return v;
 }
@@ -381,14 +381,14 @@ StaleVariant stale_variant(const Problem& p, const ExactResult& ref, uint64_t se
 StaleVariant gemm_family::stale_variant(const Problem& p, const ExactResult& ref, uint64_t seed) {
   // The stale reference follows from ref's facts; a reference without them (none in practice)
   // is computed afresh from the stale data.
-  if (p.mx_operands() && ref.mx && (p.op != Op::dual_gemm || ref.mx2)) return stale_mx(p, ref, seed);
+  if (p.mx_operands() && ref.mx && (!op_is_dual(p.op) || ref.mx2)) return stale_mx(p, ref, seed);
   if (p.mx_operands()) {
     StaleVariant v = stale_mx(p, ref, seed, false);
     v.reference = exact_gemm_auto(v.problem);
     return v;
   }
   if (p.op == Op::gemv || p.op == Op::gemm) return stale_gemm(p, ref, seed);
-  if (p.op == Op::dual_gemm) {
+  if (op_is_dual(p.op)) {
     // silu(-G) * -U is not -(silu(G) * U): B2 alone is negated (U and so C change sign), the
     // rotations as for GEMM, and the reference follows from G's and U's facts.
     StaleVariant v;
@@ -426,7 +426,7 @@ StaleVariant gemm_family::stale_variant(const Problem& p, const ExactResult& ref
 
 std::string case_file_stem(const std::string& kernel, const Problem& p, const std::string& text) {
   const std::string out = p.out_type == OutType::fp16 ? "" : std::string("-") + to_string(p.out_type);
-  if (p.op == Op::grouped_gemm)
+  if (op_is_grouped(p.op))
     return fmt::format("{}-{}-{}groups{}-{:016x}", kernel, to_string(p.op), p.groups.size(), out, fnv1a(text));
   return fmt::format("{}-{}-{}x{}x{}x{}{}-{:016x}", kernel, to_string(p.op), p.m, p.n, p.k, p.l, out, fnv1a(text));
 }
@@ -448,7 +448,7 @@ std::string save_case(const std::string& kernel, const Problem& p, const ExactRe
   }
   clear_expect(saved);
   // A quantizer's outputs are Q's and SFQ's bytes (a huge case's expect_q alone would be 1 GiB).
-  const int64_t outputs = p.op == Op::quantize ? p.q_bytes() + p.sfq_bytes() : p.c_elems();
+  const int64_t outputs = op_quantizes(p.op) ? p.q_bytes() + p.sfq_bytes() : p.c_elems();
   if (seeded && compact) {
     // the write-ahead record: nothing but what reproduces the case
   } else if (ref && outputs <= kMaxSavedExpect) set_expect(saved, *ref);
@@ -544,7 +544,7 @@ class CaseRun {
     }
     // The arrangement of a grouped problem is the kernel's (SPEC section 2): the case records the
     // one it was checked in.
-    if (p().op == Op::grouped_gemm) p().packed = k().info.flags & NVFP4_FLAG_GROUPS_PACKED;
+    if (op_is_grouped(p().op)) p().packed = k().info.flags & NVFP4_FLAG_GROUPS_PACKED;
     // A problem the kernel could not tell from one it declares is never handed to it: there is
     // nothing to probe (probes_refusal), and nothing was checked.
     why_ = unsupported_reason(k().info, p());
@@ -563,7 +563,7 @@ class CaseRun {
   // checked against it, and the write-ahead record of the case before any call.
   void reference_and_record() {
     auto t = Clock::now();
-    r_.reference = exact_gemm_auto(p());
+    r_.reference = op_reference(p());
     r_.times.reference = since(t);
     if (const std::string mismatch = expect_mismatch(p(), r_.reference); !mismatch.empty())
       throw std::invalid_argument("the case's " + mismatch +
@@ -677,7 +677,7 @@ class CaseRun {
       if (f) fail(std::move(*f), x, obs);
     }
     // Rule 7's statistical part: a stochastic quantizer that passed is called with other seeds.
-    if (r_.verdict != CaseOutcome::Verdict::fail && why_.empty() && p().op == Op::quantize && p().stochastic_seed &&
+    if (r_.verdict != CaseOutcome::Verdict::fail && why_.empty() && op_quantizes(p().op) && p().stochastic_seed &&
         (k().info.flags & NVFP4_FLAG_STOCHASTIC)) {
       const auto run = [this](const CaseData& data, const std::vector<PlannedCall>& plan, const std::vector<CaseCall>& roles) {
         return make_calls(data, plan, roles);

@@ -152,12 +152,12 @@ std::string position_text(const Problem& p, int64_t e) {
 
 bool has_padding(const Problem& p) {
   // A quantizer's padding is an output it writes, judged by its oracle.
-  if (p.sf_layout != SfLayout::permuted || p.op == Op::quantize) return false;
+  if (p.sf_layout != SfLayout::permuted || op_quantizes(p.op)) return false;
   // A's and B's scale blocks per row differ when one operand is NVFP4 and the other MX.
   const auto padded = [&p](int64_t m, int64_t n, int64_t k) {
     return m % 128 != 0 || n % 128 != 0 || operand_kb(p.a_format, k) % 4 != 0 || operand_kb(p.b_format, k) % 4 != 0;
   };
-  if (p.op != Op::grouped_gemm) return padded(p.m, p.n, p.k);
+  if (!op_is_grouped(p.op)) return padded(p.m, p.n, p.k);
   for (const Group& g : p.groups)
     if (g.m > 0 && padded(g.m, g.n, g.k)) return true;
   return false;
@@ -168,8 +168,8 @@ std::string expect_mismatch(const Problem& p, const ExactResult& reference) {
   const ExpectComparison cmp = compare_expect(p, reference, 1);
   if (cmp.differing == 0) return "";
   const int64_t x = cmp.first.front();
-  if (p.op == Op::quantize || p.out_type == OutType::nvfp4) {
-    const bool quantize = p.op == Op::quantize;
+  if (op_quantizes(p.op) || p.out_type == OutType::nvfp4) {
+    const bool quantize = op_quantizes(p.op);
     const std::vector<uint8_t> bytes = quantize ? std::vector<uint8_t>() : block_scaled_expect_bytes(p, reference);
     const int64_t q = quantize ? static_cast<int64_t>(reference.quant->q.size()) : out_q_bytes(p);
     const uint8_t due = !quantize ? bytes[static_cast<size_t>(x)]
@@ -187,7 +187,7 @@ std::string expect_mismatch(const Problem& p, const ExactResult& reference) {
 
 std::optional<Finding> check_crash(const CallContext& x) {
   std::optional<Finding> f = ended(x, CallObservation::End::crash, Check::crash);
-  if (!f || x.problem == nullptr || x.problem->op != Op::grouped_gemm) return f;
+  if (!f || x.problem == nullptr || !op_is_grouped(x.problem->op)) return f;
   // An empty group's pointers are NULL: the likeliest cause of a grouped kernel's fault.
   for (size_t g = 0; g < x.problem->groups.size(); ++g)
     if (x.problem->groups[g].m == 0) {
@@ -268,7 +268,7 @@ std::optional<Finding> check_stream(const CallContext& x) {
 std::optional<Finding> check_unsupported_touched_output(const CallContext& x) {
   if (x.call != CaseCall::unsupported) return std::nullopt;
   const OutputWords& c = x.observation->c;
-  if (x.problem->op == Op::quantize) {
+  if (op_quantizes(x.problem->op)) {
     // A quantizer's outputs held the call's poison and, in the permuted SFQ's padding, its pad
     // byte: what the op's buffers held before the call, word for word.
     CallSpec spec;
@@ -309,7 +309,9 @@ std::optional<Finding> check_nan_padding(const CallContext& x) {
   if (block_scaled_out::applies(*x.problem)) return std::nullopt;
   std::optional<Finding> oracle = oracle_finding(x);
   if (!oracle) return std::nullopt;
-  // Only word outputs get here (above), so the words oracle judges the re-run.
+  // Only word outputs get here (above), so the op's words oracle judges the re-run.
+  const auto judge_words = op_module(x.problem->op).judge_words;
+  if (judge_words == nullptr) return std::nullopt;
   const std::optional<std::vector<uint32_t>> zero = x.rerun_zero_padding();
   if (!zero || judge_words(*x.problem, *x.reference, zero->data(), *x.policy).any_failure()) return std::nullopt;
   return blamed(Check::nan_padding,
@@ -413,7 +415,9 @@ std::string accumulation_hint(const Problem& p, const ExactResult& ref, const st
   // Only where an output is the accumulation itself. A dual GEMM's output is silu(G) * U, whose
   // epilogue (exp, divide, product, FP32's underflow) errs in ways the matrix-unit rule's wider
   // allowance for G and U would absorb: the flag would hide such an error, not explain it.
-  if (p.op == Op::dual_gemm) return "";
+  if (op_is_dual(p.op)) return "";
+  const auto judge_words = op_module(p.op).judge_words;
+  if (judge_words == nullptr) return "";
   const Policy as_mma = policy.with_accumulation(Accumulation::matrix_unit);
   if (judge_words(p, ref, c.data(), as_mma).any_failure()) return "";
   return fmt::format(

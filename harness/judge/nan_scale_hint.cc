@@ -27,7 +27,7 @@ struct Operands {
 std::optional<Operands> operands(const Problem& p, const OracleSummary& s) {
   Operands o;
   const int64_t i = s.first_i, j = s.first_j;
-  if (p.op == Op::grouped_gemm) {
+  if (op_is_grouped(p.op)) {
     if (s.first_g < 0 || s.first_g >= static_cast<int64_t>(p.groups.size())) return std::nullopt;
     const Group& g = p.groups[static_cast<size_t>(s.first_g)];
     if (g.a.empty() || g.sfa.empty()) return std::nullopt;
@@ -44,8 +44,8 @@ std::optional<Operands> operands(const Problem& p, const OracleSummary& s) {
   o.k = p.k, o.kb = p.kb(), o.kb_b = p.kb_b(), o.alpha = p.alpha, o.where = fmt::format("b={}", s.first_b);
   o.a = p.a.data() + row_a * bytes_a, o.b = p.b.data() + row_b * bytes_b;
   o.sfa = p.sfa.data() + row_a * o.kb, o.sfb = p.sfb.data() + row_b * o.kb_b;
-  if (p.op == Op::dual_gemm && !p.sfb2.empty()) o.sfb2 = p.sfb2.data() + row_b * o.kb_b;
-  if (p.op == Op::dual_gemm && !p.b2.empty()) o.b2 = p.b2.data() + row_b * bytes_b;
+  if (op_is_dual(p.op) && !p.sfb2.empty()) o.sfb2 = p.sfb2.data() + row_b * o.kb_b;
+  if (op_is_dual(p.op) && !p.b2.empty()) o.b2 = p.b2.data() + row_b * bytes_b;
   return o;
 }
 
@@ -233,7 +233,7 @@ std::string mx_hint(const Problem& p, const OracleSummary& s, double actual) {
   if (!found) return "";
   const Operands& o = *found;
   // The value used shows in the output only where G and U are not mixed through SiLU.
-  const bool solvable = p.op != Op::dual_gemm;
+  const bool solvable = !op_is_dual(p.op);
   const auto code_hex = [](uint8_t code) { return fmt::format("0x{:02X}", code); };
 
   // A NaN scale byte (E8M0's 0xFF, or an NVFP4 operand's E4M3 NaN): every block of a row is used.
@@ -368,7 +368,7 @@ std::string nan_scale_hint(const Problem& p, const OracleSummary& s) {
       std::string text = fmt::format("NaN is due because scale byte {}[{}, row {}, block {}] is 0x{:02X}, E4M3's NaN",
                                      t.name, o->where, t.index, blk, t.row[blk]);
       // The value used shows in the output only where G and U are not mixed through SiLU.
-      if (p.op != Op::dual_gemm) text += used_value_text(p, *o, blk, t.row == o->sfa, actual);
+      if (!op_is_dual(p.op)) text += used_value_text(p, *o, blk, t.row == o->sfa, actual);
       return text;
     }
   }

@@ -41,7 +41,7 @@ std::vector<Outputs> split(const Problem& p, const std::vector<uint32_t>& words)
     Outputs o{u, g, {}, {}};
     const size_t q = static_cast<size_t>(u.q_bytes());
     // One unit: SFQ is the rest (a permuted SFQ's padding included).
-    const size_t sfq = p.op == Op::grouped_gemm ? static_cast<size_t>(u.sfq_bytes(p.sf_layout)) : words.size() - std::min(words.size(), q);
+    const size_t sfq = op_is_grouped(p.op) ? static_cast<size_t>(u.sfq_bytes(p.sf_layout)) : words.size() - std::min(words.size(), q);
     if (words.size() < at + q + sfq) return all;
     o.q.assign(words.begin() + static_cast<std::ptrdiff_t>(at), words.begin() + static_cast<std::ptrdiff_t>(at + q));
     o.sfq.assign(words.begin() + static_cast<std::ptrdiff_t>(at + q), words.begin() + static_cast<std::ptrdiff_t>(at + q + sfq));
@@ -59,7 +59,7 @@ std::string unsupported_reason(const nvfp4_kernel_info& info, const Problem& p) 
     return fmt::format("the kernel does not declare the {} recipe", to_string(p.out_recipe));
   // Each group's Q and SFQ travel in the nvfp4_group_out table beside the separate arrangement's
   // group table; the packed arrangement has no place for them.
-  if (p.op == Op::grouped_gemm && (info.flags & NVFP4_FLAG_GROUPS_PACKED))
+  if (op_is_grouped(p.op) && (info.flags & NVFP4_FLAG_GROUPS_PACKED))
     return "grouped GEMM with block-scaled output is laid out in the separate arrangement only";
   return "";
 }
@@ -81,7 +81,7 @@ void add_unit_outputs(LaidOut& in, const Problem& p, const CallSpec& spec, const
 
 void lay_out(LaidOut& in, const Problem& p, const CallSpec& spec) {
   in.outputs.clear();
-  if (p.op == Op::grouped_gemm) {
+  if (op_is_grouped(p.op)) {
     // Each group's global scale travels in the group_out table (the caller builds it).
     const std::vector<OutUnit> units = out_units(p);
     for (size_t g = 0; g < units.size(); ++g)
@@ -194,7 +194,7 @@ std::optional<Finding> unwritten(const CallContext& x) {
                              "0x{:02x}){}",
                              left, left_sfq, poison,
                              first_unit ? fmt::format("; the first Q byte is {}{} (row {}, columns {}..{})",
-                                                      p.op == Op::grouped_gemm ? fmt::format("group {}'s ", first_unit->group) : "",
+                                                      op_is_grouped(p.op) ? fmt::format("group {}'s ", first_unit->group) : "",
                                                       first, first / half, 2 * (first % half), 2 * (first % half) + 1)
                                         : std::string())};
 }
@@ -202,7 +202,7 @@ std::optional<Finding> unwritten(const CallContext& x) {
 void draw_recipe(Draws& d, const nvfp4_kernel_info& info, Problem& p) {
   // An unsupported case may turn a GEMM kernel's case into a GEMV, whose n = 1 has no
   // block-scaled output: FP16 C then, outside the kernel's declaration twice.
-  if (p.op == Op::gemv) {
+  if (op_n_is_one(p.op)) {
     p.out_type = OutType::fp16;
     return;
   }
@@ -261,7 +261,7 @@ float draw_one_scale(Draws& d, Recipe r, float amax) {
 void draw_global_scale(Draws& d, Problem& p) {
   const bool large = p.c_elems() > (int64_t(1) << 16);
   const std::optional<ExactResult> ref = large ? std::nullopt : std::optional<ExactResult>(exact_gemm(p));
-  if (p.op != Op::grouped_gemm) {
+  if (!op_is_grouped(p.op)) {
     p.out_global_scale = {draw_one_scale(d, p.out_recipe, ref ? output_amax(*ref, 0, p.c_elems()) : -1.0f)};
     return;
   }

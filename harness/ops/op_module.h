@@ -17,6 +17,7 @@
 
 #include "harness/process/kernel_call.h"
 #include "reference/exact_gemm.h"
+#include "reference/oracle.h"
 
 namespace nvfp4 {
 
@@ -24,6 +25,9 @@ struct CallContext;
 struct Finding;
 struct StaleVariant;
 struct CasePlan;
+struct CaseConstraints;
+struct DrawnCase;
+struct Shape;
 struct ShapeLimits;
 struct OracleSummary;
 class Draws;
@@ -63,7 +67,9 @@ struct LaidOut {
 };
 
 struct OpModule {
+  // The op, whose row in op_table.h gives its name, ABI value, ABI version and traits.
   Op op;
+  const OpInfo& info() const { return *find_op(op); }
   // Why p lies outside what info declares ("" inside), and whether such a problem is handed to
   // the kernel to see it refused (only where the kernel could tell from the ABI's fields).
   std::string (*unsupported_reason)(const nvfp4_kernel_info& info, const Problem& p);
@@ -91,12 +97,34 @@ struct OpModule {
   // process then derives the stale call's data itself instead of receiving a second copy (a huge
   // quantize case's X is 4 GiB). Null: the stale data travels.
   void (*stale_in_place)(Problem& p, uint64_t seed, bool undo);
+  // The exact reference of p (p valid and with data; throws std::invalid_argument otherwise).
+  ExactResult (*reference)(const Problem& p);
+  // The op's rule on output words, all of them and one (what the re-runs, hints, error maps and
+  // the mutation driver's weaker checks judge with): nullptr where the outputs are not one word
+  // per element (a quantizer's bytes, which only `judge` reads).
+  OracleSummary (*judge_words)(const Problem& p, const ExactResult& ref, const uint32_t* words, const Policy& policy);
+  ElementVerdict (*judge_word)(const Problem& p, const ExactResult& ref, int64_t index, uint32_t actual,
+                               const Policy& policy);
+  // The op's part of a case's draw, after what the schedule draws for every op (the shape and
+  // data classes, the op itself, the scale layout): plan.problem's other fields and its shape,
+  // within what info declares. shape: the command line's, or nullptr.
+  void (*draw)(Draws& d, const nvfp4_kernel_info& info, const CaseConstraints& c, const ShapeLimits& limits,
+               const Shape* shape, Op op, CasePlan& plan);
+  // The data of a case `draw` planned (out as draw_case leaves it: problem, spec, kind).
+  void (*draw_data)(Draws& d, const nvfp4_kernel_info& info, DrawnCase& out);
+  // A seed-only case's data from p.seed and p.generator (p's shape checked), keeping each tensor
+  // the case gives with the right length; sets p.data_from_seed when every tensor was drawn.
+  void (*expand_seed)(Problem& p);
 };
 
-// The module of p's op (every Op has one).
+// Every op's module, in op_table.h's order (the order ops are declared, drawn and listed in).
+const std::vector<OpModule>& op_modules();
+// The module of p's op (every row of op_table.h has one).
 const OpModule& op_module(Op op);
 // Every op's name ("gemv", ..., "quantize"), for the command line's choices.
 std::vector<std::string> op_names();
+// The exact reference of p, by its op's module.
+inline ExactResult op_reference(const Problem& p) { return op_module(p.op).reference(p); }
 
 // The GEMM family's module (GEMV, GEMM, grouped and dual GEMM share their buffers, oracle and
 // stale data): its entries, where the engine has always kept them.
@@ -110,6 +138,10 @@ std::optional<Finding> judge(const CallContext& x, OracleSummary* summary);     
 std::optional<Finding> unwritten(const CallContext& x);                           // checks.cc
 StaleVariant stale_variant(const Problem& p, const ExactResult& ref, uint64_t seed);  // case_check.cc
 std::string shape_text(const Problem& p);                                         // report.cc
+void draw(Draws& d, const nvfp4_kernel_info& info, const CaseConstraints& c, const ShapeLimits& limits,
+          const Shape* shape, Op op, CasePlan& plan);                             // schedule.cc
+void draw_data(Draws& d, const nvfp4_kernel_info& info, DrawnCase& out);          // schedule.cc
+void expand_seed(Problem& p);                                                     // generators.cc
 }  // namespace gemm_family
 
 // The quantize module's entry points the schedule and generators use (its draws).
@@ -128,7 +160,7 @@ constexpr int64_t kRowSeededElements = int64_t(1) << 26;
 // changing nothing, when the device's free bytes do not hold the case with margin.
 bool draw_huge_shape(uint64_t pick, const nvfp4_kernel_info& info, uint64_t device_free_bytes, Problem& p);
 // A case of the huge tier's size (l*m*k of 2^31 elements or more).
-inline bool is_huge(const Problem& p) { return p.op == Op::quantize && p.l * p.m * p.k >= (int64_t(1) << 31); }
+inline bool is_huge(const Problem& p) { return op_quantizes(p.op) && p.l * p.m * p.k >= (int64_t(1) << 31); }
 // What one call of a huge case holds on the device: X, the global scales, Q and SFQ (the
 // permuted layout's padding included), and the guards.
 uint64_t device_bytes(const Problem& p);

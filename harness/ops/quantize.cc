@@ -293,13 +293,34 @@ StaleVariant stale_variant(const Problem& p, const ExactResult&, uint64_t seed) 
                   static_cast<size_t>(t.unit_bytes));
   }
   negate_all(q, q.x.data());
-  v.reference = exact_gemm(q);
+  v.reference = exact_quantize(q);
   return v;
 }
 
 std::string shape_text(const Problem& p) {
   return fmt::format("{}x{}x{} {}->{} {}{}{}", p.m, p.k, p.l, to_string(p.in_type), to_string(p.q_format),
                      to_string(p.recipe), p.quant_2d ? " 16x16" : "", p.row_global_scale ? " per-row" : "");
+}
+
+void module_draw(Draws& d, const nvfp4_kernel_info& info, const CaseConstraints&, const ShapeLimits& limits,
+                 const Shape*, Op, CasePlan& plan) {
+  // The shape and data classes the schedule drew are the GEMM family's; a quantizer's data
+  // classes aim at its own decisions.
+  plan.kind = CaseKind::small;
+  draw(d, info, limits, plan);
+}
+
+void module_draw_data(Draws& d, const nvfp4_kernel_info&, DrawnCase& out) {
+  // X from a seed drawn here: its classes are the module's, named by the generator.
+  out.problem.seed = d.below(uint64_t(1) << 62);
+  fill_x(out.problem);
+}
+
+void expand_seed(Problem& p) {
+  // Explicit X wins like every tensor.
+  if (static_cast<int64_t>(p.x.size()) == p.x_bytes()) return;
+  fill_x(p);
+  p.data_from_seed = true;
 }
 
 int64_t output_words(const Problem& p) {
@@ -309,8 +330,10 @@ int64_t output_words(const Problem& p) {
 }  // namespace
 
 extern const OpModule kModule;
-const OpModule kModule = {Op::quantize, unsupported_reason, probes_refusal, lay_out,    point_abi,     judge,
-                          unwritten,    stale_variant,      shape_text,     output_words, stale_in_place};
+const OpModule kModule = {Op::quantize, unsupported_reason, probes_refusal, lay_out,    point_abi,    judge,
+                          unwritten,    stale_variant,      shape_text,     output_words, stale_in_place,
+                          exact_quantize, nullptr,          nullptr,        module_draw,  module_draw_data,
+                          expand_seed};
 
 }  // namespace quantize_op
 }  // namespace nvfp4

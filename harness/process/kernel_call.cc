@@ -50,12 +50,12 @@ LaidOut gemm_family::lay_out(const Problem& p, const CallSpec& spec, uint32_t ke
   const uint8_t pad = spec.pad;
   const bool packed_kernel = kernel_flags & NVFP4_FLAG_GROUPS_PACKED;
   LaidOut in;
-  if (p.op != Op::grouped_gemm) {
+  if (!op_is_grouped(p.op)) {
     in.inputs = {{"a", InputKind::a, p.a},
                  {"b", InputKind::b, p.b},
                  {"sfa", InputKind::sfa, scales_as(p, p.sfa, p.m, p.kb(), p.l, scale_pad(p.a_format, pad))},
                  {"sfb", InputKind::sfb, scales_as(p, p.sfb, p.n, p.kb_b(), p.l, scale_pad(p.b_format, pad))}};
-    if (p.op == Op::dual_gemm) {
+    if (op_is_dual(p.op)) {
       in.inputs.push_back({"b2", InputKind::b2, p.b2});
       in.inputs.push_back({"sfb2", InputKind::sfb2, scales_as(p, p.sfb2, p.n, p.kb_b(), p.l, scale_pad(p.b_format, pad))});
     }
@@ -105,13 +105,13 @@ LaidOut gemm_family::lay_out(const Problem& p, const CallSpec& spec, uint32_t ke
 void gemm_family::point_abi(nvfp4_problem& abi, const Problem& p, const std::vector<uint8_t*>& inputs,
                             const std::vector<uint8_t*>& outputs) {
   // Grouped: the packed buffers or NULL, and the group table, are set by the caller.
-  if (p.op == Op::grouped_gemm) return;
+  if (op_is_grouped(p.op)) return;
   abi.a = inputs[0];
   abi.b = inputs[1];
   abi.sfa = inputs[2];
   abi.sfb = inputs[3];
   abi.c = static_cast<uint16_t*>(static_cast<void*>(outputs.empty() ? nullptr : outputs[0]));
-  if (p.op == Op::dual_gemm) {
+  if (op_is_dual(p.op)) {
     abi.b2 = inputs[4];
     abi.sfb2 = inputs[5];
   }
@@ -167,7 +167,7 @@ nvfp4_problem to_abi(const Problem& p, const uint8_t* a, const uint8_t* b, const
   abi.n = p.n;
   abi.k = p.k;
   abi.l = p.l;
-  if (p.op == Op::grouped_gemm) {
+  if (op_is_grouped(p.op)) {
     // SPEC section 5: m the sum of m_g, n and k the largest, l = 1.
     abi.m = abi.n = abi.k = 0;
     abi.l = 1;
@@ -183,14 +183,14 @@ nvfp4_problem to_abi(const Problem& p, const uint8_t* a, const uint8_t* b, const
   abi.sfa = sfa;
   abi.sfb = sfb;
   abi.sf_layout = static_cast<uint32_t>(p.sf_layout);
-  abi.alpha = p.op == Op::grouped_gemm ? 1.0f : p.alpha;
+  abi.alpha = op_is_grouped(p.op) ? 1.0f : p.alpha;
   abi.c = static_cast<uint16_t*>(c);
   abi.stream = stream;
   abi.out_type = static_cast<uint32_t>(p.out_type);
-  abi.alpha2 = p.op == Op::dual_gemm ? p.alpha2 : 1.0f;  // SPEC section 5: 1 for every other problem
+  abi.alpha2 = op_is_dual(p.op) ? p.alpha2 : 1.0f;  // SPEC section 5: 1 for every other problem
   // Version 3: the GEMM family's operand formats (a quantize problem's module sets its own
   // fields).
-  if (p.op != Op::quantize) {
+  if (!op_quantizes(p.op)) {
     abi.a_format = static_cast<uint32_t>(p.a_format);
     abi.b_format = static_cast<uint32_t>(p.b_format);
   }
@@ -250,7 +250,7 @@ struct CallBuffers {
 // case, so the stale call reuses them like every other pointer). An empty group's pointers stay
 // NULL in both arrangements (SPEC section 2).
 std::vector<nvfp4_group> group_table(const Problem& p, const LaidOut& in, const CallBuffers& buf) {
-  std::vector<nvfp4_group> table(p.op == Op::grouped_gemm ? p.groups.size() : 0);
+  std::vector<nvfp4_group> table(op_is_grouped(p.op) ? p.groups.size() : 0);
   // Block-scaled output: C is not written (NULL); Q and SFQ are in the group_out table.
   const bool has_c = !block_scaled_out::applies(p);
   size_t next_input = 0, next_output = 0;
@@ -280,7 +280,7 @@ std::vector<nvfp4_group> group_table(const Problem& p, const LaidOut& in, const 
 
 // The group_out table of a grouped call with block-scaled output (else empty).
 std::vector<nvfp4_group_out> group_out_table(const Problem& p, const CallBuffers& buf) {
-  if (p.op != Op::grouped_gemm || !block_scaled_out::applies(p)) return {};
+  if (!op_is_grouped(p.op) || !block_scaled_out::applies(p)) return {};
   return block_scaled_out::group_out_table(p, buf.output_pointers());
 }
 
@@ -302,7 +302,7 @@ void upload(KernelMemory& mem, CallBuffers& buf, const LaidOut& in, const std::v
 // the separate arrangement, SPEC section 5) and its table, else the op module's fields.
 nvfp4_problem abi_for(const Problem& p, const LaidOut& in, const CallBuffers& buf, const std::vector<nvfp4_group>& table,
                       const std::vector<nvfp4_group_out>& out_table, void* stream, bool cuda) {
-  if (p.op == Op::grouped_gemm) {
+  if (op_is_grouped(p.op)) {
     const bool packed = in.packed;
     nvfp4_problem abi = to_abi(p, packed ? buf.input(0) : nullptr, packed ? buf.input(1) : nullptr,
                                packed ? buf.input(2) : nullptr, packed ? buf.input(3) : nullptr,
@@ -505,7 +505,7 @@ CallObservation KernelCaller::call(const CallSpec& spec) {
     if (!memory_) memory_ = KernelMemory::create(kernel_.info->memory);
     KernelMemory& mem = *memory_;
     const LaidOut in = op_module(p.op).lay_out(p, spec, kernel_.info->flags);
-    const int64_t groups = p.op == Op::grouped_gemm ? static_cast<int64_t>(p.groups.size()) : 0;
+    const int64_t groups = op_is_grouped(p.op) ? static_cast<int64_t>(p.groups.size()) : 0;
     if (!buffers_) buffers_ = std::make_unique<Buffers>(mem, in, groups, block_scaled_out::applies(p));
     Buffers& buf = *buffers_;
     const std::vector<nvfp4_group> table = group_table(p, in, buf), table_sent = table;

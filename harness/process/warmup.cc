@@ -28,7 +28,7 @@ CaseData warmup_case(const nvfp4_kernel_info& info) {
   Problem p;
   p.op = ops.front();
   p.m = std::max<int64_t>(1, info.m_multiple);
-  p.n = p.op == Op::gemv ? 1 : std::max<int64_t>(1, info.n_multiple);
+  p.n = op_n_is_one(p.op) ? 1 : std::max<int64_t>(1, info.n_multiple);
   // k even and at least 64 (whole 16-element blocks, as a compiled kernel's tiles want), a
   // multiple of what the kernel declares.
   p.k = round_up(64, std::max<int64_t>(2, info.k_multiple));
@@ -46,7 +46,7 @@ CaseData warmup_case(const nvfp4_kernel_info& info) {
   for (OutType t : {OutType::bf16, OutType::fp32, OutType::fp16})
     if ((outs >> static_cast<uint32_t>(t)) & 1u) p.out_type = t;
   Rng rng(0x7761726D);  // "warm": the warm-up's data is the same every time
-  if (p.op == Op::quantize) {
+  if (op_quantizes(p.op)) {
     // The first of each declaration the draw would pick (raw 0), X of the plain class.
     RngDraws first(rng);
     CasePlan plan;
@@ -60,7 +60,7 @@ CaseData warmup_case(const nvfp4_kernel_info& info) {
     plan.problem.generator = "quantize/plain";
     quantize_op::fill_x(plan.problem);
     p = std::move(plan.problem);
-  } else if (p.op == Op::grouped_gemm) {
+  } else if (op_is_grouped(p.op)) {
     // One group of the declared multiples (and its n, as a GEMM's).
     Problem one = p;
     one.op = Op::gemm;
@@ -73,7 +73,7 @@ CaseData warmup_case(const nvfp4_kernel_info& info) {
     p.packed = info.flags & NVFP4_FLAG_GROUPS_PACKED;
   } else {
     fill_data(rng, DataSpec{}, p);
-    if (p.op == Op::dual_gemm) {
+    if (op_is_dual(p.op)) {
       Problem second = p;
       second.op = Op::gemm;
       fill_data(rng, DataSpec{}, second);
@@ -107,8 +107,8 @@ std::optional<std::vector<CallObservation>> WarmupFailure::hand_to_case() {
 }
 
 std::string warmup_shape_text(const Problem& p) {
-  if (p.op == Op::quantize) return op_module(p.op).shape_text(p);
-  if (p.op == Op::grouped_gemm)
+  if (op_quantizes(p.op)) return op_module(p.op).shape_text(p);
+  if (op_is_grouped(p.op))
     return fmt::format("one group {}x{}x{} {}", p.groups.front().m, p.groups.front().n, p.groups.front().k, to_string(p.op));
   return fmt::format("{}x{}x{} {}", p.m, p.n, p.k, to_string(p.op));
 }

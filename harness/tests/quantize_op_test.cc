@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <iterator>
 #include <map>
 #include <set>
 #include <string>
@@ -30,16 +31,36 @@ namespace nvfp4 {
 namespace {
 
 TEST(OpModules, EveryOpHasOneAndANameThatParses) {
+  // The module list follows op_table.h row for row, and each row's name parses back to its op.
   const std::vector<std::string> names = op_names();
-  ASSERT_EQ(names.size(), 5u);
-  for (const std::string& name : names) {
+  ASSERT_EQ(names.size(), std::size(kOpTable));
+  ASSERT_EQ(op_modules().size(), std::size(kOpTable));
+  for (size_t i = 0; i < names.size(); ++i) {
+    const OpInfo& row = kOpTable[i];
+    EXPECT_EQ(names[i], row.name);
     Op op;
-    ASSERT_TRUE(parse_op(name, &op)) << name;
-    EXPECT_EQ(to_string(op), name);
+    ASSERT_TRUE(parse_op(names[i], &op)) << names[i];
+    EXPECT_EQ(op, row.op);
+    EXPECT_EQ(to_string(op), names[i]);
     const OpModule& m = op_module(op);
-    EXPECT_TRUE(m.lay_out && m.judge && m.unwritten && m.stale_variant && m.shape_text) << name;
+    EXPECT_EQ(m.op, row.op);
+    EXPECT_EQ(&m, &op_modules()[i]) << names[i];
+    EXPECT_TRUE(m.lay_out && m.judge && m.unwritten && m.stale_variant && m.shape_text) << names[i];
+    EXPECT_GE(row.abi_version, 1u) << names[i];
   }
-  EXPECT_EQ(op_module(Op::quantize).op, Op::quantize);
+  Op op;
+  EXPECT_FALSE(parse_op("gemmm", &op));
+  EXPECT_STREQ(to_string(static_cast<Op>(0)), "unknown-op");
+  EXPECT_THROW(op_module(static_cast<Op>(0)), std::invalid_argument);
+}
+
+// The registry's known op sets come from the same rows: version 1 has GEMV and GEMM, version 2
+// adds grouped and dual GEMM, version 3 the quantizer.
+TEST(OpModules, AbiVersionsKnowTheirOps) {
+  const auto bit = [](Op op) { return 1u << static_cast<uint32_t>(op); };
+  EXPECT_EQ(ops_of_version(1), bit(Op::gemv) | bit(Op::gemm));
+  EXPECT_EQ(ops_of_version(2), ops_of_version(1) | bit(Op::grouped_gemm) | bit(Op::dual_gemm));
+  EXPECT_EQ(ops_of_version(3), ops_of_version(2) | bit(Op::quantize));
 }
 
 // Case i of a built-in quantizer's schedule, with its data.
@@ -288,7 +309,7 @@ Problem permuted_case() {
 
 TEST(QuantizeOp, PaddingMustBeZeroUnlessTheKernelKeepsIt) {
   const Problem p = permuted_case();
-  const ExactResult ref = exact_gemm(p);
+  const ExactResult ref = op_reference(p);
   const QuantResult& q = *ref.quant;
   EXPECT_FALSE(judge_words_of(p, ref, words_of(p, q.q, q.sfq, 0x00), 0, kPad1).finding);
   const Judged left = judge_words_of(p, ref, words_of(p, q.q, q.sfq, kPad1), 0, kPad1);
@@ -302,7 +323,7 @@ TEST(QuantizeOp, PaddingMustBeZeroUnlessTheKernelKeepsIt) {
 
 TEST(QuantizeOp, TheChainCheckNamesALayoutTheKernelDoesNotDeclare) {
   const Problem p = permuted_case();
-  const ExactResult ref = exact_gemm(p);
+  const ExactResult ref = op_reference(p);
   const QuantResult& q = *ref.quant;
   // Linear scales written into the permuted buffer (vllm PR #42089), the rest zero.
   std::vector<uint32_t> words(q.q.begin(), q.q.end());
@@ -319,7 +340,7 @@ TEST(QuantizeOp, TheChainCheckNamesALayoutTheKernelDoesNotDeclare) {
 
 TEST(QuantizeOp, QStillHoldingThePoisonIsUnwritten) {
   const Problem p = permuted_case();
-  const ExactResult ref = exact_gemm(p);
+  const ExactResult ref = op_reference(p);
   const QuantResult& q = *ref.quant;
   const uint8_t poison = static_cast<uint8_t>(poison_word(p.out_type, 1) & 0xFF);
   std::vector<uint8_t> codes = q.q;
@@ -342,7 +363,7 @@ TEST(QuantizeOp, AnUndeclaredFormatIsRefusedUntouched) {
 
 TEST(QuantizeOp, StaleDataNegatesAndMovesRows) {
   const Problem p = permuted_case();
-  const ExactResult ref = exact_gemm(p);
+  const ExactResult ref = op_reference(p);
   const StaleVariant v = stale_variant(p, ref, 3);
   ASSERT_EQ(v.problem.x.size(), p.x.size());
   EXPECT_NE(v.problem.x, p.x);
@@ -365,7 +386,7 @@ TEST(QuantizeOp, StaleDataDerivedInPlaceIsTheStaleVariantsAndUndoes) {
     p.x.clear();
     expand_seeded_case(p);
     for (const uint64_t seed : {3ull, 99ull, 12345ull}) {
-      const StaleVariant v = stale_variant(p, exact_gemm(p), seed);
+      const StaleVariant v = stale_variant(p, op_reference(p), seed);
       Problem q = p;
       stale_in_place(q, seed, false);
       EXPECT_EQ(q.x, v.problem.x) << "tiles " << tiles << " seed " << seed;

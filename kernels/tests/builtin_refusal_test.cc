@@ -11,6 +11,7 @@
 
 #include "kernels/builtin.h"
 #include "kernels/registry.h"
+#include "reference/op_table.h"  // the ops, their ABI values and shape traits
 
 namespace nvfp4 {
 namespace {
@@ -34,9 +35,20 @@ struct Variant {
   std::function<void(Call&)> mutate;
 };
 
+using nvfp4::kOpTable;
+using nvfp4::Op;
+
+bool declares(const nvfp4_kernel_info& info, const nvfp4::OpInfo& o) { return (info.ops >> static_cast<uint32_t>(o.op)) & 1u; }
+bool quantizer(const nvfp4_kernel_info& info) { return info.ops & nvfp4::ops_with(nvfp4::kOpQuantizes); }
+Op as_op(uint32_t op) { return static_cast<Op>(op); }
+
+// The first declared op of the table with an n of its own (more variants apply to it), else the
+// first declared one.
 uint32_t first_op(const nvfp4_kernel_info& info) {
-  for (uint32_t op : {NVFP4_OP_GEMM, NVFP4_OP_GEMV, NVFP4_OP_DUAL_GEMM, NVFP4_OP_GROUPED_GEMM})
-    if ((info.ops >> op) & 1u) return op;
+  for (const bool want_n : {true, false})
+    for (const nvfp4::OpInfo& o : kOpTable)
+      if (declares(info, o) && !nvfp4::op_quantizes(o.op) && nvfp4::op_has_n(o.op) == want_n)
+        return static_cast<uint32_t>(o.op);
   return 0;
 }
 
@@ -77,14 +89,14 @@ Call inside_quantize(const nvfp4_kernel_info& info, const uint8_t* data, uint8_t
 Call inside(const nvfp4_kernel_info& info, const uint8_t* data, uint16_t* c) {
   static uint8_t quantized[8192];
   static const float global_scale[64] = {1.0f};
-  if ((info.ops >> NVFP4_OP_QUANTIZE) & 1u) return inside_quantize(info, data, quantized, global_scale);
+  if (quantizer(info)) return inside_quantize(info, data, quantized, global_scale);
   Call call;
   nvfp4_problem& p = call.p;
   p.op = first_op(info);
   p.m = info.m_multiple;
-  p.n = p.op == NVFP4_OP_GEMV ? 1 : info.n_multiple;
+  p.n = nvfp4::op_n_is_one(as_op(p.op)) ? 1 : info.n_multiple;
   p.k = 2 * static_cast<int64_t>(info.k_multiple);
-  p.l = p.op == NVFP4_OP_GROUPED_GEMM ? 1 : 2;
+  p.l = nvfp4::op_is_grouped(as_op(p.op)) ? 1 : 2;
   p.sf_layout = ((info.sf_layouts >> NVFP4_SF_PERMUTED) & 1u) ? NVFP4_SF_PERMUTED : NVFP4_SF_LINEAR;
   p.alpha = p.alpha2 = 1.0f;
   for (uint32_t t = NVFP4_OUT_FP16; t <= NVFP4_OUT_FP32; ++t)
@@ -94,7 +106,7 @@ Call inside(const nvfp4_kernel_info& info, const uint8_t* data, uint16_t* c) {
     }
   p.a = p.b = p.sfa = p.sfb = data;
   p.c = c;
-  if (p.op == NVFP4_OP_DUAL_GEMM) p.b2 = p.sfb2 = data;
+  if (nvfp4::op_is_dual(as_op(p.op))) p.b2 = p.sfb2 = data;
   if (p.out_type == 0 && ((info.out_types >> NVFP4_OUT_NVFP4) & 1u)) {
     // Block-scaled output only: n even (Q packs two codes a byte), Q and SFQ, a declared recipe.
     p.out_type = NVFP4_OUT_NVFP4;
@@ -105,7 +117,7 @@ Call inside(const nvfp4_kernel_info& info, const uint8_t* data, uint16_t* c) {
     p.global_scale = global_scale;
     p.recipe = first_bit(info.recipes, NVFP4_RECIPE_TE, NVFP4_RECIPE_TORCHAO);
   }
-  if (p.op == NVFP4_OP_GROUPED_GEMM) {
+  if (nvfp4::op_is_grouped(as_op(p.op))) {
     call.groups = {{p.m, p.n, p.k, data, data, data, data, c, 1.0f}, {0, p.n, p.k, nullptr, nullptr, nullptr, nullptr, nullptr, 1.0f}};
     if (p.out_type == NVFP4_OUT_NVFP4) {
       // Each group's Q, SFQ and global scale in group_out; C is not written.
@@ -126,7 +138,16 @@ Call inside(const nvfp4_kernel_info& info, const uint8_t* data, uint16_t* c) {
 std::vector<Variant> outside_quantize(const nvfp4_kernel_info& info) {
   std::vector<Variant> v;
   const uint32_t formats = info.q_formats ? info.q_formats : 2u;
-  for (uint32_t op : {uint32_t{NVFP4_OP_GEMV}, uint32_t{NVFP4_OP_GEMM}, 0u, 6u})
+  // Every other op of the table, 0, and the first value past the table.
+  std::vector<uint32_t> ops;
+  uint32_t past = 0;
+  for (const nvfp4::OpInfo& o : kOpTable) {
+    if (!declares(info, o)) ops.push_back(static_cast<uint32_t>(o.op));
+    past = std::max(past, static_cast<uint32_t>(o.op) + 1);
+  }
+  ops.push_back(0u);
+  ops.push_back(past);
+  for (uint32_t op : ops)
     v.push_back({"op " + std::to_string(op), [op](Call& c) { c.p.op = op; }});
   for (uint32_t f = 0; f <= 5; ++f)
     if (!((formats >> f) & 1u)) v.push_back({"format " + std::to_string(f), [f](Call& c) { c.p.q_format = f; }});
@@ -149,16 +170,18 @@ std::vector<Variant> outside_quantize(const nvfp4_kernel_info& info) {
 }
 
 std::vector<Variant> outside(const nvfp4_kernel_info& info) {
-  if ((info.ops >> NVFP4_OP_QUANTIZE) & 1u) return outside_quantize(info);
+  if (quantizer(info)) return outside_quantize(info);
   std::vector<Variant> v;
   const uint32_t op = first_op(info);
-  const bool grouped = op == NVFP4_OP_GROUPED_GEMM, packed = info.flags & NVFP4_FLAG_GROUPS_PACKED;
-  for (uint32_t other : {NVFP4_OP_GEMV, NVFP4_OP_GEMM, NVFP4_OP_GROUPED_GEMM, NVFP4_OP_DUAL_GEMM})
-    if (!((info.ops >> other) & 1u))
+  const bool grouped = nvfp4::op_is_grouped(as_op(op)), packed = info.flags & NVFP4_FLAG_GROUPS_PACKED;
+  for (const nvfp4::OpInfo& o : kOpTable) {
+    const uint32_t other = static_cast<uint32_t>(o.op);
+    if (!declares(info, o) && !nvfp4::op_quantizes(o.op))
       v.push_back({"undeclared op " + std::to_string(other), [other](Call& c) {
                      c.p.op = other;
-                     if (other == NVFP4_OP_GEMV) c.p.n = 1;
+                     if (nvfp4::op_n_is_one(as_op(other))) c.p.n = 1;
                    }});
+  }
   for (uint32_t layout : {NVFP4_SF_LINEAR, NVFP4_SF_PERMUTED})
     if (!((info.sf_layouts >> layout) & 1u))
       v.push_back({"undeclared layout " + std::to_string(layout), [layout](Call& c) { c.p.sf_layout = layout; }});
@@ -219,14 +242,15 @@ std::vector<Variant> outside(const nvfp4_kernel_info& info) {
     return v;
   }
   if (info.m_multiple > 1) v.push_back({"m not a multiple", [](Call& c) { c.p.m += 1; }});
-  if (info.n_multiple > 1 && op != NVFP4_OP_GEMV) v.push_back({"n not a multiple", [](Call& c) { c.p.n += 1; }});
+  if (info.n_multiple > 1 && !nvfp4::op_n_is_one(as_op(op))) v.push_back({"n not a multiple", [](Call& c) { c.p.n += 1; }});
   if (info.k_multiple > 2) v.push_back({"k not a multiple", [](Call& c) { c.p.k += 2; }});
   if (info.flags & NVFP4_FLAG_UNIT_ALPHA) v.push_back({"alpha != 1", [](Call& c) { c.p.alpha = 2.0f; }});
-  if ((info.ops >> NVFP4_OP_GEMV) & 1u)
-    v.push_back({"gemv with n = 2", [](Call& c) {
-                   c.p.op = NVFP4_OP_GEMV;
-                   c.p.n = 2;
-                 }});
+  for (const nvfp4::OpInfo& o : kOpTable)
+    if (declares(info, o) && nvfp4::op_n_is_one(o.op))
+      v.push_back({std::string(o.name) + " with n = 2", [other = static_cast<uint32_t>(o.op)](Call& c) {
+                     c.p.op = other;
+                     c.p.n = 2;
+                   }});
   v.push_back({"k odd", [](Call& c) { c.p.k += 1; }});
   v.push_back({"m 0", [](Call& c) { c.p.m = 0; }});
   v.push_back({"l 0", [](Call& c) { c.p.l = 0; }});
@@ -235,7 +259,7 @@ std::vector<Variant> outside(const nvfp4_kernel_info& info) {
   v.push_back({"null sfa", [](Call& c) { c.p.sfa = nullptr; }});
   v.push_back({"null sfb", [](Call& c) { c.p.sfb = nullptr; }});
   v.push_back({"groups on a non-grouped op", [](Call& c) { c.p.groups = 1; }});
-  if (op == NVFP4_OP_DUAL_GEMM) {
+  if (nvfp4::op_is_dual(as_op(op))) {
     v.push_back({"dual: null b2", [](Call& c) { c.p.b2 = nullptr; }});
     v.push_back({"dual: null sfb2", [](Call& c) { c.p.sfb2 = nullptr; }});
     if (info.flags & NVFP4_FLAG_UNIT_ALPHA) v.push_back({"alpha2 != 1", [](Call& c) { c.p.alpha2 = 2.0f; }});

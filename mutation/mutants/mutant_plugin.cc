@@ -259,19 +259,84 @@ const QuantBugEntry kCudaQuantBugs[] = {
 };
 #endif
 
+struct Entry;
+int run_gemm(const Entry& e, const nvfp4_problem* p);
+
 struct Entry {
   nvfp4_kernel_info info;
   Bug bug;
   unsigned engine;  // kHost, kCuda or kTensorCore
   std::string what;
   bool gemv_path_only = false;  // the bug applies to GEMV problems only
-  bool v2 = false;  // run by the version-2 engine (mutant_v2_host.cc)
-  bool quant = false;  // a quantizer (kernels/host/host_quantize.h) with qbug
-  bool out = false;    // a GEMM with block-scaled output (host_gemm_nvfp4_out.h, gemm_nvfp4_out_launch.cuh) with qbug
   QBug qbug = QBug::none;
-  bool mx = false;  // the MX engine with mxbug: kernels/host/host_mx_gemm.h, or kernels/mx_gemm_core.h on CUDA
   MxBug mxbug = MxBug::none;
+  // The kernel with the entry's bug: the GEMV/GEMM engines by default; the version-2 engine
+  // (mutant_v2_host.cc), a quantizer (kernels/host/host_quantize.h) with qbug, a GEMM with
+  // block-scaled output (host_gemm_nvfp4_out.h, gemm_nvfp4_out_launch.cuh) with qbug, or the MX
+  // engine with mxbug (kernels/host/host_mx_gemm.h, or kernels/mx_gemm_core.h on CUDA). A new
+  // engine or op is one more function here, not a flag and a branch.
+  int (*run)(const Entry& e, const nvfp4_problem* p) = run_gemm;
 };
+
+int run_out(const Entry& e, const nvfp4_problem* p) {
+#if defined(NVFP4_MUTANTS_WITH_CUDA)
+  if (e.engine == nvfp4::mutants::kCuda) return nvfp4::mutants::run_cuda_out_mutant(e.info, p, static_cast<int>(e.qbug));
+#endif
+  if (p->op == NVFP4_OP_GROUPED_GEMM) return nvfp4::kern::quant::run_grouped_gemm_nvfp4_out(e.info, p, e.qbug);
+  return nvfp4::kern::quant::run_gemm_nvfp4_out(e.info, p, e.qbug);
+}
+
+int run_quant(const Entry& e, const nvfp4_problem* p) {
+#if defined(NVFP4_MUTANTS_WITH_CUDA)
+  if (e.engine == nvfp4::mutants::kCuda) return nvfp4::mutants::run_cuda_quantize_mutant(e.info, p, static_cast<int>(e.qbug));
+#endif
+  return nvfp4::kern::quant::quantize_on_host(p, e.info, e.qbug);
+}
+
+int run_mx(const Entry& e, const nvfp4_problem* p) {
+#if defined(NVFP4_MUTANTS_WITH_CUDA)
+  if (e.engine == nvfp4::mutants::kCuda) return nvfp4::mutants::run_cuda_mx_mutant(e.info, p, static_cast<int>(e.mxbug));
+#endif
+  if (p->op == NVFP4_OP_GROUPED_GEMM) return nvfp4::kern::mx::run_mx_grouped(e.info, p, e.mxbug);
+  return nvfp4::kern::mx::run_mx(e.info, p, e.mxbug);
+}
+
+// What the GEMV/GEMM and version-2 engines share before they run: the declaration enforced (or,
+// for two bugs, not), and the bug limited to GEMV where it lives on that path only. False (rc
+// set) when the problem is refused.
+bool admitted(const Entry& e, const nvfp4_problem* p, int* rc, Bug* bug) {
+  nvfp4_kernel_info enforced = e.info;
+  // The bug: the declared k multiple is never enforced.
+  if (e.bug == Bug::unsupported_shape_computed) enforced.k_multiple = 1;
+  *rc = NVFP4_UNSUPPORTED;
+  if (!nvfp4::kern::problem_fits(enforced, p)) return false;
+  // The bug: a shape inside the declaration refused anyway.
+  if (e.bug == Bug::refuses_supported && p->k % 64 != 0) return false;
+  *bug = e.gemv_path_only && p->op != NVFP4_OP_GEMV ? Bug::none : e.bug;
+  return true;
+}
+
+int run_v2(const Entry& e, const nvfp4_problem* p) {
+  int rc = NVFP4_OK;
+  Bug bug = Bug::none;
+  if (!admitted(e, p, &rc, &bug)) return rc;
+  const bool packed = e.info.flags & NVFP4_FLAG_GROUPS_PACKED;
+#if defined(NVFP4_MUTANTS_WITH_CUDA)
+  if (e.engine == nvfp4::mutants::kCuda) return nvfp4::mutants::run_cuda_v2_mutant(e.bug, packed, p);
+#endif
+  return nvfp4::mutants::run_host_v2_mutant(e.bug, packed, p);
+}
+
+int run_gemm(const Entry& e, const nvfp4_problem* p) {
+  int rc = NVFP4_OK;
+  Bug bug = Bug::none;
+  if (!admitted(e, p, &rc, &bug)) return rc;
+#if defined(NVFP4_MUTANTS_WITH_CUDA)
+  if (e.engine == nvfp4::mutants::kTensorCore) return nvfp4::mutants::run_tensor_core_mutant(bug, p);
+  if (e.engine == nvfp4::mutants::kCuda) return nvfp4::mutants::run_cuda_mutant(bug, p);
+#endif
+  return nvfp4::mutants::run_host_mutant(bug, p);
+}
 
 // Built once; names live in a deque so their c_str() stays put.
 struct Catalog {
@@ -300,7 +365,7 @@ struct Catalog {
     declare(entries.back().info, d);
     // The CUDA engine's grouped kernel has a grid row per group.
     if (engine == kCuda && (d == Declares::grouped || d == Declares::grouped_packed)) entries.back().info.max_groups = 65535;
-    entries.back().v2 = true;
+    entries.back().run = run_v2;
   }
 
   void add_quant(const QuantBugEntry& e, unsigned engine = kHost) {
@@ -315,7 +380,7 @@ struct Catalog {
     info.in_types = (1u << NVFP4_IN_FP16) | (1u << NVFP4_IN_BF16) | (1u << NVFP4_IN_FP32);
     info.q_formats = e.formats;
     info.recipes = e.recipes;
-    entries.back().quant = true;
+    entries.back().run = run_quant;
     entries.back().qbug = e.bug;
   }
 
@@ -333,7 +398,7 @@ struct Catalog {
                    (1u << NVFP4_RECIPE_TORCHAO);
     // The CUDA engine's grouped kernel has a grid row per group.
     if (engine == kCuda) info.max_groups = 65535;
-    entries.back().out = true;
+    entries.back().run = run_out;
     entries.back().qbug = e.bug;
   }
 
@@ -348,7 +413,7 @@ struct Catalog {
       info.ops = 1u << NVFP4_OP_GROUPED_GEMM;
       info.flags |= NVFP4_FLAG_GROUPS_PACKED;
     }
-    entries.back().mx = true;
+    entries.back().run = run_mx;
     entries.back().mxbug = e.bug;
   }
 
@@ -438,41 +503,5 @@ extern "C" __attribute__((visibility("default"))) const char* nvfp4_kernel_descr
 extern "C" __attribute__((visibility("default"))) int nvfp4_kernel_run(int index, const nvfp4_problem* p) {
   if (index < 0 || index >= nvfp4_kernel_count()) return NVFP4_ERROR;
   const auto& e = catalog().entries[static_cast<size_t>(index)];
-  if (e.out) {
-#if defined(NVFP4_MUTANTS_WITH_CUDA)
-    if (e.engine == nvfp4::mutants::kCuda) return nvfp4::mutants::run_cuda_out_mutant(e.info, p, static_cast<int>(e.qbug));
-#endif
-    if (p->op == NVFP4_OP_GROUPED_GEMM) return nvfp4::kern::quant::run_grouped_gemm_nvfp4_out(e.info, p, e.qbug);
-    return nvfp4::kern::quant::run_gemm_nvfp4_out(e.info, p, e.qbug);
-  }
-  if (e.quant) {
-#if defined(NVFP4_MUTANTS_WITH_CUDA)
-    if (e.engine == nvfp4::mutants::kCuda) return nvfp4::mutants::run_cuda_quantize_mutant(e.info, p, static_cast<int>(e.qbug));
-#endif
-    return nvfp4::kern::quant::quantize_on_host(p, e.info, e.qbug);
-  }
-#if defined(NVFP4_MUTANTS_WITH_CUDA)
-  if (e.mx && e.engine == nvfp4::mutants::kCuda) return nvfp4::mutants::run_cuda_mx_mutant(e.info, p, static_cast<int>(e.mxbug));
-#endif
-  if (e.mx && p->op == NVFP4_OP_GROUPED_GEMM) return nvfp4::kern::mx::run_mx_grouped(e.info, p, e.mxbug);
-  if (e.mx) return nvfp4::kern::mx::run_mx(e.info, p, e.mxbug);
-  nvfp4_kernel_info enforced = e.info;
-  // The bug: the declared k multiple is never enforced.
-  if (e.bug == Bug::unsupported_shape_computed) enforced.k_multiple = 1;
-  if (!nvfp4::kern::problem_fits(enforced, p)) return NVFP4_UNSUPPORTED;
-  // The bug: a shape inside the declaration refused anyway.
-  if (e.bug == Bug::refuses_supported && p->k % 64 != 0) return NVFP4_UNSUPPORTED;
-  const Bug bug = e.gemv_path_only && p->op != NVFP4_OP_GEMV ? Bug::none : e.bug;
-  if (e.v2) {
-    const bool packed = e.info.flags & NVFP4_FLAG_GROUPS_PACKED;
-#if defined(NVFP4_MUTANTS_WITH_CUDA)
-    if (e.engine == nvfp4::mutants::kCuda) return nvfp4::mutants::run_cuda_v2_mutant(e.bug, packed, p);
-#endif
-    return nvfp4::mutants::run_host_v2_mutant(e.bug, packed, p);
-  }
-#if defined(NVFP4_MUTANTS_WITH_CUDA)
-  if (e.engine == nvfp4::mutants::kTensorCore) return nvfp4::mutants::run_tensor_core_mutant(bug, p);
-  if (e.engine == nvfp4::mutants::kCuda) return nvfp4::mutants::run_cuda_mutant(bug, p);
-#endif
-  return nvfp4::mutants::run_host_mutant(bug, p);
+  return e.run(e, p);
 }

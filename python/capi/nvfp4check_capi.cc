@@ -1,6 +1,7 @@
 // The C API of the Python package (nvfp4check_capi.h): a kernel given as info + callback becomes
 // a registry Kernel and goes through the suite core (the schedule, check_case, the reports)
 // exactly like a plugin kernel, called in this process or served to a parent `nvfp4check run`.
+#include "harness/ops/op_module.h"
 #include "python/capi/nvfp4check_capi.h"
 
 #include <chrono>
@@ -439,10 +440,10 @@ NVFP4CHECK_EXPORT char* nvfp4check_reference(const char* path, uint16_t** out, i
     if (path == nullptr || out == nullptr || count == nullptr) throw std::invalid_argument("null argument");
     Problem p = read_case_file(path);
     if (!p.has_data()) expand_seeded_case(p);  // a case with only a seed: draw its data
-    const ExactResult ref = exact_gemm(p);
+    const ExactResult ref = op_reference(p);
     json j = {{"op", to_string(p.op)}, {"m", p.m}, {"n", p.n}, {"k", p.k}, {"l", p.l},
               {"out_type", to_string(p.out_type)}};
-    if (p.op == Op::grouped_gemm) {
+    if (op_is_grouped(p.op)) {
       json groups = json::array();
       for (const Group& g : p.groups) groups.push_back({g.m, g.n});
       j["groups"] = groups;
@@ -452,7 +453,7 @@ NVFP4CHECK_EXPORT char* nvfp4check_reference(const char* path, uint16_t** out, i
     // Q bytes, then SFQ's in linear order, as `nvfp4check reference` writes them, a zero byte
     // after an odd count.
     std::vector<uint8_t> bytes;
-    if (p.op == Op::quantize) {
+    if (op_quantizes(p.op)) {
       bytes = ref.quant->q;
       bytes.insert(bytes.end(), ref.quant->sfq.begin(), ref.quant->sfq.end());
       j.erase("n");
@@ -484,8 +485,8 @@ NVFP4CHECK_EXPORT char* nvfp4check_unsupported_reason(const nvfp4_kernel_info* i
   p.alpha = problem->alpha;
   // Version 2's fields (a zero out_type is FP16, as in a zero-filled version-1 struct).
   p.out_type = problem->out_type == 0 ? OutType::fp16 : static_cast<OutType>(problem->out_type);
-  p.alpha2 = p.op == Op::dual_gemm ? problem->alpha2 : 1.0f;
-  if (p.op == Op::quantize) {
+  p.alpha2 = op_is_dual(p.op) ? problem->alpha2 : 1.0f;
+  if (op_quantizes(p.op)) {
     // Version 3's fields. The options a quantizer's flags fix have no field of the problem: the
     // suite hands a kernel only problems whose options its flags match, so they are the flags'.
     p.in_type = static_cast<InType>(problem->in_type);
@@ -502,7 +503,7 @@ NVFP4CHECK_EXPORT char* nvfp4check_unsupported_reason(const nvfp4_kernel_info* i
     if (problem->b_format != 0) p.b_format = static_cast<BlockFormat>(problem->b_format);
     if (p.out_type == OutType::nvfp4 && problem->recipe != 0) p.out_recipe = static_cast<Recipe>(problem->recipe);
   }
-  if (p.op == Op::grouped_gemm && problem->group != nullptr)
+  if (op_is_grouped(p.op) && problem->group != nullptr)
     for (int64_t g = 0; g < problem->groups; ++g) {
       Group q;
       q.m = problem->group[g].m;
