@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <stdexcept>
 
 #include "reference/fp16.h"
@@ -625,22 +626,51 @@ const char* variant_words(QuantVariant v) {
 
 // Whether the kernel's bytes are what the recipe gives with variant v (and v changes anything
 // here). approx_reciprocal accepts every code between its two 1-ulp extremes.
-bool matches_variant(const Problem& p, const QuantResult& exact, QuantVariant v, const std::vector<uint8_t>& q,
-                     const std::vector<uint8_t>& sfq, uint8_t padding) {
+// Whether the kernel's Q and SFQ are variant v's (rule 7 with v's encode factors); with `exact`
+// given, a variant that gives the reference's bytes everywhere explains nothing and is false.
+bool matches_variant(const Problem& p, const std::vector<float>& scales, QuantVariant v, const std::vector<uint8_t>& q,
+                     const std::vector<uint8_t>& sfq, uint8_t padding, const QuantResult* exact) {
   if (v == QuantVariant::approx_reciprocal) {
-    const QuantResult hi = quantize_with(p, Ctx{v, -1, +1}, exact.global_scale),
-                      lo = quantize_with(p, Ctx{v, +1, -1}, exact.global_scale);
-    if (hi.q == exact.q && lo.q == exact.q && hi.sfq == exact.sfq) return false;
+    const QuantResult hi = quantize_with(p, Ctx{v, -1, +1}, scales), lo = quantize_with(p, Ctx{v, +1, -1}, scales);
+    if (exact && hi.q == exact->q && lo.q == exact->q && hi.sfq == exact->sfq) return false;
     OsWindow w;
     w.lo = &lo.os;
     w.hi = &hi.os;
     const QuantJudgement j = judge_with(p, hi, q, sfq, padding, w);
     return j.wrong_codes == 0 && j.wrong_scales == 0;
   }
-  const QuantResult r = quantize_reference(p, exact.global_scale, v);
-  if (r.q == exact.q && r.sfq == exact.sfq) return false;
+  const QuantResult r = quantize_reference(p, scales, v);
+  if (exact && r.q == exact->q && r.sfq == exact->sfq) return false;
   const QuantJudgement j = judge_with(p, r, q, sfq, padding, recipe_window(p));
   return j.wrong_codes == 0 && j.wrong_scales == 0;  // padding is no recipe's operation
+}
+
+// Whether variant v's bytes could be the kernel's on the tile (one row, or the 16 rows of a 2D
+// tile) holding the first wrong block: a variant that explains the whole output explains that
+// tile, whose blocks depend on nothing outside it once the global scales are given. The whole
+// tensor is quantized again only for a variant this admits (a huge case's failure text would
+// otherwise cost several passes over 2^31 elements).
+bool tile_admits(const Problem& p, const std::vector<float>& scales, QuantVariant v, const std::vector<uint8_t>& q,
+                 const std::vector<uint8_t>& sfq, int64_t b, int64_t i) {
+  const int64_t i0 = p.quant_2d ? i / 16 * 16 : i, rows = std::min<int64_t>(p.quant_2d ? 16 : 1, p.m - i0);
+  const int64_t kb = p.qkb(), row_q = p.q_bytes() / (p.l * p.m);
+  const size_t in_row = static_cast<size_t>(p.k * in_word_bytes(p.in_type)), first = static_cast<size_t>(b * p.m + i0);
+  Problem t = p;
+  t.l = 1, t.m = rows;
+  t.sf_layout = SfLayout::linear;
+  t.x.assign(p.x.begin() + static_cast<std::ptrdiff_t>(first * in_row),
+             p.x.begin() + static_cast<std::ptrdiff_t>((first + static_cast<size_t>(rows)) * in_row));
+  std::vector<float> tile_scales = scales;
+  if (p.row_global_scale && !scales.empty())
+    tile_scales.assign(scales.begin() + static_cast<std::ptrdiff_t>(first),
+                       scales.begin() + static_cast<std::ptrdiff_t>(first + static_cast<size_t>(rows)));
+  const std::vector<uint8_t> tq(q.begin() + static_cast<std::ptrdiff_t>(first * static_cast<size_t>(row_q)),
+                                q.begin() + static_cast<std::ptrdiff_t>((first + static_cast<size_t>(rows)) * static_cast<size_t>(row_q)));
+  std::vector<uint8_t> tsfq(static_cast<size_t>(rows * kb));
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t s = 0; s < kb; ++s)
+      tsfq[static_cast<size_t>(sf_linear_offset(rows, kb, 0, r, s))] = sfq[static_cast<size_t>(sfq_offset(p, b, i0 + r, s))];
+  return matches_variant(t, tile_scales, v, tq, tsfq, 0, nullptr);
 }
 
 }  // namespace
@@ -662,10 +692,13 @@ std::string quantize_failure_text(const Problem& p, const QuantJudgement& j, con
       t += "; element " + std::to_string(j.x) + " (x = " + num(quantize_input(p, (j.b * p.m + j.i) * p.k + j.x)) +
            "): code expected " + code_text(p, j.expected_code) + ", got " + code_text(p, j.actual_code);
   }
-  const QuantResult exact = global_scale ? quantize_reference(p, *global_scale) : quantize_reference(p);
+  const std::vector<float> scales = global_scale ? *global_scale : quantize_global_scales(p);
+  std::optional<QuantResult> exact;  // computed once a variant survives its first wrong tile
   for (QuantVariant v : {QuantVariant::other_association, QuantVariant::approx_reciprocal, QuantVariant::scale_toward_zero,
                          QuantVariant::os_from_unrounded, QuantVariant::decode_as_encode}) {
-    if (matches_variant(p, exact, v, q, sfq, padding))
+    if ((j.wrong_codes || j.wrong_scales) && !tile_admits(p, scales, v, q, sfq, j.b, j.i)) continue;
+    if (!exact) exact = quantize_reference(p, scales);
+    if (matches_variant(p, scales, v, q, sfq, padding, &*exact))
       return t + ". The kernel's bytes are what the recipe gives with " + variant_words(v) + " [" + to_string(v) + "]";
   }
   return t;

@@ -440,9 +440,12 @@ Problem rich_problem(Recipe r, BlockFormat f) {
   return p;
 }
 
-void expect_variant_named(Recipe r, BlockFormat f, QuantVariant v) {
-  SCOPED_TRACE(std::string(to_string(r)) + " " + to_string(v));
-  const Problem p = rich_problem(r, f);
+// tiles_2d: 16 x 16 tiles (17 rows: a whole tile and a one-row one) with one global scale; the
+// failure text tries a variant on the first wrong block's tile before the whole tensor.
+void expect_variant_named(Recipe r, BlockFormat f, QuantVariant v, bool tiles_2d = false) {
+  SCOPED_TRACE(std::string(to_string(r)) + " " + to_string(v) + (tiles_2d ? " 2d" : ""));
+  Problem p = rich_problem(r, f);
+  if (tiles_2d) p.quant_2d = true, p.row_global_scale = false;
   const QuantResult exact = quantize_reference(p), wrong = quantize_reference(p, v);
   ASSERT_TRUE(wrong.q != exact.q || wrong.sfq != exact.sfq) << "the variant changes nothing here";
   const QuantJudgement j = judge_quantize(p, exact, wrong.q, wrong.sfq, 0);
@@ -456,7 +459,7 @@ TEST(QuantizeFailureText, NamesEachVariant) {
   for (const Recipe r : {Recipe::te, Recipe::ref, Recipe::torchao}) {
     for (const QuantVariant v : {QuantVariant::other_association, QuantVariant::approx_reciprocal, QuantVariant::scale_toward_zero,
                                  QuantVariant::os_from_unrounded, QuantVariant::decode_as_encode})
-      expect_variant_named(r, BlockFormat::nvfp4, v);
+      for (const bool tiles_2d : {false, true}) expect_variant_named(r, BlockFormat::nvfp4, v, tiles_2d);
   }
   for (const QuantVariant v : {QuantVariant::scale_toward_zero, QuantVariant::os_from_unrounded}) {
     expect_variant_named(Recipe::mx_rceil, BlockFormat::mxfp4, v);
