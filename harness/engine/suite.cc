@@ -631,11 +631,9 @@ std::string kernel_table(const std::vector<SuiteKernel>& kernels) {
   // A reason shared by several kernels (no CUDA device: every CUDA kernel) is printed once under
   // the table and referred to as "[n]"; a reason of one kernel stays on its row.
   std::vector<std::string> shared_reasons;
-  {
-    std::map<std::string, int> count;
-    for (const SuiteKernel& k : kernels)
-      if (!k.desc.runnable && ++count[k.desc.why_not] == 2) shared_reasons.push_back(k.desc.why_not);
-  }
+  std::map<std::string, int> kernels_with;
+  for (const SuiteKernel& k : kernels)
+    if (!k.desc.runnable && ++kernels_with[k.desc.why_not] == 2) shared_reasons.push_back(k.desc.why_not);
   const auto runnable_text = [&](const SuiteKernel& k) {
     if (k.desc.runnable) return std::string("yes");
     const auto at = std::find(shared_reasons.begin(), shared_reasons.end(), k.desc.why_not);
@@ -699,11 +697,8 @@ std::string kernel_table(const std::vector<SuiteKernel>& kernels) {
     if (k.desc.origin != "builtin")
       t += fmt::format("{:<{}}  from {} (ABI version {})\n", "", w, k.desc.origin, info.abi_version);
   }
-  for (size_t i = 0; i < shared_reasons.size(); ++i) {
-    size_t kernels_with = 0;
-    for (const SuiteKernel& k : kernels) kernels_with += !k.desc.runnable && k.desc.why_not == shared_reasons[i];
-    t += fmt::format("[{}] {} kernels cannot run here: {}\n", i + 1, kernels_with, shared_reasons[i]);
-  }
+  for (size_t i = 0; i < shared_reasons.size(); ++i)
+    t += fmt::format("[{}] {} kernels cannot run here: {}\n", i + 1, kernels_with[shared_reasons[i]], shared_reasons[i]);
   return t;
 }
 
