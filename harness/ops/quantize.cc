@@ -181,8 +181,10 @@ std::optional<Finding> judge(const CallContext& x, OracleSummary* summary) {
   summary->exact_regime = summary->elements;
   if (j.pass()) return std::nullopt;
   summary->first_b = j.b, summary->first_i = j.i, summary->first_j = j.s;
-  return Finding{Check::oracle, quantize_failure_text(p, j, o.q, o.sfq, expected_padding(x)) +
-                                    chain_text(p, *x.reference->quant, o)};
+  // The reference's global scales, not X's amax taken again (a huge case's pass over 2^31 elements).
+  return Finding{Check::oracle,
+                 quantize_failure_text(p, j, o.q, o.sfq, expected_padding(x), &x.reference->quant->global_scale) +
+                     chain_text(p, *x.reference->quant, o)};
 }
 
 // The bytes of Q and of SFQ (linear positions) still holding the poison where the reference has
