@@ -505,10 +505,21 @@ void check_sizes(const Problem& p, const QuantResult& ref, const std::vector<uin
     throw std::invalid_argument("judge_quantize: Q or SFQ has the wrong size for the problem");
 }
 
+// The window's ends for the block at linear scale offset lin, lower first.
+std::pair<double, double> window_ends(const QuantResult& ref, const OsWindow& w, int64_t lin) {
+  const double os = ref.os[static_cast<size_t>(lin)];
+  double lo = w.lo ? (*w.lo)[static_cast<size_t>(lin)] : os * (1 - w.rel);
+  double hi = w.hi ? (*w.hi)[static_cast<size_t>(lin)] : os * (1 + w.rel);
+  if (lo > hi) std::swap(lo, hi);
+  return {lo, hi};
+}
+
 // One block against the reference: its scale byte, then each code; the first wrong one is
-// recorded in j when j has none yet.
+// recorded in j when j has none yet. masks: for a format of nibbles, each element's codes under
+// w as a mask (bit c set: code c passes), worked out before (judge_quantize_each); null to work
+// them out here.
 void judge_block(const Problem& p, const QuantResult& ref, const std::vector<uint8_t>& q, const std::vector<uint8_t>& sfq,
-                 const OsWindow& w, int64_t b, int64_t i, int64_t s, QuantJudgement& j) {
+                 const OsWindow& w, int64_t b, int64_t i, int64_t s, QuantJudgement& j, const uint16_t* masks) {
   const int64_t lin = sf_linear_offset(p.m, p.qkb(), b, i, s), bs = block_size(p.q_format);
   const uint8_t want = ref.sfq[static_cast<size_t>(lin)], got = sfq[static_cast<size_t>(sfq_offset(p, b, i, s))];
   const bool first = j.wrong_codes == 0 && j.wrong_scales == 0;
@@ -519,10 +530,7 @@ void judge_block(const Problem& p, const QuantResult& ref, const std::vector<uin
     if (first) record();
     ++j.wrong_scales;
   }
-  const double os = ref.os[static_cast<size_t>(lin)];
-  double lo = w.lo ? (*w.lo)[static_cast<size_t>(lin)] : os * (1 - w.rel);
-  double hi = w.hi ? (*w.hi)[static_cast<size_t>(lin)] : os * (1 + w.rel);
-  if (lo > hi) std::swap(lo, hi);
+  const auto [lo, hi] = window_ends(ref, w, lin);
   bool recorded = first && want != got;
   // The reference's own code needs no interval where the window holds the reference's os: it is
   // encode(x * os), and x * os lies between x * lo and x * hi, whose codes bound the allowed
@@ -532,8 +540,12 @@ void judge_block(const Problem& p, const QuantResult& ref, const std::vector<uin
   for (int64_t x = s * bs; x < std::min(s * bs + bs, p.k); ++x) {
     const int64_t elem = (b * p.m + i) * p.k + x;
     const uint8_t e = get_code(p, ref.q, elem), a = get_code(p, q, elem);
-    if (own_code_passes && a == e && !std::isnan(code_value(p.q_format, e))) continue;
-    if (code_ok(p, allowed_codes(p, quantize_input(p, elem), lo, hi), e, a)) continue;
+    if (masks) {
+      if (masks[elem] >> (a & 15) & 1) continue;
+    } else {
+      if (own_code_passes && a == e && !std::isnan(code_value(p.q_format, e))) continue;
+      if (code_ok(p, allowed_codes(p, quantize_input(p, elem), lo, hi), e, a)) continue;
+    }
     if (first && j.x < 0) {
       if (!recorded) record();
       recorded = true;
@@ -544,7 +556,8 @@ void judge_block(const Problem& p, const QuantResult& ref, const std::vector<uin
 }
 
 QuantJudgement judge_with(const Problem& p, const QuantResult& ref, const std::vector<uint8_t>& q,
-                          const std::vector<uint8_t>& sfq, uint8_t padding, const OsWindow& w) {
+                          const std::vector<uint8_t>& sfq, uint8_t padding, const OsWindow& w,
+                          const uint16_t* masks = nullptr) {
   check_problem(p);
   check_sizes(p, ref, q, sfq);
   // Rows in chunks, in parallel for a big tensor; the chunks' judgements are added in row order,
@@ -555,7 +568,7 @@ QuantJudgement judge_with(const Problem& p, const QuantResult& ref, const std::v
 #pragma omp parallel for schedule(dynamic) if (rows * p.k > (int64_t(1) << 22))
   for (int64_t c = 0; c < chunks; ++c)
     for (int64_t r = c * chunk_rows; r < std::min(rows, (c + 1) * chunk_rows); ++r)
-      for (int64_t s = 0; s < p.qkb(); ++s) judge_block(p, ref, q, sfq, w, r / p.m, r % p.m, s, part[static_cast<size_t>(c)]);
+      for (int64_t s = 0; s < p.qkb(); ++s) judge_block(p, ref, q, sfq, w, r / p.m, r % p.m, s, part[static_cast<size_t>(c)], masks);
   QuantJudgement j;
   for (const QuantJudgement& c : part) {
     if (j.pass() && !c.pass()) j = c;
@@ -584,7 +597,42 @@ QuantJudgement judge_quantize(const Problem& p, const QuantResult& ref, const st
 
 void judge_quantize_block(const Problem& p, const QuantResult& ref, const std::vector<uint8_t>& q,
                           const std::vector<uint8_t>& sfq, int64_t b, int64_t i, int64_t s, QuantJudgement& j) {
-  judge_block(p, ref, q, sfq, recipe_window(p), b, i, s, j);
+  judge_block(p, ref, q, sfq, recipe_window(p), b, i, s, j, nullptr);
+}
+
+std::vector<QuantJudgement> judge_quantize_each(const Problem& p, const QuantResult& ref,
+                                                const std::vector<QuantOutput>& outputs, uint8_t padding) {
+  std::vector<QuantJudgement> out;
+  out.reserve(outputs.size());
+  const OsWindow w = recipe_window(p);
+  const int64_t elements = p.l * p.m * p.k;
+  std::vector<uint16_t> masks;
+  // Worked out once where there is more than one output of nibbles and the table stays small (2
+  // bytes an element); a huge tensor, or one of bytes, is judged element by element as
+  // judge_quantize does.
+  if (outputs.size() > 1 && packs_nibbles(p.q_format) && elements <= kJudgeMemoElements) {
+    check_problem(p);
+    if (static_cast<int64_t>(ref.os.size()) != p.sfq_bytes())
+      throw std::invalid_argument("judge_quantize: the reference has the wrong size for the problem");
+    masks.resize(static_cast<size_t>(elements));
+    const int64_t bs = block_size(p.q_format);
+    for (int64_t r = 0; r < p.l * p.m; ++r)
+      for (int64_t s = 0; s < p.qkb(); ++s) {
+        const auto [lo, hi] = window_ends(ref, w, sf_linear_offset(p.m, p.qkb(), r / p.m, r % p.m, s));
+        for (int64_t x = s * bs; x < std::min(s * bs + bs, p.k); ++x) {
+          const int64_t elem = r * p.k + x;
+          const Allowed a = allowed_codes(p, quantize_input(p, elem), lo, hi);
+          const uint8_t e = get_code(p, ref.q, elem);
+          uint16_t m = 0;
+          for (unsigned c = 0; c < 16; ++c)
+            if (code_ok(p, a, e, static_cast<uint8_t>(c))) m = static_cast<uint16_t>(m | 1u << c);
+          masks[static_cast<size_t>(elem)] = m;
+        }
+      }
+  }
+  for (const QuantOutput& o : outputs)
+    out.push_back(judge_with(p, ref, *o.q, *o.sfq, padding, w, masks.empty() ? nullptr : masks.data()));
+  return out;
 }
 
 namespace {

@@ -92,6 +92,18 @@ struct QuantJudgement {
 QuantJudgement judge_quantize(const Problem& p, const QuantResult& ref, const std::vector<uint8_t>& q,
                               const std::vector<uint8_t>& sfq, uint8_t padding);
 
+// judge_quantize for several outputs of one problem (a stochastic quantizer's calls under other
+// seeds), each element's allowed codes worked out once (for formats of nibbles): for each output
+// the judgement judge_quantize gives.
+struct QuantOutput {
+  const std::vector<uint8_t>* q = nullptr;
+  const std::vector<uint8_t>* sfq = nullptr;
+};
+std::vector<QuantJudgement> judge_quantize_each(const Problem& p, const QuantResult& ref,
+                                                const std::vector<QuantOutput>& outputs, uint8_t padding);
+// The most elements whose allowed codes judge_quantize_each keeps at once.
+constexpr int64_t kJudgeMemoElements = int64_t(1) << 22;
+
 // Rule 7 for one block of p (batch b, row i, block s), counted into j, which records the first
 // wrong block when it holds none yet: what judge_quantize does for each block, for a caller that
 // judges some blocks by another rule (block-scaled output, rule 8).

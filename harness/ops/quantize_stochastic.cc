@@ -155,10 +155,13 @@ uint64_t other_seed(uint64_t case_seed, int i) {
 
 std::string stochastic_failure(const Problem& p, const QuantResult& ref, const std::vector<SeedRun>& runs,
                                uint8_t padding) {
-  for (const SeedRun& r : runs) {
-    const QuantJudgement j = judge_quantize(p, ref, r.q, r.sfq, padding);
-    if (!j.pass()) return fmt::format("with seed {}: {}", r.seed, quantize_failure_text(p, j, r.q, r.sfq, padding));
-  }
+  std::vector<QuantOutput> outputs;
+  for (const SeedRun& r : runs) outputs.push_back({&r.q, &r.sfq});
+  const std::vector<QuantJudgement> judged = judge_quantize_each(p, ref, outputs, padding);
+  for (size_t r = 0; r < runs.size(); ++r)
+    if (!judged[r].pass())
+      return fmt::format("with seed {}: {}", runs[r].seed,
+                         quantize_failure_text(p, judged[r], runs[r].q, runs[r].sfq, padding));
   if (runs.size() < 2 || p.q_format != BlockFormat::nvfp4) return "";
   std::vector<BlockStats> blocks;
   int64_t off_grid = 0;

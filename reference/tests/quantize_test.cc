@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "reference/case_file.h"
@@ -508,6 +509,68 @@ TEST(QuantizeJudge, StochasticCodesMayBeEitherGridNeighbour) {
   std::vector<uint8_t> q = r.q;
   set_code(q, 17, 0x5);
   EXPECT_FALSE(judge_quantize(p, r, q, r.sfq, 0).pass());  // round to nearest: 2 only
+}
+
+}  // namespace
+}  // namespace nvfp4
+
+namespace nvfp4 {
+namespace {
+
+// judge_quantize_each gives each output the judgement judge_quantize gives it, every field: on
+// stochastic and round-to-nearest problems of every NVFP4 recipe (fast's window included) and
+// MXFP4's, for
+// outputs whose codes move to either grid neighbour, elsewhere, and whose scale bytes change.
+TEST(QuantizeJudge, EachOutputOfOneProblemJudgedAsAlone) {
+  std::mt19937_64 rng(20261203);
+  int failing = 0, passing = 0;
+  const std::pair<Recipe, BlockFormat> kinds[] = {{Recipe::te, BlockFormat::nvfp4},
+                                                  {Recipe::fast, BlockFormat::nvfp4},
+                                                  {Recipe::ref, BlockFormat::nvfp4},
+                                                  {Recipe::torchao, BlockFormat::nvfp4},
+                                                  {Recipe::mx_rceil, BlockFormat::mxfp4}};
+  for (const auto& [r, f] : kinds)
+    for (const bool stochastic : {false, true}) {
+      if (stochastic && f != BlockFormat::nvfp4) continue;
+      SCOPED_TRACE(std::string(to_string(r)) + (stochastic ? " sr" : " rn"));
+      Problem p = rich_problem(r, f);
+      if (stochastic) p.stochastic_seed = 11;
+      const QuantResult ref = quantize_reference(p);
+      std::vector<std::vector<uint8_t>> qs, sfqs;
+      for (int o = 0; o < 24; ++o) {
+        std::vector<uint8_t> q = ref.q, sfq = ref.sfq;
+        const int changes = o % 4 == 0 ? 0 : static_cast<int>(rng() % 6);
+        for (int c = 0; c < changes; ++c) {
+          const int64_t elem = static_cast<int64_t>(rng() % static_cast<uint64_t>(p.m * p.k));
+          const uint8_t code = code_at(q, elem);
+          // A neighbour on the grid (same sign) most of the time, any code otherwise.
+          const uint8_t moved = rng() % 4 ? static_cast<uint8_t>((code & 8) | std::min(7, std::max(0, (code & 7) + (rng() % 2 ? 1 : -1))))
+                                         : static_cast<uint8_t>(rng() % 16);
+          set_code(q, elem, moved);
+        }
+        if (o % 7 == 3) sfq[rng() % sfq.size()] ^= static_cast<uint8_t>(1 + rng() % 255);
+        qs.push_back(std::move(q));
+        sfqs.push_back(std::move(sfq));
+      }
+      std::vector<QuantOutput> outputs;
+      for (size_t o = 0; o < qs.size(); ++o) outputs.push_back({&qs[o], &sfqs[o]});
+      const std::vector<QuantJudgement> each = judge_quantize_each(p, ref, outputs, 0);
+      ASSERT_EQ(each.size(), qs.size());
+      for (size_t o = 0; o < qs.size(); ++o) {
+        const QuantJudgement alone = judge_quantize(p, ref, qs[o], sfqs[o], 0), &e = each[o];
+        SCOPED_TRACE(o);
+        EXPECT_EQ(e.wrong_codes, alone.wrong_codes);
+        EXPECT_EQ(e.wrong_scales, alone.wrong_scales);
+        EXPECT_EQ(e.wrong_padding, alone.wrong_padding);
+        EXPECT_EQ(std::make_tuple(e.b, e.i, e.s, e.x), std::make_tuple(alone.b, alone.i, alone.s, alone.x));
+        EXPECT_EQ(std::make_tuple(e.expected_scale, e.actual_scale, e.expected_code, e.actual_code),
+                  std::make_tuple(alone.expected_scale, alone.actual_scale, alone.expected_code, alone.actual_code));
+        (alone.pass() ? passing : failing) += 1;
+      }
+    }
+  // Both kinds of output were judged (the moves to a grid neighbour pass under stochastic rounding).
+  EXPECT_GT(failing, 40);
+  EXPECT_GT(passing, 40);
 }
 
 }  // namespace
