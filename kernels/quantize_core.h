@@ -200,8 +200,23 @@ NVFP4_QHD inline uint8_t e8m0_from_float(float v, bool floor_instead) {
   return static_cast<uint8_t>(up > 254 ? 254 : up);
 }
 
+// OCP MX's scale (mx_floor): the unbiased exponent of amax (>= 0) less the element format's
+// emax, biased and clamped to 0..254; mx_even first rounds amax to `even_mbits` mantissa bits, ties
+// up, by adding half a unit of the kept bits to its binary32 pattern (a carry raises the exponent).
+// 0xFF for a non-finite amax. A subnormal amax (exponent field 0) is below 2^-126, and 2^-126 less
+// any element format's emax (2 or more) clamps to -127: byte 0. even_mbits < 0 for mx_floor.
+NVFP4_QHD inline uint8_t e8m0_floor_from_amax(float amax, int emax_elem, int even_mbits) {
+  if (!(amax <= FLT_MAX)) return 0xFF;  // Inf and NaN
+  uint32_t b = float_bits(amax);
+  if ((b >> 23) == 0) return 0;
+  if (even_mbits >= 0) b += 1u << (22 - even_mbits);
+  const int e = static_cast<int>(b >> 23) - 127 - emax_elem;
+  return static_cast<uint8_t>((e < -127 ? -127 : e > 127 ? 127 : e) + 127);
+}
+
 NVFP4_QHD inline float e8m0_encode_factor(uint8_t e) {
-  // 2^(127 - e), exact for e = 0..254 (2^127 down to 2^-127, a subnormal).
+  // 2^(127 - e), exact for e = 0..254 (2^127 down to 2^-127, a subnormal); NaN for the NaN scale.
+  if (e == 0xFF) return float_from_bits(0x7FC00000u);
   const int p = 127 - static_cast<int>(e);
   return ldexpf(1.0f, p);
 }
@@ -314,8 +329,14 @@ NVFP4_QHD inline void quantize_block(const nvfp4_problem& p, uint32_t flags, Bug
     } else if (p.q_format == NVFP4_FORMAT_NVFP4) {
       sfq = nvfp4_block_scale(p.recipe, amax, global_scale_of(p, flags, b * p.m + i, bug), rcp, bug, &os);
     } else {
-      const float emax = p.q_format == NVFP4_FORMAT_MXFP4 ? 6.0f : p.q_format == NVFP4_FORMAT_MXFP8_E4M3 ? 448.0f : 57344.0f;
-      sfq = e8m0_from_float(amax * (1.0f / emax), bug == Bug::rceil_as_floor);
+      const bool fp4 = p.q_format == NVFP4_FORMAT_MXFP4, e4m3 = p.q_format == NVFP4_FORMAT_MXFP8_E4M3;
+      if (p.recipe == NVFP4_RECIPE_MX_RCEIL) {
+        const float emax = fp4 ? 6.0f : e4m3 ? 448.0f : 57344.0f;
+        sfq = e8m0_from_float(amax * (1.0f / emax), bug == Bug::rceil_as_floor);
+      } else {
+        const int emax_elem = fp4 ? 2 : e4m3 ? 8 : 15, mbits = fp4 ? 1 : e4m3 ? 3 : 2;
+        sfq = e8m0_floor_from_amax(amax, emax_elem, p.recipe == NVFP4_RECIPE_MX_EVEN ? mbits : -1);
+      }
       os = e8m0_encode_factor(sfq);
     }
     p.sfq[sf_offset(layout, p.m, kb, b, i, s)] = sfq;

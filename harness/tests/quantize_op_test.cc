@@ -87,6 +87,41 @@ TEST(QuantizeOp, HostQuantizersPassTheirSchedule) {
   }
 }
 
+// Every BF16 bit pattern of sign 0 (Inf and NaN included) as a block's first element, in each MX
+// format under each MX recipe, quantized by the host kernel and judged by rule 7: the E8M0 scale's
+// floor, its even rounding (a carry into the exponent), the clamp at 2^-127 and 0xFF for a
+// non-finite amax are exercised at every BF16 amax. The block's other elements step down from the
+// first (NaN elements are skipped by the amax, as the kernel's and the reference's are).
+TEST(QuantizeOp, HostMxQuantizerMatchesEveryMxRecipeOnEveryBf16BlockMaximum) {
+  const Kernel& k = builtin("host_quantize_mx");
+  for (const Recipe r : {Recipe::mx_rceil, Recipe::mx_floor, Recipe::mx_even}) {
+    ASSERT_TRUE((k.info->recipes >> static_cast<uint32_t>(r)) & 1u) << to_string(r);
+    for (const BlockFormat f : {BlockFormat::mxfp4, BlockFormat::mxfp8_e4m3, BlockFormat::mxfp8_e5m2}) {
+      Problem p;
+      p.op = Op::quantize;
+      p.m = 0x8000, p.k = 32, p.l = 1;
+      p.in_type = InType::bf16;
+      p.q_format = f;
+      p.recipe = r;
+      p.sf_layout = SfLayout::permuted;
+      p.generator = "test/bf16-maxima";
+      p.x.resize(static_cast<size_t>(p.m * p.k * 2));
+      for (int64_t i = 0; i < p.m; ++i)
+        for (int64_t j = 0; j < p.k; ++j) {
+          const uint16_t w = static_cast<uint16_t>(std::max<int64_t>(0, i - j * 97) | ((j & 1) ? 0x8000 : 0));
+          std::memcpy(&p.x[static_cast<size_t>((i * p.k + j) * 2)], &w, 2);
+        }
+      const QuantResult exact = quantize_reference(p);
+      std::set<uint8_t> scales(exact.sfq.begin(), exact.sfq.end());
+      EXPECT_TRUE(scales.count(0x00)) << to_string(r) << ": no block at or below 2^-127";
+      EXPECT_TRUE(scales.count(r == Recipe::mx_rceil ? 0xFE : 0xFF)) << to_string(r) << ": no block with an Inf amax";
+      const CaseOutcome outcome = check_in_process(k, p);
+      EXPECT_EQ(outcome.verdict, CaseOutcome::Verdict::pass)
+          << to_string(r) << " " << to_string(f) << ": " << check_of(outcome) << ": " << message_of(outcome);
+    }
+  }
+}
+
 // The kernel core's quantizer with te's block scale associated as ref's, gs * (amax_b * c6)
 // (mut_host_q_other_association's bug), declared as host_quantize_nvfp4.
 int run_other_association(int, const nvfp4_problem* p) {

@@ -1,7 +1,6 @@
 // Host quantizers (SPEC section 2): NVFP4 by the te, ref, fast and torchao recipes (the host's
 // exact reciprocals lie inside `fast`'s window), with 16 x 16 tiles or per-row global scales, and
-// the MX formats by mx_rceil, and
-// NVFP4 with stochastic rounding (te and fast). The CI baseline for the quantize op; the arithmetic is
+// the MX formats by mx_rceil, mx_floor and mx_even, and NVFP4 with stochastic rounding (te and fast). The CI baseline for the quantize op; the arithmetic is
 // kernels/quantize_core.h's, the loop kernels/host/host_quantize.h's.
 #include "kernels/builtin.h"
 #include "kernels/host/host_quantize.h"
@@ -35,6 +34,7 @@ NVFP4_HOST_QUANTIZER(host_quantize_nvfp4_rows, NVFP4_FLAG_ROW_GLOBAL_SCALE, 1u <
 // Stochastic rounding (gradients): the codes from a hash of (seed, element index).
 NVFP4_HOST_QUANTIZER(host_quantize_nvfp4_sr, NVFP4_FLAG_STOCHASTIC, 1u << NVFP4_FORMAT_NVFP4,
                      (1u << NVFP4_RECIPE_TE) | (1u << NVFP4_RECIPE_FAST))
-NVFP4_HOST_QUANTIZER(host_quantize_mx, 0, kMxFormats, 1u << NVFP4_RECIPE_MX_RCEIL)
+NVFP4_HOST_QUANTIZER(host_quantize_mx, 0, kMxFormats,
+                     (1u << NVFP4_RECIPE_MX_RCEIL) | (1u << NVFP4_RECIPE_MX_FLOOR) | (1u << NVFP4_RECIPE_MX_EVEN))
 
 }  // namespace nvfp4::kern
