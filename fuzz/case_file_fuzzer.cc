@@ -27,6 +27,10 @@ std::string field_bytes(const T& v) {
     std::string out;
     nvfp4::visit_group_fields([&](const char*, const auto& m, nvfp4::FieldRole) { out += field_bytes(m) + '|'; }, v);
     return out;
+  } else if constexpr (std::is_same_v<T, nvfp4::NamedTensor>) {
+    std::string out;
+    nvfp4::visit_tensor_fields([&](const char*, const auto& m, nvfp4::FieldRole) { out += field_bytes(m) + '|'; }, v);
+    return out;
   } else if constexpr (nvfp4::is_optional<T>::value) {
     return v ? "+" + field_bytes(*v) : "-";
   } else if constexpr (nvfp4::is_vector<T>::value) {

@@ -38,6 +38,16 @@ constexpr const char* kKeys[] = {"op",        "m",         "n",     "k",        
                                  "sfb2",      "expect",    "x",     "expect_q",   "expect_sfq"};
 constexpr const char* kGroupKeys[] = {"a", "b", "sfa", "sfb", "expect"};
 
+// The ops that declare a tensor of this name in op_table.h, as "gemv_bias" or "a or b" ("" for
+// none): such a key is known, and belongs to those ops.
+std::string ops_declaring(const std::string& key) {
+  std::string ops;
+  for (const OpInfo& o : kOpTable)
+    for (const TensorDecl& d : o.tensors)
+      if (key == d.name) ops += std::string(ops.empty() ? "" : " or ") + o.name;
+  return ops;
+}
+
 // "a.12" -> ("a", 12) for the per-group keys; the index is canonical decimal (no leading zeros).
 bool split_group_key(const std::string& key, std::string* base, uint64_t* index) {
   const size_t dot = key.find('.');
@@ -87,6 +97,30 @@ int hex_digit(char c) {
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
   if (c >= 'A' && c <= 'F') return c - 'A' + 10;
   return -1;
+}
+
+// Decimal or C99 hex float, rounded once to the nearest FP32 (strtof, not strtod then a cast,
+// which could round twice). Infinite, NaN and out-of-range values are rejected: throws
+// std::invalid_argument "KEY: what is wrong".
+float fp32_from_text(const std::string& v, const std::string& key) {
+  const auto fail = [&](const std::string& what) { throw std::invalid_argument(key + ": " + what); };
+  if (v.empty()) fail("missing value");
+  // strtof also reads "inf", "nan" and "infinity"; letters other than hex digits, x, p and e
+  // never belong to a finite number, so reject them early with a clear message.
+  for (const char c : v) {
+    const bool allowed = hex_digit(c) >= 0 || c == 'x' || c == 'X' || c == 'p' || c == 'P' ||
+                         c == '.' || c == '+' || c == '-';
+    if (!allowed) fail(quoted(v) + " is not a finite decimal or hex float");
+  }
+  errno = 0;
+  char* end = nullptr;
+  const float f = std::strtof(v.c_str(), &end);
+  if (end == v.c_str() || *end != '\0') fail(quoted(v) + " is not a number (trailing characters)");
+  if (!std::isfinite(f)) fail(quoted(v) + " is out of FP32 range");
+  // A non-zero literal that rounds to 0 is almost surely a typo; one that rounds to an FP32
+  // subnormal is kept (that rounding is exact to the nearest, as strtof promises).
+  if (f == 0.0f && errno == ERANGE) fail(quoted(v) + " underflows to 0 in FP32");
+  return f;
 }
 
 // Returns the line (1-based) of the first byte that is not valid UTF-8 or is NUL, or 0 when the
@@ -173,6 +207,7 @@ class CaseParser {
       parse_data(p);
       parse_block_scaled_output(p);
     }
+    parse_tensors(p);
     return p;
   }
 
@@ -218,7 +253,7 @@ class CaseParser {
     }
     const std::string key = trim(text_, first, eq);
     if (key.empty()) fail(line, "missing key before '='");
-    bool known = false;
+    bool known = !ops_declaring(key).empty();
     for (const char* k : kKeys) known = known || key == k;
     std::string base;
     uint64_t index = 0;
@@ -226,6 +261,9 @@ class CaseParser {
     if (!known) {
       std::string list;
       for (const char* k : kKeys) list += std::string(list.empty() ? "" : ", ") + k;
+      for (const OpInfo& o : kOpTable)
+        for (const TensorDecl& d : o.tensors)
+          if (list.find(std::string(", ") + d.name + ",") == std::string::npos) list += std::string(", ") + d.name;
       fail(line, "unknown key " + quoted(key) + " (known keys: " + list +
                      ", and per group a.G, b.G, sfa.G, sfb.G, expect.G)");
     }
@@ -285,6 +323,13 @@ class CaseParser {
     std::sort(by_line.begin(), by_line.end());
     for (const auto& [line, key] : by_line) {
       const Entry& entry = entries_.at(key);
+      // A declared tensor's key belongs to the ops that declare it (op_table.h).
+      if (const std::string ops = ops_declaring(key); !ops.empty()) {
+        bool mine = false;
+        for (const TensorDecl& d : op_tensors(op)) mine = mine || key == d.name;
+        if (!mine) fail(entry.line, "key '" + key + "' is only for op = " + ops);
+        continue;
+      }
       std::string base;
       uint64_t index = 0;
       const bool group_key = split_group_key(key, &base, &index);
@@ -508,26 +553,11 @@ class CaseParser {
   }
 
   float parse_alpha_text(const std::string& v, int line, const std::string& key) const {
-    const Entry e{v, line};
-    if (v.empty()) fail(e.line, key + ": missing value");
-    // strtof also reads "inf", "nan" and "infinity"; letters other than hex digits, x, p and e
-    // never belong to a finite number, so reject them early with a clear message.
-    for (const char c : v) {
-      const bool allowed = hex_digit(c) >= 0 || c == 'x' || c == 'X' || c == 'p' || c == 'P' ||
-                           c == '.' || c == '+' || c == '-';
-      if (!allowed) fail(e.line, key + ": " + quoted(v) + " is not a finite decimal or hex float");
+    try {
+      return fp32_from_text(v, key);
+    } catch (const std::invalid_argument& e) {
+      fail(line, e.what());
     }
-    errno = 0;
-    char* end = nullptr;
-    const float f = std::strtof(v.c_str(), &end);
-    if (end == v.c_str() || *end != '\0') {
-      fail(e.line, key + ": " + quoted(v) + " is not a number (trailing characters)");
-    }
-    if (!std::isfinite(f)) fail(e.line, key + ": " + quoted(v) + " is out of FP32 range");
-    // A non-zero literal that rounds to 0 is almost surely a typo; one that rounds to an FP32
-    // subnormal is kept (that rounding is exact to the nearest, as strtof promises).
-    if (f == 0.0f && errno == ERANGE) fail(e.line, key + ": " + quoted(v) + " underflows to 0 in FP32");
-    return f;
   }
 
   // Hex bytes, whitespace allowed between bytes (not inside one), exactly `expected` of them.
@@ -786,6 +816,25 @@ class CaseParser {
     if (const Entry* e = find("expect")) p.expect = parse_words(*e, "expect", p.c_elems(), "l*m*n");
   }
 
+  // The op's declared tensors (op_table.h): `name = v0 v1 ...` with as many values as its extent
+  // gives (FP32: decimal or C99 hex floats, each rounded once, as alpha), all of them, or none
+  // with a seed (drawn with the data).
+  void parse_tensors(Problem& p) {
+    std::string given, missing;
+    for (const TensorDecl& d : op_tensors(p.op)) (find(d.name) ? given : missing) += std::string(" ") + d.name;
+    if (given.empty() && (missing.empty() || p.seed)) return;
+    if (!missing.empty())
+      fail_missing("no data for" + missing + ": give" + missing + (given.empty() ? " or a seed to generate it from" : ""));
+    for (const TensorDecl& d : op_tensors(p.op)) {
+      const Entry& e = *find(d.name);
+      try {
+        p.tensors.push_back(parse_tensor_text(d, e.value, tensor_elements(p, d)));
+      } catch (const std::invalid_argument& error) {
+        fail(e.line, error.what());
+      }
+    }
+  }
+
   const std::string& text_;
   const std::string& file_;
   std::map<std::string, Entry> entries_;
@@ -814,6 +863,35 @@ std::string format_alpha(float alpha) {
 }
 
 }  // namespace
+
+std::string tensor_text(const NamedTensor& t) {
+  std::string out;
+  for (size_t i = 0; i + 4 <= t.bytes.size(); i += 4) {
+    float f;
+    std::memcpy(&f, t.bytes.data() + i, sizeof f);
+    out += (out.empty() ? "" : " ") + format_alpha(f);
+  }
+  return out;
+}
+
+NamedTensor parse_tensor_text(const TensorDecl& d, const std::string& text, int64_t count) {
+  std::istringstream in(text);
+  NamedTensor t{d.name, {}};
+  int64_t values = 0;
+  for (std::string item; in >> item; ++values) {
+    if (values == count)
+      throw std::invalid_argument(std::string(d.name) + ": more than " + std::to_string(count) +
+                                  " values, expected exactly " + tensor_extent_text(d.extent) + " = " +
+                                  std::to_string(count));
+    const float f = fp32_from_text(item, std::string(d.name) + " value " + std::to_string(values));
+    const auto* b = reinterpret_cast<const uint8_t*>(&f);
+    t.bytes.insert(t.bytes.end(), b, b + sizeof f);
+  }
+  if (values != count)
+    throw std::invalid_argument(std::string(d.name) + ": " + std::to_string(values) + " values, expected " +
+                                tensor_extent_text(d.extent) + " = " + std::to_string(count));
+  return t;
+}
 
 std::string sanitize_note(const std::string& note) {
   std::string out;
@@ -966,6 +1044,11 @@ std::string group_values(const std::vector<Group>& groups, const Get& get) {
 
 namespace {
 
+// The op's declared tensors, in declaration order, as parse_tensors reads them back.
+void append_tensors(std::string& out, const Problem& p) {
+  for (const NamedTensor& t : p.tensors) out += t.name + " = " + tensor_text(t) + "\n";
+}
+
 void append_block_scaled_expect(std::string& out, const Problem& p) {
   if (p.expect_q) append_tensor(out, "expect_q", *p.expect_q);
   if (p.expect_sfq) append_tensor(out, "expect_sfq", *p.expect_sfq);
@@ -1009,6 +1092,7 @@ std::string write_quantize_case(const Problem& p) {
     }
     out += "\n";
   }
+  append_tensors(out, p);
   if (p.expect_q) append_tensor(out, "expect_q", *p.expect_q);
   if (p.expect_sfq) append_tensor(out, "expect_sfq", *p.expect_sfq);
   return out;
@@ -1020,6 +1104,7 @@ std::string write_case(const Problem& p) {
   const auto invalid = [](const std::string& what) { throw std::invalid_argument("write_case: " + what); };
   const std::string shape = shape_error(p);
   if (!shape.empty()) invalid("bad shape: " + shape);
+  if (const std::string e = tensors_error(p, p.seed.has_value()); !e.empty()) invalid(e);
   const bool grouped = op_is_grouped(p.op), dual = op_is_dual(p.op), quantize = op_quantizes(p.op);
   if (quantize) return write_quantize_case(p);
   bool any_data = !p.a.empty() || !p.b.empty() || !p.sfa.empty() || !p.sfb.empty() || !p.b2.empty() || !p.sfb2.empty();
@@ -1095,6 +1180,7 @@ std::string write_case(const Problem& p) {
       }
       if (q.expect) append_words(out, ("expect" + gs).c_str(), p.out_type, *q.expect);
     }
+    append_tensors(out, p);
     append_block_scaled_expect(out, p);
     return out;
   }
@@ -1106,6 +1192,7 @@ std::string write_case(const Problem& p) {
     append_tensor(out, "sfb", p.sfb);
     if (dual) append_tensor(out, "sfb2", p.sfb2);
   }
+  append_tensors(out, p);
   if (p.expect) append_words(out, "expect", p.out_type, *p.expect);
   append_block_scaled_expect(out, p);
   return out;

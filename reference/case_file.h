@@ -49,7 +49,8 @@ std::string read_input_file(const std::string& path, const InputLimit& limit, bo
 int case_key_line(const std::string& path, const std::string& key);
 
 // Canonical text of a case: keys in the order op m n k l sf_layout scale_semantics alpha seed
-// generator note a b sfa sfb expect, data as one hex line per tensor, alpha in the fewest digits
+// generator note a b sfa sfb, the op's declared tensors (op_table.h, values as alpha is written),
+// expect, data as one hex line per tensor, alpha in the fewest digits
 // that read back to the same float. parse(write(p)) == p (with p.note sanitized). Throws
 // std::invalid_argument for a problem no case file can hold (bad shape, wrong data lengths,
 // neither data nor seed, non-finite alpha).
@@ -57,6 +58,13 @@ std::string write_case(const Problem& p);
 void write_case_file(const Problem& p, const std::string& path);  // throws std::runtime_error
 // Writes text already made by write_case (throws std::runtime_error).
 void write_case_text(const std::string& text, const std::string& path);
+
+// An op's declared tensor (op_table.h) as its case-file value, "v0 v1 ...", and back: `count`
+// values of d's type (FP32: each in the fewest digits that read back to it; read in decimal or
+// as a C99 hex float, rounded once, as alpha). The parse throws std::invalid_argument saying what
+// is wrong ("bias: 3 values, expected l*m = 4").
+std::string tensor_text(const NamedTensor& t);
+NamedTensor parse_tensor_text(const TensorDecl& d, const std::string& text, int64_t count);
 
 // The note as write_case writes it: '#' and control characters become spaces (they would end
 // the value), edge spaces are trimmed (the parser trims values).

@@ -8,6 +8,7 @@
 // to know which ops a plugin may declare (reference/ itself includes nothing from kernels/).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace nvfp4 {
@@ -21,17 +22,45 @@ enum OpTrait : uint32_t {
   kOpQuantizes = 1u << 3,  // not a GEMM: one input X, outputs Q and SFQ (no n, no A or B)
 };
 
-// name, NVFP4_OP_* value, the ABI version that introduced it, its traits (OpTrait bits).
+// A read-only input an op has beyond its family's fields (a GEMV's bias), declared with the op's
+// row: its name is its case-file key (`name = v0 v1 ...`), its field in the kernel's process and
+// its buffer's name in failures; Problem::tensors holds its values. Generic code checks, parses,
+// writes and sends it from this declaration, so such an input needs no new Problem member.
+enum class TensorType : uint8_t {
+  f32,  // finite FP32 values; a case file gives each in decimal or as a C99 hex float
+};
+// How many values: one per output row of every batch (l*m), per column (l*n), per output
+// element (l*m*n) or per batch (l).
+enum class TensorExtent : uint8_t { l_m, l_n, l_m_n, l };
+struct TensorDecl {
+  const char* name;
+  TensorType type;
+  TensorExtent extent;
+};
+// An op's declared tensors (none for the ops of SPEC revision 4).
+struct TensorDecls {
+  const TensorDecl* data = nullptr;
+  size_t count = 0;
+  constexpr const TensorDecl* begin() const { return data; }
+  constexpr const TensorDecl* end() const { return data + count; }
+};
+template <size_t N>
+constexpr TensorDecls tensor_decls(const TensorDecl (&decls)[N]) {
+  return {decls, N};
+}
+
+// name, NVFP4_OP_* value, the ABI version that introduced it, its traits (OpTrait bits), its
+// declared tensors ({} for none, or tensor_decls(kSomeArray) with the array above the table).
 #define NVFP4_OP_TABLE(X)                   \
-  X(gemv, 1, 1, kOpNIsOne)                  \
-  X(gemm, 2, 1, 0)                          \
-  X(grouped_gemm, 3, 2, kOpGrouped)         \
-  X(dual_gemm, 4, 2, kOpDual)               \
-  X(quantize, 5, 3, kOpQuantizes)
+  X(gemv, 1, 1, kOpNIsOne, {})              \
+  X(gemm, 2, 1, 0, {})                      \
+  X(grouped_gemm, 3, 2, kOpGrouped, {})     \
+  X(dual_gemm, 4, 2, kOpDual, {})           \
+  X(quantize, 5, 3, kOpQuantizes, {})
 
 // Values of NVFP4_OP_*.
 enum class Op : uint32_t {
-#define NVFP4_OP_ENUM(name, value, version, traits) name = value,
+#define NVFP4_OP_ENUM(name, value, version, traits, tensors) name = value,
   NVFP4_OP_TABLE(NVFP4_OP_ENUM)
 #undef NVFP4_OP_ENUM
 };
@@ -41,10 +70,11 @@ struct OpInfo {
   const char* name;
   uint32_t abi_version;  // the first nvfp4_kernel_info.abi_version that may declare it
   uint32_t traits;
+  TensorDecls tensors;
 };
 
 inline constexpr OpInfo kOpTable[] = {
-#define NVFP4_OP_ROW(name, value, version, traits) {Op::name, #name, version, traits},
+#define NVFP4_OP_ROW(name, value, version, traits, tensors) {Op::name, #name, version, traits, tensors},
     NVFP4_OP_TABLE(NVFP4_OP_ROW)
 #undef NVFP4_OP_ROW
 };
@@ -66,6 +96,11 @@ constexpr bool op_has_n(Op op) { return !op_has(op, kOpNIsOne | kOpQuantizes); }
 constexpr bool op_is_grouped(Op op) { return op_has(op, kOpGrouped); }
 constexpr bool op_is_dual(Op op) { return op_has(op, kOpDual); }
 constexpr bool op_quantizes(Op op) { return op_has(op, kOpQuantizes); }
+// The tensors op declares (none for a value no row has).
+constexpr TensorDecls op_tensors(Op op) {
+  const OpInfo* o = find_op(op);
+  return o != nullptr ? o->tensors : TensorDecls{};
+}
 
 // The bits (1u << value) of the ops with any of the traits.
 constexpr uint32_t ops_with(uint32_t traits) {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <iterator>
 #include <stdexcept>
 #include <string>
@@ -156,8 +157,63 @@ int64_t Problem::c_elems() const {
   return total;
 }
 
+const std::vector<uint8_t>* Problem::tensor(const std::string& name) const {
+  for (const NamedTensor& t : tensors)
+    if (t.name == name) return &t.bytes;
+  return nullptr;
+}
+
+int64_t tensor_elements(const Problem& p, const TensorDecl& d) {
+  switch (d.extent) {
+    case TensorExtent::l_m: return p.l * p.m;
+    case TensorExtent::l_n: return p.l * p.n;
+    case TensorExtent::l_m_n: return p.l * p.m * p.n;
+    case TensorExtent::l: return p.l;
+  }
+  return 0;
+}
+
+const char* tensor_extent_text(TensorExtent extent) {
+  switch (extent) {
+    case TensorExtent::l_m: return "l*m";
+    case TensorExtent::l_n: return "l*n";
+    case TensorExtent::l_m_n: return "l*m*n";
+    case TensorExtent::l: return "l";
+  }
+  return "?";
+}
+
+std::string tensors_error(const Problem& p, bool seeded) {
+  const TensorDecls decls = op_tensors(p.op);
+  if (p.tensors.empty() && (decls.count == 0 || seeded)) return {};
+  if (p.tensors.size() != decls.count) {
+    std::string names;
+    for (const TensorDecl& d : decls) names += std::string(names.empty() ? "" : ", ") + d.name;
+    return std::string(to_string(p.op)) + " has " + std::to_string(p.tensors.size()) + " declared tensors, expected " +
+           std::to_string(decls.count) + (names.empty() ? "" : " (" + names + ")");
+  }
+  for (size_t x = 0; x < decls.count; ++x) {
+    const TensorDecl& d = decls.data[x];
+    const NamedTensor& t = p.tensors[x];
+    if (t.name != d.name) return "tensor " + std::to_string(x) + " is '" + t.name + "', expected '" + d.name + "'";
+    const int64_t want = tensor_elements(p, d) * tensor_value_bytes(d.type);
+    if (static_cast<int64_t>(t.bytes.size()) != want)
+      return t.name + " has " + std::to_string(t.bytes.size()) + " bytes, expected " + std::to_string(want) + " (" +
+             tensor_extent_text(d.extent) + " values)";
+    if (d.type == TensorType::f32) {
+      for (size_t i = 0; i < t.bytes.size(); i += 4) {
+        float f;
+        std::memcpy(&f, t.bytes.data() + i, 4);
+        if (!std::isfinite(f)) return t.name + " value " + std::to_string(i / 4) + " is not finite";
+      }
+    }
+  }
+  return {};
+}
+
 bool Problem::has_data() const {
   if (!shape_error(*this).empty()) return false;
+  if (!tensors_error(*this, false).empty()) return false;
   auto fits = [](const std::vector<uint8_t>& v, int64_t want) { return static_cast<int64_t>(v.size()) == want; };
   if (op_is_grouped(op)) {
     for (const Group& g : groups) {
@@ -320,6 +376,7 @@ std::string shape_error(const Problem& p) {
 std::string problem_error(const Problem& p) {
   std::string e = shape_error(p);
   if (e.empty()) e = out_expect_error(p);
+  if (e.empty()) e = tensors_error(p, false);
   if (!e.empty()) return e;
   auto length = [](const std::string& what, size_t got, int64_t want) -> std::string {
     if (static_cast<int64_t>(got) == want) return {};

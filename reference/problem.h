@@ -79,6 +79,14 @@ struct Group {
   int64_t c_elems() const { return m * n; }
 };
 
+// One value of an op's declared tensors (op_table.h's TensorDecl of that name): its values as
+// little-endian words of the declared type, in C order.
+struct NamedTensor {
+  std::string name;
+  std::vector<uint8_t> bytes;
+  bool operator==(const NamedTensor& o) const { return name == o.name && bytes == o.bytes; }
+};
+
 struct Problem {
   Op op = Op::gemm;
   int64_t m = 1, n = 1, k = 2, l = 1;
@@ -119,6 +127,9 @@ struct Problem {
   // (linear), a grouped problem's groups one after another; `expect` is unused.
   Recipe out_recipe = Recipe::te;
   std::vector<float> out_global_scale;
+  // The tensors op declares in op_table.h (a bias), in declaration order: each present with its
+  // length, or none at all in a case given as a seed until its data are drawn.
+  std::vector<NamedTensor> tensors;
   std::string note;
   // A case may name a seed and generator instead of explicit data (SPEC.md section 4); the
   // harness's generators fill a, b, sfa, sfb from them. Explicit data always wins.
@@ -153,7 +164,18 @@ struct Problem {
   int64_t c_elems() const;
   int64_t c_bytes() const { return c_elems() * out_word_bytes(out_type); }
   bool has_data() const;  // every tensor present with the right length (every group's too)
+  // The declared tensor `name`'s bytes, or nullptr when p does not hold it.
+  const std::vector<uint8_t>* tensor(const std::string& name) const;
 };
+
+// A declared tensor's number of values for p's shape, its bytes per value, and the count as
+// messages state it ("l*m").
+int64_t tensor_elements(const Problem& p, const TensorDecl& d);
+inline int tensor_value_bytes(TensorType) { return 4; }
+const char* tensor_extent_text(TensorExtent extent);
+// Empty when p holds exactly its op's declared tensors (all of them, or none with a seed when
+// `seeded` allows it), each of its length with valid values (finite FP32); else what is wrong.
+std::string tensors_error(const Problem& p, bool seeded);
 
 // Empty when the shape is valid, else a sentence saying what is wrong. gemv/gemm/dual_gemm:
 // m, n, l >= 1, k even >= 2, n == 1 for gemv; MX operand formats for gemv and gemm only, where

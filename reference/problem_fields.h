@@ -44,6 +44,14 @@ void visit_group_fields(V&& v, G& g) {
   v("expect", g.expect, R::kept);
 }
 
+// v(name, member, role) for each field of an op's declared tensor (T: NamedTensor or const).
+template <class V, class T>
+void visit_tensor_fields(V&& v, T& t) {
+  static_assert(std::is_same_v<std::remove_const_t<T>, NamedTensor>);
+  v("name", t.name, FieldRole::input);
+  v("bytes", t.bytes, FieldRole::input);
+}
+
 // v(name, member, role) for each field of a problem, in a fixed order (P: Problem or const
 // Problem). data_from_seed is derived from the data and never copied field by field.
 template <class V, class P>
@@ -79,6 +87,7 @@ void visit_problem_fields(V&& v, P& p) {
   v("x", p.x, R::input);
   v("out_recipe", p.out_recipe, R::input);
   v("out_global_scale", p.out_global_scale, R::input);
+  v("tensors", p.tensors, R::input);
   v("expect", p.expect, R::kept);
   v("expect_q", p.expect_q, R::kept);
   v("expect_sfq", p.expect_sfq, R::kept);

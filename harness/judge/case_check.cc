@@ -441,10 +441,12 @@ std::string save_case(const std::string& kernel, const Problem& p, const ExactRe
   int64_t data_bytes =
       p.a_bytes() + p.b_bytes() + p.sfa_bytes() + p.sfb_bytes() + p.b2_bytes() + p.sfb2_bytes() + p.x_bytes();
   for (const Group& g : p.groups) data_bytes += g.a_bytes(p.a_format) + g.b_bytes(p.b_format) + g.sfa_bytes(p.a_format) + g.sfb_bytes(p.b_format);
+  for (const NamedTensor& t : p.tensors) data_bytes += static_cast<int64_t>(t.bytes.size());
   const bool seeded = p.data_from_seed && p.seed && (compact || data_bytes > kSeededSaveBytes);
   if (seeded) {
     for (std::vector<uint8_t>* v : {&saved.a, &saved.b, &saved.sfa, &saved.sfb, &saved.b2, &saved.sfb2, &saved.x}) v->clear();
     for (Group& g : saved.groups) g.a.clear(), g.b.clear(), g.sfa.clear(), g.sfb.clear();
+    saved.tensors.clear();  // drawn from the seed with the rest (data_from_seed)
   }
   clear_expect(saved);
   // A quantizer's outputs are Q's and SFQ's bytes (a huge case's expect_q alone would be 1 GiB).

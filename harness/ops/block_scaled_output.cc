@@ -91,7 +91,7 @@ void lay_out(LaidOut& in, const Problem& p, const CallSpec& spec) {
   const OutUnit u = out_units(p).front();
   std::vector<uint8_t> gs(sizeof(float));
   std::memcpy(gs.data(), &u.global_scale, sizeof(float));
-  in.inputs.push_back({"global_scale", InputKind::global_scale, std::move(gs)});
+  in.inputs.push_back({"global_scale", GuardPattern::bytes, std::move(gs)});
   add_unit_outputs(in, p, spec, u, "");
 }
 

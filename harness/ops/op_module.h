@@ -33,10 +33,11 @@ struct OracleSummary;
 class Draws;
 
 // One tensor a call hands the kernel, as laid out for that call (scales in the problem's layout,
-// padding cells filled).
+// padding cells filled). Its name is what a failure calls it ("sfa", a group's "sfa[g=3]"), and
+// a write into it during the call is reported by that name (input_fault_names).
 struct InputTensor {
   std::string name;
-  InputKind kind;
+  GuardPattern guard;  // what its guards hold: NaN scales around scale tensors, else bytes
   std::vector<uint8_t> bytes;
   // Instead of `bytes`: the problem's own tensor as it is uploaded (no copy of a 4 GiB X), alive
   // as long as the problem the call was laid out from.

@@ -76,8 +76,8 @@ uint8_t poison_byte(uint32_t poison) { return static_cast<uint8_t>(poison & 0xFF
 
 LaidOut lay_out(const Problem& p, const CallSpec& spec, uint32_t) {
   LaidOut in;
-  in.inputs.push_back({"x", InputKind::x, {}, &p.x});
-  if (has_global_scale(p)) in.inputs.push_back({"global_scale", InputKind::global_scale, float_bytes(quantize_global_scales(p))});
+  in.inputs.push_back({"x", GuardPattern::bytes, {}, &p.x});
+  if (has_global_scale(p)) in.inputs.push_back({"global_scale", GuardPattern::bytes, float_bytes(quantize_global_scales(p))});
   const uint8_t poison = poison_byte(spec.poison);
   in.outputs.push_back({"q", p.q_bytes(), 1, std::vector<uint8_t>(static_cast<size_t>(p.q_bytes()), poison)});
   std::vector<uint8_t> sfq(static_cast<size_t>(p.sfq_bytes()), poison);

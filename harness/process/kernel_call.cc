@@ -51,13 +51,13 @@ LaidOut gemm_family::lay_out(const Problem& p, const CallSpec& spec, uint32_t ke
   const bool packed_kernel = kernel_flags & NVFP4_FLAG_GROUPS_PACKED;
   LaidOut in;
   if (!op_is_grouped(p.op)) {
-    in.inputs = {{"a", InputKind::a, p.a},
-                 {"b", InputKind::b, p.b},
-                 {"sfa", InputKind::sfa, scales_as(p, p.sfa, p.m, p.kb(), p.l, scale_pad(p.a_format, pad))},
-                 {"sfb", InputKind::sfb, scales_as(p, p.sfb, p.n, p.kb_b(), p.l, scale_pad(p.b_format, pad))}};
+    in.inputs = {{"a", GuardPattern::bytes, p.a},
+                 {"b", GuardPattern::bytes, p.b},
+                 {"sfa", GuardPattern::nan_scales, scales_as(p, p.sfa, p.m, p.kb(), p.l, scale_pad(p.a_format, pad))},
+                 {"sfb", GuardPattern::nan_scales, scales_as(p, p.sfb, p.n, p.kb_b(), p.l, scale_pad(p.b_format, pad))}};
     if (op_is_dual(p.op)) {
-      in.inputs.push_back({"b2", InputKind::b2, p.b2});
-      in.inputs.push_back({"sfb2", InputKind::sfb2, scales_as(p, p.sfb2, p.n, p.kb_b(), p.l, scale_pad(p.b_format, pad))});
+      in.inputs.push_back({"b2", GuardPattern::bytes, p.b2});
+      in.inputs.push_back({"sfb2", GuardPattern::nan_scales, scales_as(p, p.sfb2, p.n, p.kb_b(), p.l, scale_pad(p.b_format, pad))});
     }
     in.outputs = {poisoned_output(p, "c", p.c_elems(), spec.poison)};
     if (block_scaled_out::applies(p)) block_scaled_out::lay_out(in, p, spec);
@@ -73,10 +73,10 @@ LaidOut gemm_family::lay_out(const Problem& p, const CallSpec& spec, uint32_t ke
     PackedData d = pack_groups(p, mx ? scale_pad(BlockFormat::mxfp4, pad) : pad);
     const bool permuted = p.sf_layout == SfLayout::permuted;
     in.packed = true;
-    in.inputs = {{"a", InputKind::a, std::move(d.a)},
-                 {"b", InputKind::b, std::move(d.b)},
-                 {"sfa", InputKind::sfa, permuted ? std::move(d.sfa_permuted) : std::move(d.sfa_linear)},
-                 {"sfb", InputKind::sfb, permuted ? std::move(d.sfb_permuted) : std::move(d.sfb_linear)}};
+    in.inputs = {{"a", GuardPattern::bytes, std::move(d.a)},
+                 {"b", GuardPattern::bytes, std::move(d.b)},
+                 {"sfa", GuardPattern::nan_scales, permuted ? std::move(d.sfa_permuted) : std::move(d.sfa_linear)},
+                 {"sfb", GuardPattern::nan_scales, permuted ? std::move(d.sfb_permuted) : std::move(d.sfb_linear)}};
     for (size_t g = 0; g < p.groups.size(); ++g) {
       in.offsets.push_back({lay.a_offset(g), lay.b_offset(g),
                             permuted ? lay.sfa_permuted_offset(g) : lay.sfa_linear_offset(g),
@@ -92,10 +92,10 @@ LaidOut gemm_family::lay_out(const Problem& p, const CallSpec& spec, uint32_t ke
     const Group& q = p.groups[g];
     if (q.m == 0) continue;
     const std::string at = fmt::format("[g={}]", g);
-    in.inputs.push_back({"a" + at, InputKind::a, q.a});
-    in.inputs.push_back({"b" + at, InputKind::b, q.b});
-    in.inputs.push_back({"sfa" + at, InputKind::sfa, scales_as(p, q.sfa, q.m, q.kb(p.a_format), 1, scale_pad(p.a_format, pad))});
-    in.inputs.push_back({"sfb" + at, InputKind::sfb, scales_as(p, q.sfb, q.n, q.kb(p.b_format), 1, scale_pad(p.b_format, pad))});
+    in.inputs.push_back({"a" + at, GuardPattern::bytes, q.a});
+    in.inputs.push_back({"b" + at, GuardPattern::bytes, q.b});
+    in.inputs.push_back({"sfa" + at, GuardPattern::nan_scales, scales_as(p, q.sfa, q.m, q.kb(p.a_format), 1, scale_pad(p.a_format, pad))});
+    in.inputs.push_back({"sfb" + at, GuardPattern::nan_scales, scales_as(p, q.sfb, q.n, q.kb(p.b_format), 1, scale_pad(p.b_format, pad))});
     in.outputs.push_back(poisoned_output(p, "c" + at, q.c_elems(), spec.poison));
   }
   if (block_scaled_out::applies(p)) block_scaled_out::lay_out(in, p, spec);
@@ -120,21 +120,12 @@ void gemm_family::point_abi(nvfp4_problem& abi, const Problem& p, const std::vec
 
 namespace {
 
-GuardPattern pattern_of(InputKind kind) {
-  switch (kind) {
-    case InputKind::sfa:
-    case InputKind::sfb:
-    case InputKind::sfb2: return GuardPattern::nan_scales;
-    default: return GuardPattern::bytes;
-  }
-}
-
 // Read-only input ranges for the fault handler: plain globals, read in a signal handler. A
 // grouped problem in the separate arrangement has four per group; past the table's end the
 // remaining inputs are not protected (they are still compared after the call).
 struct ProtectedRange {
   std::atomic<uintptr_t> begin{0}, end{0};
-  std::atomic<int> kind{0};
+  std::atomic<int> fault{0};  // the index of its name in input_fault_names
 };
 constexpr int kMaxProtected = 1040;
 ProtectedRange g_protected[kMaxProtected];
@@ -142,7 +133,7 @@ ProtectedRange g_protected[kMaxProtected];
 void on_segv(int sig, siginfo_t* info, void*) {
   const uintptr_t at = reinterpret_cast<uintptr_t>(info->si_addr);
   for (int x = 0; x < kMaxProtected; ++x)
-    if (at >= g_protected[x].begin.load() && at < g_protected[x].end.load()) _exit(kInputFaultExitBase + g_protected[x].kind.load());
+    if (at >= g_protected[x].begin.load() && at < g_protected[x].end.load()) _exit(kInputFaultExitBase + g_protected[x].fault.load());
   // Not ours: die of the signal as the kernel would have.
   signal(sig, SIG_DFL);
   raise(sig);
@@ -197,9 +188,14 @@ nvfp4_problem to_abi(const Problem& p, const uint8_t* a, const uint8_t* b, const
   return abi;
 }
 
-const char* input_buffer_name(int kind) {
-  static const char* const kNames[kInputKinds] = {"a", "b", "sfa", "sfb", "b2", "sfb2", "group table", "x", "global_scale"};
-  return kind >= 0 && kind < kInputKinds ? kNames[kind] : "?";
+std::vector<std::string> input_fault_names(const LaidOut& in, bool grouped) {
+  std::vector<std::string> names;
+  for (const InputTensor& t : in.inputs) {
+    const std::string name = t.name.substr(0, t.name.find('['));
+    if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+  }
+  if (grouped) names.push_back("group table");
+  return names;
 }
 
 void install_input_fault_handler() {
@@ -218,10 +214,11 @@ namespace {
 struct CallBuffers {
   struct Input {
     std::string name;
-    InputKind kind;
+    int fault;  // the index of its name in input_fault_names
     std::unique_ptr<GuardedBuffer> buffer;
   };
   std::vector<Input> inputs;
+  int table_fault = 0;  // the group tables' index in input_fault_names
   std::vector<std::unique_ptr<GuardedBuffer>> outputs;
   // The group table in the kernel's memory: group_device for a CUDA kernel; for a host kernel
   // `group` itself, between guards and read-only during the call like the other inputs. With
@@ -229,8 +226,13 @@ struct CallBuffers {
   std::unique_ptr<GuardedBuffer> table, out_table;
 
   CallBuffers(KernelMemory& memory, const LaidOut& in, int64_t groups, bool group_out) {
+    const std::vector<std::string> faults = input_fault_names(in, groups > 0);
+    const auto fault_of = [&](const std::string& name) {
+      return static_cast<int>(std::find(faults.begin(), faults.end(), name.substr(0, name.find('['))) - faults.begin());
+    };
     for (const InputTensor& t : in.inputs)
-      inputs.push_back({t.name, t.kind, t.data().empty() ? nullptr : memory.allocate(static_cast<int64_t>(t.data().size()), pattern_of(t.kind))});
+      inputs.push_back({t.name, fault_of(t.name), t.data().empty() ? nullptr : memory.allocate(static_cast<int64_t>(t.data().size()), t.guard)});
+    table_fault = fault_of("group table");
     for (const OutputTensor& o : in.outputs)
       outputs.push_back(o.words == 0 ? nullptr : memory.allocate(o.words * o.width, GuardPattern::nan_fp16));
     if (groups > 0) table = memory.allocate(groups * static_cast<int64_t>(sizeof(nvfp4_group)), GuardPattern::bytes);
@@ -334,10 +336,10 @@ class InputProtection {
  public:
   InputProtection(CallBuffers& buf, bool on) : buf_(buf), on_(on) {
     if (!on_) return;
-    if (buf.table) protect(*buf.table, InputKind::group_table);
-    if (buf.out_table) protect(*buf.out_table, InputKind::group_table);
+    if (buf.table) protect(*buf.table, buf.table_fault);
+    if (buf.out_table) protect(*buf.out_table, buf.table_fault);
     for (const CallBuffers::Input& x : buf.inputs)
-      if (x.buffer) protect(*x.buffer, x.kind);
+      if (x.buffer) protect(*x.buffer, x.fault);
   }
   ~InputProtection() {
     if (!on_) return;
@@ -351,11 +353,12 @@ class InputProtection {
   InputProtection& operator=(const InputProtection&) = delete;
 
  private:
-  void protect(GuardedBuffer& b, InputKind kind) {
-    if (count_ == kMaxProtected) return;
+  void protect(GuardedBuffer& b, int fault) {
+    // The exit status is a byte: an input past it is only compared after the call.
+    if (count_ == kMaxProtected || kInputFaultExitBase + fault > 255) return;
     b.set_read_only(true);
     ProtectedRange& r = g_protected[count_++];
-    r.kind = static_cast<int>(kind);
+    r.fault = fault;
     r.begin = reinterpret_cast<uintptr_t>(b.data());
     r.end = reinterpret_cast<uintptr_t>(b.data()) + static_cast<uintptr_t>(b.size());
   }

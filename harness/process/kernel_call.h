@@ -114,15 +114,19 @@ class KernelCaller {
   bool unusable_ = false;
 };
 
-// The inputs a kernel is handed, by kind: a faulting worker ends with the exit status
-// kInputFaultExitBase + kind (a grouped problem's groups share their kind's status).
-enum class InputKind : int { a, b, sfa, sfb, b2, sfb2, group_table, x, global_scale };
-constexpr int kInputKinds = 9;
+struct LaidOut;
+// A worker whose kernel writes into a read-only input ends with the exit status
+// kInputFaultExitBase + the index of that input's name in input_fault_names(the call's buffers),
+// so the parent, laying the same case out again, names the input without a list of kinds.
 constexpr int kInputFaultExitBase = 64;
-const char* input_buffer_name(int kind);  // "a", ..., "group table", "x", "global_scale"
+// The names a write into a read-only input is reported by: each laid-out input's name without a
+// group's "[g=G]" suffix (a grouped problem's groups share their tensor's name), once each, in
+// order, then "group table" for a grouped problem. At most 255 - kInputFaultExitBase names (the
+// exit status is a byte); the rest are still compared after the call.
+std::vector<std::string> input_fault_names(const LaidOut& in, bool grouped);
 
 // Installs the handler that turns a write into a read-only input into _exit(kInputFaultExitBase
-// + buffer) (worker processes only).
+// + its name's index) (worker processes only).
 void install_input_fault_handler();
 
 }  // namespace nvfp4

@@ -54,16 +54,35 @@ CallObservation lost_call(CallObservation::End end, std::string error) {
   return o;
 }
 
-// How a worker ended, in words, and what that means for the call it was in.
-CallObservation ended(int status, const std::string& during) {
+// The names a fault's exit status indexes, from the case the worker was calling laid out again
+// the way its kernel takes it (the names depend on the arrangement, not on the data); none
+// outside a case.
+std::vector<std::string> fault_names(const Problem* calling, uint32_t kernel_flags) {
+  if (calling == nullptr) return {};
+  try {
+    return input_fault_names(op_module(calling->op).lay_out(*calling, CallSpec{}, kernel_flags),
+                             op_is_grouped(calling->op));
+  } catch (const std::exception&) {
+    return {};
+  }
+}
+
+// How a worker ended, in words, and what that means for the call it was in. calling: the case's
+// problem while the worker was calling its kernel (names the input a fault wrote to).
+CallObservation ended(int status, const std::string& during, const Problem* calling = nullptr,
+                      uint32_t kernel_flags = 0) {
   CallObservation o = lost_call(CallObservation::End::crash, "");
   if (WIFEXITED(status)) {
     const int code = WEXITSTATUS(status);
-    if (code >= kInputFaultExitBase && code < kInputFaultExitBase + kInputKinds) {
-      o.end = CallObservation::End::input_fault;
-      o.error = fmt::format("wrote to its input {} during the call (host inputs are read-only while the kernel "
-                            "runs; the write faulted)", input_buffer_name(code - kInputFaultExitBase));
-      return o;
+    if (code >= kInputFaultExitBase) {
+      const std::vector<std::string> names = fault_names(calling, kernel_flags);
+      const size_t index = static_cast<size_t>(code - kInputFaultExitBase);
+      if (index < names.size()) {
+        o.end = CallObservation::End::input_fault;
+        o.error = fmt::format("wrote to its input {} during the call (host inputs are read-only while the kernel "
+                              "runs; the write faulted)", names[index]);
+        return o;
+      }
     }
     o.error = fmt::format("the kernel's process exited with status {} {}", code, during);
   } else if (WIFSIGNALED(status)) {
@@ -295,7 +314,7 @@ std::optional<WorkerMessage> WorkerExecutor::receive(double timeout_s, CallObser
       }
     }
     if (got_any) continue;  // parse what came first
-    if (dead_) return lost(ended(dead_status_, ""));
+    if (dead_) return lost(ended(dead_status_, "", calling_, desc_.info.flags));
     if (closed) {
       // A process that dies closes its end first: give it a moment to be reaped as a crash.
       const auto grace = Clock::now() + std::chrono::seconds(2);
@@ -304,7 +323,7 @@ std::optional<WorkerMessage> WorkerExecutor::receive(double timeout_s, CallObser
         if (waitpid(pid_, &status, WNOHANG) == pid_) {
           dead_ = true;
           dead_status_ = status;
-          return lost(ended(status, ""));
+          return lost(ended(status, "", calling_, desc_.info.flags));
         }
         usleep(1000);
       }
@@ -379,6 +398,11 @@ std::vector<CallObservation> WorkerExecutor::run_calls(const CaseData& data, con
   const uint64_t buffers = 8 + 5 * data.problem.groups.size();
   frames_.set_limit(static_cast<uint64_t>(8 * words) + 256 * buffers + (uint64_t(1) << 20));
   if (std::optional<CallObservation> failed = send_frame(frame)) return {std::move(*failed)};
+  calling_ = &data.problem;
+  struct Forget {
+    const Problem*& calling;
+    ~Forget() { calling = nullptr; }
+  } forget{calling_};
   return receive_calls(id, plan.size());
 }
 

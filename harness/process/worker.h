@@ -84,6 +84,7 @@ class WorkerExecutor final : public Executor {
   pid_t pid_ = -1;
   bool dead_ = false;  // reaped: pid_ names no process any more
   int dead_status_ = 0;
+  const Problem* calling_ = nullptr;  // the case whose calls are being received (names a faulting input)
   int fd_ = -1;
   int starts_ = 0;
   int64_t next_case_ = 0;

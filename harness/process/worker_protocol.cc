@@ -42,6 +42,8 @@ if_is<T, Problem> visit_fields(V&& v, T& p) { visit_problem_fields(v, p); }
 template <class V, class T>
 if_is<T, Group> visit_fields(V&& v, T& g) { visit_group_fields(v, g); }
 template <class V, class T>
+if_is<T, NamedTensor> visit_fields(V&& v, T& t) { visit_tensor_fields(v, t); }
+template <class V, class T>
 if_is<T, KernelDesc> visit_fields(V&& v, T& k) {
   v("name", k.name, kInput);
   v("origin", k.origin, kInput);

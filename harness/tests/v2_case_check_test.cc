@@ -406,6 +406,20 @@ TEST(MxDeclarations, TheAbiProblemCarriesTheFormatsAndBuffersSizedByThem) {
   EXPECT_EQ(out.inputs[2].bytes[sf_permuted_offset(130, 7, 0, 131, 0)], 0xFF);
 }
 
+// A write into a read-only input is named from the call's own buffers (the worker's exit status
+// indexes these names): each input's name without its group, then the group table. An input no
+// op had before (a bias) is named like any other, with no list of kinds to extend.
+TEST(InputFaults, NamesComeFromTheLaidOutInputs) {
+  LaidOut in;
+  for (const char* name : {"a[g=0]", "b[g=0]", "a[g=2]", "sfa[g=2]", "bias"}) in.inputs.push_back({name, GuardPattern::bytes, {}});
+  EXPECT_EQ(input_fault_names(in, true), (std::vector<std::string>{"a", "b", "sfa", "bias", "group table"}));
+  EXPECT_EQ(input_fault_names(in, false), (std::vector<std::string>{"a", "b", "sfa", "bias"}));
+  // The ops' own buffers give the names failures have always printed.
+  const Problem dual = gemm_problem(Op::dual_gemm, 5, 3, 32, OutType::fp16, SfLayout::permuted, 3);
+  EXPECT_EQ(input_fault_names(op_module(dual.op).lay_out(dual, CallSpec{}, 0), false),
+            (std::vector<std::string>{"a", "b", "sfa", "sfb", "b2", "sfb2"}));
+}
+
 // The built-in host MX kernels pass every check (run 1, run 2 with other padding, stale data)
 // on every hand case of corpus/mx in both layouts (grouped cases also packed where their groups
 // share n and k) and on every format pair.

@@ -540,6 +540,57 @@ INSTANTIATE_TEST_SUITE_P(NewKeys, CaseFileRejects, ::testing::ValuesIn(bad_new_c
                          [](const ::testing::TestParamInfo<BadCase>& info) { return std::string(info.param.name); });
 
 
+// An op's declared tensor (op_table.h) is written and read from its declaration alone: FP32
+// values in the fewest digits that read back, decimal or C99 hex floats on the way in (each
+// rounded once), as many as its extent gives. No op of SPEC revision 4 declares one, so to them
+// the key is unknown and a tensor is refused.
+TEST(CaseFile, DeclaredTensorsAreWrittenAndReadFromTheirDeclaration) {
+  const TensorDecl bias{"bias", TensorType::f32, TensorExtent::l_m};
+  Problem p = parse_case(replace_line(1, "op = gemv"), "gemv.case");
+  p.m = 3, p.l = 2;
+  ASSERT_EQ(tensor_elements(p, bias), 6);
+  const float values[] = {0.1f, -0.0f, std::ldexp(1.0f, -149), 3.4028235e38f, -2.5f, 65504.0f};
+  NamedTensor t{"bias", {}};
+  for (const float f : values) {
+    const auto* b = reinterpret_cast<const uint8_t*>(&f);
+    t.bytes.insert(t.bytes.end(), b, b + 4);
+  }
+  const std::string text = tensor_text(t);
+  EXPECT_EQ(text, "0.1 -0 1e-45 3.4028235e+38 -2.5 65504");
+  EXPECT_EQ(parse_tensor_text(bias, text, 6), t);  // -0 and the subnormal by their bits
+  // Hex floats round once: just above the tie between 1 and its successor is the successor.
+  const NamedTensor hex = parse_tensor_text(bias, "0x1.0000011p0 -0x1p-149", 2);
+  float first, second;
+  std::memcpy(&first, hex.bytes.data(), 4);
+  std::memcpy(&second, hex.bytes.data() + 4, 4);
+  EXPECT_EQ(first, std::nextafter(1.0f, 2.0f));
+  EXPECT_EQ(second, -std::ldexp(1.0f, -149));
+  const auto message = [&](const std::string& value, int64_t count) -> std::string {
+    try {
+      parse_tensor_text(bias, value, count);
+    } catch (const std::invalid_argument& e) {
+      return e.what();
+    }
+    return "(accepted)";
+  };
+  EXPECT_EQ(message("1 2 3", 4), "bias: 3 values, expected l*m = 4");
+  EXPECT_EQ(message("1 2 3", 2), "bias: more than 2 values, expected exactly l*m = 2");
+  EXPECT_EQ(message("1 inf", 2), "bias value 1: 'inf' is not a finite decimal or hex float");
+  EXPECT_EQ(message("1e39", 1), "bias value 0: '1e39' is out of FP32 range");
+  // A GEMV declares none: the key is refused (unknown, or another op's), and so is a tensor on
+  // the problem.
+  try {
+    parse_case(replace_line(1, "op = gemv") + "bias = 1\n", "gemv.case");
+    ADD_FAILURE() << "bias accepted by gemv";
+  } catch (const CaseError& e) {
+    EXPECT_NE(std::string(e.what()).find("key 'bias'"), std::string::npos) << e.what();
+  }
+  Problem with = p;
+  with.tensors.push_back(t);
+  EXPECT_EQ(tensors_error(with, false), "gemv has 1 declared tensors, expected 0");
+  EXPECT_THROW(write_case(with), std::invalid_argument);
+}
+
 TEST(CaseFile, GemvAcceptsNOne) {
   const std::string text = replace_line(1, "op = gemv");
   const Problem p = parse_case(text, "gemv.case");
