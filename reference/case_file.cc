@@ -17,6 +17,7 @@
 #include <fstream>
 #include <limits>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "reference/block_scaled_output.h"
@@ -261,9 +262,10 @@ class CaseParser {
     if (!known) {
       std::string list;
       for (const char* k : kKeys) list += std::string(list.empty() ? "" : ", ") + k;
+      std::set<std::string> declared;  // a tensor several ops declare is one key
       for (const OpInfo& o : kOpTable)
         for (const TensorDecl& d : o.tensors)
-          if (list.find(std::string(", ") + d.name + ",") == std::string::npos) list += std::string(", ") + d.name;
+          if (declared.insert(d.name).second) list += std::string(", ") + d.name;
       fail(line, "unknown key " + quoted(key) + " (known keys: " + list +
                      ", and per group a.G, b.G, sfa.G, sfb.G, expect.G)");
     }

@@ -188,10 +188,15 @@ nvfp4_problem to_abi(const Problem& p, const uint8_t* a, const uint8_t* b, const
   return abi;
 }
 
+namespace {
+// The name a write into this input is reported by: a group's "a[g=3]" is "a".
+std::string fault_name(const std::string& input) { return input.substr(0, input.find('[')); }
+}  // namespace
+
 std::vector<std::string> input_fault_names(const LaidOut& in, bool grouped) {
   std::vector<std::string> names;
   for (const InputTensor& t : in.inputs) {
-    const std::string name = t.name.substr(0, t.name.find('['));
+    const std::string name = fault_name(t.name);
     if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
   }
   if (grouped) names.push_back("group table");
@@ -228,7 +233,7 @@ struct CallBuffers {
   CallBuffers(KernelMemory& memory, const LaidOut& in, int64_t groups, bool group_out) {
     const std::vector<std::string> faults = input_fault_names(in, groups > 0);
     const auto fault_of = [&](const std::string& name) {
-      return static_cast<int>(std::find(faults.begin(), faults.end(), name.substr(0, name.find('['))) - faults.begin());
+      return static_cast<int>(std::find(faults.begin(), faults.end(), fault_name(name)) - faults.begin());
     };
     for (const InputTensor& t : in.inputs)
       inputs.push_back({t.name, fault_of(t.name), t.data().empty() ? nullptr : memory.allocate(static_cast<int64_t>(t.data().size()), t.guard)});
