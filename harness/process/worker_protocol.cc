@@ -427,8 +427,13 @@ SharedFile::~SharedFile() {
 }
 
 void SharedFile::reset() {
+  // A file of medium cases keeps its pages: giving them back and taking them again (allocated
+  // and cleared by the kernel) cost more than copying the tensors in. Past kKeptSharedBytes the
+  // memory goes back.
+  const bool large = end_ > kKeptSharedBytes;
   end_ = 0;
-  if (fd_ >= 0 && ftruncate(fd_, 0) != 0) throw ProtocolError(std::string("ftruncate of a shared file: ") + std::strerror(errno));
+  if (fd_ >= 0 && large && ftruncate(fd_, 0) != 0)
+    throw ProtocolError(std::string("ftruncate of a shared file: ") + std::strerror(errno));
 }
 
 uint64_t SharedFile::append(const uint8_t* data, size_t size) {
@@ -458,10 +463,10 @@ std::vector<uint8_t> SharedFile::read(uint64_t offset, uint64_t size, const std:
     if (r <= 0) malformed(at, "the shared file ended while it was read (its writer truncated it)");
     done += static_cast<size_t>(r);
   }
-  // Each side reads what the other wrote once: its memory goes back now, not when the file is
-  // next emptied (a huge case's X and three calls' outputs would otherwise stay until the next
-  // case). A file that cannot punch holes keeps them until then.
-  if (size >= kSharedBytes)
+  // Each side reads what the other wrote once: a large tensor's memory goes back now, not when
+  // the file is next emptied (a huge case's X and three calls' outputs would otherwise stay until
+  // the next case). A file that cannot punch holes keeps them until then.
+  if (size > kKeptSharedBytes)
     (void)fallocate(fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(offset), static_cast<off_t>(size));
   return out;
 }

@@ -74,9 +74,13 @@ class ProtocolError : public std::runtime_error {
 
 // Byte strings longer than this (a tensor, a call's output words) travel beside the frame, in a
 // memory file (memfd) both processes hold: the frame carries only where they lie. Below it the
-// frame carries them, as always (small cases cost the same either way; measured in the closing
-// note of this change). A 4 GiB BF16 X would otherwise be copied five times through CBOR.
-constexpr size_t kSharedBytes = size_t(1) << 20;
+// frame carries them (a small case's tensors: one write instead of a write each). A tensor in
+// the frame is copied several times through CBOR, byte by byte when decoded: a medium case's
+// 256 KiB of scales cost more there than in the file, a 4 GiB BF16 X would be copied five times.
+constexpr size_t kSharedBytes = size_t(1) << 16;
+// A memory file keeps up to this many bytes between messages (its pages are reused by the next
+// case); a larger message's bytes are given back once read.
+constexpr uint64_t kKeptSharedBytes = uint64_t(64) << 20;
 // The worker's ends of the two memory files: the parent writes the cases' tensors into the first,
 // the worker its outputs into the second (each side reads only what the other writes).
 constexpr int kWorkerInputFd = 4, kWorkerOutputFd = 5;
@@ -95,7 +99,7 @@ class SharedFile {
   ~SharedFile();
   bool open() const { return fd_ >= 0; }
   int fd() const { return fd_; }
-  // Empties the file (its memory is given back); the next append writes at offset 0.
+  // Empties the file (past kKeptSharedBytes its memory is given back); the next append writes at offset 0.
   void reset();
   // Writes the bytes at the end and returns their offset.
   uint64_t append(const uint8_t* data, size_t size);

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "harness/draw/generators.h"
@@ -267,8 +268,21 @@ TEST(WorkerProtocol, LargeTensorsTravelBesideTheFrame) {
               std::string::npos)
         << e.what();
   }
-  // A reset file (the next case) no longer holds them: the read is short, not garbage.
+  // A reset file (the next case) keeps its pages, and the next case's tensors are written over
+  // the last ones from its start...
   to_worker.reset();
+  const uint64_t file_bytes = static_cast<uint64_t>(lseek(to_worker.fd(), 0, SEEK_END));
+  EXPECT_GT(file_bytes, 2 * p.a.size());
+  const std::vector<uint8_t> again = encode_message(run, &to_worker);
+  EXPECT_EQ(static_cast<uint64_t>(lseek(to_worker.fd(), 0, SEEK_END)), file_bytes);
+  EXPECT_TRUE(std::get<RunCaseMsg>(decode_message(again.data() + kFrameHeaderBytes, again.size() - kFrameHeaderBytes,
+                                                  &to_worker)).data.problem.a == p.a);
+  // ...but a file that held more than kKeptSharedBytes gives them back: a read of the last
+  // message's bytes is then short, not garbage.
+  const std::vector<uint8_t> big(kKeptSharedBytes + 1, 0x5A);
+  to_worker.append(big.data(), big.size());
+  to_worker.reset();
+  EXPECT_EQ(lseek(to_worker.fd(), 0, SEEK_END), 0);
   EXPECT_THROW(decode_message(frame.data() + kFrameHeaderBytes, frame.size() - kFrameHeaderBytes, &to_worker),
                ProtocolError);
 
@@ -323,11 +337,14 @@ TEST(WorkerProtocol, SharedFileReferencesAreChecked) {
   };
   json j = good;
   j[1][2][3] = where(1, 2 * (kSharedBytes + 1) + 1);  // one byte past the end
-  EXPECT_NE(error(j).find("done.observation.c: bytes [1, +2097155) past the end of the shared file"), std::string::npos)
+  EXPECT_NE(error(j).find(fmt::format("done.observation.c: bytes [1, +{}) past the end of the shared file",
+                                      2 * (kSharedBytes + 1) + 1)),
+            std::string::npos)
       << error(j);
   j[1][2][3] = where(UINT64_MAX - 3, 8);  // offset + size wraps
   EXPECT_NE(error(j).find("past the end of the shared file"), std::string::npos) << error(j);
-  EXPECT_NE(error(good, kSharedBytes).find("bytes in the shared file where at most 1048576 can come"), std::string::npos)
+  EXPECT_NE(error(good, kSharedBytes).find(fmt::format("bytes in the shared file where at most {} can come", kSharedBytes)),
+            std::string::npos)
       << error(good, kSharedBytes);
   j[1][2][3] = where(0, 4, 0x54);
   EXPECT_NE(error(j).find("done.observation.c: a byte string of an unknown kind"), std::string::npos) << error(j);
