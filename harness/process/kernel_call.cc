@@ -26,10 +26,20 @@ uint8_t scale_pad(BlockFormat f, uint8_t pad) {
   return f != BlockFormat::nvfp4 && (pad & 0x7F) == 0x7F ? uint8_t{0xFF} : pad;
 }
 
-std::vector<uint8_t> scales_as(const Problem& p, const std::vector<uint8_t>& linear, int64_t rows, int64_t kb,
-                               int64_t l, uint8_t pad) {
-  if (p.sf_layout != SfLayout::permuted || rows == 0) return linear;
-  return sf_to_permuted(linear.data(), rows, kb, l, pad);
+// The problem's own tensor, uploaded as it is: borrowed, not copied (a medium case's A is
+// megabytes, laid out three times a case).
+InputTensor borrowed(std::string name, GuardPattern guard, const std::vector<uint8_t>& data) {
+  InputTensor t{std::move(name), guard, {}};
+  t.borrowed = &data;
+  return t;
+}
+
+// A scale tensor as the call hands it: the problem's linear bytes (borrowed), or permuted with
+// pad in the padding cells.
+InputTensor scales_as(const Problem& p, std::string name, const std::vector<uint8_t>& linear, int64_t rows,
+                      int64_t kb, int64_t l, uint8_t pad) {
+  if (p.sf_layout != SfLayout::permuted || rows == 0) return borrowed(std::move(name), GuardPattern::nan_scales, linear);
+  return {std::move(name), GuardPattern::nan_scales, sf_to_permuted(linear.data(), rows, kb, l, pad)};
 }
 
 // `count` copies of word w as bytes of `type`.
@@ -51,13 +61,13 @@ LaidOut gemm_family::lay_out(const Problem& p, const CallSpec& spec, uint32_t ke
   const bool packed_kernel = kernel_flags & NVFP4_FLAG_GROUPS_PACKED;
   LaidOut in;
   if (!op_is_grouped(p.op)) {
-    in.inputs = {{"a", GuardPattern::bytes, p.a},
-                 {"b", GuardPattern::bytes, p.b},
-                 {"sfa", GuardPattern::nan_scales, scales_as(p, p.sfa, p.m, p.kb(), p.l, scale_pad(p.a_format, pad))},
-                 {"sfb", GuardPattern::nan_scales, scales_as(p, p.sfb, p.n, p.kb_b(), p.l, scale_pad(p.b_format, pad))}};
+    in.inputs.push_back(borrowed("a", GuardPattern::bytes, p.a));
+    in.inputs.push_back(borrowed("b", GuardPattern::bytes, p.b));
+    in.inputs.push_back(scales_as(p, "sfa", p.sfa, p.m, p.kb(), p.l, scale_pad(p.a_format, pad)));
+    in.inputs.push_back(scales_as(p, "sfb", p.sfb, p.n, p.kb_b(), p.l, scale_pad(p.b_format, pad)));
     if (op_is_dual(p.op)) {
-      in.inputs.push_back({"b2", GuardPattern::bytes, p.b2});
-      in.inputs.push_back({"sfb2", GuardPattern::nan_scales, scales_as(p, p.sfb2, p.n, p.kb_b(), p.l, scale_pad(p.b_format, pad))});
+      in.inputs.push_back(borrowed("b2", GuardPattern::bytes, p.b2));
+      in.inputs.push_back(scales_as(p, "sfb2", p.sfb2, p.n, p.kb_b(), p.l, scale_pad(p.b_format, pad)));
     }
     in.outputs = {poisoned_output(p, "c", p.c_elems(), spec.poison)};
     if (block_scaled_out::applies(p)) block_scaled_out::lay_out(in, p, spec);
@@ -92,10 +102,10 @@ LaidOut gemm_family::lay_out(const Problem& p, const CallSpec& spec, uint32_t ke
     const Group& q = p.groups[g];
     if (q.m == 0) continue;
     const std::string at = fmt::format("[g={}]", g);
-    in.inputs.push_back({"a" + at, GuardPattern::bytes, q.a});
-    in.inputs.push_back({"b" + at, GuardPattern::bytes, q.b});
-    in.inputs.push_back({"sfa" + at, GuardPattern::nan_scales, scales_as(p, q.sfa, q.m, q.kb(p.a_format), 1, scale_pad(p.a_format, pad))});
-    in.inputs.push_back({"sfb" + at, GuardPattern::nan_scales, scales_as(p, q.sfb, q.n, q.kb(p.b_format), 1, scale_pad(p.b_format, pad))});
+    in.inputs.push_back(borrowed("a" + at, GuardPattern::bytes, q.a));
+    in.inputs.push_back(borrowed("b" + at, GuardPattern::bytes, q.b));
+    in.inputs.push_back(scales_as(p, "sfa" + at, q.sfa, q.m, q.kb(p.a_format), 1, scale_pad(p.a_format, pad)));
+    in.inputs.push_back(scales_as(p, "sfb" + at, q.sfb, q.n, q.kb(p.b_format), 1, scale_pad(p.b_format, pad)));
     in.outputs.push_back(poisoned_output(p, "c" + at, q.c_elems(), spec.poison));
   }
   if (block_scaled_out::applies(p)) block_scaled_out::lay_out(in, p, spec);

@@ -396,8 +396,8 @@ TEST(MxDeclarations, TheAbiProblemCarriesTheFormatsAndBuffersSizedByThem) {
   CallSpec spec;  // the default pad, 0x7F, is E4M3's NaN but E8M0's 1.0
   const LaidOut out = op_module(p.op).lay_out(p, spec, 0);
   ASSERT_EQ(out.inputs.size(), 4u);
-  EXPECT_EQ(out.inputs[0].bytes.size(), 130u * 200);  // a byte per E5M2 element
-  EXPECT_EQ(out.inputs[1].bytes.size(), 3u * 100);    // two E2M1 per byte
+  EXPECT_EQ(out.inputs[0].data().size(), 130u * 200);  // a byte per E5M2 element
+  EXPECT_EQ(out.inputs[1].data().size(), 3u * 100);    // two E2M1 per byte
   // kb = ceil(200/32) = 7 blocks: Kt = 2 tiles of 4; two row tiles for A's 130 rows.
   EXPECT_EQ(out.inputs[2].bytes.size(), 2u * 2 * 512);
   EXPECT_EQ(out.inputs[3].bytes.size(), 1u * 2 * 512);
