@@ -1,6 +1,7 @@
 // CUDA guarded buffers and the runner's own non-blocking stream, through the CUDA runtime API
 // (plain C++: no device code here, so nvcc is not needed). Built only with NVFP4_CUDA.
 #include <cuda_runtime.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -36,17 +37,28 @@ void check_cuda(cudaError_t e, const char* what) {
 }
 
 // Polls instead of cudaStreamSynchronize so a hung kernel becomes a "timeout" we can report.
+// A case waits here several times a call for work of tens to hundreds of microseconds (a copy, a
+// kernel): the first 200 us yield instead of sleeping (a sleep lasts at least the timer slack,
+// 50 us by default, and backing off to a millisecond overshot short waits by as much), then
+// sleeps back off to a millisecond, so a long kernel costs no core.
 void wait_stream(cudaStream_t stream, double timeout_s) {
-  const auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s);
-  int sleep_us = 10;
+  const auto start = Clock::now();
+  const auto deadline = start + std::chrono::duration<double>(timeout_s);
+  const auto spin_until = start + std::chrono::microseconds(200);
+  int sleep_us = 20;
   for (;;) {
     const cudaError_t e = cudaStreamQuery(stream);
     if (e == cudaSuccess) return;
     if (e != cudaErrorNotReady) throw_cuda(e, "while waiting for the kernel's work on the runner's stream");
-    if (Clock::now() > deadline) {
+    const auto now = Clock::now();
+    if (now > deadline) {
       g_device_unusable = true;
       throw DeviceError(DeviceError::Kind::hang, fmt::format("the work on the runner's stream did not finish "
                                                "within {} s (a hung kernel?)", timeout_s));
+    }
+    if (now < spin_until) {
+      sched_yield();
+      continue;
     }
     usleep(static_cast<useconds_t>(sleep_us));
     sleep_us = std::min(sleep_us * 2, 1000);
