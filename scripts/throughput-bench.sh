@@ -16,7 +16,8 @@
 #               SLOWER below 0.9. A regression of the runner shows so on a loaded 2-core machine:
 #                 scripts/throughput-bench.sh --program build/gpu/cli/nvfp4check --baseline OLD \
 #                     --kernels host_gemv_fp32 --classes small --jobs 1 --seconds 4 --repeat 5
-# Size classes (multiply-adds): tiny <= 2^12, small <= 2^16, medium <= 2^22. The last lines are a
+# Size classes (multiply-adds): tiny <= 2^12, small <= 2^16, medium <= 2^22; `schedule`: no
+# --shape, the kernel's default mixed schedule (seed 1), shape "drawn". The last lines are a
 # table: kernel, op, class, shape, jobs, cases/s, and where the lanes' time went (the report's
 # stage_seconds, adding up to 100%): the kernel's calls, the buffers in its process, the channel
 # to it, the reference, the data (drawing and generating), judging, saving, starting the
@@ -54,6 +55,7 @@ rows="$tmp/rows.jsonl"
 # shape for a kernel and class: GEMV kernels get n = 1.
 shape_of() {
   local kernel=$1 class=$2
+  [ "$class" = schedule ] && { echo drawn; return; }
   case "$kernel" in *gemv*) case $class in tiny) echo 32x1x128 ;; small) echo 128x1x512 ;; medium) echo 1024x1x4096 ;; esac ;;
                     *) case $class in tiny) echo 16x16x16 ;; small) echo 32x16x128 ;; medium) echo 128x128x256 ;; esac ;; esac
 }
@@ -66,8 +68,10 @@ measure() {  # program label kernel class jobs
   local extra=()
   [ -n "$j" ] && extra=(--jobs "$j")
   # The baseline may not know --jobs: it then runs with its own default.
+  local shape_args=(--shape "$shape")
+  [ "$shape" = drawn ] && shape_args=()
   run_it() {
-    "$program" run --kernel "$kernel" --shape "$shape" --seconds "$seconds" --seed 1 --case-dir "$tmp/cases" \
+    "$program" run --kernel "$kernel" "${shape_args[@]}" --seconds "$seconds" --seed 1 --case-dir "$tmp/cases" \
       --report "$report" "$@" >"$tmp/out.log" 2>&1
   }
   if ! run_it "${extra[@]}" && [ ! -f "$report" ] && [ ${#extra[@]} -gt 0 ]; then run_it; fi
@@ -121,7 +125,7 @@ median = {}
 for key, runs in groups.items():
     runs.sort(key=lambda r: r["cases_per_s"])
     median[key] = runs[len(runs) // 2]
-print(f"{'build':9} {'kernel':15} {'op':5} {'class':7} {'shape':12} {'jobs':>7} {'runs':>4} {'cases':>7} {'cases/s':>9} "
+print(f"{'build':9} {'kernel':15} {'op':5} {'class':8} {'shape':12} {'jobs':>7} {'runs':>4} {'cases':>7} {'cases/s':>9} "
       + " ".join(f"{c[:7] + '%':>8}" for c in columns) + " verdict  vs baseline")
 for (kernel, cls, jobs, build), r in median.items():
     runs = groups[(kernel, cls, jobs, build)]
@@ -130,9 +134,9 @@ for (kernel, cls, jobs, build), r in median.items():
     if build == "this" and base and base["cases_per_s"] > 0:
         x = r["cases_per_s"] / base["cases_per_s"]
         ratio = f"{x:.2f}x" + (" SLOWER" if x < 0.9 else "")
-    print(f"{build:9} {kernel:15} {r['op']:5} {cls:7} {r['shape']:12} {jobs:>7} {len(runs):>4} {r['cases']:>7} "
+    print(f"{build:9} {kernel:15} {r['op']:5} {cls:8} {r['shape']:12} {jobs:>7} {len(runs):>4} {r['cases']:>7} "
           f"{r['cases_per_s']:>9.1f} " + " ".join(f"{100 * r['shares'][c]:>7.1f}%" for c in columns)
           + f" {r['verdict']:7}  {ratio}")
     if len(runs) > 1:
-        print(f"{'':9} {'':15} {'':5} {'':7} {'':12} {'':>7} runs: " + ", ".join(f"{x['cases_per_s']:.1f}" for x in runs))
+        print(f"{'':9} {'':15} {'':5} {'':8} {'':12} {'':>7} runs: " + ", ".join(f"{x['cases_per_s']:.1f}" for x in runs))
 EOF
