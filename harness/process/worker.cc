@@ -382,14 +382,12 @@ std::vector<CallObservation> WorkerExecutor::run_case(const CaseData& data, cons
 std::vector<CallObservation> WorkerExecutor::run_calls(const CaseData& data, const std::vector<PlannedCall>& plan) {
   if (pid_ < 0) start();
   const int64_t id = next_case_++;
-  RunCaseMsg run;
-  run.case_id = id;
-  run.data = data;
-  for (const PlannedCall& call : plan) run.plan.push_back(call.spec);
+  std::vector<CallSpec> specs;
+  for (const PlannedCall& call : plan) specs.push_back(call.spec);
   // The last case's tensors are gone from the file before this one's are written (the worker
   // read them before it answered).
   shared_in_.reset();
-  const std::vector<uint8_t> frame = encode_message(run, &shared_in_);
+  const std::vector<uint8_t> frame = encode_run_case(id, data, specs, &shared_in_);
   // What can come back: per call, the outputs twice as byte strings of words (at most 4 bytes
   // each) and the report of guards and inputs (a few per buffer: a grouped problem has five
   // buffers per group) and an error (a traceback: 1 MiB is plenty).

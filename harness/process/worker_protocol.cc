@@ -124,6 +124,19 @@ if_is<T, RunCaseMsg> visit_fields(V&& v, T& m) {
   v("data", m.data, kInput);
   v("plan", m.plan, kInput);
 }
+// A run message whose case the caller keeps, encoded from references (a medium case's data and
+// its stale copy are megabytes): the same fields, so the same bytes, as RunCaseMsg.
+struct RunCaseView {
+  int64_t case_id;
+  const CaseData* data;
+  const std::vector<CallSpec>* plan;
+};
+template <class V, class T>
+if_is<T, RunCaseView> visit_fields(V&& v, T& m) {
+  v("case", m.case_id, kInput);
+  v("data", *m.data, kInput);
+  v("plan", *m.plan, kInput);
+}
 template <class V, class T>
 if_is<T, CallStartedMsg> visit_fields(V&& v, T& m) {
   v("case", m.case_id, kInput);
@@ -471,13 +484,17 @@ std::vector<uint8_t> SharedFile::read(uint64_t offset, uint64_t size, const std:
   return out;
 }
 
-std::vector<uint8_t> encode_message(const WorkerMessage& m, SharedFile* shared) {
+namespace {
+
+// A message's frame: its name (by its alternative's index) and its encoded fields.
+template <class Encode>
+std::vector<uint8_t> frame_of(size_t index, SharedFile* shared, Encode&& encode_fields) {
   t_sink = shared;
   t_last_words = nullptr;
   struct Clear {
     ~Clear() { t_sink = nullptr, t_last_words = nullptr; }
   } clear;
-  const json j = json::array({kMessageNames[m.index()], std::visit([](const auto& x) { return encode(x); }, m)});
+  const json j = json::array({kMessageNames[index], encode_fields()});
   std::vector<uint8_t> payload = json::to_cbor(j);
   std::vector<uint8_t> frame(kFrameHeaderBytes + payload.size());
   const uint64_t n = payload.size();
@@ -485,6 +502,19 @@ std::vector<uint8_t> encode_message(const WorkerMessage& m, SharedFile* shared) 
   for (int x = 0; x < 8; ++x) frame[4 + x] = static_cast<uint8_t>(n >> (8 * x));
   std::memcpy(frame.data() + kFrameHeaderBytes, payload.data(), payload.size());
   return frame;
+}
+
+}  // namespace
+
+std::vector<uint8_t> encode_message(const WorkerMessage& m, SharedFile* shared) {
+  return frame_of(m.index(), shared, [&] { return std::visit([](const auto& x) { return encode(x); }, m); });
+}
+
+std::vector<uint8_t> encode_run_case(int64_t case_id, const CaseData& data, const std::vector<CallSpec>& plan,
+                                     SharedFile* shared) {
+  constexpr size_t kRun = 1;  // RunCaseMsg's alternative
+  static_assert(std::is_same_v<std::variant_alternative_t<kRun, WorkerMessage>, RunCaseMsg>);
+  return frame_of(kRun, shared, [&] { return encode(RunCaseView{case_id, &data, &plan}); });
 }
 
 WorkerMessage decode_message(const uint8_t* data, size_t size, const SharedFile* shared) {

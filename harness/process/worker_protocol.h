@@ -116,6 +116,9 @@ class SharedFile {
 
 // shared: where byte strings past kSharedBytes go (null or not open: into the frame).
 std::vector<uint8_t> encode_message(const WorkerMessage& m, SharedFile* shared = nullptr);
+// The frame of RunCaseMsg{case_id, data, plan} without copying data into a message.
+std::vector<uint8_t> encode_run_case(int64_t case_id, const CaseData& data, const std::vector<CallSpec>& plan,
+                                     SharedFile* shared = nullptr);
 // One frame's payload; shared: where its tensors beside the frame are read from (null: a frame
 // naming one is malformed), at most shared->limit() bytes of them.
 WorkerMessage decode_message(const uint8_t* data, size_t size, const SharedFile* shared = nullptr);

@@ -311,6 +311,31 @@ TEST(WorkerProtocol, LargeTensorsTravelBesideTheFrame) {
   }
 }
 
+// The runner encodes a case from its own data, without copying it into a message: the frame and
+// the shared file's bytes are the message's, byte for byte.
+TEST(WorkerProtocol, ARunCaseEncodedFromReferencesIsTheMessage) {
+  RunCaseMsg run = run_message();
+  run.data.problem.m = 600, run.data.problem.k = 256;  // A past kSharedBytes: beside the frame
+  Rng rng(5);
+  fill_data(rng, DataSpec{}, run.data.problem);
+  run.data.stale = run.data.problem;
+  run.data.stale->a[0] ^= 0x88;
+  run.data.stale_seed = 77;
+  for (const bool with_file : {false, true}) {
+    SharedFile a = SharedFile::create("test-a"), b = SharedFile::create("test-b");
+    const std::vector<uint8_t> message = encode_message(run, with_file ? &a : nullptr);
+    const std::vector<uint8_t> view = encode_run_case(run.case_id, run.data, run.plan, with_file ? &b : nullptr);
+    EXPECT_EQ(message, view);
+    const off_t size = lseek(a.fd(), 0, SEEK_END);
+    EXPECT_EQ(size, lseek(b.fd(), 0, SEEK_END));
+    EXPECT_EQ(size > 0, with_file);
+    std::vector<uint8_t> in_a(static_cast<size_t>(size)), in_b(static_cast<size_t>(size));
+    ASSERT_EQ(pread(a.fd(), in_a.data(), in_a.size(), 0), size);
+    ASSERT_EQ(pread(b.fd(), in_b.data(), in_b.size(), 0), size);
+    EXPECT_EQ(in_a, in_b);
+  }
+}
+
 // What a hostile worker can put into its frames and its file: a place past the file's end, more
 // bytes than the parent asked for, a kind of byte string the protocol has not, a file cut short.
 // Each is a ProtocolError; nothing is read outside the file, nothing is written anywhere.
