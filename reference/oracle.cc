@@ -12,7 +12,9 @@
 #include "reference/oracle.h"
 
 #include <algorithm>
+#include <cfloat>
 #include <charconv>
+#include <cstdint>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -59,10 +61,22 @@ long double out_value(OutType t, uint32_t word) {
 // ulp_out at magnitude v: the subnormal unit below the smallest normal, else
 // 2^(floor(log2 v) - precision + 1), continued beyond the largest binade so that it stays
 // monotone.
+// floor(log2 v) of a finite normal v > 0: std::ilogb, which for x87's 80-bit long double is its
+// biased exponent field (the libm call was a quarter of judging an output).
+int exponent_of(long double v) {
+#if defined(__x86_64__) && LDBL_MANT_DIG == 64
+  uint16_t sign_exponent = 0;
+  std::memcpy(&sign_exponent, reinterpret_cast<const unsigned char*>(&v) + 8, sizeof sign_exponent);
+  return (sign_exponent & 0x7FFF) - 16383;
+#else
+  return std::ilogb(v);
+#endif
+}
+
 long double ulp_of(const OutFormat& f, long double v) {
   if (!(v >= kPow2[f.emin - kPow2Min])) return kPow2[f.emin - f.precision + 1 - kPow2Min];
   if (std::isinf(v)) return kPow2[f.emax + 2 - f.precision - kPow2Min];
-  const int e = std::ilogb(v) - f.precision + 1;
+  const int e = exponent_of(v) - f.precision + 1;
   return e <= kPow2Max ? kPow2[e - kPow2Min] : std::ldexp(1.0L, e);
 }
 
