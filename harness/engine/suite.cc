@@ -3,6 +3,7 @@
 #include "harness/engine/suite.h"
 
 #include <fnmatch.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <atomic>
@@ -254,6 +255,10 @@ class KernelLanes {
     if (lanes.size() == 1) {
       lane(lanes.front());
     } else {
+      // Each lane's reference and judging run OpenMP teams of their own: with every lane's team as
+      // large as the machine, eight lanes ran eight times as many threads as cores. A lane's team
+      // gets its share of the cores (the results do not depend on a team's size).
+      team_ = std::max(1, omp_get_num_procs() / static_cast<int>(lanes.size()));
       std::vector<std::thread> threads;
       for (Executor* e : lanes) threads.emplace_back([this, e] { lane(e); });
       for (std::thread& t : threads) t.join();
@@ -314,6 +319,7 @@ class KernelLanes {
   }
 
   void lane(Executor* executor) {
+    if (team_ > 0) omp_set_num_threads(team_);
     std::future<std::optional<Drawn>> ahead = std::async(std::launch::deferred, [this] { return draw(); });
     for (;;) {
       if (stop_) return;
@@ -327,7 +333,10 @@ class KernelLanes {
       const double draw_wait = since(turn);
       if (!drawn || drawn->index > first_failure_) return;
       if (settings_.seconds > 0 && drawn->index > settings_.shard.index && since(start_) >= settings_.seconds) return;
-      ahead = std::async(std::launch::async, [this] { return draw(); });
+      ahead = std::async(std::launch::async, [this] {
+        if (team_ > 0) omp_set_num_threads(team_);
+        return draw();
+      });
       CaseOptions options = settings_.case_options;
       options.stale_seed = drawn->c.stale_seed;
       CaseOutcome out;
@@ -398,6 +407,7 @@ class KernelLanes {
   std::atomic<bool> stop_{false};
   const Clock::time_point start_ = Clock::now();
   std::exception_ptr error_;
+  int team_ = 0;  // OpenMP threads per lane when several run side by side (0: the default)
   std::map<int64_t, Done> done_;
   std::map<int64_t, CaseOutcome> failures_;  // with their data, to be rendered
 };
