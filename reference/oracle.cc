@@ -506,8 +506,9 @@ OracleSummary judge_all(const Problem& p, const ExactResult& ref, const Word& wo
     group_end.assign(offsets.begin() + 1, offsets.end());
   }
   // Chunks of outputs judged in parallel (a 4096^2 GEMM has 16M outputs), then merged in chunk
-  // order: the totals and the first failure do not depend on the thread count.
-  constexpr int64_t kChunk = int64_t(1) << 16;
+  // order: the totals and the first failure do not depend on the thread count. A chunk is a few
+  // hundred microseconds of work, so a medium GEMM's 16,384 outputs are shared too.
+  constexpr int64_t kChunk = int64_t(1) << 12;
   const int64_t chunks = (count + kChunk - 1) / kChunk;
   std::vector<OracleSummary> parts(static_cast<size_t>(chunks));
 #pragma omp parallel for schedule(dynamic, 1) if (chunks > 1)
