@@ -25,19 +25,251 @@
 namespace nvfp4 {
 namespace {
 
-// Keys in canonical (written) order; a grouped case's per-group keys (kGroupKeys, as "a.3")
-// come after them, group by group.
-constexpr const char* kKeys[] = {"op",        "m",         "n",     "k",          "l",
-                                 "groups",    "group_m",   "group_n", "group_k",  "group_alpha",
-                                 "packed",    "sf_layout", "scale_semantics",     "out_type",
-                                 "a_format",  "b_format",
-                                 "out_recipe", "out_global_scale",
-                                 "in_type",   "format",    "recipe", "quant_2d",  "row_global_scale",
-                                 "stochastic_seed",
-                                 "alpha",     "alpha2",    "seed",  "generator",  "note",
-                                 "a",         "b",         "b2",    "sfa",        "sfb",
-                                 "sfb2",      "expect",    "x",     "expect_q",   "expect_sfq"};
-constexpr const char* kGroupKeys[] = {"a", "b", "sfa", "sfb", "expect"};
+// Forward declarations of the writers' helpers (defined with write_case below).
+void append_tensor(std::string& out, const std::string& key, const std::vector<uint8_t>& bytes);
+void append_words(std::string& out, const char* key, OutType type, const std::vector<uint32_t>& words);
+void append_word(std::string& out, uint32_t w, int digits);
+void append_hex(std::string& out, const std::vector<uint8_t>& bytes);
+std::string format_alpha(float alpha);
+bool is_space(char c);
+
+// The keys of a case file, one row each, in the order write_case writes them. A row says which
+// ops take the key and how a Problem writes it (byte tensors by their field), and CaseParser
+// checks a file's keys against the rows of its op. Ops are named by their traits in op_table.h,
+// so an op added with a family's traits takes that family's keys with no line here, and a new
+// key is one row (plus its reading in the parser's phase for it). The table sits here rather
+// than in op_table.h because its rows name Problem's fields, which kernels/ (a reader of
+// op_table.h) must not see.
+
+// Sets of ops (bits 1u << value) by trait.
+constexpr uint32_t kAllOps = ops_of_version(~0u);
+constexpr uint32_t kQuantizers = ops_with(kOpQuantizes);
+constexpr uint32_t kGemmFamily = kAllOps & ~kQuantizers;
+constexpr uint32_t kGrouped = ops_with(kOpGrouped);
+constexpr uint32_t kOneShape = kAllOps & ~kGrouped;       // m, n, k and l of their own
+constexpr uint32_t kOneGemm = kGemmFamily & ~kGrouped;    // a GEMM with one shape and one alpha
+constexpr uint32_t kDual = ops_with(kOpDual);
+constexpr uint32_t op_bit(Op op) { return 1u << static_cast<uint32_t>(op); }
+
+// setting: a scalar or list; input: a tensor the kernel reads; expected: an output recorded.
+// Declared tensors (op_table.h) are written after the inputs, before the expected outputs.
+enum class KeyKind : uint8_t { setting, input, expected };
+
+using WriteKey = void (*)(const Problem& p, std::string& out);
+// One group's line of a per-group key (p's group g; the key with its ".g").
+using WriteGroupKey = void (*)(const Problem& p, const Group& g, const std::string& key, std::string& out);
+
+struct CaseKey {
+  const char* name;
+  uint32_t ops;            // the ops that take it
+  uint32_t out_nvfp4_ops;  // the ops that take it only with out_type = nvfp4 (a block-scaled output)
+  KeyKind kind;
+  // A block-scaled output records its expected output as expect_q and expect_sfq instead.
+  bool not_with_out_nvfp4 = false;
+  // What a grouped case gives instead ("group_m"), or nullptr.
+  const char* grouped_instead = nullptr;
+  WriteKey write = nullptr;
+  // An operand or scale tensor of one problem (hex bytes), written when the case has data: its
+  // field, its length, which operand's format and rows it follows ('a': A's rows, 'b': B's) and
+  // whether it holds scales (the length's formula in messages).
+  std::vector<uint8_t> Problem::*bytes = nullptr;
+  int64_t (Problem::*length)() const = nullptr;
+  char side = 0;
+  bool scales = false;
+  // A per-group key ("a" is written and read as a.0, a.1, ... for every non-empty group): the
+  // group's line, or for a byte tensor its field and length.
+  WriteGroupKey write_group = nullptr;
+  std::vector<uint8_t> Group::*group_bytes = nullptr;
+  int64_t (Group::*group_length)(BlockFormat) const = nullptr;
+};
+
+CaseKey setting(const char* name, uint32_t ops, WriteKey write, const char* grouped_instead = nullptr) {
+  return {name, ops, 0, KeyKind::setting, false, grouped_instead, write};
+}
+// A setting only a block-scaled output has.
+CaseKey out_nvfp4_setting(const char* name, WriteKey write) {
+  return {name, 0, kGemmFamily, KeyKind::setting, false, nullptr, write};
+}
+CaseKey operand(const char* name, uint32_t ops, std::vector<uint8_t> Problem::*bytes, int64_t (Problem::*length)() const,
+                char side, bool scales) {
+  CaseKey k{name, ops, 0, KeyKind::input, false, nullptr};
+  if (ops == kOneGemm) k.grouped_instead = "";  // "a.G for group G", from the per-group key
+  k.bytes = bytes;
+  k.length = length;
+  k.side = side;
+  k.scales = scales;
+  return k;
+}
+CaseKey group_operand(const char* name, std::vector<uint8_t> Group::*bytes, int64_t (Group::*length)(BlockFormat) const,
+                      char side, bool scales) {
+  CaseKey k{name, kGrouped, 0, KeyKind::input};
+  k.side = side;
+  k.scales = scales;
+  k.group_bytes = bytes;
+  k.group_length = length;
+  return k;
+}
+
+std::string number_line(const char* key, int64_t v) { return std::string(key) + " = " + std::to_string(v) + "\n"; }
+
+// "v" when every group has the same value, else "v0 v1 ...".
+template <class Get>
+std::string group_values(const std::vector<Group>& groups, const Get& get) {
+  bool same = true;
+  for (const Group& g : groups) same = same && get(g) == get(groups[0]);
+  if (same) return get(groups[0]);
+  std::string out;
+  for (const Group& g : groups) out += (out.empty() ? "" : " ") + get(g);
+  return out;
+}
+
+const std::vector<CaseKey>& case_keys() {
+  using P = const Problem&;
+  using S = std::string&;
+  static const std::vector<CaseKey> keys = {
+      setting("op", kAllOps, [](P p, S out) { out += std::string("op = ") + to_string(p.op) + "\n"; }),
+      setting("m", kOneShape, [](P p, S out) { out += number_line("m", p.m); }, "group_m"),
+      // A quantizer's n is 1 (it has no B); the key is written all the same, as it always was.
+      setting("n", kOneShape, [](P p, S out) { out += number_line("n", op_quantizes(p.op) ? 1 : p.n); }, "group_n"),
+      setting("k", kOneShape, [](P p, S out) { out += number_line("k", p.k); }, "group_k"),
+      setting("l", kOneShape, [](P p, S out) { out += number_line("l", p.l); }, "nothing: l is 1"),
+      setting("groups", kGrouped, [](P p, S out) { out += number_line("groups", static_cast<int64_t>(p.groups.size())); }),
+      setting("group_m", kGrouped, [](P p, S out) {
+        out += "group_m =";
+        for (const Group& g : p.groups) out += " " + std::to_string(g.m);
+        out += "\n";
+      }),
+      setting("group_n", kGrouped, [](P p, S out) {
+        out += "group_n = " + group_values(p.groups, [](const Group& g) { return std::to_string(g.n); }) + "\n";
+      }),
+      setting("group_k", kGrouped, [](P p, S out) {
+        out += "group_k = " + group_values(p.groups, [](const Group& g) { return std::to_string(g.k); }) + "\n";
+      }),
+      setting("group_alpha", kGrouped, [](P p, S out) {
+        out += "group_alpha = " + group_values(p.groups, [](const Group& g) { return format_alpha(g.alpha); }) + "\n";
+      }),
+      setting("packed", kGrouped, [](P p, S out) { out += p.packed ? "packed = true\n" : ""; }),
+      setting("sf_layout", kAllOps, [](P p, S out) { out += std::string("sf_layout = ") + to_string(p.sf_layout) + "\n"; }),
+      setting("scale_semantics", kGemmFamily, [](P p, S out) {
+        out += std::string("scale_semantics = ") + (p.semantics == ScaleSemantics::e4m3 ? "e4m3" : "ue4m3") + "\n";
+      }),
+      // A file without out_type means fp16 (SPEC section 4), without formats NVFP4 operands:
+      // such cases read as they always did.
+      setting("out_type", kGemmFamily, [](P p, S out) {
+        if (p.out_type != OutType::fp16) out += std::string("out_type = ") + to_string(p.out_type) + "\n";
+      }),
+      setting("a_format", kGemmFamily, [](P p, S out) {
+        if (p.mx_operands()) out += std::string("a_format = ") + to_string(p.a_format) + "\n";
+      }),
+      setting("b_format", kGemmFamily, [](P p, S out) {
+        if (p.mx_operands()) out += std::string("b_format = ") + to_string(p.b_format) + "\n";
+      }),
+      out_nvfp4_setting("out_recipe", [](P p, S out) { out += std::string("out_recipe = ") + to_string(p.out_recipe) + "\n"; }),
+      out_nvfp4_setting("out_global_scale", [](P p, S out) {
+        out += "out_global_scale =";
+        for (const float g : p.out_global_scale) out += " " + format_alpha(g);
+        out += "\n";
+      }),
+      setting("in_type", kQuantizers, [](P p, S out) { out += std::string("in_type = ") + to_string(p.in_type) + "\n"; }),
+      setting("format", kQuantizers, [](P p, S out) { out += std::string("format = ") + to_string(p.q_format) + "\n"; }),
+      setting("recipe", kQuantizers, [](P p, S out) { out += std::string("recipe = ") + to_string(p.recipe) + "\n"; }),
+      // The options below are written only when set: their absence means false, none or 1.
+      setting("quant_2d", kQuantizers, [](P p, S out) { out += p.quant_2d ? "quant_2d = true\n" : ""; }),
+      setting("row_global_scale", kQuantizers, [](P p, S out) { out += p.row_global_scale ? "row_global_scale = true\n" : ""; }),
+      setting("stochastic_seed", kQuantizers, [](P p, S out) {
+        if (p.stochastic_seed) out += "stochastic_seed = " + std::to_string(*p.stochastic_seed) + "\n";
+      }),
+      setting("alpha", kOneGemm, [](P p, S out) { out += "alpha = " + format_alpha(p.alpha) + "\n"; }, "group_alpha"),
+      setting("alpha2", kDual, [](P p, S out) { out += "alpha2 = " + format_alpha(p.alpha2) + "\n"; }),
+      setting("seed", kAllOps, [](P p, S out) { out += p.seed ? "seed = " + std::to_string(*p.seed) + "\n" : ""; }),
+      setting("generator", kAllOps, [](P p, S out) { out += p.generator.empty() ? "" : "generator = " + p.generator + "\n"; }),
+      setting("note", kAllOps, [](P p, S out) {
+        const std::string note = sanitize_note(p.note);
+        if (!note.empty()) out += "note = " + note + "\n";
+      }),
+      // A grouped case's data, group by group: a.0, b.0, sfa.0, sfb.0, expect.0, a.1, ...
+      group_operand("a", &Group::a, &Group::a_bytes, 'a', false),
+      group_operand("b", &Group::b, &Group::b_bytes, 'b', false),
+      group_operand("sfa", &Group::sfa, &Group::sfa_bytes, 'a', true),
+      group_operand("sfb", &Group::sfb, &Group::sfb_bytes, 'b', true),
+      [] {
+        CaseKey k{"expect", kGrouped, 0, KeyKind::input, true};
+        k.write_group = [](P p, const Group& g, const std::string& key, S out) {
+          if (g.expect) append_words(out, key.c_str(), p.out_type, *g.expect);
+        };
+        return k;
+      }(),
+      operand("a", kOneGemm, &Problem::a, &Problem::a_bytes, 'a', false),
+      operand("b", kOneGemm, &Problem::b, &Problem::b_bytes, 'b', false),
+      operand("b2", kDual, &Problem::b2, &Problem::b2_bytes, 'b', false),
+      operand("sfa", kOneGemm, &Problem::sfa, &Problem::sfa_bytes, 'a', true),
+      operand("sfb", kOneGemm, &Problem::sfb, &Problem::sfb_bytes, 'b', true),
+      operand("sfb2", kDual, &Problem::sfb2, &Problem::sfb2_bytes, 'b', true),
+      [] {
+        CaseKey k{"expect", kOneGemm, 0, KeyKind::expected, true, ""};
+        k.write = [](P p, S out) {
+          if (p.expect) append_words(out, "expect", p.out_type, *p.expect);
+        };
+        return k;
+      }(),
+      [] {
+        // Words of in_type: the fp16/bf16 word formats are 4 hex digits, fp32's 8 (out_type's words).
+        CaseKey k{"x", kQuantizers, 0, KeyKind::input};
+        k.write = [](P p, S out) {
+          if (p.x.empty()) return;
+          const size_t w = static_cast<size_t>(in_word_bytes(p.in_type));
+          out += "x =";
+          out.reserve(out.size() + p.x.size() / w * (w * 2 + 1) + 1);
+          for (size_t i = 0; i < p.x.size() / w; ++i) {
+            uint32_t word = 0;
+            for (size_t b = 0; b < w; ++b) word |= static_cast<uint32_t>(p.x[i * w + b]) << (8 * b);
+            append_word(out, word, static_cast<int>(2 * w));
+          }
+          out += "\n";
+        };
+        return k;
+      }(),
+      // A quantizer's Q and SFQ (linear), or a block-scaled output's.
+      {"expect_q", kQuantizers, kGemmFamily, KeyKind::expected, false, nullptr,
+       [](P p, S out) {
+         if (p.expect_q) append_tensor(out, "expect_q", *p.expect_q);
+       }},
+      {"expect_sfq", kQuantizers, kGemmFamily, KeyKind::expected, false, nullptr,
+       [](P p, S out) {
+         if (p.expect_sfq) append_tensor(out, "expect_sfq", *p.expect_sfq);
+       }},
+  };
+  return keys;
+}
+
+// Whether a problem of op takes the key; out_nvfp4: the case's out_type is nvfp4 and its op has
+// output types.
+bool takes(const CaseKey& key, Op op, bool out_nvfp4) {
+  const uint32_t bit = op_bit(op);
+  if (out_nvfp4 && (key.out_nvfp4_ops & bit)) return true;
+  return (key.ops & bit) && !(out_nvfp4 && key.not_with_out_nvfp4);
+}
+bool block_scaled_output(const Problem& p) { return (kGemmFamily & op_bit(p.op)) && p.out_type == OutType::nvfp4; }
+
+// The row of a key as written without a group ("a", not "a.3").
+const CaseKey* find_key(const std::string& name) {
+  for (const CaseKey& k : case_keys())
+    if (!k.write_group && !k.group_bytes && name == k.name) return &k;
+  return nullptr;
+}
+const CaseKey* find_group_key(const std::string& base) {
+  for (const CaseKey& k : case_keys())
+    if ((k.write_group || k.group_bytes) && base == k.name) return &k;
+  return nullptr;
+}
+bool per_group(const CaseKey& k) { return k.write_group || k.group_bytes; }
+
+// "a, b and c".
+std::string and_list(const std::vector<std::string>& items) {
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i) out += (i == 0 ? "" : i + 1 == items.size() ? " and " : ", ") + items[i];
+  return out;
+}
 
 // The ops that declare a tensor of this name in op_table.h, as "gemv_bias" or "a or b" ("" for
 // none): such a key is known, and belongs to those ops.
@@ -54,9 +286,7 @@ bool split_group_key(const std::string& key, std::string* base, uint64_t* index)
   const size_t dot = key.find('.');
   if (dot == std::string::npos || dot + 1 >= key.size()) return false;
   const std::string b = key.substr(0, dot), digits = key.substr(dot + 1);
-  bool known = false;
-  for (const char* k : kGroupKeys) known = known || b == k;
-  if (!known || digits.size() > 8 || (digits.size() > 1 && digits[0] == '0')) return false;
+  if (!find_group_key(b) || digits.size() > 8 || (digits.size() > 1 && digits[0] == '0')) return false;
   uint64_t v = 0;
   for (const char c : digits) {
     if (c < '0' || c > '9') return false;
@@ -254,20 +484,19 @@ class CaseParser {
     }
     const std::string key = trim(text_, first, eq);
     if (key.empty()) fail(line, "missing key before '='");
-    bool known = !ops_declaring(key).empty();
-    for (const char* k : kKeys) known = known || key == k;
     std::string base;
     uint64_t index = 0;
-    known = known || split_group_key(key, &base, &index);
-    if (!known) {
-      std::string list;
-      for (const char* k : kKeys) list += std::string(list.empty() ? "" : ", ") + k;
+    if (ops_declaring(key).empty() && !find_key(key) && !split_group_key(key, &base, &index)) {
+      std::string list, group_list;
+      for (const CaseKey& k : case_keys()) {
+        std::string& to = per_group(k) ? group_list : list;
+        to += std::string(to.empty() ? "" : ", ") + k.name + (per_group(k) ? ".G" : "");
+      }
       std::set<std::string> declared;  // a tensor several ops declare is one key
       for (const OpInfo& o : kOpTable)
         for (const TensorDecl& d : o.tensors)
           if (declared.insert(d.name).second) list += std::string(", ") + d.name;
-      fail(line, "unknown key " + quoted(key) + " (known keys: " + list +
-                     ", and per group a.G, b.G, sfa.G, sfb.G, expect.G)");
+      fail(line, "unknown key " + quoted(key) + " (known keys: " + list + ", and per group " + group_list + ")");
     }
     if (const Entry* previous = find(key.c_str())) {
       fail(line, "duplicate key '" + key + "' (first given on line " +
@@ -316,56 +545,44 @@ class CaseParser {
   }
 
   // Keys that belong to other ops are errors, not ignored: a grouped case given `m` most likely
-  // meant something the file does not say.
+  // meant something the file does not say. Which op takes which key is case_keys()'s.
   void check_keys_for_op(Op op) const {
-    const bool grouped = op_is_grouped(op), dual = op_is_dual(op);
+    const Entry* out_type = find("out_type");
+    const bool out_nvfp4 = (kGemmFamily & op_bit(op)) && out_type && out_type->value == "nvfp4";
     // Entries in line order, so that the first wrong key of the file is the one named.
     std::vector<std::pair<int, std::string>> by_line;
     for (const auto& [key, entry] : entries_) by_line.emplace_back(entry.line, key);
     std::sort(by_line.begin(), by_line.end());
     for (const auto& [line, key] : by_line) {
-      const Entry& entry = entries_.at(key);
       // A declared tensor's key belongs to the ops that declare it (op_table.h).
       if (const std::string ops = ops_declaring(key); !ops.empty()) {
         bool mine = false;
         for (const TensorDecl& d : op_tensors(op)) mine = mine || key == d.name;
-        if (!mine) fail(entry.line, "key '" + key + "' is only for op = " + ops);
+        if (!mine) fail(line, "key '" + key + "' is only for op = " + ops);
         continue;
       }
       std::string base;
       uint64_t index = 0;
-      const bool group_key = split_group_key(key, &base, &index);
-      const bool grouped_only = group_key || key == "groups" || key == "group_m" || key == "group_n" ||
-                                key == "group_k" || key == "group_alpha" || key == "packed";
-      const bool not_grouped = key == "m" || key == "n" || key == "k" || key == "l" || key == "alpha" ||
-                               key == "a" || key == "b" || key == "sfa" || key == "sfb" || key == "expect";
-      const bool dual_only = key == "b2" || key == "sfb2" || key == "alpha2";
-      // expect_q and expect_sfq also record a block-scaled output (out_type = nvfp4).
-      const Entry* out_type = find("out_type");
-      const bool block_scaled = !op_quantizes(op) && out_type && out_type->value == "nvfp4";
-      const bool out_only = key == "out_recipe" || key == "out_global_scale";
-      const bool quantize_only = key == "in_type" || key == "format" || key == "recipe" || key == "quant_2d" ||
-                                 key == "row_global_scale" || key == "stochastic_seed" || key == "x" ||
-                                 (!block_scaled && (key == "expect_q" || key == "expect_sfq"));
-      if (out_only && !block_scaled) fail(entry.line, "key '" + key + "' is only for out_type = nvfp4");
-      if (block_scaled && (key == "expect" || base == "expect"))
-        fail(entry.line, "out_type = nvfp4 records its expected output as expect_q and expect_sfq, not " + key);
-      // A quantize case has X and Q/SFQ, no operands, alpha, output type or scale semantics.
-      const bool gemm_only = key == "a" || key == "b" || key == "sfa" || key == "sfb" || key == "expect" ||
-                             key == "alpha" || key == "out_type" || key == "scale_semantics" ||
-                             key == "a_format" || key == "b_format";
-      if (quantize_only && !op_quantizes(op)) fail(entry.line, "key '" + key + "' is only for op = quantize");
-      if (op_quantizes(op) && (gemm_only || grouped_only || dual_only))
-        fail(entry.line, "key '" + key + "' is not used by op = quantize (it has x, expect_q and expect_sfq)");
-      if (grouped_only && !grouped) fail(entry.line, "key '" + key + "' is only for op = grouped_gemm");
-      if (dual_only && !dual) fail(entry.line, "key '" + key + "' is only for op = dual_gemm");
-      if (not_grouped && grouped) {
-        const std::string instead = key == "alpha" ? "group_alpha" : key == "m" || key == "n" || key == "k"
-                                                                         ? "group_" + key
-                                                                     : key == "l" ? "nothing: l is 1"
-                                                                                  : key + ".G for group G";
-        fail(entry.line, "key '" + key + "' is not used by op = grouped_gemm (give " + instead + ")");
+      const CaseKey& k = split_group_key(key, &base, &index) ? *find_group_key(base) : *find_key(key);
+      if (!k.ops && !takes(k, op, out_nvfp4)) fail(line, "key '" + key + "' is only for out_type = nvfp4");
+      if (out_nvfp4 && k.not_with_out_nvfp4)
+        fail(line, "out_type = nvfp4 records its expected output as expect_q and expect_sfq, not " + key);
+      if (takes(k, op, out_nvfp4)) continue;
+      // A quantizer is no GEMM: a GEMM's key means the file names the wrong op.
+      if (kQuantizers & op_bit(op)) {
+        std::vector<std::string> data;
+        for (const CaseKey& d : case_keys())
+          if (d.kind != KeyKind::setting && takes(d, op, false)) data.push_back(d.name);
+        fail(line, "key '" + key + "' is not used by op = " + to_string(op) + " (it has " + and_list(data) + ")");
       }
+      if ((kGrouped & op_bit(op)) && k.grouped_instead) {
+        const std::string instead = *k.grouped_instead ? k.grouped_instead : key + ".G for group G";
+        fail(line, "key '" + key + "' is not used by op = " + to_string(op) + " (give " + instead + ")");
+      }
+      std::string ops;
+      for (const OpInfo& o : kOpTable)
+        if (k.ops & op_bit(o.op)) ops += std::string(ops.empty() ? "" : " or ") + o.name;
+      fail(line, "key '" + key + "' is only for op = " + ops);
     }
   }
 
@@ -724,43 +941,50 @@ class CaseParser {
     }
   }
 
+  // The groups' operands and scales (case_keys()'s per-group byte tensors) and expect lines.
   void parse_group_data(Problem& p) {
+    std::vector<const CaseKey*> keys, tensors;
+    std::vector<std::string> names;
+    for (const CaseKey& k : case_keys()) {
+      if (!per_group(k) || !takes(k, p.op, false)) continue;
+      keys.push_back(&k);
+      if (k.group_bytes) tensors.push_back(&k), names.push_back(std::string(k.name) + ".G");
+    }
     std::string given, missing;
     bool any_given = false;
     for (size_t g = 0; g < p.groups.size(); ++g) {
       Group& q = p.groups[g];
       const std::string gs = std::to_string(g);
-      for (const char* t : {"a", "b", "sfa", "sfb", "expect"}) {
-        const Entry* e = find((std::string(t) + "." + gs).c_str());
+      for (const CaseKey* k : keys) {
+        const Entry* e = find((std::string(k->name) + "." + gs).c_str());
         if (q.m == 0 && e)
-          fail(e->line, std::string(t) + "." + gs + ": group " + gs + " is empty (m = 0) and has no " + t);
+          fail(e->line, std::string(k->name) + "." + gs + ": group " + gs + " is empty (m = 0) and has no " + k->name);
       }
       if (q.m == 0) continue;
-      for (const char* t : {"a", "b", "sfa", "sfb"}) {
-        const std::string key = std::string(t) + "." + gs;
+      for (const CaseKey* k : tensors) {
+        const std::string key = std::string(k->name) + "." + gs;
         std::string& list = find(key.c_str()) ? given : missing;
         if (find(key.c_str())) any_given = true;
         if (list.size() < 200) list += std::string(list.empty() ? "" : ", ") + key;
       }
     }
-    if (any_given && !missing.empty()) {
-      fail_missing("data given for " + given + " but not for " + missing +
-                   " (give a.G, b.G, sfa.G and sfb.G of every non-empty group)");
-    }
+    const std::string all = and_list(names) + " of every non-empty group";
+    if (any_given && !missing.empty()) fail_missing("data given for " + given + " but not for " + missing + " (give " + all + ")");
     bool all_empty = true;
     for (const Group& q : p.groups) all_empty = all_empty && q.m == 0;
-    if (!any_given && !all_empty && !p.seed)
-      fail_missing("no data: give a.G, b.G, sfa.G and sfb.G of every non-empty group, or a seed to generate them from");
+    if (!any_given && !all_empty && !p.seed) fail_missing("no data: give " + all + ", or a seed to generate them from");
     for (size_t g = 0; g < p.groups.size(); ++g) {
       Group& q = p.groups[g];
       if (q.m == 0) continue;
       const std::string gs = std::to_string(g);
       if (const Entry* e = find(("expect." + gs).c_str())) q.expect = parse_words(*e, "expect." + gs, q.c_elems(), "m_g*n_g");
       if (!any_given) continue;  // a seed-only case: the harness draws the data
-      q.a = parse_bytes(*find(("a." + gs).c_str()), "a." + gs, q.a_bytes(p.a_format), group_formula("m_g", p.a_format, false));
-      q.b = parse_bytes(*find(("b." + gs).c_str()), "b." + gs, q.b_bytes(p.b_format), group_formula("n_g", p.b_format, false));
-      q.sfa = parse_bytes(*find(("sfa." + gs).c_str()), "sfa." + gs, q.sfa_bytes(p.a_format), group_formula("m_g", p.a_format, true));
-      q.sfb = parse_bytes(*find(("sfb." + gs).c_str()), "sfb." + gs, q.sfb_bytes(p.b_format), group_formula("n_g", p.b_format, true));
+      for (const CaseKey* k : tensors) {
+        const BlockFormat f = k->side == 'a' ? p.a_format : p.b_format;
+        const std::string key = std::string(k->name) + "." + gs;
+        q.*(k->group_bytes) = parse_bytes(*find(key.c_str()), key, (q.*(k->group_length))(f),
+                                          group_formula(k->side == 'a' ? "m_g" : "n_g", f, k->scales));
+      }
     }
   }
 
@@ -789,33 +1013,40 @@ class CaseParser {
     return std::string(rows) + (f == BlockFormat::nvfp4 ? "*ceil(k/16)" : "*ceil(k/32)");
   }
 
+  // The operands and scales of a problem with one shape (case_keys()'s byte tensors of its op):
+  // all of them, or none and a seed.
   void parse_data(Problem& p) {
-    const bool dual = op_is_dual(p.op);
-    std::vector<const char*> tensors = {"a", "b", "sfa", "sfb"};
-    if (dual) tensors = {"a", "b", "b2", "sfa", "sfb", "sfb2"};
+    std::vector<const CaseKey*> tensors;
+    for (const CaseKey& k : case_keys())
+      if (k.bytes && takes(k, p.op, false)) tensors.push_back(&k);
+    std::vector<std::string> names;
     std::string given, missing;
-    for (const char* t : tensors) {
-      std::string& list = find(t) ? given : missing;
-      list += std::string(list.empty() ? "" : ", ") + t;
+    for (const CaseKey* k : tensors) {
+      names.push_back(k->name);
+      std::string& list = find(k->name) ? given : missing;
+      list += std::string(list.empty() ? "" : ", ") + k->name;
     }
     if (!given.empty() && !missing.empty()) {
-      fail_missing("data given for " + given + " but not for " + missing +
-                   (dual ? " (give all six tensors)" : " (give all four tensors, or none and a seed)"));
+      fail_missing("data given for " + given + " but not for " + missing + " (give all " + count_text(names.size()) +
+                   " tensors, or none and a seed)");
     }
     if (given.empty()) {
-      if (!p.seed && dual) fail_missing("no data: give a, b, b2, sfa, sfb and sfb2, or a seed to generate them from");
-      if (!p.seed) fail_missing("no data: give a, b, sfa and sfb, or a seed to generate them from");
+      if (!p.seed) fail_missing("no data: give " + and_list(names) + ", or a seed to generate them from");
     } else {
-      p.a = parse_bytes(*find("a"), "a", p.a_bytes(), operand_formula("l*m", p.a_format));
-      p.b = parse_bytes(*find("b"), "b", p.b_bytes(), operand_formula("l*n", p.b_format));
-      p.sfa = parse_bytes(*find("sfa"), "sfa", p.sfa_bytes(), scales_formula("l*m", p.a_format));
-      p.sfb = parse_bytes(*find("sfb"), "sfb", p.sfb_bytes(), scales_formula("l*n", p.b_format));
-      if (dual) {
-        p.b2 = parse_bytes(*find("b2"), "b2", p.b2_bytes(), operand_formula("l*n", p.b_format));
-        p.sfb2 = parse_bytes(*find("sfb2"), "sfb2", p.sfb2_bytes(), scales_formula("l*n", p.b_format));
+      for (const CaseKey* k : tensors) {
+        const BlockFormat f = k->side == 'a' ? p.a_format : p.b_format;
+        const char* rows = k->side == 'a' ? "l*m" : "l*n";
+        p.*(k->bytes) = parse_bytes(*find(k->name), k->name, (p.*(k->length))(),
+                                    k->scales ? scales_formula(rows, f) : operand_formula(rows, f));
       }
     }
     if (const Entry* e = find("expect")) p.expect = parse_words(*e, "expect", p.c_elems(), "l*m*n");
+  }
+
+  // "four" for 4: counts of tensors in messages.
+  static std::string count_text(size_t n) {
+    static const char* const kWords[] = {"zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"};
+    return n < std::size(kWords) ? kWords[n] : std::to_string(n);
   }
 
   // The op's declared tensors (op_table.h): `name = v0 v1 ...` with as many values as its extent
@@ -1031,17 +1262,6 @@ void append_tensor(std::string& out, const std::string& key, const std::vector<u
   out += "\n";
 }
 
-// "v" when every group has the same value, else "v0 v1 ...".
-template <class Get>
-std::string group_values(const std::vector<Group>& groups, const Get& get) {
-  bool same = true;
-  for (const Group& g : groups) same = same && get(g) == get(groups[0]);
-  if (same) return get(groups[0]);
-  std::string out;
-  for (const Group& g : groups) out += (out.empty() ? "" : " ") + get(g);
-  return out;
-}
-
 }  // namespace
 
 namespace {
@@ -1051,67 +1271,23 @@ void append_tensors(std::string& out, const Problem& p) {
   for (const NamedTensor& t : p.tensors) out += t.name + " = " + tensor_text(t) + "\n";
 }
 
-void append_block_scaled_expect(std::string& out, const Problem& p) {
-  if (p.expect_q) append_tensor(out, "expect_q", *p.expect_q);
-  if (p.expect_sfq) append_tensor(out, "expect_sfq", *p.expect_sfq);
-}
-
-// A quantize case: X as words of in_type, Q and SFQ (linear) as hex bytes; quant_2d,
-// row_global_scale and stochastic_seed only when set (their absence means false / none).
-std::string write_quantize_case(const Problem& p) {
+// What write_case refuses to write: a problem whose file would not read back. Throws
+// std::invalid_argument "write_case: ...".
+void check_writable_quantize(const Problem& p) {
   const auto invalid = [](const std::string& what) { throw std::invalid_argument("write_case: " + what); };
   if (p.x.empty() && !p.seed) invalid("neither data nor a seed");
   if (!p.x.empty() && !p.has_data()) invalid("x's length does not match the shape");
   if (p.expect) invalid("a quantize case holds expect_q and expect_sfq, not expect");
   if (p.expect_q && static_cast<int64_t>(p.expect_q->size()) != p.q_bytes()) invalid("expect_q has the wrong length");
   if (p.expect_sfq && static_cast<int64_t>(p.expect_sfq->size()) != p.sfq_bytes()) invalid("expect_sfq has the wrong length");
-  if (!p.generator.empty() && !p.seed) invalid("a generator needs a seed");
-  for (const char c : p.generator) {
-    if (is_space(c) || c == '#' || c == '\n') invalid("generator name contains a space or '#'");
-  }
-  std::string out = "# nvfp4check case v1\nop = quantize\n";
-  out += "m = " + std::to_string(p.m) + "\nn = 1\nk = " + std::to_string(p.k) + "\nl = " + std::to_string(p.l) + "\n";
-  out += std::string("sf_layout = ") + to_string(p.sf_layout) + "\n";
-  out += std::string("in_type = ") + to_string(p.in_type) + "\nformat = " + to_string(p.q_format) + "\nrecipe = " +
-         to_string(p.recipe) + "\n";
-  if (p.quant_2d) out += "quant_2d = true\n";
-  if (p.row_global_scale) out += "row_global_scale = true\n";
-  if (p.stochastic_seed) out += "stochastic_seed = " + std::to_string(*p.stochastic_seed) + "\n";
-  if (p.seed) out += "seed = " + std::to_string(*p.seed) + "\n";
-  if (!p.generator.empty()) out += "generator = " + p.generator + "\n";
-  const std::string note = sanitize_note(p.note);
-  if (!note.empty()) out += "note = " + note + "\n";
-  if (!p.x.empty()) {
-    // Words of in_type: the fp16/bf16 word formats are 4 hex digits, fp32's 8 (out_type's words).
-    const size_t w = static_cast<size_t>(in_word_bytes(p.in_type));
-    const int digits = static_cast<int>(2 * w);
-    out += "x =";
-    out.reserve(out.size() + p.x.size() / w * (w * 2 + 1) + 1);
-    for (size_t i = 0; i < p.x.size() / w; ++i) {
-      uint32_t word = 0;
-      for (size_t b = 0; b < w; ++b) word |= static_cast<uint32_t>(p.x[i * w + b]) << (8 * b);
-      append_word(out, word, digits);
-    }
-    out += "\n";
-  }
-  append_tensors(out, p);
-  if (p.expect_q) append_tensor(out, "expect_q", *p.expect_q);
-  if (p.expect_sfq) append_tensor(out, "expect_sfq", *p.expect_sfq);
-  return out;
 }
 
-}  // namespace
-
-std::string write_case(const Problem& p) {
+// The same for the GEMM family; returns whether the case has data (else it is seed-only).
+bool check_writable_gemm(const Problem& p) {
   const auto invalid = [](const std::string& what) { throw std::invalid_argument("write_case: " + what); };
-  const std::string shape = shape_error(p);
-  if (!shape.empty()) invalid("bad shape: " + shape);
-  if (const std::string e = tensors_error(p, p.seed.has_value()); !e.empty()) invalid(e);
-  const bool grouped = op_is_grouped(p.op), dual = op_is_dual(p.op), quantize = op_quantizes(p.op);
-  if (quantize) return write_quantize_case(p);
   bool any_data = !p.a.empty() || !p.b.empty() || !p.sfa.empty() || !p.sfb.empty() || !p.b2.empty() || !p.sfb2.empty();
   for (const Group& g : p.groups) any_data = any_data || !g.a.empty() || !g.b.empty() || !g.sfa.empty() || !g.sfb.empty();
-  if (grouped) {
+  if (op_is_grouped(p.op)) {
     for (const Group& g : p.groups) {
       if (!std::isfinite(g.alpha)) invalid("a group's alpha is not finite");
     }
@@ -1129,74 +1305,57 @@ std::string write_case(const Problem& p) {
     if (!any_data && !p.seed) invalid("neither data nor a seed");
     if (p.expect && static_cast<int64_t>(p.expect->size()) != p.c_elems()) invalid("expect has the wrong length");
   }
+  return any_data;
+}
+
+// A grouped case's per-group keys, group by group (an empty group has none of its keys); the
+// byte tensors only when the case has data.
+void append_groups(std::string& out, const Problem& p, bool any_data) {
+  for (size_t g = 0; g < p.groups.size(); ++g) {
+    const Group& q = p.groups[g];
+    if (q.m == 0) continue;
+    const std::string gs = "." + std::to_string(g);
+    for (const CaseKey& k : case_keys()) {
+      if (!per_group(k) || !takes(k, p.op, false)) continue;
+      if (k.group_bytes && any_data) append_tensor(out, k.name + gs, q.*(k.group_bytes));
+      if (k.write_group) k.write_group(p, q, k.name + gs, out);
+    }
+  }
+}
+
+}  // namespace
+
+std::string write_case(const Problem& p) {
+  const auto invalid = [](const std::string& what) { throw std::invalid_argument("write_case: " + what); };
+  const std::string shape = shape_error(p);
+  if (!shape.empty()) invalid("bad shape: " + shape);
+  if (const std::string e = tensors_error(p, p.seed.has_value()); !e.empty()) invalid(e);
+  bool any_data = true;
+  if (op_quantizes(p.op))
+    check_writable_quantize(p);
+  else
+    any_data = check_writable_gemm(p);
   if (!p.generator.empty() && !p.seed) invalid("a generator needs a seed");
   for (const char c : p.generator) {
     if (is_space(c) || c == '#' || c == '\n') invalid("generator name contains a space or '#'");
   }
 
+  // The op's keys in case_keys()'s order; its declared tensors after its inputs.
+  const bool out_nvfp4 = block_scaled_output(p);
   std::string out = "# nvfp4check case v1\n";
-  out += std::string("op = ") + to_string(p.op) + "\n";
-  if (grouped) {
-    out += "groups = " + std::to_string(p.groups.size()) + "\n";
-    out += "group_m =";
-    for (const Group& g : p.groups) out += " " + std::to_string(g.m);
-    out += "\n";
-    out += "group_n = " + group_values(p.groups, [](const Group& g) { return std::to_string(g.n); }) + "\n";
-    out += "group_k = " + group_values(p.groups, [](const Group& g) { return std::to_string(g.k); }) + "\n";
-    out += "group_alpha = " + group_values(p.groups, [](const Group& g) { return format_alpha(g.alpha); }) + "\n";
-    if (p.packed) out += "packed = true\n";
-  } else {
-    out += "m = " + std::to_string(p.m) + "\n";
-    out += "n = " + std::to_string(p.n) + "\n";
-    out += "k = " + std::to_string(p.k) + "\n";
-    out += "l = " + std::to_string(p.l) + "\n";
-  }
-  out += std::string("sf_layout = ") + (p.sf_layout == SfLayout::linear ? "linear" : "permuted") + "\n";
-  out += std::string("scale_semantics = ") + (p.semantics == ScaleSemantics::e4m3 ? "e4m3" : "ue4m3") + "\n";
-  // A file without out_type means fp16 (SPEC section 4): FP16 cases read as they always did.
-  if (p.out_type != OutType::fp16) out += std::string("out_type = ") + to_string(p.out_type) + "\n";
-  // Formats are written when an operand is not NVFP4: NVFP4 cases read as they always did.
-  if (p.mx_operands())
-    out += std::string("a_format = ") + to_string(p.a_format) + "\nb_format = " + to_string(p.b_format) + "\n";
-  if (p.out_type == OutType::nvfp4) {
-    out += std::string("out_recipe = ") + to_string(p.out_recipe) + "\nout_global_scale =";
-    for (const float g : p.out_global_scale) out += " " + format_alpha(g);
-    out += "\n";
-  }
-  if (!grouped) out += "alpha = " + format_alpha(p.alpha) + "\n";
-  if (dual) out += "alpha2 = " + format_alpha(p.alpha2) + "\n";
-  if (p.seed) out += "seed = " + std::to_string(*p.seed) + "\n";
-  if (!p.generator.empty()) out += "generator = " + p.generator + "\n";
-  const std::string note = sanitize_note(p.note);
-  if (!note.empty()) out += "note = " + note + "\n";
-  if (grouped) {
-    for (size_t g = 0; g < p.groups.size(); ++g) {
-      const Group& q = p.groups[g];
-      if (q.m == 0) continue;  // an empty group has none of its keys
-      const std::string gs = "." + std::to_string(g);
-      if (any_data) {  // else a seed-only case
-        append_tensor(out, "a" + gs, q.a);
-        append_tensor(out, "b" + gs, q.b);
-        append_tensor(out, "sfa" + gs, q.sfa);
-        append_tensor(out, "sfb" + gs, q.sfb);
-      }
-      if (q.expect) append_words(out, ("expect" + gs).c_str(), p.out_type, *q.expect);
+  bool groups_written = false, tensors_written = false;
+  for (const CaseKey& k : case_keys()) {
+    if (!takes(k, p.op, out_nvfp4)) continue;
+    if (k.kind == KeyKind::expected && !tensors_written) append_tensors(out, p), tensors_written = true;
+    if (per_group(k)) {
+      if (!groups_written) append_groups(out, p, any_data), groups_written = true;
+    } else if (k.bytes) {
+      if (any_data) append_tensor(out, k.name, p.*(k.bytes));
+    } else {
+      k.write(p, out);
     }
-    append_tensors(out, p);
-    append_block_scaled_expect(out, p);
-    return out;
   }
-  if (any_data) {
-    append_tensor(out, "a", p.a);
-    append_tensor(out, "b", p.b);
-    if (dual) append_tensor(out, "b2", p.b2);
-    append_tensor(out, "sfa", p.sfa);
-    append_tensor(out, "sfb", p.sfb);
-    if (dual) append_tensor(out, "sfb2", p.sfb2);
-  }
-  append_tensors(out, p);
-  if (p.expect) append_words(out, "expect", p.out_type, *p.expect);
-  append_block_scaled_expect(out, p);
+  if (!tensors_written) append_tensors(out, p);
   return out;
 }
 
