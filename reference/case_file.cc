@@ -21,289 +21,24 @@
 #include <sstream>
 
 #include "reference/block_scaled_output.h"
+#include "reference/case_keys.h"
 
 namespace nvfp4 {
+
 namespace {
 
-// Forward declarations of the writers' helpers (defined with write_case below).
-void append_tensor(std::string& out, const std::string& key, const std::vector<uint8_t>& bytes);
-void append_words(std::string& out, const char* key, OutType type, const std::vector<uint32_t>& words);
-void append_word(std::string& out, uint32_t w, int digits);
-void append_hex(std::string& out, const std::vector<uint8_t>& bytes);
-std::string format_alpha(float alpha);
-bool is_space(char c);
-
-// The keys of a case file, one row each, in the order write_case writes them. A row says which
-// ops take the key and how a Problem writes it (byte tensors by their field), and CaseParser
-// checks a file's keys against the rows of its op. Ops are named by their traits in op_table.h,
-// so an op added with a family's traits takes that family's keys with no line here, and a new
-// key is one row (plus its reading in the parser's phase for it). The table sits here rather
-// than in op_table.h because its rows name Problem's fields, which kernels/ (a reader of
-// op_table.h) must not see.
-
-// Sets of ops (bits 1u << value) by trait.
-constexpr uint32_t kAllOps = ops_of_version(~0u);
-constexpr uint32_t kQuantizers = ops_with(kOpQuantizes);
-constexpr uint32_t kGemmFamily = kAllOps & ~kQuantizers;
-constexpr uint32_t kGrouped = ops_with(kOpGrouped);
-constexpr uint32_t kOneShape = kAllOps & ~kGrouped;       // m, n, k and l of their own
-constexpr uint32_t kOneGemm = kGemmFamily & ~kGrouped;    // a GEMM with one shape and one alpha
-constexpr uint32_t kDual = ops_with(kOpDual);
-constexpr uint32_t op_bit(Op op) { return 1u << static_cast<uint32_t>(op); }
-
-// setting: a scalar or list; input: a tensor the kernel reads; expected: an output recorded.
-// Declared tensors (op_table.h) are written after the inputs, before the expected outputs.
-enum class KeyKind : uint8_t { setting, input, expected };
-
-using WriteKey = void (*)(const Problem& p, std::string& out);
-// One group's line of a per-group key (p's group g; the key with its ".g").
-using WriteGroupKey = void (*)(const Problem& p, const Group& g, const std::string& key, std::string& out);
-
-struct CaseKey {
-  const char* name;
-  uint32_t ops;            // the ops that take it
-  uint32_t out_nvfp4_ops;  // the ops that take it only with out_type = nvfp4 (a block-scaled output)
-  KeyKind kind;
-  // A block-scaled output records its expected output as expect_q and expect_sfq instead.
-  bool not_with_out_nvfp4 = false;
-  // What a grouped case gives instead ("group_m"), or nullptr.
-  const char* grouped_instead = nullptr;
-  WriteKey write = nullptr;
-  // An operand or scale tensor of one problem (hex bytes), written when the case has data: its
-  // field, its length, which operand's format and rows it follows ('a': A's rows, 'b': B's) and
-  // whether it holds scales (the length's formula in messages).
-  std::vector<uint8_t> Problem::*bytes = nullptr;
-  int64_t (Problem::*length)() const = nullptr;
-  char side = 0;
-  bool scales = false;
-  // A per-group key ("a" is written and read as a.0, a.1, ... for every non-empty group): the
-  // group's line, or for a byte tensor its field and length.
-  WriteGroupKey write_group = nullptr;
-  std::vector<uint8_t> Group::*group_bytes = nullptr;
-  int64_t (Group::*group_length)(BlockFormat) const = nullptr;
-};
-
-CaseKey setting(const char* name, uint32_t ops, WriteKey write, const char* grouped_instead = nullptr) {
-  return {name, ops, 0, KeyKind::setting, false, grouped_instead, write};
-}
-// A setting only a block-scaled output has.
-CaseKey out_nvfp4_setting(const char* name, WriteKey write) {
-  return {name, 0, kGemmFamily, KeyKind::setting, false, nullptr, write};
-}
-CaseKey operand(const char* name, uint32_t ops, std::vector<uint8_t> Problem::*bytes, int64_t (Problem::*length)() const,
-                char side, bool scales) {
-  CaseKey k{name, ops, 0, KeyKind::input, false, nullptr};
-  if (ops == kOneGemm) k.grouped_instead = "";  // "a.G for group G", from the per-group key
-  k.bytes = bytes;
-  k.length = length;
-  k.side = side;
-  k.scales = scales;
-  return k;
-}
-CaseKey group_operand(const char* name, std::vector<uint8_t> Group::*bytes, int64_t (Group::*length)(BlockFormat) const,
-                      char side, bool scales) {
-  CaseKey k{name, kGrouped, 0, KeyKind::input};
-  k.side = side;
-  k.scales = scales;
-  k.group_bytes = bytes;
-  k.group_length = length;
-  return k;
+int hex_digit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
 }
 
-std::string number_line(const char* key, int64_t v) { return std::string(key) + " = " + std::to_string(v) + "\n"; }
+}  // namespace
 
-// "v" when every group has the same value, else "v0 v1 ...".
-template <class Get>
-std::string group_values(const std::vector<Group>& groups, const Get& get) {
-  bool same = true;
-  for (const Group& g : groups) same = same && get(g) == get(groups[0]);
-  if (same) return get(groups[0]);
-  std::string out;
-  for (const Group& g : groups) out += (out.empty() ? "" : " ") + get(g);
-  return out;
-}
-
-const std::vector<CaseKey>& case_keys() {
-  using P = const Problem&;
-  using S = std::string&;
-  static const std::vector<CaseKey> keys = {
-      setting("op", kAllOps, [](P p, S out) { out += std::string("op = ") + to_string(p.op) + "\n"; }),
-      setting("m", kOneShape, [](P p, S out) { out += number_line("m", p.m); }, "group_m"),
-      // A quantizer's n is 1 (it has no B); the key is written all the same, as it always was.
-      setting("n", kOneShape, [](P p, S out) { out += number_line("n", op_quantizes(p.op) ? 1 : p.n); }, "group_n"),
-      setting("k", kOneShape, [](P p, S out) { out += number_line("k", p.k); }, "group_k"),
-      setting("l", kOneShape, [](P p, S out) { out += number_line("l", p.l); }, "nothing: l is 1"),
-      setting("groups", kGrouped, [](P p, S out) { out += number_line("groups", static_cast<int64_t>(p.groups.size())); }),
-      setting("group_m", kGrouped, [](P p, S out) {
-        out += "group_m =";
-        for (const Group& g : p.groups) out += " " + std::to_string(g.m);
-        out += "\n";
-      }),
-      setting("group_n", kGrouped, [](P p, S out) {
-        out += "group_n = " + group_values(p.groups, [](const Group& g) { return std::to_string(g.n); }) + "\n";
-      }),
-      setting("group_k", kGrouped, [](P p, S out) {
-        out += "group_k = " + group_values(p.groups, [](const Group& g) { return std::to_string(g.k); }) + "\n";
-      }),
-      setting("group_alpha", kGrouped, [](P p, S out) {
-        out += "group_alpha = " + group_values(p.groups, [](const Group& g) { return format_alpha(g.alpha); }) + "\n";
-      }),
-      setting("packed", kGrouped, [](P p, S out) { out += p.packed ? "packed = true\n" : ""; }),
-      setting("sf_layout", kAllOps, [](P p, S out) { out += std::string("sf_layout = ") + to_string(p.sf_layout) + "\n"; }),
-      setting("scale_semantics", kGemmFamily, [](P p, S out) {
-        out += std::string("scale_semantics = ") + (p.semantics == ScaleSemantics::e4m3 ? "e4m3" : "ue4m3") + "\n";
-      }),
-      // A file without out_type means fp16 (SPEC section 4), without formats NVFP4 operands:
-      // such cases read as they always did.
-      setting("out_type", kGemmFamily, [](P p, S out) {
-        if (p.out_type != OutType::fp16) out += std::string("out_type = ") + to_string(p.out_type) + "\n";
-      }),
-      setting("a_format", kGemmFamily, [](P p, S out) {
-        if (p.mx_operands()) out += std::string("a_format = ") + to_string(p.a_format) + "\n";
-      }),
-      setting("b_format", kGemmFamily, [](P p, S out) {
-        if (p.mx_operands()) out += std::string("b_format = ") + to_string(p.b_format) + "\n";
-      }),
-      out_nvfp4_setting("out_recipe", [](P p, S out) { out += std::string("out_recipe = ") + to_string(p.out_recipe) + "\n"; }),
-      out_nvfp4_setting("out_global_scale", [](P p, S out) {
-        out += "out_global_scale =";
-        for (const float g : p.out_global_scale) out += " " + format_alpha(g);
-        out += "\n";
-      }),
-      setting("in_type", kQuantizers, [](P p, S out) { out += std::string("in_type = ") + to_string(p.in_type) + "\n"; }),
-      setting("format", kQuantizers, [](P p, S out) { out += std::string("format = ") + to_string(p.q_format) + "\n"; }),
-      setting("recipe", kQuantizers, [](P p, S out) { out += std::string("recipe = ") + to_string(p.recipe) + "\n"; }),
-      // The options below are written only when set: their absence means false, none or 1.
-      setting("quant_2d", kQuantizers, [](P p, S out) { out += p.quant_2d ? "quant_2d = true\n" : ""; }),
-      setting("row_global_scale", kQuantizers, [](P p, S out) { out += p.row_global_scale ? "row_global_scale = true\n" : ""; }),
-      setting("stochastic_seed", kQuantizers, [](P p, S out) {
-        if (p.stochastic_seed) out += "stochastic_seed = " + std::to_string(*p.stochastic_seed) + "\n";
-      }),
-      setting("alpha", kOneGemm, [](P p, S out) { out += "alpha = " + format_alpha(p.alpha) + "\n"; }, "group_alpha"),
-      setting("alpha2", kDual, [](P p, S out) { out += "alpha2 = " + format_alpha(p.alpha2) + "\n"; }),
-      setting("seed", kAllOps, [](P p, S out) { out += p.seed ? "seed = " + std::to_string(*p.seed) + "\n" : ""; }),
-      setting("generator", kAllOps, [](P p, S out) { out += p.generator.empty() ? "" : "generator = " + p.generator + "\n"; }),
-      setting("note", kAllOps, [](P p, S out) {
-        const std::string note = sanitize_note(p.note);
-        if (!note.empty()) out += "note = " + note + "\n";
-      }),
-      // A grouped case's data, group by group: a.0, b.0, sfa.0, sfb.0, expect.0, a.1, ...
-      group_operand("a", &Group::a, &Group::a_bytes, 'a', false),
-      group_operand("b", &Group::b, &Group::b_bytes, 'b', false),
-      group_operand("sfa", &Group::sfa, &Group::sfa_bytes, 'a', true),
-      group_operand("sfb", &Group::sfb, &Group::sfb_bytes, 'b', true),
-      [] {
-        CaseKey k{"expect", kGrouped, 0, KeyKind::input, true};
-        k.write_group = [](P p, const Group& g, const std::string& key, S out) {
-          if (g.expect) append_words(out, key.c_str(), p.out_type, *g.expect);
-        };
-        return k;
-      }(),
-      operand("a", kOneGemm, &Problem::a, &Problem::a_bytes, 'a', false),
-      operand("b", kOneGemm, &Problem::b, &Problem::b_bytes, 'b', false),
-      operand("b2", kDual, &Problem::b2, &Problem::b2_bytes, 'b', false),
-      operand("sfa", kOneGemm, &Problem::sfa, &Problem::sfa_bytes, 'a', true),
-      operand("sfb", kOneGemm, &Problem::sfb, &Problem::sfb_bytes, 'b', true),
-      operand("sfb2", kDual, &Problem::sfb2, &Problem::sfb2_bytes, 'b', true),
-      [] {
-        CaseKey k{"expect", kOneGemm, 0, KeyKind::expected, true, ""};
-        k.write = [](P p, S out) {
-          if (p.expect) append_words(out, "expect", p.out_type, *p.expect);
-        };
-        return k;
-      }(),
-      [] {
-        // Words of in_type: the fp16/bf16 word formats are 4 hex digits, fp32's 8 (out_type's words).
-        CaseKey k{"x", kQuantizers, 0, KeyKind::input};
-        k.write = [](P p, S out) {
-          if (p.x.empty()) return;
-          const size_t w = static_cast<size_t>(in_word_bytes(p.in_type));
-          out += "x =";
-          out.reserve(out.size() + p.x.size() / w * (w * 2 + 1) + 1);
-          for (size_t i = 0; i < p.x.size() / w; ++i) {
-            uint32_t word = 0;
-            for (size_t b = 0; b < w; ++b) word |= static_cast<uint32_t>(p.x[i * w + b]) << (8 * b);
-            append_word(out, word, static_cast<int>(2 * w));
-          }
-          out += "\n";
-        };
-        return k;
-      }(),
-      // A quantizer's Q and SFQ (linear), or a block-scaled output's.
-      {"expect_q", kQuantizers, kGemmFamily, KeyKind::expected, false, nullptr,
-       [](P p, S out) {
-         if (p.expect_q) append_tensor(out, "expect_q", *p.expect_q);
-       }},
-      {"expect_sfq", kQuantizers, kGemmFamily, KeyKind::expected, false, nullptr,
-       [](P p, S out) {
-         if (p.expect_sfq) append_tensor(out, "expect_sfq", *p.expect_sfq);
-       }},
-  };
-  return keys;
-}
-
-// Whether a problem of op takes the key; out_nvfp4: the case's out_type is nvfp4 and its op has
-// output types.
-bool takes(const CaseKey& key, Op op, bool out_nvfp4) {
-  const uint32_t bit = op_bit(op);
-  if (out_nvfp4 && (key.out_nvfp4_ops & bit)) return true;
-  return (key.ops & bit) && !(out_nvfp4 && key.not_with_out_nvfp4);
-}
-bool block_scaled_output(const Problem& p) { return (kGemmFamily & op_bit(p.op)) && p.out_type == OutType::nvfp4; }
-
-// The row of a key as written without a group ("a", not "a.3").
-const CaseKey* find_key(const std::string& name) {
-  for (const CaseKey& k : case_keys())
-    if (!k.write_group && !k.group_bytes && name == k.name) return &k;
-  return nullptr;
-}
-const CaseKey* find_group_key(const std::string& base) {
-  for (const CaseKey& k : case_keys())
-    if ((k.write_group || k.group_bytes) && base == k.name) return &k;
-  return nullptr;
-}
-bool per_group(const CaseKey& k) { return k.write_group || k.group_bytes; }
-
-// "a, b and c".
-std::string and_list(const std::vector<std::string>& items) {
-  std::string out;
-  for (size_t i = 0; i < items.size(); ++i) out += (i == 0 ? "" : i + 1 == items.size() ? " and " : ", ") + items[i];
-  return out;
-}
-
-// The ops that declare a tensor of this name in op_table.h, as "gemv_bias" or "a or b" ("" for
-// none): such a key is known, and belongs to those ops.
-std::string ops_declaring(const std::string& key) {
-  std::string ops;
-  for (const OpInfo& o : kOpTable)
-    for (const TensorDecl& d : o.tensors)
-      if (key == d.name) ops += std::string(ops.empty() ? "" : " or ") + o.name;
-  return ops;
-}
-
-// "a.12" -> ("a", 12) for the per-group keys; the index is canonical decimal (no leading zeros).
-bool split_group_key(const std::string& key, std::string* base, uint64_t* index) {
-  const size_t dot = key.find('.');
-  if (dot == std::string::npos || dot + 1 >= key.size()) return false;
-  const std::string b = key.substr(0, dot), digits = key.substr(dot + 1);
-  if (!find_group_key(b) || digits.size() > 8 || (digits.size() > 1 && digits[0] == '0')) return false;
-  uint64_t v = 0;
-  for (const char c : digits) {
-    if (c < '0' || c > '9') return false;
-    v = v * 10 + static_cast<uint64_t>(c - '0');
-  }
-  *base = b;
-  *index = v;
-  return true;
-}
+namespace case_text {
 
 bool is_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f'; }
-
-std::string trim(const std::string& s, size_t begin, size_t end) {
-  while (begin < end && is_space(s[begin])) ++begin;
-  while (end > begin && is_space(s[end - 1])) --end;
-  return s.substr(begin, end - begin);
-}
 
 // A value quoted for an error message, cut short so a 100 MB data line never lands in one.
 std::string quoted(const std::string& s) {
@@ -321,13 +56,6 @@ std::string quoted(const std::string& s) {
   }
   if (s.size() > kShown) out += "...";
   return out + "'";
-}
-
-int hex_digit(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
 }
 
 // Decimal or C99 hex float, rounded once to the nearest FP32 (strtof, not strtod then a cast,
@@ -352,6 +80,113 @@ float fp32_from_text(const std::string& v, const std::string& key) {
   // subnormal is kept (that rounding is exact to the nearest, as strtof promises).
   if (f == 0.0f && errno == ERANGE) fail(quoted(v) + " underflows to 0 in FP32");
   return f;
+}
+
+uint64_t uint_from_text(const std::string& v, const std::string& key) {
+  if (v.empty()) throw std::invalid_argument(key + ": missing value");
+  uint64_t out = 0;
+  for (const char c : v) {
+    if (c < '0' || c > '9') throw std::invalid_argument(key + ": " + quoted(v) + " is not a decimal integer");
+    const uint64_t d = static_cast<uint64_t>(c - '0');
+    if (out > (std::numeric_limits<uint64_t>::max() - d) / 10) throw std::invalid_argument(key + ": " + quoted(v) + " is too large");
+    out = out * 10 + d;
+  }
+  return out;
+}
+
+bool bool_from_text(const std::string& v, const std::string& key) {
+  if (v != "true" && v != "false") throw std::invalid_argument(key + ": " + quoted(v) + " is neither 'true' nor 'false'");
+  return v == "true";
+}
+
+void append_hex(std::string& out, const std::vector<uint8_t>& bytes) {
+  static const char kDigits[] = "0123456789abcdef";
+  out.reserve(out.size() + bytes.size() * 2 + 1);
+  for (const uint8_t b : bytes) {
+    out += kDigits[b >> 4];
+    out += kDigits[b & 0xF];
+  }
+}
+
+// The shortest %.Ng that reads back (strtof) to the same float; %.9g always does.
+std::string format_alpha(float alpha) {
+  char buf[48];
+  for (int digits = 1; digits <= 9; ++digits) {
+    std::snprintf(buf, sizeof buf, "%.*g", digits, static_cast<double>(alpha));
+    const float back = std::strtof(buf, nullptr);
+    if (std::memcmp(&back, &alpha, sizeof back) == 0) break;
+  }
+  return buf;
+}
+
+// " " and the word in hex as word_hex writes it (`digits` digits, zero-padded, more where the
+// word needs them), without a string per word (a huge case's X has 2^31 of them).
+void append_word(std::string& out, uint32_t w, int digits) {
+  static const char kDigits[] = "0123456789abcdef";
+  // %04x of a word past 16 bits: as many digits as it has.
+  while (digits < 8 && (w >> (4 * digits)) != 0) ++digits;
+  out += ' ';
+  for (int d = digits - 1; d >= 0; --d) out += kDigits[(w >> (4 * d)) & 0xF];
+}
+
+void append_words(std::string& out, const char* key, OutType type, const std::vector<uint32_t>& words) {
+  out += key;
+  out += " =";
+  const int digits = out_word_bytes(type) == 4 ? 8 : 4;
+  out.reserve(out.size() + words.size() * static_cast<size_t>(digits + 1) + 1);
+  for (const uint32_t w : words) append_word(out, w, digits);
+  out += "\n";
+}
+
+void append_tensor(std::string& out, const std::string& key, const std::vector<uint8_t>& bytes) {
+  out += key + " = ";
+  append_hex(out, bytes);
+  out += "\n";
+}
+
+}  // namespace case_text
+
+using namespace case_text;
+
+namespace {
+
+// "a, b and c".
+std::string and_list(const std::vector<std::string>& items) {
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i) out += (i == 0 ? "" : i + 1 == items.size() ? " and " : ", ") + items[i];
+  return out;
+}
+
+// The ops that declare a tensor of this name in op_table.h, as "gemv_bias" or "a or b" ("" for
+// none): such a key is known, and belongs to those ops.
+std::string ops_declaring(const std::string& key) {
+  std::string ops;
+  for (const OpInfo& o : kOpTable)
+    for (const TensorDecl& d : o.tensors)
+      if (key == d.name) ops += std::string(ops.empty() ? "" : " or ") + o.name;
+  return ops;
+}
+
+// "a.12" -> ("a", 12) for the per-group keys; the index is canonical decimal (no leading zeros).
+bool split_group_key(const std::string& key, std::string* base, uint64_t* index) {
+  const size_t dot = key.find('.');
+  if (dot == std::string::npos || dot + 1 >= key.size()) return false;
+  const std::string b = key.substr(0, dot), digits = key.substr(dot + 1);
+  if (!find_group_case_key(b) || digits.size() > 8 || (digits.size() > 1 && digits[0] == '0')) return false;
+  uint64_t v = 0;
+  for (const char c : digits) {
+    if (c < '0' || c > '9') return false;
+    v = v * 10 + static_cast<uint64_t>(c - '0');
+  }
+  *base = b;
+  *index = v;
+  return true;
+}
+
+std::string trim(const std::string& s, size_t begin, size_t end) {
+  while (begin < end && is_space(s[begin])) ++begin;
+  while (end > begin && is_space(s[end - 1])) --end;
+  return s.substr(begin, end - begin);
 }
 
 // Returns the line (1-based) of the first byte that is not valid UTF-8 or is NUL, or 0 when the
@@ -414,30 +249,32 @@ class CaseParser {
  public:
   CaseParser(const std::string& text, const std::string& filename) : text_(text), file_(filename) {}
 
+  // The op first (it selects the keys), then the keys phase by phase (KeyPhase, case_keys.h): a
+  // phase's required keys, its rows' values, and what its keys must satisfy together.
   Problem parse() {
     check_encoding();
     split_entries();
     Problem p;
     parse_op(p);
     check_keys_for_op(p.op);
-    parse_out_type(p);
-    if (!op_quantizes(p.op)) parse_operand_formats(p);  // first: the formats decide k's parity and the sizes
+    read_phase(p, KeyPhase::out_type);
+    out_bytes_ = static_cast<unsigned>(out_word_bytes(p.out_type));
+    read_phase(p, KeyPhase::formats);
+    if (op_quantizes(p.op)) check_quantize_options(p);
     if (op_is_grouped(p.op)) {
-      parse_options(p);
       parse_groups(p);
-      parse_group_data(p);
-      parse_block_scaled_output(p);
-    } else if (op_quantizes(p.op)) {
-      parse_quantize_options(p);  // first: the format decides whether k may be odd
-      parse_shape(p);
-      parse_options(p);
-      parse_quantize_data(p);
     } else {
       parse_shape(p);
-      parse_options(p);
-      parse_data(p);
-      parse_block_scaled_output(p);
     }
+    read_phase(p, KeyPhase::options);
+    if (op_is_grouped(p.op)) {
+      parse_group_data(p);
+    } else if (op_quantizes(p.op)) {
+      parse_quantize_data(p);
+    } else {
+      parse_data(p);
+    }
+    parse_block_scaled_output(p);
     parse_tensors(p);
     return p;
   }
@@ -486,11 +323,11 @@ class CaseParser {
     if (key.empty()) fail(line, "missing key before '='");
     std::string base;
     uint64_t index = 0;
-    if (ops_declaring(key).empty() && !find_key(key) && !split_group_key(key, &base, &index)) {
+    if (ops_declaring(key).empty() && !find_case_key(key) && !split_group_key(key, &base, &index)) {
       std::string list, group_list;
       for (const CaseKey& k : case_keys()) {
-        std::string& to = per_group(k) ? group_list : list;
-        to += std::string(to.empty() ? "" : ", ") + k.name + (per_group(k) ? ".G" : "");
+        std::string& to = k.per_group() ? group_list : list;
+        to += std::string(to.empty() ? "" : ", ") + k.name + (k.per_group() ? ".G" : "");
       }
       std::set<std::string> declared;  // a tensor several ops declare is one key
       for (const OpInfo& o : kOpTable)
@@ -510,19 +347,41 @@ class CaseParser {
 
   // A non-negative decimal integer (digits only: no sign, no base prefix, no spaces inside).
   uint64_t parse_uint(const Entry& e, const char* key) const {
-    if (e.value.empty()) fail(e.line, std::string(key) + ": missing value");
-    uint64_t v = 0;
-    for (const char c : e.value) {
-      if (c < '0' || c > '9') {
-        fail(e.line, std::string(key) + ": " + quoted(e.value) + " is not a decimal integer");
-      }
-      const uint64_t d = static_cast<uint64_t>(c - '0');
-      if (v > (std::numeric_limits<uint64_t>::max() - d) / 10) {
-        fail(e.line, std::string(key) + ": " + quoted(e.value) + " is too large");
-      }
-      v = v * 10 + d;
+    try {
+      return uint_from_text(e.value, key);
+    } catch (const std::invalid_argument& error) {
+      fail(e.line, error.what());
     }
-    return v;
+  }
+
+  // The phase's required keys of p's op: the first one missing (in case_keys()'s order) fails.
+  void require_keys(const Problem& p, KeyPhase phase) const {
+    for (const CaseKey& k : case_keys()) {
+      if (k.phase != phase || !(k.required_ops & op_bit(p.op)) || find(k.name)) continue;
+      std::string hint;
+      if (k.missing_hint) hint = std::string(" (") + (*k.missing_hint ? k.missing_hint : std::string("required for ") + to_string(p.op)) + ")";
+      fail_missing(std::string("missing required key '") + k.name + "'" + hint);
+    }
+  }
+
+  // The values of the phase's keys that the file gives and that a row reads by itself.
+  void read_keys(Problem& p, KeyPhase phase) const {
+    const bool out_nvfp4 = has_block_scaled_output(p);
+    for (const CaseKey& k : case_keys()) {
+      if (k.phase != phase || !k.read || k.per_group() || !key_taken(k, p.op, out_nvfp4)) continue;
+      const Entry* e = find(k.name);
+      if (!e) continue;
+      try {
+        k.read(p, e->value);
+      } catch (const std::invalid_argument& error) {
+        fail(e->line, error.what());
+      }
+    }
+  }
+
+  void read_phase(Problem& p, KeyPhase phase) const {
+    require_keys(p, phase);
+    read_keys(p, phase);
   }
 
   int64_t parse_dim(const char* key, uint64_t least = 1) const {
@@ -548,7 +407,7 @@ class CaseParser {
   // meant something the file does not say. Which op takes which key is case_keys()'s.
   void check_keys_for_op(Op op) const {
     const Entry* out_type = find("out_type");
-    const bool out_nvfp4 = (kGemmFamily & op_bit(op)) && out_type && out_type->value == "nvfp4";
+    const bool out_nvfp4 = (kGemmFamilyOps & op_bit(op)) && out_type && out_type->value == "nvfp4";
     // Entries in line order, so that the first wrong key of the file is the one named.
     std::vector<std::pair<int, std::string>> by_line;
     for (const auto& [key, entry] : entries_) by_line.emplace_back(entry.line, key);
@@ -563,19 +422,19 @@ class CaseParser {
       }
       std::string base;
       uint64_t index = 0;
-      const CaseKey& k = split_group_key(key, &base, &index) ? *find_group_key(base) : *find_key(key);
-      if (!k.ops && !takes(k, op, out_nvfp4)) fail(line, "key '" + key + "' is only for out_type = nvfp4");
+      const CaseKey& k = split_group_key(key, &base, &index) ? *find_group_case_key(base) : *find_case_key(key);
+      if (!k.ops && !key_taken(k, op, out_nvfp4)) fail(line, "key '" + key + "' is only for out_type = nvfp4");
       if (out_nvfp4 && k.not_with_out_nvfp4)
         fail(line, "out_type = nvfp4 records its expected output as expect_q and expect_sfq, not " + key);
-      if (takes(k, op, out_nvfp4)) continue;
+      if (key_taken(k, op, out_nvfp4)) continue;
       // A quantizer is no GEMM: a GEMM's key means the file names the wrong op.
-      if (kQuantizers & op_bit(op)) {
+      if (kQuantizerOps & op_bit(op)) {
         std::vector<std::string> data;
         for (const CaseKey& d : case_keys())
-          if (d.kind != KeyKind::setting && takes(d, op, false)) data.push_back(d.name);
+          if (d.kind != KeyKind::setting && key_taken(d, op, false)) data.push_back(d.name);
         fail(line, "key '" + key + "' is not used by op = " + to_string(op) + " (it has " + and_list(data) + ")");
       }
-      if ((kGrouped & op_bit(op)) && k.grouped_instead) {
+      if ((kGroupedOps & op_bit(op)) && k.grouped_instead) {
         const std::string instead = *k.grouped_instead ? k.grouped_instead : key + ".G for group G";
         fail(line, "key '" + key + "' is not used by op = " + to_string(op) + " (give " + instead + ")");
       }
@@ -587,10 +446,7 @@ class CaseParser {
   }
 
   void parse_shape(Problem& p) {
-    for (const char* key : {"m", "k", "l"}) {
-      if (!find(key)) fail_missing(std::string("missing required key '") + key + "'");
-    }
-    if (op_has_n(p.op) && !find("n")) fail_missing("missing required key 'n' (required for " + std::string(to_string(p.op)) + ")");
+    require_keys(p, KeyPhase::shape);
     p.m = parse_dim("m");
     // k is even and at least 2, but 1 and odd are fine where no operand packs E2M1 nibbles.
     const bool any_nibbles = op_quantizes(p.op) ? packs_nibbles(p.q_format)
@@ -643,42 +499,18 @@ class CaseParser {
                    " bytes");
   }
 
-  bool parse_bool(const char* key) const {
-    const Entry* e = find(key);
-    if (!e || e->value == "false") return false;
-    if (e->value != "true") fail(e->line, std::string(key) + ": " + quoted(e->value) + " is neither 'true' nor 'false'");
-    return true;
-  }
-
-  // in_type, format and recipe (all required), the options, and their combination (SPEC section 2).
-  void parse_quantize_options(Problem& p) {
-    const Entry* it = find("in_type");
+  // What a quantizer's format, recipe and options must satisfy together (SPEC section 2).
+  void check_quantize_options(const Problem& p) const {
     const Entry* fo = find("format");
     const Entry* re = find("recipe");
-    if (!it) fail_missing("missing required key 'in_type' (fp16, bf16 or fp32; required for quantize)");
-    if (!fo) fail_missing("missing required key 'format' (nvfp4, mxfp4, mxfp8_e4m3 or mxfp8_e5m2; required for quantize)");
-    if (!re) fail_missing("missing required key 'recipe' (te, ref, fast, torchao, mx_rceil, mx_floor or mx_even)");
-    if (!nvfp4::parse_in_type(it->value, &p.in_type))
-      fail(it->line, "in_type: " + quoted(it->value) + " is not one of 'fp16', 'bf16', 'fp32'");
-    if (!nvfp4::parse_block_format(fo->value, &p.q_format))
-      fail(fo->line, "format: " + quoted(fo->value) + " is not one of 'nvfp4', 'mxfp4', 'mxfp8_e4m3', 'mxfp8_e5m2'");
-    if (!nvfp4::parse_recipe(re->value, &p.recipe))
-      fail(re->line, "recipe: " + quoted(re->value) +
-                         " is not one of 'te', 'ref', 'fast', 'torchao', 'mx_rceil', 'mx_floor', 'mx_even'");
     if (!recipe_fits(p.recipe, p.q_format))
       fail(re->line, "recipe " + re->value + " does not quantize to " + fo->value +
                          " (te, ref, fast and torchao make nvfp4; mx_rceil, mx_floor and mx_even the MX formats)");
-    p.quant_2d = parse_bool("quant_2d");
-    p.row_global_scale = parse_bool("row_global_scale");
     const Entry* option = find("quant_2d") ? find("quant_2d") : find("row_global_scale");
     if (p.q_format != BlockFormat::nvfp4 && (p.quant_2d || p.row_global_scale))
       fail(option->line, "16 x 16 tiles and per-row global scales are NVFP4's (the MX recipes have no global scale)");
     if (p.quant_2d && p.row_global_scale)
       fail(find("row_global_scale")->line, "16 x 16 tiles span 16 rows: they cannot have one global scale per row");
-    if (const Entry* e = find("stochastic_seed")) {
-      p.stochastic_seed = parse_uint(*e, "stochastic_seed");
-      if (p.q_format != BlockFormat::nvfp4) fail(e->line, "stochastic rounding is for NVFP4 codes");
-    }
   }
 
   // x (words of in_type), or a seed to draw it from; expect_q and expect_sfq (hex bytes, SFQ linear).
@@ -703,13 +535,9 @@ class CaseParser {
   // out_type nvfp4: out_recipe and out_global_scale (required; one value, or one per group), then
   // expect_q and expect_sfq (hex bytes, SFQ linear, the groups' one after another).
   void parse_block_scaled_output(Problem& p) {
-    if (p.out_type != OutType::nvfp4) return;
-    const Entry* re = find("out_recipe");
+    if (!has_block_scaled_output(p)) return;
+    read_phase(p, KeyPhase::block_scaled);
     const Entry* gs = find("out_global_scale");
-    if (!re) fail_missing("missing required key 'out_recipe' (te, ref, fast or torchao; required for out_type = nvfp4)");
-    if (!gs) fail_missing("missing required key 'out_global_scale' (required for out_type = nvfp4)");
-    if (!nvfp4::parse_recipe(re->value, &p.out_recipe) || !recipe_fits(p.out_recipe, BlockFormat::nvfp4))
-      fail(re->line, "out_recipe: " + quoted(re->value) + " is not one of 'te', 'ref', 'fast', 'torchao'");
     std::istringstream in(gs->value);
     std::vector<std::string> items;
     for (std::string item; in >> item;) items.push_back(item);
@@ -719,56 +547,6 @@ class CaseParser {
     if (!error.empty()) fail(std::max(gs->line, find("out_type")->line), error);
     if (const Entry* e = find("expect_q")) p.expect_q = parse_bytes(*e, "expect_q", out_q_bytes(p), "l*m*n/2");
     if (const Entry* e = find("expect_sfq")) p.expect_sfq = parse_bytes(*e, "expect_sfq", out_sfq_bytes(p), "l*m*ceil(n/16)");
-  }
-
-  // out_type first: the size cap and the expect words depend on it.
-  void parse_out_type(Problem& p) {
-    if (const Entry* e = find("out_type")) {
-      if (!nvfp4::parse_out_type(e->value, &p.out_type))
-        fail(e->line, "out_type: " + quoted(e->value) + " is not one of 'fp16', 'bf16', 'fp32', 'nvfp4'");
-    }
-    out_bytes_ = static_cast<unsigned>(out_word_bytes(p.out_type));
-  }
-
-  void parse_options(Problem& p) {
-    if (const Entry* e = find("sf_layout")) {
-      if (e->value == "linear") {
-        p.sf_layout = SfLayout::linear;
-      } else if (e->value == "permuted") {
-        p.sf_layout = SfLayout::permuted;
-      } else {
-        fail(e->line, "sf_layout: " + quoted(e->value) + " is neither 'linear' nor 'permuted'");
-      }
-    }
-    if (const Entry* e = find("scale_semantics")) {
-      if (e->value == "ue4m3") {
-        p.semantics = ScaleSemantics::ue4m3;
-      } else if (e->value == "e4m3") {
-        p.semantics = ScaleSemantics::e4m3;
-      } else {
-        fail(e->line, "scale_semantics: " + quoted(e->value) + " is neither 'ue4m3' nor 'e4m3'");
-      }
-    }
-    if (const Entry* e = find("alpha")) p.alpha = parse_alpha(*e);
-    if (const Entry* e = find("alpha2")) p.alpha2 = parse_alpha(*e, "alpha2");
-    if (const Entry* e = find("seed")) p.seed = parse_uint(*e, "seed");
-    if (const Entry* e = find("generator")) {
-      if (e->value.empty()) fail(e->line, "generator: missing value");
-      for (const char c : e->value) {
-        if (is_space(c)) fail(e->line, "generator: " + quoted(e->value) + " contains a space");
-      }
-      if (!p.seed) fail(e->line, "generator given without seed (a generator needs a seed)");
-      p.generator = e->value;
-    }
-    // Read as it will be written (control characters and tabs as spaces), so that
-    // parse -> write -> parse is the identity whatever bytes a note holds.
-    if (const Entry* e = find("note")) p.note = sanitize_note(e->value);
-  }
-
-  // Decimal or C99 hex float, rounded once to the nearest FP32 (strtof, not strtod then a cast,
-  // which could round twice). Infinite, NaN and out-of-range values are rejected.
-  float parse_alpha(const Entry& e, const std::string& key = "alpha") const {
-    return parse_alpha_text(e.value, e.line, key);
   }
 
   float parse_alpha_text(const std::string& v, int line, const std::string& key) const {
@@ -875,15 +653,12 @@ class CaseParser {
   }
 
   void parse_groups(Problem& p) {
+    require_keys(p, KeyPhase::shape);
     const Entry* count_entry = find("groups");
-    if (!count_entry) fail_missing("missing required key 'groups' (required for grouped_gemm)");
     const uint64_t count = parse_uint(*count_entry, "groups");
     if (count < 1) fail(count_entry->line, "groups must be at least 1, got " + count_entry->value);
     if (count > static_cast<uint64_t>(kMaxGroups))
       fail(count_entry->line, "groups = " + count_entry->value + " is more than " + std::to_string(kMaxGroups));
-    for (const char* key : {"group_m", "group_n", "group_k"}) {
-      if (!find(key)) fail_missing(std::string("missing required key '") + key + "' (required for grouped_gemm)");
-    }
     const size_t G = static_cast<size_t>(count);
     const Entry *em = find("group_m"), *en = find("group_n"), *ek = find("group_k");
     const std::vector<std::string> ms = parse_list(*em, "group_m", G, false);
@@ -892,13 +667,7 @@ class CaseParser {
     std::vector<std::string> alphas(G, "1");
     const Entry* ea = find("group_alpha");
     if (ea) alphas = parse_list(*ea, "group_alpha", G, true);
-    if (const Entry* e = find("packed")) {
-      if (e->value == "true") {
-        p.packed = true;
-      } else if (e->value != "false") {
-        fail(e->line, "packed: " + quoted(e->value) + " is neither 'true' nor 'false'");
-      }
-    }
+    read_keys(p, KeyPhase::shape);  // packed
     p.groups.resize(G);
     // An E2M1 operand packs two elements per byte: k even; MXFP8 operands alone allow any k >= 1.
     const bool any_nibbles = packs_nibbles(p.a_format) || packs_nibbles(p.b_format);
@@ -946,7 +715,7 @@ class CaseParser {
     std::vector<const CaseKey*> keys, tensors;
     std::vector<std::string> names;
     for (const CaseKey& k : case_keys()) {
-      if (!per_group(k) || !takes(k, p.op, false)) continue;
+      if (!k.per_group() || !key_taken(k, p.op, false)) continue;
       keys.push_back(&k);
       if (k.group_bytes) tensors.push_back(&k), names.push_back(std::string(k.name) + ".G");
     }
@@ -988,17 +757,6 @@ class CaseParser {
     }
   }
 
-  // a_format and b_format (default nvfp4), for every op of the GEMM family.
-  void parse_operand_formats(Problem& p) {
-    for (const char* key : {"a_format", "b_format"}) {
-      const Entry* e = find(key);
-      if (!e) continue;
-      BlockFormat& f = key[0] == 'a' ? p.a_format : p.b_format;
-      if (!nvfp4::parse_block_format(e->value, &f))
-        fail(e->line, std::string(key) + ": " + quoted(e->value) + " is not one of 'nvfp4', 'mxfp4', 'mxfp8_e4m3', 'mxfp8_e5m2'");
-    }
-  }
-
   // A group's byte count as the error message states it: rows times a row of the format's
   // elements, or of its scale blocks.
   static std::string group_formula(const char* rows, BlockFormat f, bool scales) {
@@ -1018,7 +776,7 @@ class CaseParser {
   void parse_data(Problem& p) {
     std::vector<const CaseKey*> tensors;
     for (const CaseKey& k : case_keys())
-      if (k.bytes && takes(k, p.op, false)) tensors.push_back(&k);
+      if (k.bytes && key_taken(k, p.op, false)) tensors.push_back(&k);
     std::vector<std::string> names;
     std::string given, missing;
     for (const CaseKey* k : tensors) {
@@ -1074,26 +832,6 @@ class CaseParser {
   int last_line_ = 0;
   unsigned out_bytes_ = 2;  // bytes per output word of the case's out_type
 };
-
-void append_hex(std::string& out, const std::vector<uint8_t>& bytes) {
-  static const char kDigits[] = "0123456789abcdef";
-  out.reserve(out.size() + bytes.size() * 2 + 1);
-  for (const uint8_t b : bytes) {
-    out += kDigits[b >> 4];
-    out += kDigits[b & 0xF];
-  }
-}
-
-// The shortest %.Ng that reads back (strtof) to the same float; %.9g always does.
-std::string format_alpha(float alpha) {
-  char buf[48];
-  for (int digits = 1; digits <= 9; ++digits) {
-    std::snprintf(buf, sizeof buf, "%.*g", digits, static_cast<double>(alpha));
-    const float back = std::strtof(buf, nullptr);
-    if (std::memcmp(&back, &alpha, sizeof back) == 0) break;
-  }
-  return buf;
-}
 
 }  // namespace
 
@@ -1237,35 +975,6 @@ int case_key_line(const std::string& path, const std::string& key) {
 
 namespace {
 
-// " " and the word in hex as word_hex writes it (`digits` digits, zero-padded, more where the
-// word needs them), without a string per word (a huge case's X has 2^31 of them).
-void append_word(std::string& out, uint32_t w, int digits) {
-  static const char kDigits[] = "0123456789abcdef";
-  // %04x of a word past 16 bits: as many digits as it has.
-  while (digits < 8 && (w >> (4 * digits)) != 0) ++digits;
-  out += ' ';
-  for (int d = digits - 1; d >= 0; --d) out += kDigits[(w >> (4 * d)) & 0xF];
-}
-
-void append_words(std::string& out, const char* key, OutType type, const std::vector<uint32_t>& words) {
-  out += key;
-  out += " =";
-  const int digits = out_word_bytes(type) == 4 ? 8 : 4;
-  out.reserve(out.size() + words.size() * static_cast<size_t>(digits + 1) + 1);
-  for (const uint32_t w : words) append_word(out, w, digits);
-  out += "\n";
-}
-
-void append_tensor(std::string& out, const std::string& key, const std::vector<uint8_t>& bytes) {
-  out += key + " = ";
-  append_hex(out, bytes);
-  out += "\n";
-}
-
-}  // namespace
-
-namespace {
-
 // The op's declared tensors, in declaration order, as parse_tensors reads them back.
 void append_tensors(std::string& out, const Problem& p) {
   for (const NamedTensor& t : p.tensors) out += t.name + " = " + tensor_text(t) + "\n";
@@ -1316,7 +1025,7 @@ void append_groups(std::string& out, const Problem& p, bool any_data) {
     if (q.m == 0) continue;
     const std::string gs = "." + std::to_string(g);
     for (const CaseKey& k : case_keys()) {
-      if (!per_group(k) || !takes(k, p.op, false)) continue;
+      if (!k.per_group() || !key_taken(k, p.op, false)) continue;
       if (k.group_bytes && any_data) append_tensor(out, k.name + gs, q.*(k.group_bytes));
       if (k.write_group) k.write_group(p, q, k.name + gs, out);
     }
@@ -1341,13 +1050,13 @@ std::string write_case(const Problem& p) {
   }
 
   // The op's keys in case_keys()'s order; its declared tensors after its inputs.
-  const bool out_nvfp4 = block_scaled_output(p);
+  const bool out_nvfp4 = has_block_scaled_output(p);
   std::string out = "# nvfp4check case v1\n";
   bool groups_written = false, tensors_written = false;
   for (const CaseKey& k : case_keys()) {
-    if (!takes(k, p.op, out_nvfp4)) continue;
+    if (!key_taken(k, p.op, out_nvfp4)) continue;
     if (k.kind == KeyKind::expected && !tensors_written) append_tensors(out, p), tensors_written = true;
-    if (per_group(k)) {
+    if (k.per_group()) {
       if (!groups_written) append_groups(out, p, any_data), groups_written = true;
     } else if (k.bytes) {
       if (any_data) append_tensor(out, k.name, p.*(k.bytes));
