@@ -50,20 +50,21 @@ struct Key : CaseKey {
     not_with_out_nvfp4 = true;
     return *this;
   }
-  // A GEMM's operand or scale tensor (a grouped case gives it per group instead).
+  // A GEMM's operand or scale tensor (a grouped case gives it per group instead), or a group's:
+  // its field, its length, whose rows and format it follows ('a' or 'b'), whether it holds scales.
   Key& tensor(std::vector<uint8_t> Problem::*field, int64_t (Problem::*len)() const, char rows, bool holds_scales) {
-    kind = KeyKind::input;
     bytes = field;
     length = len;
-    side = rows;
-    scales = holds_scales;
-    return *this;
+    return input_tensor(rows, holds_scales);
   }
   Key& group_tensor(std::vector<uint8_t> Group::*field, int64_t (Group::*len)(BlockFormat) const, char rows,
                     bool holds_scales) {
-    kind = KeyKind::input;
     group_bytes = field;
     group_length = len;
+    return input_tensor(rows, holds_scales);
+  }
+  Key& input_tensor(char rows, bool holds_scales) {
+    kind = KeyKind::input;
     side = rows;
     scales = holds_scales;
     return *this;
@@ -82,6 +83,18 @@ std::string group_values(const std::vector<Group>& groups, const Get& get) {
   std::string out;
   for (const Group& g : groups) out += (out.empty() ? "" : " ") + get(g);
   return out;
+}
+
+// One of two words: "KEY: 'v' is neither 'A' nor 'B'" for anything else.
+template <class E>
+void read_either(E& field, const std::string& v, const char* key, const char* a, E a_value, const char* b, E b_value) {
+  if (v == a) {
+    field = a_value;
+  } else if (v == b) {
+    field = b_value;
+  } else {
+    bad(std::string(key) + ": " + quoted(v) + " is neither '" + a + "' nor '" + b + "'");
+  }
 }
 
 void read_format(BlockFormat& f, const std::string& v, const char* key) {
@@ -129,24 +142,12 @@ std::vector<CaseKey> make_keys() {
           .writes([](P p, S out) { out += p.packed ? "packed = true\n" : ""; }),
       Key("sf_layout", kAllOps, KP::options)
           .reads([](Problem& p, const std::string& v) {
-            if (v == "linear") {
-              p.sf_layout = SfLayout::linear;
-            } else if (v == "permuted") {
-              p.sf_layout = SfLayout::permuted;
-            } else {
-              bad("sf_layout: " + quoted(v) + " is neither 'linear' nor 'permuted'");
-            }
+            read_either(p.sf_layout, v, "sf_layout", "linear", SfLayout::linear, "permuted", SfLayout::permuted);
           })
           .writes([](P p, S out) { out += text_line("sf_layout", to_string(p.sf_layout)); }),
       Key("scale_semantics", kGemmFamilyOps, KP::options)
           .reads([](Problem& p, const std::string& v) {
-            if (v == "ue4m3") {
-              p.semantics = ScaleSemantics::ue4m3;
-            } else if (v == "e4m3") {
-              p.semantics = ScaleSemantics::e4m3;
-            } else {
-              bad("scale_semantics: " + quoted(v) + " is neither 'ue4m3' nor 'e4m3'");
-            }
+            read_either(p.semantics, v, "scale_semantics", "ue4m3", ScaleSemantics::ue4m3, "e4m3", ScaleSemantics::e4m3);
           })
           .writes([](P p, S out) { out += text_line("scale_semantics", p.semantics == ScaleSemantics::e4m3 ? "e4m3" : "ue4m3"); }),
       // A file without out_type means fp16 (SPEC section 4), without formats NVFP4 operands:
