@@ -359,7 +359,8 @@ class CaseParser {
     for (const CaseKey& k : case_keys()) {
       if (k.phase != phase || !(k.required_ops & op_bit(p.op)) || find(k.name)) continue;
       std::string hint;
-      if (k.missing_hint) hint = std::string(" (") + (*k.missing_hint ? k.missing_hint : std::string("required for ") + to_string(p.op)) + ")";
+      if (k.missing_hint && *k.missing_hint) hint = std::string(" (") + k.missing_hint + ")";
+      if (k.missing_hint && !*k.missing_hint) hint = std::string(" (required for ") + to_string(p.op) + ")";
       fail_missing(std::string("missing required key '") + k.name + "'" + hint);
     }
   }
@@ -423,6 +424,7 @@ class CaseParser {
       std::string base;
       uint64_t index = 0;
       const CaseKey& k = split_group_key(key, &base, &index) ? *find_group_case_key(base) : *find_case_key(key);
+      // A key that only a block-scaled output has (out_recipe, out_global_scale).
       if (!k.ops && !key_taken(k, op, out_nvfp4)) fail(line, "key '" + key + "' is only for out_type = nvfp4");
       if (out_nvfp4 && k.not_with_out_nvfp4)
         fail(line, "out_type = nvfp4 records its expected output as expect_q and expect_sfq, not " + key);

@@ -147,14 +147,18 @@ std::vector<CaseKey> make_keys() {
           .writes([](P p, S out) { out += text_line("sf_layout", to_string(p.sf_layout)); }),
       Key("scale_semantics", kGemmFamilyOps, KP::options)
           .reads([](Problem& p, const std::string& v) {
-            read_either(p.semantics, v, "scale_semantics", "ue4m3", ScaleSemantics::ue4m3, "e4m3", ScaleSemantics::e4m3);
+            read_either(p.semantics, v, "scale_semantics", "ue4m3", ScaleSemantics::ue4m3, "e4m3",
+                        ScaleSemantics::e4m3);
           })
-          .writes([](P p, S out) { out += text_line("scale_semantics", p.semantics == ScaleSemantics::e4m3 ? "e4m3" : "ue4m3"); }),
+          .writes([](P p, S out) {
+            out += text_line("scale_semantics", p.semantics == ScaleSemantics::e4m3 ? "e4m3" : "ue4m3");
+          }),
       // A file without out_type means fp16 (SPEC section 4), without formats NVFP4 operands:
       // such cases read as they always did.
       Key("out_type", kGemmFamilyOps, KP::out_type)
           .reads([](Problem& p, const std::string& v) {
-            if (!parse_out_type(v, &p.out_type)) bad("out_type: " + quoted(v) + " is not one of 'fp16', 'bf16', 'fp32', 'nvfp4'");
+            if (!parse_out_type(v, &p.out_type))
+              bad("out_type: " + quoted(v) + " is not one of 'fp16', 'bf16', 'fp32', 'nvfp4'");
           })
           .writes([](P p, S out) {
             if (p.out_type != OutType::fp16) out += text_line("out_type", to_string(p.out_type));
@@ -200,7 +204,8 @@ std::vector<CaseKey> make_keys() {
           .required(kQuantizerOps, "te, ref, fast, torchao, mx_rceil, mx_floor or mx_even")
           .reads([](Problem& p, const std::string& v) {
             if (!parse_recipe(v, &p.recipe))
-              bad("recipe: " + quoted(v) + " is not one of 'te', 'ref', 'fast', 'torchao', 'mx_rceil', 'mx_floor', 'mx_even'");
+              bad("recipe: " + quoted(v) +
+                  " is not one of 'te', 'ref', 'fast', 'torchao', 'mx_rceil', 'mx_floor', 'mx_even'");
           })
           .writes([](P p, S out) { out += text_line("recipe", to_string(p.recipe)); }),
       // The quantizer's options are written only when set: their absence means false or none.
