@@ -9,8 +9,8 @@
 //      run_foo returns NVFP4_UNSUPPORTED, touching nothing, when !problem_fits(info, p)
 //      (kernels/problem_fits.h), and a CUDA kernel enqueues on (cudaStream_t)p->stream only.
 //   2. Add ONE line to kernels/builtin_list.h: NVFP4_BUILTIN_CUDA(foo) (or NVFP4_BUILTIN_HOST).
-//   3. Add the source file to its list in kernels/CMakeLists.txt (NVFP4_KERNELS_CUDA_SOURCES or
-//      NVFP4_KERNELS_HOST_SOURCES).
+//   3. Put the source file in kernels/cuda/ (a .cu) or kernels/host/ (a .cc): CMake builds every
+//      such file (kernels/CMakeLists.txt), so no build list changes.
 // Nothing else changes: `nvfp4check list/run`, the property tests and the fuzzers see it through
 // the registry. The symbol builtin_<name> must match the list entry or the link fails, so a
 // kernel cannot be listed without being defined (or defined without being reachable).

@@ -21,59 +21,24 @@
 #include <sstream>
 
 #include "reference/block_scaled_output.h"
+#include "reference/case_keys.h"
 
 namespace nvfp4 {
+
 namespace {
 
-// Keys in canonical (written) order; a grouped case's per-group keys (kGroupKeys, as "a.3")
-// come after them, group by group.
-constexpr const char* kKeys[] = {"op",        "m",         "n",     "k",          "l",
-                                 "groups",    "group_m",   "group_n", "group_k",  "group_alpha",
-                                 "packed",    "sf_layout", "scale_semantics",     "out_type",
-                                 "a_format",  "b_format",
-                                 "out_recipe", "out_global_scale",
-                                 "in_type",   "format",    "recipe", "quant_2d",  "row_global_scale",
-                                 "stochastic_seed",
-                                 "alpha",     "alpha2",    "seed",  "generator",  "note",
-                                 "a",         "b",         "b2",    "sfa",        "sfb",
-                                 "sfb2",      "expect",    "x",     "expect_q",   "expect_sfq"};
-constexpr const char* kGroupKeys[] = {"a", "b", "sfa", "sfb", "expect"};
-
-// The ops that declare a tensor of this name in op_table.h, as "gemv_bias" or "a or b" ("" for
-// none): such a key is known, and belongs to those ops.
-std::string ops_declaring(const std::string& key) {
-  std::string ops;
-  for (const OpInfo& o : kOpTable)
-    for (const TensorDecl& d : o.tensors)
-      if (key == d.name) ops += std::string(ops.empty() ? "" : " or ") + o.name;
-  return ops;
+int hex_digit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
 }
 
-// "a.12" -> ("a", 12) for the per-group keys; the index is canonical decimal (no leading zeros).
-bool split_group_key(const std::string& key, std::string* base, uint64_t* index) {
-  const size_t dot = key.find('.');
-  if (dot == std::string::npos || dot + 1 >= key.size()) return false;
-  const std::string b = key.substr(0, dot), digits = key.substr(dot + 1);
-  bool known = false;
-  for (const char* k : kGroupKeys) known = known || b == k;
-  if (!known || digits.size() > 8 || (digits.size() > 1 && digits[0] == '0')) return false;
-  uint64_t v = 0;
-  for (const char c : digits) {
-    if (c < '0' || c > '9') return false;
-    v = v * 10 + static_cast<uint64_t>(c - '0');
-  }
-  *base = b;
-  *index = v;
-  return true;
-}
+}  // namespace
+
+namespace case_text {
 
 bool is_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f'; }
-
-std::string trim(const std::string& s, size_t begin, size_t end) {
-  while (begin < end && is_space(s[begin])) ++begin;
-  while (end > begin && is_space(s[end - 1])) --end;
-  return s.substr(begin, end - begin);
-}
 
 // A value quoted for an error message, cut short so a 100 MB data line never lands in one.
 std::string quoted(const std::string& s) {
@@ -91,13 +56,6 @@ std::string quoted(const std::string& s) {
   }
   if (s.size() > kShown) out += "...";
   return out + "'";
-}
-
-int hex_digit(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
 }
 
 // Decimal or C99 hex float, rounded once to the nearest FP32 (strtof, not strtod then a cast,
@@ -122,6 +80,113 @@ float fp32_from_text(const std::string& v, const std::string& key) {
   // subnormal is kept (that rounding is exact to the nearest, as strtof promises).
   if (f == 0.0f && errno == ERANGE) fail(quoted(v) + " underflows to 0 in FP32");
   return f;
+}
+
+uint64_t uint_from_text(const std::string& v, const std::string& key) {
+  if (v.empty()) throw std::invalid_argument(key + ": missing value");
+  uint64_t out = 0;
+  for (const char c : v) {
+    if (c < '0' || c > '9') throw std::invalid_argument(key + ": " + quoted(v) + " is not a decimal integer");
+    const uint64_t d = static_cast<uint64_t>(c - '0');
+    if (out > (std::numeric_limits<uint64_t>::max() - d) / 10) throw std::invalid_argument(key + ": " + quoted(v) + " is too large");
+    out = out * 10 + d;
+  }
+  return out;
+}
+
+bool bool_from_text(const std::string& v, const std::string& key) {
+  if (v != "true" && v != "false") throw std::invalid_argument(key + ": " + quoted(v) + " is neither 'true' nor 'false'");
+  return v == "true";
+}
+
+void append_hex(std::string& out, const std::vector<uint8_t>& bytes) {
+  static const char kDigits[] = "0123456789abcdef";
+  out.reserve(out.size() + bytes.size() * 2 + 1);
+  for (const uint8_t b : bytes) {
+    out += kDigits[b >> 4];
+    out += kDigits[b & 0xF];
+  }
+}
+
+// The shortest %.Ng that reads back (strtof) to the same float; %.9g always does.
+std::string format_alpha(float alpha) {
+  char buf[48];
+  for (int digits = 1; digits <= 9; ++digits) {
+    std::snprintf(buf, sizeof buf, "%.*g", digits, static_cast<double>(alpha));
+    const float back = std::strtof(buf, nullptr);
+    if (std::memcmp(&back, &alpha, sizeof back) == 0) break;
+  }
+  return buf;
+}
+
+// " " and the word in hex as word_hex writes it (`digits` digits, zero-padded, more where the
+// word needs them), without a string per word (a huge case's X has 2^31 of them).
+void append_word(std::string& out, uint32_t w, int digits) {
+  static const char kDigits[] = "0123456789abcdef";
+  // %04x of a word past 16 bits: as many digits as it has.
+  while (digits < 8 && (w >> (4 * digits)) != 0) ++digits;
+  out += ' ';
+  for (int d = digits - 1; d >= 0; --d) out += kDigits[(w >> (4 * d)) & 0xF];
+}
+
+void append_words(std::string& out, const char* key, OutType type, const std::vector<uint32_t>& words) {
+  out += key;
+  out += " =";
+  const int digits = out_word_bytes(type) == 4 ? 8 : 4;
+  out.reserve(out.size() + words.size() * static_cast<size_t>(digits + 1) + 1);
+  for (const uint32_t w : words) append_word(out, w, digits);
+  out += "\n";
+}
+
+void append_tensor(std::string& out, const std::string& key, const std::vector<uint8_t>& bytes) {
+  out += key + " = ";
+  append_hex(out, bytes);
+  out += "\n";
+}
+
+}  // namespace case_text
+
+using namespace case_text;
+
+namespace {
+
+// "a, b and c".
+std::string and_list(const std::vector<std::string>& items) {
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i) out += (i == 0 ? "" : i + 1 == items.size() ? " and " : ", ") + items[i];
+  return out;
+}
+
+// The ops that declare a tensor of this name in op_table.h, as "gemv_bias" or "a or b" ("" for
+// none): such a key is known, and belongs to those ops.
+std::string ops_declaring(const std::string& key) {
+  std::string ops;
+  for (const OpInfo& o : kOpTable)
+    for (const TensorDecl& d : o.tensors)
+      if (key == d.name) ops += std::string(ops.empty() ? "" : " or ") + o.name;
+  return ops;
+}
+
+// "a.12" -> ("a", 12) for the per-group keys; the index is canonical decimal (no leading zeros).
+bool split_group_key(const std::string& key, std::string* base, uint64_t* index) {
+  const size_t dot = key.find('.');
+  if (dot == std::string::npos || dot + 1 >= key.size()) return false;
+  const std::string b = key.substr(0, dot), digits = key.substr(dot + 1);
+  if (!find_group_case_key(b) || digits.size() > 8 || (digits.size() > 1 && digits[0] == '0')) return false;
+  uint64_t v = 0;
+  for (const char c : digits) {
+    if (c < '0' || c > '9') return false;
+    v = v * 10 + static_cast<uint64_t>(c - '0');
+  }
+  *base = b;
+  *index = v;
+  return true;
+}
+
+std::string trim(const std::string& s, size_t begin, size_t end) {
+  while (begin < end && is_space(s[begin])) ++begin;
+  while (end > begin && is_space(s[end - 1])) --end;
+  return s.substr(begin, end - begin);
 }
 
 // Returns the line (1-based) of the first byte that is not valid UTF-8 or is NUL, or 0 when the
@@ -184,30 +249,32 @@ class CaseParser {
  public:
   CaseParser(const std::string& text, const std::string& filename) : text_(text), file_(filename) {}
 
+  // The op first (it selects the keys), then the keys phase by phase (KeyPhase, case_keys.h): a
+  // phase's required keys, its rows' values, and what its keys must satisfy together.
   Problem parse() {
     check_encoding();
     split_entries();
     Problem p;
     parse_op(p);
     check_keys_for_op(p.op);
-    parse_out_type(p);
-    if (!op_quantizes(p.op)) parse_operand_formats(p);  // first: the formats decide k's parity and the sizes
+    read_phase(p, KeyPhase::out_type);
+    out_bytes_ = static_cast<unsigned>(out_word_bytes(p.out_type));
+    read_phase(p, KeyPhase::formats);
+    if (op_quantizes(p.op)) check_quantize_options(p);
     if (op_is_grouped(p.op)) {
-      parse_options(p);
       parse_groups(p);
-      parse_group_data(p);
-      parse_block_scaled_output(p);
-    } else if (op_quantizes(p.op)) {
-      parse_quantize_options(p);  // first: the format decides whether k may be odd
-      parse_shape(p);
-      parse_options(p);
-      parse_quantize_data(p);
     } else {
       parse_shape(p);
-      parse_options(p);
-      parse_data(p);
-      parse_block_scaled_output(p);
     }
+    read_phase(p, KeyPhase::options);
+    if (op_is_grouped(p.op)) {
+      parse_group_data(p);
+    } else if (op_quantizes(p.op)) {
+      parse_quantize_data(p);
+    } else {
+      parse_data(p);
+    }
+    parse_block_scaled_output(p);
     parse_tensors(p);
     return p;
   }
@@ -254,20 +321,19 @@ class CaseParser {
     }
     const std::string key = trim(text_, first, eq);
     if (key.empty()) fail(line, "missing key before '='");
-    bool known = !ops_declaring(key).empty();
-    for (const char* k : kKeys) known = known || key == k;
     std::string base;
     uint64_t index = 0;
-    known = known || split_group_key(key, &base, &index);
-    if (!known) {
-      std::string list;
-      for (const char* k : kKeys) list += std::string(list.empty() ? "" : ", ") + k;
+    if (ops_declaring(key).empty() && !find_case_key(key) && !split_group_key(key, &base, &index)) {
+      std::string list, group_list;
+      for (const CaseKey& k : case_keys()) {
+        std::string& to = k.per_group() ? group_list : list;
+        to += std::string(to.empty() ? "" : ", ") + k.name + (k.per_group() ? ".G" : "");
+      }
       std::set<std::string> declared;  // a tensor several ops declare is one key
       for (const OpInfo& o : kOpTable)
         for (const TensorDecl& d : o.tensors)
           if (declared.insert(d.name).second) list += std::string(", ") + d.name;
-      fail(line, "unknown key " + quoted(key) + " (known keys: " + list +
-                     ", and per group a.G, b.G, sfa.G, sfb.G, expect.G)");
+      fail(line, "unknown key " + quoted(key) + " (known keys: " + list + ", and per group " + group_list + ")");
     }
     if (const Entry* previous = find(key.c_str())) {
       fail(line, "duplicate key '" + key + "' (first given on line " +
@@ -281,19 +347,42 @@ class CaseParser {
 
   // A non-negative decimal integer (digits only: no sign, no base prefix, no spaces inside).
   uint64_t parse_uint(const Entry& e, const char* key) const {
-    if (e.value.empty()) fail(e.line, std::string(key) + ": missing value");
-    uint64_t v = 0;
-    for (const char c : e.value) {
-      if (c < '0' || c > '9') {
-        fail(e.line, std::string(key) + ": " + quoted(e.value) + " is not a decimal integer");
-      }
-      const uint64_t d = static_cast<uint64_t>(c - '0');
-      if (v > (std::numeric_limits<uint64_t>::max() - d) / 10) {
-        fail(e.line, std::string(key) + ": " + quoted(e.value) + " is too large");
-      }
-      v = v * 10 + d;
+    try {
+      return uint_from_text(e.value, key);
+    } catch (const std::invalid_argument& error) {
+      fail(e.line, error.what());
     }
-    return v;
+  }
+
+  // The phase's required keys of p's op: the first one missing (in case_keys()'s order) fails.
+  void require_keys(const Problem& p, KeyPhase phase) const {
+    for (const CaseKey& k : case_keys()) {
+      if (k.phase != phase || !(k.required_ops & op_bit(p.op)) || find(k.name)) continue;
+      std::string hint;
+      if (k.missing_hint && *k.missing_hint) hint = std::string(" (") + k.missing_hint + ")";
+      if (k.missing_hint && !*k.missing_hint) hint = std::string(" (required for ") + to_string(p.op) + ")";
+      fail_missing(std::string("missing required key '") + k.name + "'" + hint);
+    }
+  }
+
+  // The values of the phase's keys that the file gives and that a row reads by itself.
+  void read_keys(Problem& p, KeyPhase phase) const {
+    const bool out_nvfp4 = has_block_scaled_output(p);
+    for (const CaseKey& k : case_keys()) {
+      if (k.phase != phase || !k.read || k.per_group() || !key_taken(k, p.op, out_nvfp4)) continue;
+      const Entry* e = find(k.name);
+      if (!e) continue;
+      try {
+        k.read(p, e->value);
+      } catch (const std::invalid_argument& error) {
+        fail(e->line, error.what());
+      }
+    }
+  }
+
+  void read_phase(Problem& p, KeyPhase phase) const {
+    require_keys(p, phase);
+    read_keys(p, phase);
   }
 
   int64_t parse_dim(const char* key, uint64_t least = 1) const {
@@ -316,64 +405,50 @@ class CaseParser {
   }
 
   // Keys that belong to other ops are errors, not ignored: a grouped case given `m` most likely
-  // meant something the file does not say.
+  // meant something the file does not say. Which op takes which key is case_keys()'s.
   void check_keys_for_op(Op op) const {
-    const bool grouped = op_is_grouped(op), dual = op_is_dual(op);
+    const Entry* out_type = find("out_type");
+    const bool out_nvfp4 = (kGemmFamilyOps & op_bit(op)) && out_type && out_type->value == "nvfp4";
     // Entries in line order, so that the first wrong key of the file is the one named.
     std::vector<std::pair<int, std::string>> by_line;
     for (const auto& [key, entry] : entries_) by_line.emplace_back(entry.line, key);
     std::sort(by_line.begin(), by_line.end());
     for (const auto& [line, key] : by_line) {
-      const Entry& entry = entries_.at(key);
       // A declared tensor's key belongs to the ops that declare it (op_table.h).
       if (const std::string ops = ops_declaring(key); !ops.empty()) {
         bool mine = false;
         for (const TensorDecl& d : op_tensors(op)) mine = mine || key == d.name;
-        if (!mine) fail(entry.line, "key '" + key + "' is only for op = " + ops);
+        if (!mine) fail(line, "key '" + key + "' is only for op = " + ops);
         continue;
       }
       std::string base;
       uint64_t index = 0;
-      const bool group_key = split_group_key(key, &base, &index);
-      const bool grouped_only = group_key || key == "groups" || key == "group_m" || key == "group_n" ||
-                                key == "group_k" || key == "group_alpha" || key == "packed";
-      const bool not_grouped = key == "m" || key == "n" || key == "k" || key == "l" || key == "alpha" ||
-                               key == "a" || key == "b" || key == "sfa" || key == "sfb" || key == "expect";
-      const bool dual_only = key == "b2" || key == "sfb2" || key == "alpha2";
-      // expect_q and expect_sfq also record a block-scaled output (out_type = nvfp4).
-      const Entry* out_type = find("out_type");
-      const bool block_scaled = !op_quantizes(op) && out_type && out_type->value == "nvfp4";
-      const bool out_only = key == "out_recipe" || key == "out_global_scale";
-      const bool quantize_only = key == "in_type" || key == "format" || key == "recipe" || key == "quant_2d" ||
-                                 key == "row_global_scale" || key == "stochastic_seed" || key == "x" ||
-                                 (!block_scaled && (key == "expect_q" || key == "expect_sfq"));
-      if (out_only && !block_scaled) fail(entry.line, "key '" + key + "' is only for out_type = nvfp4");
-      if (block_scaled && (key == "expect" || base == "expect"))
-        fail(entry.line, "out_type = nvfp4 records its expected output as expect_q and expect_sfq, not " + key);
-      // A quantize case has X and Q/SFQ, no operands, alpha, output type or scale semantics.
-      const bool gemm_only = key == "a" || key == "b" || key == "sfa" || key == "sfb" || key == "expect" ||
-                             key == "alpha" || key == "out_type" || key == "scale_semantics" ||
-                             key == "a_format" || key == "b_format";
-      if (quantize_only && !op_quantizes(op)) fail(entry.line, "key '" + key + "' is only for op = quantize");
-      if (op_quantizes(op) && (gemm_only || grouped_only || dual_only))
-        fail(entry.line, "key '" + key + "' is not used by op = quantize (it has x, expect_q and expect_sfq)");
-      if (grouped_only && !grouped) fail(entry.line, "key '" + key + "' is only for op = grouped_gemm");
-      if (dual_only && !dual) fail(entry.line, "key '" + key + "' is only for op = dual_gemm");
-      if (not_grouped && grouped) {
-        const std::string instead = key == "alpha" ? "group_alpha" : key == "m" || key == "n" || key == "k"
-                                                                         ? "group_" + key
-                                                                     : key == "l" ? "nothing: l is 1"
-                                                                                  : key + ".G for group G";
-        fail(entry.line, "key '" + key + "' is not used by op = grouped_gemm (give " + instead + ")");
+      const CaseKey& k = split_group_key(key, &base, &index) ? *find_group_case_key(base) : *find_case_key(key);
+      // A key that only a block-scaled output has (out_recipe, out_global_scale).
+      if (!k.ops && !key_taken(k, op, out_nvfp4)) fail(line, "key '" + key + "' is only for out_type = nvfp4");
+      if (out_nvfp4 && k.not_with_out_nvfp4)
+        fail(line, "out_type = nvfp4 records its expected output as expect_q and expect_sfq, not " + key);
+      if (key_taken(k, op, out_nvfp4)) continue;
+      // A quantizer is no GEMM: a GEMM's key means the file names the wrong op.
+      if (kQuantizerOps & op_bit(op)) {
+        std::vector<std::string> data;
+        for (const CaseKey& d : case_keys())
+          if (d.kind != KeyKind::setting && key_taken(d, op, false)) data.push_back(d.name);
+        fail(line, "key '" + key + "' is not used by op = " + to_string(op) + " (it has " + and_list(data) + ")");
       }
+      if ((kGroupedOps & op_bit(op)) && k.grouped_instead) {
+        const std::string instead = *k.grouped_instead ? k.grouped_instead : key + ".G for group G";
+        fail(line, "key '" + key + "' is not used by op = " + to_string(op) + " (give " + instead + ")");
+      }
+      std::string ops;
+      for (const OpInfo& o : kOpTable)
+        if (k.ops & op_bit(o.op)) ops += std::string(ops.empty() ? "" : " or ") + o.name;
+      fail(line, "key '" + key + "' is only for op = " + ops);
     }
   }
 
   void parse_shape(Problem& p) {
-    for (const char* key : {"m", "k", "l"}) {
-      if (!find(key)) fail_missing(std::string("missing required key '") + key + "'");
-    }
-    if (op_has_n(p.op) && !find("n")) fail_missing("missing required key 'n' (required for " + std::string(to_string(p.op)) + ")");
+    require_keys(p, KeyPhase::shape);
     p.m = parse_dim("m");
     // k is even and at least 2, but 1 and odd are fine where no operand packs E2M1 nibbles.
     const bool any_nibbles = op_quantizes(p.op) ? packs_nibbles(p.q_format)
@@ -426,42 +501,18 @@ class CaseParser {
                    " bytes");
   }
 
-  bool parse_bool(const char* key) const {
-    const Entry* e = find(key);
-    if (!e || e->value == "false") return false;
-    if (e->value != "true") fail(e->line, std::string(key) + ": " + quoted(e->value) + " is neither 'true' nor 'false'");
-    return true;
-  }
-
-  // in_type, format and recipe (all required), the options, and their combination (SPEC section 2).
-  void parse_quantize_options(Problem& p) {
-    const Entry* it = find("in_type");
+  // What a quantizer's format, recipe and options must satisfy together (SPEC section 2).
+  void check_quantize_options(const Problem& p) const {
     const Entry* fo = find("format");
     const Entry* re = find("recipe");
-    if (!it) fail_missing("missing required key 'in_type' (fp16, bf16 or fp32; required for quantize)");
-    if (!fo) fail_missing("missing required key 'format' (nvfp4, mxfp4, mxfp8_e4m3 or mxfp8_e5m2; required for quantize)");
-    if (!re) fail_missing("missing required key 'recipe' (te, ref, fast, torchao, mx_rceil, mx_floor or mx_even)");
-    if (!nvfp4::parse_in_type(it->value, &p.in_type))
-      fail(it->line, "in_type: " + quoted(it->value) + " is not one of 'fp16', 'bf16', 'fp32'");
-    if (!nvfp4::parse_block_format(fo->value, &p.q_format))
-      fail(fo->line, "format: " + quoted(fo->value) + " is not one of 'nvfp4', 'mxfp4', 'mxfp8_e4m3', 'mxfp8_e5m2'");
-    if (!nvfp4::parse_recipe(re->value, &p.recipe))
-      fail(re->line, "recipe: " + quoted(re->value) +
-                         " is not one of 'te', 'ref', 'fast', 'torchao', 'mx_rceil', 'mx_floor', 'mx_even'");
     if (!recipe_fits(p.recipe, p.q_format))
       fail(re->line, "recipe " + re->value + " does not quantize to " + fo->value +
                          " (te, ref, fast and torchao make nvfp4; mx_rceil, mx_floor and mx_even the MX formats)");
-    p.quant_2d = parse_bool("quant_2d");
-    p.row_global_scale = parse_bool("row_global_scale");
     const Entry* option = find("quant_2d") ? find("quant_2d") : find("row_global_scale");
     if (p.q_format != BlockFormat::nvfp4 && (p.quant_2d || p.row_global_scale))
       fail(option->line, "16 x 16 tiles and per-row global scales are NVFP4's (the MX recipes have no global scale)");
     if (p.quant_2d && p.row_global_scale)
       fail(find("row_global_scale")->line, "16 x 16 tiles span 16 rows: they cannot have one global scale per row");
-    if (const Entry* e = find("stochastic_seed")) {
-      p.stochastic_seed = parse_uint(*e, "stochastic_seed");
-      if (p.q_format != BlockFormat::nvfp4) fail(e->line, "stochastic rounding is for NVFP4 codes");
-    }
   }
 
   // x (words of in_type), or a seed to draw it from; expect_q and expect_sfq (hex bytes, SFQ linear).
@@ -486,13 +537,9 @@ class CaseParser {
   // out_type nvfp4: out_recipe and out_global_scale (required; one value, or one per group), then
   // expect_q and expect_sfq (hex bytes, SFQ linear, the groups' one after another).
   void parse_block_scaled_output(Problem& p) {
-    if (p.out_type != OutType::nvfp4) return;
-    const Entry* re = find("out_recipe");
+    if (!has_block_scaled_output(p)) return;
+    read_phase(p, KeyPhase::block_scaled);
     const Entry* gs = find("out_global_scale");
-    if (!re) fail_missing("missing required key 'out_recipe' (te, ref, fast or torchao; required for out_type = nvfp4)");
-    if (!gs) fail_missing("missing required key 'out_global_scale' (required for out_type = nvfp4)");
-    if (!nvfp4::parse_recipe(re->value, &p.out_recipe) || !recipe_fits(p.out_recipe, BlockFormat::nvfp4))
-      fail(re->line, "out_recipe: " + quoted(re->value) + " is not one of 'te', 'ref', 'fast', 'torchao'");
     std::istringstream in(gs->value);
     std::vector<std::string> items;
     for (std::string item; in >> item;) items.push_back(item);
@@ -502,56 +549,6 @@ class CaseParser {
     if (!error.empty()) fail(std::max(gs->line, find("out_type")->line), error);
     if (const Entry* e = find("expect_q")) p.expect_q = parse_bytes(*e, "expect_q", out_q_bytes(p), "l*m*n/2");
     if (const Entry* e = find("expect_sfq")) p.expect_sfq = parse_bytes(*e, "expect_sfq", out_sfq_bytes(p), "l*m*ceil(n/16)");
-  }
-
-  // out_type first: the size cap and the expect words depend on it.
-  void parse_out_type(Problem& p) {
-    if (const Entry* e = find("out_type")) {
-      if (!nvfp4::parse_out_type(e->value, &p.out_type))
-        fail(e->line, "out_type: " + quoted(e->value) + " is not one of 'fp16', 'bf16', 'fp32', 'nvfp4'");
-    }
-    out_bytes_ = static_cast<unsigned>(out_word_bytes(p.out_type));
-  }
-
-  void parse_options(Problem& p) {
-    if (const Entry* e = find("sf_layout")) {
-      if (e->value == "linear") {
-        p.sf_layout = SfLayout::linear;
-      } else if (e->value == "permuted") {
-        p.sf_layout = SfLayout::permuted;
-      } else {
-        fail(e->line, "sf_layout: " + quoted(e->value) + " is neither 'linear' nor 'permuted'");
-      }
-    }
-    if (const Entry* e = find("scale_semantics")) {
-      if (e->value == "ue4m3") {
-        p.semantics = ScaleSemantics::ue4m3;
-      } else if (e->value == "e4m3") {
-        p.semantics = ScaleSemantics::e4m3;
-      } else {
-        fail(e->line, "scale_semantics: " + quoted(e->value) + " is neither 'ue4m3' nor 'e4m3'");
-      }
-    }
-    if (const Entry* e = find("alpha")) p.alpha = parse_alpha(*e);
-    if (const Entry* e = find("alpha2")) p.alpha2 = parse_alpha(*e, "alpha2");
-    if (const Entry* e = find("seed")) p.seed = parse_uint(*e, "seed");
-    if (const Entry* e = find("generator")) {
-      if (e->value.empty()) fail(e->line, "generator: missing value");
-      for (const char c : e->value) {
-        if (is_space(c)) fail(e->line, "generator: " + quoted(e->value) + " contains a space");
-      }
-      if (!p.seed) fail(e->line, "generator given without seed (a generator needs a seed)");
-      p.generator = e->value;
-    }
-    // Read as it will be written (control characters and tabs as spaces), so that
-    // parse -> write -> parse is the identity whatever bytes a note holds.
-    if (const Entry* e = find("note")) p.note = sanitize_note(e->value);
-  }
-
-  // Decimal or C99 hex float, rounded once to the nearest FP32 (strtof, not strtod then a cast,
-  // which could round twice). Infinite, NaN and out-of-range values are rejected.
-  float parse_alpha(const Entry& e, const std::string& key = "alpha") const {
-    return parse_alpha_text(e.value, e.line, key);
   }
 
   float parse_alpha_text(const std::string& v, int line, const std::string& key) const {
@@ -658,15 +655,12 @@ class CaseParser {
   }
 
   void parse_groups(Problem& p) {
+    require_keys(p, KeyPhase::shape);
     const Entry* count_entry = find("groups");
-    if (!count_entry) fail_missing("missing required key 'groups' (required for grouped_gemm)");
     const uint64_t count = parse_uint(*count_entry, "groups");
     if (count < 1) fail(count_entry->line, "groups must be at least 1, got " + count_entry->value);
     if (count > static_cast<uint64_t>(kMaxGroups))
       fail(count_entry->line, "groups = " + count_entry->value + " is more than " + std::to_string(kMaxGroups));
-    for (const char* key : {"group_m", "group_n", "group_k"}) {
-      if (!find(key)) fail_missing(std::string("missing required key '") + key + "' (required for grouped_gemm)");
-    }
     const size_t G = static_cast<size_t>(count);
     const Entry *em = find("group_m"), *en = find("group_n"), *ek = find("group_k");
     const std::vector<std::string> ms = parse_list(*em, "group_m", G, false);
@@ -675,13 +669,7 @@ class CaseParser {
     std::vector<std::string> alphas(G, "1");
     const Entry* ea = find("group_alpha");
     if (ea) alphas = parse_list(*ea, "group_alpha", G, true);
-    if (const Entry* e = find("packed")) {
-      if (e->value == "true") {
-        p.packed = true;
-      } else if (e->value != "false") {
-        fail(e->line, "packed: " + quoted(e->value) + " is neither 'true' nor 'false'");
-      }
-    }
+    read_keys(p, KeyPhase::shape);  // packed
     p.groups.resize(G);
     // An E2M1 operand packs two elements per byte: k even; MXFP8 operands alone allow any k >= 1.
     const bool any_nibbles = packs_nibbles(p.a_format) || packs_nibbles(p.b_format);
@@ -724,54 +712,50 @@ class CaseParser {
     }
   }
 
+  // The groups' operands and scales (case_keys()'s per-group byte tensors) and expect lines.
   void parse_group_data(Problem& p) {
+    std::vector<const CaseKey*> keys, tensors;
+    std::vector<std::string> names;
+    for (const CaseKey& k : case_keys()) {
+      if (!k.per_group() || !key_taken(k, p.op, false)) continue;
+      keys.push_back(&k);
+      if (k.group_bytes) tensors.push_back(&k), names.push_back(std::string(k.name) + ".G");
+    }
     std::string given, missing;
     bool any_given = false;
     for (size_t g = 0; g < p.groups.size(); ++g) {
       Group& q = p.groups[g];
       const std::string gs = std::to_string(g);
-      for (const char* t : {"a", "b", "sfa", "sfb", "expect"}) {
-        const Entry* e = find((std::string(t) + "." + gs).c_str());
+      for (const CaseKey* k : keys) {
+        const Entry* e = find((std::string(k->name) + "." + gs).c_str());
         if (q.m == 0 && e)
-          fail(e->line, std::string(t) + "." + gs + ": group " + gs + " is empty (m = 0) and has no " + t);
+          fail(e->line, std::string(k->name) + "." + gs + ": group " + gs + " is empty (m = 0) and has no " + k->name);
       }
       if (q.m == 0) continue;
-      for (const char* t : {"a", "b", "sfa", "sfb"}) {
-        const std::string key = std::string(t) + "." + gs;
+      for (const CaseKey* k : tensors) {
+        const std::string key = std::string(k->name) + "." + gs;
         std::string& list = find(key.c_str()) ? given : missing;
         if (find(key.c_str())) any_given = true;
         if (list.size() < 200) list += std::string(list.empty() ? "" : ", ") + key;
       }
     }
-    if (any_given && !missing.empty()) {
-      fail_missing("data given for " + given + " but not for " + missing +
-                   " (give a.G, b.G, sfa.G and sfb.G of every non-empty group)");
-    }
+    const std::string all = and_list(names) + " of every non-empty group";
+    if (any_given && !missing.empty()) fail_missing("data given for " + given + " but not for " + missing + " (give " + all + ")");
     bool all_empty = true;
     for (const Group& q : p.groups) all_empty = all_empty && q.m == 0;
-    if (!any_given && !all_empty && !p.seed)
-      fail_missing("no data: give a.G, b.G, sfa.G and sfb.G of every non-empty group, or a seed to generate them from");
+    if (!any_given && !all_empty && !p.seed) fail_missing("no data: give " + all + ", or a seed to generate them from");
     for (size_t g = 0; g < p.groups.size(); ++g) {
       Group& q = p.groups[g];
       if (q.m == 0) continue;
       const std::string gs = std::to_string(g);
       if (const Entry* e = find(("expect." + gs).c_str())) q.expect = parse_words(*e, "expect." + gs, q.c_elems(), "m_g*n_g");
       if (!any_given) continue;  // a seed-only case: the harness draws the data
-      q.a = parse_bytes(*find(("a." + gs).c_str()), "a." + gs, q.a_bytes(p.a_format), group_formula("m_g", p.a_format, false));
-      q.b = parse_bytes(*find(("b." + gs).c_str()), "b." + gs, q.b_bytes(p.b_format), group_formula("n_g", p.b_format, false));
-      q.sfa = parse_bytes(*find(("sfa." + gs).c_str()), "sfa." + gs, q.sfa_bytes(p.a_format), group_formula("m_g", p.a_format, true));
-      q.sfb = parse_bytes(*find(("sfb." + gs).c_str()), "sfb." + gs, q.sfb_bytes(p.b_format), group_formula("n_g", p.b_format, true));
-    }
-  }
-
-  // a_format and b_format (default nvfp4), for every op of the GEMM family.
-  void parse_operand_formats(Problem& p) {
-    for (const char* key : {"a_format", "b_format"}) {
-      const Entry* e = find(key);
-      if (!e) continue;
-      BlockFormat& f = key[0] == 'a' ? p.a_format : p.b_format;
-      if (!nvfp4::parse_block_format(e->value, &f))
-        fail(e->line, std::string(key) + ": " + quoted(e->value) + " is not one of 'nvfp4', 'mxfp4', 'mxfp8_e4m3', 'mxfp8_e5m2'");
+      for (const CaseKey* k : tensors) {
+        const BlockFormat f = k->side == 'a' ? p.a_format : p.b_format;
+        const std::string key = std::string(k->name) + "." + gs;
+        q.*(k->group_bytes) = parse_bytes(*find(key.c_str()), key, (q.*(k->group_length))(f),
+                                          group_formula(k->side == 'a' ? "m_g" : "n_g", f, k->scales));
+      }
     }
   }
 
@@ -789,33 +773,40 @@ class CaseParser {
     return std::string(rows) + (f == BlockFormat::nvfp4 ? "*ceil(k/16)" : "*ceil(k/32)");
   }
 
+  // The operands and scales of a problem with one shape (case_keys()'s byte tensors of its op):
+  // all of them, or none and a seed.
   void parse_data(Problem& p) {
-    const bool dual = op_is_dual(p.op);
-    std::vector<const char*> tensors = {"a", "b", "sfa", "sfb"};
-    if (dual) tensors = {"a", "b", "b2", "sfa", "sfb", "sfb2"};
+    std::vector<const CaseKey*> tensors;
+    for (const CaseKey& k : case_keys())
+      if (k.bytes && key_taken(k, p.op, false)) tensors.push_back(&k);
+    std::vector<std::string> names;
     std::string given, missing;
-    for (const char* t : tensors) {
-      std::string& list = find(t) ? given : missing;
-      list += std::string(list.empty() ? "" : ", ") + t;
+    for (const CaseKey* k : tensors) {
+      names.push_back(k->name);
+      std::string& list = find(k->name) ? given : missing;
+      list += std::string(list.empty() ? "" : ", ") + k->name;
     }
     if (!given.empty() && !missing.empty()) {
-      fail_missing("data given for " + given + " but not for " + missing +
-                   (dual ? " (give all six tensors)" : " (give all four tensors, or none and a seed)"));
+      fail_missing("data given for " + given + " but not for " + missing + " (give all " + count_text(names.size()) +
+                   " tensors, or none and a seed)");
     }
     if (given.empty()) {
-      if (!p.seed && dual) fail_missing("no data: give a, b, b2, sfa, sfb and sfb2, or a seed to generate them from");
-      if (!p.seed) fail_missing("no data: give a, b, sfa and sfb, or a seed to generate them from");
+      if (!p.seed) fail_missing("no data: give " + and_list(names) + ", or a seed to generate them from");
     } else {
-      p.a = parse_bytes(*find("a"), "a", p.a_bytes(), operand_formula("l*m", p.a_format));
-      p.b = parse_bytes(*find("b"), "b", p.b_bytes(), operand_formula("l*n", p.b_format));
-      p.sfa = parse_bytes(*find("sfa"), "sfa", p.sfa_bytes(), scales_formula("l*m", p.a_format));
-      p.sfb = parse_bytes(*find("sfb"), "sfb", p.sfb_bytes(), scales_formula("l*n", p.b_format));
-      if (dual) {
-        p.b2 = parse_bytes(*find("b2"), "b2", p.b2_bytes(), operand_formula("l*n", p.b_format));
-        p.sfb2 = parse_bytes(*find("sfb2"), "sfb2", p.sfb2_bytes(), scales_formula("l*n", p.b_format));
+      for (const CaseKey* k : tensors) {
+        const BlockFormat f = k->side == 'a' ? p.a_format : p.b_format;
+        const char* rows = k->side == 'a' ? "l*m" : "l*n";
+        p.*(k->bytes) = parse_bytes(*find(k->name), k->name, (p.*(k->length))(),
+                                    k->scales ? scales_formula(rows, f) : operand_formula(rows, f));
       }
     }
     if (const Entry* e = find("expect")) p.expect = parse_words(*e, "expect", p.c_elems(), "l*m*n");
+  }
+
+  // "four" for 4: counts of tensors in messages.
+  static std::string count_text(size_t n) {
+    static const char* const kWords[] = {"zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"};
+    return n < std::size(kWords) ? kWords[n] : std::to_string(n);
   }
 
   // The op's declared tensors (op_table.h): `name = v0 v1 ...` with as many values as its extent
@@ -843,26 +834,6 @@ class CaseParser {
   int last_line_ = 0;
   unsigned out_bytes_ = 2;  // bytes per output word of the case's out_type
 };
-
-void append_hex(std::string& out, const std::vector<uint8_t>& bytes) {
-  static const char kDigits[] = "0123456789abcdef";
-  out.reserve(out.size() + bytes.size() * 2 + 1);
-  for (const uint8_t b : bytes) {
-    out += kDigits[b >> 4];
-    out += kDigits[b & 0xF];
-  }
-}
-
-// The shortest %.Ng that reads back (strtof) to the same float; %.9g always does.
-std::string format_alpha(float alpha) {
-  char buf[48];
-  for (int digits = 1; digits <= 9; ++digits) {
-    std::snprintf(buf, sizeof buf, "%.*g", digits, static_cast<double>(alpha));
-    const float back = std::strtof(buf, nullptr);
-    if (std::memcmp(&back, &alpha, sizeof back) == 0) break;
-  }
-  return buf;
-}
 
 }  // namespace
 
@@ -1006,112 +977,28 @@ int case_key_line(const std::string& path, const std::string& key) {
 
 namespace {
 
-// " " and the word in hex as word_hex writes it (`digits` digits, zero-padded, more where the
-// word needs them), without a string per word (a huge case's X has 2^31 of them).
-void append_word(std::string& out, uint32_t w, int digits) {
-  static const char kDigits[] = "0123456789abcdef";
-  // %04x of a word past 16 bits: as many digits as it has.
-  while (digits < 8 && (w >> (4 * digits)) != 0) ++digits;
-  out += ' ';
-  for (int d = digits - 1; d >= 0; --d) out += kDigits[(w >> (4 * d)) & 0xF];
-}
-
-void append_words(std::string& out, const char* key, OutType type, const std::vector<uint32_t>& words) {
-  out += key;
-  out += " =";
-  const int digits = out_word_bytes(type) == 4 ? 8 : 4;
-  out.reserve(out.size() + words.size() * static_cast<size_t>(digits + 1) + 1);
-  for (const uint32_t w : words) append_word(out, w, digits);
-  out += "\n";
-}
-
-void append_tensor(std::string& out, const std::string& key, const std::vector<uint8_t>& bytes) {
-  out += key + " = ";
-  append_hex(out, bytes);
-  out += "\n";
-}
-
-// "v" when every group has the same value, else "v0 v1 ...".
-template <class Get>
-std::string group_values(const std::vector<Group>& groups, const Get& get) {
-  bool same = true;
-  for (const Group& g : groups) same = same && get(g) == get(groups[0]);
-  if (same) return get(groups[0]);
-  std::string out;
-  for (const Group& g : groups) out += (out.empty() ? "" : " ") + get(g);
-  return out;
-}
-
-}  // namespace
-
-namespace {
-
 // The op's declared tensors, in declaration order, as parse_tensors reads them back.
 void append_tensors(std::string& out, const Problem& p) {
   for (const NamedTensor& t : p.tensors) out += t.name + " = " + tensor_text(t) + "\n";
 }
 
-void append_block_scaled_expect(std::string& out, const Problem& p) {
-  if (p.expect_q) append_tensor(out, "expect_q", *p.expect_q);
-  if (p.expect_sfq) append_tensor(out, "expect_sfq", *p.expect_sfq);
-}
-
-// A quantize case: X as words of in_type, Q and SFQ (linear) as hex bytes; quant_2d,
-// row_global_scale and stochastic_seed only when set (their absence means false / none).
-std::string write_quantize_case(const Problem& p) {
+// What write_case refuses to write: a problem whose file would not read back. Throws
+// std::invalid_argument "write_case: ...".
+void check_writable_quantize(const Problem& p) {
   const auto invalid = [](const std::string& what) { throw std::invalid_argument("write_case: " + what); };
   if (p.x.empty() && !p.seed) invalid("neither data nor a seed");
   if (!p.x.empty() && !p.has_data()) invalid("x's length does not match the shape");
   if (p.expect) invalid("a quantize case holds expect_q and expect_sfq, not expect");
   if (p.expect_q && static_cast<int64_t>(p.expect_q->size()) != p.q_bytes()) invalid("expect_q has the wrong length");
   if (p.expect_sfq && static_cast<int64_t>(p.expect_sfq->size()) != p.sfq_bytes()) invalid("expect_sfq has the wrong length");
-  if (!p.generator.empty() && !p.seed) invalid("a generator needs a seed");
-  for (const char c : p.generator) {
-    if (is_space(c) || c == '#' || c == '\n') invalid("generator name contains a space or '#'");
-  }
-  std::string out = "# nvfp4check case v1\nop = quantize\n";
-  out += "m = " + std::to_string(p.m) + "\nn = 1\nk = " + std::to_string(p.k) + "\nl = " + std::to_string(p.l) + "\n";
-  out += std::string("sf_layout = ") + to_string(p.sf_layout) + "\n";
-  out += std::string("in_type = ") + to_string(p.in_type) + "\nformat = " + to_string(p.q_format) + "\nrecipe = " +
-         to_string(p.recipe) + "\n";
-  if (p.quant_2d) out += "quant_2d = true\n";
-  if (p.row_global_scale) out += "row_global_scale = true\n";
-  if (p.stochastic_seed) out += "stochastic_seed = " + std::to_string(*p.stochastic_seed) + "\n";
-  if (p.seed) out += "seed = " + std::to_string(*p.seed) + "\n";
-  if (!p.generator.empty()) out += "generator = " + p.generator + "\n";
-  const std::string note = sanitize_note(p.note);
-  if (!note.empty()) out += "note = " + note + "\n";
-  if (!p.x.empty()) {
-    // Words of in_type: the fp16/bf16 word formats are 4 hex digits, fp32's 8 (out_type's words).
-    const size_t w = static_cast<size_t>(in_word_bytes(p.in_type));
-    const int digits = static_cast<int>(2 * w);
-    out += "x =";
-    out.reserve(out.size() + p.x.size() / w * (w * 2 + 1) + 1);
-    for (size_t i = 0; i < p.x.size() / w; ++i) {
-      uint32_t word = 0;
-      for (size_t b = 0; b < w; ++b) word |= static_cast<uint32_t>(p.x[i * w + b]) << (8 * b);
-      append_word(out, word, digits);
-    }
-    out += "\n";
-  }
-  append_tensors(out, p);
-  if (p.expect_q) append_tensor(out, "expect_q", *p.expect_q);
-  if (p.expect_sfq) append_tensor(out, "expect_sfq", *p.expect_sfq);
-  return out;
 }
 
-}  // namespace
-
-std::string write_case(const Problem& p) {
+// The same for the GEMM family; returns whether the case has data (else it is seed-only).
+bool check_writable_gemm(const Problem& p) {
   const auto invalid = [](const std::string& what) { throw std::invalid_argument("write_case: " + what); };
-  const std::string shape = shape_error(p);
-  if (!shape.empty()) invalid("bad shape: " + shape);
-  if (const std::string e = tensors_error(p, p.seed.has_value()); !e.empty()) invalid(e);
-  const bool grouped = op_is_grouped(p.op), dual = op_is_dual(p.op), quantize = op_quantizes(p.op);
-  if (quantize) return write_quantize_case(p);
   bool any_data = !p.a.empty() || !p.b.empty() || !p.sfa.empty() || !p.sfb.empty() || !p.b2.empty() || !p.sfb2.empty();
   for (const Group& g : p.groups) any_data = any_data || !g.a.empty() || !g.b.empty() || !g.sfa.empty() || !g.sfb.empty();
-  if (grouped) {
+  if (op_is_grouped(p.op)) {
     for (const Group& g : p.groups) {
       if (!std::isfinite(g.alpha)) invalid("a group's alpha is not finite");
     }
@@ -1129,74 +1016,57 @@ std::string write_case(const Problem& p) {
     if (!any_data && !p.seed) invalid("neither data nor a seed");
     if (p.expect && static_cast<int64_t>(p.expect->size()) != p.c_elems()) invalid("expect has the wrong length");
   }
+  return any_data;
+}
+
+// A grouped case's per-group keys, group by group (an empty group has none of its keys); the
+// byte tensors only when the case has data.
+void append_groups(std::string& out, const Problem& p, bool any_data) {
+  for (size_t g = 0; g < p.groups.size(); ++g) {
+    const Group& q = p.groups[g];
+    if (q.m == 0) continue;
+    const std::string gs = "." + std::to_string(g);
+    for (const CaseKey& k : case_keys()) {
+      if (!k.per_group() || !key_taken(k, p.op, false)) continue;
+      if (k.group_bytes && any_data) append_tensor(out, k.name + gs, q.*(k.group_bytes));
+      if (k.write_group) k.write_group(p, q, k.name + gs, out);
+    }
+  }
+}
+
+}  // namespace
+
+std::string write_case(const Problem& p) {
+  const auto invalid = [](const std::string& what) { throw std::invalid_argument("write_case: " + what); };
+  const std::string shape = shape_error(p);
+  if (!shape.empty()) invalid("bad shape: " + shape);
+  if (const std::string e = tensors_error(p, p.seed.has_value()); !e.empty()) invalid(e);
+  bool any_data = true;
+  if (op_quantizes(p.op))
+    check_writable_quantize(p);
+  else
+    any_data = check_writable_gemm(p);
   if (!p.generator.empty() && !p.seed) invalid("a generator needs a seed");
   for (const char c : p.generator) {
     if (is_space(c) || c == '#' || c == '\n') invalid("generator name contains a space or '#'");
   }
 
+  // The op's keys in case_keys()'s order; its declared tensors after its inputs.
+  const bool out_nvfp4 = has_block_scaled_output(p);
   std::string out = "# nvfp4check case v1\n";
-  out += std::string("op = ") + to_string(p.op) + "\n";
-  if (grouped) {
-    out += "groups = " + std::to_string(p.groups.size()) + "\n";
-    out += "group_m =";
-    for (const Group& g : p.groups) out += " " + std::to_string(g.m);
-    out += "\n";
-    out += "group_n = " + group_values(p.groups, [](const Group& g) { return std::to_string(g.n); }) + "\n";
-    out += "group_k = " + group_values(p.groups, [](const Group& g) { return std::to_string(g.k); }) + "\n";
-    out += "group_alpha = " + group_values(p.groups, [](const Group& g) { return format_alpha(g.alpha); }) + "\n";
-    if (p.packed) out += "packed = true\n";
-  } else {
-    out += "m = " + std::to_string(p.m) + "\n";
-    out += "n = " + std::to_string(p.n) + "\n";
-    out += "k = " + std::to_string(p.k) + "\n";
-    out += "l = " + std::to_string(p.l) + "\n";
-  }
-  out += std::string("sf_layout = ") + (p.sf_layout == SfLayout::linear ? "linear" : "permuted") + "\n";
-  out += std::string("scale_semantics = ") + (p.semantics == ScaleSemantics::e4m3 ? "e4m3" : "ue4m3") + "\n";
-  // A file without out_type means fp16 (SPEC section 4): FP16 cases read as they always did.
-  if (p.out_type != OutType::fp16) out += std::string("out_type = ") + to_string(p.out_type) + "\n";
-  // Formats are written when an operand is not NVFP4: NVFP4 cases read as they always did.
-  if (p.mx_operands())
-    out += std::string("a_format = ") + to_string(p.a_format) + "\nb_format = " + to_string(p.b_format) + "\n";
-  if (p.out_type == OutType::nvfp4) {
-    out += std::string("out_recipe = ") + to_string(p.out_recipe) + "\nout_global_scale =";
-    for (const float g : p.out_global_scale) out += " " + format_alpha(g);
-    out += "\n";
-  }
-  if (!grouped) out += "alpha = " + format_alpha(p.alpha) + "\n";
-  if (dual) out += "alpha2 = " + format_alpha(p.alpha2) + "\n";
-  if (p.seed) out += "seed = " + std::to_string(*p.seed) + "\n";
-  if (!p.generator.empty()) out += "generator = " + p.generator + "\n";
-  const std::string note = sanitize_note(p.note);
-  if (!note.empty()) out += "note = " + note + "\n";
-  if (grouped) {
-    for (size_t g = 0; g < p.groups.size(); ++g) {
-      const Group& q = p.groups[g];
-      if (q.m == 0) continue;  // an empty group has none of its keys
-      const std::string gs = "." + std::to_string(g);
-      if (any_data) {  // else a seed-only case
-        append_tensor(out, "a" + gs, q.a);
-        append_tensor(out, "b" + gs, q.b);
-        append_tensor(out, "sfa" + gs, q.sfa);
-        append_tensor(out, "sfb" + gs, q.sfb);
-      }
-      if (q.expect) append_words(out, ("expect" + gs).c_str(), p.out_type, *q.expect);
+  bool groups_written = false, tensors_written = false;
+  for (const CaseKey& k : case_keys()) {
+    if (!key_taken(k, p.op, out_nvfp4)) continue;
+    if (k.kind == KeyKind::expected && !tensors_written) append_tensors(out, p), tensors_written = true;
+    if (k.per_group()) {
+      if (!groups_written) append_groups(out, p, any_data), groups_written = true;
+    } else if (k.bytes) {
+      if (any_data) append_tensor(out, k.name, p.*(k.bytes));
+    } else {
+      k.write(p, out);
     }
-    append_tensors(out, p);
-    append_block_scaled_expect(out, p);
-    return out;
   }
-  if (any_data) {
-    append_tensor(out, "a", p.a);
-    append_tensor(out, "b", p.b);
-    if (dual) append_tensor(out, "b2", p.b2);
-    append_tensor(out, "sfa", p.sfa);
-    append_tensor(out, "sfb", p.sfb);
-    if (dual) append_tensor(out, "sfb2", p.sfb2);
-  }
-  append_tensors(out, p);
-  if (p.expect) append_words(out, "expect", p.out_type, *p.expect);
-  append_block_scaled_expect(out, p);
+  if (!tensors_written) append_tensors(out, p);
   return out;
 }
 

@@ -1,4 +1,4 @@
-// The list of op modules: one line per op.
+// The list of op modules, one per row of the op table, and the GEMM family's module.
 #include "harness/ops/op_module.h"
 
 #include "gpu_reference/exact_gemm_gpu.h"
@@ -8,14 +8,10 @@
 #include <stdexcept>
 
 namespace nvfp4 {
-namespace quantize_op {
-extern const OpModule kModule;
-}
-
 namespace {
 
 // GEMV, GEMM, grouped and dual GEMM share their buffers, oracle and stale data.
-OpModule gemm_family_module(Op op) {
+constexpr OpModule gemm_family_module(Op op) {
   return {op,
           gemm_family::unsupported_reason,
           gemm_family::probes_refusal,
@@ -39,27 +35,31 @@ OpModule gemm_family_module(Op op) {
 }
 
 std::vector<OpModule> registered_modules() {
-  // One line per op, in op_table.h's order.
-  std::vector<OpModule> modules = {
-      gemm_family_module(Op::gemv),
-      gemm_family_module(Op::gemm),
-      gemm_family_module(Op::grouped_gemm),
-      gemm_family_module(Op::dual_gemm),
-      quantize_op::kModule,
+  // One per row of the op table, in its order.
+  std::vector<OpModule> list = {
+#define NVFP4_OP_MODULE_ENTRY(name, value, version, traits, tensors) modules::name,
+      NVFP4_OP_TABLE(NVFP4_OP_MODULE_ENTRY)
+#undef NVFP4_OP_MODULE_ENTRY
   };
-  // The table and this list name the same ops in the same order (the draws follow it): a row
-  // without a module, or a module out of place, stops every program at its first use of an op.
-  bool same = modules.size() == std::size(kOpTable);
-  for (size_t i = 0; same && i < modules.size(); ++i) same = modules[i].op == kOpTable[i].op;
-  if (!same) throw std::logic_error("harness/ops/op_module.cc: the module list does not follow op_table.h's rows");
-  return modules;
+  // A module defined for another op than its row's name says stops every program at its first
+  // use of an op (the draws follow the table's order).
+  for (size_t i = 0; i < list.size(); ++i)
+    if (list[i].op != kOpTable[i].op)
+      throw std::logic_error(std::string("harness/ops: modules::") + kOpTable[i].name + " is the module of another op");
+  return list;
 }
 
 }  // namespace
 
+// The GEMM family's ops share their module.
+const OpModule modules::gemv = gemm_family_module(Op::gemv);
+const OpModule modules::gemm = gemm_family_module(Op::gemm);
+const OpModule modules::grouped_gemm = gemm_family_module(Op::grouped_gemm);
+const OpModule modules::dual_gemm = gemm_family_module(Op::dual_gemm);
+
 const std::vector<OpModule>& op_modules() {
-  static const std::vector<OpModule> modules = registered_modules();
-  return modules;
+  static const std::vector<OpModule> list = registered_modules();
+  return list;
 }
 
 const OpModule& op_module(Op op) {

@@ -1,7 +1,7 @@
 // What is particular to one op, behind one interface: the engine, the checks, the kernel's
 // process and the schedule ask the op's module instead of testing p.op. A module is a table of
-// functions (like kernels/builtin_list.h's kernels), one per op family, listed in op_module.cc;
-// adding an op is its own file plus one line there.
+// functions, one per op (the GEMM family's ops share theirs), registered by the op's row in
+// reference/op_table.h (see `modules` below); adding an op is its row and its own files here.
 //
 // Outputs are words: one uint32_t per output element in the op's output buffers, in order,
 // `width` bytes each in memory (2 or 4 for GEMM-family outputs, 1 for the bytes of a quantizer's
@@ -117,6 +117,16 @@ struct OpModule {
   // the case gives with the right length; sets p.data_from_seed when every tensor was drawn.
   void (*expand_seed)(Problem& p);
 };
+
+// Each op's module under the name of its op-table row (modules::gemv, ..., modules::quantize),
+// defined with the op's files in harness/ops/ (the GEMM family's in op_module.cc). op_modules()
+// lists one per row of NVFP4_OP_TABLE, so an op is registered by its row alone, and a row
+// without a module fails to link.
+namespace modules {
+#define NVFP4_OP_MODULE_DECLARE(name, value, version, traits, tensors) extern const OpModule name;
+NVFP4_OP_TABLE(NVFP4_OP_MODULE_DECLARE)
+#undef NVFP4_OP_MODULE_DECLARE
+}  // namespace modules
 
 // Every op's module, in op_table.h's order (the order ops are declared, drawn and listed in).
 const std::vector<OpModule>& op_modules();

@@ -331,11 +331,13 @@ int64_t output_words(const Problem& p) {
 
 }  // namespace
 
-extern const OpModule kModule;
-const OpModule kModule = {Op::quantize, unsupported_reason, probes_refusal, lay_out,    point_abi,    judge,
+constexpr OpModule kModule = {Op::quantize, unsupported_reason, probes_refusal, lay_out,    point_abi,    judge,
                           unwritten,    stale_variant,      shape_text,     output_words, stale_in_place,
                           exact_quantize, nullptr,          nullptr,        module_draw,  module_draw_data,
                           expand_seed};
 
 }  // namespace quantize_op
+
+const OpModule modules::quantize = quantize_op::kModule;
+
 }  // namespace nvfp4

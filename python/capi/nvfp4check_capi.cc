@@ -362,6 +362,10 @@ NVFP4CHECK_EXPORT char* nvfp4check_build_info(void) {
 #else
     j["cuda_build"] = false;
 #endif
+    // The ops in op_table.h's order, as [name, NVFP4_OP_* value]: Python's op names come from
+    // here, so a new op is known to the package without a Python edit.
+    j["ops"] = json::array();
+    for (const OpInfo& o : kOpTable) j["ops"].push_back({o.name, static_cast<uint32_t>(o.op)});
     std::string why;
     j["cuda_device"] = cuda_memory_available(&why);
     if (!why.empty()) j["cuda_why"] = why;

@@ -57,14 +57,11 @@ ALL_FLAGS = (FLAG_SIGNED_SCALES | FLAG_NONDETERMINISTIC | FLAG_FP16_ACCUMULATE |
 # What the C API's run callback returns to end a whole check at once (KeyboardInterrupt).
 NVFP4CHECK_STOP = -1000
 
-OPS = {"gemv": NVFP4_OP_GEMV, "gemm": NVFP4_OP_GEMM, "grouped_gemm": NVFP4_OP_GROUPED_GEMM,
-       "dual_gemm": NVFP4_OP_DUAL_GEMM, "quantize": NVFP4_OP_QUANTIZE}
 SF_LAYOUTS = {"linear": NVFP4_SF_LINEAR, "permuted": NVFP4_SF_PERMUTED}
 MEMORIES = {"host": NVFP4_MEMORY_HOST, "cuda": NVFP4_MEMORY_CUDA}
 OUT_TYPES = {"fp16": NVFP4_OUT_FP16, "bf16": NVFP4_OUT_BF16, "fp32": NVFP4_OUT_FP32}
 OUT_TYPE_NAMES = {v: k for k, v in OUT_TYPES.items()}
 OUT_BYTES = {"fp16": 2, "bf16": 2, "fp32": 4}  # bytes of one output word
-OP_NAMES = {v: k for k, v in OPS.items()}
 SF_LAYOUT_NAMES = {v: k for k, v in SF_LAYOUTS.items()}
 BLOCK_FORMATS = {"nvfp4": NVFP4_FORMAT_NVFP4, "mxfp4": NVFP4_FORMAT_MXFP4, "mxfp8_e4m3": NVFP4_FORMAT_MXFP8_E4M3,
                  "mxfp8_e5m2": NVFP4_FORMAT_MXFP8_E5M2}
@@ -177,3 +174,16 @@ def sf_permuted_offset(rows, kb, b, i, s):
     """Byte offset of scale (b, i, s) in the permuted 128x4 tile layout (SPEC.md section 2)."""
     mt, kt = ceil_div(rows, 128), ceil_div(kb, 4)
     return ((b * mt + i // 128) * kt + s // 4) * 512 + (i % 32) * 16 + ((i % 128) // 32) * 4 + s % 4
+
+
+def __getattr__(name):
+    """OPS (op name -> NVFP4_OP_* value, in the op table's order) and OP_NAMES (the reverse) come
+    from the C++ op table (reference/op_table.h) through the C API's build_info, so a new op needs
+    no edit here. They are read on first use: importing the package needs no library."""
+    if name not in ("OPS", "OP_NAMES"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from . import _capi
+
+    ops = {op: value for op, value in _capi.load().build_info()["ops"]}
+    globals().update(OPS=ops, OP_NAMES={v: k for k, v in ops.items()})
+    return globals()[name]

@@ -2,6 +2,10 @@
 compiler lays it out (build_info() of the C API): a field added to one and not the other, or put
 in another place, moves a size or an offset here."""
 import ctypes
+import os
+import re
+
+from conftest import SOURCE_DIR
 
 import nvfp4check as nc
 from nvfp4check import _abi
@@ -62,9 +66,22 @@ def test_constants_are_the_headers():
     assert nc.FLAG_GROUPS_PACKED == _abi.FLAG_GROUPS_PACKED
     assert (nc.FLAG_QUANT_2D, nc.FLAG_ROW_GLOBAL_SCALE, nc.FLAG_STOCHASTIC, nc.FLAG_SF_PADDING_KEPT) == (
         1 << 8, 1 << 9, 1 << 10, 1 << 11)
-    assert set(_abi.OPS) == {"gemv", "gemm", "grouped_gemm", "dual_gemm", "quantize"}
     assert _abi.NVFP4_OP_QUANTIZE == 5
     assert set(_abi.OUT_TYPES) == {"fp16", "bf16", "fp32"}
     assert _abi.BLOCK_FORMATS == {"nvfp4": 1, "mxfp4": 2, "mxfp8_e4m3": 3, "mxfp8_e5m2": 4}
     assert _abi.IN_TYPES == {"fp16": 1, "bf16": 2, "fp32": 3}
     assert _abi.RECIPES == {"te": 1, "ref": 2, "fast": 3, "torchao": 4, "mx_rceil": 5, "mx_floor": 6, "mx_even": 7}
+
+
+def test_op_names_are_the_cpp_op_table():
+    # The rows of NVFP4_OP_TABLE in reference/op_table.h, `X(name, value, ...)`, read here as text:
+    # the package's op names reach it through the C API, and must be those rows, in their order.
+    with open(os.path.join(SOURCE_DIR, "reference", "op_table.h"), encoding="utf-8") as f:
+        header = f.read()
+    table = header[header.index("#define NVFP4_OP_TABLE(X)"):]
+    table = table[:table.index("\n\n")]
+    rows = [(name, int(value)) for name, value in re.findall(r"X\((\w+),\s*(\d+),", table)]
+    assert len(rows) >= 5
+    assert list(_abi.OPS.items()) == rows
+    assert _abi.OP_NAMES == {value: name for name, value in rows}
+    assert ("quantize", _abi.NVFP4_OP_QUANTIZE) in rows
