@@ -179,8 +179,10 @@ thread_local uint64_t t_source_taken = 0;
 // kSharedSubtype, 16 bytes: the offset and the length, little-endian.
 constexpr std::uint64_t kSharedSubtype = 0x53;
 json byte_string(const std::vector<uint8_t>& b) {
-  if (!t_sink || !t_sink->open() || b.size() <= kSharedBytes) return json::binary(b);
-  const uint64_t at = t_sink->append(b.data(), b.size()), n = b.size();
+  uint64_t at = 0;
+  if (!t_sink || !t_sink->open() || b.size() <= kSharedBytes || !t_sink->try_append(b.data(), b.size(), &at))
+    return json::binary(b);
+  const uint64_t n = b.size();
   std::vector<uint8_t> where(16);
   for (int x = 0; x < 8; ++x) where[x] = static_cast<uint8_t>(at >> (8 * x)), where[8 + x] = static_cast<uint8_t>(n >> (8 * x));
   return json::binary(std::move(where), kSharedSubtype);
@@ -214,10 +216,11 @@ json words(const OutputWords& o) {
   if (o.byte_wide()) {
     // Bytes as they are: the width, then the bytes, written in two pieces (no copy of a 1 GiB Q).
     const std::vector<uint8_t>& bytes = o.bytes();
-    if (t_sink && t_sink->open() && bytes.size() + 1 > kSharedBytes) {
-      const uint8_t width = 1;
-      const uint64_t at = t_sink->append(&width, 1), n = bytes.size() + 1;
-      t_sink->append(bytes.data(), bytes.size());
+    const uint8_t width = 1;
+    uint64_t at = 0, rest = 0;
+    if (t_sink && t_sink->open() && bytes.size() + 1 > kSharedBytes && t_sink->try_append(&width, 1, &at) &&
+        t_sink->try_append(bytes.data(), bytes.size(), &rest)) {
+      const uint64_t n = bytes.size() + 1;
       std::vector<uint8_t> where(16);
       for (int x = 0; x < 8; ++x) where[x] = static_cast<uint8_t>(at >> (8 * x)), where[8 + x] = static_cast<uint8_t>(n >> (8 * x));
       return json::binary(std::move(where), kSharedSubtype);
@@ -450,16 +453,23 @@ void SharedFile::reset() {
 }
 
 uint64_t SharedFile::append(const uint8_t* data, size_t size) {
-  const uint64_t at = end_;
+  uint64_t at = 0;
+  if (!try_append(data, size, &at)) throw ProtocolError(std::string("writing a shared file: ") + std::strerror(EFBIG));
+  return at;
+}
+
+bool SharedFile::try_append(const uint8_t* data, size_t size, uint64_t* at) {
+  *at = end_;
   size_t done = 0;
   while (done < size) {
-    const ssize_t w = pwrite(fd_, data + done, size - done, static_cast<off_t>(at + done));
+    const ssize_t w = pwrite(fd_, data + done, size - done, static_cast<off_t>(*at + done));
     if (w < 0 && errno == EINTR) continue;
+    if (w < 0 && errno == EFBIG) return false;
     if (w <= 0) throw ProtocolError(std::string("writing a shared file: ") + std::strerror(errno));
     done += static_cast<size_t>(w);
   }
-  end_ = at + size;
-  return at;
+  end_ = *at + size;
+  return true;
 }
 
 std::vector<uint8_t> SharedFile::read(uint64_t offset, uint64_t size, const std::string& at) const {

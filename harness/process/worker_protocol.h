@@ -103,6 +103,9 @@ class SharedFile {
   void reset();
   // Writes the bytes at the end and returns their offset.
   uint64_t append(const uint8_t* data, size_t size);
+  // The same, but false (nothing kept) where the process's file size limit (ulimit -f, with
+  // SIGXFSZ ignored) refuses them: the caller carries them in the frame instead.
+  bool try_append(const uint8_t* data, size_t size, uint64_t* at);
   // The bytes [offset, offset + size); throws ProtocolError past the file's end or the limit.
   std::vector<uint8_t> read(uint64_t offset, uint64_t size, const std::string& at) const;
   void set_limit(uint64_t bytes) { limit_ = bytes; }
