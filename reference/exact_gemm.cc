@@ -122,7 +122,6 @@ void decode_row(const uint8_t* packed, const uint8_t* scales, int64_t k, ScaleSe
 // and expA+expB+18 <= 28, so a block contributes < 2304*225*2^28 < 2^48 and a chunk of 16
 // blocks < 2^52 to the int64 chunk sum. The 128-bit totals hold any k (|sum| < k*2^43).
 constexpr int64_t kRowGroup = 8;  // output rows per work item, see exact_gemm
-constexpr int kNoNonzero = 62;  // sentinel bit, above any real trailing-zero count (<= 47)
 
 inline __attribute__((always_inline)) void dot_element(const DecodedRow& a, const DecodedRow& b,
                                                         int64_t kb, ExactElement& out) {
@@ -130,7 +129,9 @@ inline __attribute__((always_inline)) void dot_element(const DecodedRow& a, cons
   i128 sum = 0;
   u128 abs_sum = 0;
   int64_t nonzero = 0;
-  int min_tz = kNoNonzero;
+  // g: the lowest set bit of any block term bits * unit is the smallest trailing-zero count of
+  // them (tz(x|y) = min(tz x, tz y)), so the terms are ORed and counted once at the end.
+  uint64_t any = 0;
   for (int64_t c = 0; c < chunks; ++c) {
     const int16_t* av = a.values.data() + c * kChunkValues;
     const int16_t* bv = b.values.data() + c * kChunkValues;
@@ -173,8 +174,7 @@ inline __attribute__((always_inline)) void dot_element(const DecodedRow& a, cons
       chunk_sum += block_dot[s] * unit;
       chunk_abs += block_abs[s] * unit;
       nonzero += unit != 0 ? block_count[s] : 0;
-      const uint64_t any = static_cast<uint64_t>(block_bits[s] * unit) | (uint64_t(1) << kNoNonzero);
-      min_tz = std::min(min_tz, __builtin_ctzll(any));
+      any |= static_cast<uint64_t>(block_bits[s] * unit);
     }
     sum += chunk_sum;
     abs_sum += static_cast<u128>(chunk_abs);
@@ -182,7 +182,7 @@ inline __attribute__((always_inline)) void dot_element(const DecodedRow& a, cons
   out.sum = sum;
   out.abs_sum = abs_sum;
   out.nonzero = nonzero;
-  out.min_tz = min_tz == kNoNonzero ? 128 : min_tz;
+  out.min_tz = any == 0 ? 128 : __builtin_ctzll(any);
   out.nan = a.nan || b.nan;
 }
 
