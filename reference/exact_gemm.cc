@@ -7,8 +7,9 @@
 //  - per chunk, 16 vector steps give per lane the dot product, the sum of |products|, their OR
 //    (for g: tz(x|y) = min(tz x, tz y)) and the count of nonzero ones; two adjacent lanes make
 //    one block;
-//  - each block is then scaled by sigA*sigB * 2^(expA+expB+18) in int64 and the chunk's int64
-//    sum is added to 128-bit accumulators, so any k is exact (see the bounds below).
+//  - each block is then scaled by sigA*sigB * 2^(expA+expB+18) in int64 (the product of the two
+//    scales' weights sig * 2^(exp+9), decoded once per row) and the chunk's int64 sum is added to
+//    128-bit accumulators, so any k is exact (see the bounds below).
 #include "reference/exact_gemm.h"
 #include "reference/exact_mx.h"
 
@@ -41,10 +42,29 @@ struct DecodedRow {
   // [chunk][pair q][block s][2]: doubled E2M1 value (in -12..12) times the scale's sign, 0 in
   // padding (elements >= k, blocks >= kb).
   std::vector<int16_t> values;
-  std::vector<int32_t> sig;  // per block: scale significand, 0 for zero, NaN and padding blocks
-  std::vector<int32_t> exp;  // per block: scale exponent in [-9, 5]
-  bool nan = false;          // some scale of the row is NaN
+  // Per block: the scale's weight sig * 2^(exp + 9) (exp in [-9, 5], so below 2^18), 0 for zero,
+  // NaN and padding blocks. weight_a * weight_b = sigA*sigB * 2^(expA+expB+18), a block's unit.
+  std::vector<int32_t> weight;
+  bool nan = false;  // some scale of the row is NaN
 };
+
+// Every scale byte decoded once: weight (as DecodedRow's), whether its sign is negative and
+// whether it is NaN, under either semantics.
+struct ScaleTable {
+  int32_t weight[256];
+  bool negative[2][256];  // [semantics == e4m3]
+  bool nan[256];
+  ScaleTable() {
+    for (int byte = 0; byte < 256; ++byte) {
+      const ScaleValue v = e4m3_decode(static_cast<uint8_t>(byte), ScaleSemantics::ue4m3);
+      weight[byte] = v.nan ? 0 : v.sig << (v.exp + 9);  // a NaN block contributes nothing to r, S, t, g
+      nan[byte] = v.nan;
+      for (ScaleSemantics sem : {ScaleSemantics::ue4m3, ScaleSemantics::e4m3})
+        negative[sem == ScaleSemantics::e4m3][byte] = e4m3_decode(static_cast<uint8_t>(byte), sem).sign < 0;
+    }
+  }
+};
+const ScaleTable kScaleTable;
 
 // Doubled E2M1 values of both nibbles of a byte as two int16 in memory order (low nibble, the
 // even element, first), for positive and negated scales.
@@ -67,28 +87,34 @@ int64_t chunk_count(int64_t kb) { return (kb + kChunk - 1) / kChunk; }
 
 void decode_row(const uint8_t* packed, const uint8_t* scales, int64_t k, ScaleSemantics semantics,
                 DecodedRow& row) {
-  const int64_t kb = (k + kBlock - 1) / kBlock;
+  const int64_t kb = (k + kBlock - 1) / kBlock, full = k / kBlock;
   const int64_t blocks = chunk_count(kb) * kChunk;
   // Rows of one problem all have the same k, so every row writes the same cells and the rest
   // (the tail of a partial last block, the blocks beyond kb) keeps the zeros of the first
   // allocation: reused buffers need no clearing.
   if (row.values.size() != static_cast<size_t>(blocks * kBlock)) {
     row.values.assign(static_cast<size_t>(blocks * kBlock), 0);
-    row.sig.assign(static_cast<size_t>(blocks), 0);
-    row.exp.assign(static_cast<size_t>(blocks), -9);
+    row.weight.assign(static_cast<size_t>(blocks), 0);
   }
-  row.nan = false;
+  const bool* negative = kScaleTable.negative[semantics == ScaleSemantics::e4m3];
+  bool nan = false;
   for (int64_t s = 0; s < kb; ++s) {
-    const ScaleValue sv = e4m3_decode(scales[s], semantics);
-    row.nan |= sv.nan;
-    row.sig[s] = sv.nan ? 0 : sv.sig;  // a NaN block contributes nothing to r, S, t, g
-    row.exp[s] = sv.exp;
-    const uint32_t* table = kByteTable.pair[sv.sign < 0];
+    const uint8_t scale = scales[s];
+    nan |= kScaleTable.nan[scale];
+    row.weight[s] = kScaleTable.weight[scale];
+    const uint32_t* table = kByteTable.pair[negative[scale]];
     int16_t* out = row.values.data() + (s / kChunk) * kChunkValues + (s % kChunk) * 2;
     const uint8_t* bytes = packed + s * kPairs;
-    const int64_t nbytes = std::min<int64_t>(kPairs, (k - s * kBlock) / 2);  // k is even
-    for (int64_t q = 0; q < nbytes; ++q) std::memcpy(out + q * (2 * kChunk), &table[bytes[q]], 4);
+    if (s < full) {  // a whole block: one 8-byte load, 8 stores the compiler unrolls
+      uint64_t word;
+      std::memcpy(&word, bytes, sizeof word);
+      for (int q = 0; q < kPairs; ++q, word >>= 8) std::memcpy(out + q * (2 * kChunk), &table[word & 0xFF], 4);
+    } else {
+      const int64_t nbytes = (k - s * kBlock) / 2;  // k is even
+      for (int64_t q = 0; q < nbytes; ++q) std::memcpy(out + q * (2 * kChunk), &table[bytes[q]], 4);
+    }
   }
+  row.nan = nan;
 }
 
 // Bounds that make the int64 chunk sums safe: |a*b| <= 12*12 = 144 (doubled values), so a lane's
@@ -96,7 +122,6 @@ void decode_row(const uint8_t* packed, const uint8_t* scales, int64_t k, ScaleSe
 // and expA+expB+18 <= 28, so a block contributes < 2304*225*2^28 < 2^48 and a chunk of 16
 // blocks < 2^52 to the int64 chunk sum. The 128-bit totals hold any k (|sum| < k*2^43).
 constexpr int64_t kRowGroup = 8;  // output rows per work item, see exact_gemm
-constexpr int kNoNonzero = 62;  // sentinel bit, above any real trailing-zero count (<= 47)
 
 inline __attribute__((always_inline)) void dot_element(const DecodedRow& a, const DecodedRow& b,
                                                         int64_t kb, ExactElement& out) {
@@ -104,7 +129,9 @@ inline __attribute__((always_inline)) void dot_element(const DecodedRow& a, cons
   i128 sum = 0;
   u128 abs_sum = 0;
   int64_t nonzero = 0;
-  int min_tz = kNoNonzero;
+  // g: the lowest set bit of any block term bits * unit is the smallest trailing-zero count of
+  // them (tz(x|y) = min(tz x, tz y)), so the terms are ORed and counted once at the end.
+  uint64_t any = 0;
   for (int64_t c = 0; c < chunks; ++c) {
     const int16_t* av = a.values.data() + c * kChunkValues;
     const int16_t* bv = b.values.data() + c * kChunkValues;
@@ -138,20 +165,16 @@ inline __attribute__((always_inline)) void dot_element(const DecodedRow& a, cons
 #undef NVFP4_EVEN
 #undef NVFP4_ODD
     int64_t chunk_sum = 0, chunk_abs = 0;
-    const int32_t* sa = a.sig.data() + c * kChunk;
-    const int32_t* sb = b.sig.data() + c * kChunk;
-    const int32_t* ea = a.exp.data() + c * kChunk;
-    const int32_t* eb = b.exp.data() + c * kChunk;
+    const int32_t* wa = a.weight.data() + c * kChunk;
+    const int32_t* wb = b.weight.data() + c * kChunk;
     // Blocks beyond kb are zero: small k skips their scalar work.
     const int live = static_cast<int>(std::min<int64_t>(kChunk, kb - c * kChunk));
     for (int s = 0; s < live; ++s) {
-      const int64_t sp = sa[s] * sb[s];
-      const int64_t unit = int64_t(1) << (ea[s] + eb[s] + 18);  // 2^-2 * 2^(ea+eb) in 2^-20 units
-      chunk_sum += block_dot[s] * sp * unit;
-      chunk_abs += block_abs[s] * sp * unit;
-      nonzero += sp != 0 ? block_count[s] : 0;
-      const uint64_t any = static_cast<uint64_t>(block_bits[s] * sp * unit) | (uint64_t(1) << kNoNonzero);
-      min_tz = std::min(min_tz, __builtin_ctzll(any));
+      const int64_t unit = int64_t{wa[s]} * wb[s];  // 2^-2 * sa * sb in 2^-20 units
+      chunk_sum += block_dot[s] * unit;
+      chunk_abs += block_abs[s] * unit;
+      nonzero += unit != 0 ? block_count[s] : 0;
+      any |= static_cast<uint64_t>(block_bits[s] * unit);
     }
     sum += chunk_sum;
     abs_sum += static_cast<u128>(chunk_abs);
@@ -159,7 +182,7 @@ inline __attribute__((always_inline)) void dot_element(const DecodedRow& a, cons
   out.sum = sum;
   out.abs_sum = abs_sum;
   out.nonzero = nonzero;
-  out.min_tz = min_tz == kNoNonzero ? 128 : min_tz;
+  out.min_tz = any == 0 ? 128 : __builtin_ctzll(any);
   out.nan = a.nan || b.nan;
 }
 

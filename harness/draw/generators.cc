@@ -129,29 +129,58 @@ uint8_t narrow_scale(uint8_t raw) {
 
 int64_t e2m1_elements(int64_t rows, int64_t k, int64_t l) { return l * rows * k; }
 
-void pack_codes(const std::vector<uint8_t>& raw, ValueDist dist, int64_t k, bool tensor_b,
-                bool negative, std::vector<uint8_t>& out) {
-  out.assign(raw.size() / 2, 0);
-  const int64_t kb = (k + 15) / 16;
+// E2M1 codes of `count` elements drawn as raw bytes (one each), packed two to a byte into out as
+// the pieces arrive. one_sign's codes are drawn positive: its sign is drawn after the data, so the
+// caller sets it then (set_signs gives what the negative code of the same raw byte is).
+void draw_codes(Draws& d, size_t count, ValueDist dist, int64_t k, bool tensor_b, std::vector<uint8_t>& out) {
+  out.assign(count / 2, 0);
+  size_t e = 0;  // the next element
   if (dist != ValueDist::alternating && dist != ValueDist::fine_cancel) {
     // The code depends on the raw byte alone: one table, two codes per output byte (generating
     // data was a third of a small case's time in `run`).
     uint8_t lut[256];
-    for (int r = 0; r < 256; ++r) lut[r] = e2m1_code_from_raw(dist, static_cast<uint8_t>(r), 0, tensor_b, negative);
-    for (size_t e = 0; e + 1 < raw.size(); e += 2) out[e / 2] = static_cast<uint8_t>(lut[raw[e]] | lut[raw[e + 1]] << 4);
+    for (int r = 0; r < 256; ++r) lut[r] = e2m1_code_from_raw(dist, static_cast<uint8_t>(r), 0, tensor_b, false);
+    d.bytes_to(count, [&](const uint8_t* raw, size_t size) {
+      size_t i = 0;
+      if (e % 2 == 1 && size > 0) {  // the high half of a byte the piece before began
+        out[e / 2] |= static_cast<uint8_t>(lut[raw[0]] << 4);
+        ++e, i = 1;
+      }
+      uint8_t* to = out.data() + e / 2;
+      const size_t pairs = (size - i) / 2;
+      for (size_t q = 0; q < pairs; ++q, i += 2) to[q] = static_cast<uint8_t>(lut[raw[i]] | lut[raw[i + 1]] << 4);
+      e += 2 * pairs;
+      if (i < size) out[e++ / 2] = lut[raw[i]];
+    });
     return;
   }
-  for (size_t e = 0; e < raw.size(); ++e) {
-    const int64_t x = static_cast<int64_t>(e) % k;
-    uint8_t code = e2m1_code_from_raw(dist, raw[e], x, tensor_b, negative);
-    if (dist == ValueDist::fine_cancel && fine_cancel_pair_block(x / 16, kb)) {
-      // The pair: elements 0 and 1 of the block; A +0.5 (code 1), -0.5 (code 9); B 6 (code 7).
-      const int64_t in_block = x % 16;
-      code = in_block > 1 ? 0 : tensor_b ? 7 : (in_block == 0 ? 1 : 9);
+  const int64_t kb = (k + 15) / 16;
+  d.bytes_to(count, [&](const uint8_t* raw, size_t size) {
+    for (size_t i = 0; i < size; ++i, ++e) {
+      const int64_t x = static_cast<int64_t>(e) % k;
+      uint8_t code = e2m1_code_from_raw(dist, raw[i], x, tensor_b, false);
+      if (dist == ValueDist::fine_cancel && fine_cancel_pair_block(x / 16, kb)) {
+        // The pair: elements 0 and 1 of the block; A +0.5 (code 1), -0.5 (code 9); B 6 (code 7).
+        const int64_t in_block = x % 16;
+        code = in_block > 1 ? 0 : tensor_b ? 7 : (in_block == 0 ? 1 : 9);
+      }
+      out[e / 2] |= static_cast<uint8_t>((e % 2) ? code << 4 : code);
     }
-    out[e / 2] |= static_cast<uint8_t>((e % 2) ? code << 4 : code);
-  }
+  });
 }
+
+// `count` scale bytes of dist, one raw byte each, mapped as they are drawn.
+void draw_scales(Draws& d, size_t count, ScaleDist dist, std::vector<uint8_t>& out) {
+  uint8_t lut[256];
+  for (int r = 0; r < 256; ++r) lut[r] = scale_from_raw(dist, static_cast<uint8_t>(r));
+  out.resize(count);
+  uint8_t* to = out.data();
+  d.bytes_to(count, [&](const uint8_t* raw, size_t size) {
+    for (size_t i = 0; i < size; ++i) *to++ = lut[raw[i]];
+  });
+}
+
+void set_signs(std::vector<uint8_t>& packed, bool negative);
 
 }  // namespace
 
@@ -260,13 +289,38 @@ uint64_t RngDraws::below(uint64_t bound) {
   return x % bound;
 }
 
+void Draws::bytes_to(std::size_t count, const Take& take) {
+  const std::vector<uint8_t> all = bytes(count);
+  take(all.data(), all.size());
+}
+
+// Each 64-bit draw gives 8 bytes, low byte first; the last draw's unused bytes are dropped.
+void RngDraws::fill(uint8_t* out, std::size_t count) {
+  size_t i = 0;
+  for (; i + 8 <= count; i += 8) {
+    const uint64_t x = rng_();
+    for (int j = 0; j < 8; ++j) out[i + j] = static_cast<uint8_t>(x >> (8 * j));  // one store
+  }
+  if (i < count)
+    for (uint64_t x = rng_(); i < count; ++i, x >>= 8) out[i] = static_cast<uint8_t>(x);
+}
+
 std::vector<uint8_t> RngDraws::bytes(std::size_t count) {
   std::vector<uint8_t> out(count);
-  for (size_t i = 0; i < count; i += 8) {
-    uint64_t x = rng_();
-    for (size_t j = i; j < std::min(count, i + 8); ++j, x >>= 8) out[j] = static_cast<uint8_t>(x);
-  }
+  fill(out.data(), count);
   return out;
+}
+
+void RngDraws::bytes_to(std::size_t count, const Take& take) {
+  // Whole draws per piece (a multiple of 8 bytes), so the pieces are the bytes of one bytes(count).
+  constexpr size_t kPiece = 4096;
+  uint8_t piece[kPiece];
+  for (size_t done = 0; done < count;) {
+    const size_t size = std::min(kPiece, count - done);
+    fill(piece, size);
+    take(piece, size);
+    done += size;
+  }
 }
 
 ByteDraws::ByteDraws(const uint8_t* data, std::size_t size)
@@ -872,12 +926,13 @@ void draw_dense_data(Draws& d, const DataSpec& spec, Problem& p, bool edges_allo
   // The draws of GEMV and GEMM come first and in their old order; a dual problem's extra draws
   // (B2, SFB2, B2's sign, alpha2, silu's region) come with a bound of 1 otherwise, which draws
   // nothing, so a seed means the same GEMV or GEMM case as before dual GEMM existed.
-  const std::vector<uint8_t> raw_a = d.bytes(static_cast<size_t>(e2m1_elements(p.m, p.k, p.l)));
-  const std::vector<uint8_t> raw_b = d.bytes(static_cast<size_t>(e2m1_elements(p.n, p.k, p.l)));
-  const std::vector<uint8_t> raw_sfa = d.bytes(static_cast<size_t>(p.sfa_bytes()));
-  const std::vector<uint8_t> raw_sfb = d.bytes(static_cast<size_t>(p.sfb_bytes()));
-  const std::vector<uint8_t> raw_b2 = d.bytes(static_cast<size_t>(dual ? e2m1_elements(p.n, p.k, p.l) : 0));
-  const std::vector<uint8_t> raw_sfb2 = d.bytes(static_cast<size_t>(p.sfb2_bytes()));
+  // Raw bytes of A, B, SFA, SFB, B2 and SFB2 (one per element or scale), each mapped as drawn.
+  draw_codes(d, static_cast<size_t>(e2m1_elements(p.m, p.k, p.l)), spec.values, p.k, false, p.a);
+  draw_codes(d, static_cast<size_t>(e2m1_elements(p.n, p.k, p.l)), spec.values, p.k, true, p.b);
+  draw_scales(d, static_cast<size_t>(p.sfa_bytes()), spec.scales, p.sfa);
+  draw_scales(d, static_cast<size_t>(p.sfb_bytes()), spec.scales, p.sfb);
+  if (dual) draw_codes(d, static_cast<size_t>(e2m1_elements(p.n, p.k, p.l)), spec.values, p.k, true, p.b2);
+  draw_scales(d, static_cast<size_t>(p.sfb2_bytes()), spec.scales, p.sfb2);
   const uint64_t signs = d.below(4);  // one_sign: bit 0 negates A, bit 1 negates B
   const uint64_t sign_b2 = d.below(dual ? 2 : 1);
   const uint64_t nan_at = d.below(static_cast<uint64_t>(p.sfa_bytes() + p.sfb_bytes() + p.sfb2_bytes()));
@@ -899,15 +954,11 @@ void draw_dense_data(Draws& d, const DataSpec& spec, Problem& p, bool edges_allo
   const uint64_t edge_at = d.below(edge != 0 ? uint64_t(1) << 32 : 1);
   const uint64_t edge_exp = d.below(edge != 0 ? uint64_t(1) << 9 : 1);
 
-  pack_codes(raw_a, spec.values, p.k, false, signs & 1u, p.a);
-  pack_codes(raw_b, spec.values, p.k, true, signs & 2u, p.b);
-  if (dual) pack_codes(raw_b2, spec.values, p.k, true, sign_b2 != 0, p.b2);
-  p.sfa.resize(raw_sfa.size());
-  p.sfb.resize(raw_sfb.size());
-  p.sfb2.resize(raw_sfb2.size());
-  for (size_t i = 0; i < raw_sfa.size(); ++i) p.sfa[i] = scale_from_raw(spec.scales, raw_sfa[i]);
-  for (size_t i = 0; i < raw_sfb.size(); ++i) p.sfb[i] = scale_from_raw(spec.scales, raw_sfb[i]);
-  for (size_t i = 0; i < raw_sfb2.size(); ++i) p.sfb2[i] = scale_from_raw(spec.scales, raw_sfb2[i]);
+  if (spec.values == ValueDist::one_sign) {  // drawn positive (draw_codes)
+    if (signs & 1u) set_signs(p.a, true);
+    if (signs & 2u) set_signs(p.b, true);
+    if (sign_b2 != 0) set_signs(p.b2, true);
+  }
   if (spec.scales == ScaleDist::fine_cancel) {
     const int64_t kb = p.kb();
     for (size_t i = 0; i < p.sfa.size(); ++i)

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <random>
 #include <string>
@@ -106,6 +107,10 @@ class Draws {
   virtual ~Draws() = default;
   virtual uint64_t below(uint64_t bound) = 0;                 // uniform in [0, bound), bound >= 1
   virtual std::vector<uint8_t> bytes(std::size_t count) = 0;  // count uniform bytes
+  // The same count bytes as bytes(count), handed to `take` in order, in pieces: a generator that
+  // maps each byte at once never holds a large tensor's raw draws (by default: one piece).
+  using Take = std::function<void(const uint8_t* piece, std::size_t size)>;
+  virtual void bytes_to(std::size_t count, const Take& take);
 };
 
 // Draws from an Rng with our own arithmetic (not std::uniform_int_distribution, whose algorithm
@@ -115,8 +120,10 @@ class RngDraws final : public Draws {
   explicit RngDraws(Rng& rng) : rng_(rng) {}
   uint64_t below(uint64_t bound) override;
   std::vector<uint8_t> bytes(std::size_t count) override;
+  void bytes_to(std::size_t count, const Take& take) override;  // pieces of 4 KiB
 
  private:
+  void fill(uint8_t* out, std::size_t count);
   Rng& rng_;
 };
 

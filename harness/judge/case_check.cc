@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <mutex>
 #include <stdexcept>
@@ -38,30 +39,43 @@ std::optional<Finding> call_finding(const Problem& p, const CallObservation& o) 
   return first_finding(x);
 }
 
-// Rotates the rows [0, rows) of each of `groups` groups of `row_bytes` bytes by r.
-void rotate_rows(std::vector<uint8_t>& v, int64_t groups, int64_t rows, int64_t row_bytes, int64_t r) {
-  if (rows < 2 || r % rows == 0) return;
-  for (int64_t g = 0; g < groups; ++g) {
-    auto first = v.begin() + g * rows * row_bytes;
-    std::rotate(first, first + (r % rows) * row_bytes, first + rows * row_bytes);
+// How one input tensor of a stale variant moves: row i of batch b comes from row (i + rows_by) %
+// rows of batch (b + batches_by) % l, the first `blocks` blocks of `block_bytes` of every row are
+// rotated left by blocks_by (block s from block (s + blocks_by) % blocks; the rest of the row
+// stays), and every byte is XORed with flip (a negation).
+struct TensorRotation {
+  int64_t l = 1, rows = 0, row_bytes = 0;
+  int64_t block_bytes = 0, blocks = 0, blocks_by = 0;
+  int64_t rows_by = 0, batches_by = 0;
+  uint8_t flip = 0;
+};
+
+void copy_xor(uint8_t* to, const uint8_t* from, int64_t size, uint8_t flip) {
+  if (flip == 0) {
+    if (size > 0) std::memcpy(to, from, static_cast<size_t>(size));
+    return;
   }
+  for (int64_t x = 0; x < size; ++x) to[x] = from[x] ^ flip;
 }
 
-// Rotates the first `blocks` 16-element blocks of every row (8 bytes of E2M1, one scale each).
-void rotate_blocks(Problem& q, int64_t blocks, int64_t r) {
-  if (blocks < 2 || r % blocks == 0) return;
-  const int64_t row_bytes = q.k / 2, kb = q.kb();
-  auto per_row = [&](std::vector<uint8_t>& data, std::vector<uint8_t>& scales, int64_t rows) {
-    for (int64_t row = 0; row < rows; ++row) {
-      auto d = data.begin() + row * row_bytes;
-      std::rotate(d, d + (r % blocks) * 8, d + blocks * 8);
-      auto s = scales.begin() + row * kb;
-      std::rotate(s, s + r % blocks, s + blocks);
+// `to` = `from` moved as t says, in one sequential pass: rotating in place (std::rotate on a
+// vector's bytes) follows cycles that jump a row apart at every byte, and took several passes
+// (negation, blocks, rows, batches).
+void copy_rotated(const std::vector<uint8_t>& from, const TensorRotation& t, std::vector<uint8_t>& to) {
+  if (static_cast<int64_t>(from.size()) != t.l * t.rows * t.row_bytes)
+    throw std::logic_error("stale variant: a tensor's size is not its batches x rows x row bytes");
+  to.resize(from.size());
+  const int64_t span = t.blocks >= 2 ? t.blocks * t.block_bytes : 0;
+  const int64_t shift = t.blocks >= 2 ? t.blocks_by % t.blocks * t.block_bytes : 0;
+  for (int64_t b = 0; b < t.l; ++b) {
+    for (int64_t i = 0; i < t.rows; ++i) {
+      const uint8_t* src = from.data() + (((b + t.batches_by) % t.l) * t.rows + (i + t.rows_by) % t.rows) * t.row_bytes;
+      uint8_t* dst = to.data() + (b * t.rows + i) * t.row_bytes;
+      copy_xor(dst, src + shift, span - shift, t.flip);
+      copy_xor(dst + span - shift, src, shift, t.flip);
+      copy_xor(dst + span, src + span, t.row_bytes - span, t.flip);
     }
-  };
-  per_row(q.a, q.sfa, q.l * q.m);
-  per_row(q.b, q.sfb, q.l * q.n);
-  if (op_is_dual(q.op)) per_row(q.b2, q.sfb2, q.l * q.n);
+  }
 }
 
 // Calls a stochastic quantizer with quantize_op::kStochasticSeeds other seeds (run 1's padding
@@ -207,17 +221,22 @@ Rotations draw_rotations(const Problem& p, uint64_t seed) {
   return r;
 }
 
-// Rotates blocks, rows and batches of every input of a GEMV, GEMM or dual GEMM (B2 like B).
-void rotate_inputs(Problem& q, const Rotations& r) {
-  rotate_blocks(q, r.blocks, r.rb);
-  rotate_rows(q.a, q.l, q.m, q.k / 2, r.ri);
-  rotate_rows(q.sfa, q.l, q.m, q.kb(), r.ri);
-  std::vector<std::vector<uint8_t>*> b_side = {&q.b, &q.sfb};
-  if (op_is_dual(q.op)) b_side = {&q.b, &q.sfb, &q.b2, &q.sfb2};
-  for (size_t x = 0; x < b_side.size(); ++x)
-    rotate_rows(*b_side[x], q.l, q.n, x % 2 == 0 ? q.k / 2 : q.kb(), r.rj);
-  for (auto* v : {&q.a, &q.sfa}) rotate_rows(*v, 1, q.l, static_cast<int64_t>(v->size()) / q.l, r.rl);
-  for (auto* v : b_side) rotate_rows(*v, 1, q.l, static_cast<int64_t>(v->size()) / q.l, r.rl);
+// Every input of a GEMV, GEMM or dual GEMM (B2 like B) of p into q's, blocks, rows and batches
+// rotated by r; A's bytes XORed with flip_a, B2's with flip_b2.
+void copy_rotated_inputs(const Problem& p, const Rotations& r, uint8_t flip_a, uint8_t flip_b2, Problem& q) {
+  const int64_t row = p.k / 2, kb = p.kb();
+  const auto move = [&](const std::vector<uint8_t>& from, std::vector<uint8_t>& to, int64_t rows, bool scales,
+                        int64_t rows_by, uint8_t flip) {
+    copy_rotated(from, {p.l, rows, scales ? kb : row, scales ? 1 : 8, r.blocks, r.rb, rows_by, r.rl, flip}, to);
+  };
+  move(p.a, q.a, p.m, false, r.ri, flip_a);
+  move(p.sfa, q.sfa, p.m, true, r.ri, 0);
+  move(p.b, q.b, p.n, false, r.rj, 0);
+  move(p.sfb, q.sfb, p.n, true, r.rj, 0);
+  if (op_is_dual(p.op)) {
+    move(p.b2, q.b2, p.n, false, r.rj, flip_b2);
+    move(p.sfb2, q.sfb2, p.n, true, r.rj, 0);
+  }
 }
 
 Problem stale_base(const Problem& p) {
@@ -235,9 +254,8 @@ StaleVariant stale_gemm(const Problem& p, const ExactResult& ref, uint64_t seed)
   StaleVariant v;
   Problem& q = v.problem;
   q = stale_base(p);
-  for (uint8_t& byte : q.a) byte ^= 0x88;  // both nibbles' sign bits: every product negated
   const Rotations r = draw_rotations(p, seed);
-  rotate_inputs(q, r);
+  copy_rotated_inputs(p, r, 0x88, 0, q);  // A's 0x88: both nibbles' sign bits, every product negated
   // C'[b][i][j] = -C[(b + rl) % l][(i + ri) % m][(j + rj) % n]
   ExactResult& out = v.reference;
   out.out_type = p.out_type;
@@ -261,7 +279,7 @@ StaleVariant stale_gemm(const Problem& p, const ExactResult& ref, uint64_t seed)
 }
 
 // Element (b, i, j) of a GEMM after its rows and batches were rotated by r: element
-// ((b + rl) % l, (i + ri) % m, (j + rj) % n) before (rotate_rows moves row (i + ri) % m to i).
+// ((b + rl) % l, (i + ri) % m, (j + rj) % n) before (copy_rotated moves row (i + ri) % m to i).
 int64_t rotated_from(const Rotations& r, int64_t l, int64_t m, int64_t n, int64_t to) {
   const int64_t b = to / (m * n), i = to / n % m, j = to % n;
   return (((b + r.rl) % l) * m + (i + r.ri) % m) * n + (j + r.rj) % n;
@@ -311,32 +329,30 @@ StaleVariant stale_mx(const Problem& p, const ExactResult& ref, uint64_t seed, b
   if (op_is_grouped(p.op)) {
     for (size_t g = 0; g < p.groups.size(); ++g) {
       if (p.groups[g].m == 0) continue;
-      Problem one = group_problem(p, g);
+      const Problem one = group_problem(p, g);
       const uint8_t sign = packs_nibbles(one.a_format) ? 0x88 : 0x80;
-      for (uint8_t& byte : one.a) byte ^= sign;
       const Rotations r = draw_rotations(one, splitmix64(seed ^ g));
-      rotate_rows(one.a, 1, one.m, operand_row_bytes(one.a_format, one.k), r.ri);
-      rotate_rows(one.sfa, 1, one.m, one.kb(), r.ri);
-      rotate_rows(one.b, 1, one.n, operand_row_bytes(one.b_format, one.k), r.rj);
-      rotate_rows(one.sfb, 1, one.n, one.kb_b(), r.rj);
       Group& to = q.groups[g];
-      to.a = one.a, to.b = one.b, to.sfa = one.sfa, to.sfb = one.sfb;
+      copy_rotated(one.a, {1, one.m, operand_row_bytes(one.a_format, one.k), 0, 0, 0, r.ri, 0, sign}, to.a);
+      copy_rotated(one.sfa, {1, one.m, one.kb(), 0, 0, 0, r.ri, 0, 0}, to.sfa);
+      copy_rotated(one.b, {1, one.n, operand_row_bytes(one.b_format, one.k), 0, 0, 0, r.rj, 0, 0}, to.b);
+      copy_rotated(one.sfb, {1, one.n, one.kb_b(), 0, 0, 0, r.rj, 0, 0}, to.sfb);
       if (derive) facts.push_back(negated_rotated_mx(ref.mx->data() + ref.group_offset[g], 1, one.m, one.n, r));
     }
     if (derive) v.reference = mx_result_from_facts(q, std::move(facts));
     return v;
   }
   const uint8_t sign = packs_nibbles(p.a_format) ? 0x88 : 0x80;
-  for (uint8_t& byte : q.a) byte ^= sign;
   const Rotations r = draw_rotations(p, seed);
-  rotate_rows(q.a, q.l, q.m, operand_row_bytes(q.a_format, q.k), r.ri);
-  rotate_rows(q.sfa, q.l, q.m, q.kb(), r.ri);
-  std::vector<std::vector<uint8_t>*> b_side = {&q.b, &q.sfb};
-  if (op_is_dual(q.op)) b_side = {&q.b, &q.sfb, &q.b2, &q.sfb2};
-  for (size_t x = 0; x < b_side.size(); ++x)
-    rotate_rows(*b_side[x], q.l, q.n, x % 2 == 0 ? operand_row_bytes(q.b_format, q.k) : q.kb_b(), r.rj);
-  for (auto* t : {&q.a, &q.sfa}) rotate_rows(*t, 1, q.l, static_cast<int64_t>(t->size()) / q.l, r.rl);
-  for (auto* t : b_side) rotate_rows(*t, 1, q.l, static_cast<int64_t>(t->size()) / q.l, r.rl);
+  copy_rotated(p.a, {p.l, p.m, operand_row_bytes(p.a_format, p.k), 0, 0, 0, r.ri, r.rl, sign}, q.a);
+  copy_rotated(p.sfa, {p.l, p.m, p.kb(), 0, 0, 0, r.ri, r.rl, 0}, q.sfa);
+  const int64_t b_row = operand_row_bytes(p.b_format, p.k);
+  copy_rotated(p.b, {p.l, p.n, b_row, 0, 0, 0, r.rj, r.rl, 0}, q.b);
+  copy_rotated(p.sfb, {p.l, p.n, p.kb_b(), 0, 0, 0, r.rj, r.rl, 0}, q.sfb);
+  if (op_is_dual(p.op)) {
+    copy_rotated(p.b2, {p.l, p.n, b_row, 0, 0, 0, r.rj, r.rl, 0}, q.b2);
+    copy_rotated(p.sfb2, {p.l, p.n, p.kb_b(), 0, 0, 0, r.rj, r.rl, 0}, q.sfb2);
+  }
   if (!derive) return v;
   facts.push_back(negated_rotated_mx(ref.mx->data(), p.l, p.m, p.n, r));
   if (op_is_dual(p.op)) facts.push_back(negated_rotated_mx(ref.mx2->data(), p.l, p.m, p.n, r));
@@ -393,9 +409,8 @@ StaleVariant gemm_family::stale_variant(const Problem& p, const ExactResult& ref
     // rotations as for GEMM, and the reference follows from G's and U's facts.
     StaleVariant v;
     v.problem = stale_base(p);
-    for (uint8_t& byte : v.problem.b2) byte ^= 0x88;
     const Rotations r = draw_rotations(p, seed);
-    rotate_inputs(v.problem, r);
+    copy_rotated_inputs(p, r, 0, 0x88, v.problem);
     v.reference = ref.elems2.size() == ref.elems.size() ? dual_from_rotated(v.problem, ref, r) : exact_gemm_auto(v.problem);
     return v;
   }

@@ -269,11 +269,30 @@ void negate_all(const Problem& q, uint8_t* x) {
   for (int64_t e = 0; e < elements; ++e) x[e * width + width - 1] ^= 0x80;
 }
 
+// Rotates the `size` bytes at first left by `by`: the smaller side through a copy and one memmove
+// (std::rotate on bytes moves them one at a time); in place where that side would be a large
+// allocation (a huge case's X).
+void rotate_bytes(uint8_t* first, size_t by, size_t size) {
+  const size_t right = size - by;
+  if (std::min(by, right) > (size_t(1) << 26)) {
+    std::rotate(first, first + by, first + size);
+  } else if (by <= right) {
+    const std::vector<uint8_t> head(first, first + by);
+    std::memmove(first, first + by, right);
+    std::copy(head.begin(), head.end(), first + right);
+  } else {
+    const std::vector<uint8_t> tail(first + by, first + size);
+    std::memmove(first + right, first, by);
+    std::copy(tail.begin(), tail.end(), first);
+  }
+}
+
 void stale_in_place(Problem& q, uint64_t seed, bool undo) {
   negate_all(q, q.x.data());
   const StaleRotation t = stale_rotation(q, seed);
   if (t.r == 0) return;
-  std::rotate(q.x.begin(), q.x.begin() + (undo ? t.units - t.r : t.r) * t.unit_bytes, q.x.begin() + t.units * t.unit_bytes);
+  rotate_bytes(q.x.data(), static_cast<size_t>((undo ? t.units - t.r : t.r) * t.unit_bytes),
+               static_cast<size_t>(t.units * t.unit_bytes));
 }
 
 StaleVariant stale_variant(const Problem& p, const ExactResult&, uint64_t seed) {

@@ -14,9 +14,14 @@
 #include <string>
 #include <vector>
 
+#include "harness/draw/schedule.h"
+#include "harness/judge/case_check.h"
+#include "harness/ops/op_module.h"
+#include "kernels/registry.h"
 #include "reference/case_file.h"
 #include "reference/stable_hash.h"
 #include "reference/exact_gemm.h"
+#include "reference/exact_mx.h"
 #include "reference/formats.h"
 #include "reference/oracle.h"
 
@@ -477,6 +482,186 @@ TEST(Generators, SeededCasesExpandLikeFillData) {
   Problem bad_gen = p;
   bad_gen.generator = "edge/near_max";
   EXPECT_THROW(expand_seeded_case(bad_gen), std::invalid_argument);
+}
+
+
+// ---------------------------------------------------------------------------------------------
+// Seeds mean the same cases as ever: the data a seed draws (Rng and fuzz input), its exact
+// reference and its stale-state variant, hashed, against hashes taken before the draw, the
+// rotations and the reference were made faster. A mutant kill table or a saved seed-only case
+// is only comparable across builds while these hold.
+
+// FNV-1a over everything added, in order.
+class GoldenHash {
+ public:
+  void bytes(const void* data, size_t size) { text_.append(static_cast<const char*>(data), size); }
+  template <class T>
+  void value(const T& v) { bytes(&v, sizeof v); }
+  template <class T>
+  void vec(const std::vector<T>& v) {
+    value(v.size());
+    if (!v.empty()) bytes(v.data(), v.size() * sizeof(T));
+  }
+  void text(const std::string& t) { vec(std::vector<char>(t.begin(), t.end())); }
+  void problem(const Problem& p) {
+    try {
+      text(write_case(p));  // every input, alpha and shape field a case file holds
+    } catch (const std::invalid_argument& e) {
+      text(std::string("unwritable: ") + e.what());
+    }
+  }
+  void reference(const ExactResult& r) {
+    value(r.out_type);
+    for (const auto* elems : {&r.elems, &r.elems2}) {
+      value(elems->size());
+      for (const ExactElement& e : *elems) {
+        value(e.sum), value(e.abs_sum), value(e.nonzero), value(e.min_tz), value(e.nan);
+      }
+    }
+    vec(r.c), vec(r.c32), vec(r.group_offset);
+    value(r.dual.size());
+    for (const DualValue& d : r.dual)  // the 80 bits of each long double, not its padding
+      for (const long double* x : {&d.silu_g, &d.u, &d.v}) bytes(x, 10);
+    if (r.quant) vec(r.quant->q), vec(r.quant->sfq), vec(r.quant->os), vec(r.quant->global_scale);
+    for (const auto& mx : {r.mx, r.mx2})
+      if (mx)
+        for (const MxElement& e : *mx) {
+          vec(std::vector<uint64_t>(std::begin(e.sum.limb), std::end(e.sum.limb)));
+          vec(std::vector<uint64_t>(std::begin(e.abs_sum.limb), std::end(e.abs_sum.limb)));
+          value(e.nonzero), value(e.g_exp), value(e.nan), value(e.pos_inf), value(e.neg_inf);
+        }
+  }
+  // The case, its reference and its stale variant (with the variant's reference).
+  void checked_case(const Problem& p, uint64_t stale_seed) {
+    problem(p);
+    const ExactResult ref = op_reference(p);
+    reference(ref);
+    const StaleVariant v = stale_variant(p, ref, stale_seed);
+    problem(v.problem);
+    reference(v.reference);
+    if (const auto in_place = op_module(p.op).stale_in_place) {
+      Problem q = p;
+      in_place(q, stale_seed, false);
+      vec(q.x);
+    }
+  }
+  uint64_t hash() const { return fnv1a(text_); }
+
+ private:
+  std::string text_;
+};
+
+const Registry& builtins() {
+  static const Registry r = Registry::with_builtins();
+  return r;
+}
+
+// `cases` cases of a host kernel's schedule (its every op, shape class, data class and output
+// type, as `run` and `mutants` draw them), or of one shape.
+uint64_t schedule_hash(const std::string& kernel, int cases, uint64_t seed, std::optional<Shape> shape = std::nullopt) {
+  const Kernel* k = builtins().find(kernel);
+  if (k == nullptr) throw std::runtime_error("no kernel " + kernel);
+  ScheduleOptions options;
+  options.seed = seed;
+  options.shape = shape;
+  const Schedule schedule(*k->info, kernel, options);
+  GoldenHash h;
+  for (int i = 0; i < cases; ++i) {
+    const ScheduledCase c = schedule.at(i);
+    h.checked_case(c.problem, c.stale_seed);
+  }
+  return h.hash();
+}
+
+TEST(Generators, SeedsDrawTheSameCasesReferencesAndStaleDataAsEver) {
+  struct Expect {
+    const char* kernel;
+    uint64_t hash;
+    int cases = 40;  // fewer for MX: its Kulisch reference is slow on small shapes
+  };
+  const Expect kernels[] = {
+      {"host_gemv_fp32", 0xd23636fc3bbeee3b},
+      {"host_gemm_fp32", 0xb05833701da75a7f},
+      {"host_gemm_fp32_e4m3", 0x01f41918824245d9},
+      {"host_grouped_gemm_fp32", 0x360f4f05c7c1c365},
+      {"host_grouped_gemm_fp32_packed", 0x7cf771aa51921e03},
+      {"host_dual_gemm_fp32", 0x3421778a172f9181},
+      {"host_gemm_nvfp4_out", 0x08de4c3c402ed039},
+      {"host_dual_gemm_nvfp4_out", 0x6a1488d4dd338b28},
+      {"host_grouped_gemm_nvfp4_out", 0xdb347439a1b8b1ce, 12},
+      {"host_mx_gemv_fp32", 0x65c7aa65eb880bf4},
+      {"host_mx_gemm_fp32", 0x965bc23284e29e4e},
+      {"host_mx_grouped_gemm_fp32", 0xc8254592b4d01dd2, 12},
+      {"host_mx_grouped_gemm_fp32_packed", 0xe8a5daba348ef2aa, 12},
+      {"host_mx_dual_gemm_fp32", 0x9377d8889fe68c67, 12},
+      {"host_quantize_nvfp4", 0x8b68b398ef80b725},
+      {"host_quantize_nvfp4_2d", 0xa9d98f8068e982d3},
+      {"host_quantize_nvfp4_rows", 0x8a01c7614d646611},
+      {"host_quantize_mx", 0xb75ccc0cf31e4208},
+  };
+  for (const Expect& e : kernels) {
+    const auto start = std::chrono::steady_clock::now();
+    const uint64_t h = schedule_hash(e.kernel, e.cases, 20261204);
+    std::printf("      {\"%s\", 0x%016llx},  // %.2f s\n", e.kernel, (unsigned long long)h,
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    EXPECT_EQ(h, e.hash) << e.kernel;
+  }
+  // The throughput benchmark's medium class: GEMV and GEMM, a few cases of one shape each.
+  const uint64_t gemv = schedule_hash("host_gemv_fp32", 3, 7, Shape{Op::gemv, 1024, 1, 4096, 1});
+  const uint64_t gemm = schedule_hash("host_gemm_fp32", 3, 7, Shape{Op::gemm, 128, 128, 256, 1});
+  std::printf("medium gemv 0x%016llx, gemm 0x%016llx\n", (unsigned long long)gemv, (unsigned long long)gemm);
+  EXPECT_EQ(gemv, 0x3117228409c7fc36u);
+  EXPECT_EQ(gemm, 0x611ebcccc9fae2acu);
+}
+
+// Every distribution of every GEMM-family op, seed-only cases expanded as a case file's are, with
+// partial last blocks, batches and an empty group.
+TEST(Generators, EveryDistributionDrawsTheSameDataAsEver) {
+  struct Expect {
+    Op op;
+    uint64_t hash;
+  };
+  const Expect ops[] = {{Op::gemv, 0x999bfbbe1c3ef6d9}, {Op::gemm, 0x6d9871151d06348c},
+                       {Op::grouped_gemm, 0x63cc27bcc49f19aa}, {Op::dual_gemm, 0x377014b28e9abae3}};
+  for (const Expect& e : ops) {
+    GoldenHash h;
+    uint64_t seed = 1;
+    for (const DataSpec& spec : DataSpec::all()) {
+      for (OutType out : {OutType::fp16, OutType::bf16, OutType::fp32}) {
+        Problem p;
+        p.op = e.op;
+        p.out_type = out;
+        p.seed = seed;
+        p.generator = spec.name();
+        if (e.op == Op::gemv) p.m = 19, p.n = 1, p.k = 278;
+        if (e.op == Op::gemm) p.m = 5, p.n = 7, p.k = 96, p.l = 2;
+        if (e.op == Op::dual_gemm) p.m = 6, p.n = 5, p.k = 80, p.l = 2;
+        if (e.op == Op::grouped_gemm) {
+          p.groups.resize(3);
+          p.groups[0].m = 3, p.groups[0].n = 4, p.groups[0].k = 66;
+          p.groups[1].m = 0, p.groups[1].n = 4, p.groups[1].k = 64;
+          p.groups[2].m = 2, p.groups[2].n = 3, p.groups[2].k = 32;
+        }
+        expand_seeded_case(p);
+        h.checked_case(p, splitmix64(seed++));
+      }
+    }
+    std::printf("%s: 0x%016llx\n", to_string(e.op), (unsigned long long)h.hash());
+    EXPECT_EQ(h.hash(), e.hash) << to_string(e.op);
+  }
+}
+
+// The kernel fuzzer's draws (ByteDraws: the input's bytes, then an Rng of its hash).
+TEST(Generators, FuzzInputsDrawTheSameCasesAsEver) {
+  GoldenHash h;
+  Rng rng(20261203);
+  for (int i = 0; i < 200; ++i) {
+    std::vector<uint8_t> input(static_cast<size_t>(i * 13 % 1500));
+    for (uint8_t& byte : input) byte = static_cast<uint8_t>(rng());
+    h.problem(draw_fuzz_case(input.data(), input.size(), nullptr, fuzz_shape_limits()).problem);
+  }
+  std::printf("fuzz inputs: 0x%016llx\n", (unsigned long long)h.hash());
+  EXPECT_EQ(h.hash(), 0x5198a1018432a7cdu);
 }
 
 }  // namespace
