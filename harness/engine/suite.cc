@@ -625,13 +625,60 @@ SuiteResult replay_suite(const std::vector<SuiteKernel>& kernels, const std::vec
   return result;
 }
 
-std::string kernel_table(const std::vector<SuiteKernel>& kernels) {
-  auto bit_names = [](uint32_t bits, const std::vector<std::pair<uint32_t, const char*>>& names) {
-    std::string s;
-    for (const auto& [bit, name] : names)
-      if (bits & bit) s += (s.empty() ? "" : ",") + std::string(name);
-    return s.empty() ? std::string("-") : s;
+namespace {
+
+// The names of the bits set, comma-separated, or "-".
+std::string bit_names(uint32_t bits, const std::vector<std::pair<uint32_t, const char*>>& names) {
+  std::string s;
+  for (const auto& [bit, name] : names)
+    if (bits & bit) s += (s.empty() ? "" : ",") + std::string(name);
+  return s.empty() ? std::string("-") : s;
+}
+
+std::string flag_names(uint32_t flags) {
+  return bit_names(flags, {{NVFP4_FLAG_SIGNED_SCALES, "signed-scales"},
+                           {NVFP4_FLAG_NONDETERMINISTIC, "nondeterministic"},
+                           {NVFP4_FLAG_FP16_ACCUMULATE, "fp16-accumulate"},
+                           {NVFP4_FLAG_SATURATES, "saturates"},
+                           {NVFP4_FLAG_EXACT, "exact"},
+                           {NVFP4_FLAG_UNIT_ALPHA, "unit-alpha"},
+                           {NVFP4_FLAG_MMA_ACCUMULATE, "mma-accumulate"},
+                           {NVFP4_FLAG_GROUPS_PACKED, "groups-packed"},
+                           {NVFP4_FLAG_QUANT_2D, "quant-2d"},
+                           {NVFP4_FLAG_ROW_GLOBAL_SCALE, "row-global-scale"},
+                           {NVFP4_FLAG_STOCHASTIC, "stochastic"},
+                           {NVFP4_FLAG_SF_PADDING_KEPT, "sf-padding-kept"}});
+}
+
+// The lines under a kernel's row (indented by w): operand formats beyond NVFP4's, what a
+// quantizer takes and makes, and where a plugin's kernel came from.
+std::string kernel_notes(const KernelDesc& desc, size_t w) {
+  const nvfp4_kernel_info& info = desc.info;
+  const auto names = [](uint32_t bits, uint32_t first, uint32_t last, auto to_name) {
+    std::string out;
+    for (uint32_t v = first; v <= last; ++v)
+      if ((bits >> v) & 1u) out += (out.empty() ? "" : ",") + std::string(to_name(v));
+    return out.empty() ? std::string("-") : out;
   };
+  const auto format_name = [](uint32_t v) { return to_string(static_cast<BlockFormat>(v)); };
+  std::string t;
+  const uint32_t nvfp4_only = 1u << NVFP4_FORMAT_NVFP4;
+  if (declared_formats(info, false) != nvfp4_only || declared_formats(info, true) != nvfp4_only)
+    t += fmt::format("{:<{}}  operand formats: A {}, B {}\n", "", w, names(declared_formats(info, false), 1, 4, format_name),
+                     names(declared_formats(info, true), 1, 4, format_name));
+  if ((info.ops >> NVFP4_OP_QUANTIZE) & 1u) {
+    t += fmt::format("{:<{}}  quantizes {} to {} by {}\n", "", w,
+                     names(info.in_types, 1, 3, [](uint32_t v) { return to_string(static_cast<InType>(v)); }),
+                     names(info.q_formats ? info.q_formats : 2u, 1, 4, format_name),
+                     names(info.recipes, 1, 7, [](uint32_t v) { return to_string(static_cast<Recipe>(v)); }));
+  }
+  if (desc.origin != "builtin") t += fmt::format("{:<{}}  from {} (ABI version {})\n", "", w, desc.origin, info.abi_version);
+  return t;
+}
+
+}  // namespace
+
+std::string kernel_table(const std::vector<SuiteKernel>& kernels) {
   std::vector<std::pair<uint32_t, const char*>> op_bits;
   for (const OpModule& m : op_modules()) op_bits.emplace_back(1u << static_cast<uint32_t>(m.op), m.info().name);
   size_t w = 6;
@@ -655,19 +702,6 @@ std::string kernel_table(const std::vector<SuiteKernel>& kernels) {
                               "m/n/k mult", "accumulates", "flags", "runnable here");
   for (const SuiteKernel& k : kernels) {
     const nvfp4_kernel_info& info = k.desc.info;
-    const std::string flags =
-        bit_names(info.flags, {{NVFP4_FLAG_SIGNED_SCALES, "signed-scales"},
-                               {NVFP4_FLAG_NONDETERMINISTIC, "nondeterministic"},
-                               {NVFP4_FLAG_FP16_ACCUMULATE, "fp16-accumulate"},
-                               {NVFP4_FLAG_SATURATES, "saturates"},
-                               {NVFP4_FLAG_EXACT, "exact"},
-                               {NVFP4_FLAG_UNIT_ALPHA, "unit-alpha"},
-                               {NVFP4_FLAG_MMA_ACCUMULATE, "mma-accumulate"},
-                               {NVFP4_FLAG_GROUPS_PACKED, "groups-packed"},
-                               {NVFP4_FLAG_QUANT_2D, "quant-2d"},
-                               {NVFP4_FLAG_ROW_GLOBAL_SCALE, "row-global-scale"},
-                               {NVFP4_FLAG_STOCHASTIC, "stochastic"},
-                               {NVFP4_FLAG_SF_PADDING_KEPT, "sf-padding-kept"}});
     const std::string accumulates = (info.flags & NVFP4_FLAG_EXACT)         ? "exactly"
                                     : (info.flags & NVFP4_FLAG_MMA_ACCUMULATE) ? "matrix-unit"
                                                                               : "ieee-fp32";
@@ -684,28 +718,8 @@ std::string kernel_table(const std::vector<SuiteKernel>& kernels) {
                                                           {1u << NVFP4_OUT_FP32, "fp32"},
                                                           {1u << NVFP4_OUT_NVFP4, "nvfp4"}}),
                      groups, info.min_sm, fmt::format("{}/{}/{}", info.m_multiple, info.n_multiple, info.k_multiple),
-                     accumulates, flags, runnable_text(k));
-    const auto names = [](uint32_t bits, uint32_t first, uint32_t last, auto to_name) {
-      std::string out;
-      for (uint32_t v = first; v <= last; ++v)
-        if ((bits >> v) & 1u) out += (out.empty() ? "" : ",") + std::string(to_name(v));
-      return out.empty() ? std::string("-") : out;
-    };
-    const auto format_name = [](uint32_t v) { return to_string(static_cast<BlockFormat>(v)); };
-    // Operand formats where a kernel takes more than NVFP4's.
-    const uint32_t nvfp4_only = 1u << NVFP4_FORMAT_NVFP4;
-    if (declared_formats(info, false) != nvfp4_only || declared_formats(info, true) != nvfp4_only)
-      t += fmt::format("{:<{}}  operand formats: A {}, B {}\n", "", w, names(declared_formats(info, false), 1, 4, format_name),
-                       names(declared_formats(info, true), 1, 4, format_name));
-    if ((info.ops >> NVFP4_OP_QUANTIZE) & 1u) {
-      t += fmt::format("{:<{}}  quantizes {} to {} by {}\n", "", w,
-                       names(info.in_types, 1, 3, [](uint32_t v) { return to_string(static_cast<InType>(v)); }),
-                       names(info.q_formats ? info.q_formats : 2u, 1, 4,
-                             [](uint32_t v) { return to_string(static_cast<BlockFormat>(v)); }),
-                       names(info.recipes, 1, 7, [](uint32_t v) { return to_string(static_cast<Recipe>(v)); }));
-    }
-    if (k.desc.origin != "builtin")
-      t += fmt::format("{:<{}}  from {} (ABI version {})\n", "", w, k.desc.origin, info.abi_version);
+                     accumulates, flag_names(info.flags), runnable_text(k));
+    t += kernel_notes(k.desc, w);
   }
   for (size_t i = 0; i < shared_reasons.size(); ++i)
     t += fmt::format("[{}] {} kernels cannot run here: {}\n", i + 1, kernels_with[shared_reasons[i]], shared_reasons[i]);

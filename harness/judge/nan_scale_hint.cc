@@ -228,15 +228,13 @@ std::vector<Guess> nan_element_guesses(BlockFormat f, uint8_t code) {
           {0, "0, as a flushing decode gives"}};
 }
 
-std::string mx_hint(const Problem& p, const OracleSummary& s, double actual) {
-  const std::optional<Operands> found = operands(p, s);
-  if (!found) return "";
-  const Operands& o = *found;
-  // The value used shows in the output only where G and U are not mixed through SiLU.
-  const bool solvable = !op_is_dual(p.op);
-  const auto code_hex = [](uint8_t code) { return fmt::format("0x{:02X}", code); };
+std::string code_hex(uint8_t code) { return fmt::format("0x{:02X}", code); }
 
-  // A NaN scale byte (E8M0's 0xFF, or an NVFP4 operand's E4M3 NaN): every block of a row is used.
+// The phases of mx_hint, in the order it tries them; each says why NaN is due, or nothing. A NaN
+// scale byte (E8M0's 0xFF, or an NVFP4 operand's E4M3 NaN): every block of a row is used.
+// `solvable`: the value used shows in the output (not where G and U are mixed through SiLU).
+std::optional<std::string> nan_scale_text(const Problem& p, const OracleSummary& s, const Operands& o, bool solvable,
+                                          double actual) {
   const struct {
     const char* name;
     const uint8_t* row;
@@ -271,8 +269,12 @@ std::string mx_hint(const Problem& p, const OracleSummary& s, double actual) {
       return text + mx_used_value_text(p, o, Unknown{t.kind, blk}, guesses, sign, code_hex(byte), actual);
     }
   }
+  return std::nullopt;
+}
 
-  // A NaN element (E4M3 0x7F/0xFF, E5M2 exponent field 31 with a mantissa).
+// A NaN element (E4M3 0x7F/0xFF, E5M2 exponent field 31 with a mantissa).
+std::optional<std::string> nan_element_text(const Problem& p, const OracleSummary& s, const Operands& o,
+                                            bool solvable, double actual) {
   const struct {
     const char* name;
     const uint8_t* row;
@@ -296,8 +298,12 @@ std::string mx_hint(const Problem& p, const OracleSummary& s, double actual) {
                                        (code & 0x80) ? -1 : 1, code_hex(code), actual);
     }
   }
+  return std::nullopt;
+}
 
-  // Inf elements: Inf times a zero factor, Infs of both signs, or Inf times alpha = 0 (IEEE).
+// Inf elements: Inf times a zero factor, Infs of both signs, or Inf times alpha = 0 (IEEE).
+std::optional<std::string> inf_product_text(const Problem& p, const OracleSummary& s, const Operands& o,
+                                            bool solvable, double actual) {
   const struct { const uint8_t *b, *sfb; const char *b_name, *sfb_name; double alpha; } pairs[] = {
       {o.b, o.sfb, "b", "sfb", o.alpha}, {o.b2, o.sfb2, "b2", "sfb2", p.alpha2}};
   for (const auto& q : pairs) {
@@ -346,6 +352,15 @@ std::string mx_hint(const Problem& p, const OracleSummary& s, double actual) {
       return fmt::format("NaN is due because {}, times alpha{} = 0", first_pos.empty() ? first_neg : first_pos,
                          q.b == o.b2 ? "2" : "");
   }
+  return std::nullopt;
+}
+
+std::string mx_hint(const Problem& p, const OracleSummary& s, double actual) {
+  const std::optional<Operands> found = operands(p, s);
+  if (!found) return "";
+  const bool solvable = !op_is_dual(p.op);
+  for (const auto phase : {nan_scale_text, nan_element_text, inf_product_text})
+    if (std::optional<std::string> text = phase(p, s, *found, solvable, actual)) return *text;
   return "";
 }
 
