@@ -178,14 +178,16 @@ thread_local uint64_t t_source_taken = 0;
 // A byte string past kSharedBytes, written to the sink: the frame holds a binary of subtype
 // kSharedSubtype, 16 bytes: the offset and the length, little-endian.
 constexpr std::uint64_t kSharedSubtype = 0x53;
+json shared_place(uint64_t at, uint64_t n) {
+  std::vector<uint8_t> where(16);
+  for (int x = 0; x < 8; ++x) where[x] = static_cast<uint8_t>(at >> (8 * x)), where[8 + x] = static_cast<uint8_t>(n >> (8 * x));
+  return json::binary(std::move(where), kSharedSubtype);
+}
 json byte_string(const std::vector<uint8_t>& b) {
   uint64_t at = 0;
   if (!t_sink || !t_sink->open() || b.size() <= kSharedBytes || !t_sink->try_append(b.data(), b.size(), &at))
     return json::binary(b);
-  const uint64_t n = b.size();
-  std::vector<uint8_t> where(16);
-  for (int x = 0; x < 8; ++x) where[x] = static_cast<uint8_t>(at >> (8 * x)), where[8 + x] = static_cast<uint8_t>(n >> (8 * x));
-  return json::binary(std::move(where), kSharedSubtype);
+  return shared_place(at, b.size());
 }
 // A byte string's bytes: the frame's own, or those it names in the shared file.
 std::vector<uint8_t> get_bytes(const json& j, const std::string& at) {
@@ -219,12 +221,8 @@ json words(const OutputWords& o) {
     const uint8_t width = 1;
     uint64_t at = 0, rest = 0;
     if (t_sink && t_sink->open() && bytes.size() + 1 > kSharedBytes && t_sink->try_append(&width, 1, &at) &&
-        t_sink->try_append(bytes.data(), bytes.size(), &rest)) {
-      const uint64_t n = bytes.size() + 1;
-      std::vector<uint8_t> where(16);
-      for (int x = 0; x < 8; ++x) where[x] = static_cast<uint8_t>(at >> (8 * x)), where[8 + x] = static_cast<uint8_t>(n >> (8 * x));
-      return json::binary(std::move(where), kSharedSubtype);
-    }
+        t_sink->try_append(bytes.data(), bytes.size(), &rest))
+      return shared_place(at, bytes.size() + 1);
     std::vector<uint8_t> b(1 + bytes.size(), 1);
     if (!bytes.empty()) std::memcpy(b.data() + 1, bytes.data(), bytes.size());
     return json::binary(std::move(b));
