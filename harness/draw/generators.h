@@ -10,15 +10,13 @@
 #include <string>
 #include <vector>
 
+#include "harness/draw/rng.h"
 #include "harness/draw/shape_limits.h"
 #include "kernels/nvfp4_kernel_abi.h"
 #include "reference/problem.h"
 #include "reference/stable_hash.h"
 
 namespace nvfp4 {
-
-using Rng = std::mt19937_64;
-
 
 // E2M1 data: uniform over all 16 codes; edge-heavy (+-6, +-0, +-0.5); sparse (mostly zero);
 // one sign only; alternating signs (cancellation); fine_cancel (small values in every block but
