@@ -129,44 +129,111 @@ uint8_t narrow_scale(uint8_t raw) {
 
 int64_t e2m1_elements(int64_t rows, int64_t k, int64_t l) { return l * rows * k; }
 
+// Codes of `count` elements, code(raw) from one raw byte each, packed two to a byte into out as
+// the pieces arrive. code is a mask or a compare for every distribution but edge's, so the loop
+// vectorizes.
+template <class Code>
+void pack_codes(Draws& d, size_t count, std::vector<uint8_t>& out, Code code) {
+  size_t e = 0;  // the next element
+  d.bytes_to(count, [&](const uint8_t* raw, size_t size) {
+    size_t i = 0;
+    if (e % 2 == 1 && size > 0) {  // the high half of a byte the piece before began
+      out[e / 2] |= static_cast<uint8_t>(code(raw[0]) << 4);
+      ++e, i = 1;
+    }
+    uint8_t* to = out.data() + e / 2;
+    const uint8_t* from = raw + i;
+    const size_t pairs = (size - i) / 2;
+    for (size_t q = 0; q < pairs; ++q) to[q] = static_cast<uint8_t>(code(from[2 * q]) | code(from[2 * q + 1]) << 4);
+    e += 2 * pairs, i += 2 * pairs;
+    if (i < size) out[e++ / 2] = code(raw[i]);
+  });
+}
+
+// A nibble's code made negative where its magnitude is not zero (code | 8), for both nibbles of a
+// byte at once where `mask` has their sign bits.
+inline uint8_t negate_nonzero(uint8_t b, uint8_t mask) {
+  const uint8_t low = static_cast<uint8_t>(((b & 0x07u) + 0x07u) & 0x08u);
+  const uint8_t high = static_cast<uint8_t>(((b & 0x70u) + 0x70u) & 0x80u);
+  return static_cast<uint8_t>(b | ((low | high) & mask));
+}
+
+// The place-dependent part of alternating and fine_cancel, applied to magnitudes drawn as for
+// every other distribution (the same raw byte per element, so the same data as ever): alternating
+// makes A's odd elements negative and B's elements 2 and 3 of every four, fine_cancel sets its two
+// pair blocks of every row. Row by row over whole bytes (k is even for E2M1 data), else element
+// by element.
+void place_codes(ValueDist dist, int64_t k, bool tensor_b, std::vector<uint8_t>& out) {
+  const int64_t kb = (k + 15) / 16;
+  auto code_at = [&](int64_t x, uint8_t magnitude) -> uint8_t {
+    if (dist == ValueDist::alternating) {
+      const bool minus = tensor_b ? ((x >> 1) & 1) : (x & 1);
+      return magnitude && minus ? static_cast<uint8_t>(magnitude | 8u) : magnitude;
+    }
+    if (!fine_cancel_pair_block(x / 16, kb)) return magnitude;
+    // The pair: elements 0 and 1 of the block; A +0.5 (code 1), -0.5 (code 9); B 6 (code 7).
+    const int64_t in_block = x % 16;
+    return in_block > 1 ? 0 : tensor_b ? 7 : (in_block == 0 ? 1 : 9);
+  };
+  const int64_t elements = static_cast<int64_t>(out.size()) * 2;
+  if (k % 2 != 0) {
+    for (int64_t e = 0; e < elements; ++e) {
+      uint8_t& b = out[static_cast<size_t>(e / 2)];
+      const int shift = (e % 2) ? 4 : 0;
+      const uint8_t code = code_at(e % k, static_cast<uint8_t>((b >> shift) & 15u));
+      b = static_cast<uint8_t>((b & ~(15u << shift)) | code << shift);
+    }
+    return;
+  }
+  const int64_t row_bytes = k / 2, rows = elements / k;
+  for (int64_t r = 0; r < rows; ++r) {
+    uint8_t* row = out.data() + r * row_bytes;
+    if (dist == ValueDist::alternating) {
+      if (!tensor_b) {
+        for (int64_t q = 0; q < row_bytes; ++q) row[q] = negate_nonzero(row[q], 0x80);
+      } else {
+        for (int64_t q = 1; q < row_bytes; q += 2) row[q] = negate_nonzero(row[q], 0x88);
+      }
+      continue;
+    }
+    if (kb < 2) continue;
+    for (const int64_t block : {kb / 2, kb - 1}) {
+      const int64_t first = 16 * block, last = std::min(k, first + 16);  // elements [first, last)
+      for (int64_t x = first; x < last; x += 2)
+        row[x / 2] = static_cast<uint8_t>(code_at(x, 0) | code_at(x + 1, 0) << 4);
+    }
+  }
+}
+
 // E2M1 codes of `count` elements drawn as raw bytes (one each), packed two to a byte into out as
 // the pieces arrive. one_sign's codes are drawn positive: its sign is drawn after the data, so the
 // caller sets it then (set_signs gives what the negative code of the same raw byte is).
 void draw_codes(Draws& d, size_t count, ValueDist dist, int64_t k, bool tensor_b, std::vector<uint8_t>& out) {
   out.assign(count / 2, 0);
-  size_t e = 0;  // the next element
-  if (dist != ValueDist::alternating && dist != ValueDist::fine_cancel) {
-    // The code depends on the raw byte alone: one table, two codes per output byte (generating
-    // data was a third of a small case's time in `run`).
-    uint8_t lut[256];
-    for (int r = 0; r < 256; ++r) lut[r] = e2m1_code_from_raw(dist, static_cast<uint8_t>(r), 0, tensor_b, false);
-    d.bytes_to(count, [&](const uint8_t* raw, size_t size) {
-      size_t i = 0;
-      if (e % 2 == 1 && size > 0) {  // the high half of a byte the piece before began
-        out[e / 2] |= static_cast<uint8_t>(lut[raw[0]] << 4);
-        ++e, i = 1;
-      }
-      uint8_t* to = out.data() + e / 2;
-      const size_t pairs = (size - i) / 2;
-      for (size_t q = 0; q < pairs; ++q, i += 2) to[q] = static_cast<uint8_t>(lut[raw[i]] | lut[raw[i + 1]] << 4);
-      e += 2 * pairs;
-      if (i < size) out[e++ / 2] = lut[raw[i]];
-    });
-    return;
-  }
-  const int64_t kb = (k + 15) / 16;
-  d.bytes_to(count, [&](const uint8_t* raw, size_t size) {
-    for (size_t i = 0; i < size; ++i, ++e) {
-      const int64_t x = static_cast<int64_t>(e) % k;
-      uint8_t code = e2m1_code_from_raw(dist, raw[i], x, tensor_b, false);
-      if (dist == ValueDist::fine_cancel && fine_cancel_pair_block(x / 16, kb)) {
-        // The pair: elements 0 and 1 of the block; A +0.5 (code 1), -0.5 (code 9); B 6 (code 7).
-        const int64_t in_block = x % 16;
-        code = in_block > 1 ? 0 : tensor_b ? 7 : (in_block == 0 ? 1 : 9);
-      }
-      out[e / 2] |= static_cast<uint8_t>((e % 2) ? code << 4 : code);
+  // As e2m1_code_from_raw with the element's place at 0 and positive, written out so that the
+  // packing loop vectorizes (drawing data was a third of a medium case's time in `run`).
+  switch (dist) {
+    case ValueDist::uniform:
+      pack_codes(d, count, out, [](uint8_t raw) { return static_cast<uint8_t>(raw & 15u); });
+      break;
+    case ValueDist::edge: {
+      uint8_t lut[256];
+      for (int r = 0; r < 256; ++r) lut[r] = e2m1_code_from_raw(dist, static_cast<uint8_t>(r), 0, tensor_b, false);
+      pack_codes(d, count, out, [&lut](uint8_t raw) { return lut[raw]; });
+      break;
     }
-  });
+    case ValueDist::sparse:
+      pack_codes(d, count, out, [](uint8_t raw) { return static_cast<uint8_t>(raw >= 224 ? (raw - 224) & 15u : 0u); });
+      break;
+    case ValueDist::one_sign:
+    case ValueDist::alternating:
+      pack_codes(d, count, out, [](uint8_t raw) { return static_cast<uint8_t>(raw & 7u); });
+      break;
+    case ValueDist::fine_cancel:
+      pack_codes(d, count, out, [](uint8_t raw) { return static_cast<uint8_t>(raw & 3u); });
+      break;
+  }
+  if (dist == ValueDist::alternating || dist == ValueDist::fine_cancel) place_codes(dist, k, tensor_b, out);
 }
 
 // `count` scale bytes of dist, one raw byte each, mapped as they are drawn.
@@ -296,13 +363,21 @@ void Draws::bytes_to(std::size_t count, const Take& take) {
 
 // Each 64-bit draw gives 8 bytes, low byte first; the last draw's unused bytes are dropped.
 void RngDraws::fill(uint8_t* out, std::size_t count) {
-  size_t i = 0;
-  for (; i + 8 <= count; i += 8) {
-    const uint64_t x = rng_();
-    for (int j = 0; j < 8; ++j) out[i + j] = static_cast<uint8_t>(x >> (8 * j));  // one store
+  uint64_t words[512];
+  while (count >= 8) {
+    const std::size_t n = std::min<std::size_t>(count / 8, 512);
+    rng_.fill(words, n);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    std::memcpy(out, words, 8 * n);  // a word's bytes are in memory low byte first already
+#else
+    for (std::size_t w = 0; w < n; ++w)
+      for (int j = 0; j < 8; ++j) out[8 * w + j] = static_cast<uint8_t>(words[w] >> (8 * j));
+#endif
+    out += 8 * n;
+    count -= 8 * n;
   }
-  if (i < count)
-    for (uint64_t x = rng_(); i < count; ++i, x >>= 8) out[i] = static_cast<uint8_t>(x);
+  if (count > 0)
+    for (uint64_t x = rng_(); count > 0; --count, x >>= 8) *out++ = static_cast<uint8_t>(x);
 }
 
 std::vector<uint8_t> RngDraws::bytes(std::size_t count) {

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <random>
 #include <set>
 #include <string>
 #include <vector>
@@ -117,6 +118,30 @@ TEST(Generators, RngDrawsAreUniformAndInRange) {
   std::vector<int> byte_counts(256, 0);
   for (uint8_t b : d.bytes(256 * 400 + 3)) byte_counts[b]++;
   for (int c : byte_counts) EXPECT_NEAR(c, 400, 100);
+}
+
+// The suite's engine draws std::mt19937_64's sequence, one word or a block at a time, across
+// the state's twists, after discards, from any seed: every seed keeps drawing the cases it drew.
+TEST(Generators, RngIsMt19937_64WordForWord) {
+  for (uint64_t seed : {uint64_t(0), uint64_t(5489), kSeed, ~uint64_t(0), uint64_t(20261204)}) {
+    Rng mine(seed);
+    std::mt19937_64 std_engine(seed);
+    std::vector<uint64_t> words;
+    // Single words, then fills that start and end anywhere in a 312-word state, then discards.
+    for (size_t count : {size_t(1), size_t(7), size_t(311), size_t(312), size_t(313), size_t(1000), size_t(4096)}) {
+      words.assign(count, 0);
+      mine.fill(words.data(), count);
+      for (size_t i = 0; i < count; ++i) ASSERT_EQ(words[i], std_engine()) << "seed " << seed << ", fill of " << count;
+      ASSERT_EQ(mine(), std_engine()) << "seed " << seed;
+      mine.discard(count);
+      std_engine.discard(count);
+    }
+    for (int i = 0; i < 1000; ++i) ASSERT_EQ(mine(), std_engine()) << "seed " << seed;
+    Rng again(seed), other(seed + 1);
+    EXPECT_NE(again, mine);
+    EXPECT_NE(again, other);
+    EXPECT_EQ(again, Rng(seed));
+  }
 }
 
 TEST(Generators, ShapesRespectDeclaredMultiplesAndLimits) {
