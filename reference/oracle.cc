@@ -73,12 +73,20 @@ int exponent_of(long double v) {
 #endif
 }
 
-long double ulp_of(const OutFormat& f, long double v) {
-  if (!(v >= kPow2[f.emin - kPow2Min])) return kPow2[f.emin - f.precision + 1 - kPow2Min];
-  if (std::isinf(v)) return kPow2[f.emax + 2 - f.precision - kPow2Min];
-  const int e = exponent_of(v) - f.precision + 1;
-  return e <= kPow2Max ? kPow2[e - kPow2Min] : std::ldexp(1.0L, e);
+// log2 of ulp_of(f, v).
+int ulp_exponent(const OutFormat& f, long double v) {
+  if (!(v >= kPow2[f.emin - kPow2Min])) return f.emin - f.precision + 1;
+  if (std::isinf(v)) return f.emax + 2 - f.precision;
+  return exponent_of(v) - f.precision + 1;
 }
+
+long double pow2(int e) { return e >= kPow2Min && e <= kPow2Max ? kPow2[e - kPow2Min] : std::ldexp(1.0L, e); }
+
+long double ulp_of(const OutFormat& f, long double v) { return pow2(ulp_exponent(f, v)); }
+
+// x / ulp_of(f, v), as a multiplication by the inverse power of two: the same number (both are
+// exact in long double's range), without an x87 division's latency in every judged output.
+long double in_ulps(long double x, const OutFormat& f, long double v) { return x * pow2(-ulp_exponent(f, v)); }
 
 long double overflow_of(const OutFormat& f) {
   return (2 - kPow2[-f.precision - kPow2Min]) * kPow2[f.emax - kPow2Min];
@@ -291,7 +299,6 @@ ElementVerdict judge_target(const Target& t, uint32_t actual, const Policy& poli
   const long double c = out_value(type, actual);
   v.expected = static_cast<double>(expected);
   const long double abs_x = std::fabs(t.x);
-  const long double ulp_expected = ulp_of(f, std::fabs(expected));
 
   if (policy.kind == Policy::Kind::allclose) {
     // Against the rounded reference, as torch.allclose(c, reference) does: values of the type,
@@ -302,14 +309,14 @@ ElementVerdict judge_target(const Target& t, uint32_t actual, const Policy& poli
     v.ok = err <= allowed;
     v.bound = static_cast<double>(allowed);
     v.error = static_cast<double>(err);
-    v.error_ulps = static_cast<double>(err / ulp_expected);
+    v.error_ulps = static_cast<double>(in_ulps(err, f, std::fabs(expected)));
     v.error_over_bound = allowed > 0 ? static_cast<double>(err / allowed) : (err > 0 ? INFINITY : 0.0);
     return v;
   }
   if (policy.kind == Policy::Kind::ulp) {
     const int64_t dist = std::llabs(out_ordered(type, actual) - out_ordered(type, t.expected));
     v.ok = dist <= policy.ulps;
-    v.bound = static_cast<double>(policy.ulps * ulp_expected);
+    v.bound = static_cast<double>(policy.ulps * ulp_of(f, std::fabs(expected)));
     v.error = static_cast<double>(std::isinf(c) || std::isinf(expected) ? (c == expected ? 0 : inf) : std::fabs(c - expected));
     v.error_ulps = static_cast<double>(dist);
     v.error_over_bound = policy.ulps > 0 ? double(dist) / double(policy.ulps) : (dist > 0 ? INFINITY : 0.0);
@@ -318,7 +325,7 @@ ElementVerdict judge_target(const Target& t, uint32_t actual, const Policy& poli
 
   const long double err = std::isinf(c) ? inf : std::fabs(c - t.x);
   v.error = static_cast<double>(err);
-  v.error_ulps = static_cast<double>(err / ulp_expected);
+  v.error_ulps = static_cast<double>(in_ulps(err, f, std::fabs(expected)));
 
   // Rule 2 (and the `exact` policy): only RN_out is acceptable, +0 == -0. `bound` is then the
   // half ulp that separates RN_out from the exact value at most.
