@@ -12,6 +12,9 @@
 #include "harness/judge/case_check.h"
 #include "kernels/registry.h"
 #include "reference/exact_mx.h"
+#include "reference/oracle.h"
+#include "reference/out_type.h"
+#include "reference/stable_hash.h"
 
 namespace nvfp4 {
 namespace {
@@ -113,6 +116,73 @@ TEST(MxStale, StaleDataChangesTheResult) {
     changed += stale_variant(drawn.problem, ref, 5).reference.words() != ref.words();
   }
   EXPECT_GE(changed, 30);
+}
+
+// The stale call of a GEMV or GEMM is judged as run 1 was when its output mirrors run 1's
+// (case_check.cc): the oracle's summary of the mirrored output against the stale reference must be
+// its summary of run 1's output against the case's, every field, under each policy that shortcut
+// is taken for, on outputs that are right, a few ulps off, signed zeros, NaN, Inf and the largest
+// finite value (saturation).
+TEST(GemmStale, MirroredOutputIsJudgedAsRunOneWas) {
+  int compared = 0;
+  for (const char* name : {"host_gemv_fp32", "host_gemm_fp32"}) {
+    const Kernel* k = builtins().find(name);
+    ASSERT_NE(k, nullptr) << name;
+    for (int c = 0; c < 40; ++c) {
+      Rng rng(20261203 + static_cast<uint64_t>(c));
+      RngDraws d(rng);
+      const DrawnCase drawn = draw_case(d, *k->info, CaseConstraints{}, small_shape_limits());
+      if (drawn.kind == CaseKind::unsupported || drawn.problem.mx_operands()) continue;
+      const Problem& p = drawn.problem;
+      const ExactResult ref = exact_gemm(p);
+      const uint64_t stale_seed = splitmix64(static_cast<uint64_t>(c));
+      const StaleVariant v = stale_variant(p, ref, stale_seed);
+      const OutFormat f = out_format(p.out_type);
+      std::vector<uint32_t> run1 = ref.words();
+      for (uint32_t& w : run1) {
+        switch (rng() % 16) {
+          case 0: w += 1; break;
+          case 1: w -= 1; break;
+          case 2: w += 3; break;
+          case 3: w = 0; break;
+          case 4: w = f.sign_bit; break;
+          case 5: w = f.quiet_nan; break;
+          case 6: w = f.inf | (rng() % 2 ? f.sign_bit : 0); break;
+          case 7: w = f.max_finite | (rng() % 2 ? f.sign_bit : 0); break;
+          default: break;
+        }
+      }
+      const std::vector<int64_t> from = stale_output_sources(p, stale_seed);
+      std::vector<uint32_t> stale(run1.size());
+      for (size_t to = 0; to < stale.size(); ++to) stale[to] = run1[static_cast<size_t>(from[to])] ^ f.sign_bit;
+      ASSERT_TRUE(stale_output_mirrors_run1(p, stale_seed, OutputWords(run1), OutputWords(stale))) << name << " case " << c;
+      // One word not negated (a nonzero one: -0 and +0 are different words) is no mirror.
+      for (size_t to = 0; to < stale.size(); ++to) {
+        if ((stale[to] & ~f.sign_bit) == 0) continue;
+        std::vector<uint32_t> off = stale;
+        off[to] ^= f.sign_bit;
+        EXPECT_FALSE(stale_output_mirrors_run1(p, stale_seed, OutputWords(run1), OutputWords(off))) << name << " case " << c;
+        break;
+      }
+      for (const char* policy : {"fp32", "fp16-accum", "exact", "matrix-unit:90", "fp16-accum/matrix-unit:90"}) {
+        Policy pol = Policy::parse(policy);
+        for (bool saturates : {false, true}) {
+          pol.saturates = saturates;
+          const OracleSummary a = judge_words(p, ref, run1.data(), pol);
+          const OracleSummary b = judge_words(v.problem, v.reference, stale.data(), pol);
+          const std::string at = std::string(name) + " case " + std::to_string(c) + " " + pol.name();
+          EXPECT_EQ(a.elements, b.elements) << at;
+          EXPECT_EQ(a.failing, b.failing) << at;
+          EXPECT_EQ(a.exact_regime, b.exact_regime) << at;
+          EXPECT_EQ(a.unjudged, b.unjudged) << at;
+          EXPECT_EQ(a.max_error_ulps, b.max_error_ulps) << at;
+          EXPECT_EQ(a.max_error_over_bound, b.max_error_over_bound) << at;
+        }
+      }
+      ++compared;
+    }
+  }
+  EXPECT_GE(compared, 60);
 }
 
 }  // namespace
