@@ -278,33 +278,73 @@ StaleVariant stale_gemm(const Problem& p, const ExactResult& ref, uint64_t seed)
   return v;
 }
 
-}  // namespace
+// The shape of group g of p as the GEMM stale_variant moves it: all its rotations depend on.
+Problem group_shape(const Problem& p, size_t g) {
+  Problem one;
+  one.op = Op::gemm;
+  one.m = p.groups[g].m, one.n = p.groups[g].n, one.k = p.groups[g].k, one.l = 1;
+  one.out_type = p.out_type;
+  return one;
+}
 
-// C'[b][i][j] = -C[(b + rl) % l][(i + ri) % m][(j + rj) % n], as stale_gemm moves the reference.
-std::vector<int64_t> stale_output_sources(const Problem& p, uint64_t stale_seed) {
+// C'[b][i][j] = -C[(b + rl) % l][(i + ri) % m][(j + rj) % n] of outputs [at, at + l*m*n), as
+// stale_gemm moves the reference.
+void add_sources(const Problem& p, uint64_t stale_seed, int64_t at, std::vector<int64_t>& from) {
   const Rotations r = draw_rotations(p, stale_seed);
-  std::vector<int64_t> from(static_cast<size_t>(p.l * p.m * p.n));
   for (int64_t b = 0; b < p.l; ++b)
     for (int64_t i = 0; i < p.m; ++i)
       for (int64_t j = 0; j < p.n; ++j)
-        from[static_cast<size_t>((b * p.m + i) * p.n + j)] = (((b + r.rl) % p.l) * p.m + (i + r.ri) % p.m) * p.n + (j + r.rj) % p.n;
+        from[static_cast<size_t>(at + (b * p.m + i) * p.n + j)] =
+            at + (((b + r.rl) % p.l) * p.m + (i + r.ri) % p.m) * p.n + (j + r.rj) % p.n;
+}
+
+}  // namespace
+
+std::vector<int64_t> stale_output_sources(const Problem& p, uint64_t stale_seed) {
+  if (!op_is_grouped(p.op)) {
+    std::vector<int64_t> from(static_cast<size_t>(p.l * p.m * p.n));
+    add_sources(p, stale_seed, 0, from);
+    return from;
+  }
+  const std::vector<int64_t> offsets = group_output_offsets(p);
+  std::vector<int64_t> from(static_cast<size_t>(offsets.back()));
+  for (size_t g = 0; g < p.groups.size(); ++g)
+    if (p.groups[g].m > 0) add_sources(group_shape(p, g), splitmix64(stale_seed ^ g), offsets[g], from);
   return from;
 }
 
-// The same map as stale_output_sources, walked row by row without a table (a large GEMM's).
-bool stale_output_mirrors_run1(const Problem& p, uint64_t stale_seed, const OutputWords& run1, const OutputWords& stale) {
-  const int64_t count = p.l * p.m * p.n;
-  if (static_cast<int64_t>(run1.size()) != count || static_cast<int64_t>(stale.size()) != count) return false;
+namespace {
+
+// The outputs [at, at + l*m*n) of the stale call against run 1's, under p's map (the same as
+// stale_output_sources, walked row by row without a table: a large GEMM's).
+bool mirrors_at(const Problem& p, uint64_t stale_seed, const OutputWords& run1, const OutputWords& stale, int64_t at) {
   const uint32_t sign = out_format(p.out_type).sign_bit;
   const Rotations r = draw_rotations(p, stale_seed);
   for (int64_t b = 0; b < p.l; ++b)
     for (int64_t i = 0; i < p.m; ++i) {
-      const int64_t from_row = (((b + r.rl) % p.l) * p.m + (i + r.ri) % p.m) * p.n, to_row = (b * p.m + i) * p.n;
+      const int64_t from_row = at + (((b + r.rl) % p.l) * p.m + (i + r.ri) % p.m) * p.n, to_row = at + (b * p.m + i) * p.n;
       for (int64_t j = 0; j < p.n; ++j) {
         const int64_t jj = j + r.rj < p.n ? j + r.rj : j + r.rj - p.n;
         if (stale[static_cast<size_t>(to_row + j)] != (run1[static_cast<size_t>(from_row + jj)] ^ sign)) return false;
       }
     }
+  return true;
+}
+
+}  // namespace
+
+bool stale_output_mirrors_run1(const Problem& p, uint64_t stale_seed, const OutputWords& run1, const OutputWords& stale) {
+  if (run1.size() != stale.size()) return false;
+  if (!op_is_grouped(p.op)) {
+    return static_cast<int64_t>(run1.size()) == p.l * p.m * p.n && mirrors_at(p, stale_seed, run1, stale, 0);
+  }
+  // Every non-empty group moved as its own GEMM, with its own seed (stale_variant).
+  const std::vector<int64_t> offsets = group_output_offsets(p);
+  if (static_cast<int64_t>(run1.size()) != offsets.back()) return false;
+  for (size_t g = 0; g < p.groups.size(); ++g) {
+    if (p.groups[g].m == 0) continue;
+    if (!mirrors_at(group_shape(p, g), splitmix64(stale_seed ^ g), run1, stale, offsets[g])) return false;
+  }
   return true;
 }
 
@@ -753,7 +793,7 @@ class CaseRun {
   bool stale_judged_as_run1(const CallContext::Judgement& run1, const CallObservation& first,
                             const CallObservation& stale) {
     const Policy::Kind kind = r_.policy.kind;
-    if (!run1.done || run1.finding || !stale_ || (p().op != Op::gemv && p().op != Op::gemm) || p().mx_operands() ||
+    if (!run1.done || run1.finding || !stale_ || op_is_dual(p().op) || op_quantizes(p().op) || p().mx_operands() ||
         block_scaled_out::applies(p()))
       return false;
     if (kind != Policy::Kind::fp32 && kind != Policy::Kind::fp16_accum && kind != Policy::Kind::exact) return false;

@@ -122,7 +122,8 @@ struct StaleVariant {
 // GEMV and GEMM: where the stale variant (stale_seed) moved each output: the stale data's output
 // `to` is the problem's output sources[to], negated (stale_gemm).
 std::vector<int64_t> stale_output_sources(const Problem& p, uint64_t stale_seed);
-// Whether a GEMV's or GEMM's stale output is run 1's moved so and negated (sign bit flipped). The
+// Whether a GEMV's or GEMM's stale output is run 1's moved so and negated (sign bit flipped); a
+// grouped GEMM's, every non-empty group's as its own GEMM's (its seed splitmix64(stale_seed ^ g)). The
 // stale reference is the problem's moved and negated the same way (sums negated; S, t, g and NaN
 // kept), and the oracle's verdict on -c against -x is its verdict on c against x under the
 // policies whose bounds are functions of |x|, S, t and g (fp32, fp16-accum, exact: RN is
