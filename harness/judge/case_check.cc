@@ -261,8 +261,14 @@ StaleVariant stale_gemm(const Problem& p, const ExactResult& ref, uint64_t seed)
   out.out_type = p.out_type;
   out.group_offset = ref.group_offset;
   out.elems.resize(ref.elems.size());
-  if (out_word_bytes(p.out_type) == 4) out.c32.resize(ref.elems.size());
+  const bool wide = out_word_bytes(p.out_type) == 4;
+  if (wide) out.c32.resize(ref.elems.size());
   else out.c.resize(ref.elems.size());
+  // The words follow from ref's: RN is symmetric, so RN(alpha * -r) is RN(alpha * r) with its sign
+  // flipped, but for an exact zero (+0 either way, as for alpha = +-0) and NaN (one pattern).
+  const uint32_t sign = out_format(p.out_type).sign_bit;
+  const bool zero_alpha = p.alpha == 0.0f;
+  const bool have_words = (wide ? ref.c32.size() : ref.c.size()) == ref.elems.size();
   for (int64_t b = 0; b < p.l; ++b)
     for (int64_t i = 0; i < p.m; ++i)
       for (int64_t j = 0; j < p.n; ++j) {
@@ -271,9 +277,15 @@ StaleVariant stale_gemm(const Problem& p, const ExactResult& ref, uint64_t seed)
         ExactElement e = ref.elems[from];
         e.sum = -e.sum;
         out.elems[to] = e;
-        if (p.out_type == OutType::fp16) out.c[to] = round_result(e, p.alpha);
-        else if (p.out_type == OutType::bf16) out.c[to] = static_cast<uint16_t>(round_result(e, p.alpha, p.out_type));
-        else out.c32[to] = round_result(e, p.alpha, p.out_type);
+        uint32_t word = 0;
+        if (have_words) {
+          const uint32_t was = wide ? ref.c32[from] : ref.c[from];
+          word = e.nan || e.sum == 0 || zero_alpha ? was : was ^ sign;
+        } else {
+          word = round_result(e, p.alpha, p.out_type);
+        }
+        if (wide) out.c32[to] = word;
+        else out.c[to] = static_cast<uint16_t>(word);
       }
   return v;
 }
@@ -499,6 +511,12 @@ StaleVariant gemm_family::stale_variant(const Problem& p, const ExactResult& ref
     part.out_type = p.out_type;
     part.elems.assign(ref.elems.begin() + static_cast<std::ptrdiff_t>(at),
                       ref.elems.begin() + static_cast<std::ptrdiff_t>(at + count));
+    const auto slice = [&](const auto& words, auto& to) {
+      if (words.size() == ref.elems.size())
+        to.assign(words.begin() + static_cast<std::ptrdiff_t>(at), words.begin() + static_cast<std::ptrdiff_t>(at + count));
+    };
+    slice(ref.c, part.c);
+    slice(ref.c32, part.c32);
     const StaleVariant s = stale_gemm(one, part, splitmix64(seed ^ g));
     Group& to = v.problem.groups[g];
     to.a = s.problem.a, to.b = s.problem.b, to.sfa = s.problem.sfa, to.sfb = s.problem.sfb;
