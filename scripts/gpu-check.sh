@@ -98,7 +98,8 @@ for s in "${steps[@]}"; do
       timeout $((rsec + 120)) "$B/cli/nvfp4check" run --seed "$rseed" --seconds "$rsec" --memory cuda \
         --report "$OUT/run.json" --case-dir "$OUT/cases" >"$OUT/run.log" 2>&1 || status=1
       grep -E "^FAIL|^  reproduce:" "$OUT/run.log" | head -20
-      grep -v "^drawn" "$OUT/run.log" | tail -13  # the table; what was drawn stays in the log
+      # The whole table, one row per CUDA kernel (what was drawn stays in the log).
+      sed -n '/^kernel  /,$p' "$OUT/run.log" | grep -v "^drawn"
       ;;
     honest)
       hsec=${NVFP4_HONEST_SECONDS:-120}
