@@ -6,7 +6,7 @@
 namespace nvfp4 {
 namespace {
 
-constexpr int kN = 312, kM = 156;
+constexpr int kN = Rng::kWords, kM = 156;
 constexpr uint64_t kMatrix = 0xB5026F5AA96619E9ull, kUpper = 0xFFFFFFFF80000000ull, kLower = 0x7FFFFFFFull;
 
 inline uint64_t twisted(uint64_t here, uint64_t next, uint64_t far) {
@@ -29,13 +29,7 @@ void twist_state(uint64_t* x) {
 __attribute__((target_clones("avx2", "default")))
 #endif
 void temper_words(const uint64_t* from, uint64_t* out, std::size_t count) {
-  for (std::size_t i = 0; i < count; ++i) {
-    uint64_t z = from[i];
-    z ^= (z >> 29) & 0x5555555555555555ull;
-    z ^= (z << 17) & 0x71D67FFFEDA60000ull;
-    z ^= (z << 37) & 0xFFF7EEE000000000ull;
-    out[i] = z ^ (z >> 43);
-  }
+  for (std::size_t i = 0; i < count; ++i) out[i] = Rng::temper(from[i]);
 }
 
 }  // namespace

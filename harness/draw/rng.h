@@ -31,14 +31,16 @@ class Rng {
   friend bool operator==(const Rng& x, const Rng& y);
   friend bool operator!=(const Rng& x, const Rng& y) { return !(x == y); }
 
- private:
-  static constexpr int kWords = 312;  // n of MT19937-64
+  // MT19937-64's state size and output function, shared with the block fill (rng.cc).
+  static constexpr int kWords = 312;
   static result_type temper(result_type z) {
     z ^= (z >> 29) & 0x5555555555555555ull;
     z ^= (z << 17) & 0x71D67FFFEDA60000ull;
     z ^= (z << 37) & 0xFFF7EEE000000000ull;
     return z ^ (z >> 43);
   }
+
+ private:
   void twist();
 
   uint64_t state_[kWords];
