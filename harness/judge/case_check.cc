@@ -221,6 +221,28 @@ Rotations draw_rotations(const Problem& p, uint64_t seed) {
   return r;
 }
 
+// Where output (b, i, j) of a GEMM whose rows and batches were rotated by r was before: element
+// ((b + rl) % l, (i + ri) % m, (j + rj) % n) (copy_rotated moves row (i + ri) % m to i).
+int64_t rotated_row(const Rotations& r, int64_t l, int64_t m, int64_t b, int64_t i) {
+  return ((b + r.rl) % l) * m + (i + r.ri) % m;
+}
+int64_t rotated_from(const Rotations& r, int64_t l, int64_t m, int64_t n, int64_t to) {
+  return rotated_row(r, l, m, to / (m * n), to / n % m) * n + (to % n + r.rj) % n;
+}
+
+// f(to, from) for every output of such a GEMM, `to` in C order, row by row without a division per
+// output (rj < n); stops at the first f that returns false, and says whether none did.
+template <class F>
+bool each_rotated(const Rotations& r, int64_t l, int64_t m, int64_t n, F&& f) {
+  for (int64_t b = 0; b < l; ++b)
+    for (int64_t i = 0; i < m; ++i) {
+      const int64_t from_row = rotated_row(r, l, m, b, i) * n, to_row = (b * m + i) * n;
+      for (int64_t j = 0; j < n; ++j)
+        if (!f(to_row + j, from_row + (j + r.rj < n ? j + r.rj : j + r.rj - n))) return false;
+    }
+  return true;
+}
+
 // Every input of a GEMV, GEMM or dual GEMM (B2 like B) of p into q's, blocks, rows and batches
 // rotated by r; A's bytes XORed with flip_a, B2's with flip_b2.
 void copy_rotated_inputs(const Problem& p, const Rotations& r, uint8_t flip_a, uint8_t flip_b2, Problem& q) {
@@ -256,7 +278,7 @@ StaleVariant stale_gemm(const Problem& p, const ExactResult& ref, uint64_t seed)
   q = stale_base(p);
   const Rotations r = draw_rotations(p, seed);
   copy_rotated_inputs(p, r, 0x88, 0, q);  // A's 0x88: both nibbles' sign bits, every product negated
-  // C'[b][i][j] = -C[(b + rl) % l][(i + ri) % m][(j + rj) % n]
+  // C'[b][i][j] = -C[(b + rl) % l][(i + ri) % m][(j + rj) % n] (each_rotated)
   ExactResult& out = v.reference;
   out.out_type = p.out_type;
   out.group_offset = ref.group_offset;
@@ -269,24 +291,21 @@ StaleVariant stale_gemm(const Problem& p, const ExactResult& ref, uint64_t seed)
   const uint32_t sign = out_format(p.out_type).sign_bit;
   const bool zero_alpha = p.alpha == 0.0f;
   const bool have_words = (wide ? ref.c32.size() : ref.c.size()) == ref.elems.size();
-  for (int64_t b = 0; b < p.l; ++b)
-    for (int64_t i = 0; i < p.m; ++i)
-      for (int64_t j = 0; j < p.n; ++j) {
-        const int64_t from = (((b + r.rl) % p.l) * p.m + (i + r.ri) % p.m) * p.n + (j + r.rj) % p.n;
-        const int64_t to = (b * p.m + i) * p.n + j;
-        ExactElement e = ref.elems[from];
-        e.sum = -e.sum;
-        out.elems[to] = e;
-        uint32_t word = 0;
-        if (have_words) {
-          const uint32_t was = wide ? ref.c32[from] : ref.c[from];
-          word = e.nan || e.sum == 0 || zero_alpha ? was : was ^ sign;
-        } else {
-          word = round_result(e, p.alpha, p.out_type);
-        }
-        if (wide) out.c32[to] = word;
-        else out.c[to] = static_cast<uint16_t>(word);
-      }
+  each_rotated(r, p.l, p.m, p.n, [&](int64_t to, int64_t from) {
+    ExactElement e = ref.elems[from];
+    e.sum = -e.sum;
+    out.elems[to] = e;
+    uint32_t word = 0;
+    if (have_words) {
+      const uint32_t was = wide ? ref.c32[from] : ref.c[from];
+      word = e.nan || e.sum == 0 || zero_alpha ? was : was ^ sign;
+    } else {
+      word = round_result(e, p.alpha, p.out_type);
+    }
+    if (wide) out.c32[to] = word;
+    else out.c[to] = static_cast<uint16_t>(word);
+    return true;
+  });
   return v;
 }
 
@@ -299,15 +318,12 @@ Problem group_shape(const Problem& p, size_t g) {
   return one;
 }
 
-// C'[b][i][j] = -C[(b + rl) % l][(i + ri) % m][(j + rj) % n] of outputs [at, at + l*m*n), as
-// stale_gemm moves the reference.
-void add_sources(const Problem& p, uint64_t stale_seed, int64_t at, std::vector<int64_t>& from) {
-  const Rotations r = draw_rotations(p, stale_seed);
-  for (int64_t b = 0; b < p.l; ++b)
-    for (int64_t i = 0; i < p.m; ++i)
-      for (int64_t j = 0; j < p.n; ++j)
-        from[static_cast<size_t>(at + (b * p.m + i) * p.n + j)] =
-            at + (((b + r.rl) % p.l) * p.m + (i + r.ri) % p.m) * p.n + (j + r.rj) % p.n;
+// Where stale_gemm moved each of outputs [at, at + l*m*n) from.
+void add_sources(const Problem& p, uint64_t stale_seed, int64_t at, std::vector<int64_t>& sources) {
+  each_rotated(draw_rotations(p, stale_seed), p.l, p.m, p.n, [&](int64_t to, int64_t from) {
+    sources[static_cast<size_t>(at + to)] = at + from;
+    return true;
+  });
 }
 
 }  // namespace
@@ -327,20 +343,13 @@ std::vector<int64_t> stale_output_sources(const Problem& p, uint64_t stale_seed)
 
 namespace {
 
-// The outputs [at, at + l*m*n) of the stale call against run 1's, under p's map (the same as
-// stale_output_sources, walked row by row without a table: a large GEMM's).
+// The outputs [at, at + l*m*n) of the stale call against run 1's, moved as stale_gemm moved them
+// and negated.
 bool mirrors_at(const Problem& p, uint64_t stale_seed, const OutputWords& run1, const OutputWords& stale, int64_t at) {
   const uint32_t sign = out_format(p.out_type).sign_bit;
-  const Rotations r = draw_rotations(p, stale_seed);
-  for (int64_t b = 0; b < p.l; ++b)
-    for (int64_t i = 0; i < p.m; ++i) {
-      const int64_t from_row = at + (((b + r.rl) % p.l) * p.m + (i + r.ri) % p.m) * p.n, to_row = at + (b * p.m + i) * p.n;
-      for (int64_t j = 0; j < p.n; ++j) {
-        const int64_t jj = j + r.rj < p.n ? j + r.rj : j + r.rj - p.n;
-        if (stale[static_cast<size_t>(to_row + j)] != (run1[static_cast<size_t>(from_row + jj)] ^ sign)) return false;
-      }
-    }
-  return true;
+  return each_rotated(draw_rotations(p, stale_seed), p.l, p.m, p.n, [&](int64_t to, int64_t from) {
+    return stale[static_cast<size_t>(at + to)] == (run1[static_cast<size_t>(at + from)] ^ sign);
+  });
 }
 
 }  // namespace
@@ -362,13 +371,6 @@ bool stale_output_mirrors_run1(const Problem& p, uint64_t stale_seed, const Outp
 
 namespace {
 
-// Element (b, i, j) of a GEMM after its rows and batches were rotated by r: element
-// ((b + rl) % l, (i + ri) % m, (j + rj) % n) before (copy_rotated moves row (i + ri) % m to i).
-int64_t rotated_from(const Rotations& r, int64_t l, int64_t m, int64_t n, int64_t to) {
-  const int64_t b = to / (m * n), i = to / n % m, j = to % n;
-  return (((b + r.rl) % l) * m + (i + r.ri) % m) * n + (j + r.rj) % n;
-}
-
 // The facts of an MX GEMM whose A was negated and whose rows and batches were rotated by r, from
 // the facts `from` (l*m*n of them, C order) of the GEMM before: every product negated, so r is
 // (two's complement over the limbs), +Inf and -Inf products trade places, and S, t, g and the NaN
@@ -376,8 +378,8 @@ int64_t rotated_from(const Rotations& r, int64_t l, int64_t m, int64_t n, int64_
 // reference computes.
 std::vector<MxElement> negated_rotated_mx(const MxElement* from, int64_t l, int64_t m, int64_t n, const Rotations& r) {
   std::vector<MxElement> out(static_cast<size_t>(l * m * n));
-  for (int64_t to = 0; to < l * m * n; ++to) {
-    MxElement e = from[rotated_from(r, l, m, n, to)];
+  each_rotated(r, l, m, n, [&](int64_t to, int64_t source) {
+    MxElement e = from[source];
     uint64_t carry = 1;
     for (uint64_t& limb : e.sum.limb) {
       limb = ~limb + carry;
@@ -385,7 +387,8 @@ std::vector<MxElement> negated_rotated_mx(const MxElement* from, int64_t l, int6
     }
     std::swap(e.pos_inf, e.neg_inf);
     out[static_cast<size_t>(to)] = e;
-  }
+    return true;
+  });
   return out;
 }
 
