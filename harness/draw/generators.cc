@@ -161,31 +161,11 @@ inline uint8_t negate_nonzero(uint8_t b, uint8_t mask) {
 // The place-dependent part of alternating and fine_cancel, applied to magnitudes drawn as for
 // every other distribution (the same raw byte per element, so the same data as ever): alternating
 // makes A's odd elements negative and B's elements 2 and 3 of every four, fine_cancel sets its two
-// pair blocks of every row. Row by row over whole bytes (k is even for E2M1 data), else element
-// by element.
+// pair blocks of every row. Row by row over whole bytes: E2M1 data has an even k (every shape is
+// checked or drawn so before its data are).
 void place_codes(ValueDist dist, int64_t k, bool tensor_b, std::vector<uint8_t>& out) {
-  const int64_t kb = (k + 15) / 16;
-  auto code_at = [&](int64_t x, uint8_t magnitude) -> uint8_t {
-    if (dist == ValueDist::alternating) {
-      const bool minus = tensor_b ? ((x >> 1) & 1) : (x & 1);
-      return magnitude && minus ? static_cast<uint8_t>(magnitude | 8u) : magnitude;
-    }
-    if (!fine_cancel_pair_block(x / 16, kb)) return magnitude;
-    // The pair: elements 0 and 1 of the block; A +0.5 (code 1), -0.5 (code 9); B 6 (code 7).
-    const int64_t in_block = x % 16;
-    return in_block > 1 ? 0 : tensor_b ? 7 : (in_block == 0 ? 1 : 9);
-  };
-  const int64_t elements = static_cast<int64_t>(out.size()) * 2;
-  if (k % 2 != 0) {
-    for (int64_t e = 0; e < elements; ++e) {
-      uint8_t& b = out[static_cast<size_t>(e / 2)];
-      const int shift = (e % 2) ? 4 : 0;
-      const uint8_t code = code_at(e % k, static_cast<uint8_t>((b >> shift) & 15u));
-      b = static_cast<uint8_t>((b & ~(15u << shift)) | code << shift);
-    }
-    return;
-  }
-  const int64_t row_bytes = k / 2, rows = elements / k;
+  if (k % 2 != 0) throw std::logic_error("E2M1 data drawn for an odd k = " + std::to_string(k));
+  const int64_t kb = (k + 15) / 16, row_bytes = k / 2, rows = static_cast<int64_t>(out.size()) / row_bytes;
   for (int64_t r = 0; r < rows; ++r) {
     uint8_t* row = out.data() + r * row_bytes;
     if (dist == ValueDist::alternating) {
@@ -197,10 +177,12 @@ void place_codes(ValueDist dist, int64_t k, bool tensor_b, std::vector<uint8_t>&
       continue;
     }
     if (kb < 2) continue;
+    // The pair: elements 0 and 1 of the block, A +0.5 and -0.5 (codes 1 and 9), B 6 and 6 (codes
+    // 7); the rest of the block 0.
     for (const int64_t block : {kb / 2, kb - 1}) {
       const int64_t first = 16 * block, last = std::min(k, first + 16);  // elements [first, last)
-      for (int64_t x = first; x < last; x += 2)
-        row[x / 2] = static_cast<uint8_t>(code_at(x, 0) | code_at(x + 1, 0) << 4);
+      row[first / 2] = tensor_b ? 0x77 : 0x91;
+      std::fill(row + first / 2 + 1, row + last / 2, uint8_t{0});
     }
   }
 }
