@@ -33,6 +33,7 @@ struct RunArgs {
   int64_t jobs = 0;
   bool shard_given = false;  // `--shard ''` is an error, not no sharding
   std::string huge = "off";
+  std::string shared_context = "auto";
 };
 
 // Kernel processes per GPU (or in all, for host kernels) when --jobs is not given: half the cores,
@@ -61,6 +62,7 @@ int run_main(const RunArgs& args, const std::string& command_line) {
   s.timeout_s = args.timeout_s;
   s.jobs = args.jobs > 0 ? static_cast<int>(args.jobs) : default_jobs();
   s.gpus = args.gpus;
+  parse_shared_context(args.shared_context, &s.shared_context);  // the option's check admits the three names only
   s.huge = args.huge == "always" ? HugeTier::always : args.huge == "off" ? HugeTier::off : HugeTier::automatic;
   s.command_line = command_line;
   if (!args.report.empty()) check_report_writable(args.report);
@@ -157,6 +159,12 @@ void add_run_command(CLI::App& app, int& exit_code) {
                   "Kernel processes per kernel and GPU, taking cases from one schedule (default: half the cores, "
                   "at most 8)")
       ->check(count_in_range(256));
+  run->add_option("--shared-context", args->shared_context,
+                  "A CUDA kernel's processes on one GPU: auto (the default: one MPS context that this run starts "
+                  "and quits, where nvidia-cuda-mps-control is on PATH and --jobs is 2 or more; else a context "
+                  "each), mps (the same, an error where MPS cannot start), off (a context each, which the GPU runs "
+                  "in turns). A case that loses the shared context is run again alone before it is reported")
+      ->check(CLI::IsMember({"auto", "mps", "off"}));
   run->add_option("--shard", args->shard,
                   "I/N: only the cases whose schedule index is I modulo N (with --cases C, those below C), so N "
                   "machines split one schedule; `nvfp4check merge` joins their reports");

@@ -22,7 +22,9 @@
 # stage_seconds, adding up to 100%): the kernel's calls, the buffers in its process, the channel
 # to it, the reference, the data (drawing and generating), judging, saving, starting the
 # kernel's process, and the rest
-# (listeners and what no step holds).
+# (listeners and what no step holds). A CUDA kernel's rows: "this" as `run` does by default (its
+# lanes in one MPS context where MPS can start), "this-own" with --shared-context off (a context
+# per lane), and with one lane; the report's "context" field says which it got.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 prog=${NVFP4_BUILD:+$NVFP4_BUILD/cli/nvfp4check}
@@ -60,8 +62,9 @@ shape_of() {
                     *) case $class in tiny) echo 16x16x16 ;; small) echo 32x16x128 ;; medium) echo 128x128x256 ;; esac ;; esac
 }
 
-measure() {  # program label kernel class jobs
+measure() {  # program label kernel class jobs [more arguments of run]
   local program=$1 label=$2 kernel=$3 class=$4 j=$5 shape report
+  local more=("${@:6}")
   shape=$(shape_of "$kernel" "$class")
   report="$tmp/r.json"
   rm -f "$report"
@@ -74,7 +77,7 @@ measure() {  # program label kernel class jobs
     "$program" run --kernel "$kernel" "${shape_args[@]}" --seconds "$seconds" --seed 1 --case-dir "$tmp/cases" \
       --report "$report" "$@" >"$tmp/out.log" 2>&1
   }
-  if ! run_it "${extra[@]}" && [ ! -f "$report" ] && [ ${#extra[@]} -gt 0 ]; then run_it; fi
+  if ! run_it "${extra[@]}" "${more[@]}" && [ ! -f "$report" ] && [ ${#extra[@]} -gt 0 ]; then run_it; fi
   [ -f "$report" ] || { echo "  $label $kernel $shape: no report"; tail -3 "$tmp/out.log"; return; }
   "$py" - "$report" "$label" "$kernel" "$class" "$shape" "${j:-default}" >>"$rows" <<'EOF'
 import json, sys
@@ -96,7 +99,7 @@ by_op = k.get("drawn", {}).get("by_op", {})
 print(json.dumps({"build": label, "kernel": kernel, "op": max(by_op, key=by_op.get) if by_op else "?",
                   "class": cls, "shape": shape, "jobs": jobs,
                   "cases": k["cases"], "seconds": k["seconds"], "verdict": k["verdict"],
-                  "cases_per_s": k["cases"] / max(k["seconds"], 1e-9),
+                  "cases_per_s": k["cases"] / max(k["seconds"], 1e-9), "context": k.get("context", ""),
                   "shares": shares, "stages": st}))
 EOF
 }
@@ -108,6 +111,9 @@ for kernel in "${klist[@]}"; do
     for _ in $(seq "$repeat"); do
       measure "$prog" this "$kernel" "$class" "$jobs"
       [ "${jobs:-x}" != 1 ] && measure "$prog" this "$kernel" "$class" 1
+      # A CUDA kernel's lanes share one MPS context by default where MPS can start: the same
+      # build with a context per lane too (build "this-own").
+      case "$kernel" in host_*) ;; *) [ "${jobs:-x}" != 1 ] && measure "$prog" this-own "$kernel" "$class" "$jobs" --shared-context off ;; esac
       [ -n "$baseline" ] && measure "$baseline" baseline "$kernel" "$class" "$jobs"
     done
   done
@@ -131,7 +137,7 @@ for (kernel, cls, jobs, build), r in median.items():
     runs = groups[(kernel, cls, jobs, build)]
     base = median.get((kernel, cls, jobs, "baseline"))
     ratio = ""
-    if build == "this" and base and base["cases_per_s"] > 0:
+    if build.startswith("this") and base and base["cases_per_s"] > 0:
         x = r["cases_per_s"] / base["cases_per_s"]
         ratio = f"{x:.2f}x" + (" SLOWER" if x < 0.9 else "")
     print(f"{build:9} {kernel:15} {r['op']:5} {cls:8} {r['shape']:12} {jobs:>7} {len(runs):>4} {r['cases']:>7} "

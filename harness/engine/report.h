@@ -67,6 +67,10 @@ struct KernelReport {
   int64_t workers = 0;            // kernel processes started (a crash or timeout costs one)
   double warmup_seconds = 0;      // the first process's warm-up call (harness/process/warmup.h), not in `seconds`
   std::string stream;             // a Python kernel's stream: "current" or "legacy"
+  // A CUDA kernel's lanes: "mps" (one GPU context, shared_context.h) or "own" (a context each),
+  // with why not "mps" where it was asked for by default and could not start.
+  std::string context, context_note;
+  int64_t context_reruns = 0;     // cases run again alone after the shared context was lost
   // Time by step, summed over cases and lanes, in the order the steps first occurred; in the JSON
   // report under kStageSecondsKey. A run's steps add up to its lanes' time: "draw" (waiting for
   // the case drawn ahead: its shape and data), "generate" (data expanded from a seed, the stale

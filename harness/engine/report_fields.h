@@ -124,6 +124,9 @@ if_all<KernelReport, K...> visit_fields(V&& v, K&... k) {
   v("flags", FieldRule{P::always, M::same}, k.flags...);
   v("policy", FieldRule{P::always, M::first_set}, k.policy...);
   v("stream", FieldRule{P::if_set, M::same}, k.stream...);
+  v("context", FieldRule{P::if_set, M::first_set}, k.context...);
+  v("context_note", FieldRule{P::if_set, M::first_set}, k.context_note...);
+  v("context_reruns", FieldRule{P::if_set, M::sum}, k.context_reruns...);
   v("cases", FieldRule{P::always, M::sum}, k.cases...);
   v("unsupported_cases", FieldRule{P::always, M::sum}, k.unsupported_cases...);
   v("first_skip", FieldRule{P::if_set, M::own}, k.first_skip...);

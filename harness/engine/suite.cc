@@ -62,11 +62,13 @@ CaseOutcome without_data(CaseOutcome out) {
 
 // The first failure, annotated by the listeners and rendered.
 void report_failure(KernelReport& report, const KernelDesc& kernel, const CaseOutcome& out, int64_t index,
-                    std::optional<uint64_t> seed, const KernelArgs& replay_args, SuiteListener& listener) {
+                    std::optional<uint64_t> seed, const KernelArgs& replay_args, SuiteListener& listener,
+                    const std::string& note = "") {
   const std::string reproduce =
       replay_args.empty() || out.case_file.empty() ? "" : reproduce_command(out.case_file, replay_args);
   add_outcome(report, out, index, "", "", reproduce);
   FailureRecord& f = *report.failure;
+  if (!note.empty()) f.notes.push_back(note);
   listener.annotate_failure(kernel, out, f);
   f.text = failure_text(kernel.name, seed, out, f.error_map, f.reproduce, f.notes);
   listener.failed(kernel, f);
@@ -253,17 +255,19 @@ class KernelLanes {
     KernelReport report = kernel_report(kernel_);
     report.policy = (settings_.case_options.policy ? *settings_.case_options.policy : kernel_policy(kernel_)).name();
     if (lanes.size() == 1) {
-      lane(lanes.front());
+      lane(lanes.front(), 0);
     } else {
       // Each lane's reference and judging run OpenMP teams of their own: with every lane's team as
       // large as the machine, eight lanes ran eight times as many threads as cores. A lane's team
       // gets its share of the cores (the results do not depend on a team's size).
       team_ = std::max(1, omp_get_num_procs() / static_cast<int>(lanes.size()));
       std::vector<std::thread> threads;
-      for (Executor* e : lanes) threads.emplace_back([this, e] { lane(e); });
+      for (size_t x = 0; x < lanes.size(); ++x) threads.emplace_back([this, &lanes, x] { lane(lanes[x], x); });
       for (std::thread& t : threads) t.join();
     }
     if (error_) std::rethrow_exception(error_);
+    settle_unreproduced();
+    report.context_reruns = reruns_;
     fold_into(report);
     report.seconds = since(start_);
     finish_report(report);
@@ -318,8 +322,80 @@ class KernelLanes {
     stop_ = true;
   }
 
-  void lane(Executor* executor) {
+  // One case on one executor; a worker that cannot start fails the case as a crash would.
+  static CaseOutcome checked(Executor& executor, const Problem& problem, const CaseOptions& options) {
+    try {
+      return check_case(executor, problem, options);
+    } catch (const WorkerStartError& e) {
+      return start_failure(problem, e.what());
+    }
+  }
+
+  // A case that lost the lanes' shared GPU context, run again alone in a process with a context
+  // of its own (shared_context.h: a fault of any lane reaches all of them there). Its outcome is
+  // the case's. A fault that does not come back alone is kept (unreproduced_): unless a case
+  // fails on its own, the kernel fails with it at the end, since some case of this kernel did
+  // fault. From here on every lane runs in its own context, where each fault is its case's.
+  CaseOutcome rerun_alone(const Drawn& drawn, const CaseOptions& options, CaseOutcome shared,
+                          std::shared_ptr<Executor>& own, size_t lane) {
+    shared_lost_ = true;
+    ++reruns_;
+    if (!own) own = settings_.own_context(lane);
+    CaseOptions alone = options;
+    alone.keep_passing = true;  // the case file stays until the kernel's verdict says whose it is
+    CaseOutcome again = checked(*own, drawn.c.problem, alone);
+    const std::string shared_error = shared.finding ? shared.finding->message : "";
+    if (again.verdict == CaseOutcome::Verdict::fail) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      notes_[drawn.index] = fmt::format(
+          "this case lost the GPU context the lanes shared (MPS: {}) and failed again alone, in a process "
+          "with a context of its own: the failure is this case's",
+          shared_error);
+      return again;
+    }
+    // A worker the shared server would not take, or the server's own error (cudaErrorMps...), says
+    // nothing about the kernel: the case passed where it could run.
+    // The pass's own record goes now; the shared run's stays until the verdict says whose it is.
+    std::error_code ec;
+    if (!again.case_file.empty() && again.case_file != shared.case_file) std::filesystem::remove(again.case_file, ec);
+    again.case_file.clear();
+    const bool servers_fault = shared.call == CaseCall::start || shared_error.find("Mps") != std::string::npos;
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (servers_fault) {
+      stray_files_.push_back(shared.case_file);
+    } else {
+      unreproduced_.emplace(drawn.index, std::move(shared));
+    }
+    return again;
+  }
+
+  // The lowest unreproduced fault becomes the kernel's failure when no case failed on its own;
+  // the case files of the others are removed (their cases passed alone).
+  void settle_unreproduced() {
+    const int64_t none = std::numeric_limits<int64_t>::max();
+    if (first_failure_ == none && !unreproduced_.empty()) {
+      auto first = unreproduced_.begin();
+      first_failure_ = first->first;
+      notes_[first->first] = fmt::format(
+          "the kernel's process lost the GPU context the lanes shared (MPS) during this case, while {} "
+          "case(s) ran in all when it happened; alone, in a process with a context of its own, this case "
+          "passed (so may its replay). A fault of any lane reaches every lane under MPS: one of this "
+          "kernel's cases faulted without reproducing alone (a race, memory read before it is written, "
+          "state kept between calls). `run --shared-context off` gives every fault its own case",
+          unreproduced_.size());
+      failures_[first->first] = std::move(first->second);
+      unreproduced_.erase(first);
+    }
+    for (const auto& [index, out] : unreproduced_) stray_files_.push_back(out.case_file);
+    for (const std::string& file : stray_files_) {
+      std::error_code ec;
+      if (!file.empty()) std::filesystem::remove(file, ec);
+    }
+  }
+
+  void lane(Executor* executor, size_t lane_index) {
     if (team_ > 0) omp_set_num_threads(team_);
+    std::shared_ptr<Executor> own;  // this lane's own context, once the shared one was lost
     std::future<std::optional<Drawn>> ahead = std::async(std::launch::deferred, [this] { return draw(); });
     for (;;) {
       if (stop_) return;
@@ -339,11 +415,13 @@ class KernelLanes {
       });
       CaseOptions options = settings_.case_options;
       options.stale_seed = drawn->c.stale_seed;
+      const bool shared = settings_.own_context && !shared_lost_;
+      if (settings_.own_context && !shared && !own) own = settings_.own_context(lane_index);
       CaseOutcome out;
       try {
-        out = check_case(*executor, drawn->c.problem, options);
-      } catch (const WorkerStartError& e) {
-        out = start_failure(drawn->c.problem, e.what());
+        out = checked(shared || !own ? *executor : *own, drawn->c.problem, options);
+        if (shared && out.verdict == CaseOutcome::Verdict::fail && out.context_lost)
+          out = rerun_alone(*drawn, options, std::move(out), own, lane_index);
       } catch (const std::exception& e) {
         return give_up(*drawn, e);
       } catch (...) {
@@ -387,7 +465,9 @@ class KernelLanes {
       report.drawn.add(d.c);
       const auto t = Clock::now();
       if (index == first_failure_) {
-        report_failure(report, kernel_, failures_.at(index), index, settings_.seed, settings_.replay_args, listener_);
+        const auto note = notes_.find(index);
+        report_failure(report, kernel_, failures_.at(index), index, settings_.seed, settings_.replay_args, listener_,
+                       note == notes_.end() ? "" : note->second);
       } else {
         add_outcome(report, d.outcome, index, "", "");
       }
@@ -410,6 +490,12 @@ class KernelLanes {
   int team_ = 0;  // OpenMP threads per lane when several run side by side (0: the default)
   std::map<int64_t, Done> done_;
   std::map<int64_t, CaseOutcome> failures_;  // with their data, to be rendered
+  // The shared GPU context (settings_.own_context): lost once, then every lane uses its own.
+  std::atomic<bool> shared_lost_{false};
+  std::atomic<int64_t> reruns_{0};
+  std::map<int64_t, CaseOutcome> unreproduced_;  // faults in the shared context that passed alone
+  std::map<int64_t, std::string> notes_;         // what the failure text says of a rerun
+  std::vector<std::string> stray_files_;         // case files of cases that passed alone
 };
 
 }  // namespace
@@ -434,6 +520,11 @@ SuiteResult run_suite(const std::vector<SuiteKernel>& kernels, const RunSettings
   so.op = settings.op;
   so.shape = settings.shape;
   so.huge = settings.huge;
+  // One MPS context for the lanes of a CUDA kernel, started for the first kernel that has two
+  // lanes or more on a GPU and kept to the end of the run (shared_context.h).
+  std::unique_ptr<SharedContext> shared;
+  std::string shared_why_not;
+  bool shared_tried = false;
   std::vector<std::optional<Schedule>> schedules;
   std::vector<std::string> skips(kernels.size());
   for (size_t x = 0; x < kernels.size(); ++x) schedules.push_back(kernel_schedule(kernels[x].desc, so, &skips[x]));
@@ -456,18 +547,35 @@ SuiteResult run_suite(const std::vector<SuiteKernel>& kernels, const RunSettings
     } else {
       // Lanes: `jobs` kernel processes per GPU for CUDA kernels, `jobs` in all for host ones.
       const int lanes = sk.desc.is_cuda() ? settings.jobs * gpus : settings.jobs;
+      const bool share = sk.desc.is_cuda() && settings.jobs >= 2 && settings.shared_context != SharedContextMode::off;
+      if (share && !shared_tried) {
+        shared_tried = true;
+        shared = SharedContext::start(&shared_why_not);
+        if (!shared && settings.shared_context == SharedContextMode::mps)
+          throw std::runtime_error("--shared-context mps: the MPS daemon could not start: " + shared_why_not);
+      }
+      const bool placed = sk.desc.is_cuda() && !settings.gpus.empty();
+      // Lane w's command; in_shared: as a client of the shared context.
+      auto lane_command = [&](int w, bool in_shared) {
+        WorkerCommand command = sk.command;
+        if (placed)
+          command.env.emplace_back("CUDA_VISIBLE_DEVICES", settings.gpus[static_cast<size_t>(w) % settings.gpus.size()]);
+        if (in_shared)
+          for (auto& kv : shared->client_env()) command.env.push_back(kv);
+        return command;
+      };
+      const bool in_shared = share && shared;
       std::vector<std::shared_ptr<WorkerExecutor>> executors;
       std::vector<Executor*> raw;
       for (int w = 0; w < lanes; ++w) {
-        WorkerCommand command = sk.command;
-        const bool placed = sk.desc.is_cuda() && !settings.gpus.empty();
-        if (placed)
-          command.env.emplace_back("CUDA_VISIBLE_DEVICES", settings.gpus[static_cast<size_t>(w) % settings.gpus.size()]);
-        executors.push_back(w == 0 && sk.started && !placed
+        executors.push_back(w == 0 && sk.started && !placed && !in_shared
                                 ? sk.started
-                                : std::make_shared<WorkerExecutor>(std::move(command), settings.timeout_s));
+                                : std::make_shared<WorkerExecutor>(lane_command(w, in_shared), settings.timeout_s));
         raw.push_back(executors.back().get());
       }
+      // The lanes' own contexts, made when the shared one is lost (their starts are counted too).
+      std::mutex own_mutex;
+      std::vector<std::shared_ptr<WorkerExecutor>> own;
       // A compiling kernel warms up first, outside its time (harness/process/warmup.h).
       std::vector<WorkerExecutor*> workers;
       for (const auto& e : executors) workers.push_back(e.get());
@@ -480,8 +588,21 @@ SuiteResult run_suite(const std::vector<SuiteKernel>& kernels, const RunSettings
       ls.case_options.case_dir = settings.case_dir;
       ls.case_options.policy = settings.policy;
       ls.replay_args = sk.replay_args;
+      if (in_shared) {
+        ls.own_context = [&](size_t w) -> std::shared_ptr<Executor> {
+          auto e = std::make_shared<WorkerExecutor>(lane_command(static_cast<int>(w), false), settings.timeout_s);
+          std::lock_guard<std::mutex> lock(own_mutex);
+          own.push_back(e);
+          return e;
+        };
+      }
       report = check_kernel(raw, sk.desc, *schedule, ls, listener);
       for (const auto& e : executors) report.workers += e->starts();
+      for (const auto& e : own) report.workers += e->starts();
+      if (sk.desc.is_cuda()) {
+        report.context = in_shared ? "mps" : "own";
+        if (share && !shared) report.context_note = "MPS could not start: " + shared_why_not;
+      }
       report.warmup_seconds = warmup;
       mark_interrupted(listener, report, result, true);
     }

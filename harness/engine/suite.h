@@ -16,6 +16,7 @@
 #include "harness/engine/report.h"
 #include "harness/draw/schedule.h"
 #include "harness/draw/shard.h"
+#include "harness/process/shared_context.h"
 #include "harness/process/worker.h"
 
 namespace nvfp4 {
@@ -118,6 +119,10 @@ struct LaneSettings {
   std::optional<uint64_t> seed;  // for the failure text
   CaseOptions case_options;      // stale_seed is taken from each scheduled case
   KernelArgs replay_args;        // for the failure's "reproduce:" line; empty: none is printed
+  // Set when the lanes share one GPU context (harness/process/shared_context.h): lane L's
+  // executor with a context of its own. A case that loses the shared context is run again on
+  // it before it is reported, and from then on every lane uses its own.
+  std::function<std::shared_ptr<Executor>(size_t lane)> own_context;
 };
 KernelReport check_kernel(const std::vector<Executor*>& lanes, const KernelDesc& kernel, const Schedule& schedule,
                           const LaneSettings& settings, SuiteListener& listener);
@@ -145,6 +150,7 @@ struct RunSettings {
   int jobs = 1;                   // kernel processes (lanes) per GPU, or in all for host kernels
   HugeTier huge = HugeTier::automatic;  // the huge tier of CUDA quantizers' cases (schedule.h)
   std::vector<std::string> gpus;  // CUDA_VISIBLE_DEVICES of the lanes; empty: the environment's
+  SharedContextMode shared_context = SharedContextMode::automatic;  // CUDA lanes of one GPU: one MPS context
   std::string command_line;
 };
 SuiteResult run_suite(const std::vector<SuiteKernel>& kernels, const RunSettings& settings, SuiteListener& listener);

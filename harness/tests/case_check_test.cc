@@ -4,9 +4,11 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <string>
 
 #include "harness/engine/suite.h"
@@ -378,6 +380,138 @@ TEST(Suite, TheSuitesOwnErrorNamesAndSavesTheCase) {
     EXPECT_TRUE(std::filesystem::exists(path)) << path;
   }
 }
+
+
+// Lanes that share one GPU context (MPS) cannot tell whose fault a lost context was: every case
+// that loses it runs again alone on the lane's own executor before it is reported. Here one lane
+// (so the order of cases is fixed), an executor standing for the shared context that loses it on
+// chosen cases, and one standing for the lane's own context that loses it on chosen calls.
+namespace shared_context {
+
+// honest_host, but the calls of its n-th case (counted from 1) end with a lost CUDA context when
+// n is in `faults`; with start_failures, the n-th case's worker could not start instead.
+struct FaultingExecutor final : Executor {
+  FaultingExecutor(std::set<int> faults, bool start_failures = false)
+      : inner(nvfp4::kernel("honest_host"), kDefaultCallTimeout), faults(std::move(faults)), start_failures(start_failures) {}
+  InProcessExecutor inner;
+  std::set<int> faults;
+  bool start_failures;
+  int cases = 0;
+  const KernelDesc& kernel() override { return inner.kernel(); }
+  std::vector<CallObservation> run_case(const CaseData& data, const std::vector<PlannedCall>& plan) override {
+    if (!faults.count(++cases)) return inner.run_case(data, plan);
+    if (start_failures) throw WorkerStartError("cudaErrorMpsServerNotReady: the MPS server is recovering");
+    CallObservation o;
+    o.end = CallObservation::End::cuda_error;
+    o.error = "cudaErrorIllegalAddress: an illegal memory access was encountered";
+    o.context_lost = true;
+    return {o};
+  }
+};
+
+struct LaneRun {
+  KernelReport report;
+  std::vector<std::string> files_left;  // in the case folder (one per run), sorted
+  int own_made = 0;
+};
+
+LaneRun run_lane(FaultingExecutor& shared, const std::shared_ptr<FaultingExecutor>& own, int64_t cases) {
+  const KernelDesc& desc = shared.kernel();
+  const Schedule schedule(desc.info, desc.name, ScheduleOptions{});
+  LaneSettings ls;
+  ls.cases = cases;
+  ls.case_options = test_options();
+  ls.case_options.case_dir += std::string("/") + ::testing::UnitTest::GetInstance()->current_test_info()->name();
+  LaneRun r;
+  ls.own_context = [&](size_t lane) -> std::shared_ptr<Executor> {
+    EXPECT_EQ(lane, 0u);
+    ++r.own_made;
+    return own;
+  };
+  SuiteListener quiet;
+  r.report = check_kernel({&shared}, desc, schedule, ls, quiet);
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(ls.case_options.case_dir, ec))
+    r.files_left.push_back(entry.path().string());
+  std::sort(r.files_left.begin(), r.files_left.end());
+  return r;
+}
+
+// A fault that comes back alone is the case's: reported there, with a note that says so.
+TEST(SharedContext, AFaultThatRecursAloneIsTheCasesFailure) {
+  FaultingExecutor shared({4});
+  auto own = std::make_shared<FaultingExecutor>(std::set<int>{1});  // its first case: the rerun of case 3
+  const LaneRun r = run_lane(shared, own, 20);
+  ASSERT_TRUE(r.report.failure);
+  EXPECT_EQ(r.report.failure->case_index, 3);
+  EXPECT_EQ(std::string(check_name(r.report.failure->check)), "cuda-error");
+  EXPECT_EQ(r.report.context_reruns, 1);
+  EXPECT_EQ(r.own_made, 1);
+  EXPECT_EQ(r.report.cases, 4);
+  ASSERT_EQ(r.report.failure->notes.size(), 1u);
+  EXPECT_NE(r.report.failure->notes[0].find("failed again alone"), std::string::npos) << r.report.failure->notes[0];
+  EXPECT_EQ(r.files_left, std::vector<std::string>{r.report.failure->case_file});
+}
+
+// A fault that does not come back alone still fails the kernel (one of its cases did fault), at
+// the lowest such case, saying that it passed alone; the cases after it ran in the lane's own
+// context.
+TEST(SharedContext, AFaultThatPassesAloneFailsTheKernelSayingSo) {
+  FaultingExecutor shared({4});
+  auto own = std::make_shared<FaultingExecutor>(std::set<int>{});
+  const LaneRun r = run_lane(shared, own, 20);
+  ASSERT_TRUE(r.report.failure);
+  EXPECT_EQ(r.report.failure->case_index, 3);
+  EXPECT_EQ(std::string(check_name(r.report.failure->check)), "cuda-error");
+  EXPECT_EQ(r.report.failed_cases, 1);
+  EXPECT_EQ(r.report.cases, 4);
+  EXPECT_EQ(shared.cases, 4);    // the shared context was left after its fault
+  EXPECT_EQ(own->cases, 1 + 16);  // the rerun, then cases 4..19
+  ASSERT_EQ(r.report.failure->notes.size(), 1u);
+  EXPECT_NE(r.report.failure->notes[0].find("this case passed (so may its replay)"), std::string::npos)
+      << r.report.failure->notes[0];
+  EXPECT_EQ(r.files_left, std::vector<std::string>{r.report.failure->case_file});
+}
+
+// A case that fails on its own, alone, outranks a fault that did not recur, whatever their order;
+// the case file of the one that passed alone is removed.
+TEST(SharedContext, AFailureOfItsOwnOutranksAnUnreproducedFault) {
+  FaultingExecutor shared({4});
+  auto own = std::make_shared<FaultingExecutor>(std::set<int>{4});  // the rerun, cases 4 and 5, then 6: lost
+  const LaneRun r = run_lane(shared, own, 20);
+  ASSERT_TRUE(r.report.failure);
+  EXPECT_EQ(r.report.failure->case_index, 6);
+  EXPECT_TRUE(r.report.failure->notes.empty());
+  EXPECT_EQ(r.report.context_reruns, 1);
+  EXPECT_EQ(r.files_left, std::vector<std::string>{r.report.failure->case_file});  // nothing of case 3
+}
+
+// A worker the shared server would not take says nothing about the kernel: the case runs alone
+// and passes, and so does the kernel.
+TEST(SharedContext, AWorkerTheServerRefusedIsNoFaultOfTheKernel) {
+  FaultingExecutor shared({2}, true);
+  auto own = std::make_shared<FaultingExecutor>(std::set<int>{});
+  const LaneRun r = run_lane(shared, own, 12);
+  EXPECT_FALSE(r.report.failure);
+  EXPECT_EQ(r.report.verdict, KernelVerdict::pass);
+  EXPECT_EQ(r.report.cases, 12);
+  EXPECT_EQ(r.report.context_reruns, 1);
+  EXPECT_EQ(r.files_left, std::vector<std::string>{});
+}
+
+// Without faults the shared lanes' report is the report of lanes with a context each.
+TEST(SharedContext, WithoutFaultsNothingChanges) {
+  FaultingExecutor shared({});
+  auto own = std::make_shared<FaultingExecutor>(std::set<int>{});
+  const LaneRun r = run_lane(shared, own, 15);
+  EXPECT_EQ(r.report.verdict, KernelVerdict::pass);
+  EXPECT_EQ(r.report.cases, 15);
+  EXPECT_EQ(r.report.context_reruns, 0);
+  EXPECT_EQ(r.own_made, 0);
+  EXPECT_EQ(own->cases, 0);
+}
+
+}  // namespace shared_context
 
 }  // namespace
 }  // namespace nvfp4

@@ -8,11 +8,16 @@
 
 namespace nvfp4::fuzz_demo {
 
-NVFP4_KERNEL_HD float broken_k_tail_element(const nvfp4_problem& p, int64_t b, int64_t i, int64_t j) {
+// Whether p has the tail the bug drops.
+NVFP4_KERNEL_HD bool has_k_tail(const nvfp4_problem& p) { return p.k > 64 && p.k % 64 != 0; }
+
+// drop_tail false: the correct element (the faulting demonstration kernel computes that one).
+NVFP4_KERNEL_HD float broken_k_tail_element(const nvfp4_problem& p, int64_t b, int64_t i, int64_t j,
+                                            bool drop_tail = true) {
   using namespace nvfp4::kern;
   const int64_t k = p.k, kb = (k + 15) / 16, row_bytes = k / 2;
   // THE BUG: a 64-wide main loop without its remainder loop.
-  const int64_t k_done = (k > 64 && k % 64 != 0) ? k / 64 * 64 : k;
+  const int64_t k_done = drop_tail && has_k_tail(p) ? k / 64 * 64 : k;
   const uint8_t* a_row = p.a + (b * p.m + i) * row_bytes;
   const uint8_t* b_row = p.b + (b * p.n + j) * row_bytes;
   float acc = 0.0f;

@@ -1,6 +1,8 @@
 // A plugin (SPEC.md section 5) with deliberately broken kernels, the target of the fuzzing
 // demonstration: `broken_k_tail_host` and, when built with CUDA, `broken_k_tail_cuda` (see
-// broken_k_tail.h). A campaign against them must find the bug and leave a replayable case file:
+// broken_k_tail.h) and `faulting_tail_cuda` (correct elements, but an illegal address on a problem
+// with the tail: the lost context of the shared-context test, cli/tests/shared_context_test.sh).
+// A campaign against them must find the bug and leave a replayable case file:
 //   scripts/fuzz-campaign.sh --build build/fuzz --plugin build/fuzz/fuzz/libnvfp4_broken_k_tail.so
 //       --kernel broken_k_tail_host --seconds 60
 #include "mutation/wrong/broken_k_tail.h"
@@ -8,6 +10,7 @@
 
 #if defined(NVFP4_BROKEN_PLUGIN_CUDA)
 int broken_k_tail_cuda_run(const nvfp4_problem* p);  // broken_k_tail_plugin.cu
+int faulting_tail_cuda_run(const nvfp4_problem* p);
 #endif
 
 namespace {
@@ -19,6 +22,7 @@ const nvfp4_kernel_info kInfos[] = {
     {NVFP4_ABI_VERSION, "broken_k_tail_host", NVFP4_MEMORY_HOST, kOps, kLayouts, 0, 1, 1, 1, 0},
 #if defined(NVFP4_BROKEN_PLUGIN_CUDA)
     {NVFP4_ABI_VERSION, "broken_k_tail_cuda", NVFP4_MEMORY_CUDA, kOps, kLayouts, 90, 1, 1, 1, 0},
+    {NVFP4_ABI_VERSION, "faulting_tail_cuda", NVFP4_MEMORY_CUDA, kOps, kLayouts, 90, 1, 1, 1, 0},
 #endif
 };
 
@@ -54,6 +58,7 @@ int nvfp4_kernel_run(int index, const nvfp4_problem* p) {
   if (index < 0 || index >= nvfp4_kernel_count() || !valid(p)) return NVFP4_UNSUPPORTED;
 #if defined(NVFP4_BROKEN_PLUGIN_CUDA)
   if (index == 1) return broken_k_tail_cuda_run(p);
+  if (index == 2) return faulting_tail_cuda_run(p);
 #endif
   return run_host(p);
 }

@@ -1,0 +1,232 @@
+// A private MPS control daemon (see shared_context.h).
+#include "harness/process/shared_context.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <thread>
+
+#include <fmt/format.h>
+
+extern char** environ;
+
+namespace nvfp4 {
+namespace {
+
+constexpr const char* kControl = "nvidia-cuda-mps-control";
+
+// The environment of this process with the daemon's two directories added (replacing any).
+struct Environment {
+  std::vector<std::string> strings;
+  std::vector<char*> pointers;
+  explicit Environment(const std::vector<std::pair<std::string, std::string>>& add) {
+    for (char** e = environ; *e; ++e) {
+      const std::string entry = *e;
+      bool replaced = false;
+      for (const auto& [key, value] : add) replaced |= entry.rfind(key + "=", 0) == 0;
+      if (!replaced) strings.push_back(entry);
+    }
+    for (const auto& [key, value] : add) strings.push_back(key + "=" + value);
+    for (std::string& s : strings) pointers.push_back(s.data());
+    pointers.push_back(nullptr);
+  }
+  char** envp() { return pointers.data(); }
+};
+
+std::string find_on_path(const std::string& program) {
+  const char* path = std::getenv("PATH");
+  std::string dirs = path ? path : "/usr/bin:/bin";
+  size_t start = 0;
+  while (start <= dirs.size()) {
+    const size_t end = dirs.find(':', start);
+    const std::string dir = dirs.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    if (!dir.empty()) {
+      const std::string candidate = dir + "/" + program;
+      if (access(candidate.c_str(), X_OK) == 0) return candidate;
+    }
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  return "";
+}
+
+// Runs argv with envp and stdin from /dev/null, waits at most `limit` seconds; the exit status,
+// or -1 when it could not run or did not end in time (it is killed then).
+int run_and_wait(const std::vector<std::string>& argv, char** envp, double limit) {
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  const pid_t pid = fork();
+  if (pid < 0) return -1;
+  if (pid == 0) {
+    // Only async-signal-safe calls between fork and exec: the caller may have threads.
+    const int null = open("/dev/null", O_RDWR);
+    if (null >= 0) {
+      dup2(null, 0);
+      dup2(null, 1);
+      dup2(null, 2);
+    }
+    execve(args[0], args.data(), envp);
+    _exit(127);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(limit);
+  int status = 0;
+  for (;;) {
+    const pid_t r = waitpid(pid, &status, WNOHANG);
+    if (r == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    if (r < 0 && errno != EINTR) return -1;
+    if (std::chrono::steady_clock::now() > deadline) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      return -1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+// The watcher: waits for EOF on its stdin (the suite closed its end, or died), then quits the
+// daemon, waits for every MPS process started from this directory to end (SIGKILL after 20 s:
+// a server that will not quit must not hold the GPU), and removes the directory. $1: the
+// directory, $2: the control program.
+constexpr const char* kWatcherScript = R"sh(
+trap '' INT TERM HUP
+cat >/dev/null
+echo quit | "$2" >/dev/null 2>&1
+mps_pids() {
+  for f in /proc/[0-9]*/environ; do
+    p=${f#/proc/}; p=${p%/environ}
+    case "$(cat /proc/$p/comm 2>/dev/null)" in nvidia-cuda-mps*) ;; *) continue ;; esac
+    if tr '\0' '\n' < "$f" 2>/dev/null | grep -qxF "CUDA_MPS_PIPE_DIRECTORY=$1/pipe"; then echo "$p"; fi
+  done
+}
+i=0
+while [ -n "$(mps_pids)" ] && [ $i -lt 200 ]; do sleep 0.1; i=$((i+1)); done
+for p in $(mps_pids); do kill -9 "$p" 2>/dev/null; done
+rm -rf "$1"
+)sh";
+
+}  // namespace
+
+const char* to_string(SharedContextMode m) {
+  switch (m) {
+    case SharedContextMode::automatic: return "auto";
+    case SharedContextMode::mps: return "mps";
+    case SharedContextMode::off: return "off";
+  }
+  return "?";
+}
+
+bool parse_shared_context(const std::string& text, SharedContextMode* out) {
+  for (SharedContextMode m : {SharedContextMode::automatic, SharedContextMode::mps, SharedContextMode::off})
+    if (text == to_string(m)) {
+      *out = m;
+      return true;
+    }
+  return false;
+}
+
+bool environment_names_mps() {
+  const char* pipe = std::getenv("CUDA_MPS_PIPE_DIRECTORY");
+  return pipe && *pipe;
+}
+
+std::unique_ptr<SharedContext> SharedContext::start(std::string* why_not) {
+  if (environment_names_mps()) {
+    *why_not = "CUDA_MPS_PIPE_DIRECTORY is set: the kernels' processes join that MPS server";
+    return nullptr;
+  }
+  const std::string control = find_on_path(kControl);
+  if (control.empty()) {
+    *why_not = std::string(kControl) + " is not on PATH";
+    return nullptr;
+  }
+  const char* tmp = std::getenv("TMPDIR");
+  std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/nvfp4check-mps-XXXXXX";
+  if (!mkdtemp(pattern.data())) {
+    *why_not = fmt::format("cannot make a directory for its pipes ({}): {}", pattern, std::strerror(errno));
+    return nullptr;
+  }
+  std::unique_ptr<SharedContext> sc(new SharedContext());
+  sc->dir_ = pattern;
+  std::error_code ec;
+  std::filesystem::create_directory(sc->dir_ + "/pipe", ec);
+  std::filesystem::create_directory(sc->dir_ + "/log", ec);
+  std::vector<std::pair<std::string, std::string>> vars = sc->client_env();
+  vars.emplace_back("CUDA_MPS_LOG_DIRECTORY", sc->dir_ + "/log");
+  Environment env(vars);
+  // The watcher first: from here on, whatever happens to this process, the daemon is quit.
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) {
+    std::filesystem::remove_all(sc->dir_, ec);
+    *why_not = std::string("pipe2: ") + std::strerror(errno);
+    return nullptr;
+  }
+  std::vector<std::string> argv = {"/bin/sh", "-c", kWatcherScript, "nvfp4check-mps-watcher", sc->dir_, control};
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  const pid_t watcher = fork();
+  if (watcher < 0) {
+    close(fds[0]);
+    close(fds[1]);
+    std::filesystem::remove_all(sc->dir_, ec);
+    *why_not = std::string("fork: ") + std::strerror(errno);
+    return nullptr;
+  }
+  if (watcher == 0) {
+    // Its own session: a signal to the suite's process group (Ctrl-C, a job's end) must not take
+    // the watcher before it has quit the daemon.
+    setsid();
+    dup2(fds[0], 0);
+    const int null = open("/dev/null", O_WRONLY);
+    if (null >= 0) {
+      dup2(null, 1);
+      dup2(null, 2);
+    }
+    execve(args[0], args.data(), env.envp());
+    _exit(127);
+  }
+  close(fds[0]);
+  sc->watcher_ = watcher;
+  sc->watcher_fd_ = fds[1];
+  const int rc = run_and_wait({control, "-d"}, env.envp(), 30);
+  if (rc != 0) {
+    *why_not = rc < 0 ? fmt::format("{} -d did not start", control) : fmt::format("{} -d exited with {}", control, rc);
+    return nullptr;  // the destructor lets the watcher clean up
+  }
+  // The daemon answers once its control socket is there.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!std::filesystem::exists(sc->dir_ + "/pipe/control", ec)) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      *why_not = fmt::format("{} -d started but made no control socket in {}/pipe within 10 s", control, sc->dir_);
+      return nullptr;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return sc;
+}
+
+SharedContext::~SharedContext() {
+  if (watcher_fd_ >= 0) close(watcher_fd_);
+  if (watcher_ > 0) {
+    // The watcher quits the daemon and waits for it (20 s at most, then kills what is left).
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(40);
+    int status = 0;
+    while (waitpid(watcher_, &status, WNOHANG) == 0 && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+std::vector<std::pair<std::string, std::string>> SharedContext::client_env() const {
+  return {{"CUDA_MPS_PIPE_DIRECTORY", dir_ + "/pipe"}};
+}
+
+}  // namespace nvfp4
