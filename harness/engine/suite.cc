@@ -246,6 +246,13 @@ namespace {
 // drawn but not reached is simply not counted. The lowest failing index found so far bounds
 // every lane: no lane starts a case past it, the lower ones in flight finish, so the first
 // failure and the count do not depend on the number of lanes.
+// What a CUDA process meets when its device cannot be set up, rather than when a kernel faults
+// (cudaGetErrorName's words; "Mps" covers cudaErrorMpsConnectionFailed, ...ServerNotReady,
+// ...MaxClientsReached, ...ClientTerminated, ...RpcFailure).
+constexpr const char* kSetupErrors[] = {"Mps", "cudaGetDeviceCount", "DevicesUnavailable", "InitializationError",
+                                        "NoDevice", "InsufficientDriver", "SystemNotReady", "SystemDriverMismatch",
+                                        "MemoryAllocation"};
+
 class KernelLanes {
  public:
   KernelLanes(const KernelDesc& kernel, const Schedule& schedule, const LaneSettings& settings, SuiteListener& listener)
@@ -353,13 +360,17 @@ class KernelLanes {
           shared_error);
       return again;
     }
-    // A worker the shared server would not take, or the server's own error (cudaErrorMps...), says
-    // nothing about the kernel: the case passed where it could run.
+    // A worker the shared server would not take, the server's own errors (cudaErrorMps...) and a
+    // device that could not be set up say nothing about the kernel: the case passed where it
+    // could run.
     // The pass's own record goes now; the shared run's stays until the verdict says whose it is.
     std::error_code ec;
     if (!again.case_file.empty() && again.case_file != shared.case_file) std::filesystem::remove(again.case_file, ec);
     again.case_file.clear();
-    const bool servers_fault = shared.call == CaseCall::start || shared_error.find("Mps") != std::string::npos;
+    const bool servers_fault =
+        shared.call == CaseCall::start ||
+        std::any_of(std::begin(kSetupErrors), std::end(kSetupErrors),
+                    [&](const char* e) { return shared_error.find(e) != std::string::npos; });
     std::lock_guard<std::mutex> lock(mutex_);
     if (servers_fault) {
       stray_files_.push_back(shared.case_file);

@@ -391,11 +391,16 @@ namespace shared_context {
 // honest_host, but the calls of its n-th case (counted from 1) end with a lost CUDA context when
 // n is in `faults`; with start_failures, the n-th case's worker could not start instead.
 struct FaultingExecutor final : Executor {
-  FaultingExecutor(std::set<int> faults, bool start_failures = false)
-      : inner(nvfp4::kernel("honest_host"), kDefaultCallTimeout), faults(std::move(faults)), start_failures(start_failures) {}
+  FaultingExecutor(std::set<int> faults, bool start_failures = false,
+                   std::string error = "cudaErrorIllegalAddress: an illegal memory access was encountered")
+      : inner(nvfp4::kernel("honest_host"), kDefaultCallTimeout),
+        faults(std::move(faults)),
+        start_failures(start_failures),
+        error(std::move(error)) {}
   InProcessExecutor inner;
   std::set<int> faults;
   bool start_failures;
+  std::string error;
   int cases = 0;
   const KernelDesc& kernel() override { return inner.kernel(); }
   std::vector<CallObservation> run_case(const CaseData& data, const std::vector<PlannedCall>& plan) override {
@@ -403,7 +408,7 @@ struct FaultingExecutor final : Executor {
     if (start_failures) throw WorkerStartError("cudaErrorMpsServerNotReady: the MPS server is recovering");
     CallObservation o;
     o.end = CallObservation::End::cuda_error;
-    o.error = "cudaErrorIllegalAddress: an illegal memory access was encountered";
+    o.error = error;
     o.context_lost = true;
     return {o};
   }
@@ -494,6 +499,17 @@ TEST(SharedContext, AWorkerTheServerRefusedIsNoFaultOfTheKernel) {
   const LaneRun r = run_lane(shared, own, 12);
   EXPECT_FALSE(r.report.failure);
   EXPECT_EQ(r.report.verdict, KernelVerdict::pass);
+  EXPECT_EQ(r.report.cases, 12);
+  EXPECT_EQ(r.report.context_reruns, 1);
+  EXPECT_EQ(r.files_left, std::vector<std::string>{});
+}
+
+// ... nor does the server's own error during a call.
+TEST(SharedContext, TheServersOwnErrorIsNoFaultOfTheKernel) {
+  FaultingExecutor shared({2}, false, "cudaStreamSynchronize: cudaErrorMpsClientTerminated (the MPS client has been terminated)");
+  auto own = std::make_shared<FaultingExecutor>(std::set<int>{});
+  const LaneRun r = run_lane(shared, own, 12);
+  EXPECT_FALSE(r.report.failure);
   EXPECT_EQ(r.report.cases, 12);
   EXPECT_EQ(r.report.context_reruns, 1);
   EXPECT_EQ(r.files_left, std::vector<std::string>{});
