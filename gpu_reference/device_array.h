@@ -32,13 +32,6 @@ void upload(DeviceArray<T>& dst, const std::vector<T>& src, cudaStream_t stream)
              "copy to device");
 }
 
-// Copies `bytes` from the device to pageable host memory on `stream` and waits. Large copies go
-// through two pinned staging buffers of the process (kept once made), the device filling one while
-// host threads empty the other: a pageable cudaMemcpy stages through the driver's own smaller
-// buffer one piece at a time, and the GPU reference's results (48 bytes an output: 805 MB at
-// 4096 x 4096) took most of its time there. Small copies are copied directly.
-void download(void* dst, const void* src, size_t bytes, cudaStream_t stream);
-
 // A non-blocking stream destroyed on scope exit.
 struct Stream {
   cudaStream_t s = nullptr;

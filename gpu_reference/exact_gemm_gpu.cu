@@ -23,7 +23,6 @@ namespace nvfp4 {
 namespace {
 
 using gpu::check_cuda;
-using gpu::download;
 using gpu::DeviceArray;
 using gpu::upload;
 
@@ -575,12 +574,6 @@ ExactResult exact_gemm_gpu(const Problem& p, GpuReferenceTiming* timing) {
     }
   } event_guard{events};
   check_cuda(cudaEventRecord(events[0], stream), "cudaEventRecord");
-  // The host's result is made (and its pages touched) while the device decodes and computes.
-  ExactResult result;
-  auto allocate_result = [&] {
-    result.elems.resize(elems);
-    result.c.resize(elems);
-  };
   if (p.n == 1) {
     DeviceArray<uint4> d_bv(p.l * kb);
     DeviceArray<uint2> d_bs(p.l * kb);
@@ -597,7 +590,6 @@ ExactResult exact_gemm_gpu(const Problem& p, GpuReferenceTiming* timing) {
     }
     check_cuda(cudaGetLastError(), "gemv_exact launch");
     check_cuda(cudaEventRecord(events[2], stream), "cudaEventRecord");
-    allocate_result();
     check_cuda(cudaStreamSynchronize(stream), "gemv_exact");  // before d_bv / d_bs go away
   } else {
     // Both operands decoded for the tensor cores, with per-row NaN flags.
@@ -631,11 +623,17 @@ ExactResult exact_gemm_gpu(const Problem& p, GpuReferenceTiming* timing) {
     launch_mma(gemm_exact_mma<4, 4, 1, 2, 4, 2>, 64, 64, 512);
     check_cuda(cudaGetLastError(), "gemm_exact_mma launch");
     check_cuda(cudaEventRecord(events[2], stream), "cudaEventRecord");
-    allocate_result();
     check_cuda(cudaStreamSynchronize(stream), "gemm_exact_mma");  // before the decoded arrays go away
   }
-  download(result.elems.data(), d_out.ptr, elems * sizeof(ExactElement), stream);
-  download(result.c.data(), d_c.ptr, elems * sizeof(uint16_t), stream);
+  ExactResult result;
+  result.elems.resize(elems);
+  result.c.resize(elems);
+  check_cuda(cudaMemcpyAsync(result.elems.data(), d_out.ptr, elems * sizeof(ExactElement), cudaMemcpyDeviceToHost,
+                             stream),
+             "copy elements back");
+  check_cuda(cudaMemcpyAsync(result.c.data(), d_c.ptr, elems * sizeof(uint16_t), cudaMemcpyDeviceToHost, stream),
+             "copy output back");
+  check_cuda(cudaStreamSynchronize(stream), "GPU reference");
   result.out_type = p.out_type;
   result.group_offset = {0, elems};
   if (p.out_type != OutType::fp16) {

@@ -130,7 +130,9 @@ std::vector<MxElement> exact_mx_gpu(const MxProblem& p, GpuReferenceTiming* timi
   else launch(mx_exact_tiles<16, 16>, 16, 16);
   check_cuda(cudaEventRecord(events[1], stream.s), "cudaEventRecord");
   std::vector<MxElement> out(static_cast<size_t>(count));
-  gpu::download(out.data(), d_out.ptr, out.size() * sizeof(MxElement), stream.s);
+  check_cuda(cudaMemcpyAsync(out.data(), d_out.ptr, out.size() * sizeof(MxElement), cudaMemcpyDeviceToHost, stream.s),
+             "copy elements back");
+  check_cuda(cudaStreamSynchronize(stream.s), "mx_exact_tiles");
   if (timing) {
     float ms = 0;
     check_cuda(cudaEventElapsedTime(&ms, events[0], events[1]), "cudaEventElapsedTime");
