@@ -93,18 +93,25 @@ int run_and_wait(const std::vector<std::string>& argv, char** envp, double limit
 }
 
 // The watcher: waits for EOF on its stdin (the suite closed its end, or died), then quits the
-// daemon, waits for every MPS process started from this directory to end (SIGKILL after 20 s:
-// a server that will not quit must not hold the GPU), and removes the directory. $1: the
+// daemon, waits for every MPS process of this directory to end (SIGKILL after 20 s: a server that
+// will not quit must not hold the GPU), and removes the directory. Those processes: the ones
+// whose environment names the directory's pipes (the daemon), and the servers the daemon lists
+// before it quits (on the H200 a server outlived the daemon's exit by a second or two). $1: the
 // directory, $2: the control program.
 constexpr const char* kWatcherScript = R"sh(
 trap '' INT TERM HUP
 cat >/dev/null
+servers=$(echo get_server_list | "$2" 2>/dev/null | tr -cs '0-9' ' ')
 echo quit | "$2" >/dev/null 2>&1
 mps_pids() {
   for f in /proc/[0-9]*/environ; do
     p=${f#/proc/}; p=${p%/environ}
     case "$(cat /proc/$p/comm 2>/dev/null)" in nvidia-cuda-mps*) ;; *) continue ;; esac
     if tr '\0' '\n' < "$f" 2>/dev/null | grep -qxF "CUDA_MPS_PIPE_DIRECTORY=$1/pipe"; then echo "$p"; fi
+  done
+  for p in $servers; do
+    grep -q '^State:[[:space:]]*Z' /proc/$p/status 2>/dev/null && continue  # ended, not reaped yet
+    case "$(cat /proc/$p/comm 2>/dev/null)" in nvidia-cuda-mps*) echo "$p" ;; esac
   done
 }
 i=0

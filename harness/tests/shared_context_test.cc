@@ -42,6 +42,18 @@ int daemons_of(const std::string& dir) {
   return n;
 }
 
+// A process that exists and has not ended (a zombie waiting to be reaped has).
+bool running(pid_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  bool exists = false;
+  while (std::getline(status, line)) {
+    exists = true;
+    if (line.rfind("State:", 0) == 0 && line.find('Z') != std::string::npos) return false;
+  }
+  return exists;
+}
+
 bool eventually(const std::function<bool()>& done, double seconds) {
   const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
   while (std::chrono::steady_clock::now() < end) {
@@ -58,18 +70,30 @@ class SharedContextDaemon : public ::testing::Test {
     fs::remove_all(work_);
     fs::create_directories(work_ + "/bin");
     fs::create_directories(work_ + "/tmp");
+    // The daemon starts a server too, without its pipe directory in the environment, which
+    // lingers a second after the daemon has gone (as the real one did on the H200); the daemon
+    // lists it for get_server_list.
     const std::string fake = work_ + "/bin/nvidia-cuda-mps-control";
     std::ofstream(fake) << "#!/bin/bash\n"
+                           "P=$CUDA_MPS_PIPE_DIRECTORY\n"
                            "if [ \"$1\" = -d ]; then\n"
-                           "  : > \"$CUDA_MPS_PIPE_DIRECTORY/control\"\n"
-                           "  ( while [ -e \"$CUDA_MPS_PIPE_DIRECTORY/control\" ]; do sleep 0.05; done ) "
+                           "  : > \"$P/control\"\n"
+                           "  env -u CUDA_MPS_PIPE_DIRECTORY \"$(dirname \"$0\")/nvidia-cuda-mps-server\" \"$P/control\" "
                            "</dev/null >/dev/null 2>&1 &\n"
+                           "  echo $! > \"$P/server.pid\"\n"
+                           "  ( while [ -e \"$P/control\" ]; do sleep 0.05; done ) </dev/null >/dev/null 2>&1 &\n"
                            "  exit 0\n"
                            "fi\n"
                            "read -r cmd\n"
-                           "[ \"$cmd\" = quit ] && rm -f \"$CUDA_MPS_PIPE_DIRECTORY/control\"\n"
+                           "[ \"$cmd\" = get_server_list ] && cat \"$P/server.pid\"\n"
+                           "[ \"$cmd\" = quit ] && rm -f \"$P/control\"\n"
                            "true\n";
     fs::permissions(fake, fs::perms::owner_all);
+    const std::string server = work_ + "/bin/nvidia-cuda-mps-server";
+    std::ofstream(server) << "#!/bin/bash\n"
+                             "while [ -e \"$1\" ]; do sleep 0.05; done\n"
+                             "sleep 1\n";
+    fs::permissions(server, fs::perms::owner_all);
     const char* path = std::getenv("PATH");
     old_path_ = path ? path : "";
     setenv("PATH", (work_ + "/bin:" + old_path_).c_str(), 1);
@@ -90,6 +114,7 @@ class SharedContextDaemon : public ::testing::Test {
 
 TEST_F(SharedContextDaemon, StartsInItsOwnDirectoryAndLeavesNothingBehind) {
   std::string why, dir;
+  pid_t server = 0;
   {
     std::unique_ptr<SharedContext> sc = SharedContext::start(&why);
     ASSERT_TRUE(sc) << why;
@@ -99,10 +124,15 @@ TEST_F(SharedContextDaemon, StartsInItsOwnDirectoryAndLeavesNothingBehind) {
     ASSERT_EQ(sc->client_env().size(), 1u);
     EXPECT_EQ(sc->client_env()[0].first, "CUDA_MPS_PIPE_DIRECTORY");
     EXPECT_EQ(sc->client_env()[0].second, dir + "/pipe");
-    EXPECT_EQ(daemons_of(dir), 1);
+    EXPECT_GE(daemons_of(dir), 1);
+    std::ifstream(dir + "/pipe/server.pid") >> server;
+    ASSERT_GT(server, 0);
+    EXPECT_TRUE(running(server));
   }
-  // The destructor returns once the watcher has quit the daemon and removed the directory.
+  // The destructor returns once the watcher has quit the daemon, seen its server end and removed
+  // the directory.
   EXPECT_EQ(daemons_of(dir), 0);
+  EXPECT_FALSE(running(server)) << "the server outlived the run: " << server;
   EXPECT_FALSE(fs::exists(dir)) << dir;
 }
 
@@ -131,7 +161,9 @@ TEST_F(SharedContextDaemon, AKilledRunsDaemonIsQuitByItsWatcher) {
   EXPECT_TRUE(WIFSIGNALED(status));
   ASSERT_GT(got, 0) << "the daemon did not start in the killed run";
   const std::string dir(buffer, static_cast<size_t>(got));
-  EXPECT_TRUE(eventually([&] { return daemons_of(dir) == 0 && !fs::exists(dir); }, 20))
+  pid_t server = 0;
+  std::ifstream(dir + "/pipe/server.pid") >> server;
+  EXPECT_TRUE(eventually([&] { return daemons_of(dir) == 0 && !fs::exists(dir) && !running(server); }, 20))
       << dir << ": " << daemons_of(dir) << " daemon(s) left";
 }
 
