@@ -94,24 +94,27 @@ int run_and_wait(const std::vector<std::string>& argv, char** envp, double limit
 
 // The watcher: waits for EOF on its stdin (the suite closed its end, or died), then quits the
 // daemon, waits for every MPS process of this directory to end (SIGKILL after 20 s: a server that
-// will not quit must not hold the GPU), and removes the directory. Those processes: the ones
-// whose environment names the directory's pipes (the daemon), and the servers the daemon lists
-// before it quits (on the H200 a server outlived the daemon's exit by a second or two). $1: the
-// directory, $2: the control program.
+// will not quit must not hold the GPU), and removes the directory. An MPS process of this
+// directory is a live nvidia-cuda-mps* process whose environment names its pipes, or that holds
+// a file of it open (the daemon and the server keep their logs open there), or that the daemon
+// listed as its server before it quit: on the H200 one such process outlived the daemon's
+// answer to quit by a second or two. $1: the directory, $2: the control program.
 constexpr const char* kWatcherScript = R"sh(
 trap '' INT TERM HUP
 cat >/dev/null
-servers=$(echo get_server_list | "$2" 2>/dev/null | tr -cs '0-9' ' ')
+servers=" $(echo get_server_list | "$2" 2>/dev/null | tr -cs '0-9' ' ') "
 echo quit | "$2" >/dev/null 2>&1
 mps_pids() {
-  for f in /proc/[0-9]*/environ; do
-    p=${f#/proc/}; p=${p%/environ}
-    case "$(cat /proc/$p/comm 2>/dev/null)" in nvidia-cuda-mps*) ;; *) continue ;; esac
-    if tr '\0' '\n' < "$f" 2>/dev/null | grep -qxF "CUDA_MPS_PIPE_DIRECTORY=$1/pipe"; then echo "$p"; fi
-  done
-  for p in $servers; do
-    grep -q '^State:[[:space:]]*Z' /proc/$p/status 2>/dev/null && continue  # ended, not reaped yet
-    case "$(cat /proc/$p/comm 2>/dev/null)" in nvidia-cuda-mps*) echo "$p" ;; esac
+  for d in /proc/[0-9]*; do
+    p=${d#/proc/}
+    case "$(cat "$d/comm" 2>/dev/null)" in nvidia-cuda-mps*) ;; *) continue ;; esac
+    grep -q '^State:[[:space:]]*Z' "$d/status" 2>/dev/null && continue  # ended, not reaped yet
+    if tr '\0' '\n' < "$d/environ" 2>/dev/null | grep -qxF "CUDA_MPS_PIPE_DIRECTORY=$1/pipe" ||
+       ls -l "$d/fd" 2>/dev/null | grep -qF " $1/"; then
+      echo "$p"
+    else
+      case "$servers" in *" $p "*) echo "$p" ;; esac
+    fi
   done
 }
 i=0

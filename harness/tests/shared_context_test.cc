@@ -81,6 +81,9 @@ class SharedContextDaemon : public ::testing::Test {
                            "  env -u CUDA_MPS_PIPE_DIRECTORY \"$(dirname \"$0\")/nvidia-cuda-mps-server\" \"$P/control\" "
                            "</dev/null >/dev/null 2>&1 &\n"
                            "  echo $! > \"$P/server.pid\"\n"
+                           "  env -u CUDA_MPS_PIPE_DIRECTORY \"$(dirname \"$0\")/nvidia-cuda-mps-linger\" \"$P/control\" "
+                           "\"$CUDA_MPS_LOG_DIRECTORY/control.log\" </dev/null >/dev/null 2>&1 &\n"
+                           "  echo $! > \"$P/linger.pid\"\n"
                            "  ( while [ -e \"$P/control\" ]; do sleep 0.05; done ) </dev/null >/dev/null 2>&1 &\n"
                            "  exit 0\n"
                            "fi\n"
@@ -94,6 +97,14 @@ class SharedContextDaemon : public ::testing::Test {
                              "while [ -e \"$1\" ]; do sleep 0.05; done\n"
                              "sleep 1\n";
     fs::permissions(server, fs::perms::owner_all);
+    // ... and a process that neither names the pipes nor is listed, but holds the log open (and
+    // outlives the server).
+    const std::string linger = work_ + "/bin/nvidia-cuda-mps-linger";
+    std::ofstream(linger) << "#!/bin/bash\n"
+                             "exec 3>>\"$2\"\n"
+                             "while [ -e \"$1\" ]; do sleep 0.05; done\n"
+                             "sleep 2\n";
+    fs::permissions(linger, fs::perms::owner_all);
     const char* path = std::getenv("PATH");
     old_path_ = path ? path : "";
     setenv("PATH", (work_ + "/bin:" + old_path_).c_str(), 1);
@@ -114,7 +125,7 @@ class SharedContextDaemon : public ::testing::Test {
 
 TEST_F(SharedContextDaemon, StartsInItsOwnDirectoryAndLeavesNothingBehind) {
   std::string why, dir;
-  pid_t server = 0;
+  pid_t server = 0, linger = 0;
   {
     std::unique_ptr<SharedContext> sc = SharedContext::start(&why);
     ASSERT_TRUE(sc) << why;
@@ -126,13 +137,17 @@ TEST_F(SharedContextDaemon, StartsInItsOwnDirectoryAndLeavesNothingBehind) {
     EXPECT_EQ(sc->client_env()[0].second, dir + "/pipe");
     EXPECT_GE(daemons_of(dir), 1);
     std::ifstream(dir + "/pipe/server.pid") >> server;
+    std::ifstream(dir + "/pipe/linger.pid") >> linger;
     ASSERT_GT(server, 0);
+    ASSERT_GT(linger, 0);
     EXPECT_TRUE(running(server));
+    EXPECT_TRUE(running(linger));
   }
   // The destructor returns once the watcher has quit the daemon, seen its server end and removed
   // the directory.
   EXPECT_EQ(daemons_of(dir), 0);
   EXPECT_FALSE(running(server)) << "the server outlived the run: " << server;
+  EXPECT_FALSE(running(linger)) << "a process holding the log outlived the run: " << linger;
   EXPECT_FALSE(fs::exists(dir)) << dir;
 }
 
