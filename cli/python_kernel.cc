@@ -117,17 +117,7 @@ WorkerCommand python_worker_command(const PythonArgs& args, double timeout_s) {
                                            std::to_string(kWorkerChannelFd)});
   // execve needs a path: find the interpreter on PATH here.
   if (command.argv[0].find('/') == std::string::npos) {
-    const char* path = std::getenv("PATH");
-    std::string dirs = path ? path : "/usr/bin:/bin";
-    for (size_t start = 0; start <= dirs.size();) {
-      const size_t end = std::min(dirs.find(':', start), dirs.size());
-      const std::string candidate = dirs.substr(start, end - start) + "/" + command.argv[0];
-      if (access(candidate.c_str(), X_OK) == 0) {
-        command.argv[0] = candidate;
-        break;
-      }
-      start = end + 1;
-    }
+    if (const std::string found = find_on_path(command.argv[0]); !found.empty()) command.argv[0] = found;
   }
   // A missing interpreter is bad usage, not a kernel's process that "exited with status 127".
   if (access(command.argv[0].c_str(), X_OK) != 0)

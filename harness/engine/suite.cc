@@ -241,11 +241,6 @@ std::vector<SuiteKernel> select_kernels(const std::vector<std::string>& plugins,
 
 namespace {
 
-// One kernel's schedule over lanes (check_kernel): each lane draws its next case on another
-// thread while this one is checked (drawing data is a good part of a small case's time); a case
-// drawn but not reached is simply not counted. The lowest failing index found so far bounds
-// every lane: no lane starts a case past it, the lower ones in flight finish, so the first
-// failure and the count do not depend on the number of lanes.
 // What a CUDA process meets when its device cannot be set up, rather than when a kernel faults
 // (cudaGetErrorName's words; "Mps" covers cudaErrorMpsConnectionFailed, ...ServerNotReady,
 // ...MaxClientsReached, ...ClientTerminated, ...RpcFailure).
@@ -253,6 +248,11 @@ constexpr const char* kSetupErrors[] = {"Mps", "cudaGetDeviceCount", "DevicesUna
                                         "NoDevice", "InsufficientDriver", "SystemNotReady", "SystemDriverMismatch",
                                         "MemoryAllocation"};
 
+// One kernel's schedule over lanes (check_kernel): each lane draws its next case on another
+// thread while this one is checked (drawing data is a good part of a small case's time); a case
+// drawn but not reached is simply not counted. The lowest failing index found so far bounds
+// every lane: no lane starts a case past it, the lower ones in flight finish, so the first
+// failure and the count do not depend on the number of lanes.
 class KernelLanes {
  public:
   KernelLanes(const KernelDesc& kernel, const Schedule& schedule, const LaneSettings& settings, SuiteListener& listener)
@@ -360,13 +360,13 @@ class KernelLanes {
           shared_error);
       return again;
     }
-    // A worker the shared server would not take, the server's own errors (cudaErrorMps...) and a
-    // device that could not be set up say nothing about the kernel: the case passed where it
-    // could run.
     // The pass's own record goes now; the shared run's stays until the verdict says whose it is.
     std::error_code ec;
     if (!again.case_file.empty() && again.case_file != shared.case_file) std::filesystem::remove(again.case_file, ec);
     again.case_file.clear();
+    // A worker the shared server would not take, the server's own errors (cudaErrorMps...) and a
+    // device that could not be set up say nothing about the kernel: the case passed where it
+    // could run.
     const bool servers_fault =
         shared.call == CaseCall::start ||
         std::any_of(std::begin(kSetupErrors), std::end(kSetupErrors),
@@ -426,6 +426,7 @@ class KernelLanes {
       });
       CaseOptions options = settings_.case_options;
       options.stale_seed = drawn->c.stale_seed;
+      // The shared context until it is lost (rerun_alone makes `own`); then this lane's own.
       const bool shared = settings_.own_context && !shared_lost_;
       if (settings_.own_context && !shared && !own) own = settings_.own_context(lane_index);
       CaseOutcome out;

@@ -16,47 +16,12 @@
 
 #include <fmt/format.h>
 
-extern char** environ;
+#include "harness/process/worker.h"
 
 namespace nvfp4 {
 namespace {
 
 constexpr const char* kControl = "nvidia-cuda-mps-control";
-
-// The environment of this process with the daemon's two directories added (replacing any).
-struct Environment {
-  std::vector<std::string> strings;
-  std::vector<char*> pointers;
-  explicit Environment(const std::vector<std::pair<std::string, std::string>>& add) {
-    for (char** e = environ; *e; ++e) {
-      const std::string entry = *e;
-      bool replaced = false;
-      for (const auto& [key, value] : add) replaced |= entry.rfind(key + "=", 0) == 0;
-      if (!replaced) strings.push_back(entry);
-    }
-    for (const auto& [key, value] : add) strings.push_back(key + "=" + value);
-    for (std::string& s : strings) pointers.push_back(s.data());
-    pointers.push_back(nullptr);
-  }
-  char** envp() { return pointers.data(); }
-};
-
-std::string find_on_path(const std::string& program) {
-  const char* path = std::getenv("PATH");
-  std::string dirs = path ? path : "/usr/bin:/bin";
-  size_t start = 0;
-  while (start <= dirs.size()) {
-    const size_t end = dirs.find(':', start);
-    const std::string dir = dirs.substr(start, end == std::string::npos ? std::string::npos : end - start);
-    if (!dir.empty()) {
-      const std::string candidate = dir + "/" + program;
-      if (access(candidate.c_str(), X_OK) == 0) return candidate;
-    }
-    if (end == std::string::npos) break;
-    start = end + 1;
-  }
-  return "";
-}
 
 // Runs argv with envp and stdin from /dev/null, waits at most `limit` seconds; the exit status,
 // or -1 when it could not run or did not end in time (it is killed then).
@@ -171,7 +136,7 @@ std::unique_ptr<SharedContext> SharedContext::start(std::string* why_not) {
   std::filesystem::create_directory(sc->dir_ + "/log", ec);
   std::vector<std::pair<std::string, std::string>> vars = sc->client_env();
   vars.emplace_back("CUDA_MPS_LOG_DIRECTORY", sc->dir_ + "/log");
-  Environment env(vars);
+  ChildEnvironment env(vars);
   // The watcher first: from here on, whatever happens to this process, the daemon is quit.
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) {

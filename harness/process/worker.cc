@@ -146,6 +146,32 @@ Spawned spawn_worker(std::vector<std::string>& argv_strings, char* const* envp, 
 
 }  // namespace
 
+ChildEnvironment::ChildEnvironment(const std::vector<std::pair<std::string, std::string>>& set) {
+  for (char** e = environ; *e; ++e) {
+    const std::string entry = *e;
+    bool replaced = false;
+    for (const auto& [key, value] : set) replaced |= entry.rfind(key + "=", 0) == 0;
+    if (!replaced) strings_.push_back(entry);
+  }
+  for (const auto& [key, value] : set) strings_.push_back(key + "=" + value);
+  for (std::string& s : strings_) pointers_.push_back(s.data());
+  pointers_.push_back(nullptr);
+}
+
+std::string find_on_path(const std::string& program) {
+  const char* path = std::getenv("PATH");
+  const std::string dirs = path ? path : "/usr/bin:/bin";
+  for (size_t start = 0; start <= dirs.size();) {
+    const size_t end = std::min(dirs.find(':', start), dirs.size());
+    if (end > start) {
+      const std::string candidate = dirs.substr(start, end - start) + "/" + program;
+      if (access(candidate.c_str(), X_OK) == 0) return candidate;
+    }
+    start = end + 1;
+  }
+  return "";
+}
+
 std::string worker_program() {
   const char* env = std::getenv("NVFP4CHECK_PROGRAM");
   return env && *env ? std::string(env) : self_executable();
@@ -181,24 +207,14 @@ WorkerExecutor::~WorkerExecutor() {
 }
 
 void WorkerExecutor::start() {
-  std::vector<std::string> env_strings;
-  for (char** e = environ; *e; ++e) {
-    const std::string entry = *e;
-    bool replaced = false;
-    for (const auto& [key, value] : command_.env) replaced |= entry.rfind(key + "=", 0) == 0;
-    if (!replaced) env_strings.push_back(entry);
-  }
-  for (const auto& [key, value] : command_.env) env_strings.push_back(key + "=" + value);
-  std::vector<char*> envp;
-  for (std::string& s : env_strings) envp.push_back(s.data());
-  envp.push_back(nullptr);
+  ChildEnvironment env(command_.env);
   // A compiling kernel's process that loses its parent gets SIGTERM: Python's worker then ends
   // the compiler and unlocks its cache (nvfp4check.worker), and dies by the default action after.
   // Fresh memory files for each process: nothing a lost worker left in them is read again.
   shared_in_ = SharedFile::create("nvfp4check-case");
   shared_out_ = SharedFile::create("nvfp4check-outputs");
   const Spawned child =
-      spawn_worker(command_.argv, envp.data(), warms_up() ? SIGTERM : SIGKILL, shared_in_.fd(), shared_out_.fd());
+      spawn_worker(command_.argv, env.envp(), warms_up() ? SIGTERM : SIGKILL, shared_in_.fd(), shared_out_.fd());
   pid_ = child.pid;
   dead_ = false;
   fd_ = child.fd;

@@ -36,6 +36,25 @@ struct WorkerCommand {
 };
 constexpr double kStopGraceSeconds = 5;
 
+// This process's environment with `set` added, each replacing any variable of its name, as the
+// NULL-terminated array execve takes (valid as long as this object): built before a fork, since
+// the child may call nothing but async-signal-safe functions before it execs.
+class ChildEnvironment {
+ public:
+  explicit ChildEnvironment(const std::vector<std::pair<std::string, std::string>>& set);
+  ChildEnvironment(const ChildEnvironment&) = delete;
+  ChildEnvironment& operator=(const ChildEnvironment&) = delete;
+  char** envp() { return pointers_.data(); }
+
+ private:
+  std::vector<std::string> strings_;
+  std::vector<char*> pointers_;
+};
+
+// The path of `program` in one of PATH's folders (/usr/bin:/bin without PATH; empty entries are
+// skipped), "" when none holds it executable: execve does not search.
+std::string find_on_path(const std::string& program);
+
 // The nvfp4check program whose hidden `worker` command serves kernels: env NVFP4CHECK_PROGRAM
 // when set (tests, the Python package), else the running executable.
 std::string worker_program();
