@@ -1036,16 +1036,21 @@ void append_groups(std::string& out, const Problem& p, bool any_data) {
 
 }  // namespace
 
-std::string write_case(const Problem& p) {
+std::string write_case(const Problem& p) { return write_case(p, CaseText::full); }
+
+std::string write_case(const Problem& p, CaseText what) {
   const auto invalid = [](const std::string& what) { throw std::invalid_argument("write_case: " + what); };
   const std::string shape = shape_error(p);
   if (!shape.empty()) invalid("bad shape: " + shape);
+  const bool seed_only = what == CaseText::seed_only;
+  if (seed_only && !(p.seed && p.data_from_seed)) invalid("the data are not drawn from the case's seed");
   if (const std::string e = tensors_error(p, p.seed.has_value()); !e.empty()) invalid(e);
   bool any_data = true;
   if (op_quantizes(p.op))
     check_writable_quantize(p);
   else
     any_data = check_writable_gemm(p);
+  if (seed_only) any_data = false;
   if (!p.generator.empty() && !p.seed) invalid("a generator needs a seed");
   for (const char c : p.generator) {
     if (is_space(c) || c == '#' || c == '\n') invalid("generator name contains a space or '#'");
@@ -1057,7 +1062,12 @@ std::string write_case(const Problem& p) {
   bool groups_written = false, tensors_written = false;
   for (const CaseKey& k : case_keys()) {
     if (!key_taken(k, p.op, out_nvfp4)) continue;
-    if (k.kind == KeyKind::expected && !tensors_written) append_tensors(out, p), tensors_written = true;
+    if (k.kind == KeyKind::expected && !tensors_written) {
+      if (!seed_only) append_tensors(out, p);  // drawn from the seed with the rest
+      tensors_written = true;
+    }
+    // A quantizer's X, the one input written by its own writer.
+    if (seed_only && k.kind == KeyKind::input && !k.per_group() && !k.bytes) continue;
     if (k.per_group()) {
       if (!groups_written) append_groups(out, p, any_data), groups_written = true;
     } else if (k.bytes) {
@@ -1066,7 +1076,7 @@ std::string write_case(const Problem& p) {
       k.write(p, out);
     }
   }
-  if (!tensors_written) append_tensors(out, p);
+  if (!tensors_written && !seed_only) append_tensors(out, p);
   return out;
 }
 

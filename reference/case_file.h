@@ -55,6 +55,12 @@ int case_key_line(const std::string& path, const std::string& key);
 // std::invalid_argument for a problem no case file can hold (bad shape, wrong data lengths,
 // neither data nor seed, non-finite alpha).
 std::string write_case(const Problem& p);
+// What write_case writes of a case drawn from its seed (p.seed and p.data_from_seed): `full`, its
+// data too; `seed_only`, the text of the same case with every tensor cleared (the seed then
+// draws them), without copying or formatting gigabytes of data. Throws std::invalid_argument for
+// seed_only on a problem whose data are not its seed's.
+enum class CaseText { full, seed_only };
+std::string write_case(const Problem& p, CaseText what);
 void write_case_file(const Problem& p, const std::string& path);  // throws std::runtime_error
 // Writes text already made by write_case (throws std::runtime_error).
 void write_case_text(const std::string& text, const std::string& path);

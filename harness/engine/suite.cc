@@ -681,8 +681,11 @@ CaseOutcome replay_case(Executor& executor, const ReplayInput& input, const Case
   CaseOptions options = base;
   options.existing_file = input.path;
   // The stale-state data depends on the case, not on the path it was given by (a fuzz input's, on
-  // its bytes, as in the fuzzer).
-  options.stale_seed = input.fuzz_bytes ? fnv1a(*input.fuzz_bytes) : fnv1a(write_case(input.problem));
+  // its bytes, as in the fuzzer). A case drawn from its seed is that seed's text: formatting a
+  // 2 GiB case's data as hex would cost seconds and twice its size in memory.
+  const Problem& p = input.problem;
+  const CaseText text = p.seed && p.data_from_seed ? CaseText::seed_only : CaseText::full;
+  options.stale_seed = input.fuzz_bytes ? fnv1a(*input.fuzz_bytes) : fnv1a(write_case(p, text));
   try {
     return check_case(executor, input.problem, options);
   } catch (const WorkerStartError& e) {

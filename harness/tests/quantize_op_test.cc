@@ -23,6 +23,7 @@
 #include "harness/draw/generators.h"
 #include "harness/tests/check_in_process.h"
 #include "kernels/host/host_quantize.h"
+#include "reference/case_file.h"
 #include "kernels/registry.h"
 #include "reference/quantize.h"
 #include "reference/scale_layout.h"
@@ -69,6 +70,17 @@ Problem scheduled(const Kernel& k, int64_t i, uint64_t seed = 31) {
   o.seed = seed;
   const Schedule s(*k.info, k.name(), o);
   return s.at(i).problem;
+}
+
+// A drawn quantize case's seed-only text (what replay hashes) is its text without X.
+TEST(QuantizeOp, SeedOnlyTextIsTheTextWithoutX) {
+  for (int64_t i = 0; i < 40; ++i) {
+    const Problem p = scheduled(builtin("host_quantize_mx"), i);
+    if (!p.data_from_seed) continue;
+    Problem cleared = p;
+    cleared.x.clear();
+    ASSERT_EQ(write_case(p, CaseText::seed_only), write_case(cleared)) << i;
+  }
 }
 
 TEST(QuantizeOp, HostQuantizersPassTheirSchedule) {

@@ -789,6 +789,33 @@ TEST(Schedule, GroupedAndDualCasesReplayFromTheirSeed) {
   }
 }
 
+// The seed-only text of a drawn case (what replay hashes for its stale data) is the text of the
+// same case with its tensors cleared, for every op and output type of the GEMM family; a case
+// whose data are not its seed's has none.
+TEST(Schedule, SeedOnlyTextIsTheTextOfTheCaseWithoutItsData) {
+  ScheduleOptions o;
+  o.seed = 20261219;
+  nvfp4_kernel_info info = any_gemm();
+  info.ops |= (1u << NVFP4_OP_GROUPED_GEMM) | (1u << NVFP4_OP_DUAL_GEMM);
+  info.out_types = kAllOutTypes | (1u << NVFP4_OUT_NVFP4);
+  const Schedule s(info, "seed_only", o);
+  int seeded = 0;
+  for (int64_t i = 0; i < 300; ++i) {
+    Problem p = s.at(i).problem;
+    if (!p.data_from_seed) continue;
+    ++seeded;
+    Problem cleared = p;
+    for (std::vector<uint8_t>* v : {&cleared.a, &cleared.b, &cleared.sfa, &cleared.sfb, &cleared.b2, &cleared.sfb2}) v->clear();
+    for (Group& g : cleared.groups) g.a.clear(), g.b.clear(), g.sfa.clear(), g.sfb.clear();
+    ASSERT_EQ(write_case(p, CaseText::seed_only), write_case(cleared)) << i;
+    const bool holds_data = p.op != Op::grouped_gemm || std::any_of(p.groups.begin(), p.groups.end(), [](const Group& g) { return g.m > 0; });
+    if (holds_data) ASSERT_NE(write_case(p, CaseText::seed_only), write_case(p)) << i;
+    p.data_from_seed = false;
+    EXPECT_THROW(write_case(p, CaseText::seed_only), std::invalid_argument) << i;
+  }
+  EXPECT_GT(seeded, 250);
+}
+
 // The kernel fuzzer's generic kernel declares every op and output type: random inputs reach
 // grouped and dual problems and BF16 and FP32 outputs, every one valid.
 TEST(Schedule, FuzzInputsReachGroupedDualAndEveryOutTypeForTheGenericKernel) {
