@@ -480,38 +480,40 @@ PackedLayout packed_layout(const Problem& p) {
   return L;
 }
 
-PackedData pack_groups(const Problem& p, uint8_t pad_byte) {
+PackedData pack_groups(const Problem& p, uint8_t pad_byte, PackedParts parts) {
   const std::string error = problem_error(p);
   if (!error.empty()) throw std::invalid_argument("pack_groups: " + error);
   if (!p.has_data()) throw std::invalid_argument("pack_groups: the problem has no data");
   const PackedLayout L = packed_layout(p);
+  const bool data = parts == PackedParts::all, permuted = parts != PackedParts::linear_scales;
   PackedData d;
-  d.a.reserve(static_cast<size_t>(L.a_bytes()));
+  if (data) d.a.reserve(static_cast<size_t>(L.a_bytes()));
   d.sfa_linear.reserve(static_cast<size_t>(L.sfa_linear_bytes()));
-  d.b.reserve(static_cast<size_t>(L.b_bytes()));
+  if (data) d.b.reserve(static_cast<size_t>(L.b_bytes()));
   d.sfb_linear.reserve(static_cast<size_t>(L.sfb_linear_bytes()));
-  d.sfa_permuted.reserve(static_cast<size_t>(L.sfa_permuted_bytes()));
-  d.sfb_permuted.reserve(static_cast<size_t>(L.sfb_permuted_bytes()));
+  if (permuted) d.sfa_permuted.reserve(static_cast<size_t>(L.sfa_permuted_bytes()));
   for (const Group& g : p.groups) {
-    d.a.insert(d.a.end(), g.a.begin(), g.a.end());
+    if (data) d.a.insert(d.a.end(), g.a.begin(), g.a.end());
     d.sfa_linear.insert(d.sfa_linear.end(), g.sfa.begin(), g.sfa.end());
     // An empty group keeps its B slot (B_g sits at byte g*n*k/2): zero data under pad scales,
     // which no correct kernel reads.
     if (g.m == 0) {
-      d.b.insert(d.b.end(), static_cast<size_t>(L.n * L.b_row), 0);
+      if (data) d.b.insert(d.b.end(), static_cast<size_t>(L.n * L.b_row), 0);
       d.sfb_linear.insert(d.sfb_linear.end(), static_cast<size_t>(L.n * L.kb_b), pad_byte);
     } else {
-      d.b.insert(d.b.end(), g.b.begin(), g.b.end());
+      if (data) d.b.insert(d.b.end(), g.b.begin(), g.b.end());
       d.sfb_linear.insert(d.sfb_linear.end(), g.sfb.begin(), g.sfb.end());
     }
     // Each group's SFA tiles on their own (l = 1): the group begins on a tile boundary and the
     // rows of its last tile past m_g are padding.
-    if (g.m > 0) {
+    if (g.m > 0 && permuted) {
       const std::vector<uint8_t> tiles = sf_to_permuted(g.sfa.data(), g.m, L.kb, 1, pad_byte);
       d.sfa_permuted.insert(d.sfa_permuted.end(), tiles.begin(), tiles.end());
     }
   }
-  d.sfb_permuted = sf_to_permuted(d.sfb_linear.data(), L.n, L.kb_b, static_cast<int64_t>(p.groups.size()), pad_byte);
+  if (permuted)
+    d.sfb_permuted = sf_to_permuted(d.sfb_linear.data(), L.n, L.kb_b, static_cast<int64_t>(p.groups.size()), pad_byte);
+  if (parts == PackedParts::permuted_scales) d.sfa_linear = {}, d.sfb_linear = {};
   return d;
 }
 

@@ -233,7 +233,10 @@ PackedLayout packed_layout(const Problem& p);
 struct PackedData {
   std::vector<uint8_t> a, b, sfa_linear, sfb_linear, sfa_permuted, sfb_permuted;
 };
-PackedData pack_groups(const Problem& p, uint8_t pad_byte);
+// What pack_groups fills: every buffer, or only the scales of one layout (for a caller that lays
+// A and B out from the groups' own bytes, which are gigabytes in a production MoE layer).
+enum class PackedParts { all, linear_scales, permuted_scales };
+PackedData pack_groups(const Problem& p, uint8_t pad_byte, PackedParts parts = PackedParts::all);
 
 // Where output element `index` (in C order, groups one after another) lies: group g (-1 for
 // problems that are not grouped), batch b, row i, column j.

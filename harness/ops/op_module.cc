@@ -4,6 +4,8 @@
 #include "gpu_reference/exact_gemm_gpu.h"
 #include "harness/ops/block_scaled_output.h"
 
+#include <algorithm>
+#include <cstring>
 #include <iterator>
 #include <stdexcept>
 
@@ -50,6 +52,68 @@ std::vector<OpModule> registered_modules() {
 }
 
 }  // namespace
+
+int64_t InputTensor::size() const {
+  if (!in_pieces) return static_cast<int64_t>((borrowed ? *borrowed : bytes).size());
+  int64_t n = 0;
+  for (const Piece& x : pieces) n += x.size;
+  return n;
+}
+
+void InputTensor::write_to(uint8_t* dst) const {
+  if (!in_pieces) {
+    const std::vector<uint8_t>& v = borrowed ? *borrowed : bytes;
+    if (!v.empty()) std::memcpy(dst, v.data(), v.size());
+    return;
+  }
+  for (const Piece& x : pieces) {
+    if (x.data)
+      std::memcpy(dst, x.data, static_cast<size_t>(x.size));
+    else
+      std::memset(dst, x.fill, static_cast<size_t>(x.size));
+    dst += x.size;
+  }
+}
+
+namespace {
+
+// Counts the bytes of now[0, size) that differ from was (or from `fill` where was is null),
+// memcmp first (almost always equal); `at` is the range's offset in the tensor.
+void compare_range(const uint8_t* was, uint8_t fill, const uint8_t* now, int64_t size, int64_t at,
+                   InputTensor::Difference& d) {
+  if (size == 0) return;
+  if (was && std::memcmp(was, now, static_cast<size_t>(size)) == 0) return;
+  if (!was) {
+    static constexpr int64_t kChunk = 1 << 16;
+    thread_local std::vector<uint8_t> same;
+    if (same.size() != static_cast<size_t>(kChunk) || same[0] != fill) same.assign(static_cast<size_t>(kChunk), fill);
+    bool equal = true;
+    for (int64_t x = 0; x < size && equal; x += kChunk)
+      equal = std::memcmp(now + x, same.data(), static_cast<size_t>(std::min(kChunk, size - x))) == 0;
+    if (equal) return;
+  }
+  for (int64_t y = 0; y < size; ++y) {
+    const uint8_t w = was ? was[y] : fill;
+    if (now[y] != w && d.count++ == 0) d.first = at + y, d.was = w, d.now = now[y];
+  }
+}
+
+}  // namespace
+
+InputTensor::Difference InputTensor::compare(const uint8_t* now) const {
+  Difference d;
+  if (!in_pieces) {
+    const std::vector<uint8_t>& v = borrowed ? *borrowed : bytes;
+    compare_range(v.data(), 0, now, static_cast<int64_t>(v.size()), 0, d);
+    return d;
+  }
+  int64_t at = 0;
+  for (const Piece& x : pieces) {
+    compare_range(x.data, x.fill, now + at, x.size, at, d);
+    at += x.size;
+  }
+  return d;
+}
 
 // The GEMM family's ops share their module.
 const OpModule modules::gemv = gemm_family_module(Op::gemv);

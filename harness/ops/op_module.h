@@ -42,7 +42,26 @@ struct InputTensor {
   // Instead of `bytes`: the problem's own tensor as it is uploaded (no copy of a 4 GiB X), alive
   // as long as the problem the call was laid out from.
   const std::vector<uint8_t>* borrowed = nullptr;
-  const std::vector<uint8_t>& data() const { return borrowed ? *borrowed : bytes; }
+  // Instead of both: the tensor as pieces end to end, each borrowed from the problem (data) or
+  // `size` copies of `fill` (data == nullptr). A packed grouped problem's A and B are its groups'
+  // own bytes, not copied into one 2 GiB vector for every call.
+  struct Piece {
+    const uint8_t* data;
+    int64_t size;
+    uint8_t fill;
+  };
+  std::vector<Piece> pieces;
+  bool in_pieces = false;
+
+  int64_t size() const;
+  // Writes the size() bytes to dst.
+  void write_to(uint8_t* dst) const;
+  // How `now` (size() bytes) differs from the tensor: the number of bytes and the first of them.
+  struct Difference {
+    int64_t count = 0, first = -1;
+    uint8_t was = 0, now = 0;
+  };
+  Difference compare(const uint8_t* now) const;
 };
 
 // One buffer the kernel writes: `words` words of `width` bytes, holding `before` (the runner's

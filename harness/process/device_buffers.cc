@@ -152,8 +152,8 @@ class HostBuffer final : public GuardedBuffer {
   uint8_t* data() override { return region_ + kGuardBytes; }
   const uint8_t* staged_data() const override { return region_ + kGuardBytes; }
 
-  void upload(const uint8_t* src) override {
-    if (size_ > 0) std::memcpy(data(), src, static_cast<size_t>(size_));
+  void upload_from(const std::function<void(uint8_t*)>& fill) override {
+    fill(data());
     write_guards();
   }
 

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
+#include <functional>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -51,9 +53,15 @@ class GuardedBuffer {
   // What the kernel is handed (a host or a device pointer).
   virtual uint8_t* data() = 0;
   int64_t size() const { return size_; }
-  // Writes size() bytes of src and fresh guards, ordered on the memory's stream (for CUDA,
-  // through pinned staging memory, so the copy really is asynchronous).
-  virtual void upload(const uint8_t* src) = 0;
+  // Writes size() bytes and fresh guards, ordered on the memory's stream (for CUDA, through
+  // pinned staging memory, so the copy really is asynchronous): fill(dst) writes the bytes to dst
+  // (the buffer itself, or its staging copy); upload(src) copies them from src.
+  virtual void upload_from(const std::function<void(uint8_t* dst)>& fill) = 0;
+  void upload(const uint8_t* src) {
+    upload_from([&](uint8_t* dst) {
+      if (size_ > 0) std::memcpy(dst, src, static_cast<size_t>(size_));
+    });
+  }
   // Copies the whole region (guards and data) to the host copy, ordered on the memory's stream;
   // KernelMemory::synchronize then waits for every buffer's fetch at once. Host buffers need none.
   virtual void fetch_async() {}

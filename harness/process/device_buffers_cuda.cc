@@ -128,11 +128,11 @@ class CudaBuffer final : public GuardedBuffer {
 
   uint8_t* data() override { return block_.device + kGuardBytes; }
 
-  void upload(const uint8_t* src) override {
+  void upload_from(const std::function<void(uint8_t*)>& fill) override {
     // The staging copy is not in flight here: every upload follows a wait on the stream.
     write_guard_pattern(block_.staging, kGuardBytes, pattern_);
     write_guard_pattern(block_.staging + kGuardBytes + size_, kGuardBytes, pattern_);
-    if (size_ > 0) std::memcpy(block_.staging + kGuardBytes, src, static_cast<size_t>(size_));
+    fill(block_.staging + kGuardBytes);
     check_cuda(cudaMemcpyAsync(block_.device, block_.staging, static_cast<size_t>(total_), cudaMemcpyHostToDevice,
                                stream_),
                "cudaMemcpyAsync of an input to the device");

@@ -80,11 +80,24 @@ LaidOut gemm_family::lay_out(const Problem& p, const CallSpec& spec, uint32_t ke
     // One pad byte for both operands' padding: E8M0's NaN when either is MX (pack_groups pads
     // an NVFP4 operand's cells with it too, and 0xFF is E4M3's NaN as well).
     const bool mx = p.mx_operands();
-    PackedData d = pack_groups(p, mx ? scale_pad(BlockFormat::mxfp4, pad) : pad);
     const bool permuted = p.sf_layout == SfLayout::permuted;
+    PackedData d = pack_groups(p, mx ? scale_pad(BlockFormat::mxfp4, pad) : pad,
+                               permuted ? PackedParts::permuted_scales : PackedParts::linear_scales);
     in.packed = true;
-    in.inputs = {{"a", GuardPattern::bytes, std::move(d.a)},
-                 {"b", GuardPattern::bytes, std::move(d.b)},
+    // A and B from the groups' own bytes (pack_groups' order: an empty group has no A rows and
+    // keeps its B slot, zero).
+    InputTensor a{"a", GuardPattern::bytes, {}}, b{"b", GuardPattern::bytes, {}};
+    a.in_pieces = b.in_pieces = true;
+    for (const Group& q : p.groups) {
+      if (q.m == 0) {
+        b.pieces.push_back({nullptr, lay.n * lay.b_row, 0});
+        continue;
+      }
+      a.pieces.push_back({q.a.data(), static_cast<int64_t>(q.a.size()), 0});
+      b.pieces.push_back({q.b.data(), static_cast<int64_t>(q.b.size()), 0});
+    }
+    in.inputs = {std::move(a),
+                 std::move(b),
                  {"sfa", GuardPattern::nan_scales, permuted ? std::move(d.sfa_permuted) : std::move(d.sfa_linear)},
                  {"sfb", GuardPattern::nan_scales, permuted ? std::move(d.sfb_permuted) : std::move(d.sfb_linear)}};
     for (size_t g = 0; g < p.groups.size(); ++g) {
@@ -246,7 +259,7 @@ struct CallBuffers {
       return static_cast<int>(std::find(faults.begin(), faults.end(), fault_name(name)) - faults.begin());
     };
     for (const InputTensor& t : in.inputs)
-      inputs.push_back({t.name, fault_of(t.name), t.data().empty() ? nullptr : memory.allocate(static_cast<int64_t>(t.data().size()), t.guard)});
+      inputs.push_back({t.name, fault_of(t.name), t.size() == 0 ? nullptr : memory.allocate(t.size(), t.guard)});
     table_fault = fault_of("group table");
     for (const OutputTensor& o : in.outputs)
       outputs.push_back(o.words == 0 ? nullptr : memory.allocate(o.words * o.width, GuardPattern::nan_fp16));
@@ -307,7 +320,7 @@ void upload(KernelMemory& mem, CallBuffers& buf, const LaidOut& in, const std::v
             const std::vector<nvfp4_group_out>& out_table, const CallSpec& spec, double timeout_s) {
   if (!spec.inputs_ready_first) mem.hold_stream();
   for (size_t x = 0; x < in.inputs.size(); ++x)
-    if (buf.inputs[x].buffer) buf.inputs[x].buffer->upload(in.inputs[x].data().data());
+    if (buf.inputs[x].buffer) buf.inputs[x].buffer->upload_from([&](uint8_t* dst) { in.inputs[x].write_to(dst); });
   for (size_t x = 0; x < in.outputs.size(); ++x)
     if (buf.outputs[x]) buf.outputs[x]->upload(in.outputs[x].before.data());
   if (buf.table) buf.table->upload(reinterpret_cast<const uint8_t*>(table.data()));
@@ -432,17 +445,22 @@ std::vector<std::pair<std::string, GuardedBuffer*>> all_buffers(const CallBuffer
 }
 
 // A changed input, with its first differing byte.
-void compare_input(const std::string& name, const uint8_t* now, const std::vector<uint8_t>& was, CallObservation& out) {
-  if (was.empty() || std::memcmp(now, was.data(), was.size()) == 0) return;
+void compare_input(const std::string& name, const uint8_t* now, const InputTensor& was, CallObservation& out) {
+  const InputTensor::Difference d = was.compare(now);
+  if (d.count == 0) return;
   InputChange change;
   change.buffer = name;
-  for (size_t y = 0; y < was.size(); ++y)
-    if (now[y] != was[y] && change.count++ == 0) {
-      change.first = static_cast<int64_t>(y);
-      change.was = was[y];
-      change.now = now[y];
-    }
+  change.count = d.count;
+  change.first = d.first;
+  change.was = d.was;
+  change.now = d.now;
   out.inputs.push_back(change);
+}
+
+void compare_input(const std::string& name, const uint8_t* now, const std::vector<uint8_t>& was, CallObservation& out) {
+  InputTensor t{name, GuardPattern::bytes, {}};
+  t.borrowed = &was;
+  compare_input(name, now, t, out);
 }
 
 template <class Entry>
@@ -462,7 +480,7 @@ void inspect(const CallBuffers& buf, const LaidOut& in, const std::vector<nvfp4_
     if (!d.intact) out.guards.push_back({name, d});
   }
   for (size_t x = 0; x < in.inputs.size(); ++x)
-    if (buf.inputs[x].buffer) compare_input(in.inputs[x].name, buf.inputs[x].buffer->staged_data(), in.inputs[x].data(), out);
+    if (buf.inputs[x].buffer) compare_input(in.inputs[x].name, buf.inputs[x].buffer->staged_data(), in.inputs[x], out);
   if (table.empty()) return;
   const std::vector<uint8_t> want = table_bytes(sent);
   if (cuda) compare_input("group table", table_bytes(table).data(), want, out);

@@ -229,6 +229,38 @@ TEST(V2Honest, GroupedGemmInBothArrangements) {
                                                                                  SfLayout::permuted, 5)));
 }
 
+// A packed call's A and B are laid out from the groups' own bytes, not copied into one vector:
+// they upload as pack_groups' buffers, and a changed byte (in a group's rows or in an empty
+// group's zero B slot) is found at its offset in the packed buffer.
+TEST(V2Packed, AAndBAreTheGroupsOwnBytesEndToEnd) {
+  const Problem p = grouped_problem(kRaggedGroups, 6, 48, OutType::fp16, SfLayout::permuted, 11);
+  const uint32_t flags = find(builtins(), "host_grouped_gemm_fp32_packed").info->flags;
+  const LaidOut in = op_module(p.op).lay_out(p, CallSpec{}, flags);
+  const PackedData d = pack_groups(p, CallSpec{}.pad);
+  ASSERT_TRUE(in.packed);
+  ASSERT_EQ(in.inputs.size(), 4u);
+  const std::vector<uint8_t>* want[4] = {&d.a, &d.b, &d.sfa_permuted, &d.sfb_permuted};
+  for (size_t x = 0; x < 4; ++x) {
+    const InputTensor& t = in.inputs[x];
+    ASSERT_EQ(t.size(), static_cast<int64_t>(want[x]->size())) << t.name;
+    std::vector<uint8_t> bytes(static_cast<size_t>(t.size()));
+    t.write_to(bytes.data());
+    EXPECT_EQ(bytes, *want[x]) << t.name;
+    EXPECT_EQ(t.compare(bytes.data()).count, 0) << t.name;
+  }
+  ASSERT_EQ(kRaggedGroups[1], 0);  // the second group is empty: its B slot is zero
+  const PackedLayout lay = packed_layout(p);
+  std::vector<uint8_t> b = d.b;
+  const int64_t in_slot = lay.b_offset(1) + 5, in_rows = lay.b_offset(3) + 7;
+  b[static_cast<size_t>(in_slot)] ^= 0x40;
+  b[static_cast<size_t>(in_rows)] ^= 0x01;
+  const InputTensor::Difference diff = in.inputs[1].compare(b.data());
+  EXPECT_EQ(diff.count, 2);
+  EXPECT_EQ(diff.first, in_slot);
+  EXPECT_EQ(diff.was, 0);
+  EXPECT_EQ(diff.now, 0x40);
+}
+
 // ---- Each bug fails the check that names it -------------------------------------------------------
 
 TEST(V2Mutants, OutputTypeBugsFailTheOracle) {
@@ -396,8 +428,8 @@ TEST(MxDeclarations, TheAbiProblemCarriesTheFormatsAndBuffersSizedByThem) {
   CallSpec spec;  // the default pad, 0x7F, is E4M3's NaN but E8M0's 1.0
   const LaidOut out = op_module(p.op).lay_out(p, spec, 0);
   ASSERT_EQ(out.inputs.size(), 4u);
-  EXPECT_EQ(out.inputs[0].data().size(), 130u * 200);  // a byte per E5M2 element
-  EXPECT_EQ(out.inputs[1].data().size(), 3u * 100);    // two E2M1 per byte
+  EXPECT_EQ(out.inputs[0].size(), 130 * 200);  // a byte per E5M2 element
+  EXPECT_EQ(out.inputs[1].size(), 3 * 100);    // two E2M1 per byte
   // kb = ceil(200/32) = 7 blocks: Kt = 2 tiles of 4; two row tiles for A's 130 rows.
   EXPECT_EQ(out.inputs[2].bytes.size(), 2u * 2 * 512);
   EXPECT_EQ(out.inputs[3].bytes.size(), 1u * 2 * 512);
