@@ -517,7 +517,7 @@ PackedData pack_groups(const Problem& p, uint8_t pad_byte, PackedParts parts) {
   return d;
 }
 
-Problem group_problem(const Problem& p, size_t g) {
+Problem group_problem(const Problem& p, size_t g, bool with_data) {
   const Group& q = p.groups.at(g);
   Problem one;
   one.op = Op::gemm;
@@ -534,7 +534,7 @@ Problem group_problem(const Problem& p, size_t g) {
   }
   one.a_format = p.a_format;
   one.b_format = p.b_format;
-  one.a = q.a, one.b = q.b, one.sfa = q.sfa, one.sfb = q.sfb;
+  if (with_data) one.a = q.a, one.b = q.b, one.sfa = q.sfa, one.sfb = q.sfb;
   return one;
 }
 

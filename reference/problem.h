@@ -246,8 +246,8 @@ struct OutputPosition {
 OutputPosition output_position(const Problem& p, int64_t index);
 // Group g of a grouped problem as the l = 1 GEMM it is: its shape, alpha and data, p's output
 // type (a block-scaled one with the group's global scale) and scale semantics, linear scales (as
-// every Problem holds them).
-Problem group_problem(const Problem& p, size_t g);
+// every Problem holds them); with_data false: all of it but the data.
+Problem group_problem(const Problem& p, size_t g, bool with_data = true);
 
 // First output element of each group (G + 1 entries, the last is c_elems()); {0, c_elems()}
 // for problems that are not grouped.

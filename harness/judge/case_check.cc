@@ -243,23 +243,97 @@ bool each_rotated(const Rotations& r, int64_t l, int64_t m, int64_t n, F&& f) {
   return true;
 }
 
-// Every input of a GEMV, GEMM or dual GEMM (B2 like B) of p into q's, blocks, rows and batches
-// rotated by r; A's bytes XORed with flip_a, B2's with flip_b2.
-void copy_rotated_inputs(const Problem& p, const Rotations& r, uint8_t flip_a, uint8_t flip_b2, Problem& q) {
+// One input tensor of a stale variant and how it moves: the problem's `field`, or group g's
+// `group_field`.
+struct StaleMove {
+  std::vector<uint8_t> Problem::*field = nullptr;
+  std::vector<uint8_t> Group::*group_field = nullptr;
+  size_t g = 0;
+  TensorRotation rot;
+  std::vector<uint8_t>& of(Problem& p) const { return field ? p.*field : p.groups[g].*group_field; }
+  const std::vector<uint8_t>& of(const Problem& p) const { return field ? p.*field : p.groups[g].*group_field; }
+};
+
+// The moves of an NVFP4 GEMV, GEMM or dual GEMM of shape p (B2 like B; group g's tensors when
+// group_field is set), blocks, rows and batches rotated by r; A's bytes XORed with flip_a, B2's
+// with flip_b2.
+void nvfp4_moves(const Problem& p, const Rotations& r, uint8_t flip_a, uint8_t flip_b2, std::optional<size_t> group,
+                 std::vector<StaleMove>& out) {
   const int64_t row = p.k / 2, kb = p.kb();
-  const auto move = [&](const std::vector<uint8_t>& from, std::vector<uint8_t>& to, int64_t rows, bool scales,
-                        int64_t rows_by, uint8_t flip) {
-    copy_rotated(from, {p.l, rows, scales ? kb : row, scales ? 1 : 8, r.blocks, r.rb, rows_by, r.rl, flip}, to);
+  const auto move = [&](std::vector<uint8_t> Problem::*field, std::vector<uint8_t> Group::*group_field, int64_t rows,
+                        bool scales, int64_t rows_by, uint8_t flip) {
+    StaleMove m;
+    if (group) m.group_field = group_field, m.g = *group;
+    else m.field = field;
+    m.rot = {p.l, rows, scales ? kb : row, scales ? 1 : 8, r.blocks, r.rb, rows_by, r.rl, flip};
+    out.push_back(m);
   };
-  move(p.a, q.a, p.m, false, r.ri, flip_a);
-  move(p.sfa, q.sfa, p.m, true, r.ri, 0);
-  move(p.b, q.b, p.n, false, r.rj, 0);
-  move(p.sfb, q.sfb, p.n, true, r.rj, 0);
+  move(&Problem::a, &Group::a, p.m, false, r.ri, flip_a);
+  move(&Problem::sfa, &Group::sfa, p.m, true, r.ri, 0);
+  move(&Problem::b, &Group::b, p.n, false, r.rj, 0);
+  move(&Problem::sfb, &Group::sfb, p.n, true, r.rj, 0);
   if (op_is_dual(p.op)) {
-    move(p.b2, q.b2, p.n, false, r.rj, flip_b2);
-    move(p.sfb2, q.sfb2, p.n, true, r.rj, 0);
+    move(&Problem::b2, nullptr, p.n, false, r.rj, flip_b2);
+    move(&Problem::sfb2, nullptr, p.n, true, r.rj, 0);
   }
 }
+
+// The moves of an MX GEMM or dual GEMM of shape p (group g's when `group` is set): A's elements
+// negated (the sign bit of each), rows and batches rotated on both sides, each operand by its own
+// row bytes and blocks, B2 like B.
+void mx_moves(const Problem& p, const Rotations& r, std::optional<size_t> group, std::vector<StaleMove>& out) {
+  const uint8_t sign = packs_nibbles(p.a_format) ? 0x88 : 0x80;
+  const int64_t a_row = operand_row_bytes(p.a_format, p.k), b_row = operand_row_bytes(p.b_format, p.k);
+  const auto move = [&](std::vector<uint8_t> Problem::*field, std::vector<uint8_t> Group::*group_field,
+                        TensorRotation rot) {
+    StaleMove m;
+    if (group) m.group_field = group_field, m.g = *group;
+    else m.field = field;
+    m.rot = rot;
+    out.push_back(m);
+  };
+  move(&Problem::a, &Group::a, {p.l, p.m, a_row, 0, 0, 0, r.ri, r.rl, sign});
+  move(&Problem::sfa, &Group::sfa, {p.l, p.m, p.kb(), 0, 0, 0, r.ri, r.rl, 0});
+  move(&Problem::b, &Group::b, {p.l, p.n, b_row, 0, 0, 0, r.rj, r.rl, 0});
+  move(&Problem::sfb, &Group::sfb, {p.l, p.n, p.kb_b(), 0, 0, 0, r.rj, r.rl, 0});
+  if (op_is_dual(p.op)) {
+    move(&Problem::b2, nullptr, {p.l, p.n, b_row, 0, 0, 0, r.rj, r.rl, 0});
+    move(&Problem::sfb2, nullptr, {p.l, p.n, p.kb_b(), 0, 0, 0, r.rj, r.rl, 0});
+  }
+}
+
+// Every move of p's stale variant: GEMV and GEMM: A negated (0x88: both nibbles' sign bits,
+// every product negated), blocks, rows and batches rotated; dual: B2 negated instead (silu(-G) * -U
+// is not -(silu(G) * U)); MX operands: mx_moves; grouped: every non-empty group as its own GEMM,
+// rotated by its own seed splitmix64(seed ^ g).
+std::vector<StaleMove> stale_moves(const Problem& p, uint64_t seed) {
+  std::vector<StaleMove> moves;
+  if (op_is_grouped(p.op)) {
+    for (size_t g = 0; g < p.groups.size(); ++g) {
+      if (p.groups[g].m == 0) continue;
+      const Problem one = group_problem(p, g, false);
+      const Rotations r = draw_rotations(one, splitmix64(seed ^ g));
+      if (p.mx_operands()) mx_moves(one, r, g, moves);
+      else nvfp4_moves(one, r, 0x88, 0, g, moves);
+    }
+    return moves;
+  }
+  const Rotations r = draw_rotations(p, seed);
+  if (p.mx_operands()) mx_moves(p, r, std::nullopt, moves);
+  else if (op_is_dual(p.op)) nvfp4_moves(p, r, 0, 0x88, std::nullopt, moves);
+  else nvfp4_moves(p, r, 0x88, 0, std::nullopt, moves);
+  return moves;
+}
+
+// The move that undoes `t` (the flip is its own inverse).
+TensorRotation undoing(TensorRotation t) {
+  const auto back = [](int64_t by, int64_t count) { return count > 0 ? (count - by % count) % count : int64_t{0}; };
+  t.blocks_by = t.blocks >= 2 ? back(t.blocks_by, t.blocks) : 0;
+  t.rows_by = back(t.rows_by, t.rows);
+  t.batches_by = back(t.batches_by, t.l);
+  return t;
+}
+
 
 Problem stale_base(const Problem& p) {
   Problem q = p;
@@ -271,15 +345,19 @@ Problem stale_base(const Problem& p) {
   return q;
 }
 
-// GEMV and GEMM: A negated, blocks, rows and batches rotated; the reference follows.
-StaleVariant stale_gemm(const Problem& p, const ExactResult& ref, uint64_t seed) {
-  StaleVariant v;
-  Problem& q = v.problem;
-  q = stale_base(p);
+// stale_base(p) with p's data moved into it: the stale variant's problem (its own tensors once).
+Problem stale_data(const Problem& p, uint64_t seed) {
+  Problem q = stale_base(p);
+  for (const StaleMove& m : stale_moves(p, seed)) copy_rotated(m.of(p), m.rot, m.of(q));
+  return q;
+}
+
+// The reference of a GEMV's or GEMM's stale data (A negated, blocks, rows and batches rotated)
+// from ref; p's shape, alpha and output type only (its data are not read).
+ExactResult stale_gemm_reference(const Problem& p, const ExactResult& ref, uint64_t seed) {
   const Rotations r = draw_rotations(p, seed);
-  copy_rotated_inputs(p, r, 0x88, 0, q);  // A's 0x88: both nibbles' sign bits, every product negated
   // C'[b][i][j] = -C[(b + rl) % l][(i + ri) % m][(j + rj) % n] (each_rotated)
-  ExactResult& out = v.reference;
+  ExactResult out;
   out.out_type = p.out_type;
   out.group_offset = ref.group_offset;
   out.elems.resize(ref.elems.size());
@@ -306,7 +384,12 @@ StaleVariant stale_gemm(const Problem& p, const ExactResult& ref, uint64_t seed)
     else out.c[to] = static_cast<uint16_t>(word);
     return true;
   });
-  return v;
+  return out;
+}
+
+// GEMV and GEMM: the stale data, and the reference follows.
+StaleVariant stale_gemm(const Problem& p, const ExactResult& ref, uint64_t seed) {
+  return {stale_data(p, seed), stale_gemm_reference(p, ref, seed)};
 }
 
 // The shape of group g of p as the GEMM stale_variant moves it: all its rotations depend on.
@@ -410,40 +493,22 @@ ExactResult mx_result_from_facts(const Problem& q, std::vector<std::vector<MxEle
 // rotations. derive false: the data only (the caller computes the reference).
 StaleVariant stale_mx(const Problem& p, const ExactResult& ref, uint64_t seed, bool derive = true) {
   StaleVariant v;
-  Problem& q = v.problem;
-  q = stale_base(p);
+  v.problem = stale_data(p, seed);
+  if (!derive) return v;
   std::vector<std::vector<MxElement>> facts;
   if (op_is_grouped(p.op)) {
     for (size_t g = 0; g < p.groups.size(); ++g) {
       if (p.groups[g].m == 0) continue;
-      const Problem one = group_problem(p, g);
-      const uint8_t sign = packs_nibbles(one.a_format) ? 0x88 : 0x80;
+      const Problem one = group_problem(p, g, false);
       const Rotations r = draw_rotations(one, splitmix64(seed ^ g));
-      Group& to = q.groups[g];
-      copy_rotated(one.a, {1, one.m, operand_row_bytes(one.a_format, one.k), 0, 0, 0, r.ri, 0, sign}, to.a);
-      copy_rotated(one.sfa, {1, one.m, one.kb(), 0, 0, 0, r.ri, 0, 0}, to.sfa);
-      copy_rotated(one.b, {1, one.n, operand_row_bytes(one.b_format, one.k), 0, 0, 0, r.rj, 0, 0}, to.b);
-      copy_rotated(one.sfb, {1, one.n, one.kb_b(), 0, 0, 0, r.rj, 0, 0}, to.sfb);
-      if (derive) facts.push_back(negated_rotated_mx(ref.mx->data() + ref.group_offset[g], 1, one.m, one.n, r));
+      facts.push_back(negated_rotated_mx(ref.mx->data() + ref.group_offset[g], 1, one.m, one.n, r));
     }
-    if (derive) v.reference = mx_result_from_facts(q, std::move(facts));
-    return v;
+  } else {
+    const Rotations r = draw_rotations(p, seed);
+    facts.push_back(negated_rotated_mx(ref.mx->data(), p.l, p.m, p.n, r));
+    if (op_is_dual(p.op)) facts.push_back(negated_rotated_mx(ref.mx2->data(), p.l, p.m, p.n, r));
   }
-  const uint8_t sign = packs_nibbles(p.a_format) ? 0x88 : 0x80;
-  const Rotations r = draw_rotations(p, seed);
-  copy_rotated(p.a, {p.l, p.m, operand_row_bytes(p.a_format, p.k), 0, 0, 0, r.ri, r.rl, sign}, q.a);
-  copy_rotated(p.sfa, {p.l, p.m, p.kb(), 0, 0, 0, r.ri, r.rl, 0}, q.sfa);
-  const int64_t b_row = operand_row_bytes(p.b_format, p.k);
-  copy_rotated(p.b, {p.l, p.n, b_row, 0, 0, 0, r.rj, r.rl, 0}, q.b);
-  copy_rotated(p.sfb, {p.l, p.n, p.kb_b(), 0, 0, 0, r.rj, r.rl, 0}, q.sfb);
-  if (op_is_dual(p.op)) {
-    copy_rotated(p.b2, {p.l, p.n, b_row, 0, 0, 0, r.rj, r.rl, 0}, q.b2);
-    copy_rotated(p.sfb2, {p.l, p.n, p.kb_b(), 0, 0, 0, r.rj, r.rl, 0}, q.sfb2);
-  }
-  if (!derive) return v;
-  facts.push_back(negated_rotated_mx(ref.mx->data(), p.l, p.m, p.n, r));
-  if (op_is_dual(p.op)) facts.push_back(negated_rotated_mx(ref.mx2->data(), p.l, p.m, p.n, r));
-  v.reference = mx_result_from_facts(q, std::move(facts));
+  v.reference = mx_result_from_facts(v.problem, std::move(facts));
   return v;
 }
 
@@ -495,20 +560,19 @@ StaleVariant gemm_family::stale_variant(const Problem& p, const ExactResult& ref
     // silu(-G) * -U is not -(silu(G) * U): B2 alone is negated (U and so C change sign), the
     // rotations as for GEMM, and the reference follows from G's and U's facts.
     StaleVariant v;
-    v.problem = stale_base(p);
+    v.problem = stale_data(p, seed);
     const Rotations r = draw_rotations(p, seed);
-    copy_rotated_inputs(p, r, 0, 0x88, v.problem);
     v.reference = ref.elems2.size() == ref.elems.size() ? dual_from_rotated(v.problem, ref, r) : exact_gemm_auto(v.problem);
     return v;
   }
   // Grouped: every non-empty group as its own GEMM (its own rotations), stitched back.
   StaleVariant v;
-  v.problem = stale_base(p);
+  v.problem = stale_data(p, seed);
   v.reference = ref;
   for (size_t g = 0; g < p.groups.size(); ++g) {
     const Group& q = p.groups[g];
     if (q.m == 0) continue;
-    const Problem one = group_problem(p, g);
+    const Problem one = group_problem(p, g, false);
     const size_t at = static_cast<size_t>(ref.group_offset[g]), count = static_cast<size_t>(q.c_elems());
     ExactResult part;
     part.out_type = p.out_type;
@@ -520,16 +584,24 @@ StaleVariant gemm_family::stale_variant(const Problem& p, const ExactResult& ref
     };
     slice(ref.c, part.c);
     slice(ref.c32, part.c32);
-    const StaleVariant s = stale_gemm(one, part, splitmix64(seed ^ g));
-    Group& to = v.problem.groups[g];
-    to.a = s.problem.a, to.b = s.problem.b, to.sfa = s.problem.sfa, to.sfb = s.problem.sfb;
-    std::copy(s.reference.elems.begin(), s.reference.elems.end(), v.reference.elems.begin() + static_cast<std::ptrdiff_t>(at));
+    const ExactResult s = stale_gemm_reference(one, part, splitmix64(seed ^ g));
+    std::copy(s.elems.begin(), s.elems.end(), v.reference.elems.begin() + static_cast<std::ptrdiff_t>(at));
     if (out_word_bytes(p.out_type) == 4)
-      std::copy(s.reference.c32.begin(), s.reference.c32.end(), v.reference.c32.begin() + static_cast<std::ptrdiff_t>(at));
+      std::copy(s.c32.begin(), s.c32.end(), v.reference.c32.begin() + static_cast<std::ptrdiff_t>(at));
     else
-      std::copy(s.reference.c.begin(), s.reference.c.end(), v.reference.c.begin() + static_cast<std::ptrdiff_t>(at));
+      std::copy(s.c.begin(), s.c.end(), v.reference.c.begin() + static_cast<std::ptrdiff_t>(at));
   }
   return v;
+}
+
+void gemm_family::stale_in_place(Problem& p, uint64_t seed, bool undo) {
+  // A tensor at a time through one scratch vector: the same moves as stale_variant's copy.
+  std::vector<uint8_t> scratch;
+  for (const StaleMove& m : stale_moves(p, seed)) {
+    std::vector<uint8_t>& t = m.of(p);
+    copy_rotated(t, undo ? undoing(m.rot) : m.rot, scratch);
+    t.swap(scratch);
+  }
 }
 
 std::string case_file_stem(const std::string& kernel, const Problem& p, const std::string& text) {

@@ -26,7 +26,7 @@ constexpr OpModule gemm_family_module(Op op) {
           [](const Problem& p) {
             return block_scaled_out::applies(p) ? block_scaled_out::output_words(p) : p.c_elems();
           },
-          nullptr,  // the stale data travels
+          gemm_family::stale_in_place,
           // On the GPU where one is available and the problem is large.
           [](const Problem& p) { return exact_gemm_auto(p); },
           judge_words,

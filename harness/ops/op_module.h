@@ -167,6 +167,7 @@ void point_abi(nvfp4_problem& abi, const Problem& p, const std::vector<uint8_t*>
 std::optional<Finding> judge(const CallContext& x, OracleSummary* summary);       // checks.cc
 std::optional<Finding> unwritten(const CallContext& x);                           // checks.cc
 StaleVariant stale_variant(const Problem& p, const ExactResult& ref, uint64_t seed);  // case_check.cc
+void stale_in_place(Problem& p, uint64_t seed, bool undo);                        // case_check.cc
 std::string shape_text(const Problem& p);                                         // report.cc
 void draw(Draws& d, const nvfp4_kernel_info& info, const CaseConstraints& c, const ShapeLimits& limits,
           const Shape* shape, Op op, CasePlan& plan);                             // schedule.cc

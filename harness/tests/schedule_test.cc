@@ -809,7 +809,9 @@ TEST(Schedule, SeedOnlyTextIsTheTextOfTheCaseWithoutItsData) {
     for (Group& g : cleared.groups) g.a.clear(), g.b.clear(), g.sfa.clear(), g.sfb.clear();
     ASSERT_EQ(write_case(p, CaseText::seed_only), write_case(cleared)) << i;
     const bool holds_data = p.op != Op::grouped_gemm || std::any_of(p.groups.begin(), p.groups.end(), [](const Group& g) { return g.m > 0; });
-    if (holds_data) ASSERT_NE(write_case(p, CaseText::seed_only), write_case(p)) << i;
+    if (holds_data) {
+      ASSERT_NE(write_case(p, CaseText::seed_only), write_case(p)) << i;
+    }
     p.data_from_seed = false;
     EXPECT_THROW(write_case(p, CaseText::seed_only), std::invalid_argument) << i;
   }

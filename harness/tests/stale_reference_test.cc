@@ -10,6 +10,8 @@
 #include "harness/draw/schedule.h"
 #include "harness/draw/shape_limits.h"
 #include "harness/judge/case_check.h"
+#include "harness/ops/op_module.h"
+#include "reference/case_file.h"
 #include "kernels/registry.h"
 #include "reference/exact_mx.h"
 #include "reference/oracle.h"
@@ -99,6 +101,54 @@ TEST(DualStale, DerivedReferenceIsTheRecomputedOne) {
   for (const char* name : {"host_dual_gemm_fp32", "host_dual_gemm_nvfp4_out"}) {
     EXPECT_GE(check_kernel(name, 60, 20261208), 40) << name;
   }
+}
+
+// The kernel's process turns the case's own data into the stale call's in place (the op's
+// stale_in_place) instead of receiving them: the same bytes as stale_variant's problem, for every
+// op, operand format, output type and arrangement, and undone back to the case's. Grouped NVFP4
+// stale references (stitched from each group's) equal the recomputed ones too.
+TEST(GemmStale, InPlaceDataAreTheStaleVariantsAndUndoRestores) {
+  const auto in_place = op_module(Op::gemm).stale_in_place;
+  ASSERT_NE(in_place, nullptr);
+  int compared = 0;
+  for (const char* name : {"host_gemv_fp32", "host_gemm_fp32", "host_dual_gemm_fp32", "host_grouped_gemm_fp32",
+                           "host_grouped_gemm_fp32_packed", "host_gemm_nvfp4_out", "host_grouped_gemm_nvfp4_out",
+                           "host_mx_gemm_fp32", "host_mx_dual_gemm_fp32", "host_mx_grouped_gemm_fp32"}) {
+    const Kernel* k = builtins().find(name);
+    ASSERT_NE(k, nullptr) << name;
+    for (int c = 0; c < 40; ++c) {
+      Rng rng(20261219 + static_cast<uint64_t>(c));
+      RngDraws d(rng);
+      const DrawnCase drawn = draw_case(d, *k->info, CaseConstraints{}, small_shape_limits());
+      if (drawn.kind == CaseKind::unsupported) continue;
+      const Problem& p = drawn.problem;
+      const ExactResult ref = exact_gemm(p);
+      const uint64_t seed = 77 + static_cast<uint64_t>(c);
+      const StaleVariant v = stale_variant(p, ref, seed);
+      Problem q = p;
+      op_module(p.op).stale_in_place(q, seed, false);
+      const std::string where = std::string(name) + " case " + std::to_string(c);
+      ASSERT_EQ(q.a, v.problem.a) << where;
+      ASSERT_EQ(q.b, v.problem.b) << where;
+      ASSERT_EQ(q.sfa, v.problem.sfa) << where;
+      ASSERT_EQ(q.sfb, v.problem.sfb) << where;
+      ASSERT_EQ(q.b2, v.problem.b2) << where;
+      ASSERT_EQ(q.sfb2, v.problem.sfb2) << where;
+      ASSERT_EQ(q.groups.size(), v.problem.groups.size()) << where;
+      for (size_t g = 0; g < q.groups.size(); ++g) {
+        ASSERT_EQ(q.groups[g].a, v.problem.groups[g].a) << where << " g=" << g;
+        ASSERT_EQ(q.groups[g].b, v.problem.groups[g].b) << where << " g=" << g;
+        ASSERT_EQ(q.groups[g].sfa, v.problem.groups[g].sfa) << where << " g=" << g;
+        ASSERT_EQ(q.groups[g].sfb, v.problem.groups[g].sfb) << where << " g=" << g;
+      }
+      if (p.op == Op::grouped_gemm && !p.mx_operands() && p.out_type != OutType::nvfp4)
+        EXPECT_EQ(difference(v.reference, exact_gemm(v.problem)), "") << where;
+      op_module(p.op).stale_in_place(q, seed, true);
+      ASSERT_EQ(write_case(q), write_case(p)) << where;
+      ++compared;
+    }
+  }
+  EXPECT_GE(compared, 300);
 }
 
 // A stale variant's reference must differ from the case's (else the stale call checks nothing):
