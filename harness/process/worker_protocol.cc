@@ -476,13 +476,27 @@ std::vector<uint8_t> SharedFile::read(uint64_t offset, uint64_t size, const std:
       size > static_cast<uint64_t>(st.st_size) - offset)
     malformed(at, fmt::format("bytes [{}, +{}) past the end of the shared file ({} bytes)", offset, size,
                               static_cast<uint64_t>(st.st_size)));
-  std::vector<uint8_t> out(static_cast<size_t>(size));
-  size_t done = 0;
-  while (done < size) {
-    const ssize_t r = pread(fd_, out.data() + done, size - done, static_cast<off_t>(offset + done));
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) malformed(at, "the shared file ended while it was read (its writer truncated it)");
-    done += static_cast<size_t>(r);
+  std::vector<uint8_t> out;
+  // A large tensor is copied once from a mapping of the file; pread would first need the vector
+  // zeroed, a second pass over gigabytes.
+  const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  const uint64_t start = offset / page * page, span = offset + size - start;
+  void* mapped = size >= kMappedReadBytes ? mmap(nullptr, static_cast<size_t>(span), PROT_READ, MAP_SHARED | MAP_POPULATE,
+                                                 fd_, static_cast<off_t>(start))
+                                          : MAP_FAILED;
+  if (mapped != MAP_FAILED) {
+    const uint8_t* from = static_cast<const uint8_t*>(mapped) + (offset - start);
+    out.assign(from, from + size);
+    munmap(mapped, static_cast<size_t>(span));
+  } else {
+    out.resize(static_cast<size_t>(size));
+    size_t done = 0;
+    while (done < size) {
+      const ssize_t r = pread(fd_, out.data() + done, size - done, static_cast<off_t>(offset + done));
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) malformed(at, "the shared file ended while it was read (its writer truncated it)");
+      done += static_cast<size_t>(r);
+    }
   }
   // Each side reads what the other wrote once: a large tensor's memory goes back now, not when
   // the file is next emptied (a huge case's X and three calls' outputs would otherwise stay until

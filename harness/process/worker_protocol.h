@@ -81,6 +81,8 @@ constexpr size_t kSharedBytes = size_t(1) << 16;
 // A memory file keeps up to this many bytes between messages (its pages are reused by the next
 // case); a larger message's bytes are given back once read.
 constexpr uint64_t kKeptSharedBytes = uint64_t(64) << 20;
+// From this size a tensor is read through a mapping of the file (one copy, no zeroing first).
+constexpr uint64_t kMappedReadBytes = uint64_t(1) << 20;
 // The worker's ends of the two memory files: the parent writes the cases' tensors into the first,
 // the worker its outputs into the second (each side reads only what the other writes).
 constexpr int kWorkerInputFd = 4, kWorkerOutputFd = 5;
