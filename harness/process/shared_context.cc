@@ -58,21 +58,28 @@ int run_and_wait(const std::vector<std::string>& argv, char** envp, double limit
 }
 
 // The watcher: waits for EOF on its stdin (the suite closed its end, or died), then quits the
-// daemon, waits for every MPS process of this directory to end (SIGKILL after 20 s: a server that
-// will not quit must not hold the GPU), and removes the directory. An MPS process of this
-// directory is a live nvidia-cuda-mps* process whose environment names its pipes, or that holds
-// a file of it open (the daemon and the server keep their logs open there), or that the daemon
-// listed as its server before it quit: on the H200 one such process outlived the daemon's
-// answer to quit by a second or two. $1: the directory, $2: the control program.
+// daemon, waits for every MPS process of this directory to end (SIGKILL after 20 s of the clock:
+// a server that will not quit must not hold the GPU), and removes the directory. An MPS process of
+// this directory is a live nvidia-cuda-mps* process whose environment names its pipes, or that
+// holds a file of it open (the daemon and the server keep their logs open there), or that the
+// daemon listed as its server before it quit: on the H200 one such process outlived the daemon's
+// answer to quit by a second or two. A process's name is read with the shell's own `read`: a
+// scan that started a program for every process took seconds on a loaded machine, and the wait
+// for the suite's destructor ran out before the directory went. The control program gets 10 s
+// an answer. $1: the directory, $2: the control program.
 constexpr const char* kWatcherScript = R"sh(
 trap '' INT TERM HUP
 cat >/dev/null
-servers=" $(echo get_server_list | "$2" 2>/dev/null | tr -cs '0-9' ' ') "
-echo quit | "$2" >/dev/null 2>&1
+ctl=$2
+control() { if command -v timeout >/dev/null 2>&1; then timeout 10 "$ctl"; else "$ctl"; fi; }
+servers=" $(echo get_server_list | control 2>/dev/null | tr -cs '0-9' ' ') "
+echo quit | control >/dev/null 2>&1
 mps_pids() {
   for d in /proc/[0-9]*; do
+    comm=
+    { read -r comm < "$d/comm"; } 2>/dev/null
+    case "$comm" in nvidia-cuda-mps*) ;; *) continue ;; esac
     p=${d#/proc/}
-    case "$(cat "$d/comm" 2>/dev/null)" in nvidia-cuda-mps*) ;; *) continue ;; esac
     grep -q '^State:[[:space:]]*Z' "$d/status" 2>/dev/null && continue  # ended, not reaped yet
     if tr '\0' '\n' < "$d/environ" 2>/dev/null | grep -qxF "CUDA_MPS_PIPE_DIRECTORY=$1/pipe" ||
        ls -l "$d/fd" 2>/dev/null | grep -qF " $1/"; then
@@ -82,8 +89,8 @@ mps_pids() {
     fi
   done
 }
-i=0
-while [ -n "$(mps_pids)" ] && [ $i -lt 200 ]; do sleep 0.1; i=$((i+1)); done
+end=$(( $(date +%s) + 20 ))
+while [ -n "$(mps_pids)" ] && [ "$(date +%s)" -lt "$end" ]; do sleep 0.1; done
 for p in $(mps_pids); do kill -9 "$p" 2>/dev/null; done
 rm -rf "$1"
 )sh";
@@ -192,8 +199,9 @@ std::unique_ptr<SharedContext> SharedContext::start(std::string* why_not) {
 SharedContext::~SharedContext() {
   if (watcher_fd_ >= 0) close(watcher_fd_);
   if (watcher_ > 0) {
-    // The watcher quits the daemon and waits for it (20 s at most, then kills what is left).
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(40);
+    // The watcher quits the daemon (10 s for each answer) and waits for it (20 s at most, then
+    // kills what is left).
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
     int status = 0;
     while (waitpid(watcher_, &status, WNOHANG) == 0 && std::chrono::steady_clock::now() < deadline)
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
