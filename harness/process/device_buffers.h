@@ -7,6 +7,7 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -44,6 +45,15 @@ struct GuardDamage {
 // Bytes of each guard region (before and after the data).
 constexpr int64_t kGuardBytes = 4096;
 
+// What comparing a buffer on the device found (CUDA inputs that keep a device copy): its guards
+// as staged_guard_damage reports them, and the data's bytes that are no longer what was uploaded
+// (how many, the first's offset, what it was and is).
+struct DeviceComparison {
+  GuardDamage guards;
+  int64_t changed = 0, first = -1;
+  uint8_t was = 0, now = 0;
+};
+
 // Buffers come from a process-wide pool: a case's buffers go back to it when the case ends and
 // serve the next case of the same sizes (allocating pinned and device memory, or mapping fenced
 // pages, costs more than a small case's whole check).
@@ -74,6 +84,20 @@ class GuardedBuffer {
   // Host buffers: the data and the guard after it become read-only (or writable again), so a
   // kernel that writes an input faults at once. Device buffers cannot be protected: no-op.
   virtual void set_read_only(bool) {}
+
+  // An input's buffer: CUDA buffers of kDeviceCopyBytes or more then keep, with every upload, a
+  // copy of the region (guards and data) on the device, so that restore() writes the same bytes
+  // again without the host and compare_async() checks them there (a 2 GiB input is not fetched
+  // back over the bus three times a case). Host buffers and small ones: no-op.
+  virtual void keep_device_copy() {}
+  // Writes the region as last uploaded again, ordered on the stream; false (nothing done) where
+  // the buffer keeps no copy.
+  virtual bool restore() { return false; }
+  // Compares the region with the copy on the device, ordered on the stream, instead of a fetch;
+  // false (nothing done) where the buffer keeps no copy. After KernelMemory::synchronize,
+  // compared() gives what it found (nullopt where the buffer was not compared on the device).
+  virtual bool compare_async() { return false; }
+  virtual std::optional<DeviceComparison> compared(double /*timeout_s*/) { return std::nullopt; }
 
  protected:
   GuardedBuffer(int64_t size, GuardPattern pattern) : size_(size), pattern_(pattern) {}

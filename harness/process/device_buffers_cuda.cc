@@ -1,5 +1,5 @@
 // CUDA guarded buffers and the runner's own non-blocking stream, through the CUDA runtime API
-// (plain C++: no device code here, so nvcc is not needed). Built only with NVFP4_CUDA.
+// (plain C++: the device copies' kernels are in device_copy.cu). Built only with NVFP4_CUDA.
 #include <cuda_runtime.h>
 #include <sched.h>
 #include <unistd.h>
@@ -11,11 +11,14 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
+#include <vector>
 
 #include <fmt/format.h>
 
 #include "harness/process/device_buffers.h"
+#include "harness/process/device_copy.h"
 
 namespace nvfp4 {
 namespace {
@@ -122,17 +125,104 @@ void give_block(const CudaBlock& b) {
   }
 }
 
+// Inputs' device copies: device memory only (no staging), pooled like the blocks.
+std::multimap<int64_t, uint8_t*> g_copy_pool;
+int64_t g_copy_pool_bytes = 0;
+
+// A device copy of `bytes`, or nullptr where the device has no room for one (the input is then
+// fetched and compared on the host, as every input was before copies).
+uint8_t* take_copy(int64_t bytes, int64_t* capacity) {
+  *capacity = block_capacity(bytes);
+  {
+    std::lock_guard<std::mutex> lock(g_cuda_pool_mutex);
+    auto it = g_copy_pool.find(*capacity);
+    if (it != g_copy_pool.end()) {
+      uint8_t* d = it->second;
+      g_copy_pool.erase(it);
+      g_copy_pool_bytes -= *capacity;
+      return d;
+    }
+  }
+  uint8_t* d = nullptr;
+  if (cudaMalloc(reinterpret_cast<void**>(&d), static_cast<size_t>(*capacity)) != cudaSuccess) {
+    (void)cudaGetLastError();  // an allocation failure is not sticky: clear it
+    return nullptr;
+  }
+  return d;
+}
+
+void give_copy(uint8_t* d, int64_t capacity) {
+  if (!d || g_device_unusable) return;
+  std::lock_guard<std::mutex> lock(g_cuda_pool_mutex);
+  if (g_copy_pool_bytes + capacity <= kCudaPoolLimit) {
+    g_copy_pool.emplace(capacity, d);
+    g_copy_pool_bytes += capacity;
+  } else {
+    cudaFree(d);
+  }
+}
+
+// What device comparisons leave for the host: one slot per buffer that keeps a copy, in device
+// memory (the kernel's counts) and pinned memory (their copy, and single bytes probed at the
+// first difference), allocated once per memory.
+struct CompareSlots {
+  struct Host {
+    device_copy::Zones zones;
+    uint8_t probe[8];
+  };
+  static constexpr int kSlots = 4096;
+  device_copy::Zones* device = nullptr;
+  Host* host = nullptr;
+  std::mutex mutex;
+  std::vector<int> free;
+
+  CompareSlots() {
+    check_cuda(cudaMalloc(reinterpret_cast<void**>(&device), sizeof(device_copy::Zones) * kSlots),
+               "cudaMalloc of the comparison slots");
+    check_cuda(cudaMallocHost(reinterpret_cast<void**>(&host), sizeof(Host) * kSlots),
+               "cudaMallocHost of the comparison slots");
+    for (int x = kSlots - 1; x >= 0; --x) free.push_back(x);
+  }
+  ~CompareSlots() {
+    if (g_device_unusable) return;
+    cudaFree(device);
+    cudaFreeHost(host);
+  }
+  int take() {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (free.empty()) return -1;
+    const int x = free.back();
+    free.pop_back();
+    return x;
+  }
+  void give(int x) {
+    std::lock_guard<std::mutex> lock(mutex);
+    free.push_back(x);
+  }
+};
+
 // [guard][data][guard] at the start of a pooled device block; its pinned staging copy carries
 // every upload and fetch, so copies are truly asynchronous and ordered on the stream.
 class CudaBuffer final : public GuardedBuffer {
  public:
-  CudaBuffer(int64_t bytes, GuardPattern pattern, cudaStream_t stream)
-      : GuardedBuffer(bytes, pattern), stream_(stream), total_(2 * kGuardBytes + bytes), block_(take_block(total_)) {}
-  ~CudaBuffer() override { give_block(block_); }
+  CudaBuffer(int64_t bytes, GuardPattern pattern, cudaStream_t stream, std::shared_ptr<CompareSlots> slots)
+      : GuardedBuffer(bytes, pattern),
+        stream_(stream),
+        total_(2 * kGuardBytes + bytes),
+        block_(take_block(total_)),
+        slots_(std::move(slots)) {}
+  ~CudaBuffer() override {
+    give_copy(copy_, copy_capacity_);
+    if (slot_ >= 0) slots_->give(slot_);
+    give_block(block_);
+  }
 
   uint8_t* data() override { return block_.device + kGuardBytes; }
 
+  void keep_device_copy() override { keeps_copy_ = size_ >= kDeviceCopyBytes; }
+
   void upload_from(const std::function<void(uint8_t*)>& fill) override {
+    copy_valid_ = compared_ = false;
     // The staging copy is not in flight here: every upload follows a wait on the stream.
     write_guard_pattern(block_.staging, kGuardBytes, pattern_);
     write_guard_pattern(block_.staging + kGuardBytes + size_, kGuardBytes, pattern_);
@@ -155,6 +245,63 @@ class CudaBuffer final : public GuardedBuffer {
         throw_cuda(e, "cudaLaunchHostFunc (scrubbing the staging copy)");
       }
     }
+    if (keeps_copy_ && ensure_copy()) {
+      check_cuda(device_copy::keep(block_.device, copy_, total_, salt_, stream_), "keeping the device copy of an input");
+      copy_valid_ = true;
+    }
+  }
+
+  bool restore() override {
+    if (!copy_valid_) return false;
+    compared_ = false;
+    check_cuda(device_copy::restore(block_.device, copy_, total_, salt_, stream_),
+               "writing an input again from its device copy");
+    return true;
+  }
+
+  bool compare_async() override {
+    if (!copy_valid_) return false;
+    check_cuda(device_copy::compare(block_.device, copy_, total_, kGuardBytes, kGuardBytes + size_, salt_,
+                                    slots_->device + slot_, stream_),
+               "comparing an input with its device copy");
+    check_cuda(cudaMemcpyAsync(&slots_->host[slot_].zones, slots_->device + slot_, sizeof(device_copy::Zones),
+                               cudaMemcpyDeviceToHost, stream_),
+               "cudaMemcpyAsync of a comparison's counts");
+    compared_ = true;
+    result_.reset();
+    return true;
+  }
+
+  std::optional<DeviceComparison> compared(double timeout_s) override {
+    if (!compared_) return std::nullopt;
+    if (result_) return result_;
+    const device_copy::Zones z = slots_->host[slot_].zones;
+    DeviceComparison out;
+    for (int zone = 0; zone < 3; ++zone) {
+      if (z.count[zone] == 0) continue;
+      // Rare (a kernel wrote where it must not): the first differing byte, now and as uploaded.
+      const int64_t at = static_cast<int64_t>(~z.first_not[zone]);
+      uint8_t* probe = slots_->host[slot_].probe;
+      check_cuda(cudaMemcpyAsync(probe, block_.device + at, 1, cudaMemcpyDeviceToHost, stream_),
+                 "cudaMemcpyAsync of a changed byte");
+      check_cuda(cudaMemcpyAsync(probe + 1, copy_ + at, 1, cudaMemcpyDeviceToHost, stream_),
+                 "cudaMemcpyAsync of a changed byte's copy");
+      wait_stream(stream_, timeout_s);
+      const uint8_t now = probe[0], was = static_cast<uint8_t>(probe[1] ^ device_copy::mask_byte(at, salt_));
+      const auto count = static_cast<int64_t>(z.count[zone]);
+      if (zone == 1) {
+        out.changed = count;
+        out.first = at - kGuardBytes;
+        out.was = was;
+        out.now = now;
+        continue;
+      }
+      // The guard before first, as staged_guard_damage walks them.
+      out.guards.record(zone == 0, at - kGuardBytes, was, now);
+      out.guards.damaged_bytes += count - 1;
+    }
+    result_ = out;
+    return result_;
   }
 
   void fetch_async() override {
@@ -181,9 +328,32 @@ class CudaBuffer final : public GuardedBuffer {
     write_guard_pattern(job->at, job->bytes, job->pattern);
   }
 
+  // Inputs of this size or more keep a device copy; a smaller one costs less to fetch and compare
+  // on the host than the comparison's launch and its wait.
+  static constexpr int64_t kDeviceCopyBytes = int64_t(256) << 10;
+
+  // The copy and its comparison slot, taken at the first upload that keeps one; false where
+  // either is not to be had (the buffer then works without).
+  bool ensure_copy() {
+    if (copy_) return true;
+    if (no_copy_) return false;
+    if (slot_ < 0) slot_ = slots_->take();
+    if (slot_ >= 0) copy_ = take_copy(total_, &copy_capacity_);
+    no_copy_ = copy_ == nullptr;
+    salt_ = reinterpret_cast<uintptr_t>(copy_) * 0x9E3779B97F4A7C15ull;
+    return !no_copy_;
+  }
+
   cudaStream_t stream_;
   int64_t total_;
   CudaBlock block_;
+  std::shared_ptr<CompareSlots> slots_;
+  bool keeps_copy_ = false, copy_valid_ = false, compared_ = false, no_copy_ = false;
+  uint8_t* copy_ = nullptr;
+  int64_t copy_capacity_ = 0;
+  int slot_ = -1;
+  uint64_t salt_ = 0;
+  std::optional<DeviceComparison> result_;
 };
 
 // The hold on the runner's stream: a host function that waits until the kernel call has returned
@@ -271,7 +441,8 @@ class CudaMemory final : public KernelMemory {
   }
 
   std::unique_ptr<GuardedBuffer> allocate(int64_t bytes, GuardPattern pattern) override {
-    return std::make_unique<CudaBuffer>(bytes, pattern, stream_);
+    if (!slots_) slots_ = std::make_shared<CompareSlots>();
+    return std::make_unique<CudaBuffer>(bytes, pattern, stream_, slots_);
   }
   void* stream() override { return stream_; }
 
@@ -309,6 +480,7 @@ class CudaMemory final : public KernelMemory {
   cudaStream_t stream_ = nullptr;
   StreamGate gate_;
   std::unique_ptr<DeviceSynchronizer> synchronizer_;
+  std::shared_ptr<CompareSlots> slots_;
 };
 
 }  // namespace

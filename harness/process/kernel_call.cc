@@ -239,11 +239,34 @@ namespace {
 
 // One case's buffers (from the memory's pool); the memory and its stream last as long as the
 // caller. A zero-byte tensor (an all-empty packed grouped problem's A) gets no buffer: NULL.
+// What an input's last upload held, as far as that can be told without reading it: the
+// problem's own bytes (borrowed whole or in pieces) at these addresses, in this state of the
+// problem's data. Bytes laid out for one call (permuted scales with its padding) never match.
+struct SentInput {
+  bool own_bytes = false;
+  const Problem* problem = nullptr;
+  uint64_t generation = 0;
+  const std::vector<uint8_t>* borrowed = nullptr;
+  std::vector<std::array<int64_t, 3>> pieces;  // address, size, fill
+
+  SentInput() = default;
+  SentInput(const InputTensor& t, const Problem& p, uint64_t data_generation)
+      : own_bytes(t.borrowed || t.in_pieces), problem(&p), generation(data_generation), borrowed(t.borrowed) {
+    for (const InputTensor::Piece& x : t.pieces)
+      pieces.push_back({static_cast<int64_t>(reinterpret_cast<intptr_t>(x.data)), x.size, x.fill});
+  }
+  bool same_bytes(const SentInput& o) const {
+    return own_bytes && o.own_bytes && problem == o.problem && generation == o.generation && borrowed == o.borrowed &&
+           pieces == o.pieces;
+  }
+};
+
 struct CallBuffers {
   struct Input {
     std::string name;
     int fault;  // the index of its name in input_fault_names
     std::unique_ptr<GuardedBuffer> buffer;
+    SentInput sent;
   };
   std::vector<Input> inputs;
   int table_fault = 0;  // the group tables' index in input_fault_names
@@ -258,8 +281,10 @@ struct CallBuffers {
     const auto fault_of = [&](const std::string& name) {
       return static_cast<int>(std::find(faults.begin(), faults.end(), fault_name(name)) - faults.begin());
     };
-    for (const InputTensor& t : in.inputs)
-      inputs.push_back({t.name, fault_of(t.name), t.size() == 0 ? nullptr : memory.allocate(t.size(), t.guard)});
+    for (const InputTensor& t : in.inputs) {
+      inputs.push_back({t.name, fault_of(t.name), t.size() == 0 ? nullptr : memory.allocate(t.size(), t.guard), {}});
+      if (inputs.back().buffer) inputs.back().buffer->keep_device_copy();
+    }
     table_fault = fault_of("group table");
     for (const OutputTensor& o : in.outputs)
       outputs.push_back(o.words == 0 ? nullptr : memory.allocate(o.words * o.width, GuardPattern::nan_fp16));
@@ -315,12 +340,21 @@ std::vector<nvfp4_group_out> group_out_table(const Problem& p, const CallBuffers
 }
 
 // Every buffer filled for the call: inputs, outputs' poison, the group tables. The runner's
-// stream is held first, so work the kernel puts on any other stream runs ahead of its data.
-void upload(KernelMemory& mem, CallBuffers& buf, const LaidOut& in, const std::vector<nvfp4_group>& table,
-            const std::vector<nvfp4_group_out>& out_table, const CallSpec& spec, double timeout_s) {
+// stream is held first, so work the kernel puts on any other stream runs ahead of its data. An
+// input holding the same bytes as at its last upload is written again from its device copy
+// where it keeps one (p's data in `generation`: changed in place, the count moves on).
+void upload(KernelMemory& mem, CallBuffers& buf, const Problem& p, uint64_t generation, const LaidOut& in,
+            const std::vector<nvfp4_group>& table, const std::vector<nvfp4_group_out>& out_table,
+            const CallSpec& spec, double timeout_s) {
   if (!spec.inputs_ready_first) mem.hold_stream();
-  for (size_t x = 0; x < in.inputs.size(); ++x)
-    if (buf.inputs[x].buffer) buf.inputs[x].buffer->upload_from([&](uint8_t* dst) { in.inputs[x].write_to(dst); });
+  for (size_t x = 0; x < in.inputs.size(); ++x) {
+    CallBuffers::Input& b = buf.inputs[x];
+    if (!b.buffer) continue;
+    SentInput now(in.inputs[x], p, generation);
+    if (!(now.same_bytes(b.sent) && b.buffer->restore()))
+      b.buffer->upload_from([&](uint8_t* dst) { in.inputs[x].write_to(dst); });
+    b.sent = std::move(now);
+  }
   for (size_t x = 0; x < in.outputs.size(); ++x)
     if (buf.outputs[x]) buf.outputs[x]->upload(in.outputs[x].before.data());
   if (buf.table) buf.table->upload(reinterpret_cast<const uint8_t*>(table.data()));
@@ -472,15 +506,31 @@ std::vector<uint8_t> table_bytes(const std::vector<Entry>& t) {
 
 // After the fetch of every buffer: damaged guards, and inputs (the group table too) that are no
 // longer what was sent.
+// (Compared on the device where the buffer keeps a copy.)
 void inspect(const CallBuffers& buf, const LaidOut& in, const std::vector<nvfp4_group>& table,
              const std::vector<nvfp4_group>& sent, const std::vector<nvfp4_group_out>& out_table,
-             const std::vector<nvfp4_group_out>& out_sent, bool cuda, CallObservation& out) {
+             const std::vector<nvfp4_group_out>& out_sent, bool cuda, double timeout_s, CallObservation& out) {
   for (const auto& [name, g] : all_buffers(buf, in)) {
-    const GuardDamage d = g->staged_guard_damage();
+    const std::optional<DeviceComparison> there = g->compared(timeout_s);
+    const GuardDamage d = there ? there->guards : g->staged_guard_damage();
     if (!d.intact) out.guards.push_back({name, d});
   }
-  for (size_t x = 0; x < in.inputs.size(); ++x)
-    if (buf.inputs[x].buffer) compare_input(in.inputs[x].name, buf.inputs[x].buffer->staged_data(), in.inputs[x], out);
+  for (size_t x = 0; x < in.inputs.size(); ++x) {
+    GuardedBuffer* g = buf.inputs[x].buffer.get();
+    if (!g) continue;
+    const std::optional<DeviceComparison> there = g->compared(timeout_s);
+    if (!there) {
+      compare_input(in.inputs[x].name, g->staged_data(), in.inputs[x], out);
+    } else if (there->changed > 0) {
+      InputChange change;
+      change.buffer = in.inputs[x].name;
+      change.count = there->changed;
+      change.first = there->first;
+      change.was = there->was;
+      change.now = there->now;
+      out.inputs.push_back(change);
+    }
+  }
   if (table.empty()) return;
   const std::vector<uint8_t> want = table_bytes(sent);
   if (cuda) compare_input("group table", table_bytes(table).data(), want, out);
@@ -511,6 +561,7 @@ KernelCaller::~KernelCaller() {
 void KernelCaller::begin_case(CaseData data) {
   data_ = std::move(data);
   holds_stale_ = false;
+  ++data_generation_;
   if (!unusable_) buffers_.reset();
 }
 
@@ -528,6 +579,7 @@ CallObservation KernelCaller::call(const CallSpec& spec) {
   if (!data_.stale && data_.stale_seed && derive && spec.stale_data != holds_stale_) {
     derive(data_.problem, *data_.stale_seed, holds_stale_);
     holds_stale_ = !holds_stale_;
+    ++data_generation_;
   }
   const Problem& p = spec.stale_data && data_.stale ? *data_.stale : data_.problem;
   const bool cuda = kernel_.is_cuda();
@@ -546,7 +598,7 @@ CallObservation KernelCaller::call(const CallSpec& spec) {
     Buffers& buf = *buffers_;
     const std::vector<nvfp4_group> table = group_table(p, in, buf), table_sent = table;
     const std::vector<nvfp4_group_out> out_table = group_out_table(p, buf), out_sent = out_table;
-    upload(mem, buf, in, table, out_table, spec, timeout_s_);
+    upload(mem, buf, p, data_generation_, in, table, out_table, spec, timeout_s_);
     nvfp4_problem abi = abi_for(p, in, buf, table, out_table, mem.stream(), cuda);
     if (spec.seed) abi.seed = *spec.seed;  // a stochastic quantizer's other seeds (rule 7)
     {
@@ -566,11 +618,12 @@ CallObservation KernelCaller::call(const CallSpec& spec) {
     // the kernel wrote it from a stream other than problem.stream. Then every buffer is fetched
     // once (one wait) for its guards and, for inputs, its data.
     mem.synchronize_device(timeout_s_);
-    for (const auto& [name, g] : all_buffers(buf, in)) g->fetch_async();
+    for (const auto& [name, g] : all_buffers(buf, in))
+      if (!g->compare_async()) g->fetch_async();
     mem.synchronize(timeout_s_);
     out.c_later = cuda ? output_words(buf, in) : out.c;
     if (out.c_later == out.c) out.c_later = out.c;  // one copy travels and is kept
-    if (out.end != CallObservation::End::exception) inspect(buf, in, table, table_sent, out_table, out_sent, cuda, out);
+    if (out.end != CallObservation::End::exception) inspect(buf, in, table, table_sent, out_table, out_sent, cuda, timeout_s_, out);
   } catch (const DeviceError& e) {
     if (out.kernel_seconds == 0) out.kernel_seconds = since_call();
     out.end = e.hung() ? CallObservation::End::device_hang : CallObservation::End::cuda_error;

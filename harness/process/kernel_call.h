@@ -109,6 +109,7 @@ class KernelCaller {
   bool protect_inputs_;
   CaseData data_;
   bool holds_stale_ = false;  // data_.problem holds the stale data derived in place
+  uint64_t data_generation_ = 0;  // moves on whenever the problems' data may have changed
   std::unique_ptr<KernelMemory> memory_;  // its stream lasts as long as the caller
   std::unique_ptr<Buffers> buffers_;
   bool unusable_ = false;

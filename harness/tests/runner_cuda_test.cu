@@ -14,7 +14,10 @@
 #include <string>
 #include <tuple>
 
+#include <fmt/format.h>
+
 #include "harness/draw/generators.h"
+#include "harness/process/device_buffers.h"
 #include "harness/tests/check_in_process.h"
 #include "kernels/registry.h"
 #include "reference/formats.h"
@@ -27,7 +30,7 @@ constexpr uint32_t kBothOps = (1u << NVFP4_OP_GEMV) | (1u << NVFP4_OP_GEMM);
 constexpr uint32_t kBothLayouts = (1u << NVFP4_SF_LINEAR) | (1u << NVFP4_SF_PERMUTED);
 
 enum Bug { kHonest, kLegacyStream, kOwnStream, kWritePastEnd, kUnwritten, kModifiesInput, kStaleCache,
-           kRefusesSupported, kCount };
+           kRefusesSupported, kScribblesInput, kWritesBeforeInput, kCount };
 
 const nvfp4_kernel_info kInfos[kCount] = {
     {NVFP4_ABI_VERSION, "honest_cuda", NVFP4_MEMORY_CUDA, kBothOps, kBothLayouts, 0, 1, 1, 1, 0},
@@ -38,6 +41,8 @@ const nvfp4_kernel_info kInfos[kCount] = {
     {NVFP4_ABI_VERSION, "modifies_input_cuda", NVFP4_MEMORY_CUDA, kBothOps, kBothLayouts, 0, 1, 1, 1, 0},
     {NVFP4_ABI_VERSION, "stale_cache_cuda", NVFP4_MEMORY_CUDA, kBothOps, kBothLayouts, 0, 1, 1, 1, 0},
     {NVFP4_ABI_VERSION, "refuses_supported_cuda", NVFP4_MEMORY_CUDA, kBothOps, kBothLayouts, 0, 1, 1, 1, 0},
+    {NVFP4_ABI_VERSION, "scribbles_input_cuda", NVFP4_MEMORY_CUDA, kBothOps, kBothLayouts, 0, 1, 1, 1, 0},
+    {NVFP4_ABI_VERSION, "writes_before_input_cuda", NVFP4_MEMORY_CUDA, kBothOps, kBothLayouts, 0, 1, 1, 1, 0},
 };
 
 __device__ float e4m3_float(uint8_t byte) {
@@ -69,6 +74,12 @@ __global__ void gemm_per_element(nvfp4_problem p, bool skip_last, bool write_pas
 }
 
 __global__ void flip_first_byte(uint8_t* a) { a[0] ^= 0x11; }
+// Two bytes in the middle of SFA (restored by nobody), or one byte of the guard before A.
+__global__ void flip_middle_scales(uint8_t* sfa, int64_t at) {
+  sfa[at] ^= 0x01;
+  sfa[at + 2] ^= 0x40;
+}
+__global__ void flip_before_a(uint8_t* a) { a[-5] ^= 0x22; }
 
 bool fits(const nvfp4_kernel_info& info, const nvfp4_problem* p) {
   return ((info.ops >> p->op) & 1u) && ((info.sf_layouts >> p->sf_layout) & 1u);
@@ -103,6 +114,9 @@ int run_test_kernel(int index, const nvfp4_problem* p) {
   }
   gemm_per_element<<<blocks, 128, 0, stream>>>(*p, index == kUnwritten, index == kWritePastEnd);
   if (index == kModifiesInput) flip_first_byte<<<1, 1, 0, stream>>>(const_cast<uint8_t*>(p->a));
+  if (index == kScribblesInput)
+    flip_middle_scales<<<1, 1, 0, stream>>>(const_cast<uint8_t*>(p->sfa), p->l * p->m * ((p->k + 15) / 16) / 2 + 1);
+  if (index == kWritesBeforeInput) flip_before_a<<<1, 1, 0, stream>>>(const_cast<uint8_t*>(p->a));
   return cudaGetLastError() == cudaSuccess ? NVFP4_OK : NVFP4_ERROR;
 }
 
@@ -143,16 +157,33 @@ class CudaRunner : public ::testing::Test {
     fill_data(rng, DataSpec{}, p);
     return p;
   }
+  // Inputs large enough to keep a device copy (A 2 MiB, SFA 256 KiB), so they are rewritten and
+  // compared on the device.
+  static Problem large_problem(uint64_t seed, SfLayout layout) {
+    Problem p;
+    p.op = Op::gemm;
+    p.m = 2048;
+    p.n = 3;
+    p.k = 1024;
+    p.l = 2;
+    p.sf_layout = layout;
+    Rng rng(seed);
+    std::printf("problem gemm 2048x3x1024x2 %s from seed %lu\n", layout == SfLayout::permuted ? "permuted" : "linear",
+                (unsigned long)seed);
+    fill_data(rng, DataSpec{}, p);
+    return p;
+  }
   static CaseOptions options() {
     CaseOptions o;
     o.case_dir = (std::filesystem::path(::testing::TempDir()) / ("nvfp4-runner-cuda-test-" + std::to_string(getpid()))).string();
     o.stale_seed = 31;
     return o;
   }
-  static CaseOutcome check(const std::string& name) {
+  static CaseOutcome check(const std::string& name) { return check(name, problem(2026)); }
+  static CaseOutcome check(const std::string& name, const Problem& p) {
     const Kernel* k = registry().find(name);
     EXPECT_NE(k, nullptr) << name;
-    const CaseOutcome r = check_in_process(*k, problem(2026), options());
+    const CaseOutcome r = check_in_process(*k, p, options());
     std::printf("%s: %s %s\n", name.c_str(), check_of(r).c_str(), message_of(r).c_str());
     return r;
   }
@@ -196,6 +227,54 @@ TEST_F(CudaRunner, ModifiedInputIsSeen) {
   const CaseOutcome r = check("modifies_input_cuda");
   ASSERT_EQ(r.verdict, CaseOutcome::Verdict::fail);
   EXPECT_EQ(check_of(r), "inputs-modified") << message_of(r);
+}
+
+// Large inputs are rewritten from their device copies for the second call and compared there:
+// an honest kernel passes in both layouts (the permuted scales, laid out afresh for each call
+// with that call's padding, are uploaded), and a change or a write before an input is found with
+// its place and bytes, as a fetch would find it.
+TEST_F(CudaRunner, LargeInputsPassWithDeviceCopies) {
+  for (SfLayout layout : {SfLayout::linear, SfLayout::permuted}) {
+    const CaseOutcome r = check("honest_cuda", large_problem(77, layout));
+    EXPECT_EQ(r.verdict, CaseOutcome::Verdict::pass) << check_of(r) << ": " << message_of(r);
+  }
+}
+
+TEST_F(CudaRunner, LargeModifiedInputIsSeenOnTheDevice) {
+  for (SfLayout layout : {SfLayout::linear, SfLayout::permuted}) {
+    const Problem p = large_problem(78, layout);
+    CaseOutcome r = check("modifies_input_cuda", p);
+    ASSERT_EQ(r.verdict, CaseOutcome::Verdict::fail);
+    EXPECT_EQ(check_of(r), "inputs-modified") << message_of(r);
+    EXPECT_NE(message_of(r).find(fmt::format("changed its input a: 1 byte(s) differ, the first at offset 0 (was "
+                                             "0x{:02x}, now 0x{:02x})", p.a[0], p.a[0] ^ 0x11)),
+              std::string::npos)
+        << message_of(r);
+
+    r = check("scribbles_input_cuda", p);
+    ASSERT_EQ(r.verdict, CaseOutcome::Verdict::fail);
+    EXPECT_EQ(check_of(r), "inputs-modified") << message_of(r);
+    EXPECT_NE(message_of(r).find("changed its input sfa: 2 byte(s) differ"), std::string::npos) << message_of(r);
+    if (layout == SfLayout::linear) {
+      const int64_t at = p.l * p.m * p.kb() / 2 + 1;
+      EXPECT_NE(message_of(r).find(fmt::format("the first at offset {} (was 0x{:02x}, now 0x{:02x})", at, p.sfa[at],
+                                               p.sfa[at] ^ 0x01)),
+                std::string::npos)
+          << message_of(r);
+    }
+  }
+}
+
+TEST_F(CudaRunner, LargeInputsGuardIsCheckedOnTheDevice) {
+  const CaseOutcome r = check("writes_before_input_cuda", large_problem(79, SfLayout::permuted));
+  ASSERT_EQ(r.verdict, CaseOutcome::Verdict::fail);
+  EXPECT_EQ(check_of(r), "guard") << message_of(r);
+  EXPECT_NE(message_of(r).find(fmt::format("a: 1 byte(s) of the guard before the buffer were overwritten; the first at "
+                                           "offset -5 from the buffer's start (expected 0x{:02x}, found 0x{:02x})",
+                                           guard_byte(GuardPattern::bytes, kGuardBytes - 5),
+                                           guard_byte(GuardPattern::bytes, kGuardBytes - 5) ^ 0x22)),
+            std::string::npos)
+      << message_of(r);
 }
 
 TEST_F(CudaRunner, PointerCacheIsStaleState) {

@@ -1,0 +1,130 @@
+// Inputs' device copies (device_buffers.h): the copy restores the last upload, the comparison
+// finds changed data and guards with their first byte, and small buffers or buffers not asked to
+// keep a copy keep none. Without a CUDA device every test is skipped with the reason.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "harness/process/device_buffers.h"
+#include "harness/process/device_copy.h"
+#include "kernels/nvfp4_kernel_abi.h"
+
+namespace nvfp4 {
+namespace {
+
+class DeviceCopy : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    if (!cuda_memory_available(&why)) GTEST_SKIP() << why;
+    mem_ = KernelMemory::create(NVFP4_MEMORY_CUDA);
+  }
+  cudaStream_t stream() { return static_cast<cudaStream_t>(mem_->stream()); }
+  std::unique_ptr<KernelMemory> mem_;
+};
+
+TEST_F(DeviceCopy, FindsChangesAndRestoresTheLastUpload) {
+  const int64_t size = 300001;  // past the threshold, and not a multiple of 8
+  auto buf = mem_->allocate(size, GuardPattern::nan_scales);
+  buf->keep_device_copy();
+  std::vector<uint8_t> data(static_cast<size_t>(size));
+  for (int64_t x = 0; x < size; ++x) data[static_cast<size_t>(x)] = static_cast<uint8_t>(x * 7 + 1);
+  buf->upload(data.data());
+  ASSERT_TRUE(buf->compare_async());
+  mem_->synchronize(10);
+  std::optional<DeviceComparison> c = buf->compared(10);
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(c->changed, 0);
+  EXPECT_TRUE(c->guards.intact);
+
+  // Zero 5000 data bytes from 1000, the last data byte, and three bytes of the guard after.
+  ASSERT_EQ(cudaMemsetAsync(buf->data() + 1000, 0, 5000, stream()), cudaSuccess);
+  ASSERT_EQ(cudaMemsetAsync(buf->data() + size - 1, 0, 4, stream()), cudaSuccess);
+  int64_t changed = 0, first = -1;
+  for (int64_t x = 0; x < size; ++x) {
+    const bool zeroed = (x >= 1000 && x < 6000) || x == size - 1;
+    if (zeroed && data[static_cast<size_t>(x)] != 0) {
+      ++changed;
+      if (first < 0) first = x;
+    }
+  }
+  ASSERT_TRUE(buf->compare_async());
+  mem_->synchronize(10);
+  c = buf->compared(10);
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(c->changed, changed);
+  EXPECT_EQ(c->first, first);
+  EXPECT_EQ(c->was, data[static_cast<size_t>(first)]);
+  EXPECT_EQ(c->now, 0);
+  ASSERT_FALSE(c->guards.intact);
+  EXPECT_FALSE(c->guards.before);
+  EXPECT_EQ(c->guards.offset, size);
+  EXPECT_EQ(c->guards.damaged_bytes, 3);  // NaN-scale guard bytes are never zero
+  EXPECT_EQ(c->guards.expected, guard_byte(GuardPattern::nan_scales, 0));
+  EXPECT_EQ(c->guards.actual, 0);
+
+  ASSERT_TRUE(buf->restore());
+  ASSERT_TRUE(buf->compare_async());
+  mem_->synchronize(10);
+  c = buf->compared(10);
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(c->changed, 0);
+  EXPECT_TRUE(c->guards.intact);
+  EXPECT_EQ(buf->download(10), data);
+  EXPECT_TRUE(buf->check_guards(10).intact);
+}
+
+TEST_F(DeviceCopy, OnlyLargeInputsKeepOne) {
+  std::vector<uint8_t> data(1 << 20, 0x5A);
+  auto small = mem_->allocate(1000, GuardPattern::bytes);
+  small->keep_device_copy();
+  small->upload(data.data());
+  EXPECT_FALSE(small->restore());
+  EXPECT_FALSE(small->compare_async());
+  auto output = mem_->allocate(1 << 20, GuardPattern::nan_fp16);  // never asked to keep one
+  output->upload(data.data());
+  EXPECT_FALSE(output->restore());
+  EXPECT_FALSE(output->compare_async());
+  mem_->synchronize(10);
+  EXPECT_FALSE(output->compared(10).has_value());
+}
+
+// The copy is masked: none of its 8-byte words is the data's word at that place, so a kernel
+// whose offset wraps into the copy reads garbage; restore unmasks it exactly.
+TEST_F(DeviceCopy, TheCopyIsMasked) {
+  const int64_t size = (1 << 20) + 3;
+  std::vector<uint8_t> data(static_cast<size_t>(size));
+  for (int64_t x = 0; x < size; ++x) data[static_cast<size_t>(x)] = static_cast<uint8_t>((x * 2654435761u) >> 13);
+  const int64_t rounded = (size + 7) / 8 * 8;
+  uint8_t *region = nullptr, *copy = nullptr;
+  ASSERT_EQ(cudaMalloc(&region, rounded), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&copy, rounded), cudaSuccess);
+  // On the memory's stream (a non-blocking one), before the kernels that read it.
+  ASSERT_EQ(cudaMemcpyAsync(region, data.data(), size, cudaMemcpyHostToDevice, stream()), cudaSuccess);
+  const uint64_t salt = 0x1234;
+  ASSERT_EQ(device_copy::keep(region, copy, size, salt, stream()), cudaSuccess);
+  ASSERT_EQ(cudaMemsetAsync(region, 0, rounded, stream()), cudaSuccess);
+  ASSERT_EQ(device_copy::restore(region, copy, size, salt, stream()), cudaSuccess);
+  std::vector<uint8_t> kept(static_cast<size_t>(rounded)), back(static_cast<size_t>(rounded));
+  ASSERT_EQ(cudaMemcpyAsync(kept.data(), copy, rounded, cudaMemcpyDeviceToHost, stream()), cudaSuccess);
+  ASSERT_EQ(cudaMemcpyAsync(back.data(), region, rounded, cudaMemcpyDeviceToHost, stream()), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(stream()), cudaSuccess);
+  int64_t same_words = 0;
+  for (int64_t w = 0; w + 8 <= size; w += 8)
+    same_words += std::equal(data.begin() + w, data.begin() + w + 8, kept.begin() + w);
+  EXPECT_EQ(same_words, 0);
+  for (int64_t x = 0; x < size; x += 4099)
+    EXPECT_EQ(static_cast<uint8_t>(kept[static_cast<size_t>(x)] ^ device_copy::mask_byte(x, salt)),
+              data[static_cast<size_t>(x)]);
+  back.resize(static_cast<size_t>(size));
+  EXPECT_EQ(back, data);
+  cudaFree(region);
+  cudaFree(copy);
+}
+
+}  // namespace
+}  // namespace nvfp4
