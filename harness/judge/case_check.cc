@@ -1,14 +1,20 @@
 // The checks of one case, in the order they decide it (see case_check.h).
 #include "harness/judge/case_check.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <mutex>
+#include <thread>
 #include <stdexcept>
 
 #include <fmt/format.h>
+#include <omp.h>
 
 #include "gpu_reference/exact_gemm_gpu.h"
 #include "harness/draw/generators.h"
@@ -16,6 +22,7 @@
 #include "harness/ops/op_module.h"
 #include "harness/ops/quantize_stochastic.h"
 #include "reference/case_file.h"
+#include "reference/problem_fields.h"
 #include "reference/scale_layout.h"
 
 namespace nvfp4 {
@@ -604,6 +611,38 @@ void gemm_family::stale_in_place(Problem& p, uint64_t seed, bool undo) {
   }
 }
 
+namespace {
+
+// p's fields without its tensors' bytes (a group keeps its shape and alpha): what a seeded
+// record of a 2 GiB case is written from, without copying 2 GiB first.
+Problem without_data(const Problem& p) {
+  std::vector<const void*> from;
+  visit_problem_fields([&](const char*, const auto& f, FieldRole) { from.push_back(&f); }, p);
+  Problem q;
+  size_t x = 0;
+  visit_problem_fields(
+      [&](const char*, auto& f, FieldRole) {
+        using T = std::decay_t<decltype(f)>;
+        const T& source = *static_cast<const T*>(from[x++]);
+        if constexpr (std::is_same_v<T, std::vector<uint8_t>> || std::is_same_v<T, std::vector<NamedTensor>>) {
+          // a tensor's bytes: left empty
+        } else if constexpr (std::is_same_v<T, std::vector<Group>>) {
+          f.resize(source.size());
+          for (size_t g = 0; g < source.size(); ++g) {
+            f[g].m = source[g].m, f[g].n = source[g].n, f[g].k = source[g].k;
+            f[g].alpha = source[g].alpha;
+          }
+        } else {
+          f = source;
+        }
+      },
+      q);
+  q.data_from_seed = p.data_from_seed;
+  return q;
+}
+
+}  // namespace
+
 std::string case_file_stem(const std::string& kernel, const Problem& p, const std::string& text) {
   const std::string out = p.out_type == OutType::fp16 ? "" : std::string("-") + to_string(p.out_type);
   if (op_is_grouped(p.op))
@@ -617,17 +656,13 @@ std::string save_case(const std::string& kernel, const Problem& p, const ExactRe
   // is 130 MB of hex), and above 2^20 outputs without `expect` (replay recomputes it).
   constexpr int64_t kSeededSaveBytes = int64_t(1) << 20;
   constexpr int64_t kMaxSavedExpect = int64_t(1) << 20;
-  Problem saved = p;
   int64_t data_bytes =
       p.a_bytes() + p.b_bytes() + p.sfa_bytes() + p.sfb_bytes() + p.b2_bytes() + p.sfb2_bytes() + p.x_bytes();
   for (const Group& g : p.groups) data_bytes += g.a_bytes(p.a_format) + g.b_bytes(p.b_format) + g.sfa_bytes(p.a_format) + g.sfb_bytes(p.b_format);
   for (const NamedTensor& t : p.tensors) data_bytes += static_cast<int64_t>(t.bytes.size());
   const bool seeded = p.data_from_seed && p.seed && (compact || data_bytes > kSeededSaveBytes);
-  if (seeded) {
-    for (std::vector<uint8_t>* v : {&saved.a, &saved.b, &saved.sfa, &saved.sfb, &saved.b2, &saved.sfb2, &saved.x}) v->clear();
-    for (Group& g : saved.groups) g.a.clear(), g.b.clear(), g.sfa.clear(), g.sfb.clear();
-    saved.tensors.clear();  // drawn from the seed with the rest (data_from_seed)
-  }
+  // Seeded: the tensors are drawn from the seed with the rest, so they are not even copied.
+  Problem saved = seeded ? without_data(p) : p;
   clear_expect(saved);
   // A quantizer's outputs are Q's and SFQ's bytes (a huge case's expect_q alone would be 1 GiB).
   const int64_t outputs = op_quantizes(p.op) ? p.q_bytes() + p.sfq_bytes() : p.c_elems();
@@ -672,6 +707,63 @@ std::string try_save_case(CaseOutcome& r, const std::string& kernel, const Probl
 
 namespace {
 
+// A thread beside the calling one that runs one task at a time, kept for the calling thread's
+// life: its OpenMP team starts once, not once a case. In a child forked after it started (a
+// Python process's, say) the thread is not there: the task runs in the caller.
+class Alongside {
+ public:
+  Alongside() : owner_(getpid()), thread_([this] { loop(); }) {}
+  ~Alongside() {
+    if (getpid() != owner_) {
+      thread_.detach();  // its thread stayed in the parent
+      return;
+    }
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      quit_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  Alongside(const Alongside&) = delete;
+  Alongside& operator=(const Alongside&) = delete;
+  // Runs task on the thread (the previous one waited for).
+  void start(std::function<void()> task) {
+    if (getpid() != owner_) return task();
+    std::lock_guard<std::mutex> lock(mutex_);
+    task_ = std::move(task);
+    done_ = false;
+    cv_.notify_all();
+  }
+  void wait() {
+    if (getpid() != owner_) return;
+    std::unique_lock<std::mutex> lock(mutex_);
+    cv_.wait(lock, [&] { return done_; });
+  }
+
+ private:
+  void loop() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    for (;;) {
+      cv_.wait(lock, [&] { return quit_ || task_; });
+      if (!task_) return;
+      std::function<void()> task = std::move(task_);
+      task_ = nullptr;
+      lock.unlock();
+      task();
+      lock.lock();
+      done_ = true;
+      cv_.notify_all();
+    }
+  }
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  const pid_t owner_;
+  std::function<void()> task_;
+  bool done_ = true, quit_ = false;
+  std::thread thread_;
+};
+
 // One case's check, phase by phase (check_case runs them in order): prepare the problem and
 // decide whether it is handed over at all, compute and record the reference, plan the calls,
 // make them, judge each with the check list, settle the saved case file.
@@ -684,8 +776,14 @@ class CaseRun {
 
   CaseOutcome run() {
     if (!prepare()) return std::move(r_);
+    if (reference_alongside()) return run_with_reference_alongside();
     reference_and_record();
-    plan_calls();
+    if (options_.check_stale && why_.empty()) {
+      const auto t = Clock::now();
+      stale_ = stale_variant(p(), r_.reference, options_.stale_seed);
+      r_.times.generate += since(t);
+    }
+    plan_calls(stale_.has_value());
     // The data goes to the calls and comes back, not copied (a huge case's X and its stale X are
     // 4 GiB each).
     // An op whose stale data follows from the case's own has the kernel's process derive it.
@@ -758,19 +856,14 @@ class CaseRun {
   }
 
   // One call expecting NVFP4_UNSUPPORTED for a problem outside the declared constraints; else
-  // run 1, run 2 (other padding and poison) and the stale-state call (new data through the same
-  // pointers; its reference follows from this one's).
-  void plan_calls() {
+  // run 1, run 2 (other padding and poison) and, with stale_call, the stale-state call (new data
+  // through the same pointers; its reference follows from this one's).
+  void plan_calls(bool stale_call) {
     const uint32_t poison1 = poison_word(p().out_type, 1);
     if (!why_.empty()) {
       plan_.push_back({{kPad1, poison1, false}, NVFP4_UNSUPPORTED});
       roles_.push_back(CaseCall::unsupported);
       return;
-    }
-    if (options_.check_stale) {
-      const auto t = Clock::now();
-      stale_ = stale_variant(p(), r_.reference, options_.stale_seed);
-      r_.times.generate += since(t);
     }
     plan_.push_back({{kPad1, poison1, false}, NVFP4_OK});
     roles_.push_back(CaseCall::run1);
@@ -778,10 +871,86 @@ class CaseRun {
       plan_.push_back({{kPad2, poison_word(p().out_type, 2), false}, NVFP4_OK});
       roles_.push_back(CaseCall::run2);
     }
-    if (stale_) {
+    if (stale_call) {
       plan_.push_back({{kPad1, poison1, true}, NVFP4_OK});
       roles_.push_back(CaseCall::stale);
     }
+  }
+
+  // Whether the reference (and the stale call's data and reference) can be computed while the
+  // kernel's calls are made instead of before them: nothing before the calls needs it (no expect
+  // lines to check, and a write-ahead record that is the case's seed alone or none), the kernel's
+  // process derives the stale data itself, and the reference costs more than a thread (about
+  // 2^18 multiply-adds and up).
+  bool reference_alongside() {
+    if (!why_.empty() || has_expect(p())) return false;
+    if (options_.check_stale && !op_module(p().op).stale_in_place) return false;
+    const bool record_is_seed = p().data_from_seed && p().seed;
+    if (options_.existing_file.empty() && !options_.case_dir.empty() && !record_is_seed) return false;
+    int64_t work = 0;
+    if (op_is_grouped(p().op))
+      for (const Group& g : p().groups) work += g.m * g.n * g.k;
+    else if (op_quantizes(p().op))
+      work = p().l * p().m * p().k;
+    else
+      work = p().l * p().m * p().n * p().k * (op_is_dual(p().op) ? 2 : 1);
+    return work >= (int64_t(1) << 18);
+  }
+
+  // run() with the reference, then the stale variant, computed on a thread of their own during
+  // the calls. Both read the case's data while the calls send it (neither writes it); the time
+  // booked to "reference" and "generate" is what the calls did not hide.
+  CaseOutcome run_with_reference_alongside() {
+    auto t = Clock::now();
+    if (!options_.existing_file.empty()) r_.case_file = options_.existing_file;
+    else if (!options_.case_dir.empty()) r_.case_file = try_save_case(r_, k().name, p(), options_.case_dir, "", true);
+    r_.times.save = since(t);
+    const bool stale_call = options_.check_stale;
+    plan_calls(stale_call);
+    CaseData data{std::move(p()), std::nullopt,
+                  stale_call ? std::optional<uint64_t>(options_.stale_seed) : std::nullopt};
+    const Problem& shared = data.problem;
+    const uint64_t stale_seed = options_.stale_seed;
+    ExactResult reference;
+    std::optional<StaleVariant> stale;
+    std::exception_ptr error;
+    Clock::time_point reference_done, stale_done;
+    const int team = omp_get_max_threads();  // the lane's share of the cores
+    thread_local Alongside alongside;
+    alongside.start([&] {
+      omp_set_num_threads(team);
+      try {
+        reference = op_reference(shared);
+        reference_done = Clock::now();
+        if (stale_call) stale = stale_variant(shared, reference, stale_seed);
+      } catch (...) {
+        error = std::current_exception();
+      }
+      stale_done = Clock::now();
+      if (reference_done == Clock::time_point()) reference_done = stale_done;
+    });
+    std::vector<CallObservation> obs;
+    try {
+      obs = make_calls(data, plan_, roles_);
+    } catch (...) {
+      alongside.wait();
+      p() = std::move(data.problem);
+      throw;
+    }
+    const auto calls_done = Clock::now();
+    alongside.wait();
+    p() = std::move(data.problem);
+    if (error) std::rethrow_exception(error);
+    const auto exposed = [](Clock::time_point from, Clock::time_point to) {
+      return std::max(0.0, std::chrono::duration<double>(to - from).count());
+    };
+    r_.times.reference += exposed(calls_done, reference_done);
+    r_.times.generate += exposed(std::max(calls_done, reference_done), stale_done);
+    r_.reference = std::move(reference);
+    stale_ = std::move(stale);
+    judge_all(obs);
+    settle_files();
+    return std::move(r_);
   }
 
   // Makes the planned calls (roles[x] is call x's) and books their time by step.

@@ -30,8 +30,11 @@ struct CaseOptions {
 // not overlap).
 struct CaseTimes {
   double start = 0;      // the kernel's process started and its kernel described (the first case's)
-  double generate = 0;   // data expanded from its seed, and the stale-state data
-  double reference = 0;  // the exact reference
+  // Data expanded from its seed, and the stale-state data; the exact reference. Where they are
+  // computed during the kernel's calls (a case of 2^18 multiply-adds and up whose record is its
+  // seed), the part the calls did not hide.
+  double generate = 0;
+  double reference = 0;
   double save = 0;       // the case file written ahead, then removed (or written in full)
   double buffers = 0;    // in the kernel's process: buffers laid out, uploaded, poisoned, read back, compared
   // The rest of the round trips to the kernel's process: messages encoded, sent and decoded, a

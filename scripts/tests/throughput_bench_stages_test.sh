@@ -76,7 +76,9 @@ for r in rows:
     shares = r["shares"]
     if abs(sum(shares.values()) - 1) > 1e-9 or min(shares.values()) < 0:
         sys.exit(f"{r['class']}: shares {shares} do not add up to 1")
-    if r["op"] != "gemv" or shares["kernel"] <= 0 or shares["reference"] <= 0:
+    # A medium case's reference is computed during the kernel's calls (case_check.h): its share
+    # is what the calls did not hide, often none. Smaller cases compute it before the calls.
+    if r["op"] != "gemv" or shares["kernel"] <= 0 or (r["class"] != "medium" and shares["reference"] <= 0):
         sys.exit(f"{r['class']}: op {r['op']}, shares {shares}")
 EOF
 echo "stage_seconds: present, adding up, merged and shared"
