@@ -22,7 +22,6 @@
 #include "harness/ops/op_module.h"
 #include "harness/ops/quantize_stochastic.h"
 #include "reference/case_file.h"
-#include "reference/problem_fields.h"
 #include "reference/scale_layout.h"
 
 namespace nvfp4 {
@@ -611,38 +610,6 @@ void gemm_family::stale_in_place(Problem& p, uint64_t seed, bool undo) {
   }
 }
 
-namespace {
-
-// p's fields without its tensors' bytes (a group keeps its shape and alpha): what a seeded
-// record of a 2 GiB case is written from, without copying 2 GiB first.
-Problem without_data(const Problem& p) {
-  std::vector<const void*> from;
-  visit_problem_fields([&](const char*, const auto& f, FieldRole) { from.push_back(&f); }, p);
-  Problem q;
-  size_t x = 0;
-  visit_problem_fields(
-      [&](const char*, auto& f, FieldRole) {
-        using T = std::decay_t<decltype(f)>;
-        const T& source = *static_cast<const T*>(from[x++]);
-        if constexpr (std::is_same_v<T, std::vector<uint8_t>> || std::is_same_v<T, std::vector<NamedTensor>>) {
-          // a tensor's bytes: left empty
-        } else if constexpr (std::is_same_v<T, std::vector<Group>>) {
-          f.resize(source.size());
-          for (size_t g = 0; g < source.size(); ++g) {
-            f[g].m = source[g].m, f[g].n = source[g].n, f[g].k = source[g].k;
-            f[g].alpha = source[g].alpha;
-          }
-        } else {
-          f = source;
-        }
-      },
-      q);
-  q.data_from_seed = p.data_from_seed;
-  return q;
-}
-
-}  // namespace
-
 std::string case_file_stem(const std::string& kernel, const Problem& p, const std::string& text) {
   const std::string out = p.out_type == OutType::fp16 ? "" : std::string("-") + to_string(p.out_type);
   if (op_is_grouped(p.op))
@@ -661,16 +628,27 @@ std::string save_case(const std::string& kernel, const Problem& p, const ExactRe
   for (const Group& g : p.groups) data_bytes += g.a_bytes(p.a_format) + g.b_bytes(p.b_format) + g.sfa_bytes(p.a_format) + g.sfb_bytes(p.b_format);
   for (const NamedTensor& t : p.tensors) data_bytes += static_cast<int64_t>(t.bytes.size());
   const bool seeded = p.data_from_seed && p.seed && (compact || data_bytes > kSeededSaveBytes);
-  // Seeded: the tensors are drawn from the seed with the rest, so they are not even copied.
-  Problem saved = seeded ? without_data(p) : p;
-  clear_expect(saved);
-  // A quantizer's outputs are Q's and SFQ's bytes (a huge case's expect_q alone would be 1 GiB).
-  const int64_t outputs = op_quantizes(p.op) ? p.q_bytes() + p.sfq_bytes() : p.c_elems();
-  if (seeded && compact) {
-    // the write-ahead record: nothing but what reproduces the case
-  } else if (ref && outputs <= kMaxSavedExpect) set_expect(saved, *ref);
-  else if (ref) saved.note += fmt::format("{}(expect omitted: {} outputs)", saved.note.empty() ? "" : " ", outputs);
-  const std::string text = write_case(saved);
+  std::string text;
+  if (seeded && compact && !has_expect(p)) {
+    // The write-ahead record, nothing but what reproduces the case: the seed-only text of p
+    // itself (its data, megabytes to gigabytes, are not copied to be cleared).
+    text = write_case(p, CaseText::seed_only);
+  } else {
+    Problem saved = p;
+    if (seeded) {
+      for (std::vector<uint8_t>* v : {&saved.a, &saved.b, &saved.sfa, &saved.sfb, &saved.b2, &saved.sfb2, &saved.x}) v->clear();
+      for (Group& g : saved.groups) g.a.clear(), g.b.clear(), g.sfa.clear(), g.sfb.clear();
+      saved.tensors.clear();  // drawn from the seed with the rest (data_from_seed)
+    }
+    clear_expect(saved);
+    // A quantizer's outputs are Q's and SFQ's bytes (a huge case's expect_q alone would be 1 GiB).
+    const int64_t outputs = op_quantizes(p.op) ? p.q_bytes() + p.sfq_bytes() : p.c_elems();
+    if (seeded && compact) {
+      // the write-ahead record: nothing but what reproduces the case
+    } else if (ref && outputs <= kMaxSavedExpect) set_expect(saved, *ref);
+    else if (ref) saved.note += fmt::format("{}(expect omitted: {} outputs)", saved.note.empty() ? "" : " ", outputs);
+    text = write_case(saved);
+  }
   std::filesystem::create_directories(dir);
   const std::string path = std::filesystem::absolute(
       std::filesystem::path(dir) / (case_file_stem(kernel, p, text) + suffix + ".case")).string();
@@ -842,14 +820,19 @@ class CaseRun {
   // The exact reference (large problems on the GPU, bit-identical), the case's expect lines
   // checked against it, and the write-ahead record of the case before any call.
   void reference_and_record() {
-    auto t = Clock::now();
+    const auto t = Clock::now();
     r_.reference = op_reference(p());
     r_.times.reference = since(t);
     if (const std::string mismatch = expect_mismatch(p(), r_.reference); !mismatch.empty())
       throw std::invalid_argument("the case's " + mismatch +
                                   " (the case file or the reference is wrong; nothing is judged against either)");
     clear_expect(p());
-    t = Clock::now();
+    record();
+  }
+
+  // The write-ahead record of the case, before any call (a replayed file is its own).
+  void record() {
+    const auto t = Clock::now();
     if (!options_.existing_file.empty()) r_.case_file = options_.existing_file;
     else if (!options_.case_dir.empty()) r_.case_file = try_save_case(r_, k().name, p(), options_.case_dir, "", true);
     r_.times.save = since(t);
@@ -901,10 +884,7 @@ class CaseRun {
   // the calls. Both read the case's data while the calls send it (neither writes it); the time
   // booked to "reference" and "generate" is what the calls did not hide.
   CaseOutcome run_with_reference_alongside() {
-    auto t = Clock::now();
-    if (!options_.existing_file.empty()) r_.case_file = options_.existing_file;
-    else if (!options_.case_dir.empty()) r_.case_file = try_save_case(r_, k().name, p(), options_.case_dir, "", true);
-    r_.times.save = since(t);
+    record();
     const bool stale_call = options_.check_stale;
     plan_calls(stale_call);
     CaseData data{std::move(p()), std::nullopt,
