@@ -13,6 +13,7 @@
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -74,9 +75,11 @@ struct CudaBlock {
   uint8_t* staging = nullptr;
   int64_t capacity = 0;
 };
+// Kept by capacity and by whether they have staging (an input's device copy has none), up to
+// kCudaPoolLimit bytes of each kind.
 std::mutex g_cuda_pool_mutex;
-std::multimap<int64_t, CudaBlock> g_cuda_pool;
-int64_t g_cuda_pool_bytes = 0;
+std::multimap<std::pair<int64_t, bool>, CudaBlock> g_cuda_pool;
+int64_t g_cuda_pool_bytes[2] = {0, 0};
 constexpr int64_t kCudaPoolLimit = int64_t(2) << 30;
 
 // Powers of two from 64 KiB, eighths of one past 64 MiB: a 2.2 GiB tensor then takes 2.25 GiB of
@@ -89,23 +92,24 @@ int64_t block_capacity(int64_t bytes) {
   return (bytes + eighth - 1) / eighth * eighth;
 }
 
+// A pooled block of this capacity and kind into *out; false where the pool has none.
+bool take_pooled(int64_t capacity, bool staged, CudaBlock* out) {
+  std::lock_guard<std::mutex> lock(g_cuda_pool_mutex);
+  auto it = g_cuda_pool.find({capacity, staged});
+  if (it == g_cuda_pool.end()) return false;
+  *out = it->second;
+  g_cuda_pool.erase(it);
+  g_cuda_pool_bytes[staged] -= capacity;
+  return true;
+}
+
 CudaBlock take_block(int64_t bytes) {
-  const int64_t capacity = block_capacity(bytes);
-  {
-    std::lock_guard<std::mutex> lock(g_cuda_pool_mutex);
-    auto it = g_cuda_pool.find(capacity);
-    if (it != g_cuda_pool.end()) {
-      const CudaBlock b = it->second;
-      g_cuda_pool.erase(it);
-      g_cuda_pool_bytes -= capacity;
-      return b;
-    }
-  }
   CudaBlock b;
-  b.capacity = capacity;
-  check_cuda(cudaMalloc(reinterpret_cast<void**>(&b.device), static_cast<size_t>(capacity)),
+  b.capacity = block_capacity(bytes);
+  if (take_pooled(b.capacity, true, &b)) return b;
+  check_cuda(cudaMalloc(reinterpret_cast<void**>(&b.device), static_cast<size_t>(b.capacity)),
              "cudaMalloc of a guarded buffer");
-  const cudaError_t e = cudaMallocHost(reinterpret_cast<void**>(&b.staging), static_cast<size_t>(capacity));
+  const cudaError_t e = cudaMallocHost(reinterpret_cast<void**>(&b.staging), static_cast<size_t>(b.capacity));
   if (e != cudaSuccess) {
     cudaFree(b.device);
     throw_cuda(e, "cudaMallocHost of a staging buffer");
@@ -113,52 +117,30 @@ CudaBlock take_block(int64_t bytes) {
   return b;
 }
 
+// An input's device copy of `bytes` (device memory only), or a block without memory where the
+// device has no room for one (the input is then fetched and compared on the host, as every input
+// was before copies).
+CudaBlock take_copy(int64_t bytes) {
+  CudaBlock b;
+  b.capacity = block_capacity(bytes);
+  if (take_pooled(b.capacity, false, &b)) return b;
+  if (cudaMalloc(reinterpret_cast<void**>(&b.device), static_cast<size_t>(b.capacity)) != cudaSuccess) {
+    (void)cudaGetLastError();  // an allocation failure is not sticky: clear it
+    b.device = nullptr;
+  }
+  return b;
+}
+
 void give_block(const CudaBlock& b) {
-  if (g_device_unusable) return;  // nothing may be freed or reused once the context broke
+  if (!b.device || g_device_unusable) return;  // nothing may be freed or reused once the context broke
+  const bool staged = b.staging != nullptr;
   std::lock_guard<std::mutex> lock(g_cuda_pool_mutex);
-  if (g_cuda_pool_bytes + b.capacity <= kCudaPoolLimit) {
-    g_cuda_pool.emplace(b.capacity, b);
-    g_cuda_pool_bytes += b.capacity;
+  if (g_cuda_pool_bytes[staged] + b.capacity <= kCudaPoolLimit) {
+    g_cuda_pool.emplace(std::make_pair(b.capacity, staged), b);
+    g_cuda_pool_bytes[staged] += b.capacity;
   } else {
     cudaFree(b.device);
-    cudaFreeHost(b.staging);
-  }
-}
-
-// Inputs' device copies: device memory only (no staging), pooled like the blocks.
-std::multimap<int64_t, uint8_t*> g_copy_pool;
-int64_t g_copy_pool_bytes = 0;
-
-// A device copy of `bytes`, or nullptr where the device has no room for one (the input is then
-// fetched and compared on the host, as every input was before copies).
-uint8_t* take_copy(int64_t bytes, int64_t* capacity) {
-  *capacity = block_capacity(bytes);
-  {
-    std::lock_guard<std::mutex> lock(g_cuda_pool_mutex);
-    auto it = g_copy_pool.find(*capacity);
-    if (it != g_copy_pool.end()) {
-      uint8_t* d = it->second;
-      g_copy_pool.erase(it);
-      g_copy_pool_bytes -= *capacity;
-      return d;
-    }
-  }
-  uint8_t* d = nullptr;
-  if (cudaMalloc(reinterpret_cast<void**>(&d), static_cast<size_t>(*capacity)) != cudaSuccess) {
-    (void)cudaGetLastError();  // an allocation failure is not sticky: clear it
-    return nullptr;
-  }
-  return d;
-}
-
-void give_copy(uint8_t* d, int64_t capacity) {
-  if (!d || g_device_unusable) return;
-  std::lock_guard<std::mutex> lock(g_cuda_pool_mutex);
-  if (g_copy_pool_bytes + capacity <= kCudaPoolLimit) {
-    g_copy_pool.emplace(capacity, d);
-    g_copy_pool_bytes += capacity;
-  } else {
-    cudaFree(d);
+    if (staged) cudaFreeHost(b.staging);
   }
 }
 
@@ -212,7 +194,7 @@ class CudaBuffer final : public GuardedBuffer {
         block_(take_block(total_)),
         slots_(std::move(slots)) {}
   ~CudaBuffer() override {
-    give_copy(copy_, copy_capacity_);
+    give_block(copy_);
     if (slot_ >= 0) slots_->give(slot_);
     give_block(block_);
   }
@@ -246,7 +228,7 @@ class CudaBuffer final : public GuardedBuffer {
       }
     }
     if (keeps_copy_ && ensure_copy()) {
-      check_cuda(device_copy::keep(block_.device, copy_, total_, salt_, stream_), "keeping the device copy of an input");
+      check_cuda(device_copy::keep(block_.device, copy_.device, total_, salt_, stream_), "keeping the device copy of an input");
       copy_valid_ = true;
     }
   }
@@ -254,14 +236,14 @@ class CudaBuffer final : public GuardedBuffer {
   bool restore() override {
     if (!copy_valid_) return false;
     compared_ = false;
-    check_cuda(device_copy::restore(block_.device, copy_, total_, salt_, stream_),
+    check_cuda(device_copy::restore(block_.device, copy_.device, total_, salt_, stream_),
                "writing an input again from its device copy");
     return true;
   }
 
   bool compare_async() override {
     if (!copy_valid_) return false;
-    check_cuda(device_copy::compare(block_.device, copy_, total_, kGuardBytes, kGuardBytes + size_, salt_,
+    check_cuda(device_copy::compare(block_.device, copy_.device, total_, kGuardBytes, kGuardBytes + size_, salt_,
                                     slots_->device + slot_, stream_),
                "comparing an input with its device copy");
     check_cuda(cudaMemcpyAsync(&slots_->host[slot_].zones, slots_->device + slot_, sizeof(device_copy::Zones),
@@ -284,7 +266,7 @@ class CudaBuffer final : public GuardedBuffer {
       uint8_t* probe = slots_->host[slot_].probe;
       check_cuda(cudaMemcpyAsync(probe, block_.device + at, 1, cudaMemcpyDeviceToHost, stream_),
                  "cudaMemcpyAsync of a changed byte");
-      check_cuda(cudaMemcpyAsync(probe + 1, copy_ + at, 1, cudaMemcpyDeviceToHost, stream_),
+      check_cuda(cudaMemcpyAsync(probe + 1, copy_.device + at, 1, cudaMemcpyDeviceToHost, stream_),
                  "cudaMemcpyAsync of a changed byte's copy");
       wait_stream(stream_, timeout_s);
       const uint8_t now = probe[0], was = static_cast<uint8_t>(probe[1] ^ device_copy::mask_byte(at, salt_));
@@ -335,12 +317,12 @@ class CudaBuffer final : public GuardedBuffer {
   // The copy and its comparison slot, taken at the first upload that keeps one; false where
   // either is not to be had (the buffer then works without).
   bool ensure_copy() {
-    if (copy_) return true;
+    if (copy_.device) return true;
     if (no_copy_) return false;
     if (slot_ < 0) slot_ = slots_->take();
-    if (slot_ >= 0) copy_ = take_copy(total_, &copy_capacity_);
-    no_copy_ = copy_ == nullptr;
-    salt_ = reinterpret_cast<uintptr_t>(copy_) * 0x9E3779B97F4A7C15ull;
+    if (slot_ >= 0) copy_ = take_copy(total_);
+    no_copy_ = copy_.device == nullptr;
+    salt_ = reinterpret_cast<uintptr_t>(copy_.device) * 0x9E3779B97F4A7C15ull;
     return !no_copy_;
   }
 
@@ -349,8 +331,7 @@ class CudaBuffer final : public GuardedBuffer {
   CudaBlock block_;
   std::shared_ptr<CompareSlots> slots_;
   bool keeps_copy_ = false, copy_valid_ = false, compared_ = false, no_copy_ = false;
-  uint8_t* copy_ = nullptr;
-  int64_t copy_capacity_ = 0;
+  CudaBlock copy_;  // device memory only
   int slot_ = -1;
   uint64_t salt_ = 0;
   std::optional<DeviceComparison> result_;
