@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "reference/fp16.h"
+#include "reference/prefault.h"
 #include "reference/problem.h"
 #include "reference/quantize.h"
 
@@ -55,6 +56,9 @@ DualValue dual_value(const DualSum& g, float alpha, const DualSum& u, float alph
 // double); the type's quiet NaN when `nan`.
 uint32_t round_dual(const DualValue& d, bool nan, OutType type);
 
+// Every element's facts; a large array's pages are faulted in parallel (prefault.h).
+using ExactElements = std::vector<ExactElement, PrefaultAllocator<ExactElement>>;
+
 // The reference of a problem. Outputs in C order, a grouped problem's groups one after another
 // (the packed C), `group_offset` says where each starts.
 //
@@ -64,11 +68,11 @@ uint32_t round_dual(const DualValue& d, bool nan, OutType type);
 // double the reference's output memory for the common fp16 case and break every caller.)
 struct ExactResult {
   OutType out_type = OutType::fp16;
-  std::vector<ExactElement> elems;  // C order ((b*m + i)*n + j); dual_gemm: G's
+  ExactElements elems;              // C order ((b*m + i)*n + j); dual_gemm: G's
   std::vector<uint16_t> c;          // fp16 / bf16 words: RN_out(alpha * r), or RN_out(v)
   std::vector<uint32_t> c32;        // fp32 words (nvfp4: the FP32 values it quantizes)
   std::vector<int64_t> group_offset;  // grouped_gemm: G + 1 element offsets; else {0, size}
-  std::vector<ExactElement> elems2;   // dual_gemm: U's (alpha2)
+  ExactElements elems2;               // dual_gemm: U's (alpha2)
   std::vector<DualValue> dual;        // dual_gemm
   // quantize: the reference quantization (Q, SFQ, encode factors, global scales); the vectors
   // above stay empty. Shared: the reference of a large case is not copied with the outcome.
