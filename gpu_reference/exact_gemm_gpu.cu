@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "gpu_reference/device_array.h"
+#include "gpu_reference/packed_elements.h"
 #include "reference/formats.h"
 #include "reference/scaled_round.h"
 
@@ -24,6 +25,7 @@ namespace {
 
 using gpu::check_cuda;
 using gpu::DeviceArray;
+using gpu::PackedElement;
 using gpu::upload;
 
 // Four int8 values' nonzero flags as 4 bits (bytes 0..3 -> bits 0..3): the multiply gathers the
@@ -129,15 +131,15 @@ __device__ __forceinline__ void acc_block(Acc& acc, int dot, int adot, uint2 sa,
   }
 }
 
-__device__ __forceinline__ void acc_store(const Acc& acc, bool nan, float alpha, ExactElement* out, uint16_t* c) {
-  ExactElement e;
+__device__ __forceinline__ void acc_store(const Acc& acc, bool nan, float alpha, PackedElement* out) {
+  PackedElement e;
   e.sum = acc.sum;
   e.abs_sum = acc.abs_sum;
-  e.nonzero = acc.nonzero;
-  e.min_tz = acc.min_tz;
-  e.nan = nan;
+  e.nonzero = static_cast<uint32_t>(acc.nonzero);
+  e.min_tz = static_cast<uint8_t>(acc.min_tz);
+  e.nan = nan ? 1 : 0;
+  e.c = nan ? uint16_t(0x7E00) : round_scaled_sum(acc.sum, alpha);
   *out = e;
-  *c = nan ? uint16_t(0x7E00) : round_scaled_sum(acc.sum, alpha);
 }
 
 __device__ __forceinline__ uint32_t abs4(uint32_t v) { return __vabsss4(v); }
@@ -148,8 +150,9 @@ __device__ __forceinline__ uint32_t abs4(uint32_t v) { return __vabsss4(v); }
 // what the exact state needs: dot = sum a*b, adot = sum |a*b| (on |A| and |B|), and the count of
 // nonzero products (on 0/1 indicators, accumulated across k inside the tensor core). What is
 // left per output and block is the scaling: two 32x32->64 multiply-adds. min_tz needs the
-// block's products only when the block could lower it, which one compare per thread and block
-// rules out almost always.
+// block only when its scales could lower it, which a compare per output (no branch) rules out
+// most of the time; then the block's smallest product tz comes from both sides' trailing-zero
+// masks (block_min_tz), without reading the values.
 //
 // Fragments (PTX ISA, mma.m16n8k16 with 8-bit types): lane = 4 g + t; A's registers hold row g
 // and row g + 8, bytes 4t..4t+3 of the block; B's register holds column g, bytes 4t..4t+3; the
@@ -184,9 +187,43 @@ __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commi
 template <int kPending>
 __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending)); }
 
-// One block's scale for the GEMM: x the signed multiplier (as block_scale), y its magnitude, z
-// tz(|x|), or 64 when x = 0 so that an empty block never looks as if it could lower min_tz. NaN
-// goes to a per-row flag instead of travelling with each block.
+// The block's 16 int8 values as cumulative trailing-zero masks: bit e of mask p is set when value
+// e is nonzero and tz(|value|) <= p (doubled E2M1 magnitudes have tz 0 to 3), masks 0 and 1 in
+// the low and high half of *m01, 2 and 3 in *m23. Mask 3 is the nonzero values.
+__device__ __forceinline__ void tz_masks(const uint32_t (&w)[4], uint32_t* m01, uint32_t* m23) {
+  uint32_t mask[4] = {0, 0, 0, 0};
+#pragma unroll
+  for (int e = 0; e < 16; ++e) {
+    const int v = abs(static_cast<int8_t>(w[e / 4] >> (8 * (e % 4))));
+    if (v == 0) continue;
+    const int tz = __ffs(v) - 1;
+#pragma unroll
+    for (int q = 0; q < 4; ++q) mask[q] |= q >= tz ? 1u << e : 0u;
+  }
+  *m01 = mask[0] | (mask[1] << 16);
+  *m23 = mask[2] | (mask[3] << 16);
+}
+
+// The smallest tz(|x * y|) over the block's nonzero products x * y, from the two sides' tz_masks:
+// the first s in 0..6 for which some p + q = s has value positions in both mask p of A and mask
+// q of B (if tz(x) + tz(y) <= s, p = max(tz(x), s - 3) and q = s - p are such a pair). The block
+// has at least one nonzero product.
+__device__ __forceinline__ int block_min_tz(uint32_t a01, uint32_t a23, uint32_t b01, uint32_t b23) {
+  const uint32_t a0 = a01 & 0xFFFFu, a1 = a01 >> 16, a2 = a23 & 0xFFFFu, a3 = a23 >> 16;
+  const uint32_t b0 = b01 & 0xFFFFu, b1 = b01 >> 16, b2 = b23 & 0xFFFFu, b3 = b23 >> 16;
+  if (a0 & b0) return 0;
+  if ((a0 & b1) | (a1 & b0)) return 1;
+  if ((a0 & b2) | (a1 & b1) | (a2 & b0)) return 2;
+  if ((a0 & b3) | (a1 & b2) | (a2 & b1) | (a3 & b0)) return 3;
+  if ((a1 & b3) | (a2 & b2) | (a3 & b1)) return 4;
+  if ((a2 & b3) | (a3 & b2)) return 5;
+  return 6;
+}
+
+// One block's scale for the GEMM: x the signed multiplier (as block_scale); y its magnitude in
+// bits 0-23 and in bits 24-31 tz(|x|), or 64 when x = 0 so that an empty block never looks as if
+// it could lower min_tz; z and w the values' tz_masks. NaN goes to a per-row flag instead of
+// travelling with each block.
 __global__ void decode_rows_mma(const uint8_t* __restrict__ packed, const uint8_t* __restrict__ sf, int64_t rows,
                                 int64_t k, int64_t kb, ScaleSemantics semantics, uint4* __restrict__ vals,
                                 uint4* __restrict__ scales, uint32_t* __restrict__ row_nan) {
@@ -199,9 +236,12 @@ __global__ void decode_rows_mma(const uint8_t* __restrict__ packed, const uint8_
   const int mult = v.nan ? 0 : v.sign * (v.sig << (v.exp + 9));
   // A zero or NaN scale's block contributes nothing: its values become zeros, so the tensor
   // cores' dot, |dot| and nonzero count leave it out without a test per block.
-  vals[id] = mult ? make_uint4(w[0], w[1], w[2], w[3]) : make_uint4(0, 0, 0, 0);
-  scales[id] = make_uint4(static_cast<uint32_t>(mult), static_cast<uint32_t>(abs(mult)),
-                          mult ? static_cast<uint32_t>(__ffs(mult) - 1) : 64u, 0u);
+  if (!mult) w[0] = w[1] = w[2] = w[3] = 0;
+  vals[id] = make_uint4(w[0], w[1], w[2], w[3]);
+  uint32_t m01, m23;
+  tz_masks(w, &m01, &m23);
+  const uint32_t tz = mult ? static_cast<uint32_t>(__ffs(mult) - 1) : 64u;
+  scales[id] = make_uint4(static_cast<uint32_t>(mult), static_cast<uint32_t>(abs(mult)) | (tz << 24), m01, m23);
   if (v.nan) row_nan[row] = 1u;  // racing stores of the same value
 }
 
@@ -210,6 +250,7 @@ __global__ void decode_rows_mma(const uint8_t* __restrict__ packed, const uint8_
 template <int kWarpsM, int kWarpsN, int kTilesM, int kTilesN, int kStep, int kStages>
 struct MmaGemm {
   static constexpr int kThreads = 32 * kWarpsM * kWarpsN;
+  static_assert(kTilesM * kTilesN * 4 <= 32, "a thread's outputs are bits of one word");
   static constexpr int kBM = kWarpsM * 16 * kTilesM, kBN = kWarpsN * 8 * kTilesN;
   // Four arrays of 16-byte entries per stage: A values, B values, A scales, B scales. Rows are 16
   // bytes apart, so the fragment reads of a warp hit 32 different banks.
@@ -228,7 +269,7 @@ __global__ void __launch_bounds__(32 * kWarpsM * kWarpsN, 1)
     gemm_exact_mma(const uint4* __restrict__ av, const uint4* __restrict__ as, const uint4* __restrict__ bv,
                    const uint4* __restrict__ bs, const uint32_t* __restrict__ a_nan,
                    const uint32_t* __restrict__ b_nan, int64_t m, int64_t n, int64_t kb, float alpha,
-                   ExactElement* __restrict__ out, uint16_t* __restrict__ c) {
+                   PackedElement* __restrict__ out) {
   using G = MmaGemm<kWarpsM, kWarpsN, kTilesM, kTilesN, kStep, kStages>;
   constexpr int kBM = G::kBM, kBN = G::kBN, kThreads = G::kThreads;
   __shared__ typename G::Stage stages[kStages];
@@ -295,8 +336,6 @@ __global__ void __launch_bounds__(32 * kWarpsM * kWarpsN, 1)
         min_tz[mt][nt][i] = 128;
         count[mt][nt][i] = 0;
       }
-  int max_min_tz = 128;  // the largest min_tz of this thread's outputs: a block whose smallest
-                         // scale exponent sum is not below it cannot lower any of them
 
   // Stage s holds blocks s*kStep.. of step s; kStages - 1 steps are in flight ahead of the one in
   // use, one commit group each (empty past the end, so the counting stays uniform).
@@ -324,7 +363,6 @@ __global__ void __launch_bounds__(32 * kWarpsM * kWarpsN, 1)
       uint32_t a[kTilesM][2], a_abs[kTilesM][2], a_one[kTilesM][2];
       int a_mult[kTilesM][2], a_tz[kTilesM][2];
       unsigned a_mag[kTilesM][2];
-      int min_base_a = 1 << 20, min_base_b = 1 << 20;
 #pragma unroll
       for (int mt = 0; mt < kTilesM; ++mt) {
 #pragma unroll
@@ -335,9 +373,8 @@ __global__ void __launch_bounds__(32 * kWarpsM * kWarpsN, 1)
           a_one[mt][h] = nonzero4_small(a_abs[mt][h]);
           const uint4 sc = st.as[blk][r];
           a_mult[mt][h] = static_cast<int>(sc.x);
-          a_mag[mt][h] = sc.y;
-          a_tz[mt][h] = static_cast<int>(sc.z);
-          min_base_a = min(min_base_a, a_tz[mt][h]);
+          a_mag[mt][h] = sc.y & 0xFFFFFFu;
+          a_tz[mt][h] = static_cast<int>(sc.y >> 24);
         }
       }
       uint32_t b[kTilesN], b_abs[kTilesN], b_one[kTilesN];
@@ -352,9 +389,8 @@ __global__ void __launch_bounds__(32 * kWarpsM * kWarpsN, 1)
         for (int q = 0; q < 2; ++q) {
           const uint4 sc = st.bs[blk][wn0 + 8 * nt + 2 * t + q];
           b_mult[nt][q] = static_cast<int>(sc.x);
-          b_mag[nt][q] = sc.y;
-          b_tz[nt][q] = static_cast<int>(sc.z);
-          min_base_b = min(min_base_b, b_tz[nt][q]);
+          b_mag[nt][q] = sc.y & 0xFFFFFFu;
+          b_tz[nt][q] = static_cast<int>(sc.y >> 24);
         }
       }
       int adot[kTilesM][kTilesN][4];
@@ -376,9 +412,20 @@ __global__ void __launch_bounds__(32 * kWarpsM * kWarpsN, 1)
           }
         }
       }
-      if (min_base_a + min_base_b < max_min_tz) {
-        // Rare: this block may lower some min_tz; the exact value needs its products.
-        int new_max = 0;
+      // Which outputs this block can lower min_tz for (a nonzero product, and a smaller sum of its
+      // scales' tz), without a branch per output; the block's exact smallest tz is then found for
+      // those alone, rarely once the first blocks have set each output's minimum.
+      uint32_t need = 0;
+#pragma unroll
+      for (int mt = 0; mt < kTilesM; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < kTilesN; ++nt)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            const int base = a_tz[mt][i / 2] + b_tz[nt][i % 2];
+            need |= static_cast<uint32_t>(adot[mt][nt][i] != 0 && base < min_tz[mt][nt][i]) << ((mt * kTilesN + nt) * 4 + i);
+          }
+      if (need != 0) {
 #pragma unroll
         for (int mt = 0; mt < kTilesM; ++mt) {
 #pragma unroll
@@ -386,27 +433,14 @@ __global__ void __launch_bounds__(32 * kWarpsM * kWarpsN, 1)
 #pragma unroll
             for (int i = 0; i < 4; ++i) {
               const int h = i / 2, q = i % 2;
-              const int base = a_tz[mt][h] + b_tz[nt][q];
-              if (adot[mt][nt][i] != 0 && base < min_tz[mt][nt][i]) {
-                const uint4 x4 = st.a[blk][wm0 + 16 * mt + g + 8 * h];
-                const uint4 y4 = st.b[blk][wn0 + 8 * nt + 2 * t + q];
-                const uint32_t xs[4] = {x4.x, x4.y, x4.z, x4.w}, ys[4] = {y4.x, y4.y, y4.z, y4.w};
-                uint32_t bits = 0;
-#pragma unroll 1
-                for (int w = 0; w < 4; ++w) {
-                  for (int byte = 0; byte < 4; ++byte) {
-                    const int xv = static_cast<int8_t>(xs[w] >> (8 * byte));
-                    const int yv = static_cast<int8_t>(ys[w] >> (8 * byte));
-                    bits |= static_cast<uint32_t>(abs(xv * yv));
-                  }
-                }
-                min_tz[mt][nt][i] = min(min_tz[mt][nt][i], __ffs(bits) - 1 + base);
+              if ((need >> ((mt * kTilesN + nt) * 4 + i)) & 1u) {
+                const uint4 xa = st.as[blk][wm0 + 16 * mt + g + 8 * h];
+                const uint4 yb = st.bs[blk][wn0 + 8 * nt + 2 * t + q];
+                min_tz[mt][nt][i] = min(min_tz[mt][nt][i], block_min_tz(xa.z, xa.w, yb.z, yb.w) + a_tz[mt][h] + b_tz[nt][q]);
               }
-              new_max = max(new_max, min_tz[mt][nt][i]);
             }
           }
         }
-        max_min_tz = new_max;
       }
     }
   }
@@ -426,7 +460,7 @@ __global__ void __launch_bounds__(32 * kWarpsM * kWarpsN, 1)
           acc.min_tz = min_tz[mt][nt][i];
           const bool nan = (a_nan[batch * m + row] | b_nan[batch * n + col]) != 0;
           const int64_t idx = (batch * m + row) * n + col;
-          acc_store(acc, nan, alpha, out + idx, c + idx);
+          acc_store(acc, nan, alpha, out + idx);
         }
       }
     }
@@ -455,8 +489,7 @@ __device__ __forceinline__ Acc acc_shfl_down(const Acc& a, int offset) {
 template <bool kAligned>
 __global__ void gemv_exact(const uint8_t* __restrict__ a, const uint8_t* __restrict__ sfa,
                            const uint4* __restrict__ bv, const uint2* __restrict__ bs, int64_t m, int64_t k,
-                           int64_t kb, ScaleSemantics semantics, float alpha, ExactElement* __restrict__ out,
-                           uint16_t* __restrict__ c) {
+                           int64_t kb, ScaleSemantics semantics, float alpha, PackedElement* __restrict__ out) {
   const int lane = threadIdx.x % 32;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
   const int64_t batch = blockIdx.y;
@@ -500,7 +533,7 @@ __global__ void gemv_exact(const uint8_t* __restrict__ a, const uint8_t* __restr
     acc_merge(acc, acc_shfl_down(acc, offset));
     nan |= __shfl_down_sync(0xFFFFFFFFu, nan, offset);
   }
-  if (lane == 0) acc_store(acc, (nan & 1u) != 0, alpha, out + batch * m + row, c + batch * m + row);
+  if (lane == 0) acc_store(acc, (nan & 1u) != 0, alpha, out + batch * m + row);
 }
 
 }  // namespace
@@ -553,8 +586,7 @@ ExactResult exact_gemm_gpu(const Problem& p, GpuReferenceTiming* timing) {
   upload(d_sfa, p.sfa, stream);
   upload(d_sfb, p.sfb, stream);
   const int64_t elems = p.c_elems();
-  DeviceArray<ExactElement> d_out(elems);
-  DeviceArray<uint16_t> d_c(elems);
+  DeviceArray<PackedElement> d_out(elems);
 
   auto decode = [&](const DeviceArray<uint8_t>& packed, const DeviceArray<uint8_t>& sf, int64_t rows,
                     DeviceArray<uint4>& vals, DeviceArray<uint2>& scales) {
@@ -563,6 +595,13 @@ ExactResult exact_gemm_gpu(const Problem& p, GpuReferenceTiming* timing) {
     decode_rows<<<static_cast<unsigned>((count + threads - 1) / threads), threads, 0, stream>>>(
         packed.ptr, sf.ptr, rows, p.k, kb, p.semantics, vals.ptr, scales.ptr);
     check_cuda(cudaGetLastError(), "decode_rows launch");
+  };
+
+  // The host's arrays are made while the kernels run (a large one's pages are faulted first).
+  ExactResult result;
+  auto make_room = [&] {
+    result.elems.resize(elems);
+    result.c.resize(elems);
   };
 
   cudaEvent_t events[3];
@@ -583,13 +622,14 @@ ExactResult exact_gemm_gpu(const Problem& p, GpuReferenceTiming* timing) {
     const dim3 grid(static_cast<unsigned>((p.m + warps - 1) / warps), static_cast<unsigned>(p.l));
     if (p.k % 16 == 0) {
       gemv_exact<true><<<grid, warps * 32, 0, stream>>>(d_a.ptr, d_sfa.ptr, d_bv.ptr, d_bs.ptr, p.m, p.k, kb,
-                                                        p.semantics, p.alpha, d_out.ptr, d_c.ptr);
+                                                        p.semantics, p.alpha, d_out.ptr);
     } else {
       gemv_exact<false><<<grid, warps * 32, 0, stream>>>(d_a.ptr, d_sfa.ptr, d_bv.ptr, d_bs.ptr, p.m, p.k, kb,
-                                                         p.semantics, p.alpha, d_out.ptr, d_c.ptr);
+                                                         p.semantics, p.alpha, d_out.ptr);
     }
     check_cuda(cudaGetLastError(), "gemv_exact launch");
     check_cuda(cudaEventRecord(events[2], stream), "cudaEventRecord");
+    make_room();
     check_cuda(cudaStreamSynchronize(stream), "gemv_exact");  // before d_bv / d_bs go away
   } else {
     // Both operands decoded for the tensor cores, with per-row NaN flags.
@@ -616,24 +656,17 @@ ExactResult exact_gemm_gpu(const Problem& p, GpuReferenceTiming* timing) {
       const dim3 grid(static_cast<unsigned>((p.n + bn - 1) / bn), static_cast<unsigned>((p.m + bm - 1) / bm),
                       static_cast<unsigned>(p.l));
       kernel<<<grid, threads, 0, stream>>>(d_av.ptr, d_as.ptr, d_bv.ptr, d_bs.ptr, d_a_nan.ptr, d_b_nan.ptr, p.m,
-                                           p.n, kb, p.alpha, d_out.ptr, d_c.ptr);
+                                           p.n, kb, p.alpha, d_out.ptr);
     };
     // 16 warps of 16 x 16 outputs (64 x 64 per thread block), 4 scale blocks per stage, 2 stages:
     // the fastest of the shapes tried on the H200 (bench/GPU_RESULTS.md).
     launch_mma(gemm_exact_mma<4, 4, 1, 2, 4, 2>, 64, 64, 512);
     check_cuda(cudaGetLastError(), "gemm_exact_mma launch");
     check_cuda(cudaEventRecord(events[2], stream), "cudaEventRecord");
+    make_room();
     check_cuda(cudaStreamSynchronize(stream), "gemm_exact_mma");  // before the decoded arrays go away
   }
-  ExactResult result;
-  result.elems.resize(elems);
-  result.c.resize(elems);
-  check_cuda(cudaMemcpyAsync(result.elems.data(), d_out.ptr, elems * sizeof(ExactElement), cudaMemcpyDeviceToHost,
-                             stream),
-             "copy elements back");
-  check_cuda(cudaMemcpyAsync(result.c.data(), d_c.ptr, elems * sizeof(uint16_t), cudaMemcpyDeviceToHost, stream),
-             "copy output back");
-  check_cuda(cudaStreamSynchronize(stream), "GPU reference");
+  gpu::fetch_packed(d_out.ptr, elems, stream, result.elems.data(), result.c.data());
   result.out_type = p.out_type;
   result.group_offset = {0, elems};
   if (p.out_type != OutType::fp16) {
