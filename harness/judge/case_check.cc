@@ -977,6 +977,16 @@ class CaseRun {
         if (zero.front().end != CallObservation::End::returned || zero.front().rc != NVFP4_OK) return std::nullopt;
         return zero.front().c.words();
       };
+    if (call == CaseCall::stale && stale_)
+      ctx.rerun_inputs_ready = [this]() -> std::optional<std::vector<uint32_t>> {
+        const uint32_t poison1 = poison_word(p().out_type, 1);
+        CallSpec first{kPad1, poison1, false}, again{kPad1, poison1, true};
+        first.inputs_ready_first = again.inputs_ready_first = true;
+        const std::vector<CallObservation> obs = make_calls(
+            {p(), stale_->problem, std::nullopt}, {{first, NVFP4_OK}, {again, NVFP4_OK}}, {CaseCall::run1, CaseCall::stale});
+        if (obs.size() < 2 || obs[1].end != CallObservation::End::returned || obs[1].rc != NVFP4_OK) return std::nullopt;
+        return obs[1].c.words();
+      };
     return ctx;
   }
 

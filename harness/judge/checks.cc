@@ -348,6 +348,21 @@ std::optional<Finding> check_stale_state(const CallContext& x) {
     return Finding{Check::stale_state, "after new input data in the same buffers, " + f->message};
   std::optional<Finding> f = oracle_finding(x);
   if (!f) return std::nullopt;
+  // The runner holds its stream while the kernel is called, so a kernel computing on a stream of
+  // its own reads the buffers before this call's data arrive: run 1's data, or part of it. It
+  // looks like kept state, but with the inputs complete before each call it is right; a kernel
+  // that keeps state is not (its pointers are the same in the second try).
+  const auto judge_words = op_module(x.problem->op).judge_words;
+  if (x.rerun_inputs_ready && judge_words != nullptr && !block_scaled_out::applies(*x.problem)) {
+    const std::optional<std::vector<uint32_t>> ready = x.rerun_inputs_ready();
+    if (ready && !judge_words(*x.problem, *x.reference, ready->data(), *x.policy).any_failure())
+      return blamed(Check::stream,
+                    "the output does not match the new data, but it does when the inputs are complete before the "
+                    "call: the kernel read its inputs before the "
+                    "work queued on problem.stream (the runner's uploads) had finished, so it computes on a stream of "
+                    "its own (or the legacy default stream) without waiting for problem.stream",
+                    std::move(*f));
+  }
   // Run 1's output back unchanged is most likely a result kept by pointer (an output that ignores
   // the data would show the same, but rarely passes run 1). Any other wrong output may be state
   // kept from the call before (decoded inputs, a partial cache) or a kernel wrong on this data

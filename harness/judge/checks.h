@@ -134,6 +134,10 @@ struct CallContext {
   std::string unsupported_why;            // for `unsupported`: why the problem is outside
   // Runs the case again with zero padding (nan_padding's second opinion); empty when none can.
   std::function<std::optional<std::vector<uint32_t>>()> rerun_zero_padding;
+  // For the stale call: runs the case and then the stale data again, each with its inputs complete
+  // before the call, and gives the second call's output (stale_state's second opinion: a kernel
+  // that computes on a stream of its own reads the held inputs too early); empty when none can.
+  std::function<std::optional<std::vector<uint32_t>>()> rerun_inputs_ready;
   // The oracle's judgement of this call's output, made once by whichever check needs it first.
   struct Judgement {
     bool done = false;

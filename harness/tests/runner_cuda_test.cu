@@ -30,7 +30,7 @@ constexpr uint32_t kBothOps = (1u << NVFP4_OP_GEMV) | (1u << NVFP4_OP_GEMM);
 constexpr uint32_t kBothLayouts = (1u << NVFP4_SF_LINEAR) | (1u << NVFP4_SF_PERMUTED);
 
 enum Bug { kHonest, kLegacyStream, kOwnStream, kWritePastEnd, kUnwritten, kModifiesInput, kStaleCache,
-           kRefusesSupported, kScribblesInput, kWritesBeforeInput, kCount };
+           kRefusesSupported, kScribblesInput, kWritesBeforeInput, kLateOwnStream, kCount };
 
 const nvfp4_kernel_info kInfos[kCount] = {
     {NVFP4_ABI_VERSION, "honest_cuda", NVFP4_MEMORY_CUDA, kBothOps, kBothLayouts, 0, 1, 1, 1, 0},
@@ -43,6 +43,7 @@ const nvfp4_kernel_info kInfos[kCount] = {
     {NVFP4_ABI_VERSION, "refuses_supported_cuda", NVFP4_MEMORY_CUDA, kBothOps, kBothLayouts, 0, 1, 1, 1, 0},
     {NVFP4_ABI_VERSION, "scribbles_input_cuda", NVFP4_MEMORY_CUDA, kBothOps, kBothLayouts, 0, 1, 1, 1, 0},
     {NVFP4_ABI_VERSION, "writes_before_input_cuda", NVFP4_MEMORY_CUDA, kBothOps, kBothLayouts, 0, 1, 1, 1, 0},
+    {NVFP4_ABI_VERSION, "late_own_stream_cuda", NVFP4_MEMORY_CUDA, kBothOps, kBothLayouts, 0, 1, 1, 1, 0},
 };
 
 __device__ float e4m3_float(uint8_t byte) {
@@ -97,6 +98,34 @@ int run_test_kernel(int index, const nvfp4_problem* p) {
   if (index == kOwnStream) {
     if (!own) cudaStreamCreateWithFlags(&own, cudaStreamNonBlocking);
     stream = own;
+  }
+  if (index == kLateOwnStream) {
+    // From its third call on, computes on a stream of its own before returning, reading whatever
+    // the inputs hold when it is called, and writes C ordered after problem.stream (so C is
+    // neither overwritten by the poison nor written late): a case's stale call then gives run 1's
+    // output, as a cache by pointer would.
+    static int calls = 0;
+    if (++calls >= 3) {
+      if (!own) cudaStreamCreateWithFlags(&own, cudaStreamNonBlocking);
+      uint16_t* scratch = nullptr;
+      cudaMalloc(&scratch, elems * 2 + 2);
+      nvfp4_problem q = *p;
+      q.c = scratch;
+      gemm_per_element<<<blocks, 128, 0, own>>>(q, false, false);
+      cudaStreamSynchronize(own);
+      cudaEvent_t inputs_in = nullptr, written = nullptr;
+      cudaEventCreateWithFlags(&inputs_in, cudaEventDisableTiming);
+      cudaEventCreateWithFlags(&written, cudaEventDisableTiming);
+      cudaEventRecord(inputs_in, stream);
+      cudaStreamWaitEvent(own, inputs_in, 0);
+      cudaMemcpyAsync(p->c, scratch, elems * 2, cudaMemcpyDeviceToDevice, own);
+      cudaEventRecord(written, own);
+      cudaStreamWaitEvent(stream, written, 0);
+      cudaFreeAsync(scratch, own);
+      cudaEventDestroy(inputs_in);
+      cudaEventDestroy(written);
+      return cudaGetLastError() == cudaSuccess ? NVFP4_OK : NVFP4_ERROR;
+    }
   }
   if (index == kStaleCache) {
     const auto key = std::make_tuple(p->a, p->m, p->n, p->k, p->l);
@@ -281,6 +310,16 @@ TEST_F(CudaRunner, PointerCacheIsStaleState) {
   const CaseOutcome r = check("stale_cache_cuda");
   ASSERT_EQ(r.verdict, CaseOutcome::Verdict::fail);
   EXPECT_EQ(check_of(r), "stale-state") << message_of(r);
+}
+
+// A kernel that reads its inputs on a stream of its own gives run 1's output in the stale call,
+// as a pointer cache does; with the inputs complete before the calls it is right, so the verdict
+// names the stream, not kept state.
+TEST_F(CudaRunner, InputsReadOnAnotherStreamAreNotCalledStaleState) {
+  const CaseOutcome r = check("late_own_stream_cuda");
+  ASSERT_EQ(r.verdict, CaseOutcome::Verdict::fail);
+  EXPECT_EQ(check_of(r), "stream") << message_of(r);
+  EXPECT_NE(message_of(r).find("complete before the call"), std::string::npos) << message_of(r);
 }
 
 TEST_F(CudaRunner, RefusingASupportedShapeFails) {
