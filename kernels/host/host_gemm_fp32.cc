@@ -4,8 +4,10 @@
 // sa*sb (exact), accumulate blocks in FP32, multiply by alpha at the end and round once to the
 // output type (FP16, BF16 or FP32). They are the CI baseline: the whole pipeline runs and is
 // tested with them where there is no GPU.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <vector>
 
 #include "kernels/block_scaled_decode.h"
 #include "kernels/builtin.h"
@@ -42,28 +44,42 @@ struct Operand {
   int64_t rows, batch;
 };
 
-// sum_x A[i][x]*SA * B[j][x]*SB the way a GPU kernel adds: each 16-element block summed in FP32
-// (exact), times sa*sb (exact), blocks accumulated in FP32.
-float block_scaled_dot(const float* scale, uint32_t layout, int64_t k, const Operand& a, int64_t i, const Operand& b,
-                       int64_t j) {
+// Rows [r0, r0 + count) of an operand decoded once, as a kernel's registers hold them: each row's
+// values as FP32, kb whole blocks of 16 (zeros past k), and its kb scales as FP32.
+void decode_rows(const float* scale, uint32_t layout, int64_t k, const Operand& o, int64_t r0, int64_t count,
+                 float* values, float* scales) {
   const DecodeTables& t = tables();
   const int64_t kb = (k + 15) / 16, row_bytes = k / 2;
-  const uint8_t* a_row = a.data + (a.batch * a.rows + i) * row_bytes;
-  const uint8_t* b_row = b.data + (b.batch * b.rows + j) * row_bytes;
+  for (int64_t r = 0; r < count; ++r) {
+    const uint8_t* src = o.data + (o.batch * o.rows + r0 + r) * row_bytes;
+    float* v = values + r * kb * 16;
+    for (int64_t y = 0; y < row_bytes; ++y) {
+      v[2 * y] = t.e2m1[src[y] & 0xF];
+      v[2 * y + 1] = t.e2m1[src[y] >> 4];
+    }
+    for (int64_t x = 2 * row_bytes; x < kb * 16; ++x) v[x] = 0.0f;
+    for (int64_t b = 0; b < kb; ++b) scales[r * kb + b] = scale[o.scales[scale_offset(layout, o.rows, kb, o.batch, r0 + r, b)]];
+  }
+}
+
+// sum_x A[i][x]*SA * B[j][x]*SB the way a GPU kernel adds: each 16-element block summed in FP32
+// (exact: at most 16 products of two E2M1 values, so the order of the sum does not matter and it
+// is taken as a tree the compiler vectorizes), times sa*sb (exact), blocks accumulated in FP32 in
+// order.
+float block_scaled_dot(const float* av, const float* as, const float* bv, const float* bs, int64_t kb) {
   float acc = 0.0f;
   for (int64_t s = 0; s < kb; ++s) {
-    // Block s covers elements [16s, min(16s+16, k)): bytes [8s, min(8s+8, k/2)).
-    const int64_t byte_end = (16 * s + 16 < k ? 16 * s + 16 : k) / 2;
-    float block_sum = 0.0f;
-    for (int64_t y = 8 * s; y < byte_end; ++y) {
-      const uint8_t av = a_row[y], bv = b_row[y];
-      block_sum += t.e2m1[av & 0xF] * t.e2m1[bv & 0xF];
-      block_sum += t.e2m1[av >> 4] * t.e2m1[bv >> 4];
-    }
-    const float sa = scale[a.scales[scale_offset(layout, a.rows, kb, a.batch, i, s)]];
-    const float sb = scale[b.scales[scale_offset(layout, b.rows, kb, b.batch, j, s)]];
+    const float* x = av + 16 * s;
+    const float* y = bv + 16 * s;
+    float p[8];
+#pragma GCC unroll 8
+    for (int e = 0; e < 8; ++e) p[e] = x[e] * y[e] + x[e + 8] * y[e + 8];
+#pragma GCC unroll 4
+    for (int e = 0; e < 4; ++e) p[e] += p[e + 4];
+    const float block_sum = 0.0f + ((p[0] + p[2]) + (p[1] + p[3]));  // +0 for a block of -0 products,
+                                                                     // as a running sum from +0
     // Always multiplied, never skipped when block_sum == 0: a NaN scale must give NaN.
-    acc += block_sum * (sa * sb);
+    acc += block_sum * (as[s] * bs[s]);
   }
   return acc;
 }
@@ -76,33 +92,52 @@ const float* scale_table(const nvfp4_kernel_info& info) {
   return (info.flags & NVFP4_FLAG_SIGNED_SCALES) ? tables().scale_signed : tables().scale_unsigned;
 }
 
-// GEMV, GEMM and dual GEMM: C[b][i][j] for every b, i, j. Rows of C are independent, so OpenMP
-// splits (b, i).
+// C[i][j] = store(dot(A row i, B row j)) for one GEMM (batch b of a, b1 and, for a dual GEMM, b2).
+// B's rows are decoded in tiles of at most 32 MB of FP32 values, each A row once per tile.
+void gemm_rows(const float* scale, uint32_t layout, int64_t m, int64_t n, int64_t k, const Operand& a,
+               const Operand& b1, const Operand* b2, void* c, int64_t c0, uint32_t out, float alpha, float alpha2) {
+  const int64_t kb = (k + 15) / 16, width = kb * 16;
+  const int64_t tile = width == 0 ? std::max<int64_t>(n, 1) : std::max<int64_t>(1, std::min<int64_t>(n, (int64_t(8) << 20) / width));
+  const int sides = b2 ? 2 : 1;
+  std::vector<float> bv(static_cast<size_t>(sides * tile * width)), bs(static_cast<size_t>(sides * tile * kb));
+  for (int64_t j0 = 0; j0 < n; j0 += tile) {
+    const int64_t cols = std::min(tile, n - j0);
+    decode_rows(scale, layout, k, b1, j0, cols, bv.data(), bs.data());
+    if (b2) decode_rows(scale, layout, k, *b2, j0, cols, bv.data() + tile * width, bs.data() + tile * kb);
+#pragma omp parallel if (worth_a_team(m * cols * k * sides))
+    {
+      std::vector<float> av(static_cast<size_t>(width)), as(static_cast<size_t>(kb));
+#pragma omp for schedule(static)
+      for (int64_t i = 0; i < m; ++i) {
+        decode_rows(scale, layout, k, a, i, 1, av.data(), as.data());
+        for (int64_t j = 0; j < cols; ++j) {
+          const int64_t at = c0 + i * n + j0 + j;
+          const float acc = block_scaled_dot(av.data(), as.data(), bv.data() + j * width, bs.data() + j * kb, kb);
+          if (!b2) {
+            store_scaled(c, at, out, alpha, acc);
+          } else {
+            // G and U each in FP32 with its own alpha, then silu(G) * U in FP32 (output_words.h).
+            const float u = alpha2 * block_scaled_dot(av.data(), as.data(), bv.data() + (tile + j) * width,
+                                                      bs.data() + (tile + j) * kb, kb);
+            store_silu_product(c, at, out, alpha * acc, u);
+          }
+        }
+      }
+    }
+  }
+}
+
+// GEMV, GEMM and dual GEMM: C[b][i][j] for every b, i, j.
 int run_block_scaled(const nvfp4_kernel_info& info, const nvfp4_problem* p) {
   if (!problem_fits(info, p)) return NVFP4_UNSUPPORTED;
   if (p->op == NVFP4_OP_GROUPED_GEMM) return NVFP4_UNSUPPORTED;  // run_grouped's
   const float* scale = scale_table(info);
   const int64_t m = p->m, n = p->n, k = p->k, l = p->l;
-  const uint32_t layout = p->sf_layout, out = problem_out_type(p);
   const bool dual = p->op == NVFP4_OP_DUAL_GEMM;
-  const float alpha = p->alpha, alpha2 = p->alpha2;
-  void* c = p->c;
-#pragma omp parallel for collapse(2) schedule(static) if (worth_a_team(l * m * n * k))
   for (int64_t b = 0; b < l; ++b) {
-    for (int64_t i = 0; i < m; ++i) {
-      const Operand a{p->a, p->sfa, m, b}, b1{p->b, p->sfb, n, b}, b2{p->b2, p->sfb2, n, b};
-      for (int64_t j = 0; j < n; ++j) {
-        const int64_t at = (b * m + i) * n + j;
-        const float acc = block_scaled_dot(scale, layout, k, a, i, b1, j);
-        if (!dual) {
-          store_scaled(c, at, out, alpha, acc);
-        } else {
-          // G and U each in FP32 with its own alpha, then silu(G) * U in FP32 (output_words.h).
-          const float u = alpha2 * block_scaled_dot(scale, layout, k, a, i, b2, j);
-          store_silu_product(c, at, out, alpha * acc, u);
-        }
-      }
-    }
+    const Operand a{p->a, p->sfa, m, b}, b1{p->b, p->sfb, n, b}, b2{p->b2, p->sfb2, n, b};
+    gemm_rows(scale, p->sf_layout, m, n, k, a, b1, dual ? &b2 : nullptr, p->c, b * m * n, problem_out_type(p),
+              p->alpha, p->alpha2);
   }
   return NVFP4_OK;
 }
@@ -133,10 +168,7 @@ int run_grouped(const nvfp4_kernel_info& info, const nvfp4_problem* p) {
     }
     row0 += m;
     tile0 += (m + 127) / 128;
-#pragma omp parallel for collapse(2) schedule(static) if (worth_a_team(m * n * k))
-    for (int64_t i = 0; i < m; ++i)
-      for (int64_t j = 0; j < n; ++j)
-        store_scaled(c, c0 + i * n + j, out, q.alpha, block_scaled_dot(scale, layout, k, a, i, b, j));
+    if (m > 0 && n > 0) gemm_rows(scale, layout, m, n, k, a, b, nullptr, c, c0, out, q.alpha, 0.0f);
   }
   return NVFP4_OK;
 }
