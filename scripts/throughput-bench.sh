@@ -132,14 +132,17 @@ for key, runs in groups.items():
     runs.sort(key=lambda r: r["cases_per_s"])
     median[key] = runs[len(runs) // 2]
 print(f"{'build':9} {'kernel':15} {'op':5} {'class':8} {'shape':12} {'jobs':>7} {'runs':>4} {'cases':>7} {'cases/s':>9} "
-      + " ".join(f"{c[:7] + '%':>8}" for c in columns) + " verdict  vs baseline")
+      + " ".join(f"{c[:7] + '%':>8}" for c in columns) + " verdict  vs baseline (this-own: vs this)")
 for (kernel, cls, jobs, build), r in median.items():
     runs = groups[(kernel, cls, jobs, build)]
-    base = median.get((kernel, cls, jobs, "baseline"))
+    # Like for like: "this" against the baseline's line (both in the program's default context
+    # mode); "this-own" (a context per lane) against "this", not against the baseline.
+    against = "baseline" if build == "this" else "this" if build == "this-own" else None
+    base = median.get((kernel, cls, jobs, against)) if against else None
     ratio = ""
-    if build.startswith("this") and base and base["cases_per_s"] > 0:
+    if base and base["cases_per_s"] > 0:
         x = r["cases_per_s"] / base["cases_per_s"]
-        ratio = f"{x:.2f}x" + (" SLOWER" if x < 0.9 else "")
+        ratio = f"{x:.2f}x" + (" SLOWER" if x < 0.9 else "") + ("" if against == "baseline" else " of this")
     print(f"{build:9} {kernel:15} {r['op']:5} {cls:8} {r['shape']:12} {jobs:>7} {len(runs):>4} {r['cases']:>7} "
           f"{r['cases_per_s']:>9.1f} " + " ".join(f"{100 * r['shares'][c]:>7.1f}%" for c in columns)
           + f" {r['verdict']:7}  {ratio}")
