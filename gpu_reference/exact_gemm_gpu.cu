@@ -262,6 +262,7 @@ struct MmaGemm {
     uint4 as[kStep][kBM];
     uint4 bs[kStep][kBN];
   };
+  static constexpr int kSmemBytes = static_cast<int>(sizeof(Stage)) * kStages;
 };
 
 template <int kWarpsM, int kWarpsN, int kTilesM, int kTilesN, int kStep, int kStages>
@@ -272,7 +273,9 @@ __global__ void __launch_bounds__(32 * kWarpsM * kWarpsN, 1)
                    PackedElement* __restrict__ out) {
   using G = MmaGemm<kWarpsM, kWarpsN, kTilesM, kTilesN, kStep, kStages>;
   constexpr int kBM = G::kBM, kBN = G::kBN, kThreads = G::kThreads;
-  __shared__ typename G::Stage stages[kStages];
+  // Dynamic shared memory: more than the 48 KB a static array may take (G::kSmemBytes).
+  extern __shared__ uint4 smem[];
+  typename G::Stage* stages = reinterpret_cast<typename G::Stage*>(smem);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int g = lane / 4, t = lane % 4;
   const int wm0 = (warp / kWarpsN) * 16 * kTilesM, wn0 = (warp % kWarpsN) * 8 * kTilesN;
@@ -412,20 +415,17 @@ __global__ void __launch_bounds__(32 * kWarpsM * kWarpsN, 1)
           }
         }
       }
-      // Which outputs this block can lower min_tz for (a nonzero product, and a smaller sum of its
-      // scales' tz), without a branch per output; the block's exact smallest tz is then found for
-      // those alone, rarely once the first blocks have set each output's minimum.
-      uint32_t need = 0;
+      // Whether this block's scales could lower some output's min_tz: a compare per output, no
+      // branch each; then, for the outputs it can lower (with a nonzero product), the block's
+      // exact smallest tz. Rare once the first blocks have set each output's minimum.
+      bool need = false;
 #pragma unroll
       for (int mt = 0; mt < kTilesM; ++mt)
 #pragma unroll
         for (int nt = 0; nt < kTilesN; ++nt)
 #pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            const int base = a_tz[mt][i / 2] + b_tz[nt][i % 2];
-            need |= static_cast<uint32_t>(adot[mt][nt][i] != 0 && base < min_tz[mt][nt][i]) << ((mt * kTilesN + nt) * 4 + i);
-          }
-      if (need != 0) {
+          for (int i = 0; i < 4; ++i) need |= a_tz[mt][i / 2] + b_tz[nt][i % 2] < min_tz[mt][nt][i];
+      if (need) {
 #pragma unroll
         for (int mt = 0; mt < kTilesM; ++mt) {
 #pragma unroll
@@ -433,7 +433,7 @@ __global__ void __launch_bounds__(32 * kWarpsM * kWarpsN, 1)
 #pragma unroll
             for (int i = 0; i < 4; ++i) {
               const int h = i / 2, q = i % 2;
-              if ((need >> ((mt * kTilesN + nt) * 4 + i)) & 1u) {
+              if (adot[mt][nt][i] != 0 && a_tz[mt][h] + b_tz[nt][q] < min_tz[mt][nt][i]) {
                 const uint4 xa = st.as[blk][wm0 + 16 * mt + g + 8 * h];
                 const uint4 yb = st.bs[blk][wn0 + 8 * nt + 2 * t + q];
                 min_tz[mt][nt][i] = min(min_tz[mt][nt][i], block_min_tz(xa.z, xa.w, yb.z, yb.w) + a_tz[mt][h] + b_tz[nt][q]);
@@ -649,18 +649,22 @@ ExactResult exact_gemm_gpu(const Problem& p, GpuReferenceTiming* timing) {
     decode_mma(d_a, d_sfa, p.l * p.m, d_av, d_as, d_a_nan);
     decode_mma(d_b, d_sfb, p.l * p.n, d_bv, d_bs, d_b_nan);
     check_cuda(cudaEventRecord(events[1], stream), "cudaEventRecord");
-    auto launch_mma = [&](auto kernel, int bm, int bn, int threads) {
+    auto launch_mma = [&](auto kernel, int bm, int bn, int threads, int smem) {
       if ((p.m + bm - 1) / bm > 65535 || p.l > 65535) {
         throw std::invalid_argument("GPU reference: m or l too large for one launch");
       }
       const dim3 grid(static_cast<unsigned>((p.n + bn - 1) / bn), static_cast<unsigned>((p.m + bm - 1) / bm),
                       static_cast<unsigned>(p.l));
-      kernel<<<grid, threads, 0, stream>>>(d_av.ptr, d_as.ptr, d_bv.ptr, d_bs.ptr, d_a_nan.ptr, d_b_nan.ptr, p.m,
+      check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
+                 "cudaFuncSetAttribute");
+      kernel<<<grid, threads, smem, stream>>>(d_av.ptr, d_as.ptr, d_bv.ptr, d_bs.ptr, d_a_nan.ptr, d_b_nan.ptr, p.m,
                                            p.n, kb, p.alpha, d_out.ptr);
     };
-    // 16 warps of 16 x 16 outputs (64 x 64 per thread block), 4 scale blocks per stage, 2 stages:
-    // the fastest of the shapes tried on the H200 (bench/GPU_RESULTS.md).
-    launch_mma(gemm_exact_mma<4, 4, 1, 2, 4, 2>, 64, 64, 512);
+    // 16 warps of 16 x 16 outputs (64 x 64 per thread block), 8 scale blocks per stage, 2 stages
+    // (64 KB): the fastest of the shapes tried on the H200 (bench/THROUGHPUT.md; 8192^3 52.4 ms
+    // against 53.2 with 4 blocks a stage, 77.8 with 8 warps).
+    using Shape = MmaGemm<4, 4, 1, 2, 8, 2>;
+    launch_mma(gemm_exact_mma<4, 4, 1, 2, 8, 2>, Shape::kBM, Shape::kBN, Shape::kThreads, Shape::kSmemBytes);
     check_cuda(cudaGetLastError(), "gemm_exact_mma launch");
     check_cuda(cudaEventRecord(events[2], stream), "cudaEventRecord");
     make_room();

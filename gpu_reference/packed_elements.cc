@@ -27,8 +27,13 @@ Chunks& chunks() {
   return *c;
 }
 
+// A team only for a large chunk: a grouped problem fetches hundreds of small groups, and a team
+// woken for each keeps its threads spinning between them, taking cores from the kernel's calls
+// that the reference runs beside.
+constexpr int64_t kTeamElements = int64_t(1) << 16;
+
 void unpack(const PackedElement* src, int64_t count, ExactElement* elems, uint16_t* c) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (count >= kTeamElements)
   for (int64_t i = 0; i < count; ++i) {
     const PackedElement& p = src[i];
     ExactElement& e = elems[i];
