@@ -265,8 +265,9 @@ struct MmaGemm {
   static constexpr int kSmemBytes = static_cast<int>(sizeof(Stage)) * kStages;
 };
 
+// Up to 256 threads a block, two blocks per multiprocessor: 128 registers a thread at most.
 template <int kWarpsM, int kWarpsN, int kTilesM, int kTilesN, int kStep, int kStages>
-__global__ void __launch_bounds__(32 * kWarpsM * kWarpsN, 1)
+__global__ void __launch_bounds__(32 * kWarpsM * kWarpsN, 32 * kWarpsM * kWarpsN <= 256 ? 2 : 1)
     gemm_exact_mma(const uint4* __restrict__ av, const uint4* __restrict__ as, const uint4* __restrict__ bv,
                    const uint4* __restrict__ bs, const uint32_t* __restrict__ a_nan,
                    const uint32_t* __restrict__ b_nan, int64_t m, int64_t n, int64_t kb, float alpha,
@@ -660,11 +661,11 @@ ExactResult exact_gemm_gpu(const Problem& p, GpuReferenceTiming* timing) {
       kernel<<<grid, threads, smem, stream>>>(d_av.ptr, d_as.ptr, d_bv.ptr, d_bs.ptr, d_a_nan.ptr, d_b_nan.ptr, p.m,
                                            p.n, kb, p.alpha, d_out.ptr);
     };
-    // 16 warps of 16 x 16 outputs (64 x 64 per thread block), 8 scale blocks per stage, 2 stages
-    // (64 KB): the fastest of the shapes tried on the H200 (bench/THROUGHPUT.md; 8192^3 52.4 ms
-    // against 53.2 with 4 blocks a stage, 77.8 with 8 warps).
-    using Shape = MmaGemm<4, 4, 1, 2, 8, 2>;
-    launch_mma(gemm_exact_mma<4, 4, 1, 2, 8, 2>, Shape::kBM, Shape::kBN, Shape::kThreads, Shape::kSmemBytes);
+    // 8 warps of 16 x 16 outputs (32 x 64 per thread block), two blocks per multiprocessor (their
+    // barriers apart), 4 scale blocks per stage, 2 stages: the fastest of the shapes tried on the
+    // H200 (bench/THROUGHPUT.md; 8192^3 50.4 ms against 51.9 for 16 warps and 8 blocks a stage).
+    using Shape = MmaGemm<2, 4, 1, 2, 4, 2>;
+    launch_mma(gemm_exact_mma<2, 4, 1, 2, 4, 2>, Shape::kBM, Shape::kBN, Shape::kThreads, Shape::kSmemBytes);
     check_cuda(cudaGetLastError(), "gemm_exact_mma launch");
     check_cuda(cudaEventRecord(events[2], stream), "cudaEventRecord");
     make_room();
