@@ -250,7 +250,6 @@ __global__ void decode_rows_mma(const uint8_t* __restrict__ packed, const uint8_
 template <int kWarpsM, int kWarpsN, int kTilesM, int kTilesN, int kStep, int kStages>
 struct MmaGemm {
   static constexpr int kThreads = 32 * kWarpsM * kWarpsN;
-  static_assert(kTilesM * kTilesN * 4 <= 32, "a thread's outputs are bits of one word");
   static constexpr int kBM = kWarpsM * 16 * kTilesM, kBN = kWarpsN * 8 * kTilesN;
   // Four arrays of 16-byte entries per stage: A values, B values, A scales, B scales. Rows are 16
   // bytes apart, so the fragment reads of a warp hit 32 different banks.

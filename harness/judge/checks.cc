@@ -358,9 +358,9 @@ std::optional<Finding> check_stale_state(const CallContext& x) {
     if (ready && !judge_words(*x.problem, *x.reference, ready->data(), *x.policy).any_failure())
       return blamed(Check::stream,
                     "the output does not match the new data, but it does when the inputs are complete before the "
-                    "call: the kernel read its inputs before the "
-                    "work queued on problem.stream (the runner's uploads) had finished, so it computes on a stream of "
-                    "its own (or the legacy default stream) without waiting for problem.stream",
+                    "call: the kernel read its inputs before the work queued on problem.stream (the runner's "
+                    "uploads) had finished, so it computes on a stream of its own (or the legacy default stream) "
+                    "without waiting for problem.stream",
                     std::move(*f));
   }
   // Run 1's output back unchanged is most likely a result kept by pointer (an output that ignores
