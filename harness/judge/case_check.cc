@@ -634,12 +634,9 @@ std::string save_case(const std::string& kernel, const Problem& p, const ExactRe
     // itself (its data, megabytes to gigabytes, are not copied to be cleared).
     text = write_case(p, CaseText::seed_only);
   } else {
-    Problem saved = p;
-    if (seeded) {
-      for (std::vector<uint8_t>* v : {&saved.a, &saved.b, &saved.sfa, &saved.sfb, &saved.b2, &saved.sfb2, &saved.x}) v->clear();
-      for (Group& g : saved.groups) g.a.clear(), g.b.clear(), g.sfa.clear(), g.sfb.clear();
-      saved.tensors.clear();  // drawn from the seed with the rest (data_from_seed)
-    }
+    // Seeded: the case without its tensors (drawn from the seed with the rest) is its seed-only
+    // text read back, so its data are neither copied nor cleared (2 GiB for the largest case).
+    Problem saved = seeded ? parse_case(write_case(p, CaseText::seed_only), "") : p;
     clear_expect(saved);
     // A quantizer's outputs are Q's and SFQ's bytes (a huge case's expect_q alone would be 1 GiB).
     const int64_t outputs = op_quantizes(p.op) ? p.q_bytes() + p.sfq_bytes() : p.c_elems();
