@@ -20,10 +20,15 @@ namespace {
 
 struct DecodeTables {
   float e2m1[16];
+  float pair[256][2];         // a byte's two E2M1 values, low nibble first
   float scale_unsigned[256];  // ue4m3: sign bit ignored; NaN for 0x7F and 0xFF
   float scale_signed[256];    // e4m3: sign bit honoured
   DecodeTables() {
     for (uint32_t c = 0; c < 16; ++c) e2m1[c] = e2m1_to_float(c);
+    for (uint32_t y = 0; y < 256; ++y) {
+      pair[y][0] = e2m1[y & 0xF];
+      pair[y][1] = e2m1[y >> 4];
+    }
     for (uint32_t s = 0; s < 256; ++s) {
       scale_unsigned[s] = e4m3_to_float(s, false);
       scale_signed[s] = e4m3_to_float(s, true);
@@ -84,6 +89,37 @@ float block_scaled_dot(const float* av, const float* as, const float* bv, const 
   return acc;
 }
 
+// The same dot for an A row still packed, against one decoded B row: what a GEMV computes. A row
+// that meets a single column is read once, so decoding it into a buffer first would cost a store
+// and a reload per element for nothing; each byte gives its two values through one table lookup.
+float block_scaled_dot_packed(const float* scale, uint32_t layout, int64_t k, const Operand& a, int64_t i,
+                              const float* bv, const float* bs) {
+  const DecodeTables& t = tables();
+  const int64_t kb = (k + 15) / 16, row_bytes = k / 2, full = row_bytes / 8;
+  const uint8_t* src = a.data + (a.batch * a.rows + i) * row_bytes;
+  float acc = 0.0f;
+  for (int64_t s = 0; s < kb; ++s) {
+    const float* y = bv + 16 * s;
+    float p[8];
+    if (s < full) {
+      const uint8_t* x = src + 8 * s;
+#pragma GCC unroll 8
+      for (int e = 0; e < 8; ++e) p[e] = t.pair[x[e]][0] * y[2 * e] + t.pair[x[e]][1] * y[2 * e + 1];
+    } else {  // the last, partial block: zeros past k
+      for (int e = 0; e < 8; ++e) {
+        const int64_t at = 8 * s + e;
+        p[e] = at < row_bytes ? t.pair[src[at]][0] * y[2 * e] + t.pair[src[at]][1] * y[2 * e + 1] : 0.0f;
+      }
+    }
+#pragma GCC unroll 4
+    for (int e = 0; e < 4; ++e) p[e] += p[e + 4];
+    const float block_sum = 0.0f + ((p[0] + p[2]) + (p[1] + p[3]));
+    const float sa = scale[a.scales[scale_offset(layout, a.rows, kb, a.batch, i, s)]];
+    acc += block_sum * (sa * bs[s]);  // never skipped: a NaN scale must give NaN
+  }
+  return acc;
+}
+
 // Below about 2^18 multiply-adds a parallel region costs more than it saves (waking a team,
 // worse when another process holds the other cores).
 bool worth_a_team(int64_t products) { return products >= (int64_t(1) << 18); }
@@ -109,6 +145,10 @@ void gemm_rows(const float* scale, uint32_t layout, int64_t m, int64_t n, int64_
       std::vector<float> av(static_cast<size_t>(width)), as(static_cast<size_t>(kb));
 #pragma omp for schedule(static)
       for (int64_t i = 0; i < m; ++i) {
+        if (cols == 1 && !b2) {
+          store_scaled(c, c0 + i * n + j0, out, alpha, block_scaled_dot_packed(scale, layout, k, a, i, bv.data(), bs.data()));
+          continue;
+        }
         decode_rows(scale, layout, k, a, i, 1, av.data(), as.data());
         for (int64_t j = 0; j < cols; ++j) {
           const int64_t at = c0 + i * n + j0 + j;
