@@ -94,7 +94,8 @@ columns = ["kernel", "buffers", "channel", "reference", "data", "judge", "save",
 total = sum(st.values())
 shares = dict.fromkeys(columns, 0.0)
 for name, sec in st.items():
-    shares[group.get(name, "rest")] += sec / total if total > 0 else 0.0
+    # "buffers: lay-out", "buffers: upload", "buffers: read-back" (one "buffers" before 4 December 2026)
+    shares[group.get(name.split(":")[0], "rest")] += sec / total if total > 0 else 0.0
 by_op = k.get("drawn", {}).get("by_op", {})
 print(json.dumps({"build": label, "kernel": kernel, "op": max(by_op, key=by_op.get) if by_op else "?",
                   "class": cls, "shape": shape, "jobs": jobs,

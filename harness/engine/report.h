@@ -74,7 +74,8 @@ struct KernelReport {
   // Time by step, summed over cases and lanes, in the order the steps first occurred; in the JSON
   // report under kStageSecondsKey. A run's steps add up to its lanes' time: "draw" (waiting for
   // the case drawn ahead: its shape and data), "generate" (data expanded from a seed, the stale
-  // data), "reference", "save", "buffers", each call's kernel time ("run 1", "run 2", "stale",
+  // data), "reference", "save", the buffers in the kernel's process ("buffers: lay-out",
+  // "buffers: upload", "buffers: read-back"), each call's kernel time ("run 1", "run 2", "stale",
   // "unsupported"), "channel", "judge" (CaseTimes), "listeners" (progress, reports, error maps)
   // and "other" (whatever none of these holds).
   std::vector<std::pair<std::string, double>> step_seconds;

@@ -941,7 +941,9 @@ class CaseRun {
     for (size_t x = 0; x < obs.size(); ++x) {
       const CallObservation& o = obs[x];
       observed += o.seconds;
-      r_.times.buffers += std::max(0.0, o.seconds - o.kernel_seconds);
+      r_.times.layout += o.layout_seconds;
+      r_.times.upload += o.upload_seconds;
+      r_.times.buffers += std::max(0.0, o.seconds - o.kernel_seconds - o.layout_seconds - o.upload_seconds);
       r_.times.calls[static_cast<int>(roles[std::min(x, roles.size() - 1)])] += o.kernel_seconds;
       r_.context_lost |= o.context_lost;
     }

@@ -36,7 +36,11 @@ struct CaseTimes {
   double generate = 0;
   double reference = 0;
   double save = 0;       // the case file written ahead, then removed (or written in full)
-  double buffers = 0;    // in the kernel's process: buffers laid out, uploaded, poisoned, read back, compared
+  // In the kernel's process: the inputs laid out and the buffers allocated; the inputs written
+  // and the outputs poisoned; every buffer read back and compared (guards, inputs, C again).
+  double layout = 0;
+  double upload = 0;
+  double buffers = 0;
   // The rest of the round trips to the kernel's process: messages encoded, sent and decoded, a
   // process started again after one was lost, and a lost call's wait.
   double channel = 0;
@@ -51,7 +55,9 @@ struct CaseTimes {
     add("generate", generate);
     add("reference", reference);
     add("save", save);
-    add("buffers", buffers);
+    add("buffers: lay-out", layout);
+    add("buffers: upload", upload);
+    add("buffers: read-back", buffers);
     for (int x = 0; x < kCaseCalls; ++x)
       if (calls[x] > 0) add(to_string(static_cast<CaseCall>(x)), calls[x]);
     add("channel", channel);

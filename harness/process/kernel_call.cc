@@ -598,8 +598,11 @@ CallObservation KernelCaller::call(const CallSpec& spec) {
     Buffers& buf = *buffers_;
     const std::vector<nvfp4_group> table = group_table(p, in, buf), table_sent = table;
     const std::vector<nvfp4_group_out> out_table = group_out_table(p, buf), out_sent = out_table;
+    const auto laid_out = std::chrono::steady_clock::now();
+    out.layout_seconds = std::chrono::duration<double>(laid_out - start).count();
     upload(mem, buf, p, data_generation_, in, table, out_table, spec, timeout_s_);
     nvfp4_problem abi = abi_for(p, in, buf, table, out_table, mem.stream(), cuda);
+    out.upload_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - laid_out).count();
     if (spec.seed) abi.seed = *spec.seed;  // a stochastic quantizer's other seeds (rule 7)
     {
       const InputProtection protection(buf, protect_inputs_);

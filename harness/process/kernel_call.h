@@ -82,6 +82,8 @@ struct CallObservation {
   std::vector<InputChange> inputs;   // changed inputs only
   double seconds = 0;                // everything above: buffers laid out, uploaded, read back and compared, and the call
   double kernel_seconds = 0;         // of that, the kernel's call and the wait for its work (C's read-back included)
+  double layout_seconds = 0;         // of that, the inputs laid out for the call and the buffers allocated
+  double upload_seconds = 0;         // of that, the inputs written into the buffers, the outputs poisoned
   bool context_lost = false;         // the process must not be used for more cases
 };
 

@@ -111,6 +111,8 @@ if_is<T, CallObservation> visit_fields(V&& v, T& o) {
   v("inputs", o.inputs, kInput);
   v("seconds", o.seconds, kInput);
   v("kernel_seconds", o.kernel_seconds, kInput);
+  v("layout_seconds", o.layout_seconds, kInput);
+  v("upload_seconds", o.upload_seconds, kInput);
   v("context_lost", o.context_lost, kInput);
 }
 template <class V, class T>

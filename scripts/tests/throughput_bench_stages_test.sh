@@ -11,7 +11,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 work=$(mktemp -d "${TMPDIR:-/tmp}/nvfp4-stages.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
-steps="draw generate reference save buffers run_1 run_2 stale channel judge listeners other"
+steps="draw generate reference save buffers:_lay-out buffers:_upload buffers:_read-back run_1 run_2 stale channel judge listeners other"
 
 # check_stages REPORT LANES: every step present and >= 0, their sum the lanes' time (no more
 # than LANES x the kernel's seconds, and most of it: the run does little outside its lanes).
