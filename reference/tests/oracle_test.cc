@@ -12,7 +12,9 @@
 
 #include <omp.h>
 
+#include "reference/exact_gemm.h"
 #include "reference/oracle.h"
+#include "reference/tests/random_problem.h"
 
 namespace nvfp4 {
 namespace {
@@ -766,6 +768,88 @@ TEST(OracleJudge, ParallelSummaryIsTheSerialOne) {
     EXPECT_EQ(s.first_actual, c[70001]) << threads;
     EXPECT_TRUE(std::isinf(s.max_error_ulps)) << threads;
   }
+}
+
+// ---- A whole output against its elements ---------------------------------------------------------
+
+// judge_words screens plainly accepted elements in double precision before the exact judgement;
+// its summary must be the one the exact judgement of every element gives (judge_output): the same
+// verdicts, counts, first failure and largest errors, to the bit. The outputs are the reference's
+// words moved by 0 to 12 ulps (across the bound of many elements), signs flipped, zeros, the
+// largest finite value, Inf and NaN, under every policy with a rounding allowance and others.
+TEST(OracleSummary, WholeOutputJudgementIsTheElementByElementOne) {
+  std::mt19937_64 rng(20261204);
+  const OutType types[] = {OutType::fp16, OutType::bf16, OutType::fp32};
+  const float alphas[] = {1.0f, 0.3f, -2.0f, 0x1p-10f, 1.5e-5f, 7.0f, 0x1p-140f, 3e30f};
+  const char* policies[] = {"fp32", "fp16-accum", "matrix-unit:90", "fp16-accum/matrix-unit:90", "exact", "ulp:2"};
+  int64_t screened_ok = 0, failing = 0;
+  for (int round = 0; round < 2000; ++round) {
+    const OutType type = types[round % 3];
+    const OutFormat f = out_format(type);
+    const int64_t m = 1 + rng() % 24, n = 1 + rng() % 24, k = 16 * (1 + rng() % 12);
+    const Problem p = random_gemm(rng, type, m, n, k, alphas[rng() % 8]);
+    const ExactResult ref = exact_gemm(p);
+    const Policy policy = Policy::parse(policies[rng() % 6]);
+    std::vector<uint32_t> words(static_cast<size_t>(p.c_elems()));
+    const uint32_t magnitude = f.sign_bit - 1;
+    // Every other round moves words by at most an ulp and nothing else, so that the largest
+    // errors belong to accepted elements (which the screen may skip) rather than to failures.
+    const bool gentle = round % 2 == 1;
+    for (size_t x = 0; x < words.size(); ++x) {
+      uint32_t w = ref.word(x);
+      const uint32_t mag = w & magnitude;
+      switch (gentle ? 5 + rng() % 2 * 4 : rng() % 16) {
+        case 0: w ^= f.sign_bit; break;
+        case 1: w = rng() % 2 ? 0 : f.sign_bit; break;
+        case 2: w = (rng() % 2 ? f.sign_bit : 0) | f.max_finite; break;
+        case 3: w = (rng() % 2 ? f.sign_bit : 0) | f.inf; break;
+        case 4: w = f.quiet_nan; break;
+        case 5: case 6: case 7: case 8: break;
+        default: {
+          const uint32_t d = gentle ? 1 : 1 + static_cast<uint32_t>(rng() % 12);
+          const uint32_t moved = rng() % 2 ? std::min(mag + d, f.max_finite) : (mag > d ? mag - d : 0);
+          if (mag <= f.inf) w = (w & f.sign_bit) | moved;
+        }
+      }
+      words[x] = w;
+    }
+    const OracleSummary got = judge_words(p, ref, words.data(), policy);
+    OracleSummary want;
+    want.elements = p.c_elems();
+    for (int64_t x = 0; x < p.c_elems(); ++x) {
+      const ElementVerdict v = judge_output(p, ref, x, words[static_cast<size_t>(x)], policy);
+      want.exact_regime += v.exact_regime;
+      want.unjudged += v.unjudged;
+      want.max_error_ulps = std::max(want.max_error_ulps, v.error_ulps);
+      want.max_error_over_bound = std::max(want.max_error_over_bound, v.error_over_bound);
+      if (v.ok) {
+        ++screened_ok;
+        continue;
+      }
+      if (want.failing++ == 0) {
+        want.first_index = x;
+        want.first_actual = words[static_cast<size_t>(x)];
+        want.first = v;
+      }
+    }
+    failing += want.failing;
+    SCOPED_TRACE("round " + std::to_string(round) + ", policy " + policy.name());
+    EXPECT_EQ(got.elements, want.elements);
+    EXPECT_EQ(got.failing, want.failing);
+    EXPECT_EQ(got.exact_regime, want.exact_regime);
+    EXPECT_EQ(got.unjudged, want.unjudged);
+    EXPECT_EQ(got.first_index, want.first_index);
+    EXPECT_EQ(got.first_actual, want.first_actual);
+    EXPECT_EQ(got.first.error_over_bound, want.first.error_over_bound);
+    // Bitwise: the largest errors are the exact judgement's values, not estimates.
+    EXPECT_EQ(std::memcmp(&got.max_error_ulps, &want.max_error_ulps, sizeof(double)), 0)
+        << got.max_error_ulps << " vs " << want.max_error_ulps;
+    EXPECT_EQ(std::memcmp(&got.max_error_over_bound, &want.max_error_over_bound, sizeof(double)), 0)
+        << got.max_error_over_bound << " vs " << want.max_error_over_bound;
+  }
+  // Both sides of the bound were reached.
+  EXPECT_GT(screened_ok, 10000);
+  EXPECT_GT(failing, 1000);
 }
 
 }  // namespace
