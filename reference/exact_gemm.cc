@@ -14,6 +14,7 @@
 #include "reference/exact_mx.h"
 
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
@@ -304,6 +305,37 @@ struct NoFinish {
   void operator()(int64_t, int64_t) const {}
 };
 
+// x87's 80-bit long double: 64 significand bits with the integer bit explicit, then the sign and
+// a 15-bit exponent biased by 16383. Where long double is that format, powers of two are built
+// and values taken apart from their bits: libm's ldexpl and frexpl, and the conversion of a long
+// double to a 128-bit integer, were a fifth of a dual GEMM's reference.
+#if defined(__x86_64__) && LDBL_MANT_DIG == 64
+constexpr bool kX87LongDouble = true;
+#else
+constexpr bool kX87LongDouble = false;
+#endif
+
+// 2^e, exactly, for |e| < 16000.
+long double pow2l(int e) {
+  if (!kX87LongDouble) return std::ldexp(1.0L, e);
+  long double v = 0;
+  const uint64_t significand = uint64_t(1) << 63;
+  const uint16_t exponent = static_cast<uint16_t>(e + 16383);
+  std::memcpy(&v, &significand, sizeof significand);
+  std::memcpy(reinterpret_cast<unsigned char*>(&v) + 8, &exponent, sizeof exponent);
+  return v;
+}
+
+// mag rounded to 64 significant bits, ties to even: the integer (long double)mag holds.
+u128 round_to_64_bits(u128 mag) {
+  const int width = bit_width_u128(mag);
+  if (width <= 64) return mag;
+  const int shift = width - 64;
+  const u128 q = mag >> shift, rem = mag & ((u128(1) << shift) - 1), half = u128(1) << (shift - 1);
+  const bool up = rem > half || (rem == half && (q & 1));
+  return (q + (up ? 1 : 0)) << shift;
+}
+
 // G's exact value as hi + lo (hi = G rounded to long double, lo = G - hi to 2^-64 of itself):
 // silu's exp(-G) needs G to better than long double's 2^-64 relative once |G| is large (an
 // error d in G is a relative error d in exp(-G), and |G| reaches 2^14 before exp overflows).
@@ -316,11 +348,13 @@ void exact_split(bool sum_negative, u128 mag, int exp2, float alpha, long double
   }
   mag *= a.sig;
   const long double h = static_cast<long double>(mag);  // rounded to nearest, 64 bits
-  const u128 h_int = static_cast<u128>(h);
+  const u128 h_int = round_to_64_bits(mag);             // the same integer
   const long double r = h_int >= mag ? -static_cast<long double>(h_int - mag) : static_cast<long double>(mag - h_int);
   const bool negative = sum_negative != a.negative;
-  *hi = std::ldexp(negative ? -h : h, exp2);
-  *lo = std::ldexp(negative ? -r : r, exp2);
+  // Scaling by 2^exp2 is exact: |exp2| stays far inside long double's exponent range.
+  const long double scale = pow2l(exp2);
+  *hi = (negative ? -h : h) * scale;
+  *lo = (negative ? -r : r) * scale;
 }
 
 }  // namespace
@@ -358,6 +392,15 @@ uint32_t round_dual(const DualValue& d, bool nan, OutType type) {
   if (d.u == 0 || (d.silu_g == 0 && !std::signbit(d.silu_g))) return 0;  // an exact zero is +0
   const bool negative = std::signbit(d.silu_g) != std::signbit(d.u);
   if (d.v == 0) return negative ? f.sign_bit : 0u;  // nonzero, below long double's range
+  if (kX87LongDouble && std::isfinite(d.v)) {
+    // |v| = significand * 2^(exponent - 16383 - 63); a subnormal (exponent 0) has no integer bit.
+    uint64_t significand = 0;
+    uint16_t exponent = 0;
+    std::memcpy(&significand, &d.v, sizeof significand);
+    std::memcpy(&exponent, reinterpret_cast<const unsigned char*>(&d.v) + 8, sizeof exponent);
+    exponent &= 0x7FFF;
+    return out_round(type, negative, significand, (exponent == 0 ? 1 : exponent) - 16383 - 63);
+  }
   int e = 0;
   const long double frac = std::frexp(std::fabs(d.v), &e);  // in [0.5, 1)
   const uint64_t mag = static_cast<uint64_t>(std::ldexp(frac, 64));  // exact: 64 bits
