@@ -510,55 +510,97 @@ class QuickScreen {
       : on_(uses_spread(policy)), policy_(policy), type_(type), f_(out_format(type)), u_(policy.kind == Policy::Kind::fp16_accum ? 0x1p-10 : 0x1p-23) {}
   bool on() const { return on_; }
 
-  // True where the element is certainly accepted, its exact-regime flag in *exact, and its
+  // True where a GEMM element is certainly accepted, its exact-regime flag in *exact, and its
   // errors at most max_ulps and max_over_bound.
   bool passes(const ExactElement& e, float alpha, uint32_t actual, double max_ulps, double max_over_bound,
               bool* exact) const {
     if (e.nan) return false;
+    const double x = static_cast<double>(e.sum) * 0x1p-20 * static_cast<double>(alpha);
+    // x is exact in double when the sum's significant bits and alpha's 24 fit in 53.
+    const u128 mag = e.sum < 0 ? static_cast<u128>(-e.sum) : static_cast<u128>(e.sum);
+    const bool x_exact = (mag >> 53) == 0 && (mag == 0 || bit_width_u128(mag >> __builtin_ctzll(static_cast<uint64_t>(mag))) <= 29);
+    *exact = exact_regime_for_policy(facts_of_sum(e), alpha, policy_);
+    double spread = 0;
+    if (!*exact && !spread_of(e, alpha, &spread)) return false;
+    return within(x, x_exact, actual, round_result(e, alpha, type_), *exact, spread * (1 - kE), max_ulps, max_over_bound);
+  }
+
+  // The same for a dual GEMM element (rule 6: never the exact regime), from G's and U's sums and
+  // the reference's silu(G), U and v.
+  bool passes_dual(const ExactElement& g, const ExactElement& u, const DualValue& d, float alpha, float alpha2,
+                   uint32_t actual, double max_ulps, double max_over_bound) const {
+    if (g.nan || u.nan) return false;
+    // E1, E2: what rules 2-3 allow for G and U.
+    double e1 = 0, e2 = 0;
+    if (!exact_regime_for_policy(facts_of_sum(g), alpha, policy_) && !spread_of(g, alpha, &e1)) return false;
+    if (!exact_regime_for_policy(facts_of_sum(u), alpha2, policy_) && !spread_of(u, alpha2, &e2)) return false;
+    const double gv = static_cast<double>(g.sum) * 0x1p-20 * static_cast<double>(alpha);
+    const double s = std::fabs(static_cast<double>(d.silu_g)), abs_u = std::fabs(static_cast<double>(d.u));
+    // Clear of FP32's overflow threshold (where rule 6 leaves the element unjudged) and of the
+    // G = -87 edge, each by far more than the double values' error.
+    constexpr double kFp32Overflow = (2 - 0x1p-24) * 0x1p127;
+    if (!((std::fabs(gv) + e1) * (1 + kE) < kFp32Overflow * (1 - kE) && (abs_u + e2) * (1 + kE) < kFp32Overflow * (1 - kE)))
+      return false;
+    if (std::fabs(gv + 87) <= 87 * kE) return false;
+    constexpr double kL = 1.1, kEta = 0x1p-16;
+    double b = kL * e1 * (abs_u + e2) + (s + kL * e1) * e2 + kEta * (s + kL * e1) * (abs_u + e2);
+    if (gv < -87) b += s * (abs_u + e2);
+    b += 0x1p-148 * (kL * (abs_u + e2) + s + kL * e1 + 1);
+    return within(static_cast<double>(d.v), false, actual, round_dual(d, false, type_), false, b * (1 - kE), max_ulps,
+                  max_over_bound);
+  }
+
+ private:
+  static constexpr double kE = 0x1p-40;
+
+  // Rule 2's facts of a sum (its exact-regime test needs no values).
+  static SumFacts facts_of_sum(const ExactElement& e) {
+    SumFacts f;
+    f.any_nonzero = e.abs_sum != 0;
+    f.g_exp = e.min_tz - 20;
+    f.s_exp = bit_width_u128(e.abs_sum) - 20;
+    return f;
+  }
+
+  // Rule 3's spread |alpha| * gamma_t' * S in double; false where t'u is not well below 1.
+  bool spread_of(const ExactElement& e, float alpha, double* spread) const {
+    int alpha_exp = 0;
+    const double terms = static_cast<double>(e.nonzero) * policy_.rule().t_factor + (alpha_power_of_two(alpha, &alpha_exp) ? 0 : 2);
+    const double tu = terms * u_;
+    if (tu >= 0.5) return false;
+    *spread = std::fabs(static_cast<double>(alpha)) * (tu / (1 - tu)) * (static_cast<double>(e.abs_sum) * 0x1p-20);
+    return true;
+  }
+
+  // The kernel's word against x (the exact value, exact in double where x_exact, else within
+  // 2^-52 of it) and the expected word: accepted with certainty, and the errors no larger than
+  // the maxima? In the exact regime only the expected word (+0 == -0) is; otherwise an error
+  // within spread_lo (a lower bound of the allowed spread) plus half an ulp at |x| + spread.
+  bool within(double x, bool x_exact, uint32_t actual, uint32_t expected, bool exact, double spread_lo,
+              double max_ulps, double max_over_bound) const {
     const OutParts q = out_parts(type_, actual);
     if (q.nan || q.inf) return false;
-    const uint32_t expected = round_result(e, alpha, type_);
     const OutParts qe = out_parts(type_, expected);
     if (qe.nan || qe.inf) return false;
     const double c = static_cast<double>(q.sig) * pow2d(q.exp) * (q.negative ? -1 : 1);
-    const double x = static_cast<double>(e.sum) * 0x1p-20 * static_cast<double>(alpha);
     const double abs_x = std::fabs(x);
-    constexpr double kE = 0x1p-40;
-    // x is exact in double when the sum's significant bits and alpha's 24 fit in 53; then the
-    // error is |c - x| to one rounding (0 where the kernel wrote x itself), else within
-    // 2^-51 |x| more.
-    const u128 mag = e.sum < 0 ? static_cast<u128>(-e.sum) : static_cast<u128>(e.sum);
-    const bool x_exact = (mag >> 53) == 0 && (mag == 0 || bit_width_u128(mag >> __builtin_ctzll(static_cast<uint64_t>(mag))) <= 29);
+    // One rounding of |c - x| (0 where the kernel wrote x itself), or also x's own.
     const double err_hi = x_exact ? std::fabs(c - x) * (1 + kE) : std::fabs(c - x) + (abs_x + std::fabs(c)) * kE;
     // The ulp of the expected word (error_ulps is in those units): exact, from its parts.
-    const double expected_value = static_cast<double>(qe.sig) * pow2d(qe.exp);
-    const double ulps_hi = err_hi * pow2d(-ulp_exp(expected_value));
-    SumFacts facts;
-    facts.any_nonzero = e.abs_sum != 0;
-    facts.g_exp = e.min_tz - 20;
-    facts.s_exp = bit_width_u128(e.abs_sum) - 20;
-    *exact = exact_regime_for_policy(facts, alpha, policy_);
+    const double ulps_hi = err_hi * pow2d(-ulp_exp(static_cast<double>(qe.sig) * pow2d(qe.exp)));
     double bound_lo;
-    if (*exact) {
-      // Only RN_out is acceptable (+0 == -0); the bound is half an ulp at |x|.
+    if (exact) {
       const bool zeros = (actual & ~f_.sign_bit) == 0 && (expected & ~f_.sign_bit) == 0;
       if (actual != expected && !zeros) return false;
       bound_lo = pow2d(ulp_exp(abs_x * (1 - kE)) - 1);
     } else {
-      // Rule 3's spread, |alpha| * gamma_t' * S, and half an ulp at |x| + spread.
-      int alpha_exp = 0;
-      const double terms = static_cast<double>(e.nonzero) * policy_.rule().t_factor + (alpha_power_of_two(alpha, &alpha_exp) ? 0 : 2);
-      const double tu = terms * u_;
-      if (tu >= 0.5) return false;
-      const double spread = std::fabs(static_cast<double>(alpha)) * (tu / (1 - tu)) * (static_cast<double>(e.abs_sum) * 0x1p-20);
-      bound_lo = spread * (1 - kE) + pow2d(ulp_exp((abs_x + spread) * (1 - kE)) - 1);
+      bound_lo = spread_lo + pow2d(ulp_exp((abs_x + spread_lo) * (1 - kE)) - 1);
       if (!(err_hi <= bound_lo)) return false;
     }
     const double over_hi = err_hi / bound_lo * (1 + kE);
     return ulps_hi <= max_ulps && over_hi <= max_over_bound;
   }
 
- private:
   // 2^e for a normal double's exponent (libm's ldexp was a third of the screen's time).
   static double pow2d(int e) {
     const uint64_t bits = static_cast<uint64_t>(e + 1023) << 52;
@@ -605,7 +647,7 @@ OracleSummary judge_all(const Problem& p, const ExactResult& ref, const Word& wo
   const int64_t chunks = (count + kChunk - 1) / kChunk;
   std::vector<OracleSummary> parts(static_cast<size_t>(chunks));
   const QuickScreen screen(policy, p.out_type);
-  const bool screened = screen.on() && !ref.mx && !dual;
+  const bool screened = screen.on() && !ref.mx;
 #pragma omp parallel for schedule(dynamic, 1) if (chunks > 1)
   for (int64_t ch = 0; ch < chunks; ++ch) {
     OracleSummary& part = parts[static_cast<size_t>(ch)];
@@ -617,8 +659,10 @@ OracleSummary judge_all(const Problem& p, const ExactResult& ref, const Word& wo
       while (grouped && idx >= group_end[g]) ++g;
       const uint32_t actual = word(idx);
       bool exact = false;
-      if (screened && screen.passes(ref.elems[idx], grouped ? p.groups[g].alpha : p.alpha, actual, part.max_error_ulps,
-                                    part.max_error_over_bound, &exact)) {
+      if (screened && (dual ? screen.passes_dual(ref.elems[idx], ref.elems2[idx], ref.dual[idx], p.alpha, p.alpha2, actual,
+                                                 part.max_error_ulps, part.max_error_over_bound)
+                            : screen.passes(ref.elems[idx], grouped ? p.groups[g].alpha : p.alpha, actual,
+                                            part.max_error_ulps, part.max_error_over_bound, &exact))) {
         part.exact_regime += exact;
         continue;
       }

@@ -772,8 +772,8 @@ TEST(OracleJudge, ParallelSummaryIsTheSerialOne) {
 
 // ---- A whole output against its elements ---------------------------------------------------------
 
-// judge_words screens plainly accepted elements in double precision before the exact judgement;
-// its summary must be the one the exact judgement of every element gives (judge_output): the same
+// judge_words screens plainly accepted elements (GEMM and dual GEMM) in double precision before
+// the exact judgement; its summary must be the one the exact judgement of every element gives (judge_output): the same
 // verdicts, counts, first failure and largest errors, to the bit. The outputs are the reference's
 // words moved by 0 to 12 ulps (across the bound of many elements), signs flipped, zeros, the
 // largest finite value, Inf and NaN, under every policy with a rounding allowance and others.
@@ -786,8 +786,23 @@ TEST(OracleSummary, WholeOutputJudgementIsTheElementByElementOne) {
   for (int round = 0; round < 2000; ++round) {
     const OutType type = types[round % 3];
     const OutFormat f = out_format(type);
-    const int64_t m = 1 + rng() % 24, n = 1 + rng() % 24, k = 16 * (1 + rng() % 12);
-    const Problem p = random_gemm(rng, type, m, n, k, alphas[rng() % 8]);
+    const int64_t m = 1 + rng() % 24, n = 1 + rng() % 24, k = 16 * (1 + rng() % 12) - 2 * (rng() % 4);
+    Problem p = random_gemm(rng, type, m, n, k, alphas[rng() % 8]);
+    if (round % 4 >= 2) {  // a dual GEMM, alphas spread so that G covers silu's whole shape
+      const auto draw_alpha = [&rng]() {
+        const int e = static_cast<int>(rng() % 12) - 8;
+        return rng() % 3 == 0 ? std::ldexp(1.0f, e) : std::ldexp(1.0f + static_cast<float>(rng() % 8388608) / 8388608.0f, e);
+      };
+      p.op = Op::dual_gemm;
+      p.alpha = draw_alpha();
+      p.alpha2 = draw_alpha();
+      // Now and then G or U near FP32's overflow threshold, where rule 6 leaves outputs unjudged.
+      if (rng() % 8 == 0) (rng() % 2 ? p.alpha : p.alpha2) = std::ldexp(1.0f + static_cast<float>(rng() % 1024) / 1024.0f, 100 + static_cast<int>(rng() % 28));
+      const Problem second = random_gemm(rng, type, m, n, k, 1.0f);
+      p.b2 = second.b;
+      p.sfb2 = second.sfb;
+      if (rng() % 16 == 0) p.sfb2[0] = 0x7F;
+    }
     const ExactResult ref = exact_gemm(p);
     const Policy policy = Policy::parse(policies[rng() % 6]);
     std::vector<uint32_t> words(static_cast<size_t>(p.c_elems()));
