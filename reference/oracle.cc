@@ -522,7 +522,7 @@ class QuickScreen {
     *exact = exact_regime_for_policy(facts_of_sum(e), alpha, policy_);
     double spread = 0;
     if (!*exact && !spread_of(e, alpha, &spread)) return false;
-    return within(x, x_exact, actual, round_result(e, alpha, type_), *exact, spread * (1 - kE), max_ulps, max_over_bound);
+    return within(x, x_exact, actual, *exact, spread * (1 - kE), max_ulps, max_over_bound);
   }
 
   // The same for a dual GEMM element (rule 6: never the exact regime), from G's and U's sums and
@@ -546,8 +546,7 @@ class QuickScreen {
     double b = kL * e1 * (abs_u + e2) + (s + kL * e1) * e2 + kEta * (s + kL * e1) * (abs_u + e2);
     if (gv < -87) b += s * (abs_u + e2);
     b += 0x1p-148 * (kL * (abs_u + e2) + s + kL * e1 + 1);
-    return within(static_cast<double>(d.v), false, actual, round_dual(d, false, type_), false, b * (1 - kE), max_ulps,
-                  max_over_bound);
+    return within(static_cast<double>(d.v), false, actual, false, b * (1 - kE), max_ulps, max_over_bound);
   }
 
  private:
@@ -573,29 +572,28 @@ class QuickScreen {
   }
 
   // The kernel's word against x (the exact value, exact in double where x_exact, else within
-  // 2^-52 of it) and the expected word: accepted with certainty, and the errors no larger than
-  // the maxima? In the exact regime only the expected word (+0 == -0) is; otherwise an error
-  // within spread_lo (a lower bound of the allowed spread) plus half an ulp at |x| + spread.
-  bool within(double x, bool x_exact, uint32_t actual, uint32_t expected, bool exact, double spread_lo,
-              double max_ulps, double max_over_bound) const {
+  // 2^-52 of it): accepted with certainty, and the errors no larger than the maxima? In the exact
+  // regime only RN_out(x) is acceptable (+0 == -0): a word nearer x than half the gap to its
+  // neighbours is RN_out(x) whatever the ties, so the expected word is never rounded here.
+  // Otherwise an error within spread_lo (a lower bound of the allowed spread) plus half an ulp at
+  // |x| + spread. error_ulps is in ulps of the expected word, which lie at or above |x|'s binade.
+  bool within(double x, bool x_exact, uint32_t actual, bool exact, double spread_lo, double max_ulps,
+              double max_over_bound) const {
     const OutParts q = out_parts(type_, actual);
     if (q.nan || q.inf) return false;
-    const OutParts qe = out_parts(type_, expected);
-    if (qe.nan || qe.inf) return false;
     const double c = static_cast<double>(q.sig) * pow2d(q.exp) * (q.negative ? -1 : 1);
-    const double abs_x = std::fabs(x);
+    const double abs_x = std::fabs(x), abs_c = std::fabs(c);
     // One rounding of |c - x| (0 where the kernel wrote x itself), or also x's own.
-    const double err_hi = x_exact ? std::fabs(c - x) * (1 + kE) : std::fabs(c - x) + (abs_x + std::fabs(c)) * kE;
-    // The ulp of the expected word (error_ulps is in those units): exact, from its parts.
-    const double ulps_hi = err_hi * pow2d(-ulp_exp(static_cast<double>(qe.sig) * pow2d(qe.exp)));
-    double bound_lo;
+    const double err_hi = x_exact ? std::fabs(c - x) * (1 + kE) : std::fabs(c - x) + (abs_x + abs_c) * kE;
+    double bound_lo, ulps_hi;
     if (exact) {
-      const bool zeros = (actual & ~f_.sign_bit) == 0 && (expected & ~f_.sign_bit) == 0;
-      if (actual != expected && !zeros) return false;
+      if (!(err_hi < pow2d(ulp_exp(abs_c * (1 - kE)) - 1))) return false;
+      ulps_hi = err_hi * pow2d(-ulp_exp(abs_c));  // the expected word is c (or a zero, as c is)
       bound_lo = pow2d(ulp_exp(abs_x * (1 - kE)) - 1);
     } else {
       bound_lo = spread_lo + pow2d(ulp_exp((abs_x + spread_lo) * (1 - kE)) - 1);
       if (!(err_hi <= bound_lo)) return false;
+      ulps_hi = err_hi * pow2d(-std::min(ulp_exp(abs_x * (1 - kE)), f_.emax - f_.precision + 1));
     }
     const double over_hi = err_hi / bound_lo * (1 + kE);
     return ulps_hi <= max_ulps && over_hi <= max_over_bound;
