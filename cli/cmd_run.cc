@@ -150,10 +150,12 @@ void add_run_command(CLI::App& app, int& exit_code) {
                   "Every case of this shape, MxNxK or MxNxKxL (e.g. 7168x1x16384 for a production GEMV; large "
                   "problems are judged against the GPU reference where there is a device)");
   run->add_option("--huge", args->huge,
-                  "The huge tier of CUDA quantizers: cases with l*m*k just past 2^31 elements of X (32-bit offsets "
-                  "wrap there), drawn where the device's free memory holds them with margin: auto (about one "
-                  "quantize case in 64), always (every quantize case: to check the tier itself), off (the default: "
-                  "one such case costs a minute or more and tens of GB of host memory on an H200, past a short run's time budget)")
+                  "The huge tier of CUDA kernels: quantize cases with l*m*k just past 2^31 elements of X, and "
+                  "grouped cases of a kernel taking the packed arrangement with a packed B just past 2^31 bytes "
+                  "(32-bit offsets wrap there), drawn where the device's free memory holds them with margin: auto "
+                  "(about one such case in 64), always (every one: to check the tier itself), off (the default: "
+                  "one such case costs 15 s to a minute or more and tens of GB of host memory on an H200, past a "
+                  "short run's time budget)")
       ->check(CLI::IsMember({"auto", "always", "off"}));
   run->add_option("--jobs", args->jobs,
                   "Kernel processes per kernel and GPU, taking cases from one schedule (default: half the cores, "

@@ -35,10 +35,12 @@
 #              NVFP4_V2_CASES (default 20000) cases each (false alarms), the CUDA v2 mutants within
 #              300 cases each, and a grouped case whose packed B passes 2^31 bytes (2.2 GiB) against
 #              the packed naive kernel and the 32-bit-offset mutant
-#   huge       the quantizers' huge tier (run --huge always: l*m*k just past 2^31 elements, X through
-#              the worker's shared file): the honest CUDA te and fast quantizers (quantize_naive,
+#   huge       the huge tier (run --huge always): quantizers with l*m*k just past 2^31 elements (X
+#              through the worker's shared file): the honest CUDA te and fast quantizers (quantize_naive,
 #              quantize_fast) pass one forced huge case each (exit 0), big_cuda_q_row_offset_32bit
-#              fails it (exit 1, the case named), one after another, each within a time limit
+#              fails it (exit 1, the case named); grouped cases whose packed B passes 2^31 bytes:
+#              grouped_gemm_naive_packed passes, big_cuda_grouped_offsets_32bit fails; one after
+#              another, each within a time limit
 #              (NVFP4_HUGE_SECONDS; default 150 s honest, 110 s the mutant); wall time, the verdict,
 #              the report's stage_seconds, peak host memory (the largest process's, and the whole
 #              machine's: MemAvailable's drop, which counts the worker, shared files and pinned
@@ -323,11 +325,18 @@ for s in "${steps[@]}"; do
       ;;
     huge)
       hseed=${NVFP4_HUGE_SEED:-$(date +%s)}
-      step "the huge tier: one forced quantize case past 2^31 elements per kernel, seed $hseed"
-      # Within one 10-minute device call: 150 s for each honest kernel, 110 s for the mutant
-      # (it ends at its first call); NVFP4_HUGE_SECONDS sets each kernel's limit instead.
-      for k in quantize_naive quantize_fast big_cuda_q_row_offset_32bit; do
-        want=0; limit=150; [ "$k" = big_cuda_q_row_offset_32bit ] && want=1 && limit=110
+      step "the huge tier: forced quantize cases past 2^31 elements, grouped ones past 2^31 bytes of B, seed $hseed"
+      # Within one 10-minute device call: 150 s for each honest quantizer, 110 s for the quantizer
+      # mutant (it ends at its first call), 100 s and 70 s for the grouped pair (three cases: a
+      # grouped case drawn just outside the declaration stays that case); NVFP4_HUGE_SECONDS sets
+      # each kernel's limit instead.
+      for k in quantize_naive quantize_fast big_cuda_q_row_offset_32bit grouped_gemm_naive_packed big_cuda_grouped_offsets_32bit; do
+        want=0; limit=150; cases=1
+        case $k in
+          big_cuda_q_row_offset_32bit) want=1; limit=110 ;;
+          grouped_gemm_naive_packed) limit=100; cases=3 ;;
+          big_cuda_grouped_offsets_32bit) want=1; limit=70; cases=3 ;;
+        esac
         limit=${NVFP4_HUGE_SECONDS:-$limit}
         # Peak device memory (nvidia-smi) and the machine's host memory in use (MemAvailable's
         # drop from before the run: the parent, the worker, the shared files, pinned staging),
@@ -341,7 +350,7 @@ for s in "${steps[@]}"; do
           done ) &
         sampler=$!
         /usr/bin/time -v timeout "$limit" "$B/cli/nvfp4check" run --plugin "$B/mutation/mutants/libnvfp4_mutants.so" \
-          --kernel "$k" --huge always --cases 1 --jobs 1 --timeout 180 --seed "$hseed" \
+          --kernel "$k" --huge always --cases "$cases" --jobs 1 --timeout 180 --seed "$hseed" \
           --report "$OUT/huge-$k.json" --case-dir "$OUT/huge-cases" >"$OUT/huge-$k.log" 2>&1
         got=$?
         kill "$sampler" 2>/dev/null; wait "$sampler" 2>/dev/null
@@ -349,7 +358,7 @@ for s in "${steps[@]}"; do
         echo "$k: exit $got (want $want, 124: past the ${limit} s limit); peak device memory" \
           "$(cat "$OUT/huge-$k.gpu-mib" 2>/dev/null || echo ?) MiB; peak host memory in use $((hkib / 1048576)) GiB"
         [ "$got" = "$want" ] || status=1
-        grep -q '"huge": 1' "$OUT/huge-$k.json" 2>/dev/null || { echo "$k: the report counts no huge case"; status=1; }
+        grep -q '"huge": [1-9]' "$OUT/huge-$k.json" 2>/dev/null || { echo "$k: the report counts no huge case"; status=1; }
         grep -E "huge tier|FAIL|check|reproduce|Maximum resident|Elapsed \(wall" "$OUT/huge-$k.log" | head -12
         # The verdict and where the case's time went (the report's stage_seconds).
         tr -d ' \n' <"$OUT/huge-$k.json" 2>/dev/null | grep -o -E '"(stage_seconds":\{[^}]*\}|verdict":"[a-z]*")' \

@@ -100,6 +100,36 @@ std::vector<Group> draw_large_grouped_shape(Draws& d, const nvfp4_kernel_info& i
   return groups;
 }
 
+bool draw_huge_grouped_shape(uint64_t pick, const nvfp4_kernel_info& info, uint64_t device_free_bytes, Problem& p) {
+  if (p.op != Op::grouped_gemm || !(info.flags & NVFP4_FLAG_GROUPS_PACKED) || p.mx_operands()) return false;
+  static const int64_t kWidths[] = {7168, 4096, 5120};
+  const int64_t mm = std::max<uint32_t>(1, info.m_multiple), nm = std::max<uint32_t>(1, info.n_multiple);
+  const int64_t km = std::lcm<int64_t>(32, std::max<uint32_t>(1, info.k_multiple));
+  const int64_t k = round_up(kWidths[pick % 3], km), n = round_up(2048, nm);
+  const int64_t expert = n * (k / 2);  // one expert's packed B
+  // The expert that straddles 2^31 bytes (or the first past it), then 2 to 9 more.
+  const int64_t straddle = (int64_t(1) << 31) / expert;
+  const int64_t count = straddle + 3 + static_cast<int64_t>(pick / 3 % 8);
+  if (info.max_groups > 0 && count > static_cast<int64_t>(info.max_groups)) return false;
+  // B and its scales in the call's buffer and the device copy the runner keeps of every input,
+  // and 2 GiB more for the CUDA contexts of the other lanes and the runtime.
+  const uint64_t b_bytes = static_cast<uint64_t>(count) * static_cast<uint64_t>(expert + n * (k / 16));
+  if (2 * b_bytes + (uint64_t(2) << 30) > device_free_bytes) return false;
+  std::vector<Group> groups(static_cast<size_t>(count));
+  uint64_t tokens = splitmix64(pick ^ 0x544F4B454E53ull);  // "TOKENS": 0 to 3 per expert, 2 bits each
+  for (int64_t g = 0; g < count; ++g) {
+    if (g % 32 == 0) tokens = splitmix64(tokens);
+    int64_t m = static_cast<int64_t>(tokens >> (2 * (g % 32)) & 3);
+    if (g >= straddle) m = std::max<int64_t>(m, 1);  // the experts a wrapped offset misplaces
+    Group& q = groups[static_cast<size_t>(g)];
+    q.m = m == 0 ? 0 : round_up(m, mm);
+    q.n = n;
+    q.k = k;
+  }
+  p.groups = std::move(groups);
+  return true;
+}
+
 const char* to_string(CaseKind kind) {
   switch (kind) {
     case CaseKind::small: return "small";
@@ -471,11 +501,15 @@ ScheduledCase Schedule::at(int64_t index) const {
   CasePlan plan = draw_plan(d, info_, constraints, options_.limits, options_.shape);
   // The huge tier decides from a hash of its own, so that drawing it takes nothing from the
   // case's draws: every other case is the case it was without the tier.
-  if (op_quantizes(plan.problem.op) && !options_.shape && options_.huge != HugeTier::off &&
-      info_.memory == NVFP4_MEMORY_CUDA && options_.device_free_bytes > 0) {
+  const bool quantizer = op_quantizes(plan.problem.op);
+  const bool packed_groups = plan.problem.op == Op::grouped_gemm && (info_.flags & NVFP4_FLAG_GROUPS_PACKED);
+  // (A grouped case drawn just outside the declaration stays that case.)
+  if ((quantizer || (packed_groups && plan.kind != CaseKind::unsupported)) && !options_.shape &&
+      options_.huge != HugeTier::off && info_.memory == NVFP4_MEMORY_CUDA && options_.device_free_bytes > 0) {
     const uint64_t pick = splitmix64(case_seed(index) ^ 0x4855474554494552ull);  // "HUGETIER"
     if ((options_.huge == HugeTier::always || pick % kHugeShare == 0) &&
-        quantize_op::draw_huge_shape(pick / kHugeShare, info_, options_.device_free_bytes, plan.problem))
+        (quantizer ? quantize_op::draw_huge_shape(pick / kHugeShare, info_, options_.device_free_bytes, plan.problem)
+                   : draw_huge_grouped_shape(pick / kHugeShare, info_, options_.device_free_bytes, plan.problem)))
       plan.kind = CaseKind::huge;
   }
   c.kind = plan.kind;
@@ -574,7 +608,7 @@ std::string ScheduleStats::text() const {
                      empty_groups, all_empty);
     for (const auto& [k, v] : by_groups) t += fmt::format(" {}: {}", k, v);
   }
-  if (huge > 0) t += fmt::format("; huge tier {} (past 2^31 elements)", huge);
+  if (huge > 0) t += fmt::format("; huge tier {} (past 2^31 elements or bytes)", huge);
   t += fmt::format("; tile edge {}, batched {}, k tail {}, permuted padding {}; scales", pct(tile_edge), pct(batched),
                    pct(k_tail), pct(padded));
   for (const auto& [k, v] : by_scales) t += fmt::format(" {} {}", k, v);

@@ -100,12 +100,20 @@ ShapeLimits fuzz_limits_from_environment();
 
 
 // The huge tier: quantize cases of a CUDA kernel with l*m*k just past 2^31 elements (32-bit
-// element offsets wrap there: flashinfer PR #4263), about one case in kHugeShare (`auto`), every
-// quantize case (`always`, `run --huge`), or none. Only where the device's free memory holds the
-// case with margin (huge_case_fits); a case that does not fit stays the case drawn without the
-// tier. Host kernels never draw it (their reference and kernel would share the parent's cores).
+// element offsets wrap there: flashinfer PR #4263), and grouped cases of a CUDA kernel that takes
+// the packed arrangement with a packed B just past 2^31 bytes (32-bit expert offsets wrap there),
+// about one such case in kHugeShare (`auto`), every one (`always`, `run --huge`), or none. Only
+// where the device's free memory holds the case with margin; a case that does not fit stays the
+// case drawn without the tier. Host kernels never draw it (their reference and kernel would share
+// the parent's cores).
 enum class HugeTier : uint8_t { off, automatic, always };
 constexpr uint64_t kHugeShare = 64;
+// A grouped case's huge shape in place of p's groups (p an NVFP4 grouped problem for a kernel
+// declaring NVFP4_FLAG_GROUPS_PACKED): experts of 2048 x k (k 7168, 4096 or 5120 by pick) whose
+// packed B passes 2^31 bytes, one to three tokens each or none, every expert from the one that
+// straddles 2^31 on in use. False, p unchanged, where the kernel's declaration (max_groups) or
+// the device's free memory does not allow it.
+bool draw_huge_grouped_shape(uint64_t pick, const nvfp4_kernel_info& info, uint64_t device_free_bytes, Problem& p);
 
 struct ScheduleOptions {
   uint64_t seed = 0;

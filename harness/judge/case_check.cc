@@ -1105,13 +1105,23 @@ class CaseRun {
 
 }  // namespace
 
+namespace {
+// A grouped case whose B, packed, passes 2^31 bytes (an empty expert keeps its slot).
+bool packed_b_past_2_31(const Problem& p) {
+  if (!op_is_grouped(p.op)) return false;
+  int64_t bytes = 0;
+  for (const Group& g : p.groups) bytes += g.n * operand_row_bytes(p.b_format, g.k);
+  return bytes >= (int64_t(1) << 31);
+}
+}  // namespace
+
 CaseOutcome check_case(Executor& executor, const Problem& input, const CaseOptions& options) {
   // A huge case holds about 8 bytes an element here (X and its stale X, two references, three
-  // calls' outputs as bytes) and as much in its kernel's process: one at a time, whatever the
-  // lanes.
+  // calls' outputs as bytes) and as much in its kernel's process; a grouped one past 2^31 bytes
+  // of B holds B a few times over in both: one at a time, whatever the lanes.
   static std::mutex huge;
   std::unique_lock<std::mutex> one_at_a_time(huge, std::defer_lock);
-  if (quantize_op::is_huge(input)) one_at_a_time.lock();
+  if (quantize_op::is_huge(input) || packed_b_past_2_31(input)) one_at_a_time.lock();
   return CaseRun(executor, input, options).run();
 }
 

@@ -586,6 +586,72 @@ TEST(Schedule, ALargeMaxGroupsIsNotProbedWithAHugeCase) {
 
 // UNIT_ALPHA: alpha, alpha2 and every group's alpha are 1 in every case but the probes, which
 // reach a group alpha != 1 and an alpha2 != 1.
+// The huge tier of a packed grouped CUDA kernel: about one grouped case in 64 where the device
+// has the memory, every one with `always`; its packed B passes 2^31 bytes by a few experts, every
+// expert from the one that straddles 2^31 on has tokens, and the data is drawn when the case is
+// checked. Every other case is the case drawn without the tier; a kernel of the separate
+// arrangement, a host kernel or a device without room never draws it.
+TEST(Schedule, PackedGroupedKernelsDrawAHugeTierPast2To31BytesOfB) {
+  const nvfp4_kernel_info packed = grouped_kernel(NVFP4_FLAG_GROUPS_PACKED);
+  ScheduleOptions plain;
+  plain.seed = 20261204;
+  ScheduleOptions roomy = plain;
+  roomy.device_free_bytes = uint64_t(139) << 30;  // an H200
+  const Schedule without(packed, "packed", plain), with(packed, "packed", roomy);
+  int64_t huge = 0;
+  std::set<int64_t> widths;
+  for (int64_t i = 0; i < 1280; ++i) {
+    const ScheduledCase a = without.at(i), b = with.at(i);
+    ASSERT_NE(a.kind, CaseKind::huge);
+    if (b.kind != CaseKind::huge) {
+      ASSERT_EQ(b.problem.groups.size(), a.problem.groups.size()) << i;
+      for (size_t g = 0; g < a.problem.groups.size(); ++g) EXPECT_EQ(b.problem.groups[g].b, a.problem.groups[g].b) << i;
+      continue;
+    }
+    ++huge;
+    const Problem& p = b.problem;
+    ASSERT_EQ(p.op, Op::grouped_gemm);
+    const int64_t expert = p.groups[0].n * (p.groups[0].k / 2);
+    const int64_t packed_b = static_cast<int64_t>(p.groups.size()) * expert;  // an empty expert keeps its slot
+    EXPECT_GT(packed_b, int64_t(1) << 31) << i;
+    EXPECT_LT(packed_b - (int64_t(1) << 31), 11 * expert) << i << ": just past 2^31 bytes, by a few experts";
+    for (size_t g = 0; g < p.groups.size(); ++g) {
+      EXPECT_EQ(p.groups[g].n, p.groups[0].n);
+      EXPECT_EQ(p.groups[g].k, p.groups[0].k);
+      EXPECT_LE(p.groups[g].m, 3);
+      if (static_cast<int64_t>(g + 1) * expert > (int64_t(1) << 31)) EXPECT_GE(p.groups[g].m, 1) << i << " group " << g;
+      EXPECT_TRUE(p.groups[g].b.empty()) << "a huge case's data is drawn when it is checked";
+    }
+    EXPECT_EQ(p.seed, a.problem.seed) << "the same data seed as without the tier";
+    EXPECT_NE(p.note.find("huge"), std::string::npos) << p.note;
+    widths.insert(p.groups[0].k);
+  }
+  // Every case of this kernel is grouped: 1280 / 64 = 20 expected, fewer than 6 or more than 40
+  // with probability < 1e-4 (cases drawn just outside the declaration never are).
+  EXPECT_GE(huge, 6);
+  EXPECT_LE(huge, 40);
+  EXPECT_EQ(widths, (std::set<int64_t>{4096, 5120, 7168}));
+
+  ScheduleOptions always = roomy;
+  always.huge = HugeTier::always;
+  ScheduleOptions short_of_room = always;
+  short_of_room.device_free_bytes = uint64_t(6) << 30;  // B twice and 2 GiB do not fit
+  nvfp4_kernel_info host = packed;
+  host.memory = NVFP4_MEMORY_HOST;
+  const Schedule every(packed, "packed", always), cramped(packed, "packed", short_of_room),
+      separate(grouped_kernel(), "separate", always), host_always(host, "host", always);
+  int64_t drawn = 0;
+  for (int64_t i = 0; i < 40; ++i) {
+    EXPECT_NE(cramped.at(i).kind, CaseKind::huge);
+    EXPECT_NE(separate.at(i).kind, CaseKind::huge);
+    EXPECT_NE(host_always.at(i).kind, CaseKind::huge);
+    const ScheduledCase c = every.at(i);
+    drawn += c.kind == CaseKind::huge;
+    EXPECT_TRUE(c.kind == CaseKind::huge || c.kind == CaseKind::unsupported) << i;
+  }
+  EXPECT_GE(drawn, 30);
+}
+
 TEST(Schedule, UnitAlphaKernelsGetAlphaOneOutsideTheirProbes) {
   ScheduleOptions o;
   o.seed = 20261214;
