@@ -417,9 +417,12 @@ KernelDesc describe_kernel(const Kernel& k) {
   d.info = *k.info;
   d.info.name = nullptr;
   d.runnable = kernel_runnable(k, &d.why_not);
-  // Only a quantizer's process asks (the huge tier is the quantize op's); a kernel's process uses
-  // the device anyway, so the context this creates is not wasted there.
-  if (d.runnable && d.is_cuda() && d.supports_op(NVFP4_OP_QUANTIZE)) d.device_free_bytes = cuda_free_bytes();
+  // Only the processes of kernels with a huge tier ask (quantizers, and grouped kernels taking the
+  // packed arrangement); a kernel's process uses the device anyway, so the context this creates is
+  // not wasted there.
+  const bool huge_tier = d.supports_op(NVFP4_OP_QUANTIZE) ||
+                         (d.supports_op(NVFP4_OP_GROUPED_GEMM) && (d.info.flags & NVFP4_FLAG_GROUPS_PACKED));
+  if (d.runnable && d.is_cuda() && huge_tier) d.device_free_bytes = cuda_free_bytes();
   return d;
 }
 

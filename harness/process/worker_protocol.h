@@ -21,8 +21,8 @@ struct KernelDesc {
   nvfp4_kernel_info info{};               // info.name is not kept (use `name`)
   bool runnable = true;
   std::string why_not;
-  // A runnable CUDA quantizer: the device's free bytes when its process described it (what the
-  // schedule's huge tier may take); 0 otherwise.
+  // A runnable CUDA quantizer or packed grouped kernel: the device's free bytes when its process
+  // described it (what the schedule's huge tier may take); 0 otherwise.
   uint64_t device_free_bytes = 0;
   bool is_cuda() const { return info.memory == NVFP4_MEMORY_CUDA; }
   bool supports_op(uint32_t op) const { return (info.ops >> op) & 1u; }
