@@ -42,13 +42,13 @@ InputTensor scales_as(const Problem& p, std::string name, const std::vector<uint
   return {std::move(name), GuardPattern::nan_scales, sf_to_permuted(linear.data(), rows, kb, l, pad)};
 }
 
-// `count` copies of word w as bytes of `type`.
 template <class Word>
 void fill_words(uint8_t* out, int64_t count, uint32_t w) {
   const Word word = static_cast<Word>(w);
   for (int64_t e = 0; e < count; ++e) std::memcpy(out + e * sizeof(Word), &word, sizeof(Word));  // little-endian
 }
 
+// `count` copies of word w as bytes of `type`.
 std::vector<uint8_t> poisoned_bytes(int64_t count, OutType type, uint32_t w) {
   const int width = out_word_bytes(type);
   std::vector<uint8_t> out(static_cast<size_t>(count * width));
