@@ -161,16 +161,22 @@ double parse_double(const std::string& text, const std::string& what) {
   return v;
 }
 
-// Everything but the expected word (the exact-regime test needs no rounding).
-SumFacts facts_of(const ExactElement& e) {
+// What rule 2's exact-regime test and the count of products need: integers only.
+SumFacts integer_facts(const ExactElement& e) {
   SumFacts f;
   f.nan = e.nan;
-  f.r = static_cast<long double>(e.sum) * 0x1p-20L;  // one rounding, then exact scaling
-  f.abs_sum = static_cast<long double>(e.abs_sum) * 0x1p-20L;
   f.any_nonzero = e.abs_sum != 0;
   f.nonzero = e.nonzero;
   f.g_exp = e.min_tz - 20;
   f.s_exp = bit_width_u128(e.abs_sum) - 20;  // S < 2^(width - 20)
+  return f;
+}
+
+// Everything but the expected word (the exact-regime test needs no rounding).
+SumFacts facts_of(const ExactElement& e) {
+  SumFacts f = integer_facts(e);
+  f.r = static_cast<long double>(e.sum) * 0x1p-20L;  // one rounding, then exact scaling
+  f.abs_sum = static_cast<long double>(e.abs_sum) * 0x1p-20L;
   return f;
 }
 
@@ -383,16 +389,25 @@ ElementVerdict judge_with_saturation(const Target& t, uint32_t actual, const Pol
 // u of rule 3 for the policy (FP16 accumulation: 2^-10).
 long double unit_roundoff(const Policy& policy) { return policy.kind == Policy::Kind::fp16_accum ? 0x1p-10L : 0x1p-23L; }
 
+// t' of rule 3 for a sum of `nonzero` products (two roundings more where alpha is not a power
+// of two).
+int64_t rounding_terms(int64_t nonzero, float alpha, const Policy& policy) {
+  int alpha_exp = 0;
+  return nonzero * policy.rule().t_factor + (alpha_power_of_two(alpha, &alpha_exp) ? 0 : 2);
+}
+
+// |alpha| * gamma_t' * S of rule 3 from t' u < 1 (the exact judgement in long double, the
+// oracle's screen in double).
+template <class T>
+T gamma_spread(T tu, float alpha, T abs_sum) {
+  return std::fabs(static_cast<T>(alpha)) * (tu / (1 - tu)) * abs_sum;
+}
+
 // |alpha| * gamma_t' * S of rule 3 (Inf when t' u >= 1).
 long double rounding_spread(const SumFacts& e, float alpha, const Policy& policy) {
-  int alpha_exp = 0;
-  const long double terms = static_cast<long double>(e.nonzero) * policy.rule().t_factor +
-                            (alpha_power_of_two(alpha, &alpha_exp) ? 0 : 2);
-  const long double tu = terms * unit_roundoff(policy);
+  const long double tu = static_cast<long double>(rounding_terms(e.nonzero, alpha, policy)) * unit_roundoff(policy);
   if (tu >= 1) return std::numeric_limits<long double>::infinity();
-  const long double gamma = tu / (1 - tu);
-  const long double abs_alpha = std::fabs(static_cast<long double>(alpha));
-  return abs_alpha * gamma * e.abs_sum;
+  return gamma_spread(tu, alpha, e.abs_sum);
 }
 
 bool uses_spread(const Policy& policy) { return policy.kind == Policy::Kind::fp32 || policy.kind == Policy::Kind::fp16_accum; }
@@ -413,6 +428,24 @@ Target gemm_target(const SumFacts& e, float alpha, const Policy& policy) {
   t.exact = policy.kind == Policy::Kind::exact || exact_regime_for_policy(e, alpha, policy);
   if (!t.exact) t.spread = rounding_spread(e, alpha, policy);
   return t;
+}
+
+// Rule 6's bound B from E1, E2 (what rules 2-3 allow for G and U), |silu(G)|, |U| and alpha * G
+// (the exact judgement in long double, the oracle's screen in double).
+constexpr long double kSiluSlope = 1.1L;   // the largest slope of silu is 1.0998
+constexpr long double kDualEta = 0x1p-16L;  // the kernel's own FP32 silu and product
+constexpr long double kFp32Overflow = (2 - 0x1p-24L) * 0x1p127L;
+template <class T>
+T rule6_bound(T e1, T e2, T s, T abs_u, T gv) {
+  const T l = static_cast<T>(kSiluSlope), eta = static_cast<T>(kDualEta);
+  T b = l * e1 * (abs_u + e2) + (s + l * e1) * e2 + eta * (s + l * e1) * (abs_u + e2);
+  // Below G = -87, 1 + exp(-G) overflows FP32 (or a fast divide returns 0): an FP32 silu may
+  // give -0 there.
+  if (gv < -87) b += s * (abs_u + e2);
+  // Below 2^-126 an FP32 epilogue rounds G, U, silu(G) and the product with an absolute error of
+  // up to 2^-150 each, which eta's relative allowance does not cover.
+  b += static_cast<T>(0x1p-148L) * (l * (abs_u + e2) + s + l * e1 + 1);
+  return b;
 }
 
 // Rule 6's B over G's and U's facts. E1, E2: what rules 2-3 allow for G and U (0 in the exact
@@ -442,22 +475,12 @@ Target dual_target_facts(const SumFacts& g, const SumFacts& u, long double g_val
   // FP32's range: where G or U (within what rules 2-3 allow) reaches FP32's overflow threshold,
   // an FP32 G or U is Inf and silu(G) * U may be NaN or Inf: no bound of this form exists, under
   // any policy.
-  constexpr long double kFp32Overflow = (2 - 0x1p-24L) * 0x1p127L;
   if (std::fabs(gv) + e1 >= kFp32Overflow || abs_u + e2 >= kFp32Overflow) {
     t.unjudged = true;
     return t;
   }
   if (!spread) return t;
-  constexpr long double kL = 1.1L;          // the largest slope of silu is 1.0998
-  constexpr long double kEta = 0x1p-16L;    // the kernel's own FP32 silu and product
-  long double b = kL * e1 * (abs_u + e2) + (s + kL * e1) * e2 + kEta * (s + kL * e1) * (abs_u + e2);
-  // Below G = -87, 1 + exp(-G) overflows FP32 (or a fast divide returns 0): an FP32 silu may
-  // give -0 there.
-  if (gv < -87) b += s * (abs_u + e2);
-  // Below 2^-126 an FP32 epilogue rounds G, U, silu(G) and the product with an absolute error of
-  // up to 2^-150 each, which eta's relative allowance does not cover.
-  b += 0x1p-148L * (kL * (abs_u + e2) + s + kL * e1 + 1);
-  t.spread = b;
+  t.spread = rule6_bound(e1, e2, s, abs_u, gv);
   return t;
 }
 
@@ -507,7 +530,8 @@ namespace {
 class QuickScreen {
  public:
   QuickScreen(const Policy& policy, OutType type)
-      : on_(uses_spread(policy)), policy_(policy), type_(type), f_(out_format(type)), u_(policy.kind == Policy::Kind::fp16_accum ? 0x1p-10 : 0x1p-23) {}
+      : on_(uses_spread(policy)), policy_(policy), type_(type), f_(out_format(type)),
+        u_(static_cast<double>(unit_roundoff(policy))) {}
   bool on() const { return on_; }
 
   // True where a GEMM element is certainly accepted, its exact-regime flag in *exact, and its
@@ -519,7 +543,7 @@ class QuickScreen {
     // x is exact in double when the sum's significant bits and alpha's 24 fit in 53.
     const u128 mag = e.sum < 0 ? static_cast<u128>(-e.sum) : static_cast<u128>(e.sum);
     const bool x_exact = (mag >> 53) == 0 && (mag == 0 || bit_width_u128(mag >> __builtin_ctzll(static_cast<uint64_t>(mag))) <= 29);
-    *exact = exact_regime_for_policy(facts_of_sum(e), alpha, policy_);
+    *exact = exact_regime_for_policy(integer_facts(e), alpha, policy_);
     double spread = 0;
     if (!*exact && !spread_of(e, alpha, &spread)) return false;
     return within(x, x_exact, actual, *exact, spread * (1 - kE), max_ulps, max_over_bound);
@@ -532,42 +556,28 @@ class QuickScreen {
     if (g.nan || u.nan) return false;
     // E1, E2: what rules 2-3 allow for G and U.
     double e1 = 0, e2 = 0;
-    if (!exact_regime_for_policy(facts_of_sum(g), alpha, policy_) && !spread_of(g, alpha, &e1)) return false;
-    if (!exact_regime_for_policy(facts_of_sum(u), alpha2, policy_) && !spread_of(u, alpha2, &e2)) return false;
+    if (!exact_regime_for_policy(integer_facts(g), alpha, policy_) && !spread_of(g, alpha, &e1)) return false;
+    if (!exact_regime_for_policy(integer_facts(u), alpha2, policy_) && !spread_of(u, alpha2, &e2)) return false;
     const double gv = static_cast<double>(g.sum) * 0x1p-20 * static_cast<double>(alpha);
     const double s = std::fabs(static_cast<double>(d.silu_g)), abs_u = std::fabs(static_cast<double>(d.u));
     // Clear of FP32's overflow threshold (where rule 6 leaves the element unjudged) and of the
     // G = -87 edge, each by far more than the double values' error.
-    constexpr double kFp32Overflow = (2 - 0x1p-24) * 0x1p127;
-    if (!((std::fabs(gv) + e1) * (1 + kE) < kFp32Overflow * (1 - kE) && (abs_u + e2) * (1 + kE) < kFp32Overflow * (1 - kE)))
+    const double overflow = static_cast<double>(kFp32Overflow);
+    if (!((std::fabs(gv) + e1) * (1 + kE) < overflow * (1 - kE) && (abs_u + e2) * (1 + kE) < overflow * (1 - kE)))
       return false;
     if (std::fabs(gv + 87) <= 87 * kE) return false;
-    constexpr double kL = 1.1, kEta = 0x1p-16;
-    double b = kL * e1 * (abs_u + e2) + (s + kL * e1) * e2 + kEta * (s + kL * e1) * (abs_u + e2);
-    if (gv < -87) b += s * (abs_u + e2);
-    b += 0x1p-148 * (kL * (abs_u + e2) + s + kL * e1 + 1);
+    const double b = rule6_bound(e1, e2, s, abs_u, gv);
     return within(static_cast<double>(d.v), false, actual, false, b * (1 - kE), max_ulps, max_over_bound);
   }
 
  private:
   static constexpr double kE = 0x1p-40;
 
-  // Rule 2's facts of a sum (its exact-regime test needs no values).
-  static SumFacts facts_of_sum(const ExactElement& e) {
-    SumFacts f;
-    f.any_nonzero = e.abs_sum != 0;
-    f.g_exp = e.min_tz - 20;
-    f.s_exp = bit_width_u128(e.abs_sum) - 20;
-    return f;
-  }
-
   // Rule 3's spread |alpha| * gamma_t' * S in double; false where t'u is not well below 1.
   bool spread_of(const ExactElement& e, float alpha, double* spread) const {
-    int alpha_exp = 0;
-    const double terms = static_cast<double>(e.nonzero) * policy_.rule().t_factor + (alpha_power_of_two(alpha, &alpha_exp) ? 0 : 2);
-    const double tu = terms * u_;
+    const double tu = static_cast<double>(rounding_terms(e.nonzero, alpha, policy_)) * u_;
     if (tu >= 0.5) return false;
-    *spread = std::fabs(static_cast<double>(alpha)) * (tu / (1 - tu)) * (static_cast<double>(e.abs_sum) * 0x1p-20);
+    *spread = gamma_spread(tu, alpha, static_cast<double>(e.abs_sum) * 0x1p-20);
     return true;
   }
 
