@@ -12,9 +12,9 @@
 //    128-bit accumulators, so any k is exact (see the bounds below).
 #include "reference/exact_gemm.h"
 #include "reference/exact_mx.h"
+#include "reference/long_double_bits.h"
 
 #include <algorithm>
-#include <cfloat>
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
@@ -305,27 +305,6 @@ struct NoFinish {
   void operator()(int64_t, int64_t) const {}
 };
 
-// x87's 80-bit long double: 64 significand bits with the integer bit explicit, then the sign and
-// a 15-bit exponent biased by 16383. Where long double is that format, powers of two are built
-// and values taken apart from their bits: libm's ldexpl and frexpl, and the conversion of a long
-// double to a 128-bit integer, were a fifth of a dual GEMM's reference.
-#if defined(__x86_64__) && LDBL_MANT_DIG == 64
-constexpr bool kX87LongDouble = true;
-#else
-constexpr bool kX87LongDouble = false;
-#endif
-
-// 2^e, exactly, for |e| < 16000.
-long double pow2l(int e) {
-  if (!kX87LongDouble) return std::ldexp(1.0L, e);
-  long double v = 0;
-  const uint64_t significand = uint64_t(1) << 63;
-  const uint16_t exponent = static_cast<uint16_t>(e + 16383);
-  std::memcpy(&v, &significand, sizeof significand);
-  std::memcpy(reinterpret_cast<unsigned char*>(&v) + 8, &exponent, sizeof exponent);
-  return v;
-}
-
 // mag rounded to 64 significant bits, ties to even: the integer (long double)mag holds.
 u128 round_to_64_bits(u128 mag) {
   const int width = bit_width_u128(mag);
@@ -394,12 +373,9 @@ uint32_t round_dual(const DualValue& d, bool nan, OutType type) {
   if (d.v == 0) return negative ? f.sign_bit : 0u;  // nonzero, below long double's range
   if (kX87LongDouble && std::isfinite(d.v)) {
     // |v| = significand * 2^(exponent - 16383 - 63); a subnormal (exponent 0) has no integer bit.
-    uint64_t significand = 0;
-    uint16_t exponent = 0;
-    std::memcpy(&significand, &d.v, sizeof significand);
-    std::memcpy(&exponent, reinterpret_cast<const unsigned char*>(&d.v) + 8, sizeof exponent);
-    exponent &= 0x7FFF;
-    return out_round(type, negative, significand, (exponent == 0 ? 1 : exponent) - 16383 - 63);
+    // (libm's frexpl and ldexpl here were a fifth of a dual GEMM's reference.)
+    const int exponent = x87_exponent_field(d.v);
+    return out_round(type, negative, x87_significand(d.v), (exponent == 0 ? 1 : exponent) - 16383 - 63);
   }
   int e = 0;
   const long double frac = std::frexp(std::fabs(d.v), &e);  // in [0.5, 1)

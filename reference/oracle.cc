@@ -12,7 +12,6 @@
 #include "reference/oracle.h"
 
 #include <algorithm>
-#include <cfloat>
 #include <charconv>
 #include <cstdint>
 #include <cmath>
@@ -22,6 +21,7 @@
 #include <vector>
 
 #include "reference/exact_mx.h"
+#include "reference/long_double_bits.h"
 #include "reference/oracle_facts.h"
 
 namespace nvfp4 {
@@ -63,15 +63,7 @@ long double out_value(OutType t, uint32_t word) {
 // monotone.
 // floor(log2 v) of a finite normal v > 0: std::ilogb, which for x87's 80-bit long double is its
 // biased exponent field (the libm call was a quarter of judging an output).
-int exponent_of(long double v) {
-#if defined(__x86_64__) && LDBL_MANT_DIG == 64
-  uint16_t sign_exponent = 0;
-  std::memcpy(&sign_exponent, reinterpret_cast<const unsigned char*>(&v) + 8, sizeof sign_exponent);
-  return (sign_exponent & 0x7FFF) - 16383;
-#else
-  return std::ilogb(v);
-#endif
-}
+int exponent_of(long double v) { return kX87LongDouble ? x87_exponent_field(v) - 16383 : std::ilogb(v); }
 
 // log2 of ulp_of(f, v).
 int ulp_exponent(const OutFormat& f, long double v) {

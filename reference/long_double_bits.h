@@ -1,0 +1,45 @@
+// x87's 80-bit long double, read and built from its bits: 64 significand bits with the integer
+// bit explicit, then the sign and a 15-bit exponent biased by 16383. libm's ldexpl, frexpl and
+// ilogbl, and conversions of long double to 128-bit integers, are slow enough to show in the
+// reference and the oracle; where long double has another format the callers use libm.
+#pragma once
+
+#include <cfloat>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+namespace nvfp4 {
+
+#if defined(__x86_64__) && LDBL_MANT_DIG == 64
+inline constexpr bool kX87LongDouble = true;
+#else
+inline constexpr bool kX87LongDouble = false;
+#endif
+
+// The biased exponent field of v (x87 only): 0 for zeros and subnormals, 0x7FFF for Inf and NaN.
+inline int x87_exponent_field(long double v) {
+  uint16_t sign_exponent = 0;
+  std::memcpy(&sign_exponent, reinterpret_cast<const unsigned char*>(&v) + 8, sizeof sign_exponent);
+  return sign_exponent & 0x7FFF;
+}
+
+// The 64-bit significand of v, its integer bit included (x87 only).
+inline uint64_t x87_significand(long double v) {
+  uint64_t significand = 0;
+  std::memcpy(&significand, &v, sizeof significand);
+  return significand;
+}
+
+// 2^e, exactly, for |e| < 16000.
+inline long double pow2l(int e) {
+  if (!kX87LongDouble) return std::ldexp(1.0L, e);
+  long double v = 0;
+  const uint64_t significand = uint64_t(1) << 63;
+  const uint16_t exponent = static_cast<uint16_t>(e + 16383);
+  std::memcpy(&v, &significand, sizeof significand);
+  std::memcpy(reinterpret_cast<unsigned char*>(&v) + 8, &exponent, sizeof exponent);
+  return v;
+}
+
+}  // namespace nvfp4
