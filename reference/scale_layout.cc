@@ -1,6 +1,7 @@
 // Converters between the linear and the permuted (128x4 tile) scale layouts of SPEC.md section 2.
 #include "reference/scale_layout.h"
 
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 
@@ -17,17 +18,15 @@ void check_dims(int64_t rows, int64_t kb, int64_t l) {
 // millisecond for 256 KiB. `to_permuted` picks the direction.
 template <bool to_permuted>
 void move_rows(const uint8_t* from, uint8_t* to, int64_t rows, int64_t kb, int64_t l) {
-  const int64_t whole = kb / 4, tail = kb % 4;
   for (int64_t b = 0; b < l; ++b)
     for (int64_t i = 0; i < rows; ++i) {
       const int64_t lin = sf_linear_offset(rows, kb, b, i, 0), perm = sf_permuted_offset(rows, kb, b, i, 0);
-      for (int64_t t = 0; t <= whole; ++t) {
-        const size_t bytes = t < whole ? 4 : static_cast<size_t>(tail);
-        if (bytes == 0) break;
+      for (int64_t s = 0; s < kb; s += 4) {  // the next 128x4 tile: 512 bytes on
+        const size_t bytes = static_cast<size_t>(std::min<int64_t>(4, kb - s));
         if (to_permuted)
-          std::memcpy(to + perm + 512 * t, from + lin + 4 * t, bytes);
+          std::memcpy(to + perm + 128 * s, from + lin + s, bytes);
         else
-          std::memcpy(to + lin + 4 * t, from + perm + 512 * t, bytes);
+          std::memcpy(to + lin + s, from + perm + 128 * s, bytes);
       }
     }
 }
