@@ -67,10 +67,17 @@ void decode_rows(const float* scale, uint32_t layout, int64_t k, const Operand& 
   }
 }
 
+// A block's 16 products, paired into p, summed as a tree (exact: at most 16 products of two E2M1
+// values, so the order does not matter, and a tree vectorizes); +0 for a block of -0 products,
+// as a running sum from +0 would give.
+float block_sum(float p[8]) {
+#pragma GCC unroll 4
+  for (int e = 0; e < 4; ++e) p[e] += p[e + 4];
+  return 0.0f + ((p[0] + p[2]) + (p[1] + p[3]));
+}
+
 // sum_x A[i][x]*SA * B[j][x]*SB the way a GPU kernel adds: each 16-element block summed in FP32
-// (exact: at most 16 products of two E2M1 values, so the order of the sum does not matter and it
-// is taken as a tree the compiler vectorizes), times sa*sb (exact), blocks accumulated in FP32 in
-// order.
+// (block_sum), times sa*sb (exact), blocks accumulated in FP32 in order.
 float block_scaled_dot(const float* av, const float* as, const float* bv, const float* bs, int64_t kb) {
   float acc = 0.0f;
   for (int64_t s = 0; s < kb; ++s) {
@@ -79,12 +86,8 @@ float block_scaled_dot(const float* av, const float* as, const float* bv, const 
     float p[8];
 #pragma GCC unroll 8
     for (int e = 0; e < 8; ++e) p[e] = x[e] * y[e] + x[e + 8] * y[e + 8];
-#pragma GCC unroll 4
-    for (int e = 0; e < 4; ++e) p[e] += p[e + 4];
-    const float block_sum = 0.0f + ((p[0] + p[2]) + (p[1] + p[3]));  // +0 for a block of -0 products,
-                                                                     // as a running sum from +0
-    // Always multiplied, never skipped when block_sum == 0: a NaN scale must give NaN.
-    acc += block_sum * (as[s] * bs[s]);
+    // Always multiplied, never skipped when the sum is 0: a NaN scale must give NaN.
+    acc += block_sum(p) * (as[s] * bs[s]);
   }
   return acc;
 }
@@ -111,11 +114,8 @@ float block_scaled_dot_packed(const float* scale, uint32_t layout, int64_t k, co
         p[e] = at < row_bytes ? t.pair[src[at]][0] * y[2 * e] + t.pair[src[at]][1] * y[2 * e + 1] : 0.0f;
       }
     }
-#pragma GCC unroll 4
-    for (int e = 0; e < 4; ++e) p[e] += p[e + 4];
-    const float block_sum = 0.0f + ((p[0] + p[2]) + (p[1] + p[3]));
     const float sa = scale[a.scales[scale_offset(layout, a.rows, kb, a.batch, i, s)]];
-    acc += block_sum * (sa * bs[s]);  // never skipped: a NaN scale must give NaN
+    acc += block_sum(p) * (sa * bs[s]);  // never skipped: a NaN scale must give NaN
   }
   return acc;
 }
