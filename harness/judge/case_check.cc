@@ -433,11 +433,17 @@ std::vector<int64_t> stale_output_sources(const Problem& p, uint64_t stale_seed)
 namespace {
 
 // The outputs [at, at + l*m*n) of the stale call against run 1's, moved as stale_gemm moved them
-// and negated.
+// and negated. A zero of either sign mirrors a zero of either sign, and a NaN any NaN: the
+// oracle reads a zero word as the value 0 (+0 == -0) and a NaN word only as NaN (rule 1), and
+// an exact zero sum comes out +0 from either sign of data, so a strict mirror would send every
+// case with one zero output to be judged again.
 bool mirrors_at(const Problem& p, uint64_t stale_seed, const OutputWords& run1, const OutputWords& stale, int64_t at) {
-  const uint32_t sign = out_format(p.out_type).sign_bit;
+  const OutType type = p.out_type;
+  const uint32_t sign = out_format(type).sign_bit;
   return each_rotated(draw_rotations(p, stale_seed), p.l, p.m, p.n, [&](int64_t to, int64_t from) {
-    return stale[static_cast<size_t>(at + to)] == (run1[static_cast<size_t>(at + from)] ^ sign);
+    const uint32_t s = stale[static_cast<size_t>(at + to)], r = run1[static_cast<size_t>(at + from)];
+    return s == (r ^ sign) || (is_zero_out(type, s) && is_zero_out(type, r)) ||
+           (is_nan_out(type, s) && is_nan_out(type, r));
   });
 }
 
@@ -520,7 +526,9 @@ StaleVariant stale_mx(const Problem& p, const ExactResult& ref, uint64_t seed, b
 
 // A dual GEMM with NVFP4 operands whose B2 was negated and whose inputs were rotated by r (blocks
 // too: the exact sums do not depend on the order of k): G's facts rotated, U's rotated and
-// negated, v and the words from them as exact_gemm computes them.
+// negated. v follows without silu: dual_value rounds U's sign-magnitude split, so a negated U
+// sum gives -U exactly and v = silu(G) * -U is -v exactly (a zero U sum is +0 either way and
+// leaves d as it was); the words from them as exact_gemm computes them.
 ExactResult dual_from_rotated(const Problem& q, const ExactResult& ref, const Rotations& r) {
   ExactResult out;
   out.out_type = ref.out_type;
@@ -537,8 +545,8 @@ ExactResult dual_from_rotated(const Problem& q, const ExactResult& ref, const Ro
     const ExactElement& g = out.elems[x] = ref.elems[from];
     ExactElement& u = out.elems2[x] = ref.elems2[from];
     u.sum = -u.sum;
-    const DualValue d = dual_value(g, q.alpha, u, q.alpha2);
-    out.dual[x] = d;
+    DualValue& d = out.dual[x] = ref.dual[from];
+    if (u.sum != 0) d.u = -d.u, d.v = -d.v;
     const uint32_t w = round_dual(d, g.nan || u.nan, q.out_type);
     if (out_word_bytes(q.out_type) == 4) out.c32[x] = w;
     else out.c[x] = static_cast<uint16_t>(w);
@@ -568,7 +576,8 @@ StaleVariant gemm_family::stale_variant(const Problem& p, const ExactResult& ref
     StaleVariant v;
     v.problem = stale_data(p, seed);
     const Rotations r = draw_rotations(p, seed);
-    v.reference = ref.elems2.size() == ref.elems.size() ? dual_from_rotated(v.problem, ref, r) : exact_gemm_auto(v.problem);
+    const bool facts = ref.elems2.size() == ref.elems.size() && ref.dual.size() == ref.elems.size();
+    v.reference = facts ? dual_from_rotated(v.problem, ref, r) : exact_gemm_auto(v.problem);
     return v;
   }
   // Grouped: every non-empty group as its own GEMM (its own rotations), stitched back.
@@ -1041,12 +1050,13 @@ class CaseRun {
   }
 
   // The stale call's judgement is run 1's when run 1 passed the oracle and the stale output
-  // mirrors it (stale_output_mirrors_run1): half of a medium GEMM's judging. Not under allclose
+  // mirrors it (stale_output_mirrors_run1): half of a medium GEMM's judging. A dual GEMM's stale
+  // data negate U alone, so its output too is run 1's negated and rotated. Not under allclose
   // or ulp:N, which compare rounded values or words, where -0 and +0 may differ.
   bool stale_judged_as_run1(const CallContext::Judgement& run1, const CallObservation& first,
                             const CallObservation& stale) {
     const Policy::Kind kind = r_.policy.kind;
-    if (!run1.done || run1.finding || !stale_ || op_is_dual(p().op) || op_quantizes(p().op) || p().mx_operands() ||
+    if (!run1.done || run1.finding || !stale_ || op_quantizes(p().op) || p().mx_operands() ||
         block_scaled_out::applies(p()))
       return false;
     if (kind != Policy::Kind::fp32 && kind != Policy::Kind::fp16_accum && kind != Policy::Kind::exact) return false;

@@ -131,13 +131,15 @@ struct StaleVariant {
 // GEMV and GEMM: where the stale variant (stale_seed) moved each output: the stale data's output
 // `to` is the problem's output sources[to], negated (stale_gemm).
 std::vector<int64_t> stale_output_sources(const Problem& p, uint64_t stale_seed);
-// Whether a GEMV's or GEMM's stale output is run 1's moved so and negated (sign bit flipped); a
-// grouped GEMM's, every non-empty group's as its own GEMM's (its seed splitmix64(stale_seed ^ g)). The
-// stale reference is the problem's moved and negated the same way (sums negated; S, t, g and NaN
-// kept), and the oracle's verdict on -c against -x is its verdict on c against x under the
-// policies whose bounds are functions of |x|, S, t and g (fp32, fp16-accum, exact: RN is
-// symmetric, an exact zero rounds to +0 either way, +0 and -0 are equal, NaN stays NaN): the stale
-// call is then judged exactly as run 1 was, and its judgement is run 1's.
+// Whether a GEMV's, GEMM's or dual GEMM's stale output is run 1's moved so and negated (sign bit
+// flipped; a zero may stand for a zero of either sign, a NaN for any NaN); a grouped GEMM's,
+// every non-empty group's as its own GEMM's (its seed splitmix64(stale_seed ^ g)). The stale
+// reference is the problem's moved and negated the same way (sums negated, a dual GEMM's U sums
+// and so v; S, t, g, G and NaN kept), and the oracle's verdict on -c against -x is its verdict on
+// c against x under the policies whose bounds are functions of |x|, S, t and g (rule 6: of
+// |silu(G)|, |U| and G) (fp32, fp16-accum, exact: RN is symmetric, an exact zero rounds to +0
+// either way, +0 and -0 are equal, NaN stays NaN): the stale call is then judged exactly as run 1
+// was, and its judgement is run 1's.
 bool stale_output_mirrors_run1(const Problem& p, uint64_t stale_seed, const OutputWords& run1, const OutputWords& stale);
 StaleVariant stale_variant(const Problem& p, const ExactResult& ref, uint64_t seed);
 

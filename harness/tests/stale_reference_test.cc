@@ -168,14 +168,14 @@ TEST(MxStale, StaleDataChangesTheResult) {
   EXPECT_GE(changed, 30);
 }
 
-// The stale call of a GEMV, GEMM or grouped GEMM is judged as run 1 was when its output mirrors run 1's
+// The stale call of a GEMV, GEMM, grouped or dual GEMM is judged as run 1 was when its output mirrors run 1's
 // (case_check.cc): the oracle's summary of the mirrored output against the stale reference must be
 // its summary of run 1's output against the case's, every field, under each policy that shortcut
 // is taken for, on outputs that are right, a few ulps off, signed zeros, NaN, Inf and the largest
-// finite value (saturation).
+// finite value (saturation), with zeros and NaNs mirrored by a zero or NaN of either sign.
 TEST(GemmStale, MirroredOutputIsJudgedAsRunOneWas) {
   int compared = 0;
-  for (const char* name : {"host_gemv_fp32", "host_gemm_fp32", "host_grouped_gemm_fp32"}) {
+  for (const char* name : {"host_gemv_fp32", "host_gemm_fp32", "host_grouped_gemm_fp32", "host_dual_gemm_fp32"}) {
     const Kernel* k = builtins().find(name);
     ASSERT_NE(k, nullptr) << name;
     for (int c = 0; c < 40; ++c) {
@@ -204,14 +204,25 @@ TEST(GemmStale, MirroredOutputIsJudgedAsRunOneWas) {
       }
       const std::vector<int64_t> from = stale_output_sources(p, stale_seed);
       std::vector<uint32_t> stale(run1.size());
-      for (size_t to = 0; to < stale.size(); ++to) stale[to] = run1[static_cast<size_t>(from[to])] ^ f.sign_bit;
-      ASSERT_TRUE(stale_output_mirrors_run1(p, stale_seed, OutputWords(run1), OutputWords(stale))) << name << " case " << c;
-      // One word not negated (a nonzero one: -0 and +0 are different words) is no mirror.
+      // Negated, but a zero of either sign where run 1 wrote a zero and any NaN where it wrote a NaN.
       for (size_t to = 0; to < stale.size(); ++to) {
-        if ((stale[to] & ~f.sign_bit) == 0) continue;
+        const uint32_t w = run1[static_cast<size_t>(from[to])];
+        stale[to] = w ^ f.sign_bit;
+        if (is_zero_out(p.out_type, w) && rng() % 2) stale[to] = w;
+        if (is_nan_out(p.out_type, w) && rng() % 2) stale[to] = rng() % 2 ? f.inf | 1u : f.quiet_nan | f.sign_bit;
+      }
+      ASSERT_TRUE(stale_output_mirrors_run1(p, stale_seed, OutputWords(run1), OutputWords(stale))) << name << " case " << c;
+      // One word not negated (a nonzero, non-NaN one: those may keep their sign) is no mirror.
+      for (size_t to = 0; to < stale.size(); ++to) {
+        if (is_zero_out(p.out_type, stale[to]) || is_nan_out(p.out_type, stale[to])) continue;
         std::vector<uint32_t> off = stale;
         off[to] ^= f.sign_bit;
         EXPECT_FALSE(stale_output_mirrors_run1(p, stale_seed, OutputWords(run1), OutputWords(off))) << name << " case " << c;
+        // Nor is a zero or a NaN where run 1 wrote a number.
+        for (const uint32_t other : {0u, f.sign_bit, f.quiet_nan}) {
+          off[to] = other;
+          EXPECT_FALSE(stale_output_mirrors_run1(p, stale_seed, OutputWords(run1), OutputWords(off))) << name << " case " << c;
+        }
         break;
       }
       for (const char* policy : {"fp32", "fp16-accum", "exact", "matrix-unit:90", "fp16-accum/matrix-unit:90"}) {
