@@ -102,26 +102,47 @@ bool alpha_power_of_two(float alpha, int* exp) {
   return true;
 }
 
-// Rule 2 for an accumulator with `precision` significand bits whose finite values lie in
-// [2^min_exp, 2^max_exp) (normal range, to stay clear of underflow). Every partial sum in any
-// order is a multiple of g (or of |alpha|*g when alpha is folded into a factor) of magnitude
-// <= S (or |alpha|*S), hence exact when S < 2^precision * g and all of these are in range.
-bool exact_regime_for(const SumFacts& e, float alpha, int precision, int min_exp, int max_exp) {
-  int alpha_exp = 0;
-  if (e.nan || e.inf || !alpha_power_of_two(alpha, &alpha_exp)) return false;
-  if (!e.any_nonzero) return true;  // every product is zero: any order sums to +-0
-  if (e.s_exp > precision + e.g_exp) return false;
-  return std::min(e.g_exp, e.g_exp + alpha_exp) >= min_exp && std::max(e.s_exp, e.s_exp + alpha_exp) <= max_exp;
+// An accumulator with `precision` significand bits whose finite values lie in
+// [2^min_exp, 2^max_exp) (normal range, to stay clear of underflow).
+struct Accumulator {
+  int precision, min_exp, max_exp;
+};
+
+// What rules 2 and 3 ask of alpha: whether it is +-2^exp exactly (alpha_power_of_two).
+struct AlphaShape {
+  bool power_of_two = false;
+  int exp = 0;
+};
+AlphaShape alpha_shape(float alpha) {
+  AlphaShape a;
+  a.power_of_two = alpha_power_of_two(alpha, &a.exp);
+  return a;
 }
 
-bool exact_regime_for_policy(const SumFacts& e, float alpha, const Policy& policy) {
+// Rule 2 for accumulator acc. Every partial sum in any order is a multiple of g (or of
+// |alpha|*g when alpha is folded into a factor) of magnitude <= S (or |alpha|*S), hence exact
+// when S < 2^precision * g and all of these are in range.
+bool exact_regime_for(const SumFacts& e, AlphaShape alpha, const Accumulator& acc) {
+  if (e.nan || e.inf || !alpha.power_of_two) return false;
+  if (!e.any_nonzero) return true;  // every product is zero: any order sums to +-0
+  if (e.s_exp > acc.precision + e.g_exp) return false;
+  return std::min(e.g_exp, e.g_exp + alpha.exp) >= acc.min_exp &&
+         std::max(e.s_exp, e.s_exp + alpha.exp) <= acc.max_exp;
+}
+
+// The accumulator of a policy's rule 2.
+Accumulator accumulator_of(const Policy& policy) {
   if (policy.kind == Policy::Kind::fp16_accum) {
     // FP16: 11 significand bits, normal from 2^-14, largest finite 65504 < 2^16; partial sums
     // below 2^15 keep clear of it. Matrix units keep as many bits fewer as they do for FP32.
     const int lost = kIeeeFp32Rule.exact_bits - policy.rule().exact_bits;
-    return exact_regime_for(e, alpha, 11 - lost, -14, 15);
+    return {11 - lost, -14, 15};
   }
-  return exact_regime_for(e, alpha, policy.rule().exact_bits, -126, 127);
+  return {policy.rule().exact_bits, -126, 127};
+}
+
+bool exact_regime_for_policy(const SumFacts& e, float alpha, const Policy& policy) {
+  return exact_regime_for(e, alpha_shape(alpha), accumulator_of(policy));
 }
 
 // The rest of "matrix-unit[:SM]" after its name: "" or ":SM" (a compute capability, e.g. 90).
@@ -183,7 +204,7 @@ SumFacts sum_facts(const ExactElement& e, float alpha, OutType type) {
 bool exact_regime(const ExactElement& e, float alpha, const AccumulationRule& rule) {
   // FP32: normal from 2^-126, largest finite below 2^128; IEEE adders keep all 24 significand
   // bits, matrix units their rule's exact_bits of them.
-  return exact_regime_for(facts_of(e), alpha, rule.exact_bits, -126, 127);
+  return exact_regime_for(facts_of(e), alpha_shape(alpha), Accumulator{rule.exact_bits, -126, 127});
 }
 
 Policy Policy::parse(const std::string& text) {
@@ -383,9 +404,11 @@ long double unit_roundoff(const Policy& policy) { return policy.kind == Policy::
 
 // t' of rule 3 for a sum of `nonzero` products (two roundings more where alpha is not a power
 // of two).
+int64_t rounding_terms(int64_t nonzero, int t_factor, AlphaShape alpha) {
+  return nonzero * t_factor + (alpha.power_of_two ? 0 : 2);
+}
 int64_t rounding_terms(int64_t nonzero, float alpha, const Policy& policy) {
-  int alpha_exp = 0;
-  return nonzero * policy.rule().t_factor + (alpha_power_of_two(alpha, &alpha_exp) ? 0 : 2);
+  return rounding_terms(nonzero, policy.rule().t_factor, alpha_shape(alpha));
 }
 
 // |alpha| * gamma_t' * S of rule 3 from t' u < 1 (the exact judgement in long double, the
@@ -522,20 +545,28 @@ namespace {
 class QuickScreen {
  public:
   QuickScreen(const Policy& policy, OutType type)
-      : on_(uses_spread(policy)), policy_(policy), type_(type), f_(out_format(type)),
-        u_(static_cast<double>(unit_roundoff(policy))) {}
+      : on_(uses_spread(policy)), type_(type), f_(out_format(type)), u_(static_cast<double>(unit_roundoff(policy))),
+        t_factor_(policy.rule().t_factor), accumulator_(accumulator_of(policy)) {}
   bool on() const { return on_; }
+
+  // What the screen needs of one alpha, taken once per problem or group rather than per element
+  // (the policy's rule and alpha's shape were a fifth of the screen's time).
+  struct Alpha {
+    float value = 0;
+    AlphaShape shape;
+  };
+  static Alpha alpha_of(float alpha) { return Alpha{alpha, alpha_shape(alpha)}; }
 
   // True where a GEMM element is certainly accepted, its exact-regime flag in *exact, and its
   // errors at most max_ulps and max_over_bound.
-  bool passes(const ExactElement& e, float alpha, uint32_t actual, double max_ulps, double max_over_bound,
+  bool passes(const ExactElement& e, const Alpha& alpha, uint32_t actual, double max_ulps, double max_over_bound,
               bool* exact) const {
     if (e.nan) return false;
-    const double x = static_cast<double>(e.sum) * 0x1p-20 * static_cast<double>(alpha);
+    const double x = to_double(e.sum) * 0x1p-20 * static_cast<double>(alpha.value);
     // x is exact in double when the sum's significant bits and alpha's 24 fit in 53.
     const u128 mag = e.sum < 0 ? static_cast<u128>(-e.sum) : static_cast<u128>(e.sum);
     const bool x_exact = (mag >> 53) == 0 && (mag == 0 || bit_width_u128(mag >> __builtin_ctzll(static_cast<uint64_t>(mag))) <= 29);
-    *exact = exact_regime_for_policy(integer_facts(e), alpha, policy_);
+    *exact = exact_regime(e, alpha);
     double spread = 0;
     if (!*exact && !spread_of(e, alpha, &spread)) return false;
     return within(x, x_exact, actual, *exact, spread * (1 - kE), max_ulps, max_over_bound);
@@ -543,14 +574,14 @@ class QuickScreen {
 
   // The same for a dual GEMM element (rule 6: never the exact regime), from G's and U's sums and
   // the reference's silu(G), U and v.
-  bool passes_dual(const ExactElement& g, const ExactElement& u, const DualValue& d, float alpha, float alpha2,
-                   uint32_t actual, double max_ulps, double max_over_bound) const {
+  bool passes_dual(const ExactElement& g, const ExactElement& u, const DualValue& d, const Alpha& alpha,
+                   const Alpha& alpha2, uint32_t actual, double max_ulps, double max_over_bound) const {
     if (g.nan || u.nan) return false;
     // E1, E2: what rules 2-3 allow for G and U.
     double e1 = 0, e2 = 0;
-    if (!exact_regime_for_policy(integer_facts(g), alpha, policy_) && !spread_of(g, alpha, &e1)) return false;
-    if (!exact_regime_for_policy(integer_facts(u), alpha2, policy_) && !spread_of(u, alpha2, &e2)) return false;
-    const double gv = static_cast<double>(g.sum) * 0x1p-20 * static_cast<double>(alpha);
+    if (!exact_regime(g, alpha) && !spread_of(g, alpha, &e1)) return false;
+    if (!exact_regime(u, alpha2) && !spread_of(u, alpha2, &e2)) return false;
+    const double gv = to_double(g.sum) * 0x1p-20 * static_cast<double>(alpha.value);
     const double s = std::fabs(static_cast<double>(d.silu_g)), abs_u = std::fabs(static_cast<double>(d.u));
     // Clear of FP32's overflow threshold (where rule 6 leaves the element unjudged) and of the
     // G = -87 edge, each by far more than the double values' error.
@@ -565,11 +596,26 @@ class QuickScreen {
  private:
   static constexpr double kE = 0x1p-40;
 
+  // The nearest double, as static_cast<double> gives it, through one instruction where the
+  // integer fits 64 bits (the 128-bit conversion is a libgcc call).
+  static double to_double(i128 v) {
+    const int64_t low = static_cast<int64_t>(v);
+    return low == v ? static_cast<double>(low) : static_cast<double>(v);
+  }
+  static double to_double(u128 v) {
+    return v >> 63 == 0 ? static_cast<double>(static_cast<int64_t>(v)) : static_cast<double>(v);
+  }
+
+  // exact_regime_for_policy(integer_facts(e), alpha, policy).
+  bool exact_regime(const ExactElement& e, const Alpha& alpha) const {
+    return exact_regime_for(integer_facts(e), alpha.shape, accumulator_);
+  }
+
   // Rule 3's spread |alpha| * gamma_t' * S in double; false where t'u is not well below 1.
-  bool spread_of(const ExactElement& e, float alpha, double* spread) const {
-    const double tu = static_cast<double>(rounding_terms(e.nonzero, alpha, policy_)) * u_;
+  bool spread_of(const ExactElement& e, const Alpha& alpha, double* spread) const {
+    const double tu = static_cast<double>(rounding_terms(e.nonzero, t_factor_, alpha.shape)) * u_;
     if (tu >= 0.5) return false;
-    *spread = gamma_spread(tu, alpha, static_cast<double>(e.abs_sum) * 0x1p-20);
+    *spread = gamma_spread(tu, alpha.value, to_double(e.abs_sum) * 0x1p-20);
     return true;
   }
 
@@ -597,8 +643,9 @@ class QuickScreen {
       if (!(err_hi <= bound_lo)) return false;
       ulps_hi = err_hi * pow2d(-std::min(ulp_exp(abs_x * (1 - kE)), f_.emax - f_.precision + 1));
     }
-    const double over_hi = err_hi / bound_lo * (1 + kE);
-    return ulps_hi <= max_ulps && over_hi <= max_over_bound;
+    // err_hi / bound_lo * (1 + kE) <= max_over_bound without the division: the two products'
+    // roundings are far inside the extra kE.
+    return ulps_hi <= max_ulps && err_hi * (1 + 2 * kE) <= max_over_bound * bound_lo * (1 - kE);
   }
 
   // 2^e for a normal double's exponent (libm's ldexp was a third of the screen's time).
@@ -616,10 +663,11 @@ class QuickScreen {
     return static_cast<int>((bits >> 52) & 0x7FF) - 1023 - f_.precision + 1;
   }
   bool on_;
-  const Policy& policy_;
   OutType type_;
   OutFormat f_;
   double u_;
+  int t_factor_;
+  Accumulator accumulator_;
 };
 
 // Judges every element, reading the kernel's words through `word(index)`.
@@ -655,14 +703,19 @@ OracleSummary judge_all(const Problem& p, const ExactResult& ref, const Word& wo
     size_t g = grouped ? static_cast<size_t>(std::upper_bound(group_end.begin(), group_end.end(), ch * kChunk) -
                                              group_end.begin())
                        : 0;
+    QuickScreen::Alpha alpha = QuickScreen::alpha_of(grouped ? p.groups[g].alpha : p.alpha);
+    const QuickScreen::Alpha alpha2 = QuickScreen::alpha_of(p.alpha2);
     for (int64_t idx = ch * kChunk; idx < end; ++idx) {
-      while (grouped && idx >= group_end[g]) ++g;
+      if (grouped && idx >= group_end[g]) {
+        while (idx >= group_end[g]) ++g;
+        alpha = QuickScreen::alpha_of(p.groups[g].alpha);
+      }
       const uint32_t actual = word(idx);
       bool exact = false;
-      if (screened && (dual ? screen.passes_dual(ref.elems[idx], ref.elems2[idx], ref.dual[idx], p.alpha, p.alpha2, actual,
+      if (screened && (dual ? screen.passes_dual(ref.elems[idx], ref.elems2[idx], ref.dual[idx], alpha, alpha2, actual,
                                                  part.max_error_ulps, part.max_error_over_bound)
-                            : screen.passes(ref.elems[idx], grouped ? p.groups[g].alpha : p.alpha, actual,
-                                            part.max_error_ulps, part.max_error_over_bound, &exact))) {
+                            : screen.passes(ref.elems[idx], alpha, actual, part.max_error_ulps,
+                                            part.max_error_over_bound, &exact))) {
         part.exact_regime += exact;
         continue;
       }

@@ -772,7 +772,7 @@ TEST(OracleJudge, ParallelSummaryIsTheSerialOne) {
 
 // ---- A whole output against its elements ---------------------------------------------------------
 
-// judge_words screens plainly accepted elements (GEMM and dual GEMM) in double precision before
+// judge_words screens plainly accepted elements (GEMM, grouped and dual GEMM) in double precision before
 // the exact judgement; its summary must be the one the exact judgement of every element gives (judge_output): the same
 // verdicts, counts, first failure and largest errors, to the bit. The outputs are the reference's
 // words moved by 0 to 12 ulps (across the bound of many elements), signs flipped, zeros, the
@@ -788,6 +788,21 @@ TEST(OracleSummary, WholeOutputJudgementIsTheElementByElementOne) {
     const OutFormat f = out_format(type);
     const int64_t m = 1 + rng() % 24, n = 1 + rng() % 24, k = 16 * (1 + rng() % 12) - 2 * (rng() % 4);
     Problem p = random_gemm(rng, type, m, n, k, alphas[rng() % 8]);
+    if (round % 4 == 1) {  // a grouped GEMM, each group with its own alpha, now and then past a chunk
+      Problem q;
+      q.op = Op::grouped_gemm;
+      q.out_type = type;
+      const int64_t gn = 1 + rng() % 64;
+      for (int g = 0, count = 2 + static_cast<int>(rng() % 5); g < count; ++g) {
+        const int64_t gm = rng() % 3 == 0 ? 0 : 1 + static_cast<int64_t>(rng() % 48);
+        const Problem one = random_gemm(rng, type, std::max<int64_t>(gm, 1), gn, k, alphas[rng() % 8]);
+        Group group;
+        group.m = gm, group.n = gn, group.k = k, group.alpha = one.alpha;
+        if (gm > 0) group.a = one.a, group.b = one.b, group.sfa = one.sfa, group.sfb = one.sfb;
+        q.groups.push_back(std::move(group));
+      }
+      p = std::move(q);
+    }
     if (round % 4 >= 2) {  // a dual GEMM, alphas spread so that G covers silu's whole shape
       const auto draw_alpha = [&rng]() {
         const int e = static_cast<int>(rng() % 12) - 8;
