@@ -4,7 +4,8 @@
 #   the run leaves no MPS process or directory behind;
 # - a kernel that faults (an illegal address) on some cases fails at the same case, with the same
 #   check, as with a context per lane (`--shared-context off`), although under MPS its fault
-#   reached every lane: the suite reran the lost cases alone, and its failure says so.
+#   reached every lane: the suite reran the lost cases alone, and its failure says so where the
+#   failing case was one of them.
 # Skipped (77) with the reason where there is no CUDA device or no nvidia-cuda-mps-control.
 # Usage: shared_context_test.sh NVFP4CHECK BROKEN_K_TAIL_PLUGIN
 set -euo pipefail
@@ -67,7 +68,16 @@ echo "off: $off; mps: $mps"
 [[ "${off% own}" == "${mps% mps}" && "$off" == *" own" && "$mps" == *" mps" ]] ||
   { cat "$work/fault-mps.log"; echo "FAIL: the shared context changed the failure"; exit 1; }
 [[ "$(field "$work/fault-mps.json" 'k["context_reruns"] >= 1')" == True ]] || { echo "FAIL: no rerun counted"; exit 1; }
-grep -q "failed again alone" "$work/fault-mps.log" || { cat "$work/fault-mps.log"; echo "FAIL: no note of the rerun"; exit 1; }
+# The failure says it was rerun alone when the failing case itself was running as the shared
+# context was lost. A lane may also start it only after a later case's fault (another lane's) had
+# ended the sharing: it then runs in a context of its own, and its failure is plainly its own,
+# without the note. Either way it must not be called a fault that passed alone.
+if ! grep -q "failed again alone" "$work/fault-mps.log"; then
+  if grep -q "passed (so may its replay)" "$work/fault-mps.log"; then
+    cat "$work/fault-mps.log"; echo "FAIL: the failing case is called a fault that did not reproduce alone"; exit 1
+  fi
+  echo "the failing case ran after the shared context was lost: no rerun note"
+fi
 # The case it names fails on replay (the fault is that case's).
 case_file=$(field "$work/fault-mps.json" 'k["failure"]["case_file"]')
 set +e
