@@ -433,17 +433,16 @@ std::vector<int64_t> stale_output_sources(const Problem& p, uint64_t stale_seed)
 namespace {
 
 // The outputs [at, at + l*m*n) of the stale call against run 1's, moved as stale_gemm moved them
-// and negated. A zero of either sign mirrors a zero of either sign, and a NaN any NaN: the
-// oracle reads a zero word as the value 0 (+0 == -0) and a NaN word only as NaN (rule 1), and
-// an exact zero sum comes out +0 from either sign of data, so a strict mirror would send every
-// case with one zero output to be judged again.
+// and negated: the same result (same_result_out: a NaN mirrors any NaN), or a zero of either sign
+// for a zero of either sign. The oracle reads a zero word as the value 0 (+0 == -0) and a NaN
+// word only as NaN (rule 1), and an exact zero sum comes out +0 from either sign of data, so a
+// strict mirror would send every case with one zero output to be judged again.
 bool mirrors_at(const Problem& p, uint64_t stale_seed, const OutputWords& run1, const OutputWords& stale, int64_t at) {
   const OutType type = p.out_type;
   const uint32_t sign = out_format(type).sign_bit;
   return each_rotated(draw_rotations(p, stale_seed), p.l, p.m, p.n, [&](int64_t to, int64_t from) {
     const uint32_t s = stale[static_cast<size_t>(at + to)], r = run1[static_cast<size_t>(at + from)];
-    return s == (r ^ sign) || (is_zero_out(type, s) && is_zero_out(type, r)) ||
-           (is_nan_out(type, s) && is_nan_out(type, r));
+    return same_result_out(type, s, r ^ sign) || (is_zero_out(type, s) && is_zero_out(type, r));
   });
 }
 
