@@ -703,6 +703,7 @@ OracleSummary judge_all(const Problem& p, const ExactResult& ref, const Word& wo
     size_t g = grouped ? static_cast<size_t>(std::upper_bound(group_end.begin(), group_end.end(), ch * kChunk) -
                                              group_end.begin())
                        : 0;
+    // The element's alpha, kept current as idx enters each group.
     QuickScreen::Alpha alpha = QuickScreen::alpha_of(grouped ? p.groups[g].alpha : p.alpha);
     const QuickScreen::Alpha alpha2 = QuickScreen::alpha_of(p.alpha2);
     for (int64_t idx = ch * kChunk; idx < end; ++idx) {
@@ -720,10 +721,10 @@ OracleSummary judge_all(const Problem& p, const ExactResult& ref, const Word& wo
         continue;
       }
       const ElementVerdict v =
-          ref.mx ? judge_mx_output(p, ref, idx, grouped ? p.groups[g].alpha : p.alpha, actual, policy)
+          ref.mx ? judge_mx_output(p, ref, idx, alpha.value, actual, policy)
           : dual ? judge_dual_element(ref.elems[idx], ref.elems2[idx], ref.dual[idx], p.alpha, p.alpha2, actual, policy,
                                     p.out_type)
-               : judge_element(ref.elems[idx], grouped ? p.groups[g].alpha : p.alpha, actual, policy, p.out_type);
+               : judge_element(ref.elems[idx], alpha.value, actual, policy, p.out_type);
       part.exact_regime += v.exact_regime;
       part.unjudged += v.unjudged;
       if (v.error_ulps > part.max_error_ulps) part.max_error_ulps = v.error_ulps;
