@@ -532,6 +532,16 @@ ElementVerdict judge_dual_element(const ExactElement& g, const ExactElement& u, 
 
 namespace {
 
+// What the screen needs of one alpha, taken once per problem or group rather than per element
+// (the policy's rule and alpha's shape were a fifth of the screen's time). scale = alpha * 2^-20
+// is exact in double, so sum * scale is the one rounding of sum * 2^-20 * alpha.
+struct ScreenAlpha {
+  float value = 0;
+  AlphaShape shape;
+  double scale = 0;
+};
+ScreenAlpha screen_alpha(float alpha) { return ScreenAlpha{alpha, alpha_shape(alpha), static_cast<double>(alpha) * 0x1p-20}; }
+
 // A screen in double precision in front of the exact judgement of a GEMM element under the
 // policies with a rounding allowance (fp32, fp16-accum): most outputs are plainly inside their
 // bound and add nothing to a chunk's largest error, and for those the long double work (the
@@ -542,33 +552,30 @@ namespace {
 // exactly as before, so the verdicts, the counts and the statistics are those of the exact
 // judgement alone. The double values carry at most a few 2^-53 of relative error; the margins
 // below are 2^-40.
+//
+// T is the words' format (fp16, bf16 or fp32; an nvfp4 output's words are FP32): fixed at compile
+// time, the decoding and ulp arithmetic fold to constants (they were a third of the screen).
+template <OutType T>
 class QuickScreen {
  public:
-  QuickScreen(const Policy& policy, OutType type)
-      : on_(uses_spread(policy)), type_(type), f_(out_format(type)), u_(static_cast<double>(unit_roundoff(policy))),
-        t_factor_(policy.rule().t_factor), accumulator_(accumulator_of(policy)) {}
+  using Alpha = ScreenAlpha;
+  explicit QuickScreen(const Policy& policy)
+      : on_(uses_spread(policy)), u_(static_cast<double>(unit_roundoff(policy))), t_factor_(policy.rule().t_factor),
+        accumulator_(accumulator_of(policy)) {}
   bool on() const { return on_; }
-
-  // What the screen needs of one alpha, taken once per problem or group rather than per element
-  // (the policy's rule and alpha's shape were a fifth of the screen's time).
-  struct Alpha {
-    float value = 0;
-    AlphaShape shape;
-  };
-  static Alpha alpha_of(float alpha) { return Alpha{alpha, alpha_shape(alpha)}; }
 
   // True where a GEMM element is certainly accepted, its exact-regime flag in *exact, and its
   // errors at most max_ulps and max_over_bound.
   bool passes(const ExactElement& e, const Alpha& alpha, uint32_t actual, double max_ulps, double max_over_bound,
               bool* exact) const {
     if (e.nan) return false;
-    const double x = to_double(e.sum) * 0x1p-20 * static_cast<double>(alpha.value);
+    const double x = to_double(e.sum) * alpha.scale;
     // x is exact in double when the sum's significant bits and alpha's 24 fit in 53.
     const u128 mag = e.sum < 0 ? static_cast<u128>(-e.sum) : static_cast<u128>(e.sum);
     const bool x_exact = (mag >> 53) == 0 && (mag == 0 || bit_width_u128(mag >> __builtin_ctzll(static_cast<uint64_t>(mag))) <= 29);
-    *exact = exact_regime(e, alpha);
+    *exact = alpha.shape.power_of_two && exact_regime(e, alpha);  // rule 2 wants a power of two
     double spread = 0;
-    if (!*exact && !spread_of(e, alpha, &spread)) return false;
+    if (!*exact && !spread_below(e, alpha, &spread)) return false;
     return within(x, x_exact, actual, *exact, spread * (1 - kE), max_ulps, max_over_bound);
   }
 
@@ -581,7 +588,7 @@ class QuickScreen {
     double e1 = 0, e2 = 0;
     if (!exact_regime(g, alpha) && !spread_of(g, alpha, &e1)) return false;
     if (!exact_regime(u, alpha2) && !spread_of(u, alpha2, &e2)) return false;
-    const double gv = to_double(g.sum) * 0x1p-20 * static_cast<double>(alpha.value);
+    const double gv = to_double(g.sum) * alpha.scale;
     const double s = std::fabs(static_cast<double>(d.silu_g)), abs_u = std::fabs(static_cast<double>(d.u));
     // Clear of FP32's overflow threshold (where rule 6 leaves the element unjudged) and of the
     // G = -87 edge, each by far more than the double values' error.
@@ -619,6 +626,16 @@ class QuickScreen {
     return true;
   }
 
+  // A lower bound of the same without its division (a seventh of the screen): t'u / (1 - t'u) >=
+  // t'u + (t'u)^2, and the few roundings here lie inside the 2^-40 the caller takes off. Only a
+  // lower bound will do: passes_dual also needs the spread from above, so it keeps spread_of.
+  bool spread_below(const ExactElement& e, const Alpha& alpha, double* spread) const {
+    const double tu = static_cast<double>(rounding_terms(e.nonzero, t_factor_, alpha.shape)) * u_;
+    if (tu >= 0.5) return false;
+    *spread = std::fabs(static_cast<double>(alpha.value)) * (tu + tu * tu) * (to_double(e.abs_sum) * 0x1p-20);
+    return true;
+  }
+
   // The kernel's word against x (the exact value, exact in double where x_exact, else within
   // 2^-52 of it): accepted with certainty, and the errors no larger than the maxima? In the exact
   // regime only RN_out(x) is acceptable (+0 == -0): a word nearer x than half the gap to its
@@ -627,7 +644,9 @@ class QuickScreen {
   // |x| + spread. error_ulps is in ulps of the expected word, which lie at or above |x|'s binade.
   bool within(double x, bool x_exact, uint32_t actual, bool exact, double spread_lo, double max_ulps,
               double max_over_bound) const {
-    const OutParts q = out_parts(type_, actual);
+    // Integers and a power of two, not a float conversion: a process whose MXCSR flushes
+    // subnormal inputs (a library in the same process may set it) would read a subnormal word as 0.
+    const OutParts q = out_parts(T, actual);
     if (q.nan || q.inf) return false;
     const double c = static_cast<double>(q.sig) * pow2d(q.exp) * (q.negative ? -1 : 1);
     const double abs_x = std::fabs(x), abs_c = std::fabs(c);
@@ -641,7 +660,7 @@ class QuickScreen {
     } else {
       bound_lo = spread_lo + pow2d(ulp_exp((abs_x + spread_lo) * (1 - kE)) - 1);
       if (!(err_hi <= bound_lo)) return false;
-      ulps_hi = err_hi * pow2d(-std::min(ulp_exp(abs_x * (1 - kE)), f_.emax - f_.precision + 1));
+      ulps_hi = err_hi * pow2d(-std::min(ulp_exp(abs_x * (1 - kE)), kF.emax - kF.precision + 1));
     }
     // err_hi / bound_lo * (1 + kE) <= max_over_bound without the division: the two products'
     // roundings are far inside the extra kE.
@@ -655,24 +674,23 @@ class QuickScreen {
     std::memcpy(&d, &bits, sizeof d);
     return d;
   }
-  // log2 of ulp_of(f_, v) for a finite v >= 0 (v >= 2^emin is a normal double: its exponent field).
-  int ulp_exp(double v) const {
-    if (!(v >= pow2d(f_.emin))) return f_.emin - f_.precision + 1;
+  // log2 of ulp_of(kF, v) for a finite v >= 0 (v >= 2^emin is a normal double: its exponent field).
+  static int ulp_exp(double v) {
+    if (!(v >= pow2d(kF.emin))) return kF.emin - kF.precision + 1;
     uint64_t bits;
     std::memcpy(&bits, &v, sizeof bits);
-    return static_cast<int>((bits >> 52) & 0x7FF) - 1023 - f_.precision + 1;
+    return static_cast<int>((bits >> 52) & 0x7FF) - 1023 - kF.precision + 1;
   }
+  static constexpr OutFormat kF = out_format(T);
   bool on_;
-  OutType type_;
-  OutFormat f_;
   double u_;
   int t_factor_;
   Accumulator accumulator_;
 };
 
-// Judges every element, reading the kernel's words through `word(index)`.
-template <class Word>
-OracleSummary judge_all(const Problem& p, const ExactResult& ref, const Word& word, const Policy& policy) {
+// Judges every element, reading the kernel's words (of format T) through `word(index)`.
+template <OutType T, class Word>
+OracleSummary judge_all_as(const Problem& p, const ExactResult& ref, const Word& word, const Policy& policy) {
   const int64_t count = p.c_elems();
   if (static_cast<int64_t>(ref.elems.size()) != count)
     throw std::invalid_argument("judge: the reference has " + std::to_string(ref.elems.size()) +
@@ -694,22 +712,24 @@ OracleSummary judge_all(const Problem& p, const ExactResult& ref, const Word& wo
   constexpr int64_t kChunk = int64_t(1) << 12;
   const int64_t chunks = (count + kChunk - 1) / kChunk;
   std::vector<OracleSummary> parts(static_cast<size_t>(chunks));
-  const QuickScreen screen(policy, p.out_type);
+  const QuickScreen<T> screen(policy);
   const bool screened = screen.on() && !ref.mx;
 #pragma omp parallel for schedule(dynamic, 1) if (chunks > 1)
   for (int64_t ch = 0; ch < chunks; ++ch) {
-    OracleSummary& part = parts[static_cast<size_t>(ch)];
+    // A local, stored once at the end: through a reference into `parts` every element reloaded the
+    // largest errors from memory.
+    OracleSummary part;
     const int64_t end = std::min(count, (ch + 1) * kChunk);
     size_t g = grouped ? static_cast<size_t>(std::upper_bound(group_end.begin(), group_end.end(), ch * kChunk) -
                                              group_end.begin())
                        : 0;
     // The element's alpha, kept current as idx enters each group.
-    QuickScreen::Alpha alpha = QuickScreen::alpha_of(grouped ? p.groups[g].alpha : p.alpha);
-    const QuickScreen::Alpha alpha2 = QuickScreen::alpha_of(p.alpha2);
+    ScreenAlpha alpha = screen_alpha(grouped ? p.groups[g].alpha : p.alpha);
+    const ScreenAlpha alpha2 = screen_alpha(p.alpha2);
     for (int64_t idx = ch * kChunk; idx < end; ++idx) {
       if (grouped && idx >= group_end[g]) {
         while (idx >= group_end[g]) ++g;
-        alpha = QuickScreen::alpha_of(p.groups[g].alpha);
+        alpha = screen_alpha(p.groups[g].alpha);
       }
       const uint32_t actual = word(idx);
       bool exact = false;
@@ -741,6 +761,7 @@ OracleSummary judge_all(const Problem& p, const ExactResult& ref, const Word& wo
         part.first_actual = actual;
       }
     }
+    parts[static_cast<size_t>(ch)] = part;
   }
   OracleSummary sum;
   sum.elements = count;
@@ -763,6 +784,17 @@ OracleSummary judge_all(const Problem& p, const ExactResult& ref, const Word& wo
     sum.failing += part.failing;
   }
   return sum;
+}
+
+template <class Word>
+OracleSummary judge_all(const Problem& p, const ExactResult& ref, const Word& word, const Policy& policy) {
+  switch (p.out_type) {
+    case OutType::bf16: return judge_all_as<OutType::bf16>(p, ref, word, policy);
+    case OutType::fp32:
+    case OutType::nvfp4: return judge_all_as<OutType::fp32>(p, ref, word, policy);
+    case OutType::fp16: break;
+  }
+  return judge_all_as<OutType::fp16>(p, ref, word, policy);
 }
 
 }  // namespace

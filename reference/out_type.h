@@ -30,7 +30,7 @@ struct OutFormat {
   int bytes;
 };
 
-NVFP4_HD inline OutFormat out_format(OutType t) {
+NVFP4_HD constexpr OutFormat out_format(OutType t) {
   switch (t) {
     case OutType::bf16: return OutFormat{8, -126, 127, 0x8000u, 0x7F80u, 0x7FC0u, 0x7F7Fu, 2};
     case OutType::fp32:
