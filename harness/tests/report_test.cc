@@ -303,7 +303,7 @@ TEST(Report, FindingsNameTheCallAsTheCheckListSays) {
   EXPECT_EQ(said(Check::determinism, CaseCall::run2), "m");
   EXPECT_EQ(said(Check::guard, CaseCall::run1), "m");
   for (Check c : kAllChecks)
-    if (names_call(c) == CallNaming::every) EXPECT_FALSE(blames_elements(c)) << check_name(c);
+    if (names_call(c) == CallNaming::every) { EXPECT_FALSE(blames_elements(c)) << check_name(c); }
 }
 
 TEST(Report, ShellQuotingSurvivesQuotes) {

@@ -305,7 +305,7 @@ TEST(Schedule, FuzzInputsReachWhatTheScheduleDraws) {
     ASSERT_EQ(c.problem.a, again.problem.a);
     ASSERT_EQ(c.problem.sfb, again.problem.sfb);
     ASSERT_TRUE(problem_error(c.problem).empty()) << problem_error(c.problem);
-    if (c.kind != CaseKind::unsupported) ASSERT_EQ(c.problem.m % 8, 0) << "inside the declared multiple";
+    if (c.kind != CaseKind::unsupported) { ASSERT_EQ(c.problem.m % 8, 0) << "inside the declared multiple"; }
     ++seen[to_string(c.data)];
     ++seen[to_string(c.kind)];
     ++seen[to_string(c.problem.op)];
@@ -440,7 +440,7 @@ TEST(Schedule, GroupsHaveTheirOwnScalesAndAlphas) {
     std::set<float> alphas;
     for (const Group& g : p.groups) {
       if (g.m == 0) continue;
-      if (c.spec.alpha != AlphaDist::one && previous) EXPECT_NE(g.alpha, *previous) << "case " << i;
+      if (c.spec.alpha != AlphaDist::one && previous) { EXPECT_NE(g.alpha, *previous) << "case " << i; }
       previous = g.alpha;
       alphas.insert(g.alpha);
     }
@@ -482,7 +482,7 @@ TEST(Schedule, PackedKernelsGetOneNAndOneKAndMultiplesHoldPerGroup) {
       }
     }
     EXPECT_GE(unsupported, 60);
-    if (!flags) EXPECT_GT(differing, 100);
+    if (!flags) { EXPECT_GT(differing, 100); }
   }
 }
 
@@ -619,7 +619,9 @@ TEST(Schedule, PackedGroupedKernelsDrawAHugeTierPast2To31BytesOfB) {
       EXPECT_EQ(p.groups[g].n, p.groups[0].n);
       EXPECT_EQ(p.groups[g].k, p.groups[0].k);
       EXPECT_LE(p.groups[g].m, 3);
-      if (static_cast<int64_t>(g + 1) * expert > (int64_t(1) << 31)) EXPECT_GE(p.groups[g].m, 1) << i << " group " << g;
+      if (static_cast<int64_t>(g + 1) * expert > (int64_t(1) << 31)) {
+        EXPECT_GE(p.groups[g].m, 1) << i << " group " << g;
+      }
       EXPECT_TRUE(p.groups[g].b.empty()) << "a huge case's data is drawn when it is checked";
     }
     EXPECT_EQ(p.seed, a.problem.seed) << "the same data seed as without the tier";

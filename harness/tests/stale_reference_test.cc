@@ -141,8 +141,9 @@ TEST(GemmStale, InPlaceDataAreTheStaleVariantsAndUndoRestores) {
         ASSERT_EQ(q.groups[g].sfa, v.problem.groups[g].sfa) << where << " g=" << g;
         ASSERT_EQ(q.groups[g].sfb, v.problem.groups[g].sfb) << where << " g=" << g;
       }
-      if (p.op == Op::grouped_gemm && !p.mx_operands() && p.out_type != OutType::nvfp4)
+      if (p.op == Op::grouped_gemm && !p.mx_operands() && p.out_type != OutType::nvfp4) {
         EXPECT_EQ(difference(v.reference, exact_gemm(v.problem)), "") << where;
+      }
       op_module(p.op).stale_in_place(q, seed, true);
       ASSERT_EQ(write_case(q), write_case(p)) << where;
       ++compared;

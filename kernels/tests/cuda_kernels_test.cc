@@ -442,9 +442,10 @@ std::vector<uint32_t> run_grouped_dual_on_device(const Kernel& k, const Problem&
   EXPECT_EQ(k.run(call.abi), NVFP4_OK) << k.name();
   size_t m = 0;
   for (size_t b = 0; b < call.bufs.size(); ++b, ++m)
-    if (std::find(call.outputs.begin(), call.outputs.end(), b) != call.outputs.end())
+    if (std::find(call.outputs.begin(), call.outputs.end(), b) != call.outputs.end()) {
       EXPECT_EQ(cudaMemcpyAsync(call.bufs[b].data(), mirrors[m]->device, call.bufs[b].size(), cudaMemcpyDeviceToHost, stream),
                 cudaSuccess);
+    }
   EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
   EXPECT_EQ(cudaStreamDestroy(stream), cudaSuccess);
   return mx_call_words(p, call);

@@ -455,7 +455,7 @@ TEST(GroupedOracle, EachGroupWithItsOwnAlpha) {
     if (ref.size() > static_cast<size_t>(p.groups[0].m * p.groups[0].n)) {
       ++cases;
       caught += w.any_failure();
-      if (w.any_failure()) ASSERT_GT(w.first_g, 1);  // groups 0 (its own alpha) and 1 (empty) are right
+      if (w.any_failure()) { ASSERT_GT(w.first_g, 1); }  // groups 0 (its own alpha) and 1 (empty) are right
     }
   }
   EXPECT_EQ(caught, cases);

@@ -52,8 +52,8 @@ TEST(ExactOutputs, Bf16AndFp32RoundTheExactValueOnce) {
       const double want = round_formula(std::ldexp(exact, -20), f.precision, f.emin, f.emax);
       const double got = decode_out(type, ref.word(x));
       ASSERT_EQ(got, want) << "iteration " << iter << " element " << x;
-      if (e.sum != 0) ASSERT_EQ(std::signbit(got), std::signbit(want));
-      if (e.sum == 0) ASSERT_EQ(ref.word(x), 0u);  // an exact zero is +0
+      if (e.sum != 0) { ASSERT_EQ(std::signbit(got), std::signbit(want)); }
+      if (e.sum == 0) { ASSERT_EQ(ref.word(x), 0u); }  // an exact zero is +0
       ++checked;
     }
   }
