@@ -49,7 +49,11 @@ def test_a_45_s_first_call_passes_with_default_limits(tmp_path):
     r = run(*common, "--report", str(tmp_path / "warm.json"), env={"SLOW_FIRST_CALL_CACHE": str(cache)})
     warm = report_of(r, tmp_path / "warm.json")
     assert warm["verdict"] == "pass" and warm["warmup_seconds"] < 10
-    assert cold["cases"] >= 0.6 * warm["cases"], (cold["cases"], warm["cases"])
+    # Had the warm-up been booked as checking time, the cold run would have checked next to nothing
+    # in its 10 s. A floor well below the warm run's count tells the two apart on a loaded machine
+    # (at 0.6 a loaded 2-core machine once failed with 907 against 1,734); cases per second are
+    # measured in benchmarks, not asserted here.
+    assert cold["cases"] >= 0.25 * warm["cases"], (cold["cases"], warm["cases"])
 
 
 def test_a_warm_up_past_its_limit_is_stopped_cleanly(tmp_path):
