@@ -326,9 +326,14 @@ void exact_split(bool sum_negative, u128 mag, int exp2, float alpha, long double
     ++exp2;
   }
   mag *= a.sig;
-  const long double h = static_cast<long double>(mag);  // rounded to nearest, 64 bits
-  const u128 h_int = round_to_64_bits(mag);             // the same integer
-  const long double r = h_int >= mag ? -static_cast<long double>(h_int - mag) : static_cast<long double>(mag - h_int);
+  long double h = 0, r = 0;
+  if (mag >> 64 == 0) {
+    h = static_cast<long double>(static_cast<uint64_t>(mag));  // exact; libgcc's 128-bit conversion is not needed
+  } else {
+    h = static_cast<long double>(mag);          // rounded to nearest, 64 bits
+    const u128 h_int = round_to_64_bits(mag);   // the same integer
+    r = h_int >= mag ? -static_cast<long double>(h_int - mag) : static_cast<long double>(mag - h_int);
+  }
   const bool negative = sum_negative != a.negative;
   // Scaling by 2^exp2 is exact: |exp2| stays far inside long double's exponent range.
   const long double scale = pow2l(exp2);
