@@ -527,7 +527,10 @@ StaleVariant stale_mx(const Problem& p, const ExactResult& ref, uint64_t seed, b
 // too: the exact sums do not depend on the order of k): G's facts rotated, U's rotated and
 // negated. v follows without silu: dual_value rounds U's sign-magnitude split, so a negated U
 // sum gives -U exactly and v = silu(G) * -U is -v exactly (a zero U sum is +0 either way and
-// leaves d as it was); the words from them as exact_gemm computes them.
+// leaves d as it was). The words follow from run 1's too: round_dual's result for -v is its
+// result for v with the sign bit flipped (rounding to nearest is symmetric, and an underflow to
+// zero keeps v's sign), except where it is sign-free: a NaN, U = 0, or silu(G) = +0, all of which
+// give the same word again.
 ExactResult dual_from_rotated(const Problem& q, const ExactResult& ref, const Rotations& r) {
   ExactResult out;
   out.out_type = ref.out_type;
@@ -538,6 +541,8 @@ ExactResult dual_from_rotated(const Problem& q, const ExactResult& ref, const Ro
   out.dual.resize(ref.elems.size());
   if (out_word_bytes(q.out_type) == 4) out.c32.resize(ref.elems.size());
   else out.c.resize(ref.elems.size());
+  const bool wide = out_word_bytes(q.out_type) == 4;
+  const uint32_t sign_bit = out_format(q.out_type).sign_bit;
 #pragma omp parallel for schedule(static) if (count >= 4096)
   for (int64_t to = 0; to < count; ++to) {
     const size_t from = static_cast<size_t>(rotated_from(r, q.l, q.m, q.n, to)), x = static_cast<size_t>(to);
@@ -546,8 +551,9 @@ ExactResult dual_from_rotated(const Problem& q, const ExactResult& ref, const Ro
     u.sum = -u.sum;
     DualValue& d = out.dual[x] = ref.dual[from];
     if (u.sum != 0) d.u = -d.u, d.v = -d.v;
-    const uint32_t w = round_dual(d, g.nan || u.nan, q.out_type);
-    if (out_word_bytes(q.out_type) == 4) out.c32[x] = w;
+    const bool sign_free = g.nan || u.nan || d.u == 0 || (d.silu_g == 0 && !std::signbit(d.silu_g));
+    const uint32_t w = ref.word(from) ^ (sign_free ? 0u : sign_bit);
+    if (wide) out.c32[x] = w;
     else out.c[x] = static_cast<uint16_t>(w);
   }
   return out;
