@@ -721,6 +721,35 @@ ExactResult grouped_gpu(const Problem& p, double threshold) {
   return out;
 }
 
+// G's (B) or U's (B2) GEMM of a dual problem as a plain GEMM. Its words are not used (a dual
+// GEMM's come from silu(G) * U), so they are FP32 and alpha is 1.
+Problem dual_part(const Problem& p, bool u) {
+  Problem q;
+  q.op = Op::gemm;
+  q.m = p.m;
+  q.n = p.n;
+  q.k = p.k;
+  q.l = p.l;
+  q.sf_layout = p.sf_layout;
+  q.semantics = p.semantics;
+  q.out_type = OutType::fp32;
+  q.a_format = p.a_format;
+  q.b_format = p.b_format;
+  q.a = p.a;
+  q.sfa = p.sfa;
+  q.b = u ? p.b2 : p.b;
+  q.sfb = u ? p.sfb2 : p.sfb;
+  return q;
+}
+
+// A dual problem's two exact GEMMs on the device; silu, U, v and the words on the host from their
+// sums, as the CPU reference makes them.
+ExactResult dual_gpu(const Problem& p) {
+  ExactResult g = exact_gemm_gpu(dual_part(p, false));
+  ExactResult u = exact_gemm_gpu(dual_part(p, true));
+  return dual_from_sums(p, std::move(g.elems), std::move(u.elems));
+}
+
 }  // namespace
 
 ExactResult exact_gemm_auto(const Problem& p, double threshold) {
@@ -754,10 +783,17 @@ ExactResult exact_gemm_auto(const Problem& p, double threshold) {
     if (work >= threshold && gpu_reference_available(nullptr)) return grouped_gpu(p, threshold);
     return exact_gemm(p);
   }
+  // A GEMV, GEMM or dual GEMM (its G and U; silu and the words stay the host's) past a sixteenth
+  // of the threshold, 2^22 by default: the schedule's large class. Below it the host's exact sums
+  // beat a launch and its copies (a 2^22 GEMM's reference on the H200 took 2.5 ms a case on the
+  // device), above it they do not: 12 s runs on the H200 (docs/runs/2026-12-04-s24-d-h200.txt),
+  // gemm_tc's schedule 1,465 cases/s against 1,162 with the large class on the host, dual_gemm_naive's
+  // 503-525 against 450-474.
   const double work = static_cast<double>(p.l) * p.m * p.n * p.k;
-  // NVFP4 dual GEMM: the CPU reference.
+  const bool large = work > threshold / 16 && p.k <= kGpuReferenceMaxK;
+  if (op_is_dual(p.op)) return large && gpu_reference_available(nullptr) ? dual_gpu(p) : exact_gemm(p);
   const bool gpu_op = p.op == Op::gemv || p.op == Op::gemm;
-  if (gpu_op && work >= threshold && p.k <= kGpuReferenceMaxK && gpu_reference_available(nullptr)) return exact_gemm_gpu(p);
+  if (gpu_op && large && gpu_reference_available(nullptr)) return exact_gemm_gpu(p);
   return exact_gemm(p);
 }
 

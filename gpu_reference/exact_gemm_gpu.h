@@ -38,10 +38,12 @@ ExactResult exact_gemm_gpu(const Problem& p, GpuReferenceTiming* timing = nullpt
 // exact_gemm_gpu does, std::invalid_argument for an invalid p (validate).
 std::vector<MxElement> exact_mx_gpu(const MxProblem& p, GpuReferenceTiming* timing = nullptr);
 
-// The CPU reference below `threshold` multiply-adds (l*m*n*k; grouped: summed over the groups,
-// each group then on the GPU from threshold/4), the GPU one above it when available. Problems with
-// MX operands take the same rule at threshold/16: the CPU's wide accumulators cost 5 to 15 times
-// NVFP4's integers per product. threshold < 0 reads NVFP4_GPU_REFERENCE_THRESHOLD (default 2^26).
+// The GPU reference where there is a device and the problem is large enough, else the CPU's, by
+// multiply-adds (l*m*n*k): a grouped problem from `threshold` (summed over the groups, each group
+// then on the GPU from threshold/4); a GEMV, GEMM or dual GEMM (its G and U) past threshold/16.
+// Problems with MX operands take the grouped rule at threshold/16: the CPU's wide accumulators
+// cost 5 to 15 times NVFP4's integers per product. threshold < 0 reads
+// NVFP4_GPU_REFERENCE_THRESHOLD (default 2^26).
 ExactResult exact_gemm_auto(const Problem& p, double threshold = -1);
 
 }  // namespace nvfp4

@@ -422,8 +422,18 @@ ExactResult exact_gemm(const Problem& p) {
                                 " is not of the GEMM family (its module has its reference)");
   ExactResult result;
   if (p.mx_operands()) return exact_mx_result(p);
-  result.out_type = p.out_type;
   const size_t count = static_cast<size_t>(p.c_elems());
+  if (op_is_dual(p.op)) {  // G and U as two GEMMs, then silu and the words from their sums
+    const Operands x{p.a.data(), p.sfa.data(), p.b.data(), p.sfb.data(), p.m, p.n, p.k, p.l, p.semantics};
+    Operands x2 = x;
+    x2.b = p.b2.data();
+    x2.sfb = p.sfb2.data();
+    ExactElements g(count), u(count);
+    exact_elements(x, g.data(), NoFinish{});
+    exact_elements(x2, u.data(), NoFinish{});
+    return dual_from_sums(p, std::move(g), std::move(u));
+  }
+  result.out_type = p.out_type;
   result.elems.resize(count);
   if (out_word_bytes(p.out_type) == 4) {
     result.c32.resize(count);
@@ -444,16 +454,24 @@ ExactResult exact_gemm(const Problem& p) {
   }
 
   const Operands x{p.a.data(), p.sfa.data(), p.b.data(), p.sfb.data(), p.m, p.n, p.k, p.l, p.semantics};
-  if (!op_is_dual(p.op)) {
-    exact_elements(x, result.elems.data(), RoundInto{&result, result.elems.data(), 0, p.alpha});
-    return result;
+  exact_elements(x, result.elems.data(), RoundInto{&result, result.elems.data(), 0, p.alpha});
+  return result;
+}
+
+ExactResult dual_from_sums(const Problem& p, ExactElements g_sums, ExactElements u_sums) {
+  const size_t count = static_cast<size_t>(p.c_elems());
+  if (!op_is_dual(p.op) || g_sums.size() != count || u_sums.size() != count)
+    throw std::invalid_argument("dual_from_sums: not a dual GEMM, or sums of another size");
+  ExactResult result;
+  result.out_type = p.out_type;
+  result.group_offset = group_output_offsets(p);
+  if (out_word_bytes(p.out_type) == 4) {
+    result.c32.resize(count);
+  } else {
+    result.c.resize(count);
   }
-  exact_elements(x, result.elems.data(), NoFinish{});
-  result.elems2.resize(count);
-  Operands x2 = x;
-  x2.b = p.b2.data();
-  x2.sfb = p.sfb2.data();
-  exact_elements(x2, result.elems2.data(), NoFinish{});
+  result.elems = std::move(g_sums);
+  result.elems2 = std::move(u_sums);
   result.dual.resize(count);
   const int64_t total = static_cast<int64_t>(count);
 #pragma omp parallel for schedule(static) if (total >= 4096)

@@ -92,6 +92,9 @@ struct ExactResult {
 // std::invalid_argument otherwise). OpenMP across output rows; the result does not depend on
 // the thread count.
 ExactResult exact_gemm(const Problem& p);
+// A dual GEMM's reference from G's and U's exact sums (g and u, as exact_gemm computes them for
+// B and B2, however they were computed): silu(G), U, v and the words, as exact_gemm gives them.
+ExactResult dual_from_sums(const Problem& p, ExactElements g, ExactElements u);
 // The quantizer's reference (quantize_reference) as an ExactResult: `quant` set, no elements.
 // Throws std::invalid_argument for an invalid problem or one of another op.
 ExactResult exact_quantize(const Problem& p);

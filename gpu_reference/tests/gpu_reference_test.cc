@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <string>
 
 #include "gpu_reference/exact_gemm_gpu.h"
@@ -184,6 +185,50 @@ TEST_F(GpuReference, GroupedBlockScaledOutputMatchesTheCpu) {
   const ExactResult cpu = exact_gemm(p), gpu = exact_gemm_auto(p, 0);
   EXPECT_EQ(gpu.words(), cpu.words());
   EXPECT_EQ(first_difference(cpu, gpu), -1);
+}
+
+// A dual GEMM above the threshold: G and U are the GPU's GEMMs, silu and the words the host's.
+// Every field of G's and U's sums, silu(G), U and v (all 80 bits) and every word must be the CPU
+// reference's: batches, a k tail, n = 1, each output type.
+TEST_F(GpuReference, DualProblemsMatchTheCpu) {
+  const uint64_t seed = 20261204;
+  std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
+  Rng rng(seed);
+  struct Shape {
+    int64_t m, n, k, l;
+    OutType out;
+  };
+  const Shape shapes[] = {{129, 96, 528, 1, OutType::fp16}, {64, 1, 1024, 2, OutType::bf16},
+                          {33, 70, 272, 3, OutType::fp32}, {256, 128, 64, 1, OutType::fp16}};
+  const char* specs[] = {"uniform/full/arbitrary", "edge/narrow/one", "fine_cancel/fine_cancel/arbitrary",
+                         "one_sign/nan_block/pow2"};
+  int x = 0;
+  for (const Shape& s : shapes) {
+    for (const char* spec : specs) {
+      Problem p;
+      p.op = Op::dual_gemm;
+      p.m = s.m, p.n = s.n, p.k = s.k, p.l = s.l;
+      p.out_type = s.out;
+      fill_data(rng, DataSpec::parse(spec), p);
+      const ExactResult cpu = exact_gemm(p), gpu = exact_gemm_auto(p, 0);
+      const std::string where = "shape " + std::to_string(x / 4) + ", " + spec;
+      ++x;
+      ASSERT_EQ(first_difference(cpu, gpu), -1) << where;
+      ASSERT_EQ(gpu.elems2.size(), cpu.elems2.size()) << where;
+      ASSERT_EQ(gpu.dual.size(), cpu.dual.size()) << where;
+      for (size_t i = 0; i < cpu.elems2.size(); ++i) {
+        const ExactElement &a = cpu.elems2[i], &b = gpu.elems2[i];
+        ASSERT_TRUE(a.sum == b.sum && a.abs_sum == b.abs_sum && a.nonzero == b.nonzero && a.min_tz == b.min_tz &&
+                    a.nan == b.nan)
+            << where << ", U at " << i << ": " << describe_element(a) << " / " << describe_element(b);
+        const DualValue &c = cpu.dual[i], &d = gpu.dual[i];
+        ASSERT_EQ(std::memcmp(&c.silu_g, &d.silu_g, 10), 0) << where << ", silu(G) at " << i;
+        ASSERT_EQ(std::memcmp(&c.u, &d.u, 10), 0) << where << ", U at " << i;
+        ASSERT_EQ(std::memcmp(&c.v, &d.v, 10), 0) << where << ", v at " << i;
+      }
+      EXPECT_EQ(gpu.group_offset, cpu.group_offset) << where;
+    }
+  }
 }
 
 TEST_F(GpuReference, RefusesKBeyondItsAccumulators) {
