@@ -8,6 +8,7 @@
 #include <map>
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -338,18 +339,30 @@ class CudaBuffer final : public GuardedBuffer {
 };
 
 // The hold on the runner's stream: a host function that waits until the kernel call has returned
-// (release), or at most 4 ms, long against a kernel launch and short against a case.
+// (release), or at most `limit`: 4 ms, long against a kernel launch and short against a case. A
+// kernel that synchronizes the stream it was handed waits that long, so the hold cannot last the
+// whole call. On a loaded machine a kernel's work on a stream of its own can start later than
+// 4 ms into the call; it then reads complete inputs, gives the right answer, and the stream check
+// has nothing to see in that case. NVFP4_STREAM_GATE_MS (1 to 60,000) sets the limit, for a test
+// that needs the hold to outlast a call.
 struct StreamGate {
   std::mutex mutex;
   std::condition_variable cv;
   uint64_t held = 0, released = 0;
+  std::chrono::milliseconds limit{4};
 };
+
+std::chrono::milliseconds stream_gate_limit() {
+  const char* env = std::getenv("NVFP4_STREAM_GATE_MS");
+  const long ms = env ? std::strtol(env, nullptr, 10) : 4;
+  return std::chrono::milliseconds(std::clamp<long>(ms, 1, 60000));
+}
 
 void CUDART_CB wait_at_gate(void* arg) {
   auto* gate = static_cast<StreamGate*>(arg);
   std::unique_lock<std::mutex> lock(gate->mutex);
   const uint64_t mine = gate->held;
-  gate->cv.wait_for(lock, std::chrono::milliseconds(4), [&] { return gate->released >= mine; });
+  gate->cv.wait_for(lock, gate->limit, [&] { return gate->released >= mine; });
 }
 
 // cudaDeviceSynchronize cannot be polled: one helper thread makes the calls, and the caller waits
@@ -411,6 +424,7 @@ class CudaMemory final : public KernelMemory {
     int device = 0;
     cudaGetDevice(&device);
     synchronizer_ = std::make_unique<DeviceSynchronizer>(device);
+    gate_.limit = stream_gate_limit();
   }
   ~CudaMemory() override {
     if (g_device_unusable) {

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -314,9 +315,13 @@ TEST_F(CudaRunner, PointerCacheIsStaleState) {
 
 // A kernel that reads its inputs on a stream of its own gives run 1's output in the stale call,
 // as a pointer cache does; with the inputs complete before the calls it is right, so the verdict
-// names the stream, not kept state.
+// names the stream, not kept state. The runner's hold on its stream lasts at most 4 ms; beside
+// other GPU work this kernel's own stream once started later than that, read complete inputs and
+// passed, so here the hold lasts as long as the call.
 TEST_F(CudaRunner, InputsReadOnAnotherStreamAreNotCalledStaleState) {
+  setenv("NVFP4_STREAM_GATE_MS", "30000", 1);
   const CaseOutcome r = check("late_own_stream_cuda");
+  unsetenv("NVFP4_STREAM_GATE_MS");
   ASSERT_EQ(r.verdict, CaseOutcome::Verdict::fail);
   EXPECT_EQ(check_of(r), "stream") << message_of(r);
   EXPECT_NE(message_of(r).find("complete before the call"), std::string::npos) << message_of(r);
