@@ -573,7 +573,7 @@ class QuickScreen {
     // x is exact in double when the sum's significant bits and alpha's 24 fit in 53.
     const u128 mag = e.sum < 0 ? static_cast<u128>(-e.sum) : static_cast<u128>(e.sum);
     const bool x_exact = (mag >> 53) == 0 && (mag == 0 || bit_width_u128(mag >> __builtin_ctzll(static_cast<uint64_t>(mag))) <= 29);
-    *exact = alpha.shape.power_of_two && exact_regime(e, alpha);  // rule 2 wants a power of two
+    *exact = exact_regime(e, alpha);
     double spread = 0;
     if (!*exact && !spread_below(e, alpha, &spread)) return false;
     return within(x, x_exact, actual, *exact, spread * (1 - kE), max_ulps, max_over_bound);
@@ -613,15 +613,22 @@ class QuickScreen {
     return v >> 63 == 0 ? static_cast<double>(static_cast<int64_t>(v)) : static_cast<double>(v);
   }
 
-  // exact_regime_for_policy(integer_facts(e), alpha, policy).
+  // exact_regime_for_policy(integer_facts(e), alpha, policy). Rule 2 wants alpha a power of two:
+  // without one the element's facts are not looked at.
   bool exact_regime(const ExactElement& e, const Alpha& alpha) const {
-    return exact_regime_for(integer_facts(e), alpha.shape, accumulator_);
+    return alpha.shape.power_of_two && exact_regime_for(integer_facts(e), alpha.shape, accumulator_);
+  }
+
+  // Rule 3's t'u in double; false where it is not well below 1.
+  bool rounding_tu(const ExactElement& e, const Alpha& alpha, double* tu) const {
+    *tu = static_cast<double>(rounding_terms(e.nonzero, t_factor_, alpha.shape)) * u_;
+    return *tu < 0.5;
   }
 
   // Rule 3's spread |alpha| * gamma_t' * S in double; false where t'u is not well below 1.
   bool spread_of(const ExactElement& e, const Alpha& alpha, double* spread) const {
-    const double tu = static_cast<double>(rounding_terms(e.nonzero, t_factor_, alpha.shape)) * u_;
-    if (tu >= 0.5) return false;
+    double tu = 0;
+    if (!rounding_tu(e, alpha, &tu)) return false;
     *spread = gamma_spread(tu, alpha.value, to_double(e.abs_sum) * 0x1p-20);
     return true;
   }
@@ -630,8 +637,8 @@ class QuickScreen {
   // t'u + (t'u)^2, and the few roundings here lie inside the 2^-40 the caller takes off. Only a
   // lower bound will do: passes_dual also needs the spread from above, so it keeps spread_of.
   bool spread_below(const ExactElement& e, const Alpha& alpha, double* spread) const {
-    const double tu = static_cast<double>(rounding_terms(e.nonzero, t_factor_, alpha.shape)) * u_;
-    if (tu >= 0.5) return false;
+    double tu = 0;
+    if (!rounding_tu(e, alpha, &tu)) return false;
     *spread = std::fabs(static_cast<double>(alpha.value)) * (tu + tu * tu) * (to_double(e.abs_sum) * 0x1p-20);
     return true;
   }
