@@ -420,11 +420,10 @@ ExactResult exact_gemm(const Problem& p) {
   if (p.op != Op::gemv && p.op != Op::gemm && !op_is_grouped(p.op) && !op_is_dual(p.op))
     throw std::invalid_argument(std::string("exact_gemm: op ") + to_string(p.op) +
                                 " is not of the GEMM family (its module has its reference)");
-  ExactResult result;
   if (p.mx_operands()) return exact_mx_result(p);
   const size_t count = static_cast<size_t>(p.c_elems());
+  const Operands x{p.a.data(), p.sfa.data(), p.b.data(), p.sfb.data(), p.m, p.n, p.k, p.l, p.semantics};
   if (op_is_dual(p.op)) {  // G and U as two GEMMs, then silu and the words from their sums
-    const Operands x{p.a.data(), p.sfa.data(), p.b.data(), p.sfb.data(), p.m, p.n, p.k, p.l, p.semantics};
     Operands x2 = x;
     x2.b = p.b2.data();
     x2.sfb = p.sfb2.data();
@@ -433,6 +432,7 @@ ExactResult exact_gemm(const Problem& p) {
     exact_elements(x2, u.data(), NoFinish{});
     return dual_from_sums(p, std::move(g), std::move(u));
   }
+  ExactResult result;
   result.out_type = p.out_type;
   result.elems.resize(count);
   if (out_word_bytes(p.out_type) == 4) {
@@ -446,14 +446,13 @@ ExactResult exact_gemm(const Problem& p) {
     for (size_t g = 0; g < p.groups.size(); ++g) {
       const Group& q = p.groups[g];
       if (q.m == 0) continue;  // an empty group has no output
-      const Operands x{q.a.data(), q.sfa.data(), q.b.data(), q.sfb.data(), q.m, q.n, q.k, 1, p.semantics};
+      const Operands group{q.a.data(), q.sfa.data(), q.b.data(), q.sfb.data(), q.m, q.n, q.k, 1, p.semantics};
       ExactElement* elems = result.elems.data() + result.group_offset[g];
-      exact_elements(x, elems, RoundInto{&result, elems, result.group_offset[g], q.alpha});
+      exact_elements(group, elems, RoundInto{&result, elems, result.group_offset[g], q.alpha});
     }
     return result;
   }
 
-  const Operands x{p.a.data(), p.sfa.data(), p.b.data(), p.sfb.data(), p.m, p.n, p.k, p.l, p.semantics};
   exact_elements(x, result.elems.data(), RoundInto{&result, result.elems.data(), 0, p.alpha});
   return result;
 }
