@@ -539,10 +539,12 @@ ExactResult dual_from_rotated(const Problem& q, const ExactResult& ref, const Ro
   out.elems.resize(ref.elems.size());
   out.elems2.resize(ref.elems.size());
   out.dual.resize(ref.elems.size());
-  if (out_word_bytes(q.out_type) == 4) out.c32.resize(ref.elems.size());
-  else out.c.resize(ref.elems.size());
   const bool wide = out_word_bytes(q.out_type) == 4;
+  if (wide) out.c32.resize(ref.elems.size());
+  else out.c.resize(ref.elems.size());
   const uint32_t sign_bit = out_format(q.out_type).sign_bit;
+  // As stale_gemm_reference: the words are rounded again where ref carries none.
+  const bool have_words = (wide ? ref.c32.size() : ref.c.size()) == ref.elems.size();
 #pragma omp parallel for schedule(static) if (count >= 4096)
   for (int64_t to = 0; to < count; ++to) {
     const size_t from = static_cast<size_t>(rotated_from(r, q.l, q.m, q.n, to)), x = static_cast<size_t>(to);
@@ -552,7 +554,8 @@ ExactResult dual_from_rotated(const Problem& q, const ExactResult& ref, const Ro
     DualValue& d = out.dual[x] = ref.dual[from];
     if (u.sum != 0) d.u = -d.u, d.v = -d.v;
     const bool sign_free = g.nan || u.nan || d.u == 0 || (d.silu_g == 0 && !std::signbit(d.silu_g));
-    const uint32_t w = ref.word(from) ^ (sign_free ? 0u : sign_bit);
+    const uint32_t w = have_words ? ref.word(from) ^ (sign_free ? 0u : sign_bit)
+                                  : round_dual(d, g.nan || u.nan, q.out_type);
     if (wide) out.c32[x] = w;
     else out.c[x] = static_cast<uint16_t>(w);
   }
