@@ -3,6 +3,7 @@
 // (element by element), alpha and one rounding at the end, with the bugs of mutant_bugs.h's
 // "Output types", "Dual GEMM" and "Grouped GEMM" sections behind a switch. With Bug::none it is
 // a correct kernel (the controls ctl_host_*_unmutated).
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -27,6 +28,45 @@ float dot(const uint8_t* a_row, const uint8_t* sfa, int64_t a_rows, int64_t a_ba
   }
   return acc;
 }
+
+// Elements [0, k) of row r times their blocks' scales: the two factors dot() multiplies, each
+// formed once per row instead of once per output.
+void decode_row(const uint8_t* row, const uint8_t* sf, int64_t rows, int64_t batch, int64_t r, int64_t k,
+                uint32_t layout, float* out) {
+  const int64_t kb = (k + 15) / 16;
+  for (int64_t s = 0; s < kb; ++s) {
+    const float scale = kern::e4m3_to_float(sf[kern::scale_offset(layout, rows, kb, batch, r, s)], false);
+    const int64_t end = std::min(k, s * 16 + 16);
+    for (int64_t x = s * 16; x < end; ++x) out[x] = kern::e2m1_to_float(kern::e2m1_code(row, x)) * scale;
+  }
+}
+
+// out[j] = dot() of decoded row a with decoded row j of b (n rows of k): the same FP32 sums in
+// element order, four of them side by side.
+void row_dots(const float* a, const float* b, int64_t n, int64_t k, float* out) {
+  int64_t j = 0;
+  for (; j + 4 <= n; j += 4) {
+    const float *b0 = b + j * k, *b1 = b0 + k, *b2 = b1 + k, *b3 = b2 + k;
+    float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
+    for (int64_t x = 0; x < k; ++x) {
+      const float v = a[x];
+      s0 += v * b0[x];
+      s1 += v * b1[x];
+      s2 += v * b2[x];
+      s3 += v * b3[x];
+    }
+    out[j] = s0, out[j + 1] = s1, out[j + 2] = s2, out[j + 3] = s3;
+  }
+  for (; j < n; ++j) {
+    const float* bj = b + j * k;
+    float acc = 0.0f;
+    for (int64_t x = 0; x < k; ++x) acc += a[x] * bj[x];
+    out[j] = acc;
+  }
+}
+
+// Decoded B matrices past this many floats: dot() element by element instead.
+constexpr int64_t kMaxDecoded = int64_t(1) << 26;
 
 float through_fp16(double v) { return kern::float_from_fp16(kern::fp16_from_double(v)); }
 
@@ -61,6 +101,37 @@ int run_dense(Bug bug, const nvfp4_problem* p) {
   const uint32_t out = kern::problem_out_type(p), layout = p->sf_layout;
   const bool dual = p->op == NVFP4_OP_DUAL_GEMM;
   const float alpha2 = bug == Bug::dual_alpha2_ignored ? 1.0f : p->alpha2;
+  if (l * n * k <= kMaxDecoded) {
+    // B (and B2) decoded once, each row of A once: the products and sums of dot(), bit for bit.
+    std::vector<float> bdec(static_cast<size_t>(l * n * k)), b2dec(dual ? bdec.size() : 0);
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int64_t b = 0; b < l; ++b)
+      for (int64_t j = 0; j < n; ++j) {
+        decode_row(p->b + (b * n + j) * row_bytes, p->sfb, n, b, j, k, layout, &bdec[(b * n + j) * k]);
+        if (dual) decode_row(p->b2 + (b * n + j) * row_bytes, p->sfb2, n, b, j, k, layout, &b2dec[(b * n + j) * k]);
+      }
+#pragma omp parallel
+    {
+      std::vector<float> arow(static_cast<size_t>(k)), g(static_cast<size_t>(n)), u(dual ? g.size() : 0);
+#pragma omp for collapse(2) schedule(static)
+      for (int64_t b = 0; b < l; ++b)
+        for (int64_t i = 0; i < m; ++i) {
+          decode_row(p->a + (b * m + i) * row_bytes, p->sfa, m, b, i, k, layout, arow.data());
+          row_dots(arow.data(), bdec.data() + b * n * k, n, k, g.data());
+          if (dual) row_dots(arow.data(), b2dec.data() + b * n * k, n, k, u.data());
+          for (int64_t j = 0; j < n; ++j) {
+            const int64_t at = (b * m + i) * n + j;
+            if (!dual) {
+              store(p->c, at, out, static_cast<double>(p->alpha) * g[j], bug);
+            } else {
+              store(p->c, at, out,
+                    silu_product(static_cast<double>(p->alpha) * g[j], static_cast<double>(alpha2) * u[j], bug), bug);
+            }
+          }
+        }
+    }
+    return NVFP4_OK;
+  }
 #pragma omp parallel for collapse(2) schedule(static)
   for (int64_t b = 0; b < l; ++b)
     for (int64_t i = 0; i < m; ++i)
@@ -111,6 +182,24 @@ int run_grouped(Bug bug, bool packed, const nvfp4_problem* p) {
     }
     row0 += m;
     tile0 += (m + 127) / 128;
+    if (m > 0 && n * k <= kMaxDecoded) {
+      // B_g decoded once, each row of A_g once: dot()'s products and sums, bit for bit.
+      std::vector<float> bdec(static_cast<size_t>(n * k));
+#pragma omp parallel for schedule(static)
+      for (int64_t j = 0; j < n; ++j)
+        decode_row(bdata + j * row_bytes, sfb, n, b_batch, j, k, layout, &bdec[j * k]);
+#pragma omp parallel
+      {
+        std::vector<float> arow(static_cast<size_t>(k)), acc(static_cast<size_t>(n));
+#pragma omp for schedule(static)
+        for (int64_t i = 0; i < m; ++i) {
+          decode_row(a + i * row_bytes, sfa, m, 0, i, k, layout, arow.data());
+          row_dots(arow.data(), bdec.data(), n, k, acc.data());
+          for (int64_t j = 0; j < n; ++j) store(c, c0 + i * n + j, out, static_cast<double>(alpha) * acc[j], bug);
+        }
+      }
+      continue;
+    }
 #pragma omp parallel for collapse(2) schedule(static)
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j) {
