@@ -4,6 +4,7 @@
 // mutant that could run and raised no false alarm.
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdio>
 #include <filesystem>
@@ -11,6 +12,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -33,7 +35,15 @@ struct MutantsArgs {
   std::optional<int64_t> honest_cases, weak_cases;
   bool no_weak = false, honest_only = false, small_shapes = false, as_matrix_unit = false;
   double timeout_s = kDefaultCallTimeout;
+  int64_t jobs = 0;
 };
+
+// Kernels checked side by side when --jobs is not given: one per core, at most 8. A kernel's
+// process and the parent's reference take turns, so each row alone keeps about one core busy.
+int default_mutant_jobs() {
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  return static_cast<int>(std::clamp(cores, 1u, 8u));
+}
 
 // A plugin built with this program: next to the executable, in the build tree's kernels/ folder,
 // or in the installed lib/ folder.
@@ -79,6 +89,7 @@ int run_mutants(const MutantsArgs& args, const std::string& command) {
   run.memory = args.memory;
   run.kernels = args.kernels;
   run.honest_only = args.honest_only;
+  run.jobs = args.jobs > 0 ? static_cast<int>(args.jobs) : default_mutant_jobs();
   run.command_line = command;
   return run_mutation_analysis(run);
 }
@@ -118,6 +129,10 @@ void add_mutants_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--case-dir", args->case_dir, "where failing cases are saved (default nvfp4check-cases/mutants)");
   cmd->add_option("--timeout", args->timeout_s, "seconds per kernel call before it counts as hung (default 30)")
       ->check(seconds_in_range(24 * 3600.0));
+  cmd->add_option("--jobs", args->jobs,
+                  "kernels checked side by side, each in a process of its own (default: one per core, at most 8); "
+                  "the table does not depend on it")
+      ->check(count_in_range(256));
   cmd->callback([args, &exit_code] {
     exit_code = run_mutants(*args, "nvfp4check mutants");
   });

@@ -3,12 +3,18 @@
 #include "harness/ops/op_module.h"
 #include "mutation/mutation_driver.h"
 
+#include <omp.h>
+
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <mutex>
 #include <numeric>
+#include <optional>
 #include <stdexcept>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -626,14 +632,13 @@ int run_mutation_analysis(const MutationRun& run) {
     }
   }
   fmt::print(stderr, "mutants: seed {} (rerun with --seed {}), budget {} suite cases, {} GPU MODE style cases, "
-             "{} honest cases per kernel{}\n", options.seed, options.seed, options.budget,
-             options.weak_checks ? options.weak_cases : 0, run.honest_cases,
+             "{} honest cases per kernel, {} kernel(s) at a time{}\n", options.seed, options.seed, options.budget,
+             options.weak_checks ? options.weak_cases : 0, run.honest_cases, std::max(1, run.jobs),
              options.as_matrix_unit ? ", every kernel judged as declaring NVFP4_FLAG_MMA_ACCUMULATE" : "");
   fmt::print(stderr, "mutants plugin {}\nhonest plugin {}\n", run.mutant_plugin, run.honest_plugin);
 
-  std::vector<MutantRow> rows;
-  std::vector<HonestRow> honest_rows;
-  // The mutants plugin's controls (ctl_*: its engines with no bug) must pass like honest kernels.
+  // The controls (ctl_*: the mutants plugin's engines with no bug) run as honest kernels.
+  std::vector<const SuiteKernel*> mutant_kernels;
   std::vector<SuiteKernel> honest_kernels;
   for (const SuiteKernel& k : mutants) {
     if (!wanted(k)) continue;
@@ -647,34 +652,72 @@ int run_mutation_analysis(const MutationRun& run) {
       honest_kernels.push_back(k);
       continue;
     }
-    if (run.honest_only) continue;
-    const MutantRow row = in_worker<MutantRow>(k, options.timeout_s, [&](Executor& e) { return analyse_mutant(e, options); });
-    if (!row.runnable) {
-      fmt::print(stderr, "  {}: skipped ({})\n", row.name, row.why_not);
-    } else {
-      fmt::print(stderr, "  {}: suite {}{} after {} case(s), {:.2f}s\n", row.name,
-                 row.suite.failed ? "KILLED by " : "SURVIVED", row.suite.failed ? row.suite.check : "", row.suite.cases,
-                 row.suite.seconds);
-      if (row.suite.failed && !row.suite.case_desc.empty()) fmt::print(stderr, "    {}\n", row.suite.case_desc);
-    }
-    rows.push_back(row);
+    if (!run.honest_only) mutant_kernels.push_back(&k);
   }
   for (const SuiteKernel& k : honest)
     if (wanted(k)) honest_kernels.push_back(k);
-  if (run.honest_cases > 0) {
-    for (const SuiteKernel& k : honest_kernels) {
-      const HonestRow row =
-          in_worker<HonestRow>(k, options.timeout_s, [&](Executor& e) { return run_honest(e, run.honest_cases, options); });
-      if (!row.runnable) {
-        fmt::print(stderr, "  {}: skipped ({})\n", row.name, row.why_not);
-      } else {
-        fmt::print(stderr, "  {}: {} case(s), {}, {:.2f}s\n", row.name, row.suite.cases,
-                   row.suite.failed ? "FALSE ALARM: " + row.suite.check + ": " + row.suite.message : "no false alarm",
-                   row.suite.seconds);
-      }
-      honest_rows.push_back(row);
+  if (run.honest_cases <= 0) honest_kernels.clear();
+
+  std::vector<MutantRow> rows(mutant_kernels.size());
+  std::vector<HonestRow> honest_rows(honest_kernels.size());
+  const size_t total = rows.size() + honest_rows.size();
+  // Row x: a mutant's for x < rows.size(), then the honest kernels' in order. Its progress lines.
+  auto make_row = [&](size_t x) {
+    if (x < rows.size()) {
+      const MutantRow row = in_worker<MutantRow>(*mutant_kernels[x], options.timeout_s,
+                                                 [&](Executor& e) { return analyse_mutant(e, options); });
+      rows[x] = row;
+      if (!row.runnable) return fmt::format("  {}: skipped ({})\n", row.name, row.why_not);
+      std::string line = fmt::format("  {}: suite {}{} after {} case(s), {:.2f}s\n", row.name,
+                                     row.suite.failed ? "KILLED by " : "SURVIVED", row.suite.failed ? row.suite.check : "",
+                                     row.suite.cases, row.suite.seconds);
+      if (row.suite.failed && !row.suite.case_desc.empty()) line += fmt::format("    {}\n", row.suite.case_desc);
+      return line;
     }
+    const SuiteKernel& k = honest_kernels[x - rows.size()];
+    const HonestRow row =
+        in_worker<HonestRow>(k, options.timeout_s, [&](Executor& e) { return run_honest(e, run.honest_cases, options); });
+    honest_rows[x - rows.size()] = row;
+    if (!row.runnable) return fmt::format("  {}: skipped ({})\n", row.name, row.why_not);
+    return fmt::format("  {}: {} case(s), {}, {:.2f}s\n", row.name, row.suite.cases,
+                       row.suite.failed ? "FALSE ALARM: " + row.suite.check + ": " + row.suite.message : "no false alarm",
+                       row.suite.seconds);
+  };
+  // `jobs` rows side by side, each kernel in a worker process of its own. A row does not depend on
+  // what runs beside it: its cases come from the seed and the kernel's name, and a kernel's first
+  // failure and count do not depend on timing. Lines print in the table's order, each as soon as
+  // the rows before it are done. Each row's reference and judging get their share of the cores.
+  const size_t jobs = std::clamp<size_t>(static_cast<size_t>(std::max(1, run.jobs)), 1, std::max<size_t>(total, 1));
+  const int team = std::max(1, omp_get_num_procs() / static_cast<int>(jobs));
+  std::vector<std::optional<std::string>> lines(total);
+  std::vector<std::exception_ptr> errors(total);
+  std::atomic<size_t> next{0};
+  std::mutex print_mutex;
+  size_t printed = 0;
+  auto work = [&] {
+    if (jobs > 1) omp_set_num_threads(team);
+    for (size_t x = next++; x < total; x = next++) {
+      std::string line;
+      try {
+        line = make_row(x);
+      } catch (...) {
+        errors[x] = std::current_exception();
+      }
+      std::lock_guard<std::mutex> lock(print_mutex);
+      lines[x] = std::move(line);
+      for (; printed < total && lines[printed]; ++printed) fmt::print(stderr, "{}", *lines[printed]);
+      std::fflush(stderr);
+    }
+  };
+  if (jobs == 1) {
+    work();
+  } else {
+    std::vector<std::thread> threads;
+    for (size_t t = 0; t < jobs; ++t) threads.emplace_back(work);
+    for (std::thread& t : threads) t.join();
   }
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);
   if (!rows.empty()) fmt::print("{}\n", kill_table(rows));
   if (!honest_rows.empty()) fmt::print("{}", honest_table(honest_rows));
   fmt::print("seed {}\n", options.seed);

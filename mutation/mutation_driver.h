@@ -111,6 +111,7 @@ struct MutationRun {
   std::vector<std::string> kernels;  // only these (empty: all)
   int64_t honest_cases = 200;
   bool honest_only = false;
+  int jobs = 1;  // kernels checked side by side, each in a worker process of its own
 };
 // 0 when every mutant that could run was killed and no honest kernel failed, 1 otherwise, 2 for
 // bad plugins or names or an unwritable report.
