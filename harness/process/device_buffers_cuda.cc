@@ -343,8 +343,12 @@ class CudaBuffer final : public GuardedBuffer {
 // kernel that synchronizes the stream it was handed waits that long, so the hold cannot last the
 // whole call. On a loaded machine a kernel's work on a stream of its own can start later than
 // 4 ms into the call; it then reads complete inputs, gives the right answer, and the stream check
-// has nothing to see in that case. NVFP4_STREAM_GATE_MS (1 to 60,000) sets the limit, for a test
-// that needs the hold to outlast a call.
+// has nothing to see in that case. The same holds for a call that, inside the hold, launches a
+// kernel for the first time (CUDA's lazy loading), calls cudaFree or queues a host function on any
+// stream: each of these waits for the hold (measured on the H200 with CUDA 13, 1.5 s holds:
+// docs/runs/2026-12-04-s25-b-h200.txt), so such a call sees it lapse. The runner's own kernels
+// are loaded before any hold. NVFP4_STREAM_GATE_MS (1 to 60,000) sets the limit, for a test that
+// needs the hold to outlast a call.
 struct StreamGate {
   std::mutex mutex;
   std::condition_variable cv;
@@ -425,6 +429,7 @@ class CudaMemory final : public KernelMemory {
     cudaGetDevice(&device);
     synchronizer_ = std::make_unique<DeviceSynchronizer>(device);
     gate_.limit = stream_gate_limit();
+    check_cuda(device_copy::load_kernels(), "loading the runner's copy kernels");
   }
   ~CudaMemory() override {
     if (g_device_unusable) {

@@ -97,6 +97,16 @@ cudaError_t compare(const uint8_t* region, const uint8_t* copy, int64_t bytes, i
   return cudaGetLastError();
 }
 
+cudaError_t load_kernels() {
+  cudaFuncAttributes attributes{};
+  for (const void* f : {reinterpret_cast<const void*>(keep_kernel), reinterpret_cast<const void*>(restore_kernel),
+                        reinterpret_cast<const void*>(compare_kernel)}) {
+    const cudaError_t e = cudaFuncGetAttributes(&attributes, f);
+    if (e != cudaSuccess) return e;
+  }
+  return cudaSuccess;
+}
+
 uint8_t mask_byte(int64_t index, uint64_t salt) {
   return static_cast<uint8_t>(mask_word(index / 8, salt) >> (8 * (index % 8)));
 }

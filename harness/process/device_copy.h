@@ -30,6 +30,10 @@ cudaError_t restore(uint8_t* region, const uint8_t* copy, int64_t bytes, uint64_
 cudaError_t compare(const uint8_t* region, const uint8_t* copy, int64_t bytes, int64_t data_begin, int64_t data_end,
                     uint64_t salt, Zones* zones, cudaStream_t stream);
 // The mask of the byte at `index` (to unmask one byte of the copy on the host).
+// Loads the three kernels above now. CUDA loads a kernel at its first launch, and that launch
+// waits for every stream's queued work, the runner's held stream included (harness/process/
+// device_buffers_cuda.cc's StreamGate): loaded inside the hold, the first upload would wait it out.
+cudaError_t load_kernels();
 uint8_t mask_byte(int64_t index, uint64_t salt);
 
 }  // namespace nvfp4::device_copy
