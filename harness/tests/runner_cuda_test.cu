@@ -169,8 +169,9 @@ class CudaRunner : public ::testing::Test {
     // Loaded now rather than at their first launch inside a call, which would wait for the
     // runner's hold on its stream (a whole 30 s hold in the stream test below).
     cudaFuncAttributes attributes{};
-    for (const void* f : {reinterpret_cast<const void*>(gemm_per_element), reinterpret_cast<const void*>(flip_first_byte),
-                          reinterpret_cast<const void*>(flip_middle_scales), reinterpret_cast<const void*>(flip_before_a)})
+    for (const void* f :
+         {reinterpret_cast<const void*>(gemm_per_element), reinterpret_cast<const void*>(flip_first_byte),
+          reinterpret_cast<const void*>(flip_middle_scales), reinterpret_cast<const void*>(flip_before_a)})
       ASSERT_EQ(cudaFuncGetAttributes(&attributes, f), cudaSuccess);
   }
   static Registry& registry() {

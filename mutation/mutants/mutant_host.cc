@@ -5,6 +5,7 @@
 #include <mutex>
 #include <vector>
 
+#include "mutation/mutants/host_row_dots.h"
 #include "mutation/mutants/mutant_engines.h"
 
 namespace nvfp4::mutants {
@@ -85,8 +86,7 @@ int run_host_mutant(Bug bug, const nvfp4_problem* p) {
 
   if (plain_k_loop(bug) && l * n * k_end <= kMaxDecodedB) {
     // Every row of A and B decoded once rather than once per output. Each output is still the same
-    // FP32 sum in element order, so the words are those of the loop below, bit for bit; four
-    // outputs of a row are summed side by side.
+    // FP32 sum in element order (row_dots), so the words are those of the loop below, bit for bit.
     std::vector<float> bdec(static_cast<size_t>(l * n * k_end));
 #pragma omp parallel for collapse(2) schedule(static)
     for (int64_t b = 0; b < l; ++b)
@@ -95,67 +95,46 @@ int run_host_mutant(Bug bug, const nvfp4_problem* p) {
                    bug == Bug::n_tile_scales_reused ? j % 128 : j, k_end, swap_b, bug, &bdec[(b * n + j) * k_end]);
 #pragma omp parallel
     {
-      std::vector<float> arow(static_cast<size_t>(k_end));
+      std::vector<float> arow(static_cast<size_t>(k_end)), acc(static_cast<size_t>(n));
 #pragma omp for collapse(2) schedule(static)
       for (int64_t b = 0; b < l; ++b) {
         for (int64_t i = 0; i < rows_done; ++i) {
           decode_row(p->a + (b * m + i) * row_bytes, p->sfa, layout, m, kb, a_scale_batch(b), i, k_end, swap_a, bug,
                      arow.data());
-          const float* av = arow.data();
-          const float* bb = bdec.data() + b * n * k_end;
-          int64_t j = 0;
-          for (; j + 4 <= n; j += 4) {
-            const float *b0 = bb + j * k_end, *b1 = b0 + k_end, *b2 = b1 + k_end, *b3 = b2 + k_end;
-            float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
-            for (int64_t x = 0; x < k_end; ++x) {
-              const float v = av[x];
-              s0 = s0 + v * b0[x];
-              s1 = s1 + v * b1[x];
-              s2 = s2 + v * b2[x];
-              s3 = s3 + v * b3[x];
-            }
-            p->c[out_index(b, i, j)] = mutant_epilogue(s0, alpha, bug);
-            p->c[out_index(b, i, j + 1)] = mutant_epilogue(s1, alpha, bug);
-            p->c[out_index(b, i, j + 2)] = mutant_epilogue(s2, alpha, bug);
-            p->c[out_index(b, i, j + 3)] = mutant_epilogue(s3, alpha, bug);
-          }
-          for (; j < n; ++j) {
-            const float* bj = bb + j * k_end;
-            float acc = 0.0f;
-            for (int64_t x = 0; x < k_end; ++x) acc = acc + av[x] * bj[x];
-            p->c[out_index(b, i, j)] = mutant_epilogue(acc, alpha, bug);
-          }
+          row_dots(arow.data(), bdec.data() + b * n * k_end, n, k_end, acc.data());
+          for (int64_t j = 0; j < n; ++j) p->c[out_index(b, i, j)] = mutant_epilogue(acc[j], alpha, bug);
         }
       }
     }
   } else {
 #pragma omp parallel for collapse(2) schedule(static)
-  for (int64_t b = 0; b < l; ++b) {
-    for (int64_t i = 0; i < rows_done; ++i) {
-      const uint8_t* a_row = p->a + (b * m + i) * row_bytes;
-      float acc = 0.0f;
-      for (int64_t j = 0; j < n; ++j) {
-        if (bug != Bug::acc_not_reset) acc = 0.0f;
-        const uint8_t* b_row = p->b + (b_data_batch(b) * n + j) * row_bytes;
-        int64_t block = -1;
-        float sa = 0.0f, sb = 0.0f;
-        for (int64_t x = 0; x < k_end; ++x) {
-          const int64_t s = mutant_block(x, bug);
-          if (s != block) {
-            block = s;
-            sa = mutant_scale(p->sfa[mutant_scale_offset(layout, m, kb, a_scale_batch(b), i, s, bug)], false, bug);
-            const int64_t j_scale = bug == Bug::n_tile_scales_reused ? j % 128 : j;
-            sb = mutant_scale(p->sfb[mutant_scale_offset(layout, n, kb, b_scale_batch(b), j_scale, s, bug)], false, bug);
+    for (int64_t b = 0; b < l; ++b) {
+      for (int64_t i = 0; i < rows_done; ++i) {
+        const uint8_t* a_row = p->a + (b * m + i) * row_bytes;
+        float acc = 0.0f;
+        for (int64_t j = 0; j < n; ++j) {
+          if (bug != Bug::acc_not_reset) acc = 0.0f;
+          const uint8_t* b_row = p->b + (b_data_batch(b) * n + j) * row_bytes;
+          int64_t block = -1;
+          float sa = 0.0f, sb = 0.0f;
+          for (int64_t x = 0; x < k_end; ++x) {
+            const int64_t s = mutant_block(x, bug);
+            if (s != block) {
+              block = s;
+              sa = mutant_scale(p->sfa[mutant_scale_offset(layout, m, kb, a_scale_batch(b), i, s, bug)], false, bug);
+              const int64_t j_scale = bug == Bug::n_tile_scales_reused ? j % 128 : j;
+              sb = mutant_scale(p->sfb[mutant_scale_offset(layout, n, kb, b_scale_batch(b), j_scale, s, bug)], false,
+                                bug);
+            }
+            const uint32_t ca = kern::e2m1_code(a_row, swap_a ? (x ^ 1) : x);
+            const uint32_t cb = kern::e2m1_code(b_row, swap_b ? (x ^ 1) : x);
+            if (bug == Bug::zero_skip && (ca & 7u) == 0) continue;
+            acc = mutant_accumulate(acc, mutant_e2m1(ca, bug) * sa, mutant_e2m1(cb, bug) * sb, bug);
           }
-          const uint32_t ca = kern::e2m1_code(a_row, swap_a ? (x ^ 1) : x);
-          const uint32_t cb = kern::e2m1_code(b_row, swap_b ? (x ^ 1) : x);
-          if (bug == Bug::zero_skip && (ca & 7u) == 0) continue;
-          acc = mutant_accumulate(acc, mutant_e2m1(ca, bug) * sa, mutant_e2m1(cb, bug) * sb, bug);
+          p->c[out_index(b, i, j)] = mutant_epilogue(acc, alpha, bug);
         }
-        p->c[out_index(b, i, j)] = mutant_epilogue(acc, alpha, bug);
       }
     }
-  }
   }
 
   // A half2 store of the last pair: with an odd element count its second half is past the end.

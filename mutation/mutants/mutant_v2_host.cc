@@ -10,6 +10,7 @@
 
 #include "kernels/output_words.h"
 #include "kernels/problem_fits.h"
+#include "mutation/mutants/host_row_dots.h"
 #include "mutation/mutants/mutant_engines.h"
 
 namespace nvfp4::mutants {
@@ -38,30 +39,6 @@ void decode_row(const uint8_t* row, const uint8_t* sf, int64_t rows, int64_t bat
     const float scale = kern::e4m3_to_float(sf[kern::scale_offset(layout, rows, kb, batch, r, s)], false);
     const int64_t end = std::min(k, s * 16 + 16);
     for (int64_t x = s * 16; x < end; ++x) out[x] = kern::e2m1_to_float(kern::e2m1_code(row, x)) * scale;
-  }
-}
-
-// out[j] = dot() of decoded row a with decoded row j of b (n rows of k): the same FP32 sums in
-// element order, four of them side by side.
-void row_dots(const float* a, const float* b, int64_t n, int64_t k, float* out) {
-  int64_t j = 0;
-  for (; j + 4 <= n; j += 4) {
-    const float *b0 = b + j * k, *b1 = b0 + k, *b2 = b1 + k, *b3 = b2 + k;
-    float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
-    for (int64_t x = 0; x < k; ++x) {
-      const float v = a[x];
-      s0 += v * b0[x];
-      s1 += v * b1[x];
-      s2 += v * b2[x];
-      s3 += v * b3[x];
-    }
-    out[j] = s0, out[j + 1] = s1, out[j + 2] = s2, out[j + 3] = s3;
-  }
-  for (; j < n; ++j) {
-    const float* bj = b + j * k;
-    float acc = 0.0f;
-    for (int64_t x = 0; x < k; ++x) acc += a[x] * bj[x];
-    out[j] = acc;
   }
 }
 
