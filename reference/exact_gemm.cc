@@ -373,7 +373,7 @@ DualValue dual_value(const DualSum& g, float alpha, const DualSum& u, float alph
 uint32_t round_dual(const DualValue& d, bool nan, OutType type) {
   const OutFormat f = out_format(type);
   if (nan) return f.quiet_nan;
-  if (d.u == 0 || (d.silu_g == 0 && !std::signbit(d.silu_g))) return 0;  // an exact zero is +0
+  if (dual_word_is_plus_zero(d)) return 0;  // an exact zero is +0
   const bool negative = std::signbit(d.silu_g) != std::signbit(d.u);
   if (d.v == 0) return negative ? f.sign_bit : 0u;  // nonzero, below long double's range
   if (kX87LongDouble && std::isfinite(d.v)) {

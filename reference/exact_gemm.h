@@ -4,6 +4,7 @@
 // silu(G) * U to better than 2^-60 relative before the one rounding).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -55,6 +56,10 @@ DualValue dual_value(const DualSum& g, float alpha, const DualSum& u, float alph
 // RN_out(v), once: +0 when U or G is exactly zero, else v's sign (also when v underflows long
 // double); the type's quiet NaN when `nan`.
 uint32_t round_dual(const DualValue& d, bool nan, OutType type);
+// Where round_dual gives +0 whatever v's sign: U or G exactly zero (silu(G) is then +0).
+inline bool dual_word_is_plus_zero(const DualValue& d) {
+  return d.u == 0 || (d.silu_g == 0 && !std::signbit(d.silu_g));
+}
 
 // Every element's facts; a large array's pages are faulted in parallel (prefault.h).
 using ExactElements = std::vector<ExactElement, PrefaultAllocator<ExactElement>>;

@@ -553,7 +553,7 @@ ExactResult dual_from_rotated(const Problem& q, const ExactResult& ref, const Ro
     u.sum = -u.sum;
     DualValue& d = out.dual[x] = ref.dual[from];
     if (u.sum != 0) d.u = -d.u, d.v = -d.v;
-    const bool sign_free = g.nan || u.nan || d.u == 0 || (d.silu_g == 0 && !std::signbit(d.silu_g));
+    const bool sign_free = g.nan || u.nan || dual_word_is_plus_zero(d);
     const uint32_t w = have_words ? ref.word(from) ^ (sign_free ? 0u : sign_bit)
                                   : round_dual(d, g.nan || u.nan, q.out_type);
     if (wide) out.c32[x] = w;
