@@ -1,10 +1,29 @@
-// The host mutant engines' FP32 dot products over rows decoded once (each element already its
-// value times its block's scale).
+// The host mutant engines' rows decoded once (each element its value times its block's scale)
+// and their FP32 dot products.
 #pragma once
 
 #include <cstdint>
 
+#include "mutation/mutants/mutant_bugs.h"
+
 namespace nvfp4::mutants {
+
+// Elements [0, k_end) of row r as an element-by-element k loop forms its factors: the E2M1 value
+// (with the decoding bugs) times its block's scale (with the scale and layout bugs). `scale_row`
+// is the row whose scales are read, `batch` the scales' batch; `swap` reads the nibbles swapped.
+inline void decode_row(const uint8_t* row, const uint8_t* sf, uint32_t layout, int64_t rows, int64_t kb,
+                       int64_t batch, int64_t scale_row, int64_t k_end, bool swap, Bug bug, float* out) {
+  int64_t block = -1;
+  float scale = 0.0f;
+  for (int64_t x = 0; x < k_end; ++x) {
+    const int64_t s = mutant_block(x, bug);
+    if (s != block) {
+      block = s;
+      scale = mutant_scale(sf[mutant_scale_offset(layout, rows, kb, batch, scale_row, s, bug)], false, bug);
+    }
+    out[x] = mutant_e2m1(kern::e2m1_code(row, swap ? (x ^ 1) : x), bug) * scale;
+  }
+}
 
 // out[j] = the FP32 sum over x of a[x] * b[j * k + x] for j < n, in element order: the sums of an
 // element-by-element loop, bit for bit (no FMA contraction on the baseline x86-64 target), four

@@ -31,23 +31,6 @@ bool same_call(const nvfp4_problem& x, const nvfp4_problem& y) {
          x.alpha == y.alpha;
 }
 
-// Elements [0, k_end) of row r as the k loop forms its factors: the E2M1 value (with the decoding
-// bugs) times its block's scale (with the scale and layout bugs). `scale_row` is the row whose
-// scales are read, `batch` the scales' batch.
-void decode_row(const uint8_t* row, const uint8_t* sf, uint32_t layout, int64_t rows, int64_t kb, int64_t batch,
-                int64_t scale_row, int64_t k_end, bool swap, Bug bug, float* out) {
-  int64_t block = -1;
-  float scale = 0.0f;
-  for (int64_t x = 0; x < k_end; ++x) {
-    const int64_t s = mutant_block(x, bug);
-    if (s != block) {
-      block = s;
-      scale = mutant_scale(sf[mutant_scale_offset(layout, rows, kb, batch, scale_row, s, bug)], false, bug);
-    }
-    out[x] = mutant_e2m1(kern::e2m1_code(row, swap ? (x ^ 1) : x), bug) * scale;
-  }
-}
-
 // Bugs whose k loop is not a plain acc + a*b over every element.
 bool plain_k_loop(Bug bug) {
   return bug != Bug::fp16_accumulation && bug != Bug::zero_skip && bug != Bug::acc_not_reset;

@@ -3,7 +3,6 @@
 // (element by element), alpha and one rounding at the end, with the bugs of mutant_bugs.h's
 // "Output types", "Dual GEMM" and "Grouped GEMM" sections behind a switch. With Bug::none it is
 // a correct kernel (the controls ctl_host_*_unmutated).
-#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -30,16 +29,11 @@ float dot(const uint8_t* a_row, const uint8_t* sfa, int64_t a_rows, int64_t a_ba
   return acc;
 }
 
-// Elements [0, k) of row r times their blocks' scales: the two factors dot() multiplies, each
-// formed once per row instead of once per output.
-void decode_row(const uint8_t* row, const uint8_t* sf, int64_t rows, int64_t batch, int64_t r, int64_t k,
-                uint32_t layout, float* out) {
-  const int64_t kb = (k + 15) / 16;
-  for (int64_t s = 0; s < kb; ++s) {
-    const float scale = kern::e4m3_to_float(sf[kern::scale_offset(layout, rows, kb, batch, r, s)], false);
-    const int64_t end = std::min(k, s * 16 + 16);
-    for (int64_t x = s * 16; x < end; ++x) out[x] = kern::e2m1_to_float(kern::e2m1_code(row, x)) * scale;
-  }
+// Row r's factors as dot() forms them (decode_row without a bug), once per row instead of once
+// per output.
+void decode_plain(const uint8_t* row, const uint8_t* sf, int64_t rows, int64_t batch, int64_t r, int64_t k,
+                  uint32_t layout, float* out) {
+  decode_row(row, sf, layout, rows, (k + 15) / 16, batch, r, k, false, Bug::none, out);
 }
 
 // Decoded B matrices past this many floats: dot() element by element instead.
@@ -84,8 +78,8 @@ int run_dense(Bug bug, const nvfp4_problem* p) {
 #pragma omp parallel for collapse(2) schedule(static)
     for (int64_t b = 0; b < l; ++b)
       for (int64_t j = 0; j < n; ++j) {
-        decode_row(p->b + (b * n + j) * row_bytes, p->sfb, n, b, j, k, layout, &bdec[(b * n + j) * k]);
-        if (dual) decode_row(p->b2 + (b * n + j) * row_bytes, p->sfb2, n, b, j, k, layout, &b2dec[(b * n + j) * k]);
+        decode_plain(p->b + (b * n + j) * row_bytes, p->sfb, n, b, j, k, layout, &bdec[(b * n + j) * k]);
+        if (dual) decode_plain(p->b2 + (b * n + j) * row_bytes, p->sfb2, n, b, j, k, layout, &b2dec[(b * n + j) * k]);
       }
 #pragma omp parallel
     {
@@ -93,7 +87,7 @@ int run_dense(Bug bug, const nvfp4_problem* p) {
 #pragma omp for collapse(2) schedule(static)
       for (int64_t b = 0; b < l; ++b)
         for (int64_t i = 0; i < m; ++i) {
-          decode_row(p->a + (b * m + i) * row_bytes, p->sfa, m, b, i, k, layout, arow.data());
+          decode_plain(p->a + (b * m + i) * row_bytes, p->sfa, m, b, i, k, layout, arow.data());
           row_dots(arow.data(), bdec.data() + b * n * k, n, k, g.data());
           if (dual) row_dots(arow.data(), b2dec.data() + b * n * k, n, k, u.data());
           for (int64_t j = 0; j < n; ++j) {
@@ -164,13 +158,13 @@ int run_grouped(Bug bug, bool packed, const nvfp4_problem* p) {
       std::vector<float> bdec(static_cast<size_t>(n * k));
 #pragma omp parallel for schedule(static)
       for (int64_t j = 0; j < n; ++j)
-        decode_row(bdata + j * row_bytes, sfb, n, b_batch, j, k, layout, &bdec[j * k]);
+        decode_plain(bdata + j * row_bytes, sfb, n, b_batch, j, k, layout, &bdec[j * k]);
 #pragma omp parallel
       {
         std::vector<float> arow(static_cast<size_t>(k)), acc(static_cast<size_t>(n));
 #pragma omp for schedule(static)
         for (int64_t i = 0; i < m; ++i) {
-          decode_row(a + i * row_bytes, sfa, m, 0, i, k, layout, arow.data());
+          decode_plain(a + i * row_bytes, sfa, m, 0, i, k, layout, arow.data());
           row_dots(arow.data(), bdec.data(), n, k, acc.data());
           for (int64_t j = 0; j < n; ++j) store(c, c0 + i * n + j, out, static_cast<double>(alpha) * acc[j], bug);
         }
