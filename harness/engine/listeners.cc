@@ -82,8 +82,11 @@ void ConsoleListener::failed(const KernelDesc&, const FailureRecord& failure) {
 }
 
 void ConsoleListener::kernel_finished(const KernelReport& r) {
+  const std::string warning =
+      r.stall_note.empty() ? "" : fmt::format("[{}/{}] {}: warning: {}\n", index_ + 1, kernels_, r.name, r.stall_note);
   if (bar_) {
     clear();
+    fmt::print(stderr, "{}", warning);
     return;
   }
   std::string why;
@@ -95,6 +98,7 @@ void ConsoleListener::kernel_finished(const KernelReport& r) {
   fmt::print(stderr, "[{}/{}] {}: {}, {} case{} in {:.1f} s{}{}\n", index_ + 1, kernels_, r.name, to_string(r.verdict),
              r.cases, r.cases == 1 ? "" : "s", r.seconds, r.warmup_seconds > 0 ? fmt::format(" after a {:.1f} s warm-up", r.warmup_seconds) : "",
              why);
+  fmt::print(stderr, "{}", warning);
 }
 
 // The kernel's first call compiling: the line says so instead of a count.

@@ -71,6 +71,10 @@ struct KernelReport {
   // with why not "mps" where it was asked for by default and could not start.
   std::string context, context_note;
   int64_t context_reruns = 0;     // cases run again alone after the shared context was lost
+  // A CUDA kernel's calls that timed out and passed when their case ran again in a fresh process
+  // (suite.cc: one such stall of the GPU is not held against the kernel), and what they were.
+  int64_t stalls = 0;
+  std::string stall_note;
   // Time by step, summed over cases and lanes, in the order the steps first occurred; in the JSON
   // report under kStageSecondsKey. A run's steps add up to its lanes' time: "draw" (waiting for
   // the case drawn ahead: its shape and data), "generate" (data expanded from a seed, the stale

@@ -127,6 +127,8 @@ if_all<KernelReport, K...> visit_fields(V&& v, K&... k) {
   v("context", FieldRule{P::if_set, M::first_set}, k.context...);
   v("context_note", FieldRule{P::if_set, M::first_set}, k.context_note...);
   v("context_reruns", FieldRule{P::if_set, M::sum}, k.context_reruns...);
+  v("stalls", FieldRule{P::if_set, M::sum}, k.stalls...);
+  v("stall_note", FieldRule{P::if_set, M::first_set}, k.stall_note...);
   v("cases", FieldRule{P::always, M::sum}, k.cases...);
   v("unsupported_cases", FieldRule{P::always, M::sum}, k.unsupported_cases...);
   v("first_skip", FieldRule{P::if_set, M::own}, k.first_skip...);

@@ -273,6 +273,7 @@ class KernelLanes {
       for (std::thread& t : threads) t.join();
     }
     if (error_) std::rethrow_exception(error_);
+    settle_stalls(report);
     settle_unreproduced();
     report.context_reruns = reruns_;
     fold_into(report);
@@ -344,7 +345,7 @@ class KernelLanes {
   // fails on its own, the kernel fails with it at the end, since some case of this kernel did
   // fault. From here on every lane runs in its own context, where each fault is its case's.
   CaseOutcome rerun_alone(const Drawn& drawn, const CaseOptions& options, CaseOutcome shared,
-                          std::shared_ptr<Executor>& own, size_t lane) {
+                          std::shared_ptr<Executor>& own, size_t lane, Clock::time_point turn) {
     shared_lost_ = true;
     ++reruns_;
     if (!own) own = settings_.own_context(lane);
@@ -354,12 +355,18 @@ class KernelLanes {
     const std::string shared_error = shared.finding ? shared.finding->message : "";
     if (again.verdict == CaseOutcome::Verdict::fail) {
       std::lock_guard<std::mutex> lock(mutex_);
-      notes_[drawn.index] = fmt::format(
-          "this case lost the GPU context the lanes shared (MPS: {}) and failed again alone, in a process "
-          "with a context of its own: the failure is this case's",
-          shared_error);
+      notes_[drawn.index] =
+          stalled(shared)
+              ? fmt::format("this case's call timed out while the lanes shared one GPU context (MPS), where one "
+                            "lane's hung kernel holds back every lane ({}), and it failed again alone, in a process "
+                            "with a context of its own: the failure is this case's",
+                            shared_error)
+              : fmt::format("this case lost the GPU context the lanes shared (MPS: {}) and failed again alone, in "
+                            "a process with a context of its own: the failure is this case's",
+                            shared_error);
       return again;
     }
+    if (stalled(shared)) return forgive_stall(drawn, std::move(shared), std::move(again), turn);
     // The pass's own record goes now; the shared run's stays until the verdict says whose it is.
     std::error_code ec;
     if (!again.case_file.empty() && again.case_file != shared.case_file) std::filesystem::remove(again.case_file, ec);
@@ -378,6 +385,94 @@ class KernelLanes {
       unreproduced_.emplace(drawn.index, std::move(shared));
     }
     return again;
+  }
+
+  // A CUDA kernel's call that timed out. The GPU's work stalling says less than a fault: under
+  // MPS one lane's hung kernel holds back every lane, and a GPU that other processes share can
+  // stall a small case's work for longer than the watchdog waits (seen on a loaded H200, where
+  // the same honest kernel passed every other run and the case passed on replay).
+  bool stalled(const CaseOutcome& o) const {
+    return kernel_.is_cuda() && o.verdict == CaseOutcome::Verdict::fail && o.finding &&
+           o.finding->check == Check::timeout;
+  }
+
+  // A stall in a context of the lane's own: the case runs once more, in a fresh process (the one
+  // that timed out was ended). A hang that comes back is the case's failure; one that does not is
+  // a stall, settled with the others at the end.
+  CaseOutcome rerun_stall(const Drawn& drawn, const CaseOptions& options, CaseOutcome first, Executor& executor,
+                          Clock::time_point turn) {
+    CaseOptions alone = options;
+    alone.keep_passing = true;  // the case file stays until the kernel's verdict says whose it is
+    CaseOutcome again = checked(executor, drawn.c.problem, alone);
+    if (again.verdict == CaseOutcome::Verdict::fail) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      notes_[drawn.index] = fmt::format(
+          "this case's call timed out and failed again when the case ran a second time, in a fresh process: "
+          "the failure is this case's (the first time: {})",
+          first.finding->message);
+      return again;
+    }
+    return forgive_stall(drawn, std::move(first), std::move(again), turn);
+  }
+
+  // A stall that did not come back: the case passed in its rerun, whose record goes now; the
+  // stall's stays until the verdict says whose it is.
+  CaseOutcome forgive_stall(const Drawn& drawn, CaseOutcome first, CaseOutcome again, Clock::time_point turn) {
+    std::error_code ec;
+    if (!again.case_file.empty() && again.case_file != first.case_file) std::filesystem::remove(again.case_file, ec);
+    again.case_file.clear();
+    std::lock_guard<std::mutex> lock(mutex_);
+    stalls_.emplace(drawn.index, Stall{std::move(first), turn, Clock::now()});
+    return again;
+  }
+
+  // Stalls whose cases were under way at the same time are one stall of the GPU (every lane
+  // waits through it). One such stall is reported, not held against the kernel: its cases passed
+  // when run again. Two or more apart are the kernel's: a race that hangs now and then.
+  int stall_events() const {
+    std::vector<std::pair<Clock::time_point, Clock::time_point>> spans;
+    for (const auto& [index, s] : stalls_) spans.emplace_back(s.from, s.to);
+    std::sort(spans.begin(), spans.end());
+    int events = 0;
+    Clock::time_point reach{};
+    for (const auto& [from, to] : spans) {
+      if (events == 0 || from > reach) {
+        ++events;
+        reach = to;
+      } else {
+        reach = std::max(reach, to);
+      }
+    }
+    return events;
+  }
+
+  void settle_stalls(KernelReport& report) {
+    if (stalls_.empty()) return;
+    const int64_t none = std::numeric_limits<int64_t>::max();
+    std::string cases;
+    for (const auto& [index, s] : stalls_) cases += (cases.empty() ? "" : ", ") + std::to_string(index);
+    const int events = stall_events();
+    const std::string first_error = stalls_.begin()->second.outcome.finding->message;
+    if (first_failure_ == none && events >= 2) {
+      auto first = stalls_.begin();
+      first_failure_ = first->first;
+      std::string others;
+      for (auto s = std::next(first); s != stalls_.end(); ++s) others += (others.empty() ? "" : ", ") + std::to_string(s->first);
+      notes_[first->first] = fmt::format(
+          "this case's call timed out, then passed when run again in a fresh process (so may its replay); so "
+          "did case(s) {}, in {} stalls at different times. One stall of a shared GPU is not held against a "
+          "kernel; stalls that recur and do not come back are the kernel's (a race that hangs now and then)",
+          others, events);
+      failures_[first->first] = std::move(first->second.outcome);
+      stalls_.erase(first);
+    } else if (first_failure_ == none) {
+      report.stalls = static_cast<int64_t>(stalls_.size());
+      report.stall_note = fmt::format(
+          "case(s) {} timed out and passed when run again in a fresh process: one stall of the GPU, not held "
+          "against the kernel. A second stall at another time would fail it. The first: {}",
+          cases, first_error);
+    }
+    for (const auto& [index, s] : stalls_) stray_files_.push_back(s.outcome.case_file);
   }
 
   // The lowest unreproduced fault becomes the kernel's failure when no case failed on its own;
@@ -431,9 +526,13 @@ class KernelLanes {
       if (settings_.own_context && !shared && !own) own = settings_.own_context(lane_index);
       CaseOutcome out;
       try {
-        out = checked(shared || !own ? *executor : *own, drawn->c.problem, options);
-        if (shared && out.verdict == CaseOutcome::Verdict::fail && out.context_lost)
-          out = rerun_alone(*drawn, options, std::move(out), own, lane_index);
+        Executor& runs = shared || !own ? *executor : *own;
+        out = checked(runs, drawn->c.problem, options);
+        if (shared && out.verdict == CaseOutcome::Verdict::fail && out.context_lost) {
+          out = rerun_alone(*drawn, options, std::move(out), own, lane_index, turn);
+        } else if (stalled(out)) {
+          out = rerun_stall(*drawn, options, std::move(out), runs, turn);
+        }
       } catch (const std::exception& e) {
         return give_up(*drawn, e);
       } catch (...) {
@@ -506,6 +605,11 @@ class KernelLanes {
   std::atomic<bool> shared_lost_{false};
   std::atomic<int64_t> reruns_{0};
   std::map<int64_t, CaseOutcome> unreproduced_;  // faults in the shared context that passed alone
+  struct Stall {
+    CaseOutcome outcome;             // the call that timed out
+    Clock::time_point from, to;      // the case's turn, until the timeout was seen
+  };
+  std::map<int64_t, Stall> stalls_;  // timeouts of a CUDA kernel whose case passed when run again
   std::map<int64_t, std::string> notes_;         // what the failure text says of a rerun
   std::vector<std::string> stray_files_;         // case files of cases that passed alone
 };
