@@ -74,10 +74,12 @@ class ProtocolError : public std::runtime_error {
 
 // Byte strings longer than this (a tensor, a call's output words) travel beside the frame, in a
 // memory file (memfd) both processes hold: the frame carries only where they lie. Below it the
-// frame carries them (a small case's tensors: one write instead of a write each). A tensor in
-// the frame is copied several times through CBOR, byte by byte when decoded: a medium case's
-// 256 KiB of scales cost more there than in the file, a 4 GiB BF16 X would be copied five times.
-constexpr size_t kSharedBytes = size_t(1) << 16;
+// frame carries them (a tiny case's tensors: one write instead of a write each). A tensor in
+// the frame is copied several times through CBOR, byte by byte when decoded: a small GEMV's 32 KiB
+// A cost more there than a write and a read of the file (at 64 KiB here, 128x1x512 checked 8% fewer
+// cases a second on two cores), a 4 GiB BF16 X would be copied five times. Below 4 KiB the writes
+// cost more than the copies (at 512 bytes, 32x16x128 GEMMs checked 7% fewer).
+constexpr size_t kSharedBytes = size_t(1) << 12;
 // A memory file keeps up to this many bytes between messages (its pages are reused by the next
 // case); a larger message's bytes are given back once read.
 constexpr uint64_t kKeptSharedBytes = uint64_t(64) << 20;
