@@ -3,6 +3,7 @@
 #include "harness/engine/suite.h"
 
 #include <fnmatch.h>
+#include <unistd.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -501,6 +502,10 @@ class KernelLanes {
 
   void lane(Executor* executor, size_t lane_index) {
     if (team_ > 0) omp_set_num_threads(team_);
+    std::optional<RecordSlot> slot;  // the lane's write-ahead record file
+    if (!settings_.case_options.case_dir.empty() && settings_.case_options.existing_file.empty())
+      slot.emplace(settings_.case_options.case_dir,
+                     fmt::format("{}-in-flight-{}-{}", kernel_.name, getpid(), lane_index));
     std::shared_ptr<Executor> own;  // this lane's own context, once the shared one was lost
     std::future<std::optional<Drawn>> ahead = std::async(std::launch::deferred, [this] { return draw(); });
     for (;;) {
@@ -521,6 +526,7 @@ class KernelLanes {
       });
       CaseOptions options = settings_.case_options;
       options.stale_seed = drawn->c.stale_seed;
+      if (slot) options.record_slot = &*slot;
       // The shared context until it is lost (rerun_alone makes `own`); then this lane's own.
       const bool shared = settings_.own_context && !shared_lost_;
       if (settings_.own_context && !shared && !own) own = settings_.own_context(lane_index);

@@ -1,9 +1,11 @@
 // The checks of one case, in the order they decide it (see case_check.h).
 #include "harness/judge/case_check.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
@@ -634,8 +636,70 @@ std::string case_file_stem(const std::string& kernel, const Problem& p, const st
   return fmt::format("{}-{}-{}x{}x{}x{}{}-{:016x}", kernel, to_string(p.op), p.m, p.n, p.k, p.l, out, fnv1a(text));
 }
 
+RecordSlot::~RecordSlot() {
+  if (fd_ >= 0) close(fd_);
+  std::error_code ignored;
+  if (!path_.empty()) std::filesystem::remove(path_, ignored);
+}
+
+std::string RecordSlot::write(const std::string& text, const std::string& final_path) {
+  if (fd_ < 0) {
+    std::filesystem::create_directories(dir_);
+    path_ = std::filesystem::absolute(std::filesystem::path(dir_) / (name_ + ".case")).string();
+    fd_ = open(path_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd_ < 0) {
+      const int err = errno;
+      path_.clear();
+      throw std::runtime_error("cannot write case file " + final_path + " (through " + dir_ + "/" + name_ +
+                               ".case): " + std::strerror(err));
+    }
+  }
+  final_path_ = final_path;
+  // A record a little shorter than the last ends in blank lines (which a case file may have)
+  // rather than a truncation: truncating and growing the file again each case cost as much as
+  // the write.
+  constexpr size_t kPadBytes = 4096;
+  const bool pad = text.size() < size_ && size_ - text.size() <= kPadBytes;
+  const auto put = [&](const char* data, size_t size, size_t at) {
+    size_t done = 0;
+    while (done < size) {
+      const ssize_t n = pwrite(fd_, data + done, size - done, static_cast<off_t>(at + done));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        const int err = n < 0 ? errno : ENOSPC;
+        size_ = 0;
+        (void)ftruncate(fd_, 0);  // a truncated record would only be rejected later
+        throw std::runtime_error("error writing case file " + path_ + ": " + std::strerror(err));
+      }
+      done += static_cast<size_t>(n);
+    }
+  };
+  put(text.data(), text.size(), 0);
+  if (pad) {
+    static const std::string blank(kPadBytes, '\n');
+    put(blank.data(), size_ - text.size(), text.size());
+  } else if (text.size() != size_) {
+    if (ftruncate(fd_, static_cast<off_t>(text.size())) != 0)
+      throw std::runtime_error("error writing case file " + path_ + ": " + std::strerror(errno));
+    size_ = text.size();
+  }
+  return path_;
+}
+
+std::string RecordSlot::keep() {
+  if (fd_ < 0 || path_.empty()) return "";
+  std::error_code ec;
+  std::filesystem::rename(path_, final_path_, ec);
+  close(fd_);
+  fd_ = -1;
+  size_ = 0;
+  const std::string kept = ec ? path_ : final_path_;  // where it could not move, it stays as it is
+  path_.clear();
+  return kept;
+}
+
 std::string save_case(const std::string& kernel, const Problem& p, const ExactResult* ref, const std::string& dir,
-                      const std::string& suffix, bool compact) {
+                      const std::string& suffix, bool compact, RecordSlot* slot) {
   // Above 1 MiB of data a case drawn from a seed is saved as the seed (a production GEMV's data
   // is 130 MB of hex), and above 2^20 outputs without `expect` (replay recomputes it).
   constexpr int64_t kSeededSaveBytes = int64_t(1) << 20;
@@ -663,6 +727,7 @@ std::string save_case(const std::string& kernel, const Problem& p, const ExactRe
     else if (ref) saved.note += fmt::format("{}(expect omitted: {} outputs)", saved.note.empty() ? "" : " ", outputs);
     text = write_case(saved);
   }
+  if (slot) return slot->write(text, (std::filesystem::path(dir) / (case_file_stem(kernel, p, text) + suffix + ".case")).string());
   std::filesystem::create_directories(dir);
   const std::string path = std::filesystem::absolute(
       std::filesystem::path(dir) / (case_file_stem(kernel, p, text) + suffix + ".case")).string();
@@ -686,9 +751,9 @@ namespace {
 // save_case, best effort: a full or read-only disk must not cost the verdict, so the failure is
 // kept in r.case_file_error and "" returned.
 std::string try_save_case(CaseOutcome& r, const std::string& kernel, const Problem& p, const std::string& dir,
-                          const std::string& suffix = "", bool compact = false) {
+                          const std::string& suffix = "", bool compact = false, RecordSlot* slot = nullptr) {
   try {
-    return save_case(kernel, p, &r.reference, dir, suffix, compact);
+    return save_case(kernel, p, &r.reference, dir, suffix, compact, slot);
   } catch (const std::exception& e) {
     r.case_file_error = e.what();
     return "";
@@ -848,7 +913,8 @@ class CaseRun {
   void record() {
     const auto t = Clock::now();
     if (!options_.existing_file.empty()) r_.case_file = options_.existing_file;
-    else if (!options_.case_dir.empty()) r_.case_file = try_save_case(r_, k().name, p(), options_.case_dir, "", true);
+    else if (!options_.case_dir.empty())
+      r_.case_file = try_save_case(r_, k().name, p(), options_.case_dir, "", true, slot());
     r_.times.save = since(t);
   }
 
@@ -1093,15 +1159,21 @@ class CaseRun {
     if (options_.existing_file.empty() && !options_.case_dir.empty()) {
       const bool failed = r_.verdict == CaseOutcome::Verdict::fail;
       std::error_code ignored;
+      RecordSlot* record = slot();
+      const bool in_slot = record && !r_.case_file.empty() && r_.case_file == record->path();
       if (failed && r_.call != CaseCall::stale && (p().data_from_seed || r_.case_file.empty())) {
         const std::string full = try_save_case(r_, k().name, p(), options_.case_dir);
         if (!full.empty()) {
-          if (full != r_.case_file && !r_.case_file.empty()) std::filesystem::remove(r_.case_file, ignored);
+          if (full != r_.case_file && !r_.case_file.empty() && !in_slot) std::filesystem::remove(r_.case_file, ignored);
           r_.case_file = full;
           r_.case_file_error.clear();
+        } else if (in_slot) {
+          r_.case_file = record->keep();  // the record reproduces it too
         }
+      } else if (failed && in_slot) {
+        r_.case_file = record->keep();
       } else if (!failed && !options_.keep_passing && !r_.case_file.empty()) {
-        std::filesystem::remove(r_.case_file, ignored);
+        if (!in_slot) std::filesystem::remove(r_.case_file, ignored);
         r_.case_file.clear();
       }
     }
@@ -1109,6 +1181,8 @@ class CaseRun {
   }
 
   const KernelDesc& k() const { return *kernel_; }
+  // The lane's record file, where a record that may be removed again goes.
+  RecordSlot* slot() const { return options_.keep_passing ? nullptr : options_.record_slot; }
 
   Executor& executor_;
   const CaseOptions& options_;

@@ -13,6 +13,31 @@
 
 namespace nvfp4 {
 
+// Where one lane writes its cases' write-ahead records: one file, written over for each case
+// (a new file a case cost the small cases a sixth of their time, most of it the filesystem making
+// and dropping an inode), named "<kernel>-in-flight-<pid>-<lane>.case" so that a run killed mid-case
+// leaves it there, and renamed to the case's own name when the case fails. Removed when the
+// lane ends. Not thread-safe: one lane's.
+class RecordSlot {
+ public:
+  RecordSlot(std::string dir, std::string name) : dir_(std::move(dir)), name_(std::move(name)) {}
+  ~RecordSlot();
+  RecordSlot(const RecordSlot&) = delete;
+  RecordSlot& operator=(const RecordSlot&) = delete;
+  // Writes text over the slot's file and returns the file's path; final_path is where keep()
+  // moves it. Throws std::runtime_error when it cannot be written.
+  std::string write(const std::string& text, const std::string& final_path);
+  // The last record under its own name (its final_path), returned; the slot's next write makes
+  // a new file.
+  std::string keep();
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string dir_, name_, path_, final_path_;
+  int fd_ = -1;
+  size_t size_ = 0;  // the file's length
+};
+
 struct CaseOptions {
   bool check_determinism = true;  // a second run with other padding and poison must match bit for bit
   bool check_stale = true;        // new data through the same pointers, judged again
@@ -24,6 +49,9 @@ struct CaseOptions {
   bool keep_passing = false;
   // A replayed input: reported as the case file, never written or removed.
   std::string existing_file;
+  // The lane's record file, where the write-ahead record goes (unless keep_passing); null: a
+  // file of the case's own name each case.
+  RecordSlot* record_slot = nullptr;
 };
 
 // Where one case's time went in the process that judges it, in seconds, by step (the steps do
@@ -149,7 +177,9 @@ std::string case_file_stem(const std::string& kernel, const Problem& p, const st
 // Data drawn from a seed is saved as that seed above 1 MiB, or always with `compact` (the
 // write-ahead record of a case before it runs: a few hundred bytes; a failing case is then
 // written again in full, its data explicit, so it reproduces whatever the generator becomes).
+// With slot, the text goes into the slot's file instead (whose path is returned), and its own
+// name is where RecordSlot::keep moves it.
 std::string save_case(const std::string& kernel, const Problem& p, const ExactResult* ref, const std::string& dir,
-                      const std::string& suffix = "", bool compact = false);
+                      const std::string& suffix = "", bool compact = false, RecordSlot* slot = nullptr);
 
 }  // namespace nvfp4

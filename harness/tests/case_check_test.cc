@@ -282,6 +282,73 @@ TEST(RunnerSave, LargeSeededCaseIsSavedAsItsSeed) {
   }
 }
 
+// A lane's write-ahead records go to one file, written over for each case: while a call runs,
+// the file holds that case (a run killed then leaves it); a case that passes leaves nothing once
+// the lane ends; a failing one is under its own name.
+struct RecordWatcher final : Executor {
+  explicit RecordWatcher(std::string dir) : inner(nvfp4::kernel("honest_host"), kDefaultCallTimeout), dir(std::move(dir)) {}
+  InProcessExecutor inner;
+  std::string dir;
+  int cases = 0, held = 0;
+  const KernelDesc& kernel() override { return inner.kernel(); }
+  std::vector<CallObservation> run_case(const CaseData& data, const std::vector<PlannedCall>& plan) override {
+    ++cases;
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+      if (entry.path().filename().string().find("-in-flight-") == std::string::npos) continue;
+      Problem saved = read_case_file(entry.path().string());
+      expand_seeded_case(saved);
+      held += saved.a == data.problem.a && saved.b == data.problem.b && saved.m == data.problem.m;
+    }
+    return inner.run_case(data, plan);
+  }
+};
+
+TEST(RunnerSave, ALanesRecordHoldsTheCaseInFlightAndGoesWhenTheLaneEnds) {
+  LaneSettings ls;
+  ls.cases = 12;
+  ls.case_options = test_options();
+  ls.case_options.case_dir += "/lane-record";
+  std::filesystem::remove_all(ls.case_options.case_dir);
+  RecordWatcher lane(ls.case_options.case_dir);
+  const KernelDesc& desc = lane.kernel();
+  const Schedule schedule(desc.info, desc.name, ScheduleOptions{});
+  SuiteListener quiet;
+  const KernelReport report = check_kernel({&lane}, desc, schedule, ls, quiet);
+  EXPECT_EQ(report.verdict, KernelVerdict::pass);
+  EXPECT_GT(lane.cases, 0);
+  EXPECT_EQ(lane.held, lane.cases) << "every call ran with its case in the lane's record";
+  EXPECT_TRUE(std::filesystem::is_empty(ls.case_options.case_dir));
+}
+
+TEST(RunnerSave, AFailingCaseLeavesTheSlotUnderItsOwnName) {
+  CaseOptions o = test_options();
+  o.case_dir += "/slot";
+  std::filesystem::remove_all(o.case_dir);
+  std::string slot_path;
+  {
+    RecordSlot slot(o.case_dir, "k-in-flight-1-0");
+    o.record_slot = &slot;
+    // Data of its own (not drawn from a seed): the record is the case in full, and it is kept.
+    Problem p = make_problem(G, 7, 3, 32, 1, P, 5);
+    p.data_from_seed = false;
+    const CaseOutcome bad = check_in_process(kernel("wrong_answer_host"), p, o);
+    ASSERT_EQ(bad.verdict, CaseOutcome::Verdict::fail);
+    EXPECT_EQ(bad.case_file.find("-in-flight-"), std::string::npos) << bad.case_file;
+    ASSERT_TRUE(std::filesystem::exists(bad.case_file)) << bad.case_file;
+    EXPECT_EQ(read_case_file(bad.case_file).a, p.a);
+    // The next case starts a new record file; a pass leaves it to the next case.
+    const CaseOutcome good = check_in_process(kernel("honest_host"), p, o);
+    ASSERT_EQ(good.verdict, CaseOutcome::Verdict::pass) << message_of(good);
+    EXPECT_TRUE(good.case_file.empty());
+    slot_path = slot.path();
+    EXPECT_NE(slot_path.find("-in-flight-"), std::string::npos);
+    EXPECT_TRUE(std::filesystem::exists(slot_path));
+    EXPECT_TRUE(std::filesystem::exists(bad.case_file)) << "the kept record is not written over";
+  }
+  EXPECT_FALSE(std::filesystem::exists(slot_path)) << "the lane's record goes with the lane";
+}
+
 // Saving the case is best effort: where the case folder cannot be made (a file is in its place),
 // the failure is still judged and returned, saying why its case was not saved.
 TEST(RunnerSave, UnwritableCaseDirKeepsTheVerdict) {
