@@ -153,6 +153,7 @@ class HostBuffer final : public GuardedBuffer {
   const uint8_t* staged_data() const override { return region_ + kGuardBytes; }
 
   void upload_from(const std::function<void(uint8_t*)>& fill) override {
+    set_read_only(false);  // an input may still be read-only from its last call
     fill(data());
     write_guards();
   }

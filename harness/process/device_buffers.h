@@ -82,7 +82,8 @@ class GuardedBuffer {
   std::vector<uint8_t> download(double timeout_s);
   GuardDamage check_guards(double timeout_s);
   // Host buffers: the data and the guard after it become read-only (or writable again), so a
-  // kernel that writes an input faults at once. Device buffers cannot be protected: no-op.
+  // kernel that writes an input faults at once; an upload makes the buffer writable first.
+  // Device buffers cannot be protected: no-op.
   virtual void set_read_only(bool) {}
 
   // An input's buffer: CUDA buffers of kDeviceCopyBytes or more then keep, with every upload, a
