@@ -36,7 +36,12 @@ inline int64_t row_bytes(uint32_t f, int64_t k, MxBug bug) {
 inline double e8m0_to_double(uint32_t e, MxBug bug) {
   if (e == 0xFF) return bug == MxBug::nan_scale_ignored ? 1.0 : NAN;
   if (e == 0 && bug == MxBug::e8m0_zero_as_zero) return 0.0;
-  return std::ldexp(1.0, static_cast<int>(e) - (bug == MxBug::e8m0_bias_126 ? 126 : 127));
+  // 2^(e - bias), -127..128: a normal double, built from its exponent field (ldexp was a tenth of
+  // a grouped MX call's decoding).
+  const uint64_t bits = static_cast<uint64_t>(static_cast<int>(e) - (bug == MxBug::e8m0_bias_126 ? 126 : 127) + 1023) << 52;
+  double v;
+  memcpy(&v, &bits, sizeof v);
+  return v;
 }
 
 // E5M2 `s eeeee mm`, bias 15: field 0 subnormal m * 2^-16, field 31 Inf (m = 0) or NaN.
@@ -136,6 +141,26 @@ struct DecodedRows {
   const ChunkFacts* row_facts(int64_t r) const { return facts.data() + r * chunks; }
 };
 
+// Every code of an element of format f (16 for E2M1 nibbles, 256 for bytes) as element() decodes
+// it, with the facts ChunkFacts keeps: a row is then decoded by lookup.
+struct CodeTable {
+  bool nibbles = false;
+  double value[256];
+  bool finite[256], nonzero[256];
+  int top[256], low[256];
+  CodeTable(uint32_t f, MxBug bug) : nibbles(!byte_elements(f) || bug == MxBug::mxfp8_as_nibbles) {
+    for (int c = 0; c < (nibbles ? 16 : 256); ++c) {
+      const uint8_t byte = static_cast<uint8_t>(nibbles ? c | c << 4 : c);  // element 0 of a one-byte row
+      const double v = element(f, &byte, 0, bug);
+      value[c] = v;
+      finite[c] = std::isfinite(v);
+      nonzero[c] = finite[c] && v != 0.0;
+      top[c] = low[c] = 0;
+      if (nonzero[c]) double_exponents(v, &top[c], &low[c]);
+    }
+  }
+};
+
 // Rows [r0, r0 + count) of operand o: data of batch data_batch, scales of batch scale_batch.
 inline void decode_rows(const MxOperand& o, uint32_t layout, int64_t k, int64_t data_batch, int64_t scale_batch,
                         int64_t r0, int64_t count, MxBug bug, bool parallel, DecodedRows& d) {
@@ -145,21 +170,21 @@ inline void decode_rows(const MxOperand& o, uint32_t layout, int64_t k, int64_t 
   d.scales.resize(static_cast<size_t>(count * d.kb));
   d.facts.assign(static_cast<size_t>(count * d.chunks), ChunkFacts{});
   const int64_t bytes = row_bytes(o.format, k, bug);
+  const CodeTable codes(o.format, bug);
 #pragma omp parallel for schedule(static) if (parallel)
   for (int64_t r = 0; r < count; ++r) {
     const uint8_t* data = o.data + (data_batch * o.rows + r0 + r) * bytes;
     double* v = d.value.data() + r * k;
     ChunkFacts* f = d.facts.data() + r * d.chunks;
     for (int64_t x = 0; x < k; ++x) {
-      v[x] = element(o.format, data, x, bug);
-      ChunkFacts& c = f[x / kChunk];
-      if (!std::isfinite(v[x])) {
-        c.finite = false;
-      } else if (v[x] != 0.0) {
-        int top, low;
-        double_exponents(v[x], &top, &low);
-        c.hi = top > c.hi ? top : c.hi;
-        c.lo = low < c.lo ? low : c.lo;
+      const uint32_t c = codes.nibbles ? e2m1_code(data, x) : data[x];
+      v[x] = codes.value[c];
+      ChunkFacts& cf = f[x / kChunk];
+      if (!codes.finite[c]) {
+        cf.finite = false;
+      } else if (codes.nonzero[c]) {
+        cf.hi = codes.top[c] > cf.hi ? codes.top[c] : cf.hi;
+        cf.lo = codes.low[c] < cf.lo ? codes.low[c] : cf.lo;
       }
     }
     for (int64_t s = 0; s < d.kb; ++s) d.scales[static_cast<size_t>(r * d.kb + s)] = scale(o, layout, k, scale_batch, r0 + r, s, bug);
