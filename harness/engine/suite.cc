@@ -391,10 +391,11 @@ class KernelLanes {
   // A CUDA kernel's call that timed out. The GPU's work stalling says less than a fault: under
   // MPS one lane's hung kernel holds back every lane, and a GPU that other processes share can
   // stall a small case's work for longer than the watchdog waits (seen on a loaded H200, where
-  // the same honest kernel passed every other run and the case passed on replay).
+  // the same honest kernel passed every other run and the case passed on replay). A warm-up
+  // call (a compile) that did not finish is no stall: a fresh process would compile again.
   bool stalled(const CaseOutcome& o) const {
     return kernel_.is_cuda() && o.verdict == CaseOutcome::Verdict::fail && o.finding &&
-           o.finding->check == Check::timeout;
+           o.finding->check == Check::timeout && o.finding->message.find(kWarmupCallWords) == std::string::npos;
   }
 
   // A stall in a context of the lane's own: the case runs once more, in a fresh process (the one

@@ -90,7 +90,7 @@ bool WarmupFailure::record(const std::vector<CallObservation>& out, const Proble
                            const std::string& on_timeout) {
   if (out.empty() || out.back().end == CallObservation::End::returned) return true;
   CallObservation o = out.back();
-  const std::string what = fmt::format("the warm-up call (one {} before the first case{})", warmup_shape_text(warmup), limit);
+  const std::string what = fmt::format("{}one {} before the first case{})", kWarmupCallWords, warmup_shape_text(warmup), limit);
   if (o.end == CallObservation::End::timeout && !on_timeout.empty())
     o.error = fmt::format("{} did not finish within {}", what, on_timeout);
   else

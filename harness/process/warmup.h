@@ -20,6 +20,10 @@ CaseData warmup_case(const nvfp4_kernel_info& info);
 // "128x1x64 gemv" for messages.
 std::string warmup_shape_text(const Problem& p);
 
+// What the error of a warm-up call that did not return says it was (the suite tells such a call
+// from a case's own by it).
+inline constexpr const char* kWarmupCallWords = "the warm-up call (";
+
 // A warm-up call that did not return becomes the first call of the next case, which is then its
 // reproducer (the warm-up's own output is never judged). Worker processes and the C API's
 // in-process check both keep it here, so both word it the same way.

@@ -15,6 +15,7 @@
 
 #include "harness/engine/suite.h"
 #include "harness/judge/checks.h"
+#include "harness/process/warmup.h"
 #include "harness/draw/generators.h"
 #include "harness/tests/check_in_process.h"
 #include "mutation/wrong/wrong_host_kernels.h"
@@ -616,6 +617,7 @@ struct StallingExecutor final : Executor {
   KernelDesc desc;
   std::set<int> hangs;
   int hang_ms = 0;  // how long a call that times out takes
+  std::string error = "the work on the runner's stream did not finish within 30 s (a hung kernel?)";
   int cases = 0;
   const KernelDesc& kernel() override { return desc; }
   std::vector<CallObservation> run_case(const CaseData& data, const std::vector<PlannedCall>& plan) override {
@@ -623,7 +625,7 @@ struct StallingExecutor final : Executor {
     std::this_thread::sleep_for(std::chrono::milliseconds(hang_ms));
     CallObservation o;
     o.end = CallObservation::End::device_hang;
-    o.error = "the work on the runner's stream did not finish within 30 s (a hung kernel?)";
+    o.error = error;
     o.context_lost = true;
     return {o};
   }
@@ -691,6 +693,19 @@ TEST(Stalls, StallsAtDifferentTimesAreTheKernels) {
   EXPECT_NE(r.report.failure->notes[0].find("so did case(s) 8, in 2 stalls"), std::string::npos)
       << r.report.failure->notes[0];
   EXPECT_EQ(r.files_left, std::vector<std::string>{r.report.failure->case_file});
+}
+
+// A warm-up call (a compile) that did not finish is no stall: the case fails at once, not run
+// again (a fresh process would compile again).
+TEST(Stalls, AWarmupThatDidNotFinishIsNoStall) {
+  StallingExecutor lane({1});
+  lane.error = std::string("during ") + kWarmupCallWords + "one 128x1x64 gemv before the first case): timed out";
+  const StallRun r = run_stalls(lane, nullptr, 20);
+  ASSERT_TRUE(r.report.failure);
+  EXPECT_EQ(r.report.failure->case_index, 0);
+  EXPECT_EQ(std::string(check_name(r.report.failure->check)), "timeout");
+  EXPECT_EQ(lane.cases, 1);
+  EXPECT_EQ(r.report.stalls, 0);
 }
 
 // Lanes whose cases stalled at the same time met one stall of the GPU: reported, not held against
