@@ -473,6 +473,20 @@ class KernelLanes {
           "case(s) {} timed out and passed when run again in a fresh process: one stall of the GPU, not held "
           "against the kernel. A second stall at another time would fail it. The first: {}",
           cases, first_error);
+    } else {
+      // The kernel failed at a case of its own; the stalls before it are told, not settled.
+      std::string before;
+      for (const auto& [index, s] : stalls_)
+        if (index < first_failure_) before += (before.empty() ? "" : ", ") + std::to_string(index);
+      if (!before.empty()) {
+        report.stalls = static_cast<int64_t>(std::count_if(stalls_.begin(), stalls_.end(), [&](const auto& s) {
+          return s.first < first_failure_;
+        }));
+        report.stall_note = fmt::format(
+            "case(s) {} timed out before the failing case and passed when run again in a fresh process. The "
+            "first: {}",
+            before, first_error);
+      }
     }
     for (const auto& [index, s] : stalls_) stray_files_.push_back(s.outcome.case_file);
   }

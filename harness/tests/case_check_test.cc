@@ -695,6 +695,18 @@ TEST(Stalls, StallsAtDifferentTimesAreTheKernels) {
   EXPECT_EQ(r.files_left, std::vector<std::string>{r.report.failure->case_file});
 }
 
+// A stall before a case that fails on its own is told in the report; the failure is that case's.
+TEST(Stalls, AStallBeforeAFailureIsTold) {
+  StallingExecutor lane({2, 8, 9});  // case 1 stalls (its rerun passes); case 6 hangs, again too
+  const StallRun r = run_stalls(lane, nullptr, 20);
+  ASSERT_TRUE(r.report.failure);
+  EXPECT_EQ(r.report.failure->case_index, 6);
+  EXPECT_EQ(r.report.stalls, 1);
+  EXPECT_NE(r.report.stall_note.find("case(s) 1 timed out before the failing case"), std::string::npos)
+      << r.report.stall_note;
+  EXPECT_EQ(r.files_left, std::vector<std::string>{r.report.failure->case_file});
+}
+
 // A warm-up call (a compile) that did not finish is no stall: the case fails at once, not run
 // again (a fresh process would compile again).
 TEST(Stalls, AWarmupThatDidNotFinishIsNoStall) {
