@@ -727,10 +727,10 @@ std::string save_case(const std::string& kernel, const Problem& p, const ExactRe
     else if (ref) saved.note += fmt::format("{}(expect omitted: {} outputs)", saved.note.empty() ? "" : " ", outputs);
     text = write_case(saved);
   }
-  if (slot) return slot->write(text, (std::filesystem::path(dir) / (case_file_stem(kernel, p, text) + suffix + ".case")).string());
-  std::filesystem::create_directories(dir);
   const std::string path = std::filesystem::absolute(
       std::filesystem::path(dir) / (case_file_stem(kernel, p, text) + suffix + ".case")).string();
+  if (slot) return slot->write(text, path);
+  std::filesystem::create_directories(dir);
   write_case_text(text, path);
   return path;
 }

@@ -324,7 +324,8 @@ TEST(RunnerSave, ALanesRecordHoldsTheCaseInFlightAndGoesWhenTheLaneEnds) {
 
 TEST(RunnerSave, AFailingCaseLeavesTheSlotUnderItsOwnName) {
   CaseOptions o = test_options();
-  o.case_dir += "/slot";
+  // Named relative to the working directory: the case files named are absolute all the same.
+  o.case_dir = std::filesystem::relative(std::filesystem::path(o.case_dir) / "slot").string();
   std::filesystem::remove_all(o.case_dir);
   std::string slot_path;
   {
@@ -336,6 +337,7 @@ TEST(RunnerSave, AFailingCaseLeavesTheSlotUnderItsOwnName) {
     const CaseOutcome bad = check_in_process(kernel("wrong_answer_host"), p, o);
     ASSERT_EQ(bad.verdict, CaseOutcome::Verdict::fail);
     EXPECT_EQ(bad.case_file.find("-in-flight-"), std::string::npos) << bad.case_file;
+    EXPECT_TRUE(std::filesystem::path(bad.case_file).is_absolute()) << bad.case_file;
     ASSERT_TRUE(std::filesystem::exists(bad.case_file)) << bad.case_file;
     EXPECT_EQ(read_case_file(bad.case_file).a, p.a);
     // The next case starts a new record file; a pass leaves it to the next case.
