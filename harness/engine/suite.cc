@@ -21,6 +21,7 @@
 #include <thread>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "gpu_reference/exact_gemm_gpu.h"
 #include "harness/engine/run_identity.h"
@@ -368,10 +369,7 @@ class KernelLanes {
       return again;
     }
     if (stalled(shared)) return forgive_stall(drawn, std::move(shared), std::move(again), turn);
-    // The pass's own record goes now; the shared run's stays until the verdict says whose it is.
-    std::error_code ec;
-    if (!again.case_file.empty() && again.case_file != shared.case_file) std::filesystem::remove(again.case_file, ec);
-    again.case_file.clear();
+    drop_rerun_file(again, shared);
     // A worker the shared server would not take, the server's own errors (cudaErrorMps...) and a
     // device that could not be set up say nothing about the kernel: the case passed where it
     // could run.
@@ -417,12 +415,17 @@ class KernelLanes {
     return forgive_stall(drawn, std::move(first), std::move(again), turn);
   }
 
-  // A stall that did not come back: the case passed in its rerun, whose record goes now; the
-  // stall's stays until the verdict says whose it is.
-  CaseOutcome forgive_stall(const Drawn& drawn, CaseOutcome first, CaseOutcome again, Clock::time_point turn) {
+  // A rerun that passed: its own record goes now; the first run's stays until the verdict says
+  // whose it is.
+  static void drop_rerun_file(CaseOutcome& again, const CaseOutcome& first) {
     std::error_code ec;
     if (!again.case_file.empty() && again.case_file != first.case_file) std::filesystem::remove(again.case_file, ec);
     again.case_file.clear();
+  }
+
+  // A stall that did not come back: the case passed in its rerun.
+  CaseOutcome forgive_stall(const Drawn& drawn, CaseOutcome first, CaseOutcome again, Clock::time_point turn) {
+    drop_rerun_file(again, first);
     std::lock_guard<std::mutex> lock(mutex_);
     stalls_.emplace(drawn.index, Stall{std::move(first), turn, Clock::now()});
     return again;
@@ -451,41 +454,36 @@ class KernelLanes {
   void settle_stalls(KernelReport& report) {
     if (stalls_.empty()) return;
     const int64_t none = std::numeric_limits<int64_t>::max();
-    std::string cases;
-    for (const auto& [index, s] : stalls_) cases += (cases.empty() ? "" : ", ") + std::to_string(index);
-    const int events = stall_events();
     const std::string first_error = stalls_.begin()->second.outcome.finding->message;
+    const int events = stall_events();
     if (first_failure_ == none && events >= 2) {
       auto first = stalls_.begin();
       first_failure_ = first->first;
-      std::string others;
-      for (auto s = std::next(first); s != stalls_.end(); ++s) others += (others.empty() ? "" : ", ") + std::to_string(s->first);
+      std::vector<int64_t> others;
+      for (auto s = std::next(first); s != stalls_.end(); ++s) others.push_back(s->first);
       notes_[first->first] = fmt::format(
           "this case's call timed out, then passed when run again in a fresh process (so may its replay); so "
           "did case(s) {}, in {} stalls at different times. One stall of a shared GPU is not held against a "
           "kernel; stalls that recur and do not come back are the kernel's (a race that hangs now and then)",
-          others, events);
+          fmt::join(others, ", "), events);
       failures_[first->first] = std::move(first->second.outcome);
       stalls_.erase(first);
-    } else if (first_failure_ == none) {
-      report.stalls = static_cast<int64_t>(stalls_.size());
-      report.stall_note = fmt::format(
-          "case(s) {} timed out and passed when run again in a fresh process: one stall of the GPU, not held "
-          "against the kernel. A second stall at another time would fail it. The first: {}",
-          cases, first_error);
     } else {
-      // The kernel failed at a case of its own; the stalls before it are told, not settled.
-      std::string before;
+      // Told, not settled: every stall where the kernel passed, else those before its failure.
+      std::vector<int64_t> told;
       for (const auto& [index, s] : stalls_)
-        if (index < first_failure_) before += (before.empty() ? "" : ", ") + std::to_string(index);
-      if (!before.empty()) {
-        report.stalls = static_cast<int64_t>(std::count_if(stalls_.begin(), stalls_.end(), [&](const auto& s) {
-          return s.first < first_failure_;
-        }));
+        if (index < first_failure_) told.push_back(index);
+      report.stalls = static_cast<int64_t>(told.size());
+      if (first_failure_ == none) {
+        report.stall_note = fmt::format(
+            "case(s) {} timed out and passed when run again in a fresh process: one stall of the GPU, not held "
+            "against the kernel. A second stall at another time would fail it. The first: {}",
+            fmt::join(told, ", "), first_error);
+      } else if (!told.empty()) {
         report.stall_note = fmt::format(
             "case(s) {} timed out before the failing case and passed when run again in a fresh process. The "
             "first: {}",
-            before, first_error);
+            fmt::join(told, ", "), first_error);
       }
     }
     for (const auto& [index, s] : stalls_) stray_files_.push_back(s.outcome.case_file);

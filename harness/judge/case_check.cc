@@ -1167,15 +1167,14 @@ class CaseRun {
           if (full != r_.case_file && !r_.case_file.empty() && !in_slot) std::filesystem::remove(r_.case_file, ignored);
           r_.case_file = full;
           r_.case_file_error.clear();
-        } else if (in_slot) {
-          r_.case_file = record->keep();  // the record reproduces it too
         }
-      } else if (failed && in_slot) {
-        r_.case_file = record->keep();
       } else if (!failed && !options_.keep_passing && !r_.case_file.empty()) {
         if (!in_slot) std::filesystem::remove(r_.case_file, ignored);
         r_.case_file.clear();
       }
+      // A failure whose case file is still the lane's record (not saved in full, or its data
+      // not drawn from a seed) keeps it under its own name.
+      if (failed && in_slot && r_.case_file == record->path()) r_.case_file = record->keep();
     }
     r_.times.save += since(t);
   }
