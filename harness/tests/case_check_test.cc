@@ -669,17 +669,21 @@ TEST(Stalls, OneStallThatDoesNotComeBackIsReportedNotHeldAgainstTheKernel) {
   EXPECT_EQ(r.files_left, std::vector<std::string>{});
 }
 
+// The run failed with a timeout at case `index`, whose one note says `note`, and left only its case file.
+void expect_timeout_failure(const StallRun& r, int64_t index, const std::string& note) {
+  ASSERT_TRUE(r.report.failure);
+  EXPECT_EQ(r.report.failure->case_index, index);
+  EXPECT_EQ(std::string(check_name(r.report.failure->check)), "timeout");
+  ASSERT_EQ(r.report.failure->notes.size(), 1u);
+  EXPECT_NE(r.report.failure->notes[0].find(note), std::string::npos) << r.report.failure->notes[0];
+  EXPECT_EQ(r.files_left, std::vector<std::string>{r.report.failure->case_file});
+}
+
 TEST(Stalls, AHangThatComesBackIsTheCasesFailure) {
   StallingExecutor lane({4, 5});
   const StallRun r = run_stalls(lane, nullptr, 20);
-  ASSERT_TRUE(r.report.failure);
-  EXPECT_EQ(r.report.failure->case_index, 3);
-  EXPECT_EQ(std::string(check_name(r.report.failure->check)), "timeout");
+  expect_timeout_failure(r, 3, "failed again when the case ran a second time");
   EXPECT_EQ(r.report.stalls, 0);
-  ASSERT_EQ(r.report.failure->notes.size(), 1u);
-  EXPECT_NE(r.report.failure->notes[0].find("failed again when the case ran a second time"), std::string::npos)
-      << r.report.failure->notes[0];
-  EXPECT_EQ(r.files_left, std::vector<std::string>{r.report.failure->case_file});
 }
 
 // Two stalls at different times (one lane runs its cases one after another) fail the kernel at
@@ -687,14 +691,8 @@ TEST(Stalls, AHangThatComesBackIsTheCasesFailure) {
 TEST(Stalls, StallsAtDifferentTimesAreTheKernels) {
   StallingExecutor lane({4, 10});  // cases 3 and 8
   const StallRun r = run_stalls(lane, nullptr, 20);
-  ASSERT_TRUE(r.report.failure);
-  EXPECT_EQ(r.report.failure->case_index, 3);
-  EXPECT_EQ(std::string(check_name(r.report.failure->check)), "timeout");
+  expect_timeout_failure(r, 3, "so did case(s) 8, in 2 stalls");
   EXPECT_EQ(r.report.cases, 4);
-  ASSERT_EQ(r.report.failure->notes.size(), 1u);
-  EXPECT_NE(r.report.failure->notes[0].find("so did case(s) 8, in 2 stalls"), std::string::npos)
-      << r.report.failure->notes[0];
-  EXPECT_EQ(r.files_left, std::vector<std::string>{r.report.failure->case_file});
 }
 
 // A stall before a case that fails on its own is told in the report; the failure is that case's.
