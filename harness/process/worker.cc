@@ -403,7 +403,10 @@ std::vector<CallObservation> WorkerExecutor::run_calls(const CaseData& data, con
   // The last case's tensors are gone from the file before this one's are written (the worker
   // read them before it answered).
   shared_in_.reset();
-  const std::vector<uint8_t> frame = encode_run_case(id, data, specs, &shared_in_);
+  // A case of some megabytes takes a while to receive (and more under load): its call 0 is timed
+  // from when the worker says it starts, after at least 30 s for the receiving.
+  bool started_first = false;
+  const std::vector<uint8_t> frame = encode_run_case(id, data, specs, &shared_in_, &started_first);
   // What can come back: per call, the outputs twice as byte strings of words (at most 4 bytes
   // each) and the report of guards and inputs (a few per buffer: a grouped problem has five
   // buffers per group) and an error (a traceback: 1 MiB is plenty).
@@ -417,7 +420,7 @@ std::vector<CallObservation> WorkerExecutor::run_calls(const CaseData& data, con
     const Problem*& calling;
     ~Forget() { calling = nullptr; }
   } forget{calling_};
-  return receive_calls(id, plan.size());
+  return receive_calls(id, plan.size(), started_first);
 }
 
 std::optional<CallObservation> WorkerExecutor::send_frame(const std::vector<uint8_t>& frame) {
@@ -447,9 +450,11 @@ std::optional<CallObservation> WorkerExecutor::send_frame(const std::vector<uint
   return lost_call(CallObservation::End::timeout, "the kernel's process stopped reading the runner's channel");
 }
 
-std::vector<CallObservation> WorkerExecutor::receive_calls(int64_t id, size_t calls) {
+std::vector<CallObservation> WorkerExecutor::receive_calls(int64_t id, size_t calls, bool started_first) {
   std::vector<CallObservation> out;
-  double wait = std::max(timeout_s_, 30.0);  // receiving and laying out the data, then call 0
+  // Receiving a large case, then call 0 from its CallStarted; a small case's call 0 at once.
+  double wait = started_first ? std::max(timeout_s_, 30.0) : timeout_s_;
+  bool first = true;
   for (;;) {
     CallObservation end;
     std::optional<WorkerMessage> m = receive(wait, &end);
@@ -460,10 +465,12 @@ std::vector<CallObservation> WorkerExecutor::receive_calls(int64_t id, size_t ca
       out.push_back(end);
       return out;
     }
+    // The worker has read the case: its tensors' copy in the file may go now.
+    if (first) shared_in_.reset();
+    const bool was_first = first;
+    first = false;
     if (const auto* started = std::get_if<CallStartedMsg>(&*m);
-        started && started->case_id == id && started->index == static_cast<int64_t>(out.size())) {
-      // The worker has read the case: its tensors' copy in the file may go now.
-      if (out.empty()) shared_in_.reset();
+        started && was_first && started_first && started->case_id == id && started->index == 0) {
       wait = timeout_s_;
       continue;
     }
@@ -479,7 +486,7 @@ std::vector<CallObservation> WorkerExecutor::receive_calls(int64_t id, size_t ca
     const CallObservation& o = out.back();
     if (o.context_lost) stop();
     if (o.end == CallObservation::End::returned && out.size() < calls) {
-      wait = std::max(timeout_s_, 30.0);
+      wait = timeout_s_;  // the next call started as the worker sent this answer
       continue;
     }
     // The worker sends nothing after the last answer: bytes after it were written by another.
@@ -598,7 +605,7 @@ int serve_kernel(int fd, const Kernel& kernel, double timeout_s) {
     caller.begin_case(std::move(run->data));
     for (size_t x = 0; x < run->plan.size(); ++x) {
       const int64_t index = static_cast<int64_t>(x);
-      send_message(fd, CallStartedMsg{run->case_id, index});
+      if (x == 0 && run->started_first) send_message(fd, CallStartedMsg{run->case_id, index});
       CallObservation o = caller.call(run->plan[x]);
       const bool stop = o.end != CallObservation::End::returned;
       const bool lost = o.context_lost;

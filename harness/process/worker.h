@@ -93,7 +93,7 @@ class WorkerExecutor final : public Executor {
   // run_calls' halves: the case's frame sent with the watchdog on (what ended the case when it
   // could not be), then each call's answer in turn.
   std::optional<CallObservation> send_frame(const std::vector<uint8_t>& frame);
-  std::vector<CallObservation> receive_calls(int64_t id, size_t calls);
+  std::vector<CallObservation> receive_calls(int64_t id, size_t calls, bool started_first);
   // The next message within the deadline; nullopt with *end set when the worker is gone, timed
   // out or sent garbage.
   std::optional<WorkerMessage> receive(double timeout_s, CallObservation* end);

@@ -125,6 +125,7 @@ if_is<T, RunCaseMsg> visit_fields(V&& v, T& m) {
   v("case", m.case_id, kInput);
   v("data", m.data, kInput);
   v("plan", m.plan, kInput);
+  v("started_first", m.started_first, kInput);
 }
 // A run message whose case the caller keeps, encoded from references (a medium case's data and
 // its stale copy are megabytes): the same fields, so the same bytes, as RunCaseMsg.
@@ -132,12 +133,14 @@ struct RunCaseView {
   int64_t case_id;
   const CaseData* data;
   const std::vector<CallSpec>* plan;
+  bool started_first;
 };
 template <class V, class T>
 if_is<T, RunCaseView> visit_fields(V&& v, T& m) {
   v("case", m.case_id, kInput);
   v("data", *m.data, kInput);
   v("plan", *m.plan, kInput);
+  v("started_first", m.started_first, kInput);
 }
 template <class V, class T>
 if_is<T, CallStartedMsg> visit_fields(V&& v, T& m) {
@@ -515,13 +518,16 @@ namespace {
 
 // A message's frame: its name (by its alternative's index) and its encoded fields.
 template <class Encode>
-std::vector<uint8_t> frame_of(size_t index, SharedFile* shared, Encode&& encode_fields) {
+json message_of(size_t index, SharedFile* shared, Encode&& encode_fields) {
   t_sink = shared;
   t_last_words = nullptr;
   struct Clear {
     ~Clear() { t_sink = nullptr, t_last_words = nullptr; }
   } clear;
-  const json j = json::array({kMessageNames[index], encode_fields()});
+  return json::array({kMessageNames[index], encode_fields()});
+}
+
+std::vector<uint8_t> frame_bytes(const json& j) {
   std::vector<uint8_t> payload = json::to_cbor(j);
   std::vector<uint8_t> frame(kFrameHeaderBytes + payload.size());
   const uint64_t n = payload.size();
@@ -534,14 +540,22 @@ std::vector<uint8_t> frame_of(size_t index, SharedFile* shared, Encode&& encode_
 }  // namespace
 
 std::vector<uint8_t> encode_message(const WorkerMessage& m, SharedFile* shared) {
-  return frame_of(m.index(), shared, [&] { return std::visit([](const auto& x) { return encode(x); }, m); });
+  return frame_bytes(message_of(m.index(), shared, [&] { return std::visit([](const auto& x) { return encode(x); }, m); }));
 }
 
 std::vector<uint8_t> encode_run_case(int64_t case_id, const CaseData& data, const std::vector<CallSpec>& plan,
-                                     SharedFile* shared) {
+                                     SharedFile* shared, bool* started_first) {
   constexpr size_t kRun = 1;  // RunCaseMsg's alternative
   static_assert(std::is_same_v<std::variant_alternative_t<kRun, WorkerMessage>, RunCaseMsg>);
-  return frame_of(kRun, shared, [&] { return encode(RunCaseView{case_id, &data, &plan}); });
+  const uint64_t kept = shared != nullptr && shared->open() ? shared->size() : 0;
+  json j = message_of(kRun, shared, [&] { return encode(RunCaseView{case_id, &data, &plan, false}); });
+  std::vector<uint8_t> frame = frame_bytes(j);
+  const uint64_t in_file = shared != nullptr && shared->open() ? shared->size() - kept : 0;
+  const bool large = frame.size() + in_file > kStartedFirstBytes;
+  if (started_first != nullptr) *started_first = large;
+  if (!large) return frame;
+  j[1].back() = true;  // the same length in CBOR (false and true are one byte each)
+  return frame_bytes(j);
 }
 
 WorkerMessage decode_message(const uint8_t* data, size_t size, const SharedFile* shared) {

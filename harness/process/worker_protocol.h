@@ -47,13 +47,19 @@ struct RunCaseMsg {
   int64_t case_id = 0;
   CaseData data;
   std::vector<CallSpec> plan;  // the return codes the parent expects stay with the parent
+  // Whether the worker says when call 0 starts (CallStartedMsg): asked for a case whose bytes
+  // take a while to receive, so that the watchdog gives the receiving its own allowance. A small
+  // case's call 0 is timed from the message, and every later call from its predecessor's answer:
+  // each message wakes the other process, and a small case spent 43% of its time in them.
+  bool started_first = true;
 };
-// worker -> parent: call `index` of case `case_id` starts now (the watchdog's heartbeat).
+// worker -> parent: call 0 of case `case_id` starts now (the watchdog's heartbeat; only when the
+// case asked for it).
 struct CallStartedMsg {
   int64_t case_id = 0, index = 0;
 };
 // worker -> parent: what call `index` of case `case_id` left behind. A case's calls stop after
-// one that ended other than `returned`.
+// one that ended other than `returned`; otherwise call index + 1 starts at once.
 struct CallDoneMsg {
   int64_t case_id = 0, index = 0;
   CallObservation observation;
@@ -110,6 +116,8 @@ class SharedFile {
   // The same, but false (nothing kept) where the process's file size limit (ulimit -f, with
   // SIGXFSZ ignored) refuses them: the caller carries them in the frame instead.
   bool try_append(const uint8_t* data, size_t size, uint64_t* at);
+  // Bytes written since the last reset.
+  uint64_t size() const { return end_; }
   // The bytes [offset, offset + size); throws ProtocolError past the file's end or the limit.
   std::vector<uint8_t> read(uint64_t offset, uint64_t size, const std::string& at) const;
   void set_limit(uint64_t bytes) { limit_ = bytes; }
@@ -123,9 +131,12 @@ class SharedFile {
 
 // shared: where byte strings past kSharedBytes go (null or not open: into the frame).
 std::vector<uint8_t> encode_message(const WorkerMessage& m, SharedFile* shared = nullptr);
-// The frame of RunCaseMsg{case_id, data, plan} without copying data into a message.
+// The frame of RunCaseMsg{case_id, data, plan, started_first} without copying data into a
+// message; started_first where the frame and its bytes in `shared` pass kStartedFirstBytes
+// (returned through *started_first when given).
 std::vector<uint8_t> encode_run_case(int64_t case_id, const CaseData& data, const std::vector<CallSpec>& plan,
-                                     SharedFile* shared = nullptr);
+                                     SharedFile* shared = nullptr, bool* started_first = nullptr);
+constexpr uint64_t kStartedFirstBytes = uint64_t(8) << 20;
 // One frame's payload; shared: where its tensors beside the frame are read from (null: a frame
 // naming one is malformed), at most shared->limit() bytes of them.
 WorkerMessage decode_message(const uint8_t* data, size_t size, const SharedFile* shared = nullptr);

@@ -321,11 +321,15 @@ TEST(WorkerProtocol, ARunCaseEncodedFromReferencesIsTheMessage) {
   run.data.stale = run.data.problem;
   run.data.stale->a[0] ^= 0x88;
   run.data.stale_seed = 77;
+  run.started_first = false;  // a small case: call 0 is timed from the message
   for (const bool with_file : {false, true}) {
     SharedFile a = SharedFile::create("test-a"), b = SharedFile::create("test-b");
     const std::vector<uint8_t> message = encode_message(run, with_file ? &a : nullptr);
-    const std::vector<uint8_t> view = encode_run_case(run.case_id, run.data, run.plan, with_file ? &b : nullptr);
+    bool started_first = true;
+    const std::vector<uint8_t> view =
+        encode_run_case(run.case_id, run.data, run.plan, with_file ? &b : nullptr, &started_first);
     EXPECT_EQ(message, view);
+    EXPECT_FALSE(started_first);
     const off_t size = lseek(a.fd(), 0, SEEK_END);
     EXPECT_EQ(size, lseek(b.fd(), 0, SEEK_END));
     EXPECT_EQ(size > 0, with_file);
@@ -333,6 +337,27 @@ TEST(WorkerProtocol, ARunCaseEncodedFromReferencesIsTheMessage) {
     ASSERT_EQ(pread(a.fd(), in_a.data(), in_a.size(), 0), size);
     ASSERT_EQ(pread(b.fd(), in_b.data(), in_b.size(), 0), size);
     EXPECT_EQ(in_a, in_b);
+  }
+}
+
+// A case of more than kStartedFirstBytes, in the frame or beside it, asks for call 0's
+// CallStarted: its receiving gets the watchdog's allowance, and the message says so.
+TEST(WorkerProtocol, ALargeCaseAsksWhenItsFirstCallStarts) {
+  RunCaseMsg run = run_message();
+  run.data.problem.m = 4096, run.data.problem.k = 4096;  // A: 8 MiB and its scales
+  Rng rng(6);
+  fill_data(rng, DataSpec{}, run.data.problem);
+  for (const bool with_file : {false, true}) {
+    SharedFile file = SharedFile::create("test-large");
+    bool started_first = false;
+    const std::vector<uint8_t> frame =
+        encode_run_case(run.case_id, run.data, run.plan, with_file ? &file : nullptr, &started_first);
+    EXPECT_TRUE(started_first);
+    EXPECT_EQ(with_file, frame.size() < kStartedFirstBytes);
+    const RunCaseMsg back = std::get<RunCaseMsg>(
+        decode_message(frame.data() + kFrameHeaderBytes, frame.size() - kFrameHeaderBytes, &file));
+    EXPECT_TRUE(back.started_first);
+    EXPECT_EQ(back.data.problem.a, run.data.problem.a);
   }
 }
 
