@@ -14,6 +14,7 @@
 #include <limits>
 #include <stdexcept>
 
+#include "reference/long_double_bits.h"
 #include "reference/mx_formats.h"
 #include "reference/oracle_facts.h"
 
@@ -36,20 +37,25 @@ void abs_limbs(const Kulisch& k, uint64_t* out) {
   }
 }
 
+// top_exp() of the limbs of |k|.
+int top_of(const uint64_t* a) {
+  for (int x = Kulisch::kLimbs - 1; x >= 0; --x)
+    if (a[x]) return Kulisch::kLsbExp + 64 * x + 64 - __builtin_clzll(a[x]);
+  return Kulisch::kLsbExp;
+}
+
 }  // namespace
 
 int Kulisch::top_exp() const {
   uint64_t a[kLimbs];
   abs_limbs(*this, a);
-  for (int x = kLimbs - 1; x >= 0; --x)
-    if (a[x]) return kLsbExp + 64 * x + 64 - __builtin_clzll(a[x]);
-  return kLsbExp;
+  return top_of(a);
 }
 
 void Kulisch::magnitude(u128* mag, int* exp2) const {
   uint64_t a[kLimbs];
   abs_limbs(*this, a);
-  const int top = top_exp() - kLsbExp;  // bits in |value|
+  const int top = top_of(a) - kLsbExp;  // bits in |value|
   *exp2 = kLsbExp;
   if (top <= 103) {
     *mag = (static_cast<u128>(a[1]) << 64) | a[0];
@@ -71,7 +77,13 @@ long double Kulisch::to_long_double() const {
   u128 mag;
   int exp2;
   magnitude(&mag, &exp2);
-  const long double v = std::ldexp(static_cast<long double>(mag), exp2);
+  // mag < 2^104: hi * 2^64 and lo are exact, so their sum is mag rounded once, as converting mag
+  // rounds it; the power of two is exact in range (libgcc's 128-bit conversion and libm's ldexpl
+  // were a twentieth of an MX case's judging).
+  const uint64_t hi = static_cast<uint64_t>(mag >> 64), lo = static_cast<uint64_t>(mag);
+  const long double m = hi ? static_cast<long double>(hi) * 0x1p64L + static_cast<long double>(lo)
+                           : static_cast<long double>(lo);
+  const long double v = m * pow2l(exp2);
   return negative() ? -v : v;
 }
 
@@ -119,6 +131,7 @@ struct DecodedRow {
   bool nan_scale = false;         // every block of a row is used: SPEC rule 1
   bool any_special = false;
   int max_bits = 0;               // every |value| < 2^max_bits
+  int block_shift = 4;            // element x's scale is scales[x >> block_shift] (16 or 32)
 };
 constexpr uint8_t kFinite = 0, kNan = 1, kPosInf = 2, kNegInf = 3;
 
@@ -126,6 +139,7 @@ DecodedRow decode_row(const MxOperand& op, ScaleSemantics semantics, int64_t row
   DecodedRow r;
   r.format = op.format;
   r.unit = element_unit(op.format);
+  r.block_shift = __builtin_ctzll(static_cast<uint64_t>(block_size(op.format)));
   r.value.resize(static_cast<size_t>(op.k));
   r.special.resize(static_cast<size_t>(op.k));
   for (int64_t x = 0; x < op.k; ++x) {
@@ -209,8 +223,10 @@ struct PendingSums {
 // products, scaled once by the two scales' significands.
 void add_segment(MxElement& e, PendingSums& pending, const DecodedRow& ra, const DecodedRow& rb, int64_t x0,
                  int64_t x1) {
-  const ScaleValue& sa = ra.scales[static_cast<size_t>(x0 / block_size(ra.format))];
-  const ScaleValue& sb = rb.scales[static_cast<size_t>(x0 / block_size(rb.format))];
+  // Shifts, not a division by a run-time block size: two of those a segment cost as much as
+  // the segment's sums.
+  const ScaleValue& sa = ra.scales[static_cast<size_t>(x0 >> ra.block_shift)];
+  const ScaleValue& sb = rb.scales[static_cast<size_t>(x0 >> rb.block_shift)];
   if (sa.nan || sb.nan) return;  // already NaN; the other blocks still give r, S, t, g
   const bool specials = ra.any_special || rb.any_special;
   i128 sum = 0, abs_sum = 0;
