@@ -44,6 +44,18 @@ int top_of(const uint64_t* a) {
   return Kulisch::kLsbExp;
 }
 
+// (-1)^negative * mag * 2^exp2 as magnitude() gives them, in long double.
+long double magnitude_value(u128 mag, int exp2, bool negative) {
+  // mag < 2^104: hi * 2^64 and lo are exact, so their sum is mag rounded once, as converting mag
+  // rounds it; the power of two is exact in range (libgcc's 128-bit conversion and libm's ldexpl
+  // were a twentieth of an MX case's judging).
+  const uint64_t hi = static_cast<uint64_t>(mag >> 64), lo = static_cast<uint64_t>(mag);
+  const long double m = hi ? static_cast<long double>(hi) * 0x1p64L + static_cast<long double>(lo)
+                           : static_cast<long double>(lo);
+  const long double v = m * pow2l(exp2);
+  return negative ? -v : v;
+}
+
 }  // namespace
 
 int Kulisch::top_exp() const {
@@ -77,15 +89,9 @@ long double Kulisch::to_long_double() const {
   u128 mag;
   int exp2;
   magnitude(&mag, &exp2);
-  // mag < 2^104: hi * 2^64 and lo are exact, so their sum is mag rounded once, as converting mag
-  // rounds it; the power of two is exact in range (libgcc's 128-bit conversion and libm's ldexpl
-  // were a twentieth of an MX case's judging).
-  const uint64_t hi = static_cast<uint64_t>(mag >> 64), lo = static_cast<uint64_t>(mag);
-  const long double m = hi ? static_cast<long double>(hi) * 0x1p64L + static_cast<long double>(lo)
-                           : static_cast<long double>(lo);
-  const long double v = m * pow2l(exp2);
-  return negative() ? -v : v;
+  return magnitude_value(mag, exp2, negative());
 }
+
 
 namespace {
 
@@ -350,6 +356,13 @@ std::string describe_mx_facts(const MxElement& e) {
          " -inf=" + std::to_string(e.neg_inf);
 }
 
+namespace {
+
+// round_mx with e.sum's magnitude() given (mag, exp2), where the sum is finite and not zero.
+uint32_t round_mx_magnitude(const MxElement& e, float alpha, OutType type, u128 mag, int exp2);
+
+}  // namespace
+
 uint32_t round_mx(const MxElement& e, float alpha, OutType type) {
   const OutFormat f = out_format(type);
   if (e.nan) return f.quiet_nan;
@@ -366,11 +379,25 @@ uint32_t round_mx(const MxElement& e, float alpha, OutType type) {
   if (field == 0xFF) return frac != 0 ? f.quiet_nan : ((e.sum.negative() != alpha_negative ? f.sign_bit : 0u) | f.inf);
   u128 mag;
   int exp2;
-  e.sum.magnitude(&mag, &exp2);  // below 2^103: the product with alpha's 24 bits fits
+  e.sum.magnitude(&mag, &exp2);
+  return round_mx_magnitude(e, alpha, type, mag, exp2);
+}
+
+namespace {
+
+uint32_t round_mx_magnitude(const MxElement& e, float alpha, OutType type, u128 mag, int exp2) {
+  uint32_t bits;
+  std::memcpy(&bits, &alpha, sizeof bits);
+  const bool alpha_negative = (bits >> 31) != 0;
+  const int field = static_cast<int>((bits >> 23) & 0xFF);
+  const uint32_t frac = bits & 0x7FFFFFu;
+  // mag is below 2^103: the product with alpha's 24 bits fits.
   const uint64_t alpha_sig = field == 0 ? frac : (frac | 0x800000u);
   exp2 += (field == 0 ? 1 : field) - 150;
   return out_round(type, e.sum.negative() != alpha_negative, mag * alpha_sig, exp2);
 }
+
+}  // namespace
 
 std::vector<uint32_t> exact_mx_words(const MxProblem& p) {
   const std::vector<MxElement> elems = exact_mx(p);
@@ -393,6 +420,15 @@ MxProblem mx_problem(const Problem& p) {
   x.b = MxOperand{p.b_format, p.n, p.k, p.l, p.b, p.sfb};
   if (p.op == Op::gemv || p.op == Op::gemm) x.expect = p.expect;
   x.note = p.note;
+  return x;
+}
+
+MxProblem mx_problem(Problem&& p) {
+  Problem shell;  // p without its tensors, copied as above; then the tensors moved in
+  std::swap(shell.a, p.a), std::swap(shell.b, p.b), std::swap(shell.sfa, p.sfa), std::swap(shell.sfb, p.sfb);
+  MxProblem x = mx_problem(p);
+  x.a.data = std::move(shell.a), x.a.scales = std::move(shell.sfa);
+  x.b.data = std::move(shell.b), x.b.scales = std::move(shell.sfb);
   return x;
 }
 
@@ -438,15 +474,24 @@ SumFacts mx_facts(const MxElement& e, float alpha, OutType type) {
   SumFacts s;
   s.nan = e.nan;
   s.inf = e.pos_inf || e.neg_inf;
-  s.expected = round_mx(e, alpha, type);
+  // Each accumulator's magnitude once: the word, r, S and S's exponent follow from them.
+  u128 mag = 0;
+  int exp2 = Kulisch::kLsbExp;
+  const bool counted = !e.nan && !s.inf && !e.sum.zero();
+  if (counted) e.sum.magnitude(&mag, &exp2);
+  s.expected = counted && std::isfinite(alpha) ? round_mx_magnitude(e, alpha, type, mag, exp2) : round_mx(e, alpha, type);
   s.nan = s.nan || is_nan_out(type, s.expected);  // Inf * alpha = 0
   if (!s.nan && !s.inf) {
-    s.r = e.sum.to_long_double();
-    s.abs_sum = e.abs_sum.to_long_double();
+    s.r = magnitude_value(mag, exp2, e.sum.negative());  // +0 for a zero sum, as to_long_double()
+    u128 abs_mag;
+    int abs_exp2;
+    e.abs_sum.magnitude(&abs_mag, &abs_exp2);
+    s.abs_sum = magnitude_value(abs_mag, abs_exp2, false);
     s.any_nonzero = e.nonzero > 0;
     s.nonzero = e.nonzero;
     s.g_exp = e.g_exp;
-    s.s_exp = e.abs_sum.top_exp();  // S < 2^s_exp
+    // S < 2^s_exp, top_exp(): magnitude() keeps S's top bit as mag's top bit.
+    s.s_exp = abs_exp2 + bit_width_u128(abs_mag);
   }
   return s;
 }

@@ -72,6 +72,7 @@ ElementVerdict judge_mx_element(const MxElement& e, float alpha, uint32_t actual
 // p (gemv, gemm, or dual_gemm's G = A*B; any operand formats, with data) as an MxProblem: the
 // same data, linear scales. A group of a grouped problem: mx_problem(group_problem(p, g)).
 MxProblem mx_problem(const Problem& p);
+MxProblem mx_problem(Problem&& p);  // the same, its data moved, not copied
 // The reference of a Problem with MX operands, every op of the GEMM family: `mx` holds every
 // element's facts (grouped: the groups' one after another), `elems` only their NaN flags (what
 // code reading NVFP4 facts may look at), the words RN_out(alpha * r) with each group's alpha.
