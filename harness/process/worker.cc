@@ -236,12 +236,20 @@ void WorkerExecutor::start() {
       throw WorkerStartError(fmt::format("the worker process for {} did not start within {} s{}: it was still "
                                          "importing its file or loading its kernel when the watchdog killed it",
                                          command_.kernel, limit, warms_up() ? " (--warmup-timeout)" : ""));
-    throw WorkerStartError(fmt::format("the worker process for {} did not start: {}", command_.kernel, end.error));
+    // A first message that is no message of this protocol: most likely another build's.
+    const std::string skew = end.end == CallObservation::End::protocol ? "; " + other_protocol(0) : "";
+    throw WorkerStartError(
+        fmt::format("the worker process for {} did not start: {}{}", command_.kernel, end.error, skew));
   }
   const ReadyMsg* ready = std::get_if<ReadyMsg>(&*m);
   if (!ready) {
     stop();
     throw WorkerStartError("the worker's first message was not its kernel list");
+  }
+  if (ready->protocol != kProtocolVersion) {
+    stop();
+    throw WorkerStartError(fmt::format("the worker process for {} did not start: {}", command_.kernel,
+                                       other_protocol(ready->protocol)));
   }
   if (!ready->error.empty()) {
     stop();

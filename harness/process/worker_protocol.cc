@@ -119,6 +119,7 @@ template <class V, class T>
 if_is<T, ReadyMsg> visit_fields(V&& v, T& m) {
   v("kernels", m.kernels, kInput);
   v("error", m.error, kInput);
+  v("protocol", m.protocol, kInput);
 }
 template <class V, class T>
 if_is<T, RunCaseMsg> visit_fields(V&& v, T& m) {
@@ -538,6 +539,16 @@ std::vector<uint8_t> frame_bytes(const json& j) {
 }
 
 }  // namespace
+
+std::string other_protocol(int64_t theirs) {
+  const std::string fix =
+      "for a Python kernel, install this build's package and its libnvfp4check_capi.so with scripts/python-install.sh";
+  if (theirs <= 0)
+    return fmt::format("a kernel's process from another build of nvfp4check sends that: this one speaks version {} of "
+                       "the runner's protocol; {}", kProtocolVersion, fix);
+  return fmt::format("the kernel's process speaks version {} of the runner's protocol and this nvfp4check version {}: "
+                     "it comes from another build of nvfp4check; {}", theirs, kProtocolVersion, fix);
+}
 
 std::vector<uint8_t> encode_message(const WorkerMessage& m, SharedFile* shared) {
   return frame_bytes(message_of(m.index(), shared, [&] { return std::visit([](const auto& x) { return encode(x); }, m); }));

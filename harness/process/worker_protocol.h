@@ -36,11 +36,20 @@ struct PlannedCall {
   int expected_rc = NVFP4_OK;
 };
 
+// The version of these messages, raised with every change to them. A kernel's process from
+// another build (a Python package whose libnvfp4check_capi.so is older than the nvfp4check that
+// runs it) is refused at its start, by name, instead of failing cases by messages it misreads.
+constexpr int64_t kProtocolVersion = 2;
+// Why a worker speaking version `theirs` is not run (names what to reinstall); theirs <= 0: a
+// first message this build cannot read, which another build's worker would send.
+std::string other_protocol(int64_t theirs);
+
 // worker -> parent, first: the kernels it loaded (one for `worker --kernel`, all for `--list`),
 // or why it could not load them.
 struct ReadyMsg {
   std::vector<KernelDesc> kernels;
   std::string error;  // not empty: loading failed (bad plugin, unknown kernel)
+  int64_t protocol = kProtocolVersion;
 };
 // parent -> worker: run these calls of one case.
 struct RunCaseMsg {

@@ -3,10 +3,15 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "harness/draw/generators.h"
+#include "harness/process/worker.h"
 #include "harness/process/worker_protocol.h"
 #include "reference/problem_fields.h"
 
@@ -338,6 +343,45 @@ TEST(WorkerProtocol, ARunCaseEncodedFromReferencesIsTheMessage) {
     ASSERT_EQ(pread(b.fd(), in_b.data(), in_b.size(), 0), size);
     EXPECT_EQ(in_a, in_b);
   }
+}
+
+// A kernel's process from another build of nvfp4check (a Python package's older C API library)
+// is refused when it starts, naming the protocol versions and what to reinstall: its ready
+// message with another version, or one this build cannot read (an older message, without the
+// version). Either way no case is sent to it. The "worker" here only writes that message.
+TEST(WorkerProtocol, AWorkerOfAnotherBuildIsRefusedByName) {
+  char dir[] = "/tmp/nvfp4-skew.XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  ReadyMsg newer;
+  newer.kernels.emplace_back();
+  newer.kernels.back().name = "skewed";
+  newer.protocol = kProtocolVersion + 1;
+  const std::vector<uint8_t> versioned = encode_message(newer);
+  // The ready message before it had a version: its kernels and error only.
+  const std::vector<uint8_t> payload = json::to_cbor(json::array({"ready", json::array({json::array(), ""})}));
+  std::vector<uint8_t> unversioned(kFrameHeaderBytes);
+  std::memcpy(unversioned.data(), kFrameMark, 4);
+  for (int x = 0; x < 8; ++x) unversioned[4 + x] = static_cast<uint8_t>(uint64_t(payload.size()) >> (8 * x));
+  unversioned.insert(unversioned.end(), payload.begin(), payload.end());
+  for (const auto& [frame, named] : {std::pair{versioned, fmt::format("speaks version {} ", kProtocolVersion + 1)},
+                                     std::pair{unversioned, std::string("ready.protocol: missing")}}) {
+    const std::string file = std::string(dir) + "/ready.bin";
+    std::ofstream(file, std::ios::binary).write(reinterpret_cast<const char*>(frame.data()), frame.size());
+    WorkerCommand command;
+    command.kernel = "skewed";
+    command.argv = {"/bin/sh", "-c", fmt::format("cat {} >&{}; exec sleep 30", file, kWorkerChannelFd)};
+    WorkerExecutor worker(command, 5, 10);
+    try {
+      worker.kernel();
+      ADD_FAILURE() << "a worker of another protocol was started";
+    } catch (const WorkerStartError& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find(named), std::string::npos) << what;
+      EXPECT_NE(what.find(fmt::format("version {}", kProtocolVersion)), std::string::npos) << what;
+      EXPECT_NE(what.find("scripts/python-install.sh"), std::string::npos) << what;
+    }
+  }
+  std::filesystem::remove_all(dir);
 }
 
 // A case of more than kStartedFirstBytes, in the frame or beside it, asks for call 0's
