@@ -202,8 +202,8 @@ struct PendingSums {
 
   void flush(MxElement& e) {
     if (!any) return;
-    e.sum.add(sum, unit);
-    e.abs_sum.add(abs_sum, unit);
+    e.sum.add_host(sum, unit);
+    e.abs_sum.add_host(abs_sum, unit);
     sum = abs_sum = 0;
     any = false;
   }

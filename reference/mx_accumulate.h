@@ -81,6 +81,39 @@ NVFP4_UNROLL_LIMBS
       }
     }
   }
+#if !defined(__CUDA_ARCH__)
+  // The same sum as add(), for the host's exact reference: the three limbs the value covers,
+  // then the carry or borrow only as far as it goes (add() visits every limb, as the device
+  // needs). Tested against add() limb for limb.
+  void add_host(i128 v, int exp) {
+    if (v == 0) return;
+    const int shift = exp - kLsbExp;
+    const bool neg = v < 0;
+    const u128 mag = neg ? static_cast<u128>(0) - static_cast<u128>(v) : static_cast<u128>(v);
+    const int word = shift / 64, bit = shift % 64;
+    const uint64_t lo = static_cast<uint64_t>(mag), hi = static_cast<uint64_t>(mag >> 64);
+    const uint64_t part[3] = {lo << bit, bit ? (hi << bit) | (lo >> (64 - bit)) : hi, bit ? hi >> (64 - bit) : 0};
+    uint64_t carry = 0;  // 0 or 1
+    int x = word;
+    for (int d = 0; d < 3 && x < kLimbs; ++d, ++x) {
+      const uint64_t old = limb[x], p = part[d];
+      if (!neg) {
+        const uint64_t s = old + p, s2 = s + carry;
+        carry = (s < old) + (s2 < s);
+        limb[x] = s2;
+      } else {
+        const uint64_t diff = old - p, d2 = diff - carry;
+        carry = (old < p) + (diff < carry);
+        limb[x] = d2;
+      }
+    }
+    for (; carry != 0 && x < kLimbs; ++x) {
+      const uint64_t old = limb[x];
+      limb[x] = neg ? old - 1 : old + 1;
+      carry = neg ? old == 0 : limb[x] == 0;
+    }
+  }
+#endif
   NVFP4_HD bool negative() const { return (limb[kLimbs - 1] >> 63) != 0; }
   NVFP4_HD bool zero() const {
     uint64_t any = 0;

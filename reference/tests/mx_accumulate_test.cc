@@ -115,6 +115,49 @@ MxOperand random_operand(std::mt19937_64& rng, BlockFormat f, int64_t rows, int6
   return op;
 }
 
+// The host's add (add_host, the exact reference's) and the device's (add, every limb visited)
+// give the same limbs after every step of long random runs: values of both signs at every
+// exponent the accumulator takes, and the runs of carries and borrows that cross limbs (a value
+// just below a limb's boundary, then one unit more; zero crossed either way).
+TEST(MxAccumulate, TheHostsAddIsTheDevicesLimbForLimb) {
+  std::mt19937_64 rng(20261205);
+  const auto same = [](const Kulisch& a, const Kulisch& b) {
+    for (int w = 0; w < Kulisch::kLimbs; ++w)
+      if (a.limb[w] != b.limb[w]) return false;
+    return true;
+  };
+  for (int run = 0; run < 200; ++run) {
+    Kulisch device, host;
+    for (int step = 0; step < 400; ++step) {
+      i128 v;
+      int exp;
+      switch (rng() % 4) {
+        case 0:  // a wide value anywhere the sums stay in range (below 2^300)
+          v = static_cast<i128>((static_cast<u128>(rng()) << 64 | rng()) >> (rng() % 128));
+          exp = Kulisch::kLsbExp + static_cast<int>(rng() % 480);
+          break;
+        case 1:  // one unit at the bottom: a carry or borrow through every limb above
+          v = 1;
+          exp = Kulisch::kLsbExp;
+          break;
+        case 2:  // the accumulator's own value back (to zero, or past it by one unit)
+          v = -1;
+          exp = Kulisch::kLsbExp + 64 * static_cast<int>(rng() % Kulisch::kLimbs);
+          break;
+        default:  // small values at limb boundaries
+          v = static_cast<i128>(rng() % 5);
+          exp = Kulisch::kLsbExp + 64 * static_cast<int>(rng() % 8) - static_cast<int>(rng() % 2);
+          if (exp < Kulisch::kLsbExp) exp = Kulisch::kLsbExp;
+      }
+      if (rng() % 2) v = -v;
+      device.add(v, exp);
+      host.add_host(v, exp);
+      ASSERT_TRUE(same(device, host)) << "run " << run << ", step " << step << ": " << static_cast<double>(v)
+                                      << " * 2^" << exp;
+    }
+  }
+}
+
 TEST(MxAccumulate, RandomProblemsOfEveryFormatPairMatchExactMx) {
   std::mt19937_64 rng(20261202);
   int64_t problems = 0;
