@@ -53,15 +53,10 @@ struct Kulisch {
   // registers (a limb picked by a run-time index would live in local memory).
   NVFP4_HD void add(i128 v, int exp) {
     if (v == 0) return;
-    const int shift = exp - kLsbExp;
-    const bool neg = v < 0;
-    const u128 mag = neg ? static_cast<u128>(0) - static_cast<u128>(v) : static_cast<u128>(v);
-    const int word = shift / 64, bit = shift % 64;
-    // mag << bit over three limbs.
-    const uint64_t lo = static_cast<uint64_t>(mag), hi = static_cast<uint64_t>(mag >> 64);
-    const uint64_t p0 = lo << bit;
-    const uint64_t p1 = bit ? (hi << bit) | (lo >> (64 - bit)) : hi;
-    const uint64_t p2 = bit ? hi >> (64 - bit) : 0;
+    bool neg;
+    int word;
+    uint64_t p0, p1, p2;
+    parts(v, exp, &neg, &word, &p0, &p1, &p2);
     uint64_t carry = 0;  // carry (add) or borrow (subtract)
 NVFP4_UNROLL_LIMBS
     for (int x = 0; x < kLimbs; ++x) {
@@ -87,12 +82,10 @@ NVFP4_UNROLL_LIMBS
   // needs). Tested against add() limb for limb.
   void add_host(i128 v, int exp) {
     if (v == 0) return;
-    const int shift = exp - kLsbExp;
-    const bool neg = v < 0;
-    const u128 mag = neg ? static_cast<u128>(0) - static_cast<u128>(v) : static_cast<u128>(v);
-    const int word = shift / 64, bit = shift % 64;
-    const uint64_t lo = static_cast<uint64_t>(mag), hi = static_cast<uint64_t>(mag >> 64);
-    const uint64_t part[3] = {lo << bit, bit ? (hi << bit) | (lo >> (64 - bit)) : hi, bit ? hi >> (64 - bit) : 0};
+    bool neg;
+    int word;
+    uint64_t part[3];
+    parts(v, exp, &neg, &word, &part[0], &part[1], &part[2]);
     uint64_t carry = 0;  // 0 or 1
     int x = word;
     for (int d = 0; d < 3 && x < kLimbs; ++d, ++x) {
@@ -114,6 +107,18 @@ NVFP4_UNROLL_LIMBS
     }
   }
 #endif
+  // |v| << (exp - kLsbExp) % 64 over three limbs, p0 going to limb `word`; neg: v < 0.
+  NVFP4_HD static void parts(i128 v, int exp, bool* neg, int* word, uint64_t* p0, uint64_t* p1, uint64_t* p2) {
+    const int shift = exp - kLsbExp;
+    *neg = v < 0;
+    const u128 mag = *neg ? static_cast<u128>(0) - static_cast<u128>(v) : static_cast<u128>(v);
+    const int bit = shift % 64;
+    *word = shift / 64;
+    const uint64_t lo = static_cast<uint64_t>(mag), hi = static_cast<uint64_t>(mag >> 64);
+    *p0 = lo << bit;
+    *p1 = bit ? (hi << bit) | (lo >> (64 - bit)) : hi;
+    *p2 = bit ? hi >> (64 - bit) : 0;
+  }
   NVFP4_HD bool negative() const { return (limb[kLimbs - 1] >> 63) != 0; }
   NVFP4_HD bool zero() const {
     uint64_t any = 0;
