@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstring>
 #include <limits>
+#include <stdexcept>
 #include <type_traits>
 
 #include <fmt/format.h>
@@ -559,14 +560,17 @@ std::vector<uint8_t> encode_run_case(int64_t case_id, const CaseData& data, cons
   constexpr size_t kRun = 1;  // RunCaseMsg's alternative
   static_assert(std::is_same_v<std::variant_alternative_t<kRun, WorkerMessage>, RunCaseMsg>);
   const uint64_t kept = shared != nullptr && shared->open() ? shared->size() : 0;
-  json j = message_of(kRun, shared, [&] { return encode(RunCaseView{case_id, &data, &plan, false}); });
-  std::vector<uint8_t> frame = frame_bytes(j);
+  std::vector<uint8_t> frame =
+      frame_bytes(message_of(kRun, shared, [&] { return encode(RunCaseView{case_id, &data, &plan, false}); }));
   const uint64_t in_file = shared != nullptr && shared->open() ? shared->size() - kept : 0;
   const bool large = frame.size() + in_file > kStartedFirstBytes;
   if (started_first != nullptr) *started_first = large;
-  if (!large) return frame;
-  j[1].back() = true;  // the same length in CBOR (false and true are one byte each)
-  return frame_bytes(j);
+  // started_first is the last field of the message, so its CBOR byte (false 0xF4, true 0xF5) is
+  // the frame's last: set in place, not by encoding a case of gigabytes again.
+  constexpr uint8_t kCborFalse = 0xF4, kCborTrue = 0xF5;
+  if (frame.back() != kCborFalse) throw std::logic_error("encode_run_case: started_first is not the frame's last byte");
+  if (large) frame.back() = kCborTrue;
+  return frame;
 }
 
 WorkerMessage decode_message(const uint8_t* data, size_t size, const SharedFile* shared) {
