@@ -92,7 +92,6 @@ long double Kulisch::to_long_double() const {
   return magnitude_value(mag, exp2, negative());
 }
 
-
 namespace {
 
 // A scale as sign * sig * 2^exp: E8M0 (sig 1) or an NVFP4 operand's E4M3.
@@ -359,7 +358,17 @@ std::string describe_mx_facts(const MxElement& e) {
 namespace {
 
 // round_mx with e.sum's magnitude() given (mag, exp2), where the sum is finite and not zero.
-uint32_t round_mx_magnitude(const MxElement& e, float alpha, OutType type, u128 mag, int exp2);
+uint32_t round_mx_magnitude(const MxElement& e, float alpha, OutType type, u128 mag, int exp2) {
+  uint32_t bits;
+  std::memcpy(&bits, &alpha, sizeof bits);
+  const bool alpha_negative = (bits >> 31) != 0;
+  const int field = static_cast<int>((bits >> 23) & 0xFF);
+  const uint32_t frac = bits & 0x7FFFFFu;
+  // mag is below 2^103: the product with alpha's 24 bits fits.
+  const uint64_t alpha_sig = field == 0 ? frac : (frac | 0x800000u);
+  exp2 += (field == 0 ? 1 : field) - 150;
+  return out_round(type, e.sum.negative() != alpha_negative, mag * alpha_sig, exp2);
+}
 
 }  // namespace
 
@@ -382,22 +391,6 @@ uint32_t round_mx(const MxElement& e, float alpha, OutType type) {
   e.sum.magnitude(&mag, &exp2);
   return round_mx_magnitude(e, alpha, type, mag, exp2);
 }
-
-namespace {
-
-uint32_t round_mx_magnitude(const MxElement& e, float alpha, OutType type, u128 mag, int exp2) {
-  uint32_t bits;
-  std::memcpy(&bits, &alpha, sizeof bits);
-  const bool alpha_negative = (bits >> 31) != 0;
-  const int field = static_cast<int>((bits >> 23) & 0xFF);
-  const uint32_t frac = bits & 0x7FFFFFu;
-  // mag is below 2^103: the product with alpha's 24 bits fits.
-  const uint64_t alpha_sig = field == 0 ? frac : (frac | 0x800000u);
-  exp2 += (field == 0 ? 1 : field) - 150;
-  return out_round(type, e.sum.negative() != alpha_negative, mag * alpha_sig, exp2);
-}
-
-}  // namespace
 
 std::vector<uint32_t> exact_mx_words(const MxProblem& p) {
   const std::vector<MxElement> elems = exact_mx(p);
