@@ -462,8 +462,7 @@ std::vector<CallObservation> WorkerExecutor::receive_calls(int64_t id, size_t ca
   std::vector<CallObservation> out;
   // Receiving a large case, then call 0 from its CallStarted; a small case's call 0 at once.
   double wait = started_first ? std::max(timeout_s_, 30.0) : timeout_s_;
-  bool first = true;
-  for (;;) {
+  for (bool first = true;; first = false) {  // first: the case's first message
     CallObservation end;
     std::optional<WorkerMessage> m = receive(wait, &end);
     if (!m) {
@@ -475,10 +474,8 @@ std::vector<CallObservation> WorkerExecutor::receive_calls(int64_t id, size_t ca
     }
     // The worker has read the case: its tensors' copy in the file may go now.
     if (first) shared_in_.reset();
-    const bool was_first = first;
-    first = false;
     if (const auto* started = std::get_if<CallStartedMsg>(&*m);
-        started && was_first && started_first && started->case_id == id && started->index == 0) {
+        started && first && started_first && started->case_id == id && started->index == 0) {
       wait = timeout_s_;
       continue;
     }
