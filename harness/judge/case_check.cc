@@ -1060,7 +1060,18 @@ class CaseRun {
         return zero.front().c.words();
       };
     // Only a CUDA kernel's inputs arrive on a stream; a host kernel right on a second try is not
-    // told apart from a flaky one by this.
+    // told apart from a flaky one by this. Run 1's second opinion is C once the whole device is
+    // done: with nothing held, work on another stream may still be running when the runner's
+    // stream is.
+    if (call == CaseCall::run1 && k().info.memory == NVFP4_MEMORY_CUDA)
+      ctx.rerun_inputs_ready = [this]() -> std::optional<std::vector<uint32_t>> {
+        CallSpec ready{kPad1, poison_word(p().out_type, 1), false};
+        ready.inputs_ready_first = true;
+        const std::vector<CallObservation> obs = make_calls({p(), std::nullopt}, {{ready, NVFP4_OK}}, {CaseCall::run1});
+        if (obs.empty() || obs.front().end != CallObservation::End::returned || obs.front().rc != NVFP4_OK)
+          return std::nullopt;
+        return obs.front().c_later.words();
+      };
     if (call == CaseCall::stale && stale_ && k().info.memory == NVFP4_MEMORY_CUDA)
       ctx.rerun_inputs_ready = [this]() -> std::optional<std::vector<uint32_t>> {
         const uint32_t poison1 = poison_word(p().out_type, 1);

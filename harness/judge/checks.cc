@@ -296,7 +296,23 @@ std::optional<Finding> check_unsupported_touched_output(const CallContext& x) {
 
 std::optional<Finding> check_unwritten_output(const CallContext& x) {
   if (x.call != CaseCall::run1 && x.call != CaseCall::run2) return std::nullopt;
-  return unwritten(x);
+  std::optional<Finding> f = unwritten(x);
+  if (!f || x.call != CaseCall::run1 || !x.rerun_inputs_ready) return f;
+  // The runner holds its stream while the kernel is called, so work the kernel queues on a stream
+  // of its own runs before the uploads, C's poison among them: what it wrote is overwritten and C
+  // looks unwritten even after the whole device is done. Whether it lands before or after the
+  // poison is a race, and the verdict should not depend on it: right with the inputs complete
+  // before the call, the kernel wrote C, on another stream.
+  const auto judge_words = op_module(x.problem->op).judge_words;
+  if (judge_words == nullptr || block_scaled_out::applies(*x.problem)) return f;
+  const std::optional<std::vector<uint32_t>> ready = x.rerun_inputs_ready();
+  if (!ready || judge_words(*x.problem, *x.reference, ready->data(), *x.policy).any_failure()) return f;
+  return blamed(Check::stream,
+                "C still held the runner's poison once the whole device was done, but the output is right when the "
+                "inputs are complete before the call: the kernel wrote C on a stream other than problem.stream (its "
+                "own, or the legacy default stream) before the work queued on problem.stream (the runner's uploads, "
+                "C's poison among them) had run, and that work overwrote it",
+                std::move(*f));
 }
 
 // Run 1 only: when the output fails the oracle, does it depend on the padding cells? Run again

@@ -36,7 +36,9 @@ namespace nvfp4 {
   X(kernel_error, "kernel-error", false, every, "NVFP4_ERROR, or a return code that is no NVFP4_* code")               \
   X(guard, "guard", false, every, "a write before or past the end of a buffer")                                        \
   X(inputs_modified, "inputs-modified", false, every, "an input buffer changed during the call")                       \
-  X(stream, "stream", false, every, "C changed after the runner's stream had finished: work on another stream")        \
+  X(stream, "stream", false, every,                                                                                     \
+    "work on a stream other than problem.stream: C changed after the runner's stream had finished, or the runner's "     \
+    "uploads overwrote it")                                                                                             \
   /* C. */                                                                                                             \
   X(unsupported_touched_output, "unsupported-touched-output", false, none, "NVFP4_UNSUPPORTED returned, but C was written") \
   X(unwritten_output, "unwritten-output", false, none, "an output element still holds the runner's NaN poison")        \
@@ -136,7 +138,9 @@ struct CallContext {
   std::function<std::optional<std::vector<uint32_t>>()> rerun_zero_padding;
   // For the stale call: runs the case and then the stale data again, each with its inputs complete
   // before the call, and gives the second call's output (stale_state's second opinion: a kernel
-  // that computes on a stream of its own reads the held inputs too early); empty when none can.
+  // that computes on a stream of its own reads the held inputs too early). For run 1: runs the
+  // case again so, and gives C once the device is done (unwritten_output's second opinion: such a
+  // kernel's output can land before C's poison). Empty when none can (a host kernel).
   std::function<std::optional<std::vector<uint32_t>>()> rerun_inputs_ready;
   // The oracle's judgement of this call's output, made once by whichever check needs it first.
   struct Judgement {

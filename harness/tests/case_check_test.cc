@@ -211,6 +211,56 @@ TEST(CaseStale, WrongOnTheNewDataIsNotCalledACachedResult) {
   EXPECT_FALSE(judge(right));
 }
 
+// A CUDA kernel that writes C on a stream of its own can write it before the runner's uploads run,
+// C's poison among them: C is still the poison once the device is done. Right when its inputs are
+// complete before the call, it is named by its stream, not as a kernel that left C unwritten; wrong
+// or unwritten again, the finding stays unwritten-output.
+TEST(CaseRun1, OutputOverwrittenByThePoisonIsNamedByItsStream) {
+  const Problem p = make_problem(G, 19, 4, 96, 1, P, 779);
+  const ExactResult ref = exact_gemm(p);
+  const Policy policy = Policy::for_flags(0);
+  CallObservation run1;
+  run1.c = std::vector<uint32_t>(ref.words().size(), kPoison1);
+  run1.c_later = run1.c;
+  auto judge = [&](std::optional<std::vector<uint32_t>> again) {
+    CallContext x;
+    CallContext::Judgement judgement;
+    x.call = CaseCall::run1;
+    x.problem = &p;
+    x.reference = &ref;
+    x.observation = &run1;
+    x.poison = kPoison1;
+    x.policy = &policy;
+    x.judgement = &judgement;
+    int reruns = 0;
+    if (again)
+      x.rerun_inputs_ready = [&reruns, again] {
+        ++reruns;
+        return again;
+      };
+    std::optional<Finding> f = first_finding(x);
+    EXPECT_EQ(reruns, again ? 1 : 0);
+    return f;
+  };
+  const std::optional<Finding> named = judge(ref.words());
+  ASSERT_TRUE(named);
+  EXPECT_EQ(named->check, Check::stream) << named->message;
+  EXPECT_NE(named->message.find("before the work queued on problem.stream"), std::string::npos) << named->message;
+  EXPECT_NE(named->message.find("left output elements unwritten"), std::string::npos) << named->message;
+  std::vector<uint32_t> wrong = ref.words();
+  size_t e = 0;
+  while (e < wrong.size() && (ref.elems[e].nan || (wrong[e] & 0x7FFFu) == 0)) ++e;
+  ASSERT_LT(e, wrong.size());
+  wrong[e] ^= 0x8000u;
+  for (const std::optional<std::vector<uint32_t>>& again :
+       {std::optional<std::vector<uint32_t>>{}, std::optional<std::vector<uint32_t>>{run1.c.words()},
+        std::optional<std::vector<uint32_t>>{wrong}}) {
+    const std::optional<Finding> f = judge(again);
+    ASSERT_TRUE(f);
+    EXPECT_EQ(f->check, Check::unwritten_output) << f->message;
+  }
+}
+
 // The stale data's reference is derived (negated, rotated), not computed: it must equal the exact
 // reference of that data in every field, for every shape class (m, n, l of 1, partial blocks,
 // NaN scales, alpha not a power of two), and every input buffer must change.

@@ -248,6 +248,19 @@ TEST_F(CudaRunner, OwnStreamKernelFails) {
   EXPECT_TRUE(expected.count(check_of(r))) << check_of(r);
 }
 
+// With the runner's stream held for the whole call, the kernel's own stream runs before the
+// uploads, and C's poison then overwrites what it wrote: C looks unwritten however long one waits.
+// The verdict still names the stream (the output is right with the inputs complete first), as it
+// does when the kernel's work lands after the runner's stream is done.
+TEST_F(CudaRunner, OwnStreamWorkOverwrittenByThePoisonIsNamedByItsStream) {
+  setenv("NVFP4_STREAM_GATE_MS", "30000", 1);
+  const CaseOutcome r = check("own_stream_cuda");
+  unsetenv("NVFP4_STREAM_GATE_MS");
+  ASSERT_EQ(r.verdict, CaseOutcome::Verdict::fail);
+  EXPECT_EQ(check_of(r), "stream") << message_of(r);
+  EXPECT_NE(message_of(r).find("stream other than problem.stream"), std::string::npos) << message_of(r);
+}
+
 TEST_F(CudaRunner, OutOfBoundsWriteHitsTheGuard) {
   const CaseOutcome r = check("write_past_end_cuda");
   ASSERT_EQ(r.verdict, CaseOutcome::Verdict::fail);
