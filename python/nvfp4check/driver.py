@@ -240,8 +240,8 @@ def check(fn, op=None, memory="cuda", format=None, sf_layouts=None, flags=0, nam
     0: no limit) are declared like the rest. A quantizer (op="quantize") declares recipes, and
     in_types and formats where not all input types or not NVFP4 (see KernelAdapter).
     stream "legacy" runs fn with torch's current stream the legacy default stream, as GPU MODE's
-    harness does; a determinism, stale-state, unwritten-output or oracle failure of a CUDA fn is
-    run once more the other way, and the text says when that passes and which ordering is missing. program_args: how `nvfp4check replay` reaches fn
+    harness does; a determinism, stale-state, unwritten-output, stream or oracle failure of a CUDA
+    fn is run once more the other way, and the text says when that passes and which ordering is missing. program_args: how `nvfp4check replay` reaches fn
     (["--python", FILE:FN, ...]), for a "reproduce:" line of the program's beside Python's own.
     """
     op, format = _declared(op, format, problem)

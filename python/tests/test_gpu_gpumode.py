@@ -14,7 +14,7 @@ from conftest import SOURCE_DIR, program
 pytestmark = pytest.mark.gpu
 
 GPUMODE = os.path.join(SOURCE_DIR, "corpus", "python", "gpumode")
-STREAM_CHECKS = ("determinism", "stale-state", "unwritten-output", "oracle")
+STREAM_CHECKS = ("determinism", "stale-state", "unwritten-output", "oracle", "stream")
 
 
 @pytest.fixture(scope="module")

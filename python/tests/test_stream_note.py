@@ -22,7 +22,7 @@ def rerun(verdict, seen):
     return replay_one
 
 
-@pytest.mark.parametrize("check", ["oracle", "determinism", "stale-state", "unwritten-output"])
+@pytest.mark.parametrize("check", ["oracle", "determinism", "stale-state", "unwritten-output", "stream"])
 def test_a_race_is_named_when_the_other_stream_passes(check):
     seen = []
     adapter, report = failed(check)
