@@ -1060,10 +1060,10 @@ class CaseRun {
         return zero.front().c.words();
       };
     // Only a CUDA kernel's inputs arrive on a stream; a host kernel right on a second try is not
-    // told apart from a flaky one by this. Run 1's second opinion is C once the whole device is
+    // told apart from a flaky one by this. The runs' second opinion is C once the whole device is
     // done: with nothing held, work on another stream may still be running when the runner's
     // stream is.
-    if (call == CaseCall::run1 && k().info.memory == NVFP4_MEMORY_CUDA)
+    if ((call == CaseCall::run1 || call == CaseCall::run2) && k().info.memory == NVFP4_MEMORY_CUDA)
       ctx.rerun_inputs_ready = [this]() -> std::optional<std::vector<uint32_t>> {
         CallSpec ready{kPad1, poison_word(p().out_type, 1), false};
         ready.inputs_ready_first = true;

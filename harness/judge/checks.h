@@ -138,9 +138,9 @@ struct CallContext {
   std::function<std::optional<std::vector<uint32_t>>()> rerun_zero_padding;
   // For the stale call: runs the case and then the stale data again, each with its inputs complete
   // before the call, and gives the second call's output (stale_state's second opinion: a kernel
-  // that computes on a stream of its own reads the held inputs too early). For run 1: runs the
-  // case again so, and gives C once the device is done (unwritten_output's second opinion: such a
-  // kernel's output can land before C's poison). Empty when none can (a host kernel).
+  // that computes on a stream of its own reads the held inputs too early). For runs 1 and 2: runs
+  // the case again so, and gives C once the device is done (unwritten_output's second opinion:
+  // such a kernel's output can land before C's poison). Empty when none can (a host kernel).
   std::function<std::optional<std::vector<uint32_t>>()> rerun_inputs_ready;
   // The oracle's judgement of this call's output, made once by whichever check needs it first.
   struct Judgement {
