@@ -224,6 +224,14 @@ class CudaRunner : public ::testing::Test {
     std::printf("%s: %s %s\n", name.c_str(), check_of(r).c_str(), message_of(r).c_str());
     return r;
   }
+  // With the runner's stream held for as long as each call lasts (at most 4 ms otherwise): work
+  // on another stream then surely runs before the uploads, however late its stream starts.
+  static CaseOutcome check_stream_held(const std::string& name) {
+    setenv("NVFP4_STREAM_GATE_MS", "30000", 1);
+    const CaseOutcome r = check(name);
+    unsetenv("NVFP4_STREAM_GATE_MS");
+    return r;
+  }
 };
 
 TEST_F(CudaRunner, HonestKernelPasses) {
@@ -253,9 +261,7 @@ TEST_F(CudaRunner, OwnStreamKernelFails) {
 // The verdict still names the stream (the output is right with the inputs complete first), as it
 // does when the kernel's work lands after the runner's stream is done.
 TEST_F(CudaRunner, OwnStreamWorkOverwrittenByThePoisonIsNamedByItsStream) {
-  setenv("NVFP4_STREAM_GATE_MS", "30000", 1);
-  const CaseOutcome r = check("own_stream_cuda");
-  unsetenv("NVFP4_STREAM_GATE_MS");
+  const CaseOutcome r = check_stream_held("own_stream_cuda");
   ASSERT_EQ(r.verdict, CaseOutcome::Verdict::fail);
   EXPECT_EQ(check_of(r), "stream") << message_of(r);
   EXPECT_NE(message_of(r).find("stream other than problem.stream"), std::string::npos) << message_of(r);
@@ -339,9 +345,7 @@ TEST_F(CudaRunner, PointerCacheIsStaleState) {
 // other GPU work this kernel's own stream once started later than that, read complete inputs and
 // passed, so here the hold lasts as long as the call.
 TEST_F(CudaRunner, InputsReadOnAnotherStreamAreNotCalledStaleState) {
-  setenv("NVFP4_STREAM_GATE_MS", "30000", 1);
-  const CaseOutcome r = check("late_own_stream_cuda");
-  unsetenv("NVFP4_STREAM_GATE_MS");
+  const CaseOutcome r = check_stream_held("late_own_stream_cuda");
   ASSERT_EQ(r.verdict, CaseOutcome::Verdict::fail);
   EXPECT_EQ(check_of(r), "stream") << message_of(r);
   EXPECT_NE(message_of(r).find("complete before the call"), std::string::npos) << message_of(r);
