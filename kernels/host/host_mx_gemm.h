@@ -161,9 +161,23 @@ struct CodeTable {
   }
 };
 
+// Every nonzero finite element of the table lies below 2^top and is a multiple of 2^low; the most
+// top - low over them (0 where no code is nonzero).
+inline int element_span(const CodeTable& t) {
+  int top = -100000, low = 100000;
+  for (int c = 0; c < (t.nibbles ? 16 : 256); ++c)
+    if (t.nonzero[c]) {
+      top = t.top[c] > top ? t.top[c] : top;
+      low = t.low[c] < low ? t.low[c] : low;
+    }
+  return top < low ? 0 : top - low;
+}
+
 // Rows [r0, r0 + count) of operand o: data of batch data_batch, scales of batch scale_batch.
+// exponents false: only the chunks' finite flags are kept (hi and lo stay at their sentinels), for
+// formats whose spans fit (formats_fit).
 inline void decode_rows(const MxOperand& o, uint32_t layout, int64_t k, int64_t data_batch, int64_t scale_batch,
-                        int64_t r0, int64_t count, MxBug bug, bool parallel, DecodedRows& d) {
+                        int64_t r0, int64_t count, MxBug bug, bool parallel, DecodedRows& d, bool exponents = true) {
   const int64_t block = block_of(o.format, bug);
   d.k = k, d.kb = (k + block - 1) / block, d.chunks = (k + kChunk - 1) / kChunk, d.rows = count;
   d.value.resize(static_cast<size_t>(count * k));
@@ -182,7 +196,7 @@ inline void decode_rows(const MxOperand& o, uint32_t layout, int64_t k, int64_t 
       ChunkFacts& cf = f[x / kChunk];
       if (!codes.finite[c]) {
         cf.finite = false;
-      } else if (codes.nonzero[c]) {
+      } else if (exponents && codes.nonzero[c]) {
         cf.hi = codes.top[c] > cf.hi ? codes.top[c] : cf.hi;
         cf.lo = codes.low[c] < cf.lo ? codes.low[c] : cf.lo;
       }
@@ -197,12 +211,18 @@ inline void decode_rows(const MxOperand& o, uint32_t layout, int64_t k, int64_t 
 // products, so every partial sum, in any order, is a multiple of 2^lo below 2^53 * 2^lo). Then
 // every addition of dot()'s is exact and so is this one's, each chunk's products summed in four
 // independent lanes and times the chunk's sa * sb (at most 8 significant bits). An exact sum of
-// zero is +0, as dot()'s (it starts at +0 and RN never makes -0 from it).
+// zero is +0, as dot()'s (it starts at +0 and RN never makes -0 from it). spans_fit: the formats
+// alone bound every block's products within those 53 bits (formats_fit below); only finiteness is
+// then left to look at.
 inline bool exact_block_sum(const double* a, const ChunkFacts* fa, double sa, const double* b, const ChunkFacts* fb,
-                            const double* sbs, int b_shift, int64_t x0, int64_t x1, double* out) {
+                            const double* sbs, int b_shift, int64_t x0, int64_t x1, double* out, bool spans_fit = false) {
   if (!std::isfinite(sa)) return false;
   int hi = -100000, lo = 100000;
-  for (int64_t c0 = x0; c0 < x1; c0 += kChunk) {
+  if (spans_fit) {
+    for (int64_t c0 = x0; c0 < x1; c0 += kChunk)
+      if (!fa[c0 / kChunk].finite || !fb[c0 / kChunk].finite || !std::isfinite(sa * sbs[c0 >> b_shift])) return false;
+  }
+  for (int64_t c0 = x0; c0 < x1 && !spans_fit; c0 += kChunk) {
     const ChunkFacts &ca = fa[c0 / kChunk], &cb = fb[c0 / kChunk];
     const double s = sa * sbs[c0 >> b_shift];
     if (!ca.finite || !cb.finite || !std::isfinite(s)) return false;
@@ -227,9 +247,19 @@ inline bool exact_block_sum(const double* a, const ChunkFacts* fa, double sa, co
   return true;
 }
 
+// Whether the formats alone keep every block sum exact (exact_block_sum's bound): A's block lies
+// inside one of B's, so a block has one scale product sa * sb (each scale at most 4 significant
+// bits: 8), and its elements' spans with those 8 bits and the 5 of 32 terms fit in 53 bits. True
+// for NVFP4 and MXFP4 with either, and MXFP8 E4M3 with E4M3 (18 + 18 + 8 + 5 = 49); E5M2 beside
+// E4M3 or E5M2 (32 bits of span) is not.
+inline bool formats_fit(const MxOperand& a, const MxOperand& b, MxBug bug) {
+  if (block_of(a.format, bug) > block_of(b.format, bug)) return false;
+  return element_span(CodeTable(a.format, bug)) + element_span(CodeTable(b.format, bug)) + 8 + 5 <= 53;
+}
+
 // dot() over decoded rows: row ra of A (its scales and chunk facts) and row rb of B.
 inline double dot_decoded(const DecodedRows& a, int64_t ra, const DecodedRows& b, int64_t rb, int64_t k, int64_t block,
-                          int b_shift, MxBug bug) {
+                          int b_shift, MxBug bug, bool spans_fit = false) {
   const double *av = a.row(ra), *bv = b.row(rb), *sas = a.row_scales(ra), *sbs = b.row_scales(rb);
   const ChunkFacts *fa = a.row_facts(ra), *fb = b.row_facts(rb);
   const int64_t kb = a.kb;
@@ -239,7 +269,7 @@ inline double dot_decoded(const DecodedRows& a, int64_t ra, const DecodedRows& b
     const double sa = sas[s];
     const int64_t x0 = s * block, x1 = (s + 1) * block < k ? (s + 1) * block : k;
     double sum = 0.0;
-    if (!exact_block_sum(av, fa, sa, bv, fb, sbs, b_shift, x0, x1, &sum)) {
+    if (!exact_block_sum(av, fa, sa, bv, fb, sbs, b_shift, x0, x1, &sum, spans_fit)) {
       for (int64_t x = x0; x < x1; ++x) sum += (av[x] * sa) * (bv[x] * sbs[x >> b_shift]);
     }
     acc += sum;
@@ -262,19 +292,20 @@ inline void gemm_decoded(const MxOperand& a, const MxOperand& b, const MxOperand
   const int64_t block = block_of(a.format, bug);
   const int b_shift = __builtin_ctzll(static_cast<uint64_t>(block_of(b.format, bug)));
   if (rows <= 0) rows = tile_rows(k);
+  const bool spans_fit = formats_fit(a, b, bug);  // B2 has B's format
   DecodedRows da, db, db2;
   for (int64_t i0 = 0; i0 < m; i0 += rows) {
     const int64_t mi = m - i0 < rows ? m - i0 : rows;
-    decode_rows(a, layout, k, ba, ba, i0, mi, bug, parallel, da);
+    decode_rows(a, layout, k, ba, ba, i0, mi, bug, parallel, da, !spans_fit);
     for (int64_t j0 = 0; j0 < n; j0 += rows) {
       const int64_t nj = n - j0 < rows ? n - j0 : rows;
-      decode_rows(b, layout, k, bb, sbb, j0, nj, bug, parallel, db);
-      if (b2 != nullptr) decode_rows(*b2, layout, k, bb, sbb, j0, nj, bug, parallel, db2);
+      decode_rows(b, layout, k, bb, sbb, j0, nj, bug, parallel, db, !spans_fit);
+      if (b2 != nullptr) decode_rows(*b2, layout, k, bb, sbb, j0, nj, bug, parallel, db2, !spans_fit);
 #pragma omp parallel for collapse(2) schedule(static) if (parallel)
       for (int64_t i = 0; i < mi; ++i)
         for (int64_t j = 0; j < nj; ++j) {
-          const double g = dot_decoded(da, i, db, j, k, block, b_shift, bug);
-          const double u = b2 != nullptr ? dot_decoded(da, i, db2, j, k, block, b_shift, bug) : 0.0;
+          const double g = dot_decoded(da, i, db, j, k, block, b_shift, bug, spans_fit);
+          const double u = b2 != nullptr ? dot_decoded(da, i, db2, j, k, block, b_shift, bug, spans_fit) : 0.0;
           store(i0 + i, j0 + j, g, u);
         }
     }

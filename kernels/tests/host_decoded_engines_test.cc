@@ -117,13 +117,14 @@ void check_mx_problem(std::mt19937_64& rng, MxCounts& counts) {
   mx::DecodedRows da, db;
   mx::decode_rows(oa, layout, k, ba, ba, 0, m, bug, false, da);
   mx::decode_rows(ob, layout, k, bb, sbb, 0, n, bug, false, db);
-  const int64_t block = mx::block_of(fa, bug), b_block = mx::block_of(fb, bug);
+  const int64_t block = mx::block_of(fa, bug);
+  const int b_shift = __builtin_ctzll(static_cast<uint64_t>(mx::block_of(fb, bug)));
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; ++j)
       for (int64_t s = 0; s < da.kb; ++s) {
         double sum;
         const bool exact = mx::exact_block_sum(da.row(i), da.row_facts(i), da.row_scales(i)[s], db.row(j),
-                                               db.row_facts(j), db.row_scales(j), b_block, s * block,
+                                               db.row_facts(j), db.row_scales(j), b_shift, s * block,
                                                std::min(k, (s + 1) * block), &sum);
         ++(exact ? counts.exact_blocks : counts.fallback_blocks);
       }
@@ -158,18 +159,40 @@ TEST(MxHostDecoded, WideBlocksFallBackToTheOrderedSum) {
   mx::decode_rows(oa, NVFP4_SF_LINEAR, k, 0, 0, 0, 1, MxBug::none, false, da);
   mx::decode_rows(ob, NVFP4_SF_LINEAR, k, 0, 0, 0, 1, MxBug::none, false, db);
   double sum = 0;
-  EXPECT_FALSE(mx::exact_block_sum(da.row(0), da.row_facts(0), 1.0, db.row(0), db.row_facts(0), db.row_scales(0), 32, 0,
+  EXPECT_FALSE(mx::exact_block_sum(da.row(0), da.row_facts(0), 1.0, db.row(0), db.row_facts(0), db.row_scales(0), 5, 0,
                                    k, &sum));
   const double want = mx::dot(oa, ob, NVFP4_SF_LINEAR, k, 0, 0, 0, MxBug::none);
   EXPECT_EQ(want, 0.0);  // in dot()'s order both 2^-32 are rounded away next to 2^31.6
-  EXPECT_TRUE(same_bits(mx::dot_decoded(da, 0, db, 0, k, 32, 32, MxBug::none), want));
+  EXPECT_TRUE(same_bits(mx::dot_decoded(da, 0, db, 0, k, 32, 5, MxBug::none), want));
   // 224 * 0.125 = 28 and its negation in place of the large products: 2^-32 .. 2^5.
   a[1] = 0x5B, b[1] = 0x30, a[3] = 0xDB, b[3] = 0x30;
   mx::decode_rows(oa, NVFP4_SF_LINEAR, k, 0, 0, 0, 1, MxBug::none, false, da);
   mx::decode_rows(ob, NVFP4_SF_LINEAR, k, 0, 0, 0, 1, MxBug::none, false, db);
-  EXPECT_TRUE(mx::exact_block_sum(da.row(0), da.row_facts(0), 1.0, db.row(0), db.row_facts(0), db.row_scales(0), 32, 0,
+  EXPECT_TRUE(mx::exact_block_sum(da.row(0), da.row_facts(0), 1.0, db.row(0), db.row_facts(0), db.row_scales(0), 5, 0,
                                   k, &sum));
   EXPECT_TRUE(same_bits(sum, mx::dot(oa, ob, NVFP4_SF_LINEAR, k, 0, 0, 0, MxBug::none)));
+}
+
+// The formats whose spans alone keep a block's sum exact: E2M1 (4 bits of span) and E4M3 (18)
+// with each other and themselves when A's block lies inside B's; not E5M2 (32) beside E4M3 or
+// E5M2, nor A's blocks of 32 against B's of 16 (two scales in one block). Such pairs need no
+// exponent facts per chunk, and WideBlocksFallBackToTheOrderedSum's E5M2 pair still takes them.
+TEST(MxHostDecoded, FormatsWhoseSpansFitSkipTheChunkFacts) {
+  const auto fit = [](uint32_t fa, uint32_t fb, MxBug bug = MxBug::none) {
+    return mx::formats_fit({fa, nullptr, nullptr, 1}, {fb, nullptr, nullptr, 1}, bug);
+  };
+  EXPECT_EQ(mx::element_span(mx::CodeTable(NVFP4_FORMAT_NVFP4, MxBug::none)), 4);
+  EXPECT_EQ(mx::element_span(mx::CodeTable(NVFP4_FORMAT_MXFP8_E4M3, MxBug::none)), 18);
+  EXPECT_EQ(mx::element_span(mx::CodeTable(NVFP4_FORMAT_MXFP8_E5M2, MxBug::none)), 32);
+  EXPECT_TRUE(fit(NVFP4_FORMAT_NVFP4, NVFP4_FORMAT_NVFP4));
+  EXPECT_TRUE(fit(NVFP4_FORMAT_MXFP4, NVFP4_FORMAT_MXFP8_E5M2));
+  EXPECT_TRUE(fit(NVFP4_FORMAT_MXFP8_E4M3, NVFP4_FORMAT_MXFP8_E4M3));
+  EXPECT_TRUE(fit(NVFP4_FORMAT_NVFP4, NVFP4_FORMAT_MXFP8_E4M3));    // A's 16 inside B's 32
+  EXPECT_FALSE(fit(NVFP4_FORMAT_MXFP8_E4M3, NVFP4_FORMAT_NVFP4));   // B's 16 split A's 32
+  EXPECT_FALSE(fit(NVFP4_FORMAT_MXFP8_E4M3, NVFP4_FORMAT_MXFP8_E5M2));
+  EXPECT_FALSE(fit(NVFP4_FORMAT_MXFP8_E5M2, NVFP4_FORMAT_MXFP8_E5M2));
+  EXPECT_FALSE(fit(NVFP4_FORMAT_MXFP8_E5M2, NVFP4_FORMAT_MXFP8_E4M3, MxBug::none));
+  EXPECT_TRUE(fit(NVFP4_FORMAT_MXFP8_E5M2, NVFP4_FORMAT_MXFP8_E4M3, MxBug::mxfp8_as_nibbles));  // both E2M1 then
 }
 
 // The block-scaled output engine as its definition computes it: every block of every row from
