@@ -97,6 +97,16 @@ Finding blamed(Check check, const std::string& context, Finding f) {
   return Finding{check, context + ": " + f.message, context, f.hint};
 }
 
+// The second opinion of a CUDA kernel's call (x.rerun_inputs_ready: the case again with its inputs
+// complete before the call) passes the op's oracle. False where none can be had: a host kernel, an
+// op without a words oracle, a block-scaled output.
+bool right_with_inputs_ready(const CallContext& x) {
+  const auto judge_words = op_module(x.problem->op).judge_words;
+  if (!x.rerun_inputs_ready || judge_words == nullptr || block_scaled_out::applies(*x.problem)) return false;
+  const std::optional<std::vector<uint32_t>> ready = x.rerun_inputs_ready();
+  return ready && !judge_words(*x.problem, *x.reference, ready->data(), *x.policy).any_failure();
+}
+
 }  // namespace
 
 const char* check_name(Check c) { return entry(c).name; }
@@ -297,16 +307,12 @@ std::optional<Finding> check_unsupported_touched_output(const CallContext& x) {
 std::optional<Finding> check_unwritten_output(const CallContext& x) {
   if (x.call != CaseCall::run1 && x.call != CaseCall::run2) return std::nullopt;
   std::optional<Finding> f = unwritten(x);
-  if (!f || !x.rerun_inputs_ready) return f;
   // The runner holds its stream while the kernel is called, so work the kernel queues on a stream
   // of its own runs before the uploads, C's poison among them: what it wrote is overwritten and C
   // looks unwritten even after the whole device is done. Whether it lands before or after the
   // poison is a race, and the verdict should not depend on it: right with the inputs complete
   // before the call, the kernel wrote C, on another stream.
-  const auto judge_words = op_module(x.problem->op).judge_words;
-  if (judge_words == nullptr || block_scaled_out::applies(*x.problem)) return f;
-  const std::optional<std::vector<uint32_t>> ready = x.rerun_inputs_ready();
-  if (!ready || judge_words(*x.problem, *x.reference, ready->data(), *x.policy).any_failure()) return f;
+  if (!f || !right_with_inputs_ready(x)) return f;
   return blamed(Check::stream,
                 "C still held the runner's poison once the whole device was done, but the output is right when the "
                 "inputs are complete before the call: the kernel wrote C on a stream other than problem.stream (its "
@@ -368,17 +374,13 @@ std::optional<Finding> check_stale_state(const CallContext& x) {
   // its own reads the buffers before this call's data arrive: run 1's data, or part of it. It
   // looks like kept state, but with the inputs complete before each call it is right; a kernel
   // that keeps state is not (its pointers are the same in the second try).
-  const auto judge_words = op_module(x.problem->op).judge_words;
-  if (x.rerun_inputs_ready && judge_words != nullptr && !block_scaled_out::applies(*x.problem)) {
-    const std::optional<std::vector<uint32_t>> ready = x.rerun_inputs_ready();
-    if (ready && !judge_words(*x.problem, *x.reference, ready->data(), *x.policy).any_failure())
-      return blamed(Check::stream,
-                    "the output does not match the new data, but it does when the inputs are complete before the "
-                    "call: the kernel read its inputs before the work queued on problem.stream (the runner's "
-                    "uploads) had finished, so it computes on a stream of its own (or the legacy default stream) "
-                    "without waiting for problem.stream",
-                    std::move(*f));
-  }
+  if (right_with_inputs_ready(x))
+    return blamed(Check::stream,
+                  "the output does not match the new data, but it does when the inputs are complete before the "
+                  "call: the kernel read its inputs before the work queued on problem.stream (the runner's "
+                  "uploads) had finished, so it computes on a stream of its own (or the legacy default stream) "
+                  "without waiting for problem.stream",
+                  std::move(*f));
   // Run 1's output back unchanged is most likely a result kept by pointer (an output that ignores
   // the data would show the same, but rarely passes run 1). Any other wrong output may be state
   // kept from the call before (decoded inputs, a partial cache) or a kernel wrong on this data

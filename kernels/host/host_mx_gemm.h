@@ -218,15 +218,11 @@ inline bool exact_block_sum(const double* a, const ChunkFacts* fa, double sa, co
                             const double* sbs, int b_shift, int64_t x0, int64_t x1, double* out, bool spans_fit = false) {
   if (!std::isfinite(sa)) return false;
   int hi = -100000, lo = 100000;
-  if (spans_fit) {
-    for (int64_t c0 = x0; c0 < x1; c0 += kChunk)
-      if (!fa[c0 / kChunk].finite || !fb[c0 / kChunk].finite || !std::isfinite(sa * sbs[c0 >> b_shift])) return false;
-  }
-  for (int64_t c0 = x0; c0 < x1 && !spans_fit; c0 += kChunk) {
+  for (int64_t c0 = x0; c0 < x1; c0 += kChunk) {
     const ChunkFacts &ca = fa[c0 / kChunk], &cb = fb[c0 / kChunk];
     const double s = sa * sbs[c0 >> b_shift];
     if (!ca.finite || !cb.finite || !std::isfinite(s)) return false;
-    if (s == 0.0 || ca.hi < -90000 || cb.hi < -90000) continue;  // every product zero
+    if (spans_fit || s == 0.0 || ca.hi < -90000 || cb.hi < -90000) continue;  // no bound to find, or every product zero
     int s_top, s_low;
     double_exponents(s, &s_top, &s_low);
     hi = ca.hi + cb.hi + s_top > hi ? ca.hi + cb.hi + s_top : hi;
