@@ -597,6 +597,14 @@ struct KernelCaller::Buffers : CallBuffers {
 KernelCaller::KernelCaller(const Kernel& kernel, double timeout_s, bool protect_inputs)
     : kernel_(kernel), timeout_s_(timeout_s), protect_inputs_(protect_inputs && !kernel.is_cuda()) {}
 
+struct KernelCaller::Layout {
+  uint64_t generation = 0;
+  const Problem* problem = nullptr;
+  uint8_t pad = 0;
+  uint32_t poison = 0;
+  LaidOut in;
+};
+
 KernelCaller::~KernelCaller() {
   // After a hang or a broken context nothing may be freed (cudaFree would wait forever).
   if (unusable_) {
@@ -606,6 +614,7 @@ KernelCaller::~KernelCaller() {
 }
 
 void KernelCaller::begin_case(CaseData data) {
+  layout_.reset();
   data_ = std::move(data);
   holds_stale_ = false;
   ++data_generation_;
@@ -639,7 +648,14 @@ CallObservation KernelCaller::call(const CallSpec& spec) {
   try {
     if (!memory_) memory_ = KernelMemory::create(kernel_.info->memory);
     KernelMemory& mem = *memory_;
-    const LaidOut in = op_module(p.op).lay_out(p, spec, kernel_.info->flags);
+    // lay_out reads only the data, the padding and the poison (and the caller's flags).
+    if (!layout_ || layout_->generation != data_generation_ || layout_->problem != &p || layout_->pad != spec.pad ||
+        layout_->poison != spec.poison) {
+      layout_.reset();
+      layout_ = std::make_unique<Layout>(Layout{data_generation_, &p, spec.pad, spec.poison,
+                                                op_module(p.op).lay_out(p, spec, kernel_.info->flags)});
+    }
+    const LaidOut& in = layout_->in;
     const int64_t groups = op_is_grouped(p.op) ? static_cast<int64_t>(p.groups.size()) : 0;
     if (!buffers_) buffers_ = std::make_unique<Buffers>(mem, in, groups, block_scaled_out::applies(p));
     Buffers& buf = *buffers_;

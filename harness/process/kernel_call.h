@@ -106,6 +106,7 @@ class KernelCaller {
 
  private:
   struct Buffers;
+  struct Layout;
   const Kernel& kernel_;
   double timeout_s_;
   bool protect_inputs_;
@@ -114,6 +115,9 @@ class KernelCaller {
   uint64_t data_generation_ = 0;  // moves on whenever the problems' data may have changed
   std::unique_ptr<KernelMemory> memory_;  // its stream lasts as long as the caller
   std::unique_ptr<Buffers> buffers_;
+  // The last call's laid-out buffers, kept for the next call of the same data, padding and poison
+  // (a stochastic quantizer's calls with other seeds, a second opinion's re-run).
+  std::unique_ptr<Layout> layout_;
   bool unusable_ = false;
 };
 
