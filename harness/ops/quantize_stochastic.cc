@@ -60,11 +60,6 @@ Place place_of(float x, float os) {
   return pl;
 }
 
-uint8_t nibble(const std::vector<uint8_t>& q, const Problem& p, int64_t row, int64_t x) {
-  const uint8_t byte = q[static_cast<size_t>(row * (p.k / 2) + x / 2)];
-  return (x & 1) ? byte >> 4 : byte & 0x0F;
-}
-
 // What one block did over the seeds.
 struct BlockStats {
   int64_t b = 0, i = 0, s = 0;
@@ -87,18 +82,22 @@ BlockStats block_stats(const Problem& p, const QuantResult& ref, const std::vect
     if (in != 0 && !std::isnan(in)) st.nonzero_input = true;
     const Place pl = place_of(in, os);
     int64_t up = 0;
-    uint8_t first = 0;
-    for (size_t r = 0; r < runs.size(); ++r) {
-      const uint8_t c = nibble(runs[r].q, p, row, x);
+    // The element's nibble in every run: byte `at`, shifted (element 2j is byte j's low nibble).
+    const size_t at = static_cast<size_t>(row * (p.k / 2) + x / 2);
+    const int shift = (x & 1) ? 4 : 0;
+    const uint8_t first = (runs[0].q[at] >> shift) & 0x0F;
+    for (const SeedRun& r : runs) {
+      const uint8_t c = (r.q[at] >> shift) & 0x0F;
       if ((c & 7) != 0) st.all_zero = false;
-      if (r == 0) first = c;
       if (c != first && (c & 7) + (first & 7) != 0) st.varied = true;
       if (pl.off_grid && kGrid[c & 7] > pl.lo) ++up;
     }
     // A NaN element (or a NaN product) may take any code: it never makes a zero block unlikely.
     const bool nan = std::isnan(in) || std::isnan(static_cast<double>(in) * os);
     const double p_zero = nan ? 1 : pl.off_grid ? (pl.lo == 0 ? 1 - pl.f : 0) : (pl.y == 0 && std::isfinite(in) ? 1 : 0);
-    st.log_zero += n * std::log(p_zero);
+    // n ln(p_zero) (ln 1 = 0 and ln 0 = -inf without the call).
+    if (p_zero == 0) st.log_zero = -HUGE_VAL;
+    else if (p_zero != 1) st.log_zero += n * std::log(p_zero);
     if (!pl.off_grid) continue;
     ++st.off_grid;
     st.log_same += (n - 1) * std::log(std::max(pl.f, 1 - pl.f));
