@@ -110,16 +110,10 @@ NVFP4_QHD inline uint8_t e2m1_from_float(float v) {
   if (v != v) return 0x7;
   const uint8_t sign = (float_bits(v) >> 31) ? 0x8 : 0x0;
   const float a = fabsf(v);
-  uint8_t c;
-  if (a <= 0.25f) c = 0;
-  else if (a < 0.75f) c = 1;
-  else if (a <= 1.25f) c = 2;
-  else if (a < 1.75f) c = 3;
-  else if (a <= 2.5f) c = 4;
-  else if (a < 3.5f) c = 5;
-  else if (a <= 5.0f) c = 6;
-  else c = 7;
-  return sign | c;
+  // The midpoints passed, counted (ties: .25, 1.25, 2.5 and 5 go down to the even code, .75,
+  // 1.75 and 3.5 up): comparisons, not a chain of branches that random data mispredicts.
+  const int c = (a > 0.25f) + (a >= 0.75f) + (a > 1.25f) + (a >= 1.75f) + (a > 2.5f) + (a >= 3.5f) + (a > 5.0f);
+  return sign | static_cast<uint8_t>(c);
 }
 
 // Stochastic rounding's random source: a counter-based hash of (seed, element index), so host
@@ -151,17 +145,15 @@ NVFP4_QHD inline float sr_uniform(uint64_t seed, int64_t index, Bug bug) {
 // |v| - lower > u * step, that is with probability (|v| - lower) / step for u uniform on [0, 1)
 // (both differences exact: Sterbenz, and step a power of two). On the grid, |v| exactly; beyond
 // 6 and Inf, 6; NaN, +6; the sign kept.
-NVFP4_QHD inline float e2m1_grid_value(int c) {
-  return c <= 4 ? 0.5f * static_cast<float>(c) : c == 5 ? 3.0f : c == 6 ? 4.0f : 6.0f;
-}
 NVFP4_QHD inline uint8_t e2m1_stochastic(float v, float u) {
   if (v != v) return 0x7;
   const uint8_t sign = (float_bits(v) >> 31) ? 0x8 : 0x0;
   const float a = fabsf(v);
   if (a >= 6.0f) return sign | 0x7;
-  int c = 0;
-  while (e2m1_grid_value(c + 1) <= a) ++c;
-  const float lo = e2m1_grid_value(c), step = e2m1_grid_value(c + 1) - lo;
+  // The lower neighbour's index by comparisons, not a loop: random data mispredicts a loop's exit.
+  const int c = (a >= 0.5f) + (a >= 1.0f) + (a >= 1.5f) + (a >= 2.0f) + (a >= 3.0f) + (a >= 4.0f);
+  const float lo = c <= 4 ? 0.5f * static_cast<float>(c) : static_cast<float>(c - 2);
+  const float step = c < 4 ? 0.5f : c < 6 ? 1.0f : 2.0f;
   return sign | static_cast<uint8_t>(a - lo > u * step ? c + 1 : c);
 }
 
@@ -341,20 +333,29 @@ NVFP4_QHD inline void quantize_block(const nvfp4_problem& p, uint32_t flags, Bug
     }
     p.sfq[sf_offset(layout, p.m, kb, b, i, s)] = sfq;
     const int64_t row = b * p.m + i;
-    for (int64_t x = x0; x < x1; ++x) {
-      const int64_t at = element_offset(row, p.k, x, bug);
-      const float in = input_value(p.x, at, p.in_type), v = in * os;
-      if (!packs_nibbles(p.q_format)) {
+    if (!packs_nibbles(p.q_format)) {
+      for (int64_t x = x0; x < x1; ++x) {
+        const int64_t at = element_offset(row, p.k, x, bug);
+        const float v = input_value(p.x, at, p.in_type) * os;
         p.q[at] = p.q_format == NVFP4_FORMAT_MXFP8_E4M3 ? e4m3_element(v) : e5m2_from_float(v);
-        continue;
       }
-      uint8_t code = bug == Bug::zero_codes                ? 0
-                     : (flags & NVFP4_FLAG_STOCHASTIC) ? e2m1_stochastic(v, sr_uniform(p.seed, row * p.k + x, bug))
-                                                       : e2m1_from_float(v);
-      if (bug == Bug::honest_plus_zero && (code & 7) == 0) code = 0;
-      if (bug == Bug::honest_nan_code_zero && in != in) code = 0;
-      uint8_t& byte = p.q[element_offset(row, p.k / 2, x / 2, bug)];
-      byte = (x & 1) ? static_cast<uint8_t>((byte & 0x0F) | (code << 4)) : static_cast<uint8_t>((byte & 0xF0) | code);
+      continue;
+    }
+    // Two codes to a byte, the byte written once: x0 is even and so is x1 (k is even for a
+    // format of nibbles: quantize_fits).
+    for (int64_t x = x0; x < x1; x += 2) {
+      uint8_t pair = 0;
+      for (int h = 0; h < 2; ++h) {
+        const float in = input_value(p.x, element_offset(row, p.k, x + h, bug), p.in_type), v = in * os;
+        uint8_t code = bug == Bug::zero_codes ? 0
+                       : (flags & NVFP4_FLAG_STOCHASTIC)
+                           ? e2m1_stochastic(v, sr_uniform(p.seed, row * p.k + x + h, bug))
+                           : e2m1_from_float(v);
+        if (bug == Bug::honest_plus_zero && (code & 7) == 0) code = 0;
+        if (bug == Bug::honest_nan_code_zero && in != in) code = 0;
+        pair = static_cast<uint8_t>(pair | code << (4 * h));
+      }
+      p.q[element_offset(row, p.k / 2, x / 2, bug)] = pair;
     }
   }
 }

@@ -243,6 +243,31 @@ TEST(BlockScaledEpilogue, GroupGlobalScale) {
   EXPECT_EQ(kern::quant::group_out_scale(table, 2, kern::quant::Bug::group0_global_scale), 2.0f);
 }
 
+// The kernels' stochastic E2M1 rounding against the rule written out: the lower grid neighbour,
+// or the upper one when |v| - lower > u * step; on the grid |v| itself; 6 from 6 up; the sign
+// kept. Every 613th binary32 pattern below 7, and each grid point with its two neighbours.
+TEST(HostKernels, StochasticE2m1RoundsToTheLowerOrUpperNeighbour) {
+  const float grid[8] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6};
+  const auto expected = [&](float a, float u) {
+    if (a >= 6) return 7;
+    int c = 0;
+    while (grid[c + 1] <= a) ++c;
+    return a - grid[c] > u * (grid[c + 1] - grid[c]) ? c + 1 : c;
+  };
+  std::vector<float> values;
+  for (uint32_t bits = 0; bits < 0x40E00000u; bits += 613) values.push_back(kern::float_from_bits(bits));
+  for (float g : grid)
+    for (float v : {std::nextafter(g, 0.0f), g, std::nextafter(g, 8.0f)}) values.push_back(v);
+  const float us[] = {0, 0x1p-24f, 0.25f, 0.5f - 0x1p-24f, 0.5f, 0.75f, 1 - 0x1p-24f};
+  for (float a : values)
+    for (float u : us)
+      for (float sign : {1.0f, -1.0f}) {
+        const uint8_t got = kern::quant::e2m1_stochastic(sign * a, u);
+        ASSERT_EQ(got, (sign < 0 ? 8 : 0) | expected(a, u)) << "v " << sign * a << " u " << u;
+      }
+  EXPECT_EQ(kern::quant::e2m1_stochastic(std::nanf(""), 0.5f), 7);
+}
+
 TEST(HostKernels, ExactRegimeMatchesIndependentAnswerInBothLayouts) {
   const uint64_t seed = 20261130;
   std::cout << "seed " << seed << "\n";
