@@ -37,10 +37,11 @@ struct RunArgs {
 };
 
 // Kernel processes per GPU (or in all, for host kernels) when --jobs is not given: half the cores,
-// at most 8, so the parent's references and the kernels' processes share the machine.
+// at most 8, so the parent's references and the kernels' processes share the machine; at least
+// two, since one lane's parent and kernel take turns and would leave the second core idle.
 int default_jobs() {
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  return static_cast<int>(std::clamp(cores / 2, 1u, 8u));
+  return static_cast<int>(std::clamp(cores / 2, 2u, 8u));
 }
 
 int run_main(const RunArgs& args, const std::string& command_line) {
@@ -159,7 +160,7 @@ void add_run_command(CLI::App& app, int& exit_code) {
       ->check(CLI::IsMember({"auto", "always", "off"}));
   run->add_option("--jobs", args->jobs,
                   "Kernel processes per kernel and GPU, taking cases from one schedule (default: half the cores, "
-                  "at most 8)")
+                  "at least 2, at most 8)")
       ->check(count_in_range(256));
   run->add_option("--shared-context", args->shared_context,
                   "A CUDA kernel's processes on one GPU: auto (the default: one MPS context that this run starts "
