@@ -150,11 +150,14 @@ NVFP4_QHD inline uint8_t e2m1_stochastic(float v, float u) {
   const uint8_t sign = (float_bits(v) >> 31) ? 0x8 : 0x0;
   const float a = fabsf(v);
   if (a >= 6.0f) return sign | 0x7;
-  // The lower neighbour's index by comparisons, not a loop: random data mispredicts a loop's exit.
+  // Without branches: random data mispredicts a loop's exit or a choice between neighbours (half
+  // the time, by design, for the last). c: the lower neighbour's index; its value is 0.5c up to
+  // c = 4 and c - 2 above (the larger of the two), its step 0.5, 1 from c = 4 and 2 at c = 6.
   const int c = (a >= 0.5f) + (a >= 1.0f) + (a >= 1.5f) + (a >= 2.0f) + (a >= 3.0f) + (a >= 4.0f);
-  const float lo = c <= 4 ? 0.5f * static_cast<float>(c) : static_cast<float>(c - 2);
-  const float step = c < 4 ? 0.5f : c < 6 ? 1.0f : 2.0f;
-  return sign | static_cast<uint8_t>(a - lo > u * step ? c + 1 : c);
+  const float half = 0.5f * static_cast<float>(c), less2 = static_cast<float>(c - 2);
+  const float lo = half > less2 ? half : less2;
+  const float step = 0.5f * static_cast<float>(1 + (c >= 4) + 2 * (c >= 6));
+  return sign | static_cast<uint8_t>(c + (a - lo > u * step));
 }
 
 // RN to E5M2 saturating to +-57344 (Inf included), NaN kept (0x7F), the sign of zero kept.
