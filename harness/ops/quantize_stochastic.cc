@@ -50,8 +50,8 @@ Place place_of(float x, float os) {
   pl.y = y;
   const double a = std::fabs(pl.y);
   if (!(a < 6.0)) return pl;  // NaN, or saturated: both neighbours are 6
-  int c = 0;
-  while (kGrid[c + 1] <= a) ++c;
+  // The lower neighbour's index, counted (a loop's exit mispredicts on every element).
+  const int c = (a >= 0.5) + (a >= 1) + (a >= 1.5) + (a >= 2) + (a >= 3) + (a >= 4);
   if (kGrid[c] == a) return pl;
   pl.off_grid = true;
   pl.lo = kGrid[c];
