@@ -42,6 +42,7 @@ constexpr double kGrid[8] = {0, 0.5, 1, 1.5, 2, 3, 4, 6};
 // One element's place between its grid neighbours: off_grid only where both differ.
 struct Place {
   bool off_grid = false;
+  int below = 0;  // lo's index on the grid
   double y = 0, lo = 0, step = 0, f = 0;
 };
 Place place_of(float x, float os) {
@@ -54,6 +55,7 @@ Place place_of(float x, float os) {
   const int c = (a >= 0.5) + (a >= 1) + (a >= 1.5) + (a >= 2) + (a >= 3) + (a >= 4);
   if (kGrid[c] == a) return pl;
   pl.off_grid = true;
+  pl.below = c;
   pl.lo = kGrid[c];
   pl.step = kGrid[c + 1] - kGrid[c];
   pl.f = (a - pl.lo) / pl.step;
@@ -75,37 +77,52 @@ BlockStats block_stats(const Problem& p, const QuantResult& ref, const std::vect
                        int64_t s) {
   const double n = static_cast<double>(runs.size());
   BlockStats st{b, i, s};
-  const int64_t row = b * p.m + i, x0 = s * 16, x1 = std::min(p.k, x0 + 16);
+  const int64_t row = b * p.m + i, x0 = s * 16, count = std::min<int64_t>(p.k - x0, 16);
   const float os = ref.os[static_cast<size_t>(sf_linear_offset(p.m, p.qkb(), b, i, s))];
-  for (int64_t x = x0; x < x1; ++x) {
-    const float in = quantize_input(p, row * p.k + x);
-    if (in != 0 && !std::isnan(in)) st.nonzero_input = true;
-    const Place pl = place_of(in, os);
-    int64_t up = 0;
-    // The element's nibble in every run: byte `at`, shifted (element 2j is byte j's low nibble).
-    const size_t at = static_cast<size_t>(row * (p.k / 2) + x / 2);
-    const int shift = (x & 1) ? 4 : 0;
-    const uint8_t first = (runs[0].q[at] >> shift) & 0x0F;
-    for (const SeedRun& r : runs) {
-      const uint8_t c = (r.q[at] >> shift) & 0x0F;
-      if ((c & 7) != 0) st.all_zero = false;
-      if (c != first && (c & 7) + (first & 7) != 0) st.varied = true;
-      if (pl.off_grid && kGrid[c & 7] > pl.lo) ++up;
+  float in[16];
+  Place pl[16];
+  // The lower neighbour's index (7 where the element is on the grid: no code counts as up).
+  uint8_t below[16], first[16];
+  int up[16] = {};
+  for (int64_t j = 0; j < count; ++j) {
+    in[j] = quantize_input(p, row * p.k + x0 + j);
+    pl[j] = place_of(in[j], os);
+    below[j] = pl[j].off_grid ? static_cast<uint8_t>(pl[j].below) : uint8_t{7};
+  }
+  // Every run's codes, one pass over the block's bytes each (element 2j is byte j's low nibble;
+  // x0 is even): how often each element rounded up, whether any code is nonzero, and whether any
+  // differs from run 0's other than as a zero of the other sign.
+  const size_t at = static_cast<size_t>(row * (p.k / 2) + x0 / 2);
+  for (int64_t j = 0; j < count; ++j) first[j] = (runs[0].q[at + j / 2] >> (4 * (j & 1))) & 0x0F;
+  unsigned nonzero = 0, varied = 0;
+  for (const SeedRun& r : runs) {
+    const uint8_t* q = r.q.data() + at;
+    for (int64_t j = 0; j < count; ++j) {
+      const unsigned c = (q[j / 2] >> (4 * (j & 1))) & 0x0Fu;
+      nonzero |= c & 7;
+      varied |= (c != first[j]) & ((c & 7) + (first[j] & 7u) != 0);
+      up[j] += (c & 7) > below[j];
     }
+  }
+  st.all_zero = nonzero == 0;
+  st.varied = varied != 0;
+  for (int64_t j = 0; j < count; ++j) {
+    if (in[j] != 0 && !std::isnan(in[j])) st.nonzero_input = true;
     // A NaN element (or a NaN product) may take any code: it never makes a zero block unlikely.
-    const bool nan = std::isnan(in) || std::isnan(static_cast<double>(in) * os);
-    const double p_zero = nan ? 1 : pl.off_grid ? (pl.lo == 0 ? 1 - pl.f : 0) : (pl.y == 0 && std::isfinite(in) ? 1 : 0);
+    const bool nan = std::isnan(in[j]) || std::isnan(static_cast<double>(in[j]) * os);
+    const Place& e = pl[j];
+    const double p_zero = nan ? 1 : e.off_grid ? (e.lo == 0 ? 1 - e.f : 0) : (e.y == 0 && std::isfinite(in[j]) ? 1 : 0);
     // n ln(p_zero) (ln 1 = 0 and ln 0 = -inf without the call).
     if (p_zero == 0) st.log_zero = -HUGE_VAL;
     else if (p_zero != 1) st.log_zero += n * std::log(p_zero);
-    if (!pl.off_grid) continue;
+    if (!e.off_grid) continue;
     ++st.off_grid;
-    st.log_same += (n - 1) * std::log(std::max(pl.f, 1 - pl.f));
-    const double dev = static_cast<double>(up) - n * pl.f;
+    st.log_same += (n - 1) * std::log(std::max(e.f, 1 - e.f));
+    const double dev = static_cast<double>(up[j]) - n * e.f;
     st.sum_dev += dev;
     if (std::fabs(dev) > std::fabs(st.worst_dev) || st.worst_x < 0) {
-      st.worst_x = x, st.worst_dev = dev, st.worst_y = pl.y, st.worst_expected = n * pl.f;
-      st.worst_mean = (pl.y < 0 ? -1 : 1) * (pl.lo + pl.step * static_cast<double>(up) / n);
+      st.worst_x = x0 + j, st.worst_dev = dev, st.worst_y = e.y, st.worst_expected = n * e.f;
+      st.worst_mean = (e.y < 0 ? -1 : 1) * (e.lo + e.step * static_cast<double>(up[j]) / n);
     }
   }
   return st;
