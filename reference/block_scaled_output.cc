@@ -233,6 +233,8 @@ BlockOutJudgement judge_block_scaled(const Problem& p, const ExactResult& ref, c
   if (u.m == 0) return j;
   const Problem qp = unit_quantize_problem(p, ref, u);
   const QuantResult qr = quantize_reference(qp, std::vector<float>{u.global_scale});
+  // The unit's alpha, found once (a grouped problem's unit is one group).
+  const float alpha = op_is_grouped(p.op) ? p.groups[static_cast<size_t>(output_position(p, u.first).g)].alpha : p.alpha;
   std::vector<ValueRange> range;
   for (int64_t b = 0; b < u.l; ++b) {
     for (int64_t i = 0; i < u.m; ++i) {
@@ -240,7 +242,7 @@ BlockOutJudgement judge_block_scaled(const Problem& p, const ExactResult& ref, c
         range.clear();
         bool exact = true;
         for (int64_t col = s * 16; col < std::min(s * 16 + 16, u.n); ++col) {
-          const OutputInterval iv = output_interval(p, ref, u.first + (b * u.m + i) * u.n + col, policy);
+          const OutputInterval iv = output_interval(p, ref, u.first + (b * u.m + i) * u.n + col, policy, alpha);
           exact = exact && (iv.nan || iv.exact);
           range.push_back(value_range(iv));
         }

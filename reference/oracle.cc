@@ -825,6 +825,12 @@ ElementVerdict judge_output(const Problem& p, const ExactResult& ref, int64_t in
 }
 
 OutputInterval output_interval(const Problem& p, const ExactResult& ref, int64_t index, const Policy& policy) {
+  const float alpha = op_is_grouped(p.op) ? p.groups[static_cast<size_t>(output_position(p, index).g)].alpha : p.alpha;
+  return output_interval(p, ref, index, policy, alpha);
+}
+
+OutputInterval output_interval(const Problem& p, const ExactResult& ref, int64_t index, const Policy& policy,
+                               float alpha) {
   const size_t x = static_cast<size_t>(index);
   Policy used = policy;
   if (!uses_spread(policy) && policy.kind != Policy::Kind::exact) used = Policy{}.with_accumulation(policy.accumulation);
@@ -833,7 +839,6 @@ OutputInterval output_interval(const Problem& p, const ExactResult& ref, int64_t
   if (op_is_dual(p.op)) {
     t = dual_target(ref.elems[x], ref.elems2[x], ref.dual[x], p.alpha, p.alpha2, used, OutType::fp32);
   } else {
-    const float alpha = op_is_grouped(p.op) ? p.groups[static_cast<size_t>(output_position(p, index).g)].alpha : p.alpha;
     t = gemm_target(sum_facts(ref.elems[x], alpha, OutType::fp32), alpha, used);
   }
   OutputInterval out;

@@ -89,6 +89,10 @@ struct OutputInterval {
   long double x = 0, spread = 0;
 };
 OutputInterval output_interval(const Problem& p, const ExactResult& ref, int64_t index, const Policy& policy);
+// The same with the element's alpha given (its group's, for a grouped problem): finding the group
+// walks the groups, once per element otherwise.
+OutputInterval output_interval(const Problem& p, const ExactResult& ref, int64_t index, const Policy& policy,
+                               float alpha);
 
 struct OracleSummary {
   int64_t elements = 0, failing = 0, exact_regime = 0;
