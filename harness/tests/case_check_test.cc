@@ -15,6 +15,7 @@
 
 #include "harness/engine/suite.h"
 #include "harness/judge/checks.h"
+#include "harness/process/kernel_call.h"
 #include "harness/process/warmup.h"
 #include "harness/draw/generators.h"
 #include "harness/tests/check_in_process.h"
@@ -434,6 +435,36 @@ TEST(RunnerOnce, ReturnsOutputAndNamesErrors) {
   EXPECT_EQ(static_cast<int64_t>(c.size()), p.c_elems());
   Problem refused = make_problem(G, 5, 3, 32, 1, P, 6);
   EXPECT_THROW(run_kernel_once(m4, refused), std::runtime_error);
+}
+
+// A kernel's caller keeps its last layout for a call of the same data, padding and poison only:
+// each call of a kernel that leaves an element unwritten shows that call's own poison there, and a
+// new case's call its new data's shape.
+TEST(KernelCaller, EachCallStartsFromItsOwnPoison) {
+  KernelCaller caller(kernel("unwritten_host"), kDefaultCallTimeout);
+  const Problem p = make_problem(G, 4, 8, 64, 2, P, 5);
+  caller.begin_case(CaseData{p, std::nullopt, std::nullopt});
+  const auto count = [](const CallObservation& o, uint32_t word) {
+    int64_t n = 0;
+    for (size_t e = 0; e < o.c.size(); ++e) n += o.c[e] == word;
+    return n;
+  };
+  CallSpec first, second;
+  first.poison = 0x1111;
+  second.poison = 0x2222;
+  for (const CallSpec& spec : {first, first, second, first}) {
+    const CallObservation o = caller.call(spec);
+    ASSERT_EQ(o.rc, NVFP4_OK);
+    ASSERT_EQ(static_cast<int64_t>(o.c.size()), p.c_elems());
+    EXPECT_EQ(count(o, spec.poison), p.l) << "poison " << spec.poison;  // the last element of each batch
+    EXPECT_EQ(count(o, spec.poison == first.poison ? second.poison : first.poison), 0);
+  }
+  const Problem other = make_problem(G, 3, 8, 64, 1, P, 6);
+  caller.begin_case(CaseData{other, std::nullopt, std::nullopt});
+  const CallObservation o = caller.call(first);
+  ASSERT_EQ(o.rc, NVFP4_OK);
+  EXPECT_EQ(static_cast<int64_t>(o.c.size()), other.c_elems());
+  EXPECT_EQ(count(o, first.poison), other.l);
 }
 
 TEST(RunnerUnsupportedReason, NamesTheConstraint) {
