@@ -92,6 +92,14 @@ int e2m1_rn_index(double a) {
   return 7;
 }
 
+// rz_index(e2m1_grid(), a) and the smallest grid index >= a (both saturating at 7) written out
+// as counts of the grid values passed: stochastic rounding's two neighbours, looked up for every
+// element of every output judged, where a binary search's branches mispredict.
+int e2m1_rz_index(double a) {
+  return (a >= 0.5) + (a >= 1) + (a >= 1.5) + (a >= 2) + (a >= 3) + (a >= 4) + (a >= 6);
+}
+int e2m1_ru_index(double a) { return (a > 0) + (a > 0.5) + (a > 1) + (a > 1.5) + (a > 2) + (a > 3) + (a > 4); }
+
 // e2m1(v): RN satfinite, NaN to +6 (0x7), sign kept for zero and for values that round to it
 // (QR §0.1, PTX cvt.rn.satfinite.e2m1x2).
 uint8_t e2m1_rn(float v) {
@@ -469,26 +477,23 @@ Allowed allowed_codes(const Problem& p, float x, double os_lo, double os_hi) {
     a.vmax = std::max(v1, v2);
     return a;
   }
-  // Stochastic rounding: either grid neighbour of x * os (SPEC section 3, rule 7): the largest
-  // grid value <= m1 and the smallest >= m2 (6 beyond), by counting the grid values passed (a
-  // binary search's branches mispredict on every element of every output judged).
+  // Stochastic rounding: either grid neighbour of x * os (SPEC section 3, rule 7).
   const Grid& g = e2m1_grid();
   const double m1 = std::fabs(static_cast<double>(std::min(std::fabs(y1), std::fabs(y2))));
   const double m2 = std::fabs(static_cast<double>(std::max(std::fabs(y1), std::fabs(y2))));
-  const int below = (m1 >= 0.5) + (m1 >= 1) + (m1 >= 1.5) + (m1 >= 2) + (m1 >= 3) + (m1 >= 4) + (m1 >= 6);
-  const int above = (m2 > 0) + (m2 > 0.5) + (m2 > 1) + (m2 > 1.5) + (m2 > 2) + (m2 > 3) + (m2 > 4);
-  const double lo = g.v[static_cast<size_t>(below)], hi = g.v[static_cast<size_t>(above)];
+  const double lo = g.v[static_cast<size_t>(e2m1_rz_index(m1))], hi = g.v[static_cast<size_t>(e2m1_ru_index(m2))];
   const bool negative = y1 < 0 || y2 < 0;
   a.vmin = negative ? -hi : lo;
   a.vmax = negative ? -lo : hi;
   return a;
 }
 
-bool code_ok(const Problem& p, const Allowed& a, uint8_t expected, uint8_t actual) {
+// Whether code `actual`, whose value is `value` (code_value's), may stand where the reference
+// wrote `expected`.
+bool code_ok(const Allowed& a, uint8_t expected, uint8_t actual, double value) {
   if (a.any) return true;
   if (a.exact_code) return actual == expected;
-  const double v = code_value(p.q_format, actual);
-  return v >= a.vmin && v <= a.vmax;  // -0 == +0; a NaN code never passes
+  return value >= a.vmin && value <= a.vmax;  // -0 == +0; a NaN code never passes
 }
 
 int64_t sfq_offset(const Problem& p, int64_t b, int64_t i, int64_t s) {
@@ -543,7 +548,7 @@ void judge_block(const Problem& p, const QuantResult& ref, const std::vector<uin
       if (masks[elem] >> (a & 15) & 1) continue;
     } else {
       if (own_code_passes && a == e && !std::isnan(code_value(p.q_format, e))) continue;
-      if (code_ok(p, allowed_codes(p, quantize_input(p, elem), lo, hi), e, a)) continue;
+      if (code_ok(allowed_codes(p, quantize_input(p, elem), lo, hi), e, a, code_value(p.q_format, a))) continue;
     }
     if (first && j.x < 0) {
       if (!recorded) record();
@@ -636,7 +641,7 @@ std::vector<QuantJudgement> judge_quantize_each(const Problem& p, const QuantRes
       throw std::invalid_argument("judge_quantize: the reference has the wrong size for the problem");
     masks.resize(static_cast<size_t>(elements));
     const int64_t bs = block_size(p.q_format);
-    // code_ok's test with the sixteen codes' values looked up once.
+    // The sixteen codes' values looked up once.
     double values[16];
     for (unsigned c = 0; c < 16; ++c) values[c] = code_value(p.q_format, static_cast<uint8_t>(c));
     for (int64_t r = 0; r < p.l * p.m; ++r)
@@ -645,12 +650,10 @@ std::vector<QuantJudgement> judge_quantize_each(const Problem& p, const QuantRes
         for (int64_t x = s * bs; x < std::min(s * bs + bs, p.k); ++x) {
           const int64_t elem = r * p.k + x;
           const Allowed a = allowed_codes(p, quantize_input(p, elem), lo, hi);
+          const uint8_t e = get_code(p, ref.q, elem);
           uint16_t m = 0;
-          if (a.any) m = 0xFFFF;
-          else if (a.exact_code) m = static_cast<uint16_t>(1u << get_code(p, ref.q, elem));
-          else
-            for (unsigned c = 0; c < 16; ++c)
-              if (values[c] >= a.vmin && values[c] <= a.vmax) m = static_cast<uint16_t>(m | 1u << c);
+          for (unsigned c = 0; c < 16; ++c)
+            if (code_ok(a, e, static_cast<uint8_t>(c), values[c])) m = static_cast<uint16_t>(m | 1u << c);
           masks[static_cast<size_t>(elem)] = m;
         }
       }
