@@ -234,7 +234,7 @@ BlockOutJudgement judge_block_scaled(const Problem& p, const ExactResult& ref, c
   const Problem qp = unit_quantize_problem(p, ref, u);
   const QuantResult qr = quantize_reference(qp, std::vector<float>{u.global_scale});
   // The unit's alpha, found once (a grouped problem's unit is one group).
-  const float alpha = op_is_grouped(p.op) ? p.groups[static_cast<size_t>(output_position(p, u.first).g)].alpha : p.alpha;
+  const float alpha = output_alpha(p, u.first);
   std::vector<ValueRange> range;
   for (int64_t b = 0; b < u.l; ++b) {
     for (int64_t i = 0; i < u.m; ++i) {

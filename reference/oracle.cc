@@ -811,22 +811,21 @@ OracleSummary judge(const Problem& p, const ExactResult& ref, const uint16_t* c,
   return judge_all(p, ref, [c](int64_t idx) { return static_cast<uint32_t>(c[idx]); }, policy);
 }
 
+float output_alpha(const Problem& p, int64_t index) {
+  return op_is_grouped(p.op) ? p.groups[static_cast<size_t>(output_position(p, index).g)].alpha : p.alpha;
+}
+
 ElementVerdict judge_output(const Problem& p, const ExactResult& ref, int64_t index, uint32_t actual,
                             const Policy& policy) {
   const size_t x = static_cast<size_t>(index);
-  if (ref.mx) {
-    const float alpha = op_is_grouped(p.op) ? p.groups[static_cast<size_t>(output_position(p, index).g)].alpha : p.alpha;
-    return judge_mx_output(p, ref, index, alpha, actual, policy);
-  }
+  if (ref.mx) return judge_mx_output(p, ref, index, output_alpha(p, index), actual, policy);
   if (op_is_dual(p.op))
     return judge_dual_element(ref.elems[x], ref.elems2[x], ref.dual[x], p.alpha, p.alpha2, actual, policy, p.out_type);
-  const float alpha = op_is_grouped(p.op) ? p.groups[static_cast<size_t>(output_position(p, index).g)].alpha : p.alpha;
-  return judge_element(ref.elems[x], alpha, actual, policy, p.out_type);
+  return judge_element(ref.elems[x], output_alpha(p, index), actual, policy, p.out_type);
 }
 
 OutputInterval output_interval(const Problem& p, const ExactResult& ref, int64_t index, const Policy& policy) {
-  const float alpha = op_is_grouped(p.op) ? p.groups[static_cast<size_t>(output_position(p, index).g)].alpha : p.alpha;
-  return output_interval(p, ref, index, policy, alpha);
+  return output_interval(p, ref, index, policy, output_alpha(p, index));
 }
 
 OutputInterval output_interval(const Problem& p, const ExactResult& ref, int64_t index, const Policy& policy,

@@ -89,10 +89,12 @@ struct OutputInterval {
   long double x = 0, spread = 0;
 };
 OutputInterval output_interval(const Problem& p, const ExactResult& ref, int64_t index, const Policy& policy);
-// The same with the element's alpha given (its group's, for a grouped problem): finding the group
+// The same with the element's alpha given (output_alpha's): finding a grouped problem's group
 // walks the groups, once per element otherwise.
 OutputInterval output_interval(const Problem& p, const ExactResult& ref, int64_t index, const Policy& policy,
                                float alpha);
+// The alpha output element `index` is scaled by: its group's for a grouped problem, else p's.
+float output_alpha(const Problem& p, int64_t index);
 
 struct OracleSummary {
   int64_t elements = 0, failing = 0, exact_regime = 0;
