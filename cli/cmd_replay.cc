@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <system_error>
 
@@ -66,8 +67,10 @@ int replay_main(const ReplayArgs& args) {
   for (const std::string& path : args.files) inputs.push_back(read_replay_input(path, args.fuzz_input));
   if (!args.report.empty()) check_report_writable(args.report);
   if (!args.junit.empty()) check_report_writable(args.junit);
-  const ReplayDir dir(args.case_dir);
-  s.case_dir = dir.path();
+  // The folder is settled (removed when empty, else named) before an interrupted replay ends by
+  // its signal, which runs no destructor.
+  std::optional<ReplayDir> dir(std::in_place, args.case_dir);
+  s.case_dir = dir->path();
   s.timeout_s = args.timeout_s;
   s.command_line = "nvfp4check replay";
   for (const std::string& f : args.files) s.command_line += " " + f;
@@ -90,6 +93,7 @@ int replay_main(const ReplayArgs& args) {
   const bool written =
       write_json_report(args.report, result) & write_junit_report(args.junit, "nvfp4check replay", result);
   const int code = suite_exit_code(result, written, true);
+  dir.reset();
   interrupt.end_if_interrupted();
   if (!result.any_failed() && result.checked == 0)
     fmt::print(stderr, "nvfp4check replay: nothing was checked: {}\n",

@@ -113,7 +113,8 @@ struct Started {
 };
 
 // Starts nvfp4check with args, its output to a file, and waits until the output shows `ready`.
-Started start(const std::string& args, const fs::path& dir, const std::string& ready) {
+// tmpdir: the program's TMPDIR, where given.
+Started start(const std::string& args, const fs::path& dir, const std::string& ready, const fs::path& tmpdir = {}) {
   Started s;
   s.output = dir / "output.txt";
   std::printf("$ %s %s\n", NVFP4CHECK_EXE, args.c_str());
@@ -122,6 +123,7 @@ Started start(const std::string& args, const fs::path& dir, const std::string& r
     const int fd = open(s.output.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     dup2(fd, 1);
     dup2(fd, 2);
+    if (!tmpdir.empty()) setenv("TMPDIR", tmpdir.c_str(), 1);
     execl("/bin/sh", "sh", "-c", ("exec " + std::string(NVFP4CHECK_EXE) + " " + args).c_str(), (char*)nullptr);
     _exit(127);
   }
@@ -194,6 +196,25 @@ TEST(Signals, FinishedKernelsKeepTheirVerdict) {
   EXPECT_FALSE(r["kernels"][0].contains("interrupted"));
   EXPECT_EQ(r["kernels"][1]["verdict"], "skipped") << "the hanging case in flight is dropped, not a failure";
   EXPECT_EQ(r["kernels"][1].value("interrupted", false), true);
+}
+
+// A replay stopped by a signal while its kernel runs removes its temporary folder as a finished
+// one does (nothing was written there yet): the signal ends the process, whose destructors do
+// not run, so the folder is settled before.
+TEST(Signals, InterruptedReplayLeavesNoTemporaryFolder) {
+  const fs::path dir = fresh_dir("signal-replay");
+  const fs::path tmp = dir / "tmp";
+  fs::create_directories(tmp);
+  const Started s = start("replay " + std::string(SEEDED_CASE) + " --plugin " + std::string(CRASHING_PLUGIN) +
+                              " --kernel hangs_host --timeout 2",
+                          dir, "[1/1] hangs_host", tmp);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  double seconds = 0;
+  const int status = stop_with(s, SIGTERM, &seconds);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM) << "ends as the signal would";
+  std::string left;
+  for (const auto& e : fs::directory_iterator(tmp)) left += e.path().string() + " ";
+  EXPECT_EQ(left, "") << "the replay's empty temporary folder was left behind";
 }
 
 // ---- Inputs that never end, never start, or are not files ------------------------------------
