@@ -8,6 +8,9 @@ set -uo pipefail
 program=$1 plugin=$2 cases=$3
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
+# What the programs put in the temporary folder (a failing replay's error maps) goes with it.
+export TMPDIR="$dir/tmp"
+mkdir -p "$TMPDIR"
 fail() { echo "FAILED: $*"; exit 1; }
 # run CODE ARG...: the program exits with CODE; its stdout and stderr go to $dir/out.
 run() {

@@ -10,6 +10,9 @@ program=$1 fuzzer=$2 plugin=$3 case_input=$4
 kernel=unwritten_host
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
+# What the programs put in the temporary folder (a failing replay's error maps) goes with it.
+export TMPDIR="$dir/tmp"
+mkdir -p "$TMPDIR"
 cd "$dir"
 
 fail() { echo "FAILED: $*"; exit 1; }

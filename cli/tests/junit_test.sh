@@ -8,6 +8,9 @@ set -uo pipefail
 program=$1 broken=$2 broken_kernel=$3 mutants=$4 honest=$5 case_file=$6
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
+# What the programs put in the temporary folder (a failing replay's error maps) goes with it.
+export TMPDIR="$dir/tmp"
+mkdir -p "$TMPDIR"
 fail() { echo "FAILED: $*"; exit 1; }
 # Debian's interpreter, where the package installs (a python3 first on PATH may be another).
 py=/usr/bin/python3

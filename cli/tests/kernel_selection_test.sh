@@ -7,6 +7,9 @@ set -uo pipefail
 program=$1
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
+# What the programs put in the temporary folder (a failing replay's error maps) goes with it.
+export TMPDIR="$dir/tmp"
+mkdir -p "$TMPDIR"
 fail() { echo "FAILED: $*"; exit 1; }
 # run_names CODE ARG...: a one-case run that must exit CODE; prints the report's kernel names.
 run_names() {

@@ -7,6 +7,9 @@ set -uo pipefail
 program=$1 plugin=$2
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
+# What the programs put in the temporary folder (a failing replay's error maps) goes with it.
+export TMPDIR="$dir/tmp"
+mkdir -p "$TMPDIR"
 fail() { echo "FAILED: $*"; exit 1; }
 byte="scale byte sf(a|b|b2)\[b=[0-9]+, row [0-9]+, block [0-9]+\] is 0x[7F]F, E4M3's NaN"
 # check KERNEL REGEX: run fails (exit 1) and its likely cause matches REGEX.

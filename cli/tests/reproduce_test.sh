@@ -6,6 +6,9 @@ set -euo pipefail
 program=$1 plugin=$2 kernel=$3
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
+# What the programs put in the temporary folder (a failing replay's error maps) goes with it.
+export TMPDIR="$dir/tmp"
+mkdir -p "$TMPDIR"
 export PATH="$(cd "$(dirname "$program")" && pwd):$PATH"
 cd "$dir"  # the printed paths must not depend on where they are run from
 

@@ -7,6 +7,9 @@ set -uo pipefail
 program=$1
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
+# What the programs put in the temporary folder (a failing replay's error maps) goes with it.
+export TMPDIR="$dir/tmp"
+mkdir -p "$TMPDIR"
 "$program" run --seed 1 --cases 1 --op gemv --kernel host_grouped_gemm_fp32 --kernel host_dual_gemm_fp32 \
   --kernel host_grouped_gemm_fp32_packed --case-dir "$dir/cases" >"$dir/out" 2>"$dir/err"
 rc=$?

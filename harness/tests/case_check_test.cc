@@ -19,6 +19,7 @@
 #include "harness/process/warmup.h"
 #include "harness/draw/generators.h"
 #include "harness/tests/check_in_process.h"
+#include "harness/tests/scratch_dir.h"
 #include "mutation/wrong/wrong_host_kernels.h"
 #include "kernels/registry.h"
 #include "reference/case_file.h"
@@ -61,7 +62,7 @@ Problem make_problem(Op op, int64_t m, int64_t n, int64_t k, int64_t l, SfLayout
 
 CaseOptions test_options() {
   CaseOptions o;
-  o.case_dir = (std::filesystem::path(::testing::TempDir()) / ("nvfp4-runner-host-test-" + std::to_string(getpid()))).string();
+  o.case_dir = test::scratch_dir("runner-host-test").string();
   o.stale_seed = 99;
   return o;
 }

@@ -16,6 +16,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "harness/tests/scratch_dir.h"
+
 namespace nvfp4::test {
 
 struct Outcome {
@@ -24,13 +26,21 @@ struct Outcome {
   double seconds = 0;
 };
 
-// Runs `program args` (with stdin_text piped in when given) through the shell.
+// Runs `program args` (with stdin_text piped in when given) through the shell. What it puts in
+// the temporary folder (a failing replay's error maps) goes into a scratch folder of the test's.
 inline Outcome run_program(const std::string& program, const std::string& args, const std::string& stdin_text = "") {
+  static const std::string temporary = [] {
+    const std::filesystem::path d = scratch_dir("tmp");
+    std::filesystem::create_directories(d);
+    return d.string();
+  }();
   const std::string command = program + " " + args + " 2>&1";
   std::printf("$ %s\n", command.c_str());
   Outcome o;
   const auto start = std::chrono::steady_clock::now();
-  FILE* pipe = popen((stdin_text.empty() ? command : "printf '%s' '" + stdin_text + "' | " + command).c_str(), "r");
+  const std::string line = "TMPDIR='" + temporary + "'; export TMPDIR; " +
+                           (stdin_text.empty() ? command : "printf '%s' '" + stdin_text + "' | " + command);
+  FILE* pipe = popen(line.c_str(), "r");
   if (!pipe) return o;
   char buf[4096];
   size_t n;
@@ -42,11 +52,10 @@ inline Outcome run_program(const std::string& program, const std::string& args, 
   return o;
 }
 
-// An empty folder of its own under the test's temporary directory (the pid keeps concurrent runs
-// of a test, from several build trees or ctest -j, apart).
+// An empty folder of its own under the test's temporary directory (scratch_dir's, removed when
+// every test passed).
 inline std::filesystem::path fresh_dir(const std::string& name) {
-  const std::filesystem::path d =
-      std::filesystem::path(::testing::TempDir()) / ("nvfp4-" + name + "-" + std::to_string(getpid()));
+  const std::filesystem::path d = scratch_dir(name);
   std::filesystem::remove_all(d);
   std::filesystem::create_directories(d);
   return d;

@@ -12,6 +12,7 @@
 #include "harness/engine/report_fields.h"
 #include "harness/engine/report_merge.h"
 #include "harness/engine/suite.h"
+#include "harness/tests/scratch_dir.h"
 #include "reference/exact_gemm.h"
 
 namespace nvfp4 {
@@ -80,7 +81,9 @@ TEST(ErrorMap, MarksTheBadElementInItsBatchPanel) {
   std::vector<uint32_t> c = ref.words();
   const int64_t bad = (1 * p.m + 4) * p.n + 2;  // b=1, i=4, j=2: the tail corner of batch 1
   c[bad] ^= 0x0100;
-  const std::string path = (std::filesystem::path(::testing::TempDir()) / "error_map_test.png").string();
+  const std::filesystem::path dir = test::scratch_dir("error-map");
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "error_map_test.png").string();
   write_error_map_png(path, p, ref, c, Policy{});
   const Image img = read_png(path);
   // Cells: 1200 / (l*n) = 200 -> clamped to 24 wide; 800 / m = 160 -> 24 high; 2-pixel gap.

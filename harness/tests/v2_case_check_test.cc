@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "harness/judge/case_check.h"
+#include "harness/tests/scratch_dir.h"
 #include "harness/draw/generators.h"
 #include "harness/tests/check_in_process.h"
 #include "harness/process/worker_protocol.h"
@@ -177,7 +178,7 @@ Problem grouped_problem(const std::vector<int64_t>& ms, int64_t n, int64_t k, Ou
 
 CaseOptions options() {
   CaseOptions o;
-  o.case_dir = (std::filesystem::path(::testing::TempDir()) / ("nvfp4-v2-case-test-" + std::to_string(getpid()))).string();
+  o.case_dir = test::scratch_dir("v2-case-test").string();
   o.stale_seed = 7;
   return o;
 }

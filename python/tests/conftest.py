@@ -6,6 +6,7 @@
 #   NVFP4CHECK_ALL_SKIPPED_EXIT  exit code when every selected test skipped (ctest's SKIP_RETURN_CODE)
 import os
 import shutil
+import tempfile
 
 import pytest
 
@@ -45,6 +46,17 @@ def program():
 @pytest.fixture
 def case_dir(tmp_path):
     return str(tmp_path / "cases")
+
+
+@pytest.fixture(autouse=True)
+def _private_temporary_folder(tmp_path, monkeypatch):
+    """What a test's replays and programs put in the temporary folder (a failing replay keeps its
+    error maps there, by design) lands in the test's own tmp_path, under pytest's --basetemp,
+    not in the machine's /tmp run after run."""
+    folder = tmp_path / "tmp"
+    folder.mkdir()
+    monkeypatch.setenv("TMPDIR", str(folder))
+    monkeypatch.setattr(tempfile, "tempdir", str(folder))
 
 
 def torch_cuda_reason():

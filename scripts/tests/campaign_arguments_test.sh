@@ -10,6 +10,9 @@ build=$(cd "$1" && pwd)
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 work=$(mktemp -d "${TMPDIR:-/tmp}/nvfp4-campaign-args.XXXXXX")
 trap 'rm -rf "$work"' EXIT
+# What the programs put in the temporary folder (a failing replay's error maps) goes with it.
+export TMPDIR="$work/tmp"
+mkdir -p "$TMPDIR"
 failures=0
 fail() { echo "FAIL: $*"; failures=$(( failures + 1 )); }
 

@@ -10,6 +10,9 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$here/../campaign-lib.sh"
 work=$(mktemp -d "${TMPDIR:-/tmp}/nvfp4-campaign-replay.XXXXXX")
 trap 'rm -rf "$work"' EXIT
+# What the programs put in the temporary folder (a failing replay's error maps) goes with it.
+export TMPDIR="$work/tmp"
+mkdir -p "$TMPDIR"
 fail() { echo "FAIL: $*"; [[ -f "$work/summary.txt" ]] && cat "$work/summary.txt"; exit 1; }
 
 # A failing case of the planted k-tail bug, as a worker's crash artifact (text inputs are cases).

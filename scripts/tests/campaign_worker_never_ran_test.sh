@@ -10,6 +10,9 @@ nvfp4check=$1
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 work=$(mktemp -d "${TMPDIR:-/tmp}/nvfp4-never-ran.XXXXXX")
 trap 'rm -rf "$work"' EXIT
+# What the programs put in the temporary folder (a failing replay's error maps) goes with it.
+export TMPDIR="$work/tmp"
+mkdir -p "$TMPDIR"
 fail() { echo "FAIL: $*"; cat "$work"/*/summary.txt 2>/dev/null; exit 1; }
 
 # build DIR BODY: a build folder whose kernel_fuzzer runs BODY (and names max_total_time, as

@@ -10,6 +10,9 @@ compare="python3 $src/scripts/compare-mutants.py"
 record=$src/docs/runs/2026-12-04-s26-mutants-host-seed-20261204.json
 work=$(mktemp -d "${TMPDIR:-/tmp}/nvfp4-compare.XXXXXX")
 trap 'rm -rf "$work"' EXIT
+# What the programs put in the temporary folder (a failing replay's error maps) goes with it.
+export TMPDIR="$work/tmp"
+mkdir -p "$TMPDIR"
 fail() { echo "FAIL: $*"; exit 1; }
 
 $compare "$record" "$record" > "$work/same.txt"; rc=$?

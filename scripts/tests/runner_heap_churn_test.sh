@@ -10,6 +10,9 @@ program=$1
 command -v strace >/dev/null 2>&1 || { echo "no strace: skipped"; exit 77; }
 work=$(mktemp -d "${TMPDIR:-/tmp}/nvfp4-heap.XXXXXX")
 trap 'rm -rf "$work"' EXIT
+# What the programs put in the temporary folder (a failing replay's error maps) goes with it.
+export TMPDIR="$work/tmp"
+mkdir -p "$TMPDIR"
 strace -f -qq -e trace=brk -o "$work/trace" "$program" run --kernel host_gemv_fp32 --shape 128x1x512 --cases 200 \
   --jobs 1 --seed 1 --case-dir "$work/cases" --report "$work/r.json" >"$work/log" 2>&1
 rc=$?

@@ -10,6 +10,9 @@ scripts="$here/.."
 work=$(mktemp -d "${TMPDIR:-/tmp}/nvfp4-slurm-bundle.XXXXXX")
 cleanup() { NVFP4_SLURM_BUNDLE="$work/bundle" bash "$scripts/slurm-private.sh" stop "$work/slurm"; rm -rf "$work"; }
 trap cleanup EXIT
+# What the programs put in the temporary folder (a failing replay's error maps) goes with it.
+export TMPDIR="$work/tmp"
+mkdir -p "$TMPDIR"
 skip() { echo "SKIP: $*"; exit 77; }
 fail() { echo "FAIL: $*"; tail -5 "$work"/slurm/log/*.out 2>/dev/null; exit 1; }
 

@@ -19,6 +19,9 @@ scripts="$here/.."
 work=$(mktemp -d "${TMPDIR:-/tmp}/nvfp4-slurm-test.XXXXXX")
 cleanup() { bash "$scripts/slurm-private.sh" stop "$work/slurm"; rm -rf "$work"; }
 trap cleanup EXIT
+# What the programs put in the temporary folder (a failing replay's error maps) goes with it.
+export TMPDIR="$work/tmp"
+mkdir -p "$TMPDIR"
 skip() { echo "SKIP: $*"; exit 77; }
 fail() { echo "FAIL: $*"; for f in "$work"/c*/summary.txt; do [[ -f "$f" ]] && { echo "== $f"; cat "$f"; }; done; exit 1; }
 

@@ -10,6 +10,9 @@ program=$1
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 work=$(mktemp -d "${TMPDIR:-/tmp}/nvfp4-stages.XXXXXX")
 trap 'rm -rf "$work"' EXIT
+# What the programs put in the temporary folder (a failing replay's error maps) goes with it.
+export TMPDIR="$work/tmp"
+mkdir -p "$TMPDIR"
 fail() { echo "FAIL: $*"; exit 1; }
 steps="draw generate reference save buffers:_lay-out buffers:_upload buffers:_read-back run_1 run_2 stale channel judge listeners other"
 
