@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 
 #include "reference/formats.h"  // NVFP4_HD
@@ -92,7 +93,12 @@ NVFP4_HD inline Fp16Parts fp16_parts(uint16_t h) {
 inline double fp16_to_double(uint16_t h) {
   const Fp16Parts q = fp16_parts(h);
   if (q.nan) return std::numeric_limits<double>::quiet_NaN();
-  const double mag = q.inf ? std::numeric_limits<double>::infinity() : std::ldexp(q.sig, q.exp);
+  // sig * 2^exp with the power of two built from its bits (exp in [-24, 5]): the product is exact,
+  // and libm's ldexp for every element was a tenth of a quantizer's judging.
+  const uint64_t two_bits = static_cast<uint64_t>(q.exp + 1023) << 52;
+  double two;
+  std::memcpy(&two, &two_bits, sizeof two);
+  const double mag = q.inf ? std::numeric_limits<double>::infinity() : static_cast<double>(q.sig) * two;
   return q.negative ? -mag : mag;
 }
 

@@ -126,5 +126,21 @@ TEST(Fp16Parts, EveryBitPatternMatchesTheFormula) {
   }
 }
 
+// Every bit pattern's double: the formula's value (with the sign of zero), NaN for NaNs.
+TEST(Fp16ToDouble, EveryBitPatternIsTheFormulasValue) {
+  for (uint32_t h = 0; h < 0x10000; ++h) {
+    const double d = fp16_to_double(static_cast<uint16_t>(h));
+    const bool negative = (h & 0x8000) != 0;
+    if ((h & 0x7C00) == 0x7C00) {
+      if (h & 0x3FF) ASSERT_TRUE(std::isnan(d)) << h;
+      else ASSERT_EQ(d, negative ? -HUGE_VAL : HUGE_VAL) << h;
+      continue;
+    }
+    const long double want = decode_formula(static_cast<uint16_t>(h & 0x7FFF));
+    ASSERT_EQ(static_cast<long double>(d), negative ? -want : want) << h;
+    ASSERT_EQ(std::signbit(d), negative) << h;
+  }
+}
+
 }  // namespace
 }  // namespace nvfp4
