@@ -30,6 +30,11 @@ nvfp4::Problem random_problem(nvfp4::Op op, int64_t m, int64_t n, int64_t k) {
   fill(p.b, p.b_bytes(), false);
   fill(p.sfa, p.sfa_bytes(), true);
   fill(p.sfb, p.sfb_bytes(), true);
+  if (op == nvfp4::Op::dual_gemm) {
+    fill(p.b2, p.b_bytes(), false);
+    fill(p.sfb2, p.sfb_bytes(), true);
+    p.alpha2 = 0.75f;
+  }
   return p;
 }
 
@@ -70,6 +75,26 @@ BENCHMARK(BM_ExactReference)
     ->Args({256, 256, 1024, 2})
     ->Args({7168, 1, 16384, 1})  // a large GEMV shape of the GPU MODE NVFP4 problems
     ->Args({128, 128, 64, 1})    // small k: padding of the last chunk dominates
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+// A dual GEMM's reference, one thread: G's and U's exact sums, then silu(G) * U in long double and
+// its rounding for every output. Small k: the per-output silu dominates; k = 256: the sums.
+void BM_DualReference(benchmark::State& state) {
+  const int64_t m = state.range(0), n = state.range(1), k = state.range(2);
+  const nvfp4::Problem p = random_problem(nvfp4::Op::dual_gemm, m, n, k);
+  omp_set_num_threads(1);
+  for (auto _ : state) {
+    nvfp4::ExactResult r = nvfp4::exact_gemm(p);
+    benchmark::DoNotOptimize(r.c.data());
+  }
+  state.counters["outputs_per_s"] =
+      benchmark::Counter(static_cast<double>(m * n), benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_DualReference)
+    ->ArgNames({"m", "n", "k"})
+    ->Args({256, 256, 16})
+    ->Args({128, 128, 256})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 

@@ -359,11 +359,16 @@ DualValue dual_value(const DualSum& g, float alpha, const DualSum& u, float alph
   exact_split(g.negative, g.mag, g.exp2, alpha, &gh, &gl);
   exact_split(u.negative, u.mag, u.exp2, alpha2, &uh, &ul);
   // exp(-G) = exp(-hi) * exp(-lo); expm1l keeps exp(-lo) - 1 (about 2^-64 |G|) to full precision.
-  long double e = std::exp(-gh);
+  // Past 11357 exp is +Inf (long double's largest is e^11356.52) and below -11400 it is +0 (under
+  // half the smallest subnormal, e^-11399.5): libm gives the same, but its overflow and underflow
+  // path (errno, the floating-point environment held and set) costs three ordinary calls, and
+  // large sums make |G| that large often.
+  const long double x = -gh;
+  long double e = x > 11357.0L ? HUGE_VALL : x < -11400.0L ? 0.0L : std::exp(x);
   // Only a nonzero, finite exp(-hi) needs the low part: where it underflows (G far above 0) the
   // correction would be 0 * expm1(-lo), and expm1 overflows once |G| passes about 2^77: NaN.
   if (e != 0 && std::isfinite(e) && gl != 0) e += e * std::expm1(-gl);
-  DualValue d;
+  DualValue d{};
   d.silu_g = gh / (1 + e);  // -0 when exp(-G) overflows (G < -11356): v underflows every type
   d.u = uh;
   d.v = d.silu_g * d.u;
@@ -373,15 +378,20 @@ DualValue dual_value(const DualSum& g, float alpha, const DualSum& u, float alph
 uint32_t round_dual(const DualValue& d, bool nan, OutType type) {
   const OutFormat f = out_format(type);
   if (nan) return f.quiet_nan;
+  if (kX87LongDouble) {
+    // The same decisions on the values' bits: zeros, signs, then v's significand and exponent.
+    const X87Bits g = x87_bits(d.silu_g), u = x87_bits(d.u), v = x87_bits(d.v);
+    if (u.zero() || (g.zero() && !g.negative())) return 0;  // dual_word_is_plus_zero
+    const bool negative = g.negative() != u.negative();
+    if (v.zero()) return negative ? f.sign_bit : 0u;
+    // |v| = significand * 2^(exponent - 16383 - 63); a subnormal (exponent 0) has no integer bit.
+    // (libm's frexpl and ldexpl here were a fifth of a dual GEMM's reference.)
+    if (v.exponent() != 0x7FFF)
+      return out_round(type, negative, v.significand, (v.exponent() == 0 ? 1 : v.exponent()) - 16383 - 63);
+  }
   if (dual_word_is_plus_zero(d)) return 0;  // an exact zero is +0
   const bool negative = std::signbit(d.silu_g) != std::signbit(d.u);
   if (d.v == 0) return negative ? f.sign_bit : 0u;  // nonzero, below long double's range
-  if (kX87LongDouble && std::isfinite(d.v)) {
-    // |v| = significand * 2^(exponent - 16383 - 63); a subnormal (exponent 0) has no integer bit.
-    // (libm's frexpl and ldexpl here were a fifth of a dual GEMM's reference.)
-    const int exponent = x87_exponent_field(d.v);
-    return out_round(type, negative, x87_significand(d.v), (exponent == 0 ? 1 : exponent) - 16383 - 63);
-  }
   int e = 0;
   const long double frac = std::frexp(std::fabs(d.v), &e);  // in [0.5, 1)
   const uint64_t mag = static_cast<uint64_t>(std::ldexp(frac, 64));  // exact: 64 bits

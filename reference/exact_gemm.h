@@ -40,8 +40,10 @@ uint32_t round_result(const ExactElement& e, float alpha, OutType type);
 // A dual GEMM element beyond G and U's exact sums: silu(G), U and v = silu(G) * U in long double
 // (64-bit significand), v within 2^-60 relative of the exact value (reference/tests shows it
 // against __float128). Zeros: silu(0) = +0; an exp(-G) beyond long double's range gives -0.
+// Trivial (no member initialisers): a reference's vector of them is zeroed as plain memory, not
+// by three x87 stores an element (a fifteenth of a small-k dual reference). DualValue{} is zero.
 struct DualValue {
-  long double silu_g = 0, u = 0, v = 0;
+  long double silu_g, u, v;
 };
 // From G = alpha * g.sum * 2^-20 and U = alpha2 * u.sum * 2^-20 (NaN flags ignored).
 DualValue dual_value(const ExactElement& g, float alpha, const ExactElement& u, float alpha2);

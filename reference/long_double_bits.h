@@ -24,11 +24,21 @@ inline int x87_exponent_field(long double v) {
   return sign_exponent & 0x7FFF;
 }
 
-// The 64-bit significand of v, its integer bit included (x87 only).
-inline uint64_t x87_significand(long double v) {
+// v's fields read from its bytes in memory (x87 only): taken by reference, so that nothing is
+// loaded onto the x87 stack (its loads, compares and stores dominated code that only tests
+// signs and zeros of stored values).
+struct X87Bits {
   uint64_t significand = 0;
-  std::memcpy(&significand, &v, sizeof significand);
-  return significand;
+  uint16_t sign_exponent = 0;
+  int exponent() const { return sign_exponent & 0x7FFF; }
+  bool negative() const { return (sign_exponent >> 15) != 0; }
+  bool zero() const { return exponent() == 0 && significand == 0; }
+};
+inline X87Bits x87_bits(const long double& v) {
+  X87Bits b;
+  std::memcpy(&b.significand, &v, sizeof b.significand);
+  std::memcpy(&b.sign_exponent, reinterpret_cast<const unsigned char*>(&v) + 8, sizeof b.sign_exponent);
+  return b;
 }
 
 // 2^e, exactly, for |e| < 16000.

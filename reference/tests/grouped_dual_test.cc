@@ -427,6 +427,23 @@ TEST(ExactDual, ZerosAndSignsAndNaN) {
   EXPECT_EQ(round_dual(one, true, OutType::bf16), 0x7FC0u);
 }
 
+// dual_value takes exp(-G) as +Inf past 11357 and +0 below -11400 without calling libm: what
+// libm's expl gives there (checked here on this build's libm), and the silu that follows.
+TEST(ExactDual, ExpPastLongDoublesRangeIsLibmsInfAndZero) {
+  for (long double x = 11357.0L; x < 1e30L; x = x * 1.0001L + 0.37L) {
+    ASSERT_EQ(std::exp(x), HUGE_VALL) << static_cast<double>(x);
+    ASSERT_EQ(std::exp(-x - 43.0L), 0.0L) << static_cast<double>(-x - 43.0L);
+  }
+  EXPECT_GT(std::exp(11356.0L), 0x1p16382L) << "the threshold is not far from the overflow";
+  EXPECT_GT(std::exp(-11390.0L), 0.0L) << "nor from the underflow";
+  for (const i128 g : {i128(11358) << 20, i128(11401) << 20, i128(1) << 70}) {
+    const DualValue below = dual_value(with_sum(-g), 1.0f, with_sum(3 << 20), 1.0f);
+    EXPECT_TRUE(below.silu_g == 0 && std::signbit(below.silu_g)) << "silu(G) is -0 where exp(-G) overflows";
+    const DualValue above = dual_value(with_sum(g), 1.0f, with_sum(3 << 20), 1.0f);
+    EXPECT_EQ(above.silu_g, static_cast<long double>(g) / 1048576.0L) << "silu(G) is G where exp(-G) is 0";
+  }
+}
+
 TEST(ExactDual, GAndUAreTheTwoGemms) {
   const uint64_t seed = 8;
   std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
