@@ -538,9 +538,11 @@ void judge_block(const Problem& p, const QuantResult& ref, const std::vector<uin
   bool recorded = first && want != got;
   // The reference's own code needs no interval where the window holds the reference's os: it is
   // encode(x * os), and x * os lies between x * lo and x * hi, whose codes bound the allowed
-  // values (encode and the rounding of the product are monotone). Not for a code whose value is
-  // NaN, which the interval never admits, nor for stochastic rounding's neighbours.
-  const bool own_code_passes = !w.lo && !w.hi && !p.stochastic_seed;
+  // values (encode and the rounding of the product are monotone). Under stochastic rounding too:
+  // the reference's code rounds x * os to nearest, one of its two grid neighbours, and the
+  // allowed values run from the lower neighbour of the smallest product to the upper one of the
+  // largest. Not for a code whose value is NaN, which the interval never admits.
+  const bool own_code_passes = !w.lo && !w.hi;
   for (int64_t x = s * bs; x < std::min(s * bs + bs, p.k); ++x) {
     const int64_t elem = (b * p.m + i) * p.k + x;
     const uint8_t e = get_code(p, ref.q, elem), a = get_code(p, q, elem);

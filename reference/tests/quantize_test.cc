@@ -517,6 +517,38 @@ TEST(QuantizeJudge, StochasticCodesMayBeEitherGridNeighbour) {
 namespace nvfp4 {
 namespace {
 
+// A stochastic problem's reference codes (rounded to nearest) lie inside the allowed grid
+// neighbours of every element: judge_quantize_each's masks work each element's codes out with no
+// shortcut, so the reference's own output passing there is what lets judge_quantize pass a code
+// equal to the reference's without working them out. Inputs of every kind of float: random
+// bits (NaN, Inf, subnormals and signed zeros among them) and random magnitudes.
+TEST(QuantizeJudge, StochasticReferenceCodesAreAllowedNeighbours) {
+  const uint64_t seed = 20261205;
+  std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
+  std::mt19937_64 rng(seed);
+  for (const Recipe r : {Recipe::te, Recipe::fast, Recipe::ref, Recipe::torchao})
+    for (int t = 0; t < 20; ++t) {
+      SCOPED_TRACE(std::string(to_string(r)) + " problem " + std::to_string(t));
+      const int64_t m = 8, k = 64;
+      std::vector<float> x(static_cast<size_t>(m * k));
+      for (float& v : x) {
+        if (t % 2) {
+          const uint32_t bits = static_cast<uint32_t>(rng());
+          std::memcpy(&v, &bits, sizeof v);
+        } else {
+          v = std::ldexp(static_cast<float>(static_cast<int64_t>(rng() % 20001) - 10000), static_cast<int>(rng() % 40) - 30);
+        }
+      }
+      Problem p = fp32_problem(x, m, k, BlockFormat::nvfp4, r);
+      p.stochastic_seed = rng();
+      const QuantResult ref = quantize_reference(p);
+      const std::vector<QuantOutput> twice{{&ref.q, &ref.sfq}, {&ref.q, &ref.sfq}};
+      for (const QuantJudgement& j : judge_quantize_each(p, ref, twice, 0))
+        EXPECT_TRUE(j.pass()) << "element " << j.x << " of block " << j.s << ", row " << j.i;
+      EXPECT_TRUE(judge_quantize(p, ref, ref.q, ref.sfq, 0).pass());
+    }
+}
+
 // judge_quantize_each gives each output the judgement judge_quantize gives it, every field: on
 // stochastic and round-to-nearest problems of every NVFP4 recipe (fast's window included) and
 // MXFP4's, for
