@@ -88,9 +88,21 @@ for s in "${steps[@]}"; do
       slots=${NVFP4_TEST_SLOTS:-4}
       bash scripts/ctest-resource-spec.sh -o "$OUT/resources.json" --slots "$slots"
       # python.gpu is the python step's (its compiles alone take minutes): not run twice.
-      timeout "${NVFP4_TESTS_SECONDS:-330}" ctest --test-dir "$B" -L gpu -E '^python\.gpu$' -j "$((gpus * slots))" \
-        --resource-spec-file "$OUT/resources.json" --output-on-failure --timeout 300 >"$OUT/ctest-gpu.log" 2>&1 || status=1
+      # A temporary folder of their own, as scripts/test.sh gives the CPU tests: what they leave
+      # there is listed (and fails the step when they passed).
+      tests_tmp=$(mktemp -d "${TMPDIR:-/tmp}/nvfp4-gpu-tests.XXXXXX")
+      tests_rc=0
+      TMPDIR=$tests_tmp timeout "${NVFP4_TESTS_SECONDS:-330}" ctest --test-dir "$B" -L gpu -E '^python\.gpu$' \
+        -j "$((gpus * slots))" --resource-spec-file "$OUT/resources.json" --output-on-failure --timeout 300 \
+        >"$OUT/ctest-gpu.log" 2>&1 || tests_rc=1
       grep -E "tests passed|tests failed|\(Failed\)|\(Timeout\)|Total Test time" "$OUT/ctest-gpu.log" | tail -25
+      left=$(cd "$tests_tmp" && find . -mindepth 1 -maxdepth 2 | sort | head -20)
+      if [ -n "$left" ]; then
+        echo "the gpu tests left these in their temporary folder:"; echo "$left"
+        [ "$tests_rc" = 0 ] && tests_rc=1
+      fi
+      rm -rf "$tests_tmp"
+      [ "$tests_rc" = 0 ] || status=1
       ;;
     run)
       # A fresh seed every session: a fixed one hid gemm_tc's one-case-in-3,500 failure.
