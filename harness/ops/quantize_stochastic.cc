@@ -28,6 +28,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include <fmt/format.h>
 
@@ -81,27 +82,38 @@ BlockStats block_stats(const Problem& p, const QuantResult& ref, const std::vect
   const float os = ref.os[static_cast<size_t>(sf_linear_offset(p.m, p.qkb(), b, i, s))];
   float in[16];
   Place pl[16];
-  // The lower neighbour's index (7 where the element is on the grid: no code counts as up).
+  // The lower neighbour's index (7 where the element is on the grid, or past the block's end: no
+  // code counts as up there).
   uint8_t below[16], first[16];
-  int up[16] = {};
+  uint16_t up[16] = {};
+  for (int64_t j = 0; j < 16; ++j) below[j] = 7;
   for (int64_t j = 0; j < count; ++j) {
     in[j] = quantize_input(p, row * p.k + x0 + j);
     pl[j] = place_of(in[j], os);
-    below[j] = pl[j].off_grid ? static_cast<uint8_t>(pl[j].below) : uint8_t{7};
+    if (pl[j].off_grid) below[j] = static_cast<uint8_t>(pl[j].below);
   }
   // Every run's codes, one pass over the block's bytes each (element 2j is byte j's low nibble;
-  // x0 is even): how often each element rounded up, whether any code is nonzero, and whether any
-  // differs from run 0's other than as a zero of the other sign.
+  // x0 and count are even): how often each element rounded up, whether any code is nonzero, and
+  // whether any differs from run 0's other than as a zero of the other sign. The codes are
+  // unpacked into 16 lanes, zero past the block's end, so that the counting loop has a fixed
+  // length and is vectorized.
   const size_t at = static_cast<size_t>(row * (p.k / 2) + x0 / 2);
-  for (int64_t j = 0; j < count; ++j) first[j] = (runs[0].q[at + j / 2] >> (4 * (j & 1))) & 0x0F;
+  const size_t bytes = static_cast<size_t>(count / 2);
+  const auto unpack = [bytes](const uint8_t* q, uint8_t* c) {
+    uint8_t b[8] = {};
+    std::memcpy(b, q, bytes);
+    for (int j = 0; j < 8; ++j) c[2 * j] = b[j] & 0x0F, c[2 * j + 1] = b[j] >> 4;
+  };
+  unpack(runs[0].q.data() + at, first);
   unsigned nonzero = 0, varied = 0;
   for (const SeedRun& r : runs) {
-    const uint8_t* q = r.q.data() + at;
-    for (int64_t j = 0; j < count; ++j) {
-      const unsigned c = (q[j / 2] >> (4 * (j & 1))) & 0x0Fu;
-      nonzero |= c & 7;
-      varied |= (c != first[j]) & ((c & 7) + (first[j] & 7u) != 0);
-      up[j] += (c & 7) > below[j];
+    uint8_t c[16];
+    unpack(r.q.data() + at, c);
+    for (int j = 0; j < 16; ++j) {
+      const unsigned m = c[j] & 7u, f = first[j] & 7u;
+      nonzero |= m;
+      varied |= (c[j] != first[j]) & (m + f != 0);
+      up[j] = static_cast<uint16_t>(up[j] + (m > below[j]));
     }
   }
   st.all_zero = nonzero == 0;
