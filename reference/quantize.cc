@@ -267,22 +267,6 @@ float quantize_global_scale(Recipe r, float amax) {
   return amax == 0 || clamped == 0 ? 1.0f : clamped;
 }
 
-float quantize_input(const Problem& p, int64_t index) {
-  const size_t w = static_cast<size_t>(in_word_bytes(p.in_type));
-  const uint8_t* at = p.x.data() + static_cast<size_t>(index) * w;
-  if (p.in_type == InType::fp16) return static_cast<float>(fp16_to_double(static_cast<uint16_t>(at[0] | at[1] << 8)));
-  uint32_t bits = 0;
-  if (p.in_type == InType::bf16) {
-    bits = static_cast<uint32_t>(at[0]) << 16 | static_cast<uint32_t>(at[1]) << 24;
-  } else {
-    bits = static_cast<uint32_t>(at[0]) | static_cast<uint32_t>(at[1]) << 8 | static_cast<uint32_t>(at[2]) << 16 |
-           static_cast<uint32_t>(at[3]) << 24;
-  }
-  float f;
-  std::memcpy(&f, &bits, sizeof f);
-  return f;
-}
-
 namespace {
 
 void check_problem(const Problem& p) {

@@ -8,16 +8,33 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
+#include "reference/fp16.h"
 #include "reference/problem.h"
 
 namespace nvfp4 {
 
 // Input element `index` (C order over l x m x k) of a quantize problem as a float (every FP16,
-// BF16 and FP32 word is exactly a float).
-float quantize_input(const Problem& p, int64_t index);
+// BF16 and FP32 word is exactly a float). Inline: the judge and the statistics read every
+// element through it, several times a case.
+inline float quantize_input(const Problem& p, int64_t index) {
+  const size_t w = static_cast<size_t>(in_word_bytes(p.in_type));
+  const uint8_t* at = p.x.data() + static_cast<size_t>(index) * w;
+  if (p.in_type == InType::fp16) return static_cast<float>(fp16_to_double(static_cast<uint16_t>(at[0] | at[1] << 8)));
+  uint32_t bits = 0;
+  if (p.in_type == InType::bf16) {
+    bits = static_cast<uint32_t>(at[0]) << 16 | static_cast<uint32_t>(at[1]) << 24;
+  } else {
+    bits = static_cast<uint32_t>(at[0]) | static_cast<uint32_t>(at[1]) << 8 | static_cast<uint32_t>(at[2]) << 16 |
+           static_cast<uint32_t>(at[3]) << 24;
+  }
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
 
 // The global scales the suite hands the kernel, by the recipe's own convention from amax(|X|)
 // (NaN elements ignored): one value, or l*m with p.row_global_scale (one per row); empty for the
