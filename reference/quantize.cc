@@ -132,6 +132,13 @@ double code_value(BlockFormat f, uint8_t code) {
   return sign * e5m2_grid().v[mag];
 }
 
+// Whether code_value(f, code) is NaN, without looking the value up: only MXFP8's codes can be.
+bool code_is_nan(BlockFormat f, uint8_t code) {
+  if (packs_nibbles(f)) return false;
+  const int mag = code & 0x7F;
+  return f == BlockFormat::mxfp8_e4m3 ? mag == 0x7F : mag > 0x7C;
+}
+
 // ---- E8M0 (SPEC section 1 and 2's MX edges) -------------------------------------------------
 
 // ceil(log2 v) as a byte, cvt.rp.satfinite.ue8m0x2.f32 (QR §0.1, §1.4): NaN 0xFF, Inf 0xFE,
@@ -533,7 +540,7 @@ void judge_block(const Problem& p, const QuantResult& ref, const std::vector<uin
     if (masks) {
       if (masks[elem] >> (a & 15) & 1) continue;
     } else {
-      if (own_code_passes && a == e && !std::isnan(code_value(p.q_format, e))) continue;
+      if (own_code_passes && a == e && !code_is_nan(p.q_format, e)) continue;
       if (code_ok(allowed_codes(p, quantize_input(p, elem), lo, hi), e, a, code_value(p.q_format, a))) continue;
     }
     if (first && j.x < 0) {
