@@ -378,20 +378,17 @@ DualValue dual_value(const DualSum& g, float alpha, const DualSum& u, float alph
 uint32_t round_dual(const DualValue& d, bool nan, OutType type) {
   const OutFormat f = out_format(type);
   if (nan) return f.quiet_nan;
-  if (kX87LongDouble) {
-    // The same decisions on the values' bits: zeros, signs, then v's significand and exponent.
-    const X87Bits g = x87_bits(d.silu_g), u = x87_bits(d.u), v = x87_bits(d.v);
-    if (u.zero() || (g.zero() && !g.negative())) return 0;  // dual_word_is_plus_zero
-    const bool negative = g.negative() != u.negative();
-    if (v.zero()) return negative ? f.sign_bit : 0u;
+  // The values' signs and zeros from their bytes (long_double_bits.h): x87 loads and compares of
+  // the stored values were most of this function's time.
+  if (dual_word_is_plus_zero(d)) return 0;  // an exact zero is +0
+  const bool negative = ld_signbit(d.silu_g) != ld_signbit(d.u);
+  if (ld_is_zero(d.v)) return negative ? f.sign_bit : 0u;  // nonzero, below long double's range
+  if (kX87LongDouble && ld_is_finite(d.v)) {
     // |v| = significand * 2^(exponent - 16383 - 63); a subnormal (exponent 0) has no integer bit.
     // (libm's frexpl and ldexpl here were a fifth of a dual GEMM's reference.)
-    if (v.exponent() != 0x7FFF)
-      return out_round(type, negative, v.significand, (v.exponent() == 0 ? 1 : v.exponent()) - 16383 - 63);
+    const X87Bits v = x87_bits(d.v);
+    return out_round(type, negative, v.significand, (v.exponent() == 0 ? 1 : v.exponent()) - 16383 - 63);
   }
-  if (dual_word_is_plus_zero(d)) return 0;  // an exact zero is +0
-  const bool negative = std::signbit(d.silu_g) != std::signbit(d.u);
-  if (d.v == 0) return negative ? f.sign_bit : 0u;  // nonzero, below long double's range
   int e = 0;
   const long double frac = std::frexp(std::fabs(d.v), &e);  // in [0.5, 1)
   const uint64_t mag = static_cast<uint64_t>(std::ldexp(frac, 64));  // exact: 64 bits

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "reference/fp16.h"
+#include "reference/long_double_bits.h"
 #include "reference/prefault.h"
 #include "reference/problem.h"
 #include "reference/quantize.h"
@@ -60,7 +61,7 @@ DualValue dual_value(const DualSum& g, float alpha, const DualSum& u, float alph
 uint32_t round_dual(const DualValue& d, bool nan, OutType type);
 // Where round_dual gives +0 whatever v's sign: U or G exactly zero (silu(G) is then +0).
 inline bool dual_word_is_plus_zero(const DualValue& d) {
-  return d.u == 0 || (d.silu_g == 0 && !std::signbit(d.silu_g));
+  return ld_is_zero(d.u) || (ld_is_zero(d.silu_g) && !ld_signbit(d.silu_g));
 }
 
 // Every element's facts; a large array's pages are faulted in parallel (prefault.h).

@@ -17,13 +17,6 @@ inline constexpr bool kX87LongDouble = true;
 inline constexpr bool kX87LongDouble = false;
 #endif
 
-// The biased exponent field of v (x87 only): 0 for zeros and subnormals, 0x7FFF for Inf and NaN.
-inline int x87_exponent_field(long double v) {
-  uint16_t sign_exponent = 0;
-  std::memcpy(&sign_exponent, reinterpret_cast<const unsigned char*>(&v) + 8, sizeof sign_exponent);
-  return sign_exponent & 0x7FFF;
-}
-
 // v's fields read from its bytes in memory (x87 only): taken by reference, so that nothing is
 // loaded onto the x87 stack (its loads, compares and stores dominated code that only tests
 // signs and zeros of stored values).
@@ -39,6 +32,20 @@ inline X87Bits x87_bits(const long double& v) {
   std::memcpy(&b.significand, &v, sizeof b.significand);
   std::memcpy(&b.sign_exponent, reinterpret_cast<const unsigned char*>(&v) + 8, sizeof b.sign_exponent);
   return b;
+}
+
+// A stored value's sign, zero and finiteness: from its bytes on x87, from libm elsewhere.
+inline bool ld_signbit(const long double& v) {
+  if constexpr (kX87LongDouble) return x87_bits(v).negative();
+  return std::signbit(v);
+}
+inline bool ld_is_zero(const long double& v) {
+  if constexpr (kX87LongDouble) return x87_bits(v).zero();
+  return v == 0;
+}
+inline bool ld_is_finite(const long double& v) {
+  if constexpr (kX87LongDouble) return x87_bits(v).exponent() != 0x7FFF;
+  return std::isfinite(v);
 }
 
 // 2^e, exactly, for |e| < 16000.

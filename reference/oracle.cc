@@ -63,7 +63,7 @@ long double out_value(OutType t, uint32_t word) {
 // monotone.
 // floor(log2 v) of a finite normal v > 0: std::ilogb, which for x87's 80-bit long double is its
 // biased exponent field (the libm call was a quarter of judging an output).
-int exponent_of(long double v) { return kX87LongDouble ? x87_exponent_field(v) - 16383 : std::ilogb(v); }
+int exponent_of(long double v) { return kX87LongDouble ? x87_bits(v).exponent() - 16383 : std::ilogb(v); }
 
 // log2 of ulp_of(f, v).
 int ulp_exponent(const OutFormat& f, long double v) {

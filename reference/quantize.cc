@@ -121,22 +121,23 @@ float e4m3_magnitude(uint8_t byte) {
   if ((byte & 0x7F) == 0x7F) return kNaN;
   return static_cast<float>(e4m3_grid().v[byte & 0x7F]);
 }
-// Signed value of an element code of the format (E2M1 nibble, E4M3 or E5M2 byte); NaN for NaN
-// codes (E5M2 Inf codes are never produced by a saturating conversion, but decode as Inf).
-double code_value(BlockFormat f, uint8_t code) {
-  if (packs_nibbles(f)) return (code & 8 ? -1 : 1) * e2m1_grid().v[code & 7];
-  const double sign = code & 0x80 ? -1 : 1;
-  const int mag = code & 0x7F;
-  if (f == BlockFormat::mxfp8_e4m3) return mag == 0x7F ? std::nan("") : sign * e4m3_grid().v[mag];
-  if (mag >= 0x7C) return mag == 0x7C ? sign * HUGE_VAL : std::nan("");
-  return sign * e5m2_grid().v[mag];
-}
-
-// Whether code_value(f, code) is NaN, without looking the value up: only MXFP8's codes can be.
+// Whether an element code of the format stands for NaN (only MXFP8 has such codes).
 bool code_is_nan(BlockFormat f, uint8_t code) {
   if (packs_nibbles(f)) return false;
   const int mag = code & 0x7F;
   return f == BlockFormat::mxfp8_e4m3 ? mag == 0x7F : mag > 0x7C;
+}
+
+// Signed value of an element code of the format (E2M1 nibble, E4M3 or E5M2 byte); NaN for NaN
+// codes (E5M2 Inf codes are never produced by a saturating conversion, but decode as Inf).
+double code_value(BlockFormat f, uint8_t code) {
+  if (packs_nibbles(f)) return (code & 8 ? -1 : 1) * e2m1_grid().v[code & 7];
+  if (code_is_nan(f, code)) return std::nan("");
+  const double sign = code & 0x80 ? -1 : 1;
+  const int mag = code & 0x7F;
+  if (f == BlockFormat::mxfp8_e4m3) return sign * e4m3_grid().v[mag];
+  if (mag == 0x7C) return sign * HUGE_VAL;
+  return sign * e5m2_grid().v[mag];
 }
 
 // ---- E8M0 (SPEC section 1 and 2's MX edges) -------------------------------------------------
