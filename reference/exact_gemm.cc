@@ -13,6 +13,7 @@
 #include "reference/exact_gemm.h"
 #include "reference/exact_mx.h"
 #include "reference/long_double_bits.h"
+#include "reference/long_double_exp.h"
 
 #include <algorithm>
 #include <cmath>
@@ -358,16 +359,12 @@ DualValue dual_value(const DualSum& g, float alpha, const DualSum& u, float alph
   long double gh = 0, gl = 0, uh = 0, ul = 0;
   exact_split(g.negative, g.mag, g.exp2, alpha, &gh, &gl);
   exact_split(u.negative, u.mag, u.exp2, alpha2, &uh, &ul);
-  // exp(-G) = exp(-hi) * exp(-lo); expm1l keeps exp(-lo) - 1 (about 2^-64 |G|) to full precision.
-  // Past 11357 exp is +Inf (long double's largest is e^11356.52) and below -11400 it is +0 (under
-  // half the smallest subnormal, e^-11399.5): libm gives the same, but its overflow and underflow
-  // path (errno, the floating-point environment held and set) costs three ordinary calls, and
-  // large sums make |G| that large often.
-  const long double x = -gh;
-  long double e = x > 11357.0L ? HUGE_VALL : x < -11400.0L ? 0.0L : std::exp(x);
-  // Only a nonzero, finite exp(-hi) needs the low part: where it underflows (G far above 0) the
-  // correction would be 0 * expm1(-lo), and expm1 overflows once |G| passes about 2^77: NaN.
-  if (e != 0 && std::isfinite(e) && gl != 0) e += e * std::expm1(-gl);
+  // exp(-G) = exp(-hi) * exp(-lo), the same bits on every host (long_double_exp.h). Only a
+  // nonzero, finite exp(-hi) needs the low part: then |G| < 11400 and |lo| <= 2^-51, so
+  // exp(-lo) - 1 = -lo + lo^2/2 to far below 2^-64 of itself. (Where exp(-hi) underflows, G far
+  // above 0, the correction would be 0 times a value that overflows once |G| passes 2^77: NaN.)
+  long double e = exp_ld(-gh);
+  if (e != 0 && ld_is_finite(e) && gl != 0) e += e * (gl * gl * 0.5L - gl);
   DualValue d{};
   d.silu_g = gh / (1 + e);  // -0 when exp(-G) overflows (G < -11356): v underflows every type
   d.u = uh;

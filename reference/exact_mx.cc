@@ -15,6 +15,7 @@
 #include <stdexcept>
 
 #include "reference/long_double_bits.h"
+#include "reference/long_double_exp.h"
 #include "reference/mx_formats.h"
 #include "reference/oracle_facts.h"
 
@@ -453,7 +454,7 @@ uint32_t dual_inf_word(const MxElement& g, float alpha, const MxElement& u, floa
     return v * static_cast<long double>(a);
   };
   const long double gv = value(g, alpha), uv = value(u, alpha2);
-  const long double silu = std::isinf(gv) ? (gv > 0 ? gv : -0.0L) : gv / (1 + std::exp(-gv));
+  const long double silu = std::isinf(gv) ? (gv > 0 ? gv : -0.0L) : gv / (1 + exp_ld(-gv));
   const long double v = silu * uv;
   if (std::isnan(v)) return f.quiet_nan;
   if (std::isinf(v)) return (v < 0 ? f.sign_bit : 0u) | f.inf;

@@ -5,12 +5,15 @@
 #include <gtest/gtest.h>
 #include <quadmath.h>
 
+#include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <random>
 
 #include "reference/exact_gemm.h"
+#include "reference/long_double_exp.h"
 #include "reference/scale_layout.h"
 #include "reference/tests/random_problem.h"
 
@@ -427,20 +430,85 @@ TEST(ExactDual, ZerosAndSignsAndNaN) {
   EXPECT_EQ(round_dual(one, true, OutType::bf16), 0x7FC0u);
 }
 
-// dual_value takes exp(-G) as +Inf past 11357 and +0 below -11400 without calling libm: what
-// libm's expl gives there (checked here on this build's libm), and the silu that follows.
+// exp_ld, and so dual_value, takes exp(-G) as +Inf past 11357 and +0 below -11400 without
+// calling libm: what libm's expl gives there (checked here on this build's libm), and the silu
+// that follows.
 TEST(ExactDual, ExpPastLongDoublesRangeIsLibmsInfAndZero) {
   for (long double x = 11357.0L; x < 1e30L; x = x * 1.0001L + 0.37L) {
     ASSERT_EQ(std::exp(x), HUGE_VALL) << static_cast<double>(x);
     ASSERT_EQ(std::exp(-x - 43.0L), 0.0L) << static_cast<double>(-x - 43.0L);
+    ASSERT_EQ(exp_ld(x), HUGE_VALL) << static_cast<double>(x);
+    ASSERT_EQ(exp_ld(-x - 43.0L), 0.0L) << static_cast<double>(-x - 43.0L);
   }
   EXPECT_GT(std::exp(11356.0L), 0x1p16382L) << "the threshold is not far from the overflow";
   EXPECT_GT(std::exp(-11390.0L), 0.0L) << "nor from the underflow";
+  // Between the thresholds and the range's ends: the same Inf, subnormals and zero as libm.
+  for (long double x = 11356.5L; x <= 11357.0L; x += 0.0009765625L) {
+    ASSERT_EQ(std::isinf(exp_ld(x)), std::isinf(std::exp(x))) << static_cast<double>(x);
+    ASSERT_EQ(exp_ld(-x - 43.0L) == 0, std::exp(-x - 43.0L) == 0) << static_cast<double>(-x - 43.0L);
+  }
   for (const i128 g : {i128(11358) << 20, i128(11401) << 20, i128(1) << 70}) {
     const DualValue below = dual_value(with_sum(-g), 1.0f, with_sum(3 << 20), 1.0f);
     EXPECT_TRUE(below.silu_g == 0 && std::signbit(below.silu_g)) << "silu(G) is -0 where exp(-G) overflows";
     const DualValue above = dual_value(with_sum(g), 1.0f, with_sum(3 << 20), 1.0f);
     EXPECT_EQ(above.silu_g, static_cast<long double>(g) / 1048576.0L) << "silu(G) is G where exp(-G) is 0";
+  }
+}
+
+// The long double spacing at |v|.
+__float128 ld_ulp(__float128 v) {
+  int e = 0;
+  frexpq(fabsq(v), &e);  // |v| in [2^(e-1), 2^e)
+  return ldexpq(static_cast<__float128>(1), (e - 1 < -16382 ? -16382 : e - 1) - 63);
+}
+
+// exp_ld within 0.85 ulp of e^x everywhere silu meets it (libm's expl: up to 1.13), so silu(G) *
+// U keeps the 2^-60 relative error SPEC section 1 asks for.
+TEST(ExactDual, ExpIsWithinItsBoundOfTheTrueValue) {
+  const uint64_t seed = 20261205;
+  std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
+  std::mt19937_64 rng(seed);
+  const auto unit = [&] { return static_cast<long double>(rng() >> 11) * 0x1p-53L; };
+  double worst = 0;
+  for (int i = 0; i < 400000; ++i) {
+    long double x = 0;
+    switch (i % 4) {
+      case 0: x = 2 * unit() - 1; break;                                      // r's own range and beyond
+      case 1: x = 200 * unit() - 100 + static_cast<long double>(rng() >> 40) * 0x1p-64L; break;
+      case 2: x = 22750 * unit() - 11392; break;                            // subnormal to overflow
+      default: x = std::ldexp(static_cast<long double>(rng() | (uint64_t(1) << 63)), -63 - static_cast<int>(rng() % 70)) *
+                   (rng() % 2 ? 1 : -1);                                      // tiny arguments
+    }
+    const __float128 want = expq(static_cast<__float128>(x));
+    const long double got = exp_ld(x);
+    if (std::isinf(got)) {
+      ASSERT_GT(want, static_cast<__float128>(LDBL_MAX)) << static_cast<double>(x);
+      continue;
+    }
+    const double err = static_cast<double>(fabsq(static_cast<__float128>(got) - want) / ld_ulp(want));
+    worst = std::max(worst, err);
+    ASSERT_LE(err, 0.85) << "exp_ld(" << static_cast<double>(x) << ")";
+  }
+  std::printf("largest error %.3f ulp\n", worst);
+}
+
+// The same bits on every host: libm's expl took x87's f2xm1, which differs between processor
+// makers; exp_ld takes only correctly rounded operations. These are its values here.
+TEST(ExactDual, ExpIsTheSameBitsOnEveryHost) {
+  const struct {
+    long double x, want;
+  } cases[] = {{1.0L, 0xa.df85458a2bb4a9bp-2L},
+               {-1.0L, 0xb.c5ab1b16779be36p-5L},
+               {0.3466L, 0xb.5062c835e3bc801p-3L},
+               {-0.3466L, 0xb.503b9e6b3c51d8bp-4L},
+               {10653.4L, 0xc.300a20a27f2367dp+15366L},
+               {-700.25L, 0xd.7aff4d242e472b8p-1014L},
+               {11356.5L, 0xf.a13dba329dd768dp+16380L},
+               {-11390.0L, 0x0.000000000001a0ep-16385L}};  // a subnormal
+  for (const auto& c : cases) {
+    const long double got = exp_ld(c.x);
+    EXPECT_EQ(std::memcmp(&got, &c.want, 10), 0) << std::hexfloat << "exp_ld(" << c.x << ") = " << got << ", not "
+                                                 << c.want;
   }
 }
 
