@@ -359,11 +359,11 @@ DualValue dual_value(const DualSum& g, float alpha, const DualSum& u, float alph
   long double gh = 0, gl = 0, uh = 0, ul = 0;
   exact_split(g.negative, g.mag, g.exp2, alpha, &gh, &gl);
   exact_split(u.negative, u.mag, u.exp2, alpha2, &uh, &ul);
-  // exp(-G) = exp(-hi) * exp(-lo), the same bits on every host (long_double_exp.h). Only a
-  // nonzero, finite exp(-hi) needs the low part: then |G| < 11400 and |lo| <= 2^-51, so
-  // exp(-lo) - 1 = -lo + lo^2/2 to far below 2^-64 of itself. (Where exp(-hi) underflows, G far
-  // above 0, the correction would be 0 times a value that overflows once |G| passes 2^77: NaN.)
-  long double e = exp_ld(-gh);
+  // exp(-G) = exp(-hi) * exp(-lo), the same bits on every host (long_double_exp.h). Past G =
+  // 44.5, exp(-G) < 2^-64 and 1 + exp(-G) rounds to 1 whatever its value: silu(G) = G without it.
+  // Otherwise only a nonzero, finite exp(-hi) needs the low part: then |G| < 11400 and |lo| <=
+  // 2^-51, so exp(-lo) - 1 = -lo + lo^2/2 to far below 2^-64 of itself.
+  long double e = gh > 44.5L ? 0.0L : exp_ld(-gh);
   if (e != 0 && ld_is_finite(e) && gl != 0) e += e * (gl * gl * 0.5L - gl);
   DualValue d{};
   d.silu_g = gh / (1 + e);  // -0 when exp(-G) overflows (G < -11356): v underflows every type

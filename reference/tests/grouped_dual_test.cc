@@ -455,6 +455,17 @@ TEST(ExactDual, ExpPastLongDoublesRangeIsLibmsInfAndZero) {
   }
 }
 
+// dual_value skips exp(-G) past G = 44.5, where 1 + exp(-G) rounds to 1: the silu it gives is
+// the one the exponential gives.
+TEST(ExactDual, SiluIsGWhereOnePlusExpRoundsToOne) {
+  for (i128 sum = i128(30) << 20; sum < (i128(70) << 20); sum += 977) {
+    const long double g = static_cast<long double>(sum) / 1048576.0L;
+    const DualValue d = dual_value(with_sum(sum), 1.0f, with_sum(3 << 20), 1.0f);
+    ASSERT_EQ(d.silu_g, g / (1 + exp_ld(-g))) << static_cast<double>(g);
+    if (g > 44.5L) ASSERT_EQ(d.silu_g, g) << static_cast<double>(g);
+  }
+}
+
 // The long double spacing at |v|.
 __float128 ld_ulp(__float128 v) {
   int e = 0;
