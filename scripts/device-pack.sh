@@ -17,6 +17,10 @@ mkdir -p .carry/gpu/lib
 cp -a build/gpu .carry/gpu/build
 find .carry/gpu/build \( -name '*.o' -o -name '*.a' -o -name '.ninja_*' -o -name 'build.ninja' \) -delete
 find .carry/gpu/build -type d -name CMakeFiles -prune -exec rm -rf {} +
+# What a local ctest run wrote into the build tree (case folders, pytest's and pip's folders):
+# tens of MB that the device machine writes again, and the device tool carries 64 MiB a call.
+rm -rf .carry/gpu/build/mutation/{mutants-cases,nvfp4check-cases,jobs-same-table} \
+  .carry/gpu/build/python/{pytest-cpu,pip-install-test}
 find .carry/gpu/build -type f -perm -u+x -exec strip --strip-unneeded {} + 2>/dev/null || true  # scripts just fail to strip
 for lib in libfmt.so.9 libpng16.so.16 libbenchmark.so.1debian; do
   cp -L "/usr/lib/x86_64-linux-gnu/$lib" .carry/gpu/lib/
