@@ -36,8 +36,9 @@ inline long double exp_ld(long double x) {
   if (x < -11400.0L) return 0.0L;
   if constexpr (!kX87LongDouble) return std::exp(x);  // libm in software where long double is not x87's
   // x = n ln2 + r, |r| <= ln2/2 + 2^-40. ln2's high part has 48 bits, so n * kLn2Hi (|n| < 2^15)
-  // is exact, and so is x - n * kLn2Hi: a multiple of 2^-65 below 2^-1. The low part's rounding
-  // and what ln2 has beyond both parts are below 2^-100 of r.
+  // is exact, and so is x - n * kLn2Hi: a multiple of 2^-65 below 2^-1. The low part's product
+  // and what ln2 has beyond both parts err by less than 2^-98, r's last rounding by 2^-66 at
+  // most: an absolute error in r is the same relative error in e^r.
   constexpr long double kLog2e = 0x1.71547652b82fe1777d0ffda0d23a7d12p+0L;
   constexpr long double kLn2Hi = 0xb17217f7d1cfp-48L, kLn2Lo = 0xf35793c7673007e6p-113L;
   const long double t = x * kLog2e;
