@@ -48,18 +48,21 @@ enum class Bug : int {
   honest_sr_other_generator,  // stochastic rounding from another counter-based generator
 };
 
+// An FP16 word as a float (exact).
+NVFP4_QHD inline float fp16_value(uint16_t w) {
+  // Selects, not branches, so that a loop of them vectorizes: a subnormal or zero is m * 2^-24
+  // (exact in FP32), Inf and NaN keep their payload's top bits.
+  const uint32_t sign = (w & 0x8000u) << 16, e = (w >> 10) & 0x1Fu, m = w & 0x3FFu;
+  const uint32_t subnormal = float_bits(static_cast<float>(m) * 5.9604644775390625e-08f);
+  const uint32_t normal = (e == 0x1F ? 0x7F800000u : (e + 112u) << 23) | (m << 13);
+  return float_from_bits(sign | (e == 0 ? subnormal : normal));
+}
+NVFP4_QHD inline float bf16_value(uint16_t w) { return float_from_bits(static_cast<uint32_t>(w) << 16); }
 // One input element as a float (every FP16, BF16 and FP32 word is exactly one).
 NVFP4_QHD inline float input_value(const void* x, int64_t index, uint32_t in_type) {
   if (in_type == NVFP4_IN_FP32) return static_cast<const float*>(x)[index];
   const uint16_t w = static_cast<const uint16_t*>(x)[index];
-  if (in_type == NVFP4_IN_BF16) return float_from_bits(static_cast<uint32_t>(w) << 16);
-  const uint32_t sign = (w & 0x8000u) << 16, e = (w >> 10) & 0x1Fu, m = w & 0x3FFu;
-  if (e == 0x1F) return float_from_bits(sign | 0x7F800000u | (m << 13));
-  if (e == 0) {  // subnormal or zero: m * 2^-24, exact in FP32
-    const float v = static_cast<float>(m) * 5.9604644775390625e-08f;
-    return sign ? -v : v;
-  }
-  return float_from_bits(sign | ((e + 112u) << 23) | (m << 13));
+  return in_type == NVFP4_IN_BF16 ? bf16_value(w) : fp16_value(w);
 }
 
 // |v| rounded to nearest even on the grid of `quantum` (a power of two), exactly: v / quantum is
@@ -107,13 +110,15 @@ NVFP4_QHD inline float e4m3_to_float(uint8_t byte, Bug bug = Bug::none) {
 // cvt.rn.satfinite.e2m1x2.f32: RN (ties to even) onto {0, .5, 1, 1.5, 2, 3, 4, 6}, beyond 6
 // and Inf to +-6, NaN to +6; the sign of zero kept.
 NVFP4_QHD inline uint8_t e2m1_from_float(float v) {
-  if (v != v) return 0x7;
-  const uint8_t sign = (float_bits(v) >> 31) ? 0x8 : 0x0;
-  const float a = fabsf(v);
   // The midpoints passed, counted (ties: .25, 1.25, 2.5 and 5 go down to the even code, .75,
-  // 1.75 and 3.5 up): comparisons, not a chain of branches that random data mispredicts.
-  const int c = (a > 0.25f) + (a >= 0.75f) + (a > 1.25f) + (a >= 1.75f) + (a > 2.5f) + (a >= 3.5f) + (a > 5.0f);
-  return sign | static_cast<uint8_t>(c);
+  // 1.75 and 3.5 up). |v|'s bits compare as |v| does (Inf above every finite value); integer
+  // compares and a select for NaN, because a float compare may trap and the compiler will then
+  // neither vectorize the loop nor drop its branches.
+  const uint32_t bits = float_bits(v), a = bits & 0x7FFFFFFFu;
+  const uint32_t c = (a > 0x3E800000u) + (a >= 0x3F400000u) + (a > 0x3FA00000u) + (a >= 0x3FE00000u) +
+                     (a > 0x40200000u) + (a >= 0x40600000u) + (a > 0x40A00000u);
+  const uint32_t code = ((bits >> 28) & 0x8u) | c;
+  return static_cast<uint8_t>(a > 0x7F800000u ? 0x7u : code);
 }
 
 // Stochastic rounding's random source: a counter-based hash of (seed, element index), so host
@@ -137,7 +142,8 @@ NVFP4_QHD inline float sr_uniform(uint64_t seed, int64_t index, Bug bug) {
   if (bug == Bug::sr_constant_source) h = mix64(i + 0x9E3779B97F4A7C15ull);
   else if (bug == Bug::honest_sr_other_generator) h = fmix64(seed * 0xD6E8FEB86659FD93ull + fmix64(i ^ 0x5851F42D4C957F2Dull));
   else h = mix64(seed ^ mix64(i + 0x9E3779B97F4A7C15ull));
-  const float u = static_cast<float>(h >> 40) * 5.9604644775390625e-08f;  // 2^-24
+  // 24 bits: exact through int32, which converts to float in vectors where uint64 does not.
+  const float u = static_cast<float>(static_cast<int32_t>(h >> 40)) * 5.9604644775390625e-08f;  // 2^-24
   return bug == Bug::sr_biased_source ? sqrtf(u) : u;  // P(sqrt(u) < p) = p^2
 }
 
@@ -146,18 +152,23 @@ NVFP4_QHD inline float sr_uniform(uint64_t seed, int64_t index, Bug bug) {
 // (both differences exact: Sterbenz, and step a power of two). On the grid, |v| exactly; beyond
 // 6 and Inf, 6; NaN, +6; the sign kept.
 NVFP4_QHD inline uint8_t e2m1_stochastic(float v, float u) {
-  if (v != v) return 0x7;
-  const uint8_t sign = (float_bits(v) >> 31) ? 0x8 : 0x0;
-  const float a = fabsf(v);
-  if (a >= 6.0f) return sign | 0x7;
   // Without branches: random data mispredicts a loop's exit or a choice between neighbours (half
-  // the time, by design, for the last). c: the lower neighbour's index; its value is 0.5c up to
-  // c = 4 and c - 2 above (the larger of the two), its step 0.5, 1 from c = 4 and 2 at c = 6.
-  const int c = (a >= 0.5f) + (a >= 1.0f) + (a >= 1.5f) + (a >= 2.0f) + (a >= 3.0f) + (a >= 4.0f);
-  const float half = 0.5f * static_cast<float>(c), less2 = static_cast<float>(c - 2);
-  const float lo = half > less2 ? half : less2;
-  const float step = 0.5f * static_cast<float>(1 + (c >= 4) + 2 * (c >= 6));
-  return sign | static_cast<uint8_t>(c + (a - lo > u * step));
+  // the time, by design, for the last), and integer compares of the bits, as in e2m1_from_float,
+  // let a loop of them vectorize. c: the lower neighbour's index; its value is 0.5c up to c = 4,
+  // then 3 and 4 (0.5 (c + (c - 4))); its step 0.5, 1 from c = 4 and 2 at c = 6. From 6 up (Inf
+  // included) c = 6 and a - 4 >= 2 > 2u: code 7, the largest.
+  const uint32_t bits = float_bits(v), ab = bits & 0x7FFFFFFFu;
+  const float a = float_from_bits(ab);
+  const uint32_t c = (ab >= 0x3F000000u) + (ab >= 0x3F800000u) + (ab >= 0x3FC00000u) + (ab >= 0x40000000u) +
+                     (ab >= 0x40400000u) + (ab >= 0x40800000u);
+  const uint32_t above4 = (c - 4u) & (0u - static_cast<uint32_t>(c > 4u));  // a mask: the compiler branches on a select
+  const float lo = 0.5f * static_cast<float>(c + above4);
+  const float step = float_from_bits(0x3F000000u + (((c >= 4u) + (c >= 6u)) << 23));
+  // a - lo and u * step are >= 0 (and exact: Sterbenz, and step a power of two), so their bits
+  // compare as their values do; NaN is the select below.
+  const uint32_t code = ((bits >> 28) & 0x8u) | (c + (float_bits(a - lo) > float_bits(u * step)));
+  const uint32_t nan = 0u - static_cast<uint32_t>(ab > 0x7F800000u);
+  return static_cast<uint8_t>((code & ~nan) | (0x7u & nan));
 }
 
 // RN to E5M2 saturating to +-57344 (Inf included), NaN kept (0x7F), the sign of zero kept.
@@ -300,20 +311,114 @@ NVFP4_QHD inline float global_scale_of(const nvfp4_problem& p, uint32_t flags, i
   return per_row && bug != Bug::row0_global_scale ? p.global_scale[row] : p.global_scale[0];
 }
 
+// Elements [x0, x0 + n) of row `row` (b * m + i) as floats, n <= 32: the input type's loop chosen
+// once, and over contiguous memory unless offsets wrap (bug row_offset_32bit).
+NVFP4_QHD inline void row_inputs(const nvfp4_problem& p, Bug bug, int64_t row, int64_t x0, int n, float* in) {
+  if (bug == Bug::row_offset_32bit) {
+    for (int j = 0; j < n; ++j) in[j] = input_value(p.x, element_offset(row, p.k, x0 + j, bug), p.in_type);
+    return;
+  }
+  const int64_t at = row * p.k + x0;
+  if (p.in_type == NVFP4_IN_FP32) {
+    const float* x = static_cast<const float*>(p.x) + at;
+    for (int j = 0; j < n; ++j) in[j] = x[j];
+  } else if (p.in_type == NVFP4_IN_BF16) {
+    const uint16_t* x = static_cast<const uint16_t*>(p.x) + at;
+    for (int j = 0; j < n; ++j) in[j] = bf16_value(x[j]);
+  } else {
+    const uint16_t* x = static_cast<const uint16_t*>(p.x) + at;
+    for (int j = 0; j < n; ++j) in[j] = fp16_value(x[j]);
+  }
+}
+
+// |x| with a NaN as 0, as bits: non-negative floats order as their bits do, so a block's amax
+// (NaN-suppressing, as __hmax2 and fmaxf are) is an integer max, which vectorizes where a float
+// max is a chain of dependent compares.
+NVFP4_QHD inline uint32_t amax_bits_of(float x) {
+  const uint32_t a = float_bits(x) & 0x7FFFFFFFu;
+  return a > 0x7F800000u ? 0u : a;
+}
+
+// Row `row`'s codes of elements [x0, x1) in a format of nibbles, two to a byte, each byte written
+// once (x0 and x1 are even: k is even for such a format, quantize_fits): element by element, as
+// the device runs it.
+NVFP4_QHD inline void nibble_codes_by_pairs(const nvfp4_problem& p, uint32_t flags, Bug bug, int64_t row, int64_t x0,
+                                            int64_t x1, float os) {
+  for (int64_t x = x0; x < x1; x += 2) {
+    uint8_t pair = 0;
+    for (int h = 0; h < 2; ++h) {
+      const float in = input_value(p.x, element_offset(row, p.k, x + h, bug), p.in_type), v = in * os;
+      uint8_t code = bug == Bug::zero_codes ? 0
+                     : (flags & NVFP4_FLAG_STOCHASTIC)
+                         ? e2m1_stochastic(v, sr_uniform(p.seed, row * p.k + x + h, bug))
+                         : e2m1_from_float(v);
+      if (bug == Bug::honest_plus_zero && (code & 7) == 0) code = 0;
+      if (bug == Bug::honest_nan_code_zero && in != in) code = 0;
+      pair = static_cast<uint8_t>(pair | code << (4 * h));
+    }
+    p.q[element_offset(row, p.k / 2, x / 2, bug)] = pair;
+  }
+}
+
+// The same bytes step by step (x1 - x0 <= 32): the elements, the draws, the codes, the bugs'
+// changes and the packing, each a loop of its own, which the host's compiler vectorizes (the
+// draws stay scalar: SSE2 has no 64-bit multiply). The draws' loop is written out for the honest
+// kernel, so that its generator is not chosen per element.
+NVFP4_QHD inline void nibble_codes_by_steps(const nvfp4_problem& p, uint32_t flags, Bug bug, int64_t row, int64_t x0,
+                                            int64_t x1, float os) {
+  const int n = static_cast<int>(x1 - x0);
+  float in[32], u[32];
+  uint8_t code[32];
+  row_inputs(p, bug, row, x0, n, in);
+  if (flags & NVFP4_FLAG_STOCHASTIC) {
+    const int64_t at = row * p.k + x0;
+    if (bug == Bug::none) {
+      for (int j = 0; j < n; ++j) u[j] = sr_uniform(p.seed, at + j, Bug::none);
+    } else {
+      for (int j = 0; j < n; ++j) u[j] = sr_uniform(p.seed, at + j, bug);
+    }
+    for (int j = 0; j < n; ++j) code[j] = e2m1_stochastic(in[j] * os, u[j]);
+  } else {
+    for (int j = 0; j < n; ++j) code[j] = e2m1_from_float(in[j] * os);
+  }
+  if (bug == Bug::zero_codes)
+    for (int j = 0; j < n; ++j) code[j] = 0;
+  if (bug == Bug::honest_plus_zero)
+    for (int j = 0; j < n; ++j) code[j] = (code[j] & 7) == 0 ? uint8_t{0} : code[j];
+  if (bug == Bug::honest_nan_code_zero)
+    for (int j = 0; j < n; ++j) code[j] = in[j] != in[j] ? uint8_t{0} : code[j];
+  for (int j = 0; j < n; j += 2)
+    p.q[element_offset(row, p.k / 2, (x0 + j) / 2, bug)] = static_cast<uint8_t>(code[j] | code[j + 1] << 4);
+}
+
 // Quantizes rows [r0, r1) of batch b, block s (a 2D tile's rows together): its amax, scale byte
-// and encode factor (per row: a per-row global scale differs by row), then its codes.
+// and encode factor (per row: a per-row global scale differs by row), then its codes. The device
+// goes element by element; the host loads each row's block into an array first, so that its loops
+// vectorize (the same arithmetic: host_kernels_test compares the two forms).
 template <class Rcp>
 NVFP4_QHD inline void quantize_block(const nvfp4_problem& p, uint32_t flags, Bug bug, int64_t b, int64_t r0, int64_t r1,
                                      int64_t s, Rcp rcp) {
   const int64_t bs = block_elems(p.q_format), kb = (p.k + bs - 1) / bs;
   const int64_t x0 = s * bs, x1 = p.k < x0 + bs ? p.k : x0 + bs;
-  float amax = 0.0f;
+  uint32_t amax_bits = 0;
   const int64_t amax_rows = bug == Bug::tile_amax_16_columns ? r0 + 1 : r1;
-  for (int64_t i = r0; i < amax_rows; ++i)
+  for (int64_t i = r0; i < amax_rows; ++i) {
+#if defined(__CUDA_ARCH__)
     for (int64_t x = x0; x < x1; ++x) {
-      const float a = fabsf(input_value(p.x, element_offset(b * p.m + i, p.k, x, bug), p.in_type));
-      if (a > amax) amax = a;  // NaN-suppressing, as __hmax2 and fmaxf are
+      const uint32_t a = amax_bits_of(input_value(p.x, element_offset(b * p.m + i, p.k, x, bug), p.in_type));
+      amax_bits = a > amax_bits ? a : amax_bits;
     }
+#else
+    float in[32];
+    const int n = static_cast<int>(x1 - x0);
+    row_inputs(p, bug, b * p.m + i, x0, n, in);
+    for (int j = 0; j < n; ++j) {
+      const uint32_t a = amax_bits_of(in[j]);
+      amax_bits = a > amax_bits ? a : amax_bits;
+    }
+#endif
+  }
+  const float amax = float_from_bits(amax_bits);
   const uint32_t layout = bug == Bug::linear_scales_declared_permuted ? uint32_t{NVFP4_SF_LINEAR} : p.sf_layout;
   for (int64_t i = r0; i < r1; ++i) {
     float os;
@@ -344,22 +449,11 @@ NVFP4_QHD inline void quantize_block(const nvfp4_problem& p, uint32_t flags, Bug
       }
       continue;
     }
-    // Two codes to a byte, the byte written once: x0 is even and so is x1 (k is even for a
-    // format of nibbles: quantize_fits).
-    for (int64_t x = x0; x < x1; x += 2) {
-      uint8_t pair = 0;
-      for (int h = 0; h < 2; ++h) {
-        const float in = input_value(p.x, element_offset(row, p.k, x + h, bug), p.in_type), v = in * os;
-        uint8_t code = bug == Bug::zero_codes ? 0
-                       : (flags & NVFP4_FLAG_STOCHASTIC)
-                           ? e2m1_stochastic(v, sr_uniform(p.seed, row * p.k + x + h, bug))
-                           : e2m1_from_float(v);
-        if (bug == Bug::honest_plus_zero && (code & 7) == 0) code = 0;
-        if (bug == Bug::honest_nan_code_zero && in != in) code = 0;
-        pair = static_cast<uint8_t>(pair | code << (4 * h));
-      }
-      p.q[element_offset(row, p.k / 2, x / 2, bug)] = pair;
-    }
+#if defined(__CUDA_ARCH__)
+    nibble_codes_by_pairs(p, flags, bug, row, x0, x1, os);
+#else
+    nibble_codes_by_steps(p, flags, bug, row, x0, x1, os);
+#endif
   }
 }
 

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <iostream>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -14,6 +15,7 @@
 #include "kernels/block_scaled_epilogue.h"
 #include "kernels/builtin.h"
 #include "kernels/host/fp16_from_float.h"
+#include "kernels/host/host_quantize.h"
 #include "kernels/problem_fits.h"
 #include "kernels/registry.h"
 #include "kernels/tests/small_problems.h"
@@ -266,6 +268,81 @@ TEST(HostKernels, StochasticE2m1RoundsToTheLowerOrUpperNeighbour) {
         ASSERT_EQ(got, (sign < 0 ? 8 : 0) | expected(a, u)) << "v " << sign * a << " u " << u;
       }
   EXPECT_EQ(kern::quant::e2m1_stochastic(std::nanf(""), 0.5f), 7);
+}
+
+// The kernels' round-to-nearest E2M1 against the rule written out: the nearer grid neighbour, a
+// tie to the even code (.25, 1.25, 2.5 and 5 down, .75, 1.75 and 3.5 up); 6 from 5 on and Inf;
+// NaN +6; the sign kept. The same values as above, and every midpoint with its neighbours.
+TEST(HostKernels, NearestE2m1IsTheMidpointRule) {
+  const float grid[8] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6};
+  const auto expected = [&](float a) {
+    if (a >= 6) return 7;
+    int c = 0;
+    while (grid[c + 1] <= a) ++c;
+    const float mid = (grid[c] + grid[c + 1]) / 2;
+    return a > mid || (a == mid && c % 2 == 1) ? c + 1 : c;
+  };
+  std::vector<float> values;
+  for (uint32_t bits = 0; bits < 0x40E00000u; bits += 613) values.push_back(kern::float_from_bits(bits));
+  for (int c = 0; c < 7; ++c)
+    for (float g : {grid[c], (grid[c] + grid[c + 1]) / 2})
+      for (float v : {std::nextafter(g, 0.0f), g, std::nextafter(g, 8.0f)}) values.push_back(v);
+  values.push_back(std::numeric_limits<float>::infinity());
+  values.push_back(std::numeric_limits<float>::max());
+  for (float a : values)
+    for (float sign : {1.0f, -1.0f})
+      ASSERT_EQ(kern::quant::e2m1_from_float(sign * a), (sign < 0 ? 8 : 0) | expected(a)) << "v " << sign * a;
+  EXPECT_EQ(kern::quant::e2m1_from_float(std::nanf("")), 7);
+  EXPECT_EQ(kern::quant::e2m1_from_float(-std::nanf("")), 7);
+  EXPECT_EQ(kern::quant::e2m1_stochastic(-std::nanf(""), 0.5f), 7);
+}
+
+// The host quantizer computes a row's codes step by step (loops that vectorize), the device
+// element by element; both must give the same bytes for every bug the mutants build, both
+// formats of nibbles, every input type, both roundings, every block length a tail leaves and
+// elements of every kind (zero, subnormal, NaN, Inf, past 6 after scaling). The device's form runs
+// here on the host, so the CUDA quantizers' arithmetic is checked without a GPU.
+TEST(HostKernels, QuantizerCodesStepByStepAreTheDevicesElementByElement) {
+  const uint64_t seed = 20261205;
+  std::cout << "seed " << seed << "\n";
+  std::mt19937_64 rng(seed);
+  const int64_t k = 96, m = 3;
+  std::vector<uint32_t> x32(static_cast<size_t>(m * k));
+  std::vector<uint16_t> x16(x32.size());
+  int compared = 0;
+  for (int bug = 0; bug <= static_cast<int>(kern::quant::Bug::honest_sr_other_generator); ++bug)
+    for (uint32_t format : {uint32_t{NVFP4_FORMAT_NVFP4}, uint32_t{NVFP4_FORMAT_MXFP4}})
+      for (uint32_t in_type : {uint32_t{NVFP4_IN_FP16}, uint32_t{NVFP4_IN_BF16}, uint32_t{NVFP4_IN_FP32}})
+        for (uint32_t flags : {0u, uint32_t{NVFP4_FLAG_STOCHASTIC}}) {
+          for (size_t e = 0; e < x32.size(); ++e) {
+            const uint64_t r = rng();
+            // A quarter special (zeros, subnormals, NaN, Inf), the rest any finite pattern.
+            const uint32_t specials[] = {0x00000000u, 0x80000000u, 0x00000001u, 0x807FFFFFu,
+                                         0x7FC00000u, 0xFF800000u, 0x7F800000u, 0x7F7FFFFFu};
+            x32[e] = (r & 3) == 0 ? specials[(r >> 2) & 7] : static_cast<uint32_t>(r >> 32);
+            const uint16_t half_specials[] = {0x0000, 0x8000, 0x0001, 0x83FF, 0x7E00, 0xFC00, 0x7C00, 0x7BFF};
+            x16[e] = (r & 3) == 0 ? half_specials[(r >> 2) & 7] : static_cast<uint16_t>(r >> 40);
+          }
+          nvfp4_problem p{};
+          p.op = NVFP4_OP_QUANTIZE, p.m = m, p.n = 1, p.k = k, p.l = 1;
+          p.in_type = in_type, p.q_format = format, p.seed = rng();
+          p.x = in_type == NVFP4_IN_FP32 ? static_cast<const void*>(x32.data()) : static_cast<const void*>(x16.data());
+          std::vector<uint8_t> by_steps(static_cast<size_t>(m * k / 2), 0xA5), by_pairs = by_steps;
+          for (int64_t row = 0; row < m; ++row)
+            for (int64_t x0 = 0; x0 < k; x0 += 32)
+              for (int64_t x1 = x0 + 2; x1 <= x0 + 32; x1 += 2) {
+                const float os = std::ldexp(1.0f + static_cast<float>(rng() % 1024) / 1024, static_cast<int>(rng() % 40) - 20);
+                p.q = by_steps.data();
+                kern::quant::nibble_codes_by_steps(p, flags, static_cast<kern::quant::Bug>(bug), row, x0, x1, os);
+                p.q = by_pairs.data();
+                kern::quant::nibble_codes_by_pairs(p, flags, static_cast<kern::quant::Bug>(bug), row, x0, x1, os);
+                ASSERT_EQ(by_steps, by_pairs) << "bug " << bug << " format " << format << " input " << in_type
+                                              << " flags " << flags << " row " << row << " elements [" << x0 << ", "
+                                              << x1 << ") os " << os;
+                ++compared;
+              }
+        }
+  EXPECT_GT(compared, 0);
 }
 
 TEST(HostKernels, ExactRegimeMatchesIndependentAnswerInBothLayouts) {
