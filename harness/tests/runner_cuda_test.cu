@@ -20,6 +20,7 @@
 #include "harness/draw/generators.h"
 #include "harness/process/device_buffers.h"
 #include "harness/tests/check_in_process.h"
+#include "harness/tests/scratch_dir.h"
 #include "kernels/registry.h"
 #include "reference/formats.h"
 #include "reference/scale_layout.h"
@@ -212,7 +213,7 @@ class CudaRunner : public ::testing::Test {
   }
   static CaseOptions options() {
     CaseOptions o;
-    o.case_dir = (std::filesystem::path(::testing::TempDir()) / ("nvfp4-runner-cuda-test-" + std::to_string(getpid()))).string();
+    o.case_dir = test::scratch_dir("runner-cuda-test").string();  // removed when every test passed
     o.stale_seed = 31;
     return o;
   }
