@@ -2,7 +2,8 @@
 # scripts/compare-mutants.py on a recorded host table: the record against itself is the same
 # table (exit 0); a mutant killed at another case, a weak column that changed, an honest kernel
 # with a false alarm and a mutant missing are each named (exit 1); another seed, or a file that
-# is no report, is no comparison (exit 2).
+# is no report, is no comparison (exit 2), nor is another suite budget; a run without the honest
+# kernels or the weak checks is compared on the columns both have.
 # Usage: compare_mutants_test.sh SOURCE_DIR
 set -uo pipefail
 src=$1
@@ -33,6 +34,9 @@ edit weak.json 'm = next(m for m in r["mutants"] if "gpu_mode" in m); m["gpu_mod
 edit honest.json 'r["honest"][0]["suite"]["failed"] = True'
 edit missing.json 'r["mutants"].pop()'
 edit seed.json 'r["seed"] = 1'
+edit budget.json 'r["budget"] = r["budget"] + 100'
+edit no_honest.json 'r["honest"] = []'
+edit no_weak.json '[m.update(gpu_mode={"ran": False}, kernelbench={"ran": False}) for m in r["mutants"]]'
 for f in case weak honest missing; do
   $compare "$record" "$work/$f.json" > "$work/$f.txt"; rc=$?
   [ $rc -eq 1 ] || fail "$f: exit $rc, expected 1: $(cat "$work/$f.txt")"
@@ -45,6 +49,15 @@ grep -q "^honest " "$work/honest.txt" || fail "the honest kernel is not named"
 grep -q "(absent)" "$work/missing.txt" || fail "the missing mutant is not shown as absent"
 $compare "$record" "$work/seed.json" > /dev/null 2>&1; rc=$?
 [ $rc -eq 2 ] || fail "another seed: exit $rc, expected 2"
+$compare "$record" "$work/budget.json" > /dev/null 2> "$work/budget.txt"; rc=$?
+[ $rc -eq 2 ] || fail "another budget: exit $rc, expected 2"
+grep -q "budgets differ" "$work/budget.txt" || fail "another budget: $(cat "$work/budget.txt")"
+# A run without the honest kernels or the weak checks compares the columns both have, and says so.
+for f in no_honest no_weak; do
+  $compare "$record" "$work/$f.json" > "$work/$f.txt"; rc=$?
+  [ $rc -eq 0 ] || fail "$f: exit $rc, expected 0: $(cat "$work/$f.txt")"
+  grep -q "^not compared: the ${f#no_}" "$work/$f.txt" || fail "$f: the left-out columns are not named: $(cat "$work/$f.txt")"
+done
 echo "not json" > "$work/bad.json"
 $compare "$record" "$work/bad.json" > /dev/null 2>&1; rc=$?
 [ $rc -eq 2 ] || fail "a file that is no report: exit $rc, expected 2"
