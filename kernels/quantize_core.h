@@ -360,16 +360,15 @@ NVFP4_QHD inline void nibble_codes_by_pairs(const nvfp4_problem& p, uint32_t fla
   }
 }
 
-// The same bytes step by step (x1 - x0 <= 32): the elements, the draws, the codes, the bugs'
-// changes and the packing, each a loop of its own, which the host's compiler vectorizes (the
-// draws stay scalar: SSE2 has no 64-bit multiply). The draws' loop is written out for the honest
-// kernel, so that its generator is not chosen per element.
+// The same bytes step by step from the row's elements `in` (row_inputs; x1 - x0 <= 32): the
+// draws, the codes, the bugs' changes and the packing, each a loop of its own, which the host's
+// compiler vectorizes (the draws stay scalar: SSE2 has no 64-bit multiply). The draws' loop is
+// written out for the honest kernel, so that its generator is not chosen per element.
 NVFP4_QHD inline void nibble_codes_by_steps(const nvfp4_problem& p, uint32_t flags, Bug bug, int64_t row, int64_t x0,
-                                            int64_t x1, float os) {
+                                            int64_t x1, float os, const float* in) {
   const int n = static_cast<int>(x1 - x0);
-  float in[32], u[32];
+  float u[32];
   uint8_t code[32];
-  row_inputs(p, bug, row, x0, n, in);
   if (flags & NVFP4_FLAG_STOCHASTIC) {
     const int64_t at = row * p.k + x0;
     if (bug == Bug::none) {
@@ -402,6 +401,10 @@ NVFP4_QHD inline void quantize_block(const nvfp4_problem& p, uint32_t flags, Bug
   const int64_t x0 = s * bs, x1 = p.k < x0 + bs ? p.k : x0 + bs;
   uint32_t amax_bits = 0;
   const int64_t amax_rows = bug == Bug::tile_amax_16_columns ? r0 + 1 : r1;
+#if !defined(__CUDA_ARCH__)
+  float in[32];  // the last row the amax read; a one-row block codes from it again
+  const int n = static_cast<int>(x1 - x0);
+#endif
   for (int64_t i = r0; i < amax_rows; ++i) {
 #if defined(__CUDA_ARCH__)
     for (int64_t x = x0; x < x1; ++x) {
@@ -409,8 +412,6 @@ NVFP4_QHD inline void quantize_block(const nvfp4_problem& p, uint32_t flags, Bug
       amax_bits = a > amax_bits ? a : amax_bits;
     }
 #else
-    float in[32];
-    const int n = static_cast<int>(x1 - x0);
     row_inputs(p, bug, b * p.m + i, x0, n, in);
     for (int j = 0; j < n; ++j) {
       const uint32_t a = amax_bits_of(in[j]);
@@ -452,7 +453,8 @@ NVFP4_QHD inline void quantize_block(const nvfp4_problem& p, uint32_t flags, Bug
 #if defined(__CUDA_ARCH__)
     nibble_codes_by_pairs(p, flags, bug, row, x0, x1, os);
 #else
-    nibble_codes_by_steps(p, flags, bug, row, x0, x1, os);
+    if (r1 - r0 > 1) row_inputs(p, bug, row, x0, n, in);
+    nibble_codes_by_steps(p, flags, bug, row, x0, x1, os, in);
 #endif
   }
 }

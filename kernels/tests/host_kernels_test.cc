@@ -332,8 +332,10 @@ TEST(HostKernels, QuantizerCodesStepByStepAreTheDevicesElementByElement) {
             for (int64_t x0 = 0; x0 < k; x0 += 32)
               for (int64_t x1 = x0 + 2; x1 <= x0 + 32; x1 += 2) {
                 const float os = std::ldexp(1.0f + static_cast<float>(rng() % 1024) / 1024, static_cast<int>(rng() % 40) - 20);
+                float in[32];
+                kern::quant::row_inputs(p, static_cast<kern::quant::Bug>(bug), row, x0, static_cast<int>(x1 - x0), in);
                 p.q = by_steps.data();
-                kern::quant::nibble_codes_by_steps(p, flags, static_cast<kern::quant::Bug>(bug), row, x0, x1, os);
+                kern::quant::nibble_codes_by_steps(p, flags, static_cast<kern::quant::Bug>(bug), row, x0, x1, os, in);
                 p.q = by_pairs.data();
                 kern::quant::nibble_codes_by_pairs(p, flags, static_cast<kern::quant::Bug>(bug), row, x0, x1, os);
                 ASSERT_EQ(by_steps, by_pairs) << "bug " << bug << " format " << format << " input " << in_type
