@@ -54,7 +54,7 @@ inline long double exp_ld(long double x) {
   const long double p4 = c[10] + c[11] * r, p5 = c[12] + c[13] * r, p6 = c[14] + c[15] * r, p7 = c[16] + c[17] * r;
   const long double q = ((p0 + p1 * r2) + (p2 + p3 * r2) * r4) + ((p4 + p5 * r2) + (p6 + p7 * r2) * r4) * r8;
   const long double hi = 1 + r, lo = (1 - hi) + r;
-  const long double e = hi + (lo + (r * r) * q);
+  const long double e = hi + (lo + r2 * q);
   // e * 2^n: exact in range; past it one rounding, to a subnormal or to +Inf.
   if (n > 16000) return e * pow2l(n - 16000) * pow2l(16000);
   if (n < -16000) return e * pow2l(n + 16000) * pow2l(-16000);
