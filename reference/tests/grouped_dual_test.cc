@@ -462,7 +462,9 @@ TEST(ExactDual, SiluIsGWhereOnePlusExpRoundsToOne) {
     const long double g = static_cast<long double>(sum) / 1048576.0L;
     const DualValue d = dual_value(with_sum(sum), 1.0f, with_sum(3 << 20), 1.0f);
     ASSERT_EQ(d.silu_g, g / (1 + exp_ld(-g))) << static_cast<double>(g);
-    if (g > 44.5L) ASSERT_EQ(d.silu_g, g) << static_cast<double>(g);
+    if (g > 44.5L) {
+      ASSERT_EQ(d.silu_g, g) << static_cast<double>(g);
+    }
   }
 }
 
