@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -103,6 +104,70 @@ TEST_F(GpuReference, MatchesCpuOnLargerShapes) {
                                           describe_element(gpu.elems[at])
                                     : std::string());
     }
+  }
+}
+
+// min_tz lowered late in k, at different blocks for different outputs of one thread, beside
+// outputs with no nonzero product at all: the GEMM kernel searches a block's smallest tz only
+// where its scales could lower an output's minimum, and these scales put that screen's every
+// branch to work (exponents that fall along k at a pace set by the row and the column, zero
+// scales, a row of zero values and a column of zero scales).
+TEST_F(GpuReference, MinTzLoweredLateInKMatchesTheCpu) {
+  const uint64_t seed = 20261205;
+  std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
+  Rng rng(seed);
+  for (const char* spec : {"uniform/full/one", "sparse/full/one"}) {
+    Problem p;
+    p.op = Op::gemm;
+    p.m = 96;
+    p.n = 80;
+    p.k = 2048;
+    p.l = 1;
+    fill_data(rng, DataSpec::parse(spec), p);
+    const int64_t kb = p.kb();
+    // E4M3 bytes: exponent field in bits 3-6, mantissa in bits 0-2 (its trailing zeros add to tz).
+    auto scale = [&](int64_t line, int64_t s, int64_t pace) -> uint8_t {
+      if ((line * 7 + s) % 53 == 0) return 0;  // a zero scale now and then
+      const int64_t exp = std::max<int64_t>(1, 14 - (s * pace) / kb);
+      return static_cast<uint8_t>((exp << 3) | ((line + s) % 8));
+    };
+    for (int64_t i = 0; i < p.m; ++i)
+      for (int64_t s = 0; s < kb; ++s) p.sfa[i * kb + s] = scale(i, s, 1 + i % 13);
+    for (int64_t j = 0; j < p.n; ++j)
+      for (int64_t s = 0; s < kb; ++s) p.sfb[j * kb + s] = j == 17 ? 0 : scale(j, s, 1 + (j * 5) % 11);
+    std::fill(p.a.begin() + 5 * (p.k / 2), p.a.begin() + 6 * (p.k / 2), uint8_t{0});  // row 5: zeros
+    const ExactResult cpu = exact_gemm(p);
+    const ExactResult gpu = exact_gemm_gpu(p);
+    const int64_t at = first_difference(cpu, gpu);
+    EXPECT_EQ(at, -1) << spec << (at >= 0 ? " element " + std::to_string(at) + " cpu " + describe_element(cpu.elems[at]) +
+                                                " gpu " + describe_element(gpu.elems[at])
+                                          : std::string());
+    // The same rows and columns cut to the first half of k: outputs whose minimum is lower over
+    // all of k were lowered in the second half (what the skipped searches must not miss).
+    Problem half = p;
+    half.k = p.k / 2;
+    const int64_t hkb = half.kb();
+    half.a.assign(static_cast<size_t>(p.m * half.k / 2), 0);
+    half.b.assign(static_cast<size_t>(p.n * half.k / 2), 0);
+    half.sfa.assign(static_cast<size_t>(p.m * hkb), 0);
+    half.sfb.assign(static_cast<size_t>(p.n * hkb), 0);
+    for (int64_t i = 0; i < p.m; ++i) {
+      std::copy_n(p.a.begin() + i * (p.k / 2), half.k / 2, half.a.begin() + i * (half.k / 2));
+      std::copy_n(p.sfa.begin() + i * kb, hkb, half.sfa.begin() + i * hkb);
+    }
+    for (int64_t j = 0; j < p.n; ++j) {
+      std::copy_n(p.b.begin() + j * (p.k / 2), half.k / 2, half.b.begin() + j * (half.k / 2));
+      std::copy_n(p.sfb.begin() + j * kb, hkb, half.sfb.begin() + j * hkb);
+    }
+    const ExactResult first = exact_gemm(half);
+    int lowered_late = 0, none = 0;
+    for (size_t e = 0; e < cpu.elems.size(); ++e) {
+      lowered_late += cpu.elems[e].min_tz < first.elems[e].min_tz;
+      none += cpu.elems[e].nonzero == 0;
+    }
+    EXPECT_GT(lowered_late, 100) << spec << ": the scales no longer lower min_tz late in k";
+    EXPECT_GT(none, 0) << spec << ": no output without a nonzero product";
+    std::printf("%s: %d outputs lowered in k's second half, %d without a nonzero product\n", spec, lowered_late, none);
   }
 }
 
