@@ -613,6 +613,15 @@ KernelCaller::~KernelCaller() {
   }
 }
 
+void KernelCaller::prepare() {
+  if (memory_ || unusable_) return;
+  try {
+    memory_ = KernelMemory::create(kernel_.info->memory);
+  } catch (...) {
+    memory_.reset();
+  }
+}
+
 void KernelCaller::begin_case(CaseData data) {
   layout_.reset();
   data_ = std::move(data);

@@ -95,6 +95,11 @@ class KernelCaller {
   KernelCaller(const Kernel& kernel, double timeout_s, bool protect_inputs = false);
   ~KernelCaller();
 
+  // Makes the process's memory (for a CUDA kernel its context and the runner's stream) before
+  // the first case, so that a report books it to the process's start and not to the first
+  // case's lay-out (under MPS with eight lanes starting together, 0.7 s a lane on an H100). A
+  // failure is left for the first call, which makes the memory again and reports it.
+  void prepare();
   // Starts a case: the next call allocates buffers for this data.
   void begin_case(CaseData data);
   // Uploads (the problem's or the stale data, with spec's padding and poison), calls, waits,

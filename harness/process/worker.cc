@@ -590,8 +590,9 @@ std::vector<KernelDesc> list_kernels(const std::vector<std::string>& plugins, do
 
 int serve_kernel(int fd, const Kernel& kernel, double timeout_s) {
   install_input_fault_handler();
-  send_message(fd, ReadyMsg{{describe_kernel(kernel)}, ""});
   KernelCaller caller(kernel, timeout_s, /*protect_inputs=*/true);
+  caller.prepare();  // the CUDA context is the process's start (the parent waits for Ready)
+  send_message(fd, ReadyMsg{{describe_kernel(kernel)}, ""});
   // The memory files the parent opened for this process (none: every byte in the frames).
   SharedFile in(fcntl(kWorkerInputFd, F_GETFD) >= 0 ? kWorkerInputFd : -1);
   SharedFile out(fcntl(kWorkerOutputFd, F_GETFD) >= 0 ? kWorkerOutputFd : -1);
