@@ -22,9 +22,13 @@
 # stage_seconds, adding up to 100%): the kernel's calls, the buffers in its process, the channel
 # to it, the reference, the data (drawing and generating), judging, saving, starting the
 # kernel's process, and the rest
-# (listeners and what no step holds). A CUDA kernel's rows: "this" as `run` does by default (its
-# lanes in one MPS context where MPS can start), "this-own" with --shared-context off (a context
-# per lane), and with one lane; the report's "context" field says which it got.
+# (listeners and what no step holds); then "ms/case", the lanes' time a case (the stages'
+# seconds over the cases: one lane's cost of a case, under the load of the others), and
+# "cores", the CPU seconds of the whole run (the program and its kernel processes) over its
+# wall time (a row near the machine's cores is CPU-bound; one well below them waits on something
+# else). A CUDA kernel's rows: "this" as `run` does by default (its lanes in one MPS context
+# where MPS can start), "this-own" with --shared-context off (a context per lane), and with one
+# lane; the report's "context" field says which it got.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 prog=${NVFP4_BUILD:+$NVFP4_BUILD/cli/nvfp4check}
@@ -40,7 +44,7 @@ while [ $# -gt 0 ]; do
     --classes) classes=$2; shift 2 ;;
     --repeat) repeat=$2; shift 2 ;;
     --json) json=$2; shift 2 ;;
-    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
     *) echo "throughput-bench: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -62,6 +66,10 @@ shape_of() {
                     *) case $class in tiny) echo 16x16x16 ;; small) echo 32x16x128 ;; medium) echo 128x128x256 ;; esac ;; esac
 }
 
+# CPU ticks of this shell's waited-for children and their descendants (user + system).
+children_ticks() { awk '{print $16 + $17}' /proc/$$/stat 2>/dev/null || echo 0; }
+ticks_per_s=$(getconf CLK_TCK 2>/dev/null || echo 100)
+
 measure() {  # program label kernel class jobs [more arguments of run]
   local program=$1 label=$2 kernel=$3 class=$4 j=$5 shape report
   local more=("${@:6}")
@@ -77,11 +85,16 @@ measure() {  # program label kernel class jobs [more arguments of run]
     "$program" run --kernel "$kernel" "${shape_args[@]}" --seconds "$seconds" --seed 1 --case-dir "$tmp/cases" \
       --report "$report" "$@" >"$tmp/out.log" 2>&1
   }
+  local wall0 cpu0 wall1 cpu1
+  wall0=$(date +%s.%N) cpu0=$(children_ticks)
   if ! run_it "${extra[@]}" "${more[@]}" && [ ! -f "$report" ] && [ ${#extra[@]} -gt 0 ]; then run_it; fi
+  wall1=$(date +%s.%N) cpu1=$(children_ticks)
   [ -f "$report" ] || { echo "  $label $kernel $shape: no report"; tail -3 "$tmp/out.log"; return; }
-  "$py" - "$report" "$label" "$kernel" "$class" "$shape" "${j:-default}" >>"$rows" <<'EOF'
+  "$py" - "$report" "$label" "$kernel" "$class" "$shape" "${j:-default}" \
+    "$(awk -v a="$wall0" -v b="$wall1" -v c="$cpu0" -v d="$cpu1" -v t="$ticks_per_s" \
+         'BEGIN {w = b - a; printf "%.6f", (w > 0 ? (d - c) / t / w : 0)}')" >>"$rows" <<'EOF'
 import json, sys
-report, label, kernel, cls, shape, jobs = sys.argv[1:]
+report, label, kernel, cls, shape, jobs, cores = sys.argv[1:]
 k = json.load(open(report))["kernels"][0]
 # "stage_seconds"; builds between 1 and 2 December 2026 wrote "step_seconds".
 st = k.get("stage_seconds") or k.get("step_seconds") or {}
@@ -101,7 +114,8 @@ print(json.dumps({"build": label, "kernel": kernel, "op": max(by_op, key=by_op.g
                   "class": cls, "shape": shape, "jobs": jobs,
                   "cases": k["cases"], "seconds": k["seconds"], "verdict": k["verdict"],
                   "cases_per_s": k["cases"] / max(k["seconds"], 1e-9), "context": k.get("context", ""),
-                  "shares": shares, "stages": st}))
+                  "shares": shares, "stages": st,
+                  "ms_per_case": 1e3 * total / max(k["cases"], 1), "cores": float(cores)}))
 EOF
 }
 
@@ -133,7 +147,7 @@ for key, runs in groups.items():
     runs.sort(key=lambda r: r["cases_per_s"])
     median[key] = runs[len(runs) // 2]
 print(f"{'build':9} {'kernel':15} {'op':5} {'class':8} {'shape':12} {'jobs':>7} {'runs':>4} {'cases':>7} {'cases/s':>9} "
-      + " ".join(f"{c[:7] + '%':>8}" for c in columns) + " verdict  vs baseline (this-own: vs this)")
+      + " ".join(f"{c[:7] + '%':>8}" for c in columns) + f" {'ms/case':>8} {'cores':>5} verdict  vs baseline (this-own: vs this)")
 for (kernel, cls, jobs, build), r in median.items():
     runs = groups[(kernel, cls, jobs, build)]
     # Like for like: "this" against the baseline's line (both in the program's default context
@@ -146,7 +160,7 @@ for (kernel, cls, jobs, build), r in median.items():
         ratio = f"{x:.2f}x" + (" SLOWER" if x < 0.9 else "") + ("" if against == "baseline" else " of this")
     print(f"{build:9} {kernel:15} {r['op']:5} {cls:8} {r['shape']:12} {jobs:>7} {len(runs):>4} {r['cases']:>7} "
           f"{r['cases_per_s']:>9.1f} " + " ".join(f"{100 * r['shares'][c]:>7.1f}%" for c in columns)
-          + f" {r['verdict']:7}  {ratio}")
+          + f" {r.get('ms_per_case', 0):>8.3f} {r.get('cores', 0):>5.1f} {r['verdict']:7}  {ratio}")
     if len(runs) > 1:
         print(f"{'':9} {'':15} {'':5} {'':8} {'':12} {'':>7} runs: " + ", ".join(f"{x['cases_per_s']:.1f}" for x in runs))
 EOF

@@ -83,5 +83,14 @@ for r in rows:
     # is what the calls did not hide, often none. Smaller cases compute it before the calls.
     if r["op"] != "gemv" or shares["kernel"] <= 0 or (r["class"] != "medium" and shares["reference"] <= 0):
         sys.exit(f"{r['class']}: op {r['op']}, shares {shares}")
+    # The lanes' time a case is the stages' sum over the cases; the cores, the run's CPU over its
+    # wall time: one lane and its kernel's process keep at least a fifth of a core busy and at
+    # most both (and what the machine has).
+    expect = 1e3 * sum(r["stages"].values()) / r["cases"]
+    if abs(r["ms_per_case"] - expect) > 1e-9 * max(1.0, expect) or r["ms_per_case"] <= 0:
+        sys.exit(f"{r['class']}: ms_per_case {r['ms_per_case']}, the stages give {expect}")
+    import os
+    if not (0.2 <= r["cores"] <= 2 * (os.cpu_count() or 1)):
+        sys.exit(f"{r['class']}: cores {r['cores']}")
 EOF
 echo "stage_seconds: present, adding up, merged and shared"
