@@ -125,6 +125,53 @@ void decode_row(const uint8_t* packed, const uint8_t* scales, int64_t k, ScaleSe
 // blocks < 2^52 to the int64 chunk sum. The 128-bit totals hold any k (|sum| < k*2^43).
 constexpr int64_t kRowGroup = 8;  // output rows per work item, see exact_gemm
 
+// One chunk's block sums into the running chunk_sum/chunk_abs/nonzero/any. kHalves: how many
+// of the chunk's two halves (blocks 0-7, 8-15) hold live blocks; a chunk of at most 8 live blocks
+// (k <= 128, or a short last chunk) leaves the second half's vector steps out, since its lanes
+// are padding zeros that add nothing.
+template <int kHalves>
+inline __attribute__((always_inline)) void dot_chunk(const int16_t* av, const int16_t* bv, const int32_t* wa,
+                                                      const int32_t* wb, int live, int64_t& chunk_sum,
+                                                      int64_t& chunk_abs, int64_t& nonzero, uint64_t& any) {
+  // [h]: blocks 8h .. 8h+7 of the chunk; lane 2s+e holds the pair element e of block 8h+s.
+  Lanes dot[2] = {}, abs[2] = {}, bits[2] = {}, count[2] = {};
+  for (int q = 0; q < kPairs; ++q) {
+    for (int h = 0; h < kHalves; ++h) {
+      Lanes x, y;
+      std::memcpy(&x, av + (2 * q + h) * kLanes, sizeof x);
+      std::memcpy(&y, bv + (2 * q + h) * kLanes, sizeof y);
+      const Lanes p = x * y;
+      const Lanes sign = p >> 15;
+      const Lanes mag = (p ^ sign) - sign;
+      dot[h] += p;
+      abs[h] += mag;
+      bits[h] |= mag;
+      count[h] -= (p != 0);  // a true comparison lane is -1
+    }
+  }
+  // Fold lane pairs: lane s of the results is block s of the chunk.
+#define NVFP4_EVEN 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30
+#define NVFP4_ODD 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31
+  const Lanes block_dot = __builtin_shufflevector(dot[0], dot[1], NVFP4_EVEN) +
+                          __builtin_shufflevector(dot[0], dot[1], NVFP4_ODD);
+  const Lanes block_abs = __builtin_shufflevector(abs[0], abs[1], NVFP4_EVEN) +
+                          __builtin_shufflevector(abs[0], abs[1], NVFP4_ODD);
+  const Lanes block_bits = __builtin_shufflevector(bits[0], bits[1], NVFP4_EVEN) |
+                           __builtin_shufflevector(bits[0], bits[1], NVFP4_ODD);
+  const Lanes block_count = __builtin_shufflevector(count[0], count[1], NVFP4_EVEN) +
+                            __builtin_shufflevector(count[0], count[1], NVFP4_ODD);
+#undef NVFP4_EVEN
+#undef NVFP4_ODD
+  // Blocks beyond kb are zero: small k skips their scalar work.
+  for (int s = 0; s < live; ++s) {
+    const int64_t unit = int64_t{wa[s]} * wb[s];  // 2^-2 * sa * sb in 2^-20 units
+    chunk_sum += block_dot[s] * unit;
+    chunk_abs += block_abs[s] * unit;
+    nonzero += unit != 0 ? block_count[s] : 0;
+    any |= static_cast<uint64_t>(block_bits[s] * unit);
+  }
+}
+
 inline __attribute__((always_inline)) void dot_element(const DecodedRow& a, const DecodedRow& b,
                                                         int64_t kb, ExactElement& out) {
   const int64_t chunks = chunk_count(kb);
@@ -137,46 +184,14 @@ inline __attribute__((always_inline)) void dot_element(const DecodedRow& a, cons
   for (int64_t c = 0; c < chunks; ++c) {
     const int16_t* av = a.values.data() + c * kChunkValues;
     const int16_t* bv = b.values.data() + c * kChunkValues;
-    // [h]: blocks 8h .. 8h+7 of the chunk; lane 2s+e holds the pair element e of block 8h+s.
-    Lanes dot[2] = {}, abs[2] = {}, bits[2] = {}, count[2] = {};
-    for (int q = 0; q < kPairs; ++q) {
-      for (int h = 0; h < 2; ++h) {
-        Lanes x, y;
-        std::memcpy(&x, av + (2 * q + h) * kLanes, sizeof x);
-        std::memcpy(&y, bv + (2 * q + h) * kLanes, sizeof y);
-        const Lanes p = x * y;
-        const Lanes sign = p >> 15;
-        const Lanes mag = (p ^ sign) - sign;
-        dot[h] += p;
-        abs[h] += mag;
-        bits[h] |= mag;
-        count[h] -= (p != 0);  // a true comparison lane is -1
-      }
-    }
-    // Fold lane pairs: lane s of the results is block s of the chunk.
-#define NVFP4_EVEN 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30
-#define NVFP4_ODD 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31
-    const Lanes block_dot = __builtin_shufflevector(dot[0], dot[1], NVFP4_EVEN) +
-                            __builtin_shufflevector(dot[0], dot[1], NVFP4_ODD);
-    const Lanes block_abs = __builtin_shufflevector(abs[0], abs[1], NVFP4_EVEN) +
-                            __builtin_shufflevector(abs[0], abs[1], NVFP4_ODD);
-    const Lanes block_bits = __builtin_shufflevector(bits[0], bits[1], NVFP4_EVEN) |
-                             __builtin_shufflevector(bits[0], bits[1], NVFP4_ODD);
-    const Lanes block_count = __builtin_shufflevector(count[0], count[1], NVFP4_EVEN) +
-                              __builtin_shufflevector(count[0], count[1], NVFP4_ODD);
-#undef NVFP4_EVEN
-#undef NVFP4_ODD
-    int64_t chunk_sum = 0, chunk_abs = 0;
     const int32_t* wa = a.weight.data() + c * kChunk;
     const int32_t* wb = b.weight.data() + c * kChunk;
-    // Blocks beyond kb are zero: small k skips their scalar work.
     const int live = static_cast<int>(std::min<int64_t>(kChunk, kb - c * kChunk));
-    for (int s = 0; s < live; ++s) {
-      const int64_t unit = int64_t{wa[s]} * wb[s];  // 2^-2 * sa * sb in 2^-20 units
-      chunk_sum += block_dot[s] * unit;
-      chunk_abs += block_abs[s] * unit;
-      nonzero += unit != 0 ? block_count[s] : 0;
-      any |= static_cast<uint64_t>(block_bits[s] * unit);
+    int64_t chunk_sum = 0, chunk_abs = 0;
+    if (live > kChunk / 2) {
+      dot_chunk<2>(av, bv, wa, wb, live, chunk_sum, chunk_abs, nonzero, any);
+    } else {
+      dot_chunk<1>(av, bv, wa, wb, live, chunk_sum, chunk_abs, nonzero, any);
     }
     sum += chunk_sum;
     abs_sum += static_cast<u128>(chunk_abs);
