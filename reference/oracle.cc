@@ -649,14 +649,26 @@ class QuickScreen {
   // neighbours is RN_out(x) whatever the ties, so the expected word is never rounded here.
   // Otherwise an error within spread_lo (a lower bound of the allowed spread) plus half an ulp at
   // |x| + spread. error_ulps is in ulps of the expected word, which lie at or above |x|'s binade.
+  // An Inf word is accepted past the overflow threshold as the exact judgement accepts it (an
+  // output that overflows was 4% of a medium GEMM's elements, and each went the exact way).
   bool within(double x, bool x_exact, uint32_t actual, bool exact, double spread_lo, double max_ulps,
               double max_over_bound) const {
     // Integers and a power of two, not a float conversion: a process whose MXCSR flushes
     // subnormal inputs (a library in the same process may set it) would read a subnormal word as 0.
     const OutParts q = out_parts(T, actual);
-    if (q.nan || q.inf) return false;
+    if (q.nan) return false;
+    const double abs_x = std::fabs(x);
+    if (q.inf) {
+      // An Inf is accepted where RN_out(x) is that Inf (the exact regime: x at or past the
+      // overflow threshold on its side), or where the allowed interval reaches the threshold
+      // that way (rule 4); accepted, it adds nothing to the error statistics. A lower bound of
+      // the exact judgement's reach: x toward the Inf's side less its error, plus bound_lo.
+      const double toward = (q.negative ? -x : x) - abs_x * kE;
+      const double reach = exact ? toward : toward + spread_lo + pow2d(ulp_exp((abs_x + spread_lo) * (1 - kE)) - 1);
+      return reach >= (2 - pow2d(-kF.precision)) * pow2d(kF.emax) * (1 + kE);
+    }
     const double c = static_cast<double>(q.sig) * pow2d(q.exp) * (q.negative ? -1 : 1);
-    const double abs_x = std::fabs(x), abs_c = std::fabs(c);
+    const double abs_c = std::fabs(c);
     // One rounding of |c - x| (0 where the kernel wrote x itself), or also x's own.
     const double err_hi = x_exact ? std::fabs(c - x) * (1 + kE) : std::fabs(c - x) + (abs_x + abs_c) * kE;
     double bound_lo, ulps_hi;
