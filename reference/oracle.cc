@@ -673,7 +673,16 @@ class QuickScreen {
     const double err_hi = x_exact ? std::fabs(c - x) * (1 + kE) : std::fabs(c - x) + (abs_x + abs_c) * kE;
     double bound_lo, ulps_hi;
     if (exact) {
-      if (!(err_hi < pow2d(ulp_exp(abs_c * (1 - kE)) - 1))) return false;
+      if (!(err_hi < pow2d(ulp_exp(abs_c * (1 - kE)) - 1))) {
+        // x exactly halfway between two words (a tie, common where few bits reach the output):
+        // RN_out(x) is the one with the even significand. The exact judgement's statistics are
+        // then exact here too: the error is half the gap on x's side, its bound that same half
+        // gap (the error over the bound is 1), and in ulps of c it is err / ulp(c).
+        if (!x_exact || (q.sig & 1) != 0) return false;
+        const double err = std::fabs(c - x);  // exact: c and x are within a factor of two, or c = 0
+        if (err != pow2d(ulp_exp(abs_x > abs_c ? abs_c : abs_c * (1 - kE)) - 1)) return false;
+        return err * pow2d(-ulp_exp(abs_c)) <= max_ulps && 1.0 <= max_over_bound;
+      }
       ulps_hi = err_hi * pow2d(-ulp_exp(abs_c));  // the expected word is c (or a zero, as c is)
       bound_lo = pow2d(ulp_exp(abs_x * (1 - kE)) - 1);
     } else {

@@ -823,12 +823,14 @@ TEST(OracleSummary, WholeOutputJudgementIsTheElementByElementOne) {
     std::vector<uint32_t> words(static_cast<size_t>(p.c_elems()));
     const uint32_t magnitude = f.sign_bit - 1;
     // Every other round moves words by at most an ulp and nothing else, so that the largest
-    // errors belong to accepted elements (which the screen may skip) rather than to failures.
-    const bool gentle = round % 2 == 1;
+    // errors belong to accepted elements (which the screen may skip) rather than to failures;
+    // one round in eight keeps the reference's words, so that they belong to the rounding itself
+    // (an exact-regime tie, RN to the even word, has an error of 1 over its bound).
+    const bool gentle = round % 2 == 1, untouched = round % 8 == 5;
     for (size_t x = 0; x < words.size(); ++x) {
       uint32_t w = ref.word(x);
       const uint32_t mag = w & magnitude;
-      switch (gentle ? 5 + rng() % 2 * 4 : rng() % 16) {
+      switch (untouched ? 5 : gentle ? 5 + rng() % 2 * 4 : rng() % 16) {
         case 0: w ^= f.sign_bit; break;
         case 1: w = rng() % 2 ? 0 : f.sign_bit; break;
         case 2: w = (rng() % 2 ? f.sign_bit : 0) | f.max_finite; break;
