@@ -665,7 +665,7 @@ class QuickScreen {
       // the exact judgement's reach: x toward the Inf's side less its error, plus bound_lo.
       const double toward = (q.negative ? -x : x) - abs_x * kE;
       const double reach = exact ? toward : toward + spread_lo + pow2d(ulp_exp((abs_x + spread_lo) * (1 - kE)) - 1);
-      return reach >= (2 - pow2d(-kF.precision)) * pow2d(kF.emax) * (1 + kE);
+      return reach >= static_cast<double>(overflow_of(kF)) * (1 + kE);  // exact in double
     }
     const double c = static_cast<double>(q.sig) * pow2d(q.exp) * (q.negative ? -1 : 1);
     const double abs_c = std::fabs(c);
