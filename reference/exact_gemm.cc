@@ -4,9 +4,9 @@
 //    folded in) in a block-interleaved layout: for a chunk of 16 scale blocks, the pair of
 //    elements (2q, 2q+1) of block s sits at [q][s][0..1], so one packed byte becomes one 32-bit
 //    store and a 16-lane vector holds one element pair of 8 blocks;
-//  - per chunk, 16 vector steps give per lane the dot product, the sum of |products|, their OR
-//    (for g: tz(x|y) = min(tz x, tz y)) and the count of nonzero ones; two adjacent lanes make
-//    one block;
+//  - per chunk, 16 vector steps (8 where at most 8 of its blocks are live) give per lane the
+//    dot product, the sum of |products|, their OR (for g: tz(x|y) = min(tz x, tz y)) and the
+//    count of nonzero ones; two adjacent lanes make one block;
 //  - each block is then scaled by sigA*sigB * 2^(expA+expB+18) in int64 (the product of the two
 //    scales' weights sig * 2^(exp+9), decoded once per row) and the chunk's int64 sum is added to
 //    128-bit accumulators, so any k is exact (see the bounds below).
