@@ -92,6 +92,13 @@ GuardDamage GuardedBuffer::check_guards(double timeout_s) {
   return staged_guard_damage();
 }
 
+std::vector<std::unique_ptr<GuardedBuffer>> KernelMemory::allocate_all(const std::vector<Request>& requests) {
+  std::vector<std::unique_ptr<GuardedBuffer>> all;
+  all.reserve(requests.size());
+  for (const Request& r : requests) all.push_back(allocate(r.bytes, r.pattern));
+  return all;
+}
+
 std::string GuardDamage::describe(const std::string& buffer_name) const {
   if (intact) return buffer_name + ": guards intact";
   return fmt::format("{}: {} byte(s) of the guard {} the buffer were overwritten; the first at "

@@ -120,6 +120,17 @@ class KernelMemory {
   static std::unique_ptr<KernelMemory> create(uint32_t memory);
 
   virtual std::unique_ptr<GuardedBuffer> allocate(int64_t bytes, GuardPattern pattern) = 0;
+  // A call's buffers at once, in the order asked (bytes > 0 each). CUDA places the small ones
+  // side by side in one device region with one staging twin, each still between its own guards,
+  // so their uploads and fetches travel as one copy: a grouped call's hundreds of tensors cost
+  // hundreds of copies otherwise, each a few microseconds of the runtime's time and the bus's.
+  // Buffers asked for one after another that are uploaded or fetched together therefore should
+  // be asked for in that order.
+  struct Request {
+    int64_t bytes;
+    GuardPattern pattern;
+  };
+  virtual std::vector<std::unique_ptr<GuardedBuffer>> allocate_all(const std::vector<Request>& requests);
   // The stream handed to the kernel (a non-blocking cudaStream_t, or NULL for host memory).
   virtual void* stream() = 0;
   // CUDA: makes the stream wait, before the uploads that follow, until release_stream() (the
@@ -132,6 +143,10 @@ class KernelMemory {
   virtual void after_call() {}
   // Waits for the stream, or throws DeviceError (Kind::hang) after timeout_s.
   virtual void synchronize(double timeout_s) = 0;
+  // CUDA: the uploads and fetches of buffers from allocate_all are queued and put on the stream,
+  // joined where they are adjacent, before anything else the memory puts there and before any
+  // wait. Work of the caller's own on the stream (a kernel's call) comes after flush().
+  virtual void flush() {}
   // CUDA: waits for the whole device and names any error, so work a kernel left on another
   // stream is finished (and its errors seen) before buffers are read again or freed.
   virtual void synchronize_device(double timeout_s) {}

@@ -184,34 +184,112 @@ struct CompareSlots {
   }
 };
 
-// [guard][data][guard] at the start of a pooled device block; its pinned staging copy carries
-// every upload and fetch, so copies are truly asynchronous and ordered on the stream.
+// Inputs of this size or more keep a device copy; a smaller one costs less to fetch and compare
+// on the host than the comparison's launch and its wait. Smaller buffers asked for together share
+// an arena.
+constexpr int64_t kDeviceCopyBytes = int64_t(256) << 10;
+
+// Copies between buffers and their staging twins, queued in order and put on the stream by
+// flush(): a run of copies in one direction goes out sorted, and copies that continue each other
+// on both sides (buffers side by side in an arena) as one. The memory's thread only, like the
+// stream.
+class PendingCopies {
+ public:
+  void add(uint8_t* dst, const uint8_t* src, int64_t bytes, cudaMemcpyKind kind) {
+    copies_.push_back({dst, src, bytes, kind});
+  }
+  void flush(cudaStream_t stream) {
+    if (copies_.empty()) return;
+    for (size_t run = 0; run < copies_.size();) {
+      size_t end = run + 1;
+      while (end < copies_.size() && copies_[end].kind == copies_[run].kind) ++end;
+      // Within a run the regions are distinct, so their order on the stream does not matter.
+      std::sort(copies_.begin() + static_cast<std::ptrdiff_t>(run), copies_.begin() + static_cast<std::ptrdiff_t>(end),
+                [](const Copy& a, const Copy& b) { return a.dst < b.dst; });
+      for (size_t x = run; x < end;) {
+        Copy joined = copies_[x];
+        for (++x; x < end && copies_[x].dst == joined.dst + joined.bytes && copies_[x].src == joined.src + joined.bytes;
+             ++x)
+          joined.bytes += copies_[x].bytes;
+        check_cuda(cudaMemcpyAsync(joined.dst, joined.src, static_cast<size_t>(joined.bytes), joined.kind, stream),
+                   joined.kind == cudaMemcpyHostToDevice ? "cudaMemcpyAsync of buffers to the device"
+                                                         : "cudaMemcpyAsync of buffers back to the host");
+      }
+      run = end;
+    }
+    copies_.clear();
+  }
+
+ private:
+  struct Copy {
+    uint8_t* dst;
+    const uint8_t* src;
+    int64_t bytes;
+    cudaMemcpyKind kind;
+  };
+  std::vector<Copy> copies_;
+};
+
+// A pooled block shared by the buffers placed in it; back to the pool with the last of them.
+struct SharedBlock {
+  CudaBlock block;
+  ~SharedBlock() { give_block(block); }
+};
+
+// [guard][data][guard]: at the start of a pooled device block of its own, or at its place in an
+// arena shared with the call's other small buffers (the guard after then runs on to the next
+// region, which starts 512-byte aligned, so no byte between two buffers goes unchecked). The
+// pinned staging twin carries every upload and fetch, so copies are truly asynchronous and
+// ordered on the stream; an arena's copies wait in `pending` for the memory's flush.
 class CudaBuffer final : public GuardedBuffer {
  public:
-  CudaBuffer(int64_t bytes, GuardPattern pattern, cudaStream_t stream, std::shared_ptr<CompareSlots> slots)
+  // A buffer with a block of its own.
+  CudaBuffer(int64_t bytes, GuardPattern pattern, cudaStream_t stream, std::shared_ptr<CompareSlots> slots,
+             std::shared_ptr<PendingCopies> pending)
       : GuardedBuffer(bytes, pattern),
         stream_(stream),
         total_(2 * kGuardBytes + bytes),
-        block_(take_block(total_)),
-        slots_(std::move(slots)) {}
+        block_(std::make_shared<SharedBlock>()),
+        slots_(std::move(slots)),
+        pending_(std::move(pending)) {
+    block_->block = take_block(total_);
+    device_ = block_->block.device;
+    staging_ = block_->block.staging;
+  }
+  // A buffer at `offset` of an arena, `region` bytes long (its guards and padding included).
+  CudaBuffer(int64_t bytes, GuardPattern pattern, cudaStream_t stream, std::shared_ptr<CompareSlots> slots,
+             std::shared_ptr<PendingCopies> pending, std::shared_ptr<SharedBlock> arena, int64_t offset, int64_t region)
+      : GuardedBuffer(bytes, pattern),
+        stream_(stream),
+        total_(region),
+        block_(std::move(arena)),
+        slots_(std::move(slots)),
+        pending_(std::move(pending)),
+        deferred_(true) {
+    device_ = block_->block.device + offset;
+    staging_ = block_->block.staging + offset;
+  }
   ~CudaBuffer() override {
     give_block(copy_);
     if (slot_ >= 0) slots_->give(slot_);
-    give_block(block_);
   }
 
-  uint8_t* data() override { return block_.device + kGuardBytes; }
+  uint8_t* data() override { return device_ + kGuardBytes; }
 
-  void keep_device_copy() override { keeps_copy_ = size_ >= kDeviceCopyBytes; }
+  void keep_device_copy() override { keeps_copy_ = !deferred_ && size_ >= kDeviceCopyBytes; }
 
   void upload_from(const std::function<void(uint8_t*)>& fill) override {
     copy_valid_ = compared_ = false;
     // The staging copy is not in flight here: every upload follows a wait on the stream.
-    write_guard_pattern(block_.staging, kGuardBytes, pattern_);
-    write_guard_pattern(block_.staging + kGuardBytes + size_, kGuardBytes, pattern_);
-    fill(block_.staging + kGuardBytes);
-    check_cuda(cudaMemcpyAsync(block_.device, block_.staging, static_cast<size_t>(total_), cudaMemcpyHostToDevice,
-                               stream_),
+    write_guard_pattern(staging_, kGuardBytes, pattern_);
+    write_guard_pattern(staging_ + kGuardBytes + size_, after_bytes(), pattern_);
+    fill(staging_ + kGuardBytes);
+    if (deferred_) {
+      pending_->add(device_, staging_, total_, cudaMemcpyHostToDevice);
+      return;
+    }
+    pending_->flush(stream_);
+    check_cuda(cudaMemcpyAsync(device_, staging_, static_cast<size_t>(total_), cudaMemcpyHostToDevice, stream_),
                "cudaMemcpyAsync of an input to the device");
     // Pinned staging memory is mapped into the device's address space (UVA), and the allocator
     // can place a large buffer's staging block right beside its device block, one block size
@@ -221,7 +299,7 @@ class CudaBuffer final : public GuardedBuffer {
     // staging block outlives the host function: it is freed only after the stream is waited on,
     // and never once the device is unusable.)
     if (size_ >= kScrubBytes) {
-      auto* job = new ScrubJob{block_.staging + kGuardBytes, size_, pattern_};
+      auto* job = new ScrubJob{staging_ + kGuardBytes, size_, pattern_};
       const cudaError_t e = cudaLaunchHostFunc(stream_, scrub_staging, job);
       if (e != cudaSuccess) {
         delete job;
@@ -229,7 +307,7 @@ class CudaBuffer final : public GuardedBuffer {
       }
     }
     if (keeps_copy_ && ensure_copy()) {
-      check_cuda(device_copy::keep(block_.device, copy_.device, total_, salt_, stream_), "keeping the device copy of an input");
+      check_cuda(device_copy::keep(device_, copy_.device, total_, salt_, stream_), "keeping the device copy of an input");
       copy_valid_ = true;
     }
   }
@@ -237,14 +315,16 @@ class CudaBuffer final : public GuardedBuffer {
   bool restore() override {
     if (!copy_valid_) return false;
     compared_ = false;
-    check_cuda(device_copy::restore(block_.device, copy_.device, total_, salt_, stream_),
+    pending_->flush(stream_);
+    check_cuda(device_copy::restore(device_, copy_.device, total_, salt_, stream_),
                "writing an input again from its device copy");
     return true;
   }
 
   bool compare_async() override {
     if (!copy_valid_) return false;
-    check_cuda(device_copy::compare(block_.device, copy_.device, total_, kGuardBytes, kGuardBytes + size_, salt_,
+    pending_->flush(stream_);
+    check_cuda(device_copy::compare(device_, copy_.device, total_, kGuardBytes, kGuardBytes + size_, salt_,
                                     slots_->device + slot_, stream_),
                "comparing an input with its device copy");
     check_cuda(cudaMemcpyAsync(&slots_->host[slot_].zones, slots_->device + slot_, sizeof(device_copy::Zones),
@@ -265,7 +345,7 @@ class CudaBuffer final : public GuardedBuffer {
       // Rare (a kernel wrote where it must not): the first differing byte, now and as uploaded.
       const int64_t at = static_cast<int64_t>(~z.first_not[zone]);
       uint8_t* probe = slots_->host[slot_].probe;
-      check_cuda(cudaMemcpyAsync(probe, block_.device + at, 1, cudaMemcpyDeviceToHost, stream_),
+      check_cuda(cudaMemcpyAsync(probe, device_ + at, 1, cudaMemcpyDeviceToHost, stream_),
                  "cudaMemcpyAsync of a changed byte");
       check_cuda(cudaMemcpyAsync(probe + 1, copy_.device + at, 1, cudaMemcpyDeviceToHost, stream_),
                  "cudaMemcpyAsync of a changed byte's copy");
@@ -288,15 +368,23 @@ class CudaBuffer final : public GuardedBuffer {
   }
 
   void fetch_async() override {
-    check_cuda(cudaMemcpyAsync(block_.staging, block_.device, static_cast<size_t>(total_), cudaMemcpyDeviceToHost,
-                               stream_),
+    if (deferred_) {
+      pending_->add(staging_, device_, total_, cudaMemcpyDeviceToHost);
+      return;
+    }
+    pending_->flush(stream_);
+    check_cuda(cudaMemcpyAsync(staging_, device_, static_cast<size_t>(total_), cudaMemcpyDeviceToHost, stream_),
                "cudaMemcpyAsync of a buffer back to the host");
   }
-  const uint8_t* staged_data() const override { return block_.staging + kGuardBytes; }
+  const uint8_t* staged_data() const override { return staging_ + kGuardBytes; }
 
  protected:
-  const uint8_t* staged_region() const override { return block_.staging; }
-  void wait(double timeout_s) override { wait_stream(stream_, timeout_s); }
+  const uint8_t* staged_region() const override { return staging_; }
+  int64_t after_bytes() const override { return total_ - kGuardBytes - size_; }
+  void wait(double timeout_s) override {
+    pending_->flush(stream_);
+    wait_stream(stream_, timeout_s);
+  }
 
  private:
   // Large enough for a wrapped 32-bit offset to point back into the buffer's staging twin.
@@ -311,10 +399,6 @@ class CudaBuffer final : public GuardedBuffer {
     write_guard_pattern(job->at, job->bytes, job->pattern);
   }
 
-  // Inputs of this size or more keep a device copy; a smaller one costs less to fetch and compare
-  // on the host than the comparison's launch and its wait.
-  static constexpr int64_t kDeviceCopyBytes = int64_t(256) << 10;
-
   // The copy and its comparison slot, taken at the first upload that keeps one; false where
   // either is not to be had (the buffer then works without).
   bool ensure_copy() {
@@ -328,9 +412,13 @@ class CudaBuffer final : public GuardedBuffer {
   }
 
   cudaStream_t stream_;
-  int64_t total_;
-  CudaBlock block_;
+  int64_t total_;  // the region: guards, data and (in an arena) the padding to the next region
+  std::shared_ptr<SharedBlock> block_;
+  uint8_t* device_ = nullptr;   // the region's first guard byte
+  uint8_t* staging_ = nullptr;  // and its twin
   std::shared_ptr<CompareSlots> slots_;
+  std::shared_ptr<PendingCopies> pending_;
+  bool deferred_ = false;  // in an arena: copies wait for the flush
   bool keeps_copy_ = false, copy_valid_ = false, compared_ = false, no_copy_ = false;
   CudaBlock copy_;  // device memory only
   int slot_ = -1;
@@ -442,11 +530,49 @@ class CudaMemory final : public KernelMemory {
 
   std::unique_ptr<GuardedBuffer> allocate(int64_t bytes, GuardPattern pattern) override {
     if (!slots_) slots_ = std::make_shared<CompareSlots>();
-    return std::make_unique<CudaBuffer>(bytes, pattern, stream_, slots_);
+    return std::make_unique<CudaBuffer>(bytes, pattern, stream_, slots_, pending_);
+  }
+
+  // Buffers under kDeviceCopyBytes share one arena, in the order asked, up to kArenaBytes; the
+  // rest have blocks of their own. (One small buffer alone gains nothing from an arena.)
+  std::vector<std::unique_ptr<GuardedBuffer>> allocate_all(const std::vector<Request>& requests) override {
+    if (!slots_) slots_ = std::make_shared<CompareSlots>();
+    constexpr int64_t kAlign = 512, kArenaBytes = int64_t(64) << 20;
+    std::vector<int64_t> offset(requests.size(), -1);
+    int64_t used = 0;
+    size_t placed = 0;
+    for (size_t x = 0; x < requests.size(); ++x) {
+      const int64_t region = (2 * kGuardBytes + requests[x].bytes + kAlign - 1) / kAlign * kAlign;
+      if (requests[x].bytes >= kDeviceCopyBytes || used + region > kArenaBytes) continue;
+      offset[x] = used;
+      used += region;
+      ++placed;
+    }
+    std::shared_ptr<SharedBlock> arena;
+    if (placed >= 2) {
+      arena = std::make_shared<SharedBlock>();
+      arena->block = take_block(used);
+    }
+    std::vector<std::unique_ptr<GuardedBuffer>> all;
+    all.reserve(requests.size());
+    for (size_t x = 0; x < requests.size(); ++x) {
+      if (!arena || offset[x] < 0) {
+        all.push_back(allocate(requests[x].bytes, requests[x].pattern));
+        continue;
+      }
+      size_t next = x + 1;
+      while (next < requests.size() && offset[next] < 0) ++next;
+      const int64_t end = next < requests.size() ? offset[next] : used;
+      all.push_back(std::make_unique<CudaBuffer>(requests[x].bytes, requests[x].pattern, stream_, slots_, pending_,
+                                                 arena, offset[x], end - offset[x]));
+    }
+    return all;
   }
   void* stream() override { return stream_; }
+  void flush() override { pending_->flush(stream_); }
 
   void hold_stream() override {
+    pending_->flush(stream_);
     {
       std::lock_guard<std::mutex> lock(gate_.mutex);
       ++gate_.held;
@@ -464,9 +590,13 @@ class CudaMemory final : public KernelMemory {
     if (e != cudaSuccess) throw_cuda(e, "right after the kernel call (a launch error)");
   }
 
-  void synchronize(double timeout_s) override { wait_stream(stream_, timeout_s); }
+  void synchronize(double timeout_s) override {
+    pending_->flush(stream_);
+    wait_stream(stream_, timeout_s);
+  }
 
   void synchronize_device(double timeout_s) override {
+    pending_->flush(stream_);
     cudaError_t result = cudaSuccess;
     if (!synchronizer_->synchronize(timeout_s, &result)) {
       g_device_unusable = true;
@@ -481,6 +611,7 @@ class CudaMemory final : public KernelMemory {
   StreamGate gate_;
   std::unique_ptr<DeviceSynchronizer> synchronizer_;
   std::shared_ptr<CompareSlots> slots_;
+  std::shared_ptr<PendingCopies> pending_ = std::make_shared<PendingCopies>();
 };
 
 }  // namespace

@@ -315,16 +315,29 @@ struct CallBuffers {
     const auto fault_of = [&](const std::string& name) {
       return static_cast<int>(std::find(faults.begin(), faults.end(), fault_name(name)) - faults.begin());
     };
-    for (const InputTensor& t : in.inputs) {
-      inputs.push_back({t.name, fault_of(t.name), t.size() == 0 ? nullptr : memory.allocate(t.size(), t.guard), {}});
-      if (inputs.back().buffer) inputs.back().buffer->keep_device_copy();
-    }
+    // Asked for in all_buffers' order (inputs, tables, outputs): the fetch of every buffer, and
+    // of the outputs alone, then reads regions that lie side by side.
+    std::vector<KernelMemory::Request> asked;
+    std::vector<std::unique_ptr<GuardedBuffer>*> to;
+    const auto ask = [&](int64_t bytes, GuardPattern pattern, std::unique_ptr<GuardedBuffer>* into) {
+      if (bytes == 0) return;
+      asked.push_back({bytes, pattern});
+      to.push_back(into);
+    };
+    inputs.reserve(in.inputs.size());
+    outputs.resize(in.outputs.size());
+    for (const InputTensor& t : in.inputs) inputs.push_back({t.name, fault_of(t.name), nullptr, {}});
+    for (size_t x = 0; x < in.inputs.size(); ++x) ask(in.inputs[x].size(), in.inputs[x].guard, &inputs[x].buffer);
     table_fault = fault_of("group table");
-    for (const OutputTensor& o : in.outputs)
-      outputs.push_back(o.words == 0 ? nullptr : memory.allocate(o.words * o.width, GuardPattern::nan_fp16));
-    if (groups > 0) table = memory.allocate(groups * static_cast<int64_t>(sizeof(nvfp4_group)), GuardPattern::bytes);
+    if (groups > 0) ask(groups * static_cast<int64_t>(sizeof(nvfp4_group)), GuardPattern::bytes, &table);
     if (groups > 0 && group_out)
-      out_table = memory.allocate(groups * static_cast<int64_t>(sizeof(nvfp4_group_out)), GuardPattern::bytes);
+      ask(groups * static_cast<int64_t>(sizeof(nvfp4_group_out)), GuardPattern::bytes, &out_table);
+    for (size_t x = 0; x < in.outputs.size(); ++x)
+      ask(in.outputs[x].words * in.outputs[x].width, GuardPattern::nan_fp16, &outputs[x]);
+    std::vector<std::unique_ptr<GuardedBuffer>> made = memory.allocate_all(asked);
+    for (size_t x = 0; x < made.size(); ++x) *to[x] = std::move(made[x]);
+    for (Input& x : inputs)
+      if (x.buffer) x.buffer->keep_device_copy();
   }
   std::vector<uint8_t*> output_pointers() const {
     std::vector<uint8_t*> all;
@@ -394,6 +407,7 @@ void upload(KernelMemory& mem, CallBuffers& buf, const Problem& p, uint64_t gene
     if (buf.outputs[x]) buf.outputs[x]->upload(in.outputs[x].before.data());
   if (buf.table) buf.table->upload(reinterpret_cast<const uint8_t*>(table.data()));
   if (buf.out_table) buf.out_table->upload(reinterpret_cast<const uint8_t*>(out_table.data()));
+  mem.flush();  // before the kernel's own work on the stream
   if (spec.inputs_ready_first) mem.synchronize(timeout_s);
 }
 
@@ -693,8 +707,11 @@ CallObservation KernelCaller::call(const CallSpec& spec) {
     // the kernel wrote it from a stream other than problem.stream. Then every buffer is fetched
     // once (one wait) for its guards and, for inputs, its data.
     mem.synchronize_device(timeout_s_);
+    // The device comparisons first: the fetches then leave together.
+    std::vector<GuardedBuffer*> fetched;
     for (const auto& [name, g] : all_buffers(buf, in))
-      if (!g->compare_async()) g->fetch_async();
+      if (!g->compare_async()) fetched.push_back(g);
+    for (GuardedBuffer* g : fetched) g->fetch_async();
     mem.synchronize(timeout_s_);
     out.c_later = cuda ? output_words(buf, in) : out.c;
     if (out.c_later == out.c) out.c_later = out.c;  // one copy travels and is kept

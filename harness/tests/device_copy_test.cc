@@ -93,6 +93,61 @@ TEST_F(DeviceCopy, OnlyLargeInputsKeepOne) {
   EXPECT_FALSE(output->compared(10).has_value());
 }
 
+// A call's small buffers share an arena: side by side, each between its own guards (the one
+// after runs on to the next region), their uploads and fetches joined; a large buffer keeps a
+// block of its own and its device copy. A write one byte past a buffer, or into the padding
+// before the next, is that buffer's damaged guard; what the device holds is what was uploaded.
+TEST_F(DeviceCopy, SmallBuffersShareAnArenaAndKeepTheirGuards) {
+  const std::vector<KernelMemory::Request> asked = {
+      {1000, GuardPattern::bytes}, {37, GuardPattern::nan_fp16}, {300001, GuardPattern::nan_scales},
+      {64, GuardPattern::nan_scales}};
+  std::vector<std::unique_ptr<GuardedBuffer>> b = mem_->allocate_all(asked);
+  ASSERT_EQ(b.size(), asked.size());
+  const auto at = [&](size_t x) { return reinterpret_cast<uintptr_t>(b[x]->data()); };
+  // 2 x 4096 guard bytes and the data, to a multiple of 512; the large one elsewhere.
+  EXPECT_EQ(at(1) - at(0), 9216u);
+  EXPECT_EQ(at(3) - at(1), 8704u);
+  EXPECT_TRUE(at(2) < at(0) || at(2) > at(3));
+  for (size_t x = 0; x < b.size(); ++x) EXPECT_EQ(at(x) % 256, 0u) << x;
+  b[2]->keep_device_copy();
+
+  std::vector<std::vector<uint8_t>> data;
+  for (size_t x = 0; x < asked.size(); ++x) {
+    data.emplace_back(static_cast<size_t>(asked[x].bytes));
+    for (size_t y = 0; y < data[x].size(); ++y) data[x][y] = static_cast<uint8_t>(y * 13 + x * 71 + 5);
+    b[x]->upload(data[x].data());
+  }
+  mem_->flush();
+  // On the stream after the flush, the device holds the uploads.
+  std::vector<uint8_t> seen(37);
+  ASSERT_EQ(cudaMemcpyAsync(seen.data(), b[1]->data(), 37, cudaMemcpyDeviceToHost, stream()), cudaSuccess);
+  ASSERT_EQ(cudaMemsetAsync(b[0]->data() + 1000, 0, 1, stream()), cudaSuccess);
+  ASSERT_EQ(cudaMemsetAsync(b[1]->data() + 37 + kGuardBytes + 10, 0, 2, stream()), cudaSuccess);
+  for (const auto& x : b) x->fetch_async();
+  mem_->synchronize(10);
+  EXPECT_EQ(seen, data[1]);
+  for (size_t x = 0; x < b.size(); ++x)
+    EXPECT_TRUE(std::equal(data[x].begin(), data[x].end(), b[x]->staged_data())) << x;
+  const GuardDamage d0 = b[0]->staged_guard_damage();
+  ASSERT_FALSE(d0.intact);
+  EXPECT_FALSE(d0.before);
+  EXPECT_EQ(d0.offset, 1000);
+  EXPECT_EQ(d0.damaged_bytes, 1);
+  const GuardDamage d1 = b[1]->staged_guard_damage();
+  ASSERT_FALSE(d1.intact);
+  EXPECT_EQ(d1.offset, 37 + kGuardBytes + 10);
+  EXPECT_EQ(d1.damaged_bytes, 2);
+  EXPECT_TRUE(b[2]->staged_guard_damage().intact);
+  EXPECT_TRUE(b[3]->staged_guard_damage().intact);
+
+  // Uploaded again, each alone: the guards are whole again, the data read back one at a time.
+  for (size_t x = 0; x < b.size(); ++x) b[x]->upload(data[x].data());
+  for (size_t x = 0; x < b.size(); ++x) {
+    EXPECT_EQ(b[x]->download(10), data[x]) << x;
+    EXPECT_TRUE(b[x]->check_guards(10).intact) << x;
+  }
+}
+
 // The copy is masked: none of its 8-byte words is the data's word at that place, so a kernel
 // whose offset wraps into the copy reads garbage; restore unmasks it exactly.
 TEST_F(DeviceCopy, TheCopyIsMasked) {
