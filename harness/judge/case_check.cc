@@ -360,38 +360,52 @@ Problem stale_data(const Problem& p, uint64_t seed) {
   return q;
 }
 
-// The reference of a GEMV's or GEMM's stale data (A negated, blocks, rows and batches rotated)
-// from ref; p's shape, alpha and output type only (its data are not read).
-ExactResult stale_gemm_reference(const Problem& p, const ExactResult& ref, uint64_t seed) {
+// The reference of a GEMV's or GEMM's stale data (A negated, blocks, rows and batches rotated),
+// from ref's outputs [at, at + l*m*n) into out's (sized as ref, words included); p's shape,
+// alpha and output type only (its data are not read). A grouped case's groups are each such a
+// GEMM, written in place.
+void stale_gemm_reference_into(const Problem& p, const ExactResult& ref, int64_t at, uint64_t seed, ExactResult& out) {
   const Rotations r = draw_rotations(p, seed);
   // C'[b][i][j] = -C[(b + rl) % l][(i + ri) % m][(j + rj) % n] (each_rotated)
-  ExactResult out;
-  out.out_type = p.out_type;
-  out.group_offset = ref.group_offset;
-  out.elems.resize(ref.elems.size());
   const bool wide = out_word_bytes(p.out_type) == 4;
-  if (wide) out.c32.resize(ref.elems.size());
-  else out.c.resize(ref.elems.size());
   // The words follow from ref's: RN is symmetric, so RN(alpha * -r) is RN(alpha * r) with its sign
   // flipped, but for an exact zero (+0 either way, as for alpha = +-0) and NaN (one pattern).
   const uint32_t sign = out_format(p.out_type).sign_bit;
   const bool zero_alpha = p.alpha == 0.0f;
   const bool have_words = (wide ? ref.c32.size() : ref.c.size()) == ref.elems.size();
+  const ExactElement* from_elems = ref.elems.data() + at;
+  ExactElement* to_elems = out.elems.data() + at;
   each_rotated(r, p.l, p.m, p.n, [&](int64_t to, int64_t from) {
-    ExactElement e = ref.elems[from];
+    ExactElement e = from_elems[from];
     e.sum = -e.sum;
-    out.elems[to] = e;
+    to_elems[to] = e;
     uint32_t word = 0;
     if (have_words) {
-      const uint32_t was = wide ? ref.c32[from] : ref.c[from];
+      const uint32_t was = wide ? ref.c32[static_cast<size_t>(at + from)] : ref.c[static_cast<size_t>(at + from)];
       word = e.nan || e.sum == 0 || zero_alpha ? was : was ^ sign;
     } else {
       word = round_result(e, p.alpha, p.out_type);
     }
-    if (wide) out.c32[to] = word;
-    else out.c[to] = static_cast<uint16_t>(word);
+    if (wide) out.c32[static_cast<size_t>(at + to)] = word;
+    else out.c[static_cast<size_t>(at + to)] = static_cast<uint16_t>(word);
     return true;
   });
+}
+
+// Elements and words sized as ref's, to be written; ref's group offsets.
+ExactResult stale_reference_frame(const ExactResult& ref, OutType out_type) {
+  ExactResult out;
+  out.out_type = out_type;
+  out.group_offset = ref.group_offset;
+  out.elems.resize(ref.elems.size());
+  if (out_word_bytes(out_type) == 4) out.c32.resize(ref.elems.size());
+  else out.c.resize(ref.elems.size());
+  return out;
+}
+
+ExactResult stale_gemm_reference(const Problem& p, const ExactResult& ref, uint64_t seed) {
+  ExactResult out = stale_reference_frame(ref, p.out_type);
+  stale_gemm_reference_into(p, ref, 0, seed, out);
   return out;
 }
 
@@ -590,31 +604,19 @@ StaleVariant gemm_family::stale_variant(const Problem& p, const ExactResult& ref
     v.reference = facts ? dual_from_rotated(v.problem, ref, r) : exact_gemm_auto(v.problem);
     return v;
   }
-  // Grouped: every non-empty group as its own GEMM (its own rotations), stitched back.
+  // Grouped: every non-empty group as its own GEMM (its own rotations), each written in place
+  // (an empty group has no outputs).
   StaleVariant v;
   v.problem = stale_data(p, seed);
-  v.reference = ref;
+  v.reference = stale_reference_frame(ref, ref.out_type);
+  v.reference.elems2 = ref.elems2;
+  v.reference.dual = ref.dual;
+  v.reference.quant = ref.quant;
+  v.reference.mx = ref.mx;
+  v.reference.mx2 = ref.mx2;
   for (size_t g = 0; g < p.groups.size(); ++g) {
-    const Group& q = p.groups[g];
-    if (q.m == 0) continue;
-    const Problem one = group_problem(p, g, false);
-    const size_t at = static_cast<size_t>(ref.group_offset[g]), count = static_cast<size_t>(q.c_elems());
-    ExactResult part;
-    part.out_type = p.out_type;
-    part.elems.assign(ref.elems.begin() + static_cast<std::ptrdiff_t>(at),
-                      ref.elems.begin() + static_cast<std::ptrdiff_t>(at + count));
-    const auto slice = [&](const auto& words, auto& to) {
-      if (words.size() == ref.elems.size())
-        to.assign(words.begin() + static_cast<std::ptrdiff_t>(at), words.begin() + static_cast<std::ptrdiff_t>(at + count));
-    };
-    slice(ref.c, part.c);
-    slice(ref.c32, part.c32);
-    const ExactResult s = stale_gemm_reference(one, part, splitmix64(seed ^ g));
-    std::copy(s.elems.begin(), s.elems.end(), v.reference.elems.begin() + static_cast<std::ptrdiff_t>(at));
-    if (out_word_bytes(p.out_type) == 4)
-      std::copy(s.c32.begin(), s.c32.end(), v.reference.c32.begin() + static_cast<std::ptrdiff_t>(at));
-    else
-      std::copy(s.c.begin(), s.c.end(), v.reference.c.begin() + static_cast<std::ptrdiff_t>(at));
+    if (p.groups[g].m == 0) continue;
+    stale_gemm_reference_into(group_problem(p, g, false), ref, ref.group_offset[g], splitmix64(seed ^ g), v.reference);
   }
   return v;
 }
