@@ -604,16 +604,12 @@ StaleVariant gemm_family::stale_variant(const Problem& p, const ExactResult& ref
     v.reference = facts ? dual_from_rotated(v.problem, ref, r) : exact_gemm_auto(v.problem);
     return v;
   }
-  // Grouped: every non-empty group as its own GEMM (its own rotations), each written in place
-  // (an empty group has no outputs).
+  // Grouped NVFP4 (MX and dual returned above, so ref carries elements and words alone): every
+  // non-empty group as its own GEMM (its own rotations), each written in place (an empty group
+  // has no outputs).
   StaleVariant v;
   v.problem = stale_data(p, seed);
-  v.reference = stale_reference_frame(ref, ref.out_type);
-  v.reference.elems2 = ref.elems2;
-  v.reference.dual = ref.dual;
-  v.reference.quant = ref.quant;
-  v.reference.mx = ref.mx;
-  v.reference.mx2 = ref.mx2;
+  v.reference = stale_reference_frame(ref, p.out_type);
   for (size_t g = 0; g < p.groups.size(); ++g) {
     if (p.groups[g].m == 0) continue;
     stale_gemm_reference_into(group_problem(p, g, false), ref, ref.group_offset[g], splitmix64(seed ^ g), v.reference);
