@@ -247,41 +247,68 @@ uint16_t round_result(const ExactElement& e, float alpha) {
 
 namespace {
 
-// The operands of one (batched) GEMM: l batches of m x k A against n x k B, linear scales.
+// The operands of one (batched) GEMM: l batches of m x k A against n x k B, linear scales; a
+// dual GEMM's second B (the same shape) in b2 and sfb2, else null.
 struct Operands {
   const uint8_t *a, *sfa, *b, *sfb;
   int64_t m, n, k, l;
   ScaleSemantics semantics;
+  const uint8_t *b2 = nullptr, *sfb2 = nullptr;
 };
 
-// Every element of one GEMM into out[(b*m + i)*n + j]; finish(base, count) runs on each block of
-// finished elements inside the parallel region (the final rounding, while they are in cache).
+// Decoded columns of several batches are kept at once up to this size (a batch's own are kept
+// whatever their size).
+constexpr int64_t kBatchColumnBytes = int64_t(64) << 20;
+
+// Every element of one GEMM into elems[(b*m + i)*n + j], and with x.b2 every element against the
+// second B into elems2 at the same place (each A row decoded once for both); finish(base, count)
+// runs on each block of finished elements inside the parallel region (the final rounding, while
+// they are in cache). The columns of every batch are decoded first, then row groups of all batches
+// are shared out: one parallel region for the whole GEMM, where a region a batch (and one for
+// each of a dual GEMM's two) cost a wake-up of every thread at each start, worksharing loop and
+// end, as much as a small batch's products (threads wait passively: cli/main.cc). Past
+// kBatchColumnBytes of decoded columns, a region for each batch.
+// may_share: whether the GEMM may start a team of threads (false: this thread alone).
 template <class Finish>
-void exact_elements(const Operands& x, ExactElement* elems, const Finish& finish) {
-  const int64_t m = x.m, n = x.n, k = x.k, kb = (k + 15) / 16;
-  std::vector<DecodedRow> cols(static_cast<size_t>(n));
-  // Below about 2^18 multiply-adds per batch (~0.1 ms) starting threads costs more than it saves.
-  const bool parallel = m * n * k >= (int64_t(1) << 18) && m > 1;
+void exact_elements(const Operands& x, ExactElement* elems, ExactElement* elems2, const Finish& finish,
+                    bool may_share = true) {
+  const int64_t m = x.m, n = x.n, k = x.k, kb = (k + 15) / 16, l = x.l;
+  const int64_t operands = x.b2 ? 2 : 1;  // B and B2: decoded columns per output column
+  const int64_t column_bytes = chunk_count(kb) * (kChunkValues * int64_t{sizeof(int16_t)} + kChunk * int64_t{sizeof(int32_t)});
+  const int64_t batch_bytes = std::max<int64_t>(1, operands * n * column_bytes);
+  const int64_t per_region = std::max<int64_t>(1, std::min<int64_t>(l, kBatchColumnBytes / batch_bytes));
+  std::vector<DecodedRow> cols(static_cast<size_t>(per_region * operands * n));
   // Rows per work item: enough to reuse each decoded column from cache, few enough that
   // GEMV (n = 1, where nothing is reused) still splits into many items.
   const int64_t groups = ceil_div(m, kRowGroup);
-  for (int64_t b = 0; b < x.l; ++b) {
+  for (int64_t b0 = 0; b0 < l; b0 += per_region) {
+    const int64_t batches = std::min(per_region, l - b0);
+    // Below about 2^18 multiply-adds (~0.1 ms) starting threads costs more than it saves.
+    const bool parallel = may_share && batches * operands * m * n * k >= (int64_t(1) << 18) && batches * groups > 1;
     // Each output element is computed by one thread from the same decoded data, in a fixed
     // order, with exact integer sums: nothing depends on the thread count or schedule.
 #pragma omp parallel if (parallel)
     {
+      // Column c: batch b0 + c / (operands * n), operand (c / n) % operands, column c % n.
 #pragma omp for schedule(static)
-      for (int64_t j = 0; j < n; ++j)
-        decode_row(x.b + (b * n + j) * (k / 2), x.sfb + (b * n + j) * kb, k, x.semantics, cols[j]);
+      for (int64_t c = 0; c < batches * operands * n; ++c) {
+        const int64_t row = (b0 + c / (operands * n)) * n + c % n;
+        const bool second = (c / n) % operands == 1;
+        decode_row((second ? x.b2 : x.b) + row * (k / 2), (second ? x.sfb2 : x.sfb) + row * kb, k, x.semantics,
+                   cols[static_cast<size_t>(c)]);
+      }
       DecodedRow rows[kRowGroup];
 #pragma omp for schedule(dynamic, 1)
-      for (int64_t g = 0; g < groups; ++g) {
-        const int64_t first = g * kRowGroup, count = std::min<int64_t>(kRowGroup, m - first);
+      for (int64_t item = 0; item < batches * groups; ++item) {
+        const int64_t b = b0 + item / groups, first = (item % groups) * kRowGroup;
+        const int64_t count = std::min<int64_t>(kRowGroup, m - first);
         for (int64_t r = 0; r < count; ++r)
           decode_row(x.a + (b * m + first + r) * (k / 2), x.sfa + (b * m + first + r) * kb, k, x.semantics,
                      rows[r]);
         const int64_t base = (b * m + first) * n;
-        dot_rows(rows, count, cols.data(), n, kb, elems + base);
+        const DecodedRow* batch_cols = cols.data() + (b - b0) * operands * n;
+        dot_rows(rows, count, batch_cols, n, kb, elems + base);
+        if (x.b2) dot_rows(rows, count, batch_cols + n, n, kb, elems2 + base);
         finish(base, count * n);
       }
     }
@@ -317,8 +344,25 @@ struct RoundInto {
   }
 };
 
-struct NoFinish {
-  void operator()(int64_t, int64_t) const {}
+// A dual GEMM's elements [base, base + count) from G's and U's sums in the result: silu(G) * U
+// and its word.
+struct DualInto {
+  ExactResult* result;
+  float alpha, alpha2;
+  void operator()(int64_t base, int64_t count) const {
+    const bool wide = out_word_bytes(result->out_type) == 4;
+    for (int64_t e = base; e < base + count; ++e) {
+      const ExactElement &g = result->elems[static_cast<size_t>(e)], &u = result->elems2[static_cast<size_t>(e)];
+      const DualValue d = dual_value(g, alpha, u, alpha2);
+      result->dual[static_cast<size_t>(e)] = d;
+      const uint32_t w = round_dual(d, g.nan || u.nan, result->out_type);
+      if (wide) {
+        result->c32[static_cast<size_t>(e)] = w;
+      } else {
+        result->c[static_cast<size_t>(e)] = static_cast<uint16_t>(w);
+      }
+    }
+  }
 };
 
 // mag rounded to 64 significant bits, ties to even: the integer (long double)mag holds.
@@ -355,6 +399,40 @@ void exact_split(bool sum_negative, u128 mag, int exp2, float alpha, long double
   const long double scale = pow2l(exp2);
   *hi = (negative ? -h : h) * scale;
   *lo = (negative ? -r : r) * scale;
+}
+
+// A grouped problem's GEMMs into result (sized, its group offsets set). A GEMM of at least
+// kSharedWork products (about 2 ms on a core) is shared by the team as any GEMM is; the smaller
+// ones, most of a mixture-of-experts case, go one thread each, the largest first, in one parallel
+// region. Threads wait passively (cli/main.cc), so a region costs wake-ups at its start, its
+// worksharing loops and its end: a region for each of twenty-odd groups made grouped_gemm_tc's
+// schedule 3.6 ms a case on 2 threads, against 2.4 ms now (bench/case_work_bench.cc; 2^21 and
+// 2^24 as the threshold: 2.5 ms).
+void exact_groups(const Problem& p, ExactResult& result) {
+  constexpr int64_t kSharedWork = int64_t(1) << 22;
+  std::vector<std::pair<int64_t, size_t>> alone;  // (products, group)
+  int64_t alone_work = 0;
+  const auto gemm = [&](size_t g, bool may_share) {
+    const Group& q = p.groups[g];
+    const Operands group{q.a.data(), q.sfa.data(), q.b.data(), q.sfb.data(), q.m, q.n, q.k, 1, p.semantics};
+    ExactElement* elems = result.elems.data() + result.group_offset[g];
+    exact_elements(group, elems, nullptr, RoundInto{&result, elems, result.group_offset[g], q.alpha}, may_share);
+  };
+  for (size_t g = 0; g < p.groups.size(); ++g) {
+    const Group& q = p.groups[g];
+    if (q.m == 0) continue;  // an empty group has no output
+    const int64_t work = q.m * q.n * q.k;
+    if (work >= kSharedWork) {
+      gemm(g, true);
+    } else {
+      alone.emplace_back(work, g);
+      alone_work += work;
+    }
+  }
+  std::sort(alone.begin(), alone.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
+  const int64_t count = static_cast<int64_t>(alone.size());
+#pragma omp parallel for schedule(dynamic, 1) if (alone_work >= (int64_t(1) << 18) && count > 1)
+  for (int64_t x = 0; x < count; ++x) gemm(alone[static_cast<size_t>(x)].second, false);
 }
 
 }  // namespace
@@ -414,6 +492,23 @@ std::vector<uint32_t> ExactResult::words() const {
 
 namespace {
 
+// A dual GEMM's result around G's and U's sums, its silu values and words to be written.
+ExactResult dual_frame(const Problem& p, ExactElements g_sums, ExactElements u_sums) {
+  const size_t count = static_cast<size_t>(p.c_elems());
+  ExactResult result;
+  result.out_type = p.out_type;
+  result.group_offset = group_output_offsets(p);
+  if (out_word_bytes(p.out_type) == 4) {
+    result.c32.resize(count);
+  } else {
+    result.c.resize(count);
+  }
+  result.elems = std::move(g_sums);
+  result.elems2 = std::move(u_sums);
+  result.dual.resize(count);
+  return result;
+}
+
 void check_reference_input(const Problem& p, const char* who) {
   const std::string error = problem_error(p);
   if (!error.empty()) throw std::invalid_argument(std::string(who) + ": " + error);
@@ -442,14 +537,13 @@ ExactResult exact_gemm(const Problem& p) {
   if (p.mx_operands()) return exact_mx_result(p);
   const size_t count = static_cast<size_t>(p.c_elems());
   const Operands x{p.a.data(), p.sfa.data(), p.b.data(), p.sfb.data(), p.m, p.n, p.k, p.l, p.semantics};
-  if (op_is_dual(p.op)) {  // G and U as two GEMMs, then silu and the words from their sums
-    Operands x2 = x;
-    x2.b = p.b2.data();
-    x2.sfb = p.sfb2.data();
-    ExactElements g(count), u(count);
-    exact_elements(x, g.data(), NoFinish{});
-    exact_elements(x2, u.data(), NoFinish{});
-    return dual_from_sums(p, std::move(g), std::move(u));
+  if (op_is_dual(p.op)) {  // G's and U's sums side by side, then silu and the word of each element
+    Operands both = x;
+    both.b2 = p.b2.data();
+    both.sfb2 = p.sfb2.data();
+    ExactResult result = dual_frame(p, ExactElements(count), ExactElements(count));
+    exact_elements(both, result.elems.data(), result.elems2.data(), DualInto{&result, p.alpha, p.alpha2});
+    return result;
   }
   ExactResult result;
   result.out_type = p.out_type;
@@ -462,17 +556,11 @@ ExactResult exact_gemm(const Problem& p) {
   result.group_offset = group_output_offsets(p);
 
   if (op_is_grouped(p.op)) {
-    for (size_t g = 0; g < p.groups.size(); ++g) {
-      const Group& q = p.groups[g];
-      if (q.m == 0) continue;  // an empty group has no output
-      const Operands group{q.a.data(), q.sfa.data(), q.b.data(), q.sfb.data(), q.m, q.n, q.k, 1, p.semantics};
-      ExactElement* elems = result.elems.data() + result.group_offset[g];
-      exact_elements(group, elems, RoundInto{&result, elems, result.group_offset[g], q.alpha});
-    }
+    exact_groups(p, result);
     return result;
   }
 
-  exact_elements(x, result.elems.data(), RoundInto{&result, result.elems.data(), 0, p.alpha});
+  exact_elements(x, result.elems.data(), nullptr, RoundInto{&result, result.elems.data(), 0, p.alpha});
   return result;
 }
 
@@ -480,30 +568,12 @@ ExactResult dual_from_sums(const Problem& p, ExactElements g_sums, ExactElements
   const size_t count = static_cast<size_t>(p.c_elems());
   if (!op_is_dual(p.op) || g_sums.size() != count || u_sums.size() != count)
     throw std::invalid_argument("dual_from_sums: not a dual GEMM, or sums of another size");
-  ExactResult result;
-  result.out_type = p.out_type;
-  result.group_offset = group_output_offsets(p);
-  if (out_word_bytes(p.out_type) == 4) {
-    result.c32.resize(count);
-  } else {
-    result.c.resize(count);
-  }
-  result.elems = std::move(g_sums);
-  result.elems2 = std::move(u_sums);
-  result.dual.resize(count);
-  const int64_t total = static_cast<int64_t>(count);
+  ExactResult result = dual_frame(p, std::move(g_sums), std::move(u_sums));
+  const DualInto finish{&result, p.alpha, p.alpha2};
+  constexpr int64_t kPiece = 1024;
+  const int64_t total = static_cast<int64_t>(count), pieces = ceil_div(total, kPiece);
 #pragma omp parallel for schedule(static) if (total >= 4096)
-  for (int64_t e = 0; e < total; ++e) {
-    const ExactElement &g = result.elems[e], &u = result.elems2[e];
-    const DualValue d = dual_value(g, p.alpha, u, p.alpha2);
-    result.dual[e] = d;
-    const uint32_t w = round_dual(d, g.nan || u.nan, p.out_type);
-    if (out_word_bytes(p.out_type) == 4) {
-      result.c32[e] = w;
-    } else {
-      result.c[e] = static_cast<uint16_t>(w);
-    }
-  }
+  for (int64_t x = 0; x < pieces; ++x) finish(x * kPiece, std::min(kPiece, total - x * kPiece));
   return result;
 }
 

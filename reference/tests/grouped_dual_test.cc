@@ -3,6 +3,7 @@
 // packed arrangement's offsets and buffers against SPEC section 2's formulas (64-bit sizes
 // included), and dual GEMM's silu(G) * U against __float128 to show its 2^-60 relative error.
 #include <gtest/gtest.h>
+#include <omp.h>
 #include <quadmath.h>
 
 #include <algorithm>
@@ -554,6 +555,117 @@ TEST(ExactDual, GAndUAreTheTwoGemms) {
     }
     EXPECT_EQ(nan, 33);  // column 0 of U has the NaN block: one column of outputs
   }
+}
+
+
+// The same problem's reference at 1, 2 and 3 threads: every word, sum and silu value equal.
+void expect_same_at_any_thread_count(const Problem& p, const ExactResult& want) {
+  const int saved = omp_get_max_threads();
+  for (const int threads : {1, 2, 3}) {
+    omp_set_num_threads(threads);
+    const ExactResult got = exact_gemm(p);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t x = 0; x < want.size(); ++x) {
+      ASSERT_EQ(got.word(x), want.word(x)) << threads << " threads, element " << x;
+      ASSERT_TRUE(got.elems[x].sum == want.elems[x].sum && got.elems[x].abs_sum == want.elems[x].abs_sum &&
+                  got.elems[x].nonzero == want.elems[x].nonzero && got.elems[x].min_tz == want.elems[x].min_tz &&
+                  got.elems[x].nan == want.elems[x].nan)
+          << threads << " threads, element " << x;
+      if (!want.elems2.empty()) {
+        ASSERT_EQ(got.elems2[x].sum, want.elems2[x].sum) << threads << " threads, element " << x;
+        const DualValue &d = got.dual[x], &w = want.dual[x];  // compared by value: long double has padding
+        ASSERT_TRUE(d.silu_g == w.silu_g && d.u == w.u && d.v == w.v && std::signbit(d.v) == std::signbit(w.v))
+            << threads << " threads, element " << x;
+      }
+    }
+  }
+  omp_set_num_threads(saved);
+}
+
+// Batches and G beside U in one parallel region: each batch's G and U are the GEMMs of that
+// batch alone, at any thread count.
+TEST(ExactDual, BatchedGAndUAreEachBatchsGemmsAtAnyThreadCount) {
+  const uint64_t seed = 9;
+  std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
+  std::mt19937_64 rng(seed);
+  const int64_t m = 37, n = 29, k = 272, l = 3;  // 2 * 3 * 37 * 29 * 272: past the threads' threshold
+  Problem p;
+  p.op = Op::dual_gemm;
+  p.m = m, p.n = n, p.k = k, p.l = l;
+  p.out_type = OutType::bf16;
+  p.alpha = 0.37f;
+  p.alpha2 = -1.5f;
+  p.a = random_bytes(rng, p.a_bytes());
+  p.b = random_bytes(rng, p.b_bytes());
+  p.b2 = random_bytes(rng, p.b_bytes());
+  p.sfa = random_scales(rng, p.sfa_bytes(), true);
+  p.sfb = random_scales(rng, p.sfb_bytes(), true);
+  p.sfb2 = random_scales(rng, p.sfb_bytes(), true);
+  omp_set_num_threads(2);
+  const ExactResult ref = exact_gemm(p);
+  for (int64_t b = 0; b < l; ++b) {
+    Problem g = random_gemm(rng, p.out_type, m, n, k, p.alpha);
+    const auto slice = [b](const std::vector<uint8_t>& v, int64_t bytes) {
+      return std::vector<uint8_t>(v.begin() + b * bytes, v.begin() + (b + 1) * bytes);
+    };
+    g.a = slice(p.a, g.a_bytes()), g.sfa = slice(p.sfa, g.sfa_bytes());
+    g.b = slice(p.b, g.b_bytes()), g.sfb = slice(p.sfb, g.sfb_bytes());
+    Problem u = g;
+    u.b = slice(p.b2, g.b_bytes()), u.sfb = slice(p.sfb2, g.sfb_bytes()), u.alpha = p.alpha2;
+    const ExactResult rg = exact_gemm(g), ru = exact_gemm(u);
+    for (size_t x = 0; x < rg.size(); ++x) {
+      const size_t at = static_cast<size_t>(b * m * n) + x;
+      ASSERT_EQ(ref.elems[at].sum, rg.elems[x].sum) << "batch " << b << " element " << x;
+      ASSERT_EQ(ref.elems2[at].sum, ru.elems[x].sum) << "batch " << b << " element " << x;
+      ASSERT_EQ(ref.word(at), round_dual(dual_value(rg.elems[x], p.alpha, ru.elems[x], p.alpha2), false, p.out_type));
+    }
+  }
+  expect_same_at_any_thread_count(p, ref);
+}
+
+// Groups large enough to share the threads and small ones that go a thread each, in one
+// problem: every group is its own GEMM, at any thread count.
+TEST(ExactGrouped, LargeAndSmallGroupsAreTheirOwnGemmsAtAnyThreadCount) {
+  const uint64_t seed = 42;
+  std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
+  std::mt19937_64 rng(seed);
+  Problem p;
+  p.op = Op::grouped_gemm;
+  p.out_type = OutType::fp32;
+  // 256 x 128 x 128 (2^22 products) shares the threads; the rest, 2^18 and more in all, do not.
+  const int64_t shapes[][3] = {{40, 30, 96}, {256, 128, 128}, {0, 8, 32}, {64, 64, 64}, {7, 100, 320}, {96, 50, 160}};
+  for (const auto& s : shapes) {
+    Group g;
+    g.m = s[0], g.n = s[1], g.k = s[2];
+    g.alpha = std::ldexp(1.0f + static_cast<float>(rng() % 100) / 100.0f, static_cast<int>(rng() % 8) - 4);
+    if (g.m > 0) {
+      g.a = random_bytes(rng, g.a_bytes(BlockFormat::nvfp4));
+      g.b = random_bytes(rng, g.b_bytes(BlockFormat::nvfp4));
+      g.sfa = random_scales(rng, g.sfa_bytes(BlockFormat::nvfp4), true);
+      g.sfb = random_scales(rng, g.sfb_bytes(BlockFormat::nvfp4), true);
+    }
+    p.groups.push_back(std::move(g));
+  }
+  ASSERT_EQ(problem_error(p), "");
+  omp_set_num_threads(2);
+  const ExactResult ref = exact_gemm(p);
+  for (size_t g = 0; g < p.groups.size(); ++g) {
+    const Group& q = p.groups[g];
+    if (q.m == 0) continue;
+    Problem alone;
+    alone.op = Op::gemm;
+    alone.m = q.m, alone.n = q.n, alone.k = q.k, alone.l = 1;
+    alone.alpha = q.alpha;
+    alone.out_type = p.out_type;
+    alone.a = q.a, alone.b = q.b, alone.sfa = q.sfa, alone.sfb = q.sfb;
+    const ExactResult want = exact_gemm(alone);
+    for (size_t x = 0; x < want.size(); ++x) {
+      const size_t at = static_cast<size_t>(ref.group_offset[g]) + x;
+      ASSERT_EQ(ref.elems[at].sum, want.elems[x].sum) << "group " << g << " element " << x;
+      ASSERT_EQ(ref.word(at), want.word(x)) << "group " << g << " element " << x;
+    }
+  }
+  expect_same_at_any_thread_count(p, ref);
 }
 
 }  // namespace
