@@ -251,6 +251,18 @@ bool each_rotated(const Rotations& r, int64_t l, int64_t m, int64_t n, F&& f) {
   return true;
 }
 
+// The same as runs: f(to, from, count) for outputs [to, to + count) from [from, from + count), two
+// runs a row (the row's columns from rj on, then those before it), `to` in C order.
+template <class F>
+void each_rotated_run(const Rotations& r, int64_t l, int64_t m, int64_t n, F&& f) {
+  for (int64_t b = 0; b < l; ++b)
+    for (int64_t i = 0; i < m; ++i) {
+      const int64_t from_row = rotated_row(r, l, m, b, i) * n, to_row = (b * m + i) * n;
+      f(to_row, from_row + r.rj, n - r.rj);
+      if (r.rj > 0) f(to_row + n - r.rj, from_row, r.rj);
+    }
+}
+
 // One input tensor of a stale variant and how it moves: the problem's `field`, or group g's
 // `group_field`.
 struct StaleMove {
@@ -361,45 +373,47 @@ Problem stale_data(const Problem& p, uint64_t seed) {
 }
 
 // The reference of a GEMV's or GEMM's stale data (A negated, blocks, rows and batches rotated),
-// from ref's outputs [at, at + l*m*n) into out's (sized as ref, words included); p's shape,
-// alpha and output type only (its data are not read). A grouped case's groups are each such a
-// GEMM, written in place.
+// from ref's outputs [at, at + l*m*n), appended to out's (which hold the at outputs before them);
+// p's shape, alpha and output type only (its data are not read). A grouped case's groups are each
+// such a GEMM, appended in turn.
 void stale_gemm_reference_into(const Problem& p, const ExactResult& ref, int64_t at, uint64_t seed, ExactResult& out) {
   const Rotations r = draw_rotations(p, seed);
-  // C'[b][i][j] = -C[(b + rl) % l][(i + ri) % m][(j + rj) % n] (each_rotated)
   const bool wide = out_word_bytes(p.out_type) == 4;
+  if (static_cast<int64_t>(out.elems.size()) != at || static_cast<int64_t>(wide ? out.c32.size() : out.c.size()) != at)
+    throw std::logic_error("stale_gemm_reference_into: the outputs before this GEMM's are not all there");
+  // C'[b][i][j] = -C[(b + rl) % l][(i + ri) % m][(j + rj) % n] (each_rotated)
   // The words follow from ref's: RN is symmetric, so RN(alpha * -r) is RN(alpha * r) with its sign
   // flipped, but for an exact zero (+0 either way, as for alpha = +-0) and NaN (one pattern).
   const uint32_t sign = out_format(p.out_type).sign_bit;
   const bool zero_alpha = p.alpha == 0.0f;
   const bool have_words = (wide ? ref.c32.size() : ref.c.size()) == ref.elems.size();
   const ExactElement* from_elems = ref.elems.data() + at;
-  ExactElement* to_elems = out.elems.data() + at;
-  each_rotated(r, p.l, p.m, p.n, [&](int64_t to, int64_t from) {
-    ExactElement e = from_elems[from];
-    e.sum = -e.sum;
-    to_elems[to] = e;
-    uint32_t word = 0;
-    if (have_words) {
-      const uint32_t was = wide ? ref.c32[static_cast<size_t>(at + from)] : ref.c[static_cast<size_t>(at + from)];
-      word = e.nan || e.sum == 0 || zero_alpha ? was : was ^ sign;
-    } else {
-      word = round_result(e, p.alpha, p.out_type);
+  each_rotated_run(r, p.l, p.m, p.n, [&](int64_t, int64_t from, int64_t count) {
+    for (int64_t x = from; x < from + count; ++x) {
+      ExactElement e = from_elems[x];
+      e.sum = -e.sum;
+      out.elems.push_back(e);
+      uint32_t word = 0;
+      if (have_words) {
+        const uint32_t was = wide ? ref.c32[static_cast<size_t>(at + x)] : ref.c[static_cast<size_t>(at + x)];
+        word = e.nan || e.sum == 0 || zero_alpha ? was : was ^ sign;
+      } else {
+        word = round_result(e, p.alpha, p.out_type);
+      }
+      if (wide) out.c32.push_back(word);
+      else out.c.push_back(static_cast<uint16_t>(word));
     }
-    if (wide) out.c32[static_cast<size_t>(at + to)] = word;
-    else out.c[static_cast<size_t>(at + to)] = static_cast<uint16_t>(word);
-    return true;
   });
 }
 
-// Elements and words sized as ref's, to be written; ref's group offsets.
+// Room for as many elements and words as ref's, to be appended; ref's group offsets.
 ExactResult stale_reference_frame(const ExactResult& ref, OutType out_type) {
   ExactResult out;
   out.out_type = out_type;
   out.group_offset = ref.group_offset;
-  out.elems.resize(ref.elems.size());
-  if (out_word_bytes(out_type) == 4) out.c32.resize(ref.elems.size());
-  else out.c.resize(ref.elems.size());
+  out.elems.reserve(ref.elems.size());
+  if (out_word_bytes(out_type) == 4) out.c32.reserve(ref.elems.size());
+  else out.c.reserve(ref.elems.size());
   return out;
 }
 
