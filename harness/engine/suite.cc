@@ -54,6 +54,28 @@ void drop_data(Problem& p) {
     for (std::vector<uint8_t>* v : {&g.a, &g.b, &g.sfa, &g.sfb}) std::vector<uint8_t>().swap(*v);
 }
 
+// p's copy without its tensors (its shape, alphas, seed and note): each is moved aside for the
+// copy and back, so none is copied.
+Problem without_tensors(Problem& p) {
+  std::vector<std::vector<uint8_t>> aside;
+  std::vector<NamedTensor> named = std::move(p.tensors);
+  const auto each = [&p](auto&& f) {
+    for (std::vector<uint8_t>* v : {&p.a, &p.b, &p.sfa, &p.sfb, &p.b2, &p.sfb2, &p.x}) f(*v);
+    for (Group& g : p.groups)
+      for (std::vector<uint8_t>* v : {&g.a, &g.b, &g.sfa, &g.sfb}) f(*v);
+  };
+  each([&aside](std::vector<uint8_t>& v) {
+    aside.push_back(std::move(v));
+    v.clear();
+  });
+  p.tensors.clear();
+  Problem shape = p;
+  size_t x = 0;
+  each([&aside, &x](std::vector<uint8_t>& v) { v = std::move(aside[x++]); });
+  p.tensors = std::move(named);
+  return shape;
+}
+
 // A case's outcome without its data, kept until the kernel's first failure is decided.
 CaseOutcome without_data(CaseOutcome out) {
   drop_data(out.problem);
@@ -288,6 +310,7 @@ class KernelLanes {
   struct Drawn {
     int64_t index = -1;
     ScheduledCase c;
+    bool handed = false;  // c.problem's tensors went to the check (c.problem is its shape alone)
   };
   struct Done {
     ScheduledCase c;  // without data
@@ -318,7 +341,7 @@ class KernelLanes {
   void give_up(const Drawn& drawn, const std::exception& e) {
     std::string saved;
     try {
-      saved = "saved as " + save_case(kernel_.name, drawn.c.problem, nullptr, settings_.case_options.case_dir, "-suite-error", true);
+      saved = "saved as " + save_case(kernel_.name, whole(drawn), nullptr, settings_.case_options.case_dir, "-suite-error", true);
     } catch (const std::exception& not_saved) {
       saved = std::string("not saved: ") + not_saved.what();
     }
@@ -341,6 +364,28 @@ class KernelLanes {
     }
   }
 
+  // The drawn case, its tensors handed to the check rather than copied (a medium case's
+  // megabytes each case); drawn keeps the shape, and whole() draws the tensors again where a rerun
+  // or a saved case needs them.
+  CaseOutcome checked(Executor& executor, Drawn& drawn, const CaseOptions& options) {
+    Problem shape = without_tensors(drawn.c.problem);
+    CaseOutcome out;
+    try {
+      out = check_case(executor, std::move(drawn.c.problem), options);
+    } catch (const WorkerStartError& e) {
+      out = start_failure(schedule_.at(drawn.index).problem, e.what());
+    } catch (...) {
+      drawn.c.problem = schedule_.at(drawn.index).problem;
+      throw;
+    }
+    drawn.c.problem = std::move(shape);
+    drawn.handed = true;
+    return out;
+  }
+
+  // The drawn case with its tensors.
+  Problem whole(const Drawn& drawn) const { return drawn.handed ? schedule_.at(drawn.index).problem : drawn.c.problem; }
+
   // A case that lost the lanes' shared GPU context, run again alone in a process with a context
   // of its own (shared_context.h: a fault of any lane reaches all of them there). Its outcome is
   // the case's. A fault that does not come back alone is kept (unreproduced_): unless a case
@@ -353,7 +398,7 @@ class KernelLanes {
     if (!own) own = settings_.own_context(lane);
     CaseOptions alone = options;
     alone.keep_passing = true;  // the case file stays until the kernel's verdict says whose it is
-    CaseOutcome again = checked(*own, drawn.c.problem, alone);
+    CaseOutcome again = checked(*own, whole(drawn), alone);
     const std::string shared_error = shared.finding ? shared.finding->message : "";
     if (again.verdict == CaseOutcome::Verdict::fail) {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -403,7 +448,7 @@ class KernelLanes {
                           Clock::time_point turn) {
     CaseOptions alone = options;
     alone.keep_passing = true;  // the case file stays until the kernel's verdict says whose it is
-    CaseOutcome again = checked(executor, drawn.c.problem, alone);
+    CaseOutcome again = checked(executor, whole(drawn), alone);
     if (again.verdict == CaseOutcome::Verdict::fail) {
       std::lock_guard<std::mutex> lock(mutex_);
       notes_[drawn.index] = fmt::format(
@@ -546,7 +591,7 @@ class KernelLanes {
       CaseOutcome out;
       try {
         Executor& runs = shared || !own ? *executor : *own;
-        out = checked(runs, drawn->c.problem, options);
+        out = checked(runs, *drawn, options);
         if (shared && out.verdict == CaseOutcome::Verdict::fail && out.context_lost) {
           out = rerun_alone(*drawn, options, std::move(out), own, lane_index, turn);
         } else if (stalled(out)) {

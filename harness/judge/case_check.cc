@@ -838,9 +838,8 @@ class Alongside {
 // make them, judge each with the check list, settle the saved case file.
 class CaseRun {
  public:
-  CaseRun(Executor& executor, const Problem& input, const CaseOptions& options)
-      : executor_(executor), options_(options) {
-    r_.problem = input;
+  CaseRun(Executor& executor, Problem input, const CaseOptions& options) : executor_(executor), options_(options) {
+    r_.problem = std::move(input);
   }
 
   CaseOutcome run() {
@@ -1230,13 +1229,17 @@ bool packed_b_past_2_31(const Problem& p) {
 }  // namespace
 
 CaseOutcome check_case(Executor& executor, const Problem& input, const CaseOptions& options) {
+  return check_case(executor, Problem(input), options);
+}
+
+CaseOutcome check_case(Executor& executor, Problem&& input, const CaseOptions& options) {
   // A huge case holds about 8 bytes an element here (X and its stale X, two references, three
   // calls' outputs as bytes) and as much in its kernel's process; a grouped one past 2^31 bytes
   // of B holds B a few times over in both: one at a time, whatever the lanes.
   static std::mutex huge;
   std::unique_lock<std::mutex> one_at_a_time(huge, std::defer_lock);
   if (quantize_op::is_huge(input) || packed_b_past_2_31(input)) one_at_a_time.lock();
-  return CaseRun(executor, input, options).run();
+  return CaseRun(executor, std::move(input), options).run();
 }
 
 }  // namespace nvfp4

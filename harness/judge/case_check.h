@@ -125,6 +125,9 @@ const char* verdict_name(CaseOutcome::Verdict v);
 // std::invalid_argument for a problem that is not a valid case, or whose `expect` disagrees
 // with the reference (the case or the reference is wrong: nothing can be judged).
 CaseOutcome check_case(Executor& executor, const Problem& problem, const CaseOptions& options);
+// The same, taking the problem's data over instead of copying them (a medium case's megabytes):
+// the outcome's problem holds them afterwards.
+CaseOutcome check_case(Executor& executor, Problem&& problem, const CaseOptions& options);
 
 // One call of the kernel on p (NaN padding, poisoned C), for properties that compare outputs: its
 // output, or std::runtime_error naming the check the call failed (crash, error code, guard, ...).
