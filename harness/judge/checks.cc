@@ -1,6 +1,7 @@
 // The checks of checks.h: names, meanings, and one function each.
 #include "harness/judge/checks.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -54,11 +55,13 @@ std::optional<Finding> ended(const CallContext& x, CallObservation::End end, Che
 // that held each run's poison: unwritten even where NaN is the right answer).
 std::optional<Finding> gemm_family::unwritten(const CallContext& x) {
   if (block_scaled_out::applies(*x.problem)) return block_scaled_out::unwritten(x);
-  const OutputWords& c = x.observation->c;
+  // The words as one vector (the oracle reads the same), scanned for the poison by std::find:
+  // element by element through OutputWords' accessor this was a tenth of judging a grouped case.
+  const std::vector<uint32_t>& c = x.observation->c.words();
   const OutputWords* other = x.call == CaseCall::run2 && x.run1 ? &x.run1->c : nullptr;
   const uint32_t run1_poison = poison_word(x.problem->out_type, 1);
-  for (size_t e = 0; e < c.size(); ++e) {
-    if (c[e] != x.poison) continue;
+  for (auto at = std::find(c.begin(), c.end(), x.poison); at != c.end(); at = std::find(at + 1, c.end(), x.poison)) {
+    const size_t e = static_cast<size_t>(at - c.begin());
     if (x.reference->elems[e].nan && !(other && (*other)[e] == run1_poison)) continue;
     return Finding{Check::unwritten_output,
                    "left output elements unwritten (still the runner's NaN poison); the first " +
