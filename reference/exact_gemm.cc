@@ -276,15 +276,20 @@ void exact_elements(const Operands& x, ExactElement* elems, ExactElement* elems2
   const int64_t operands = x.b2 ? 2 : 1;  // B and B2: decoded columns per output column
   const int64_t column_bytes = chunk_count(kb) * (kChunkValues * int64_t{sizeof(int16_t)} + kChunk * int64_t{sizeof(int32_t)});
   const int64_t batch_bytes = std::max<int64_t>(1, operands * n * column_bytes);
-  const int64_t per_region = std::max<int64_t>(1, std::min<int64_t>(l, kBatchColumnBytes / batch_bytes));
-  std::vector<DecodedRow> cols(static_cast<size_t>(per_region * operands * n));
   // Rows per work item: enough to reuse each decoded column from cache, few enough that
   // GEMV (n = 1, where nothing is reused) still splits into many items.
   const int64_t groups = ceil_div(m, kRowGroup);
+  // Below about 2^18 multiply-adds (~0.1 ms) starting threads costs more than it saves; a GEMM
+  // on one thread decodes a batch at a time into the same columns.
+  const auto shared = [&](int64_t batches) {
+    return may_share && batches * operands * m * n * k >= (int64_t(1) << 18) && batches * groups > 1;
+  };
+  const int64_t per_region =
+      shared(l) ? std::max<int64_t>(1, std::min<int64_t>(l, kBatchColumnBytes / batch_bytes)) : 1;
+  std::vector<DecodedRow> cols(static_cast<size_t>(per_region * operands * n));
   for (int64_t b0 = 0; b0 < l; b0 += per_region) {
     const int64_t batches = std::min(per_region, l - b0);
-    // Below about 2^18 multiply-adds (~0.1 ms) starting threads costs more than it saves.
-    const bool parallel = may_share && batches * operands * m * n * k >= (int64_t(1) << 18) && batches * groups > 1;
+    const bool parallel = shared(batches);
     // Each output element is computed by one thread from the same decoded data, in a fixed
     // order, with exact integer sums: nothing depends on the thread count or schedule.
 #pragma omp parallel if (parallel)
