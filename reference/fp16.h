@@ -25,10 +25,51 @@ NVFP4_HD inline int bit_width_u128(u128 v) {
 #endif
 }
 
+NVFP4_HD inline int bit_width_u64(uint64_t v) {
+#if defined(__CUDA_ARCH__)
+  return v ? 64 - __clzll(static_cast<long long>(v)) : 0;
+#else
+  return v ? 64 - __builtin_clzll(v) : 0;
+#endif
+}
+
+// Rounding a magnitude mag * 2^exp2 to `frac_bits` fraction bits at unit 2^unit: the significand
+// q in units of 2^unit, ties to even; U is the magnitude's type (64 or 128 bits) and kBits its
+// width. shift >= kBits (only where the unit lies above the whole magnitude) gives 1 only past
+// half a unit.
+template <class U, int kBits>
+NVFP4_HD inline U round_to_unit(U mag, int shift) {
+  if (shift <= 0) return mag << (-shift);  // exact: the callers' q stays below 2^precision
+  if (shift >= kBits) return (shift == kBits && mag > (static_cast<U>(1) << (kBits - 1))) ? 1 : 0;
+  U q = mag >> shift;
+  const U rem = mag - (q << shift);
+  const U half = static_cast<U>(1) << (shift - 1);
+  if (rem > half || (rem == half && (q & 1))) ++q;
+  return q;
+}
+
 // The binary16 nearest to (-1)^negative * mag * 2^exp2, ties to even, subnormals kept,
-// magnitudes >= 65520 to Inf. A zero magnitude gives +0 (an exact zero sum is +0).
+// magnitudes >= 65520 to Inf. A zero magnitude gives +0 (an exact zero sum is +0). A magnitude
+// below 2^64 (nearly every sum) is rounded in 64-bit arithmetic, the same steps: 128-bit shifts
+// and comparisons were a sixth of a grouped case's reference.
 NVFP4_HD inline uint16_t fp16_round(bool negative, u128 mag, int exp2) {
   if (mag == 0) return 0;
+  if (static_cast<uint64_t>(mag >> 64) == 0) {
+    const uint64_t m = static_cast<uint64_t>(mag);
+    const uint16_t sign = negative ? 0x8000u : 0u;
+    const int top = bit_width_u64(m) - 1 + exp2;
+    if (top > 15) return sign | 0x7C00u;
+    const int unit = top < -14 ? -24 : top - 10;
+    uint64_t q = round_to_unit<uint64_t, 64>(m, unit - exp2);
+    if (unit == -24) return sign | static_cast<uint16_t>(q);
+    int e = top + 15;
+    if (q == 2048) {
+      q = 1024;
+      ++e;
+    }
+    if (e >= 31) return sign | 0x7C00u;
+    return sign | static_cast<uint16_t>((e << 10) | static_cast<int>(q - 1024));
+  }
   const uint16_t sign = negative ? 0x8000u : 0u;
   const int width = bit_width_u128(mag);
   // Value = mag * 2^exp2 lies in [2^(top), 2^(top+1)) with top = width - 1 + exp2.

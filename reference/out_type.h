@@ -44,27 +44,22 @@ NVFP4_HD inline int out_word_bytes(OutType t) { return out_format(t).bytes; }
 
 // The word nearest to (-1)^negative * mag * 2^exp2, ties to even, subnormals kept, overflow to
 // Inf at (2 - 2^-precision) * 2^emax. A zero magnitude gives +0.
+// A magnitude below 2^64 (nearly every sum) is rounded in 64-bit arithmetic, the same steps
+// (round_to_unit, fp16.h).
 NVFP4_HD inline uint32_t out_round(OutType t, bool negative, u128 mag, int exp2) {
   if (mag == 0) return 0;
   const OutFormat f = out_format(t);
   const uint32_t sign = negative ? f.sign_bit : 0u;
   const int frac_bits = f.precision - 1;
-  const int top = bit_width_u128(mag) - 1 + exp2;  // value in [2^top, 2^(top+1))
+  const bool narrow = static_cast<uint64_t>(mag >> 64) == 0;
+  const int width = narrow ? bit_width_u64(static_cast<uint64_t>(mag)) : bit_width_u128(mag);
+  const int top = width - 1 + exp2;  // value in [2^top, 2^(top+1))
   if (top > f.emax) return sign | f.inf;
   const int unit = (top < f.emin ? f.emin : top) - frac_bits;  // the result's last place
   const int shift = unit - exp2;
-  u128 q;
-  if (shift <= 0) {
-    q = mag << (-shift);  // exact: q < 2^precision
-  } else if (shift >= 128) {
-    // mag < 2^128 <= 2^shift: below one unit; above half of it only when shift == 128.
-    q = (shift == 128 && mag > (static_cast<u128>(1) << 127)) ? 1 : 0;
-  } else {
-    q = mag >> shift;
-    const u128 rem = mag - (q << shift);
-    const u128 half = static_cast<u128>(1) << (shift - 1);
-    if (rem > half || (rem == half && (q & 1))) ++q;
-  }
+  // q < 2^precision + 1 whichever way it is rounded.
+  const uint64_t q = narrow ? round_to_unit<uint64_t, 64>(static_cast<uint64_t>(mag), shift)
+                            : static_cast<uint64_t>(round_to_unit<u128, 128>(mag, shift));
   // Subnormals (top < emin) are q itself; a normal of exponent top is ((top - emin) << frac) + q,
   // which also encodes a carry of q to 2^precision as the next binade, and 2^(emax+1) as Inf.
   const int binade = top < f.emin ? 0 : top - f.emin;
