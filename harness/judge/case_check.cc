@@ -388,22 +388,33 @@ void stale_gemm_reference_into(const Problem& p, const ExactResult& ref, int64_t
   const bool zero_alpha = p.alpha == 0.0f;
   const bool have_words = (wide ? ref.c32.size() : ref.c.size()) == ref.elems.size();
   const ExactElement* from_elems = ref.elems.data() + at;
-  each_rotated_run(r, p.l, p.m, p.n, [&](int64_t, int64_t from, int64_t count) {
-    for (int64_t x = from; x < from + count; ++x) {
-      ExactElement e = from_elems[x];
-      e.sum = -e.sum;
-      out.elems.push_back(e);
-      uint32_t word = 0;
+  // A run at a time: its elements and words copied in bulk, then the sums negated and the words'
+  // signs flipped in one pass over them (element by element, with a push_back each, this was
+  // nine nanoseconds an output).
+  const auto append = [&](auto& words, const auto& ref_words) {
+    each_rotated_run(r, p.l, p.m, p.n, [&](int64_t, int64_t from, int64_t count) {
+      const size_t first = out.elems.size();
+      out.elems.insert(out.elems.end(), from_elems + from, from_elems + from + count);
+      ExactElement* e = out.elems.data() + first;
       if (have_words) {
-        const uint32_t was = wide ? ref.c32[static_cast<size_t>(at + x)] : ref.c[static_cast<size_t>(at + x)];
-        word = e.nan || e.sum == 0 || zero_alpha ? was : was ^ sign;
+        const auto* was = ref_words.data() + at + from;
+        words.insert(words.end(), was, was + count);
+        auto* w = words.data() + first;
+        for (int64_t x = 0; x < count; ++x) {
+          const bool keep = e[x].nan || e[x].sum == 0 || zero_alpha;
+          e[x].sum = -e[x].sum;
+          w[x] ^= keep ? 0u : sign;
+        }
       } else {
-        word = round_result(e, p.alpha, p.out_type);
+        for (int64_t x = 0; x < count; ++x) {
+          e[x].sum = -e[x].sum;
+          words.push_back(static_cast<std::remove_reference_t<decltype(words[0])>>(round_result(e[x], p.alpha, p.out_type)));
+        }
       }
-      if (wide) out.c32.push_back(word);
-      else out.c.push_back(static_cast<uint16_t>(word));
-    }
-  });
+    });
+  };
+  if (wide) append(out.c32, ref.c32);
+  else append(out.c, ref.c);
 }
 
 // Room for as many elements and words as ref's, to be appended; ref's group offsets.
