@@ -741,8 +741,16 @@ struct DistinctScales {
     std::vector<uint32_t> next;    // a small ring once half full: the next value not marked (union-find)
   };
   std::set<std::vector<uint8_t>> seen;
-  std::map<std::vector<uint16_t>, Ring> rings;
+  // Keyed by the ring's key (make_distinct) run-length encoded, (digit, count) pairs: a
+  // bijection, so the same rings, and a key of thousands of equal digits compares in a step,
+  // not thousands.
+  std::map<std::vector<std::pair<uint16_t, uint32_t>>, Ring> rings;
 };
+
+void add_run(std::vector<std::pair<uint16_t, uint32_t>>& runs, uint16_t digit) {
+  if (!runs.empty() && runs.back().first == digit) ++runs.back().second;
+  else runs.emplace_back(digit, 1u);
+}
 
 // The first value at or after x (cyclically) that `next` has not marked; compresses the path.
 uint32_t first_unmarked(std::vector<uint32_t>& next, uint32_t x) {
@@ -767,13 +775,17 @@ void make_distinct(std::vector<uint8_t>& scales, ScaleDist dist, int64_t kb, Dis
   std::set<std::vector<uint8_t>>& seen = state.seen;
   const ScaleValues& sv = scale_values(dist);
   std::vector<size_t> free;
-  // The ring: kb and every byte the counter leaves alone (a stepped digit reads 256).
-  std::vector<uint16_t> key(scales.begin(), scales.end());
-  key.push_back(static_cast<uint16_t>(std::min<int64_t>(kb, 0xFFFF)));
+  free.reserve(scales.size());
+  // The ring: kb and every byte the counter leaves alone (a stepped digit reads 256), run-length
+  // encoded (DistinctScales::rings).
+  std::vector<std::pair<uint16_t, uint32_t>> key;
   for (size_t i = 0; i < scales.size(); ++i) {
     const bool fixed = dist == ScaleDist::fine_cancel && fine_cancel_pair_block(static_cast<int64_t>(i) % kb, kb);
-    if (!fixed && sv.index[scales[i]] >= 0) free.push_back(i), key[i] = 256;
+    const bool stepped = !fixed && sv.index[scales[i]] >= 0;
+    if (stepped) free.push_back(i);
+    add_run(key, stepped ? uint16_t{256} : uint16_t{scales[i]});
   }
+  add_run(key, static_cast<uint16_t>(std::min<int64_t>(kb, 0xFFFF)));
   if (free.empty()) {
     seen.insert(scales);
     return;
