@@ -538,13 +538,15 @@ class CudaMemory final : public KernelMemory {
   std::vector<std::unique_ptr<GuardedBuffer>> allocate_all(const std::vector<Request>& requests) override {
     if (!slots_) slots_ = std::make_shared<CompareSlots>();
     constexpr int64_t kAlign = 512, kArenaBytes = int64_t(64) << 20;
-    std::vector<int64_t> offset(requests.size(), -1);
+    // Each placed buffer's region: its offset in the arena and its length, up to the next region.
+    std::vector<int64_t> offset(requests.size(), -1), length(requests.size(), 0);
     int64_t used = 0;
     size_t placed = 0;
     for (size_t x = 0; x < requests.size(); ++x) {
       const int64_t region = (2 * kGuardBytes + requests[x].bytes + kAlign - 1) / kAlign * kAlign;
       if (requests[x].bytes >= kDeviceCopyBytes || used + region > kArenaBytes) continue;
       offset[x] = used;
+      length[x] = region;
       used += region;
       ++placed;
     }
@@ -560,11 +562,8 @@ class CudaMemory final : public KernelMemory {
         all.push_back(allocate(requests[x].bytes, requests[x].pattern));
         continue;
       }
-      size_t next = x + 1;
-      while (next < requests.size() && offset[next] < 0) ++next;
-      const int64_t end = next < requests.size() ? offset[next] : used;
       all.push_back(std::make_unique<CudaBuffer>(requests[x].bytes, requests[x].pattern, stream_, slots_, pending_,
-                                                 arena, offset[x], end - offset[x]));
+                                                 arena, offset[x], length[x]));
     }
     return all;
   }
