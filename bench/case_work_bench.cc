@@ -1,8 +1,10 @@
 // The parent's CPU work a case of a kernel's schedule costs, step by step, with no kernel: draw and
-// generate (Schedule::at), the exact reference, the stale variant (data and reference) and the
+// generate (Schedule::at), the exact reference, the stale variant (data and reference), the
 // judging of an honest deterministic kernel's three calls as the runner does it (run 1 by the
 // oracle; run 2, equal to it, takes its judgement; the stale call's output, the stale reference's
-// words, is checked to mirror run 1's and then takes its judgement too).
+// words, is checked to mirror run 1's and then takes its judgement too), and the case's message
+// to the kernel's process, encoded and decoded (both processes' share; the outputs' way back and
+// the processes' wake-ups are not in it).
 // On a GPU the calls take a fraction of a millisecond, so for the grouped and dual schedules these
 // steps are what bounds a lane (bench/THROUGHPUT.md); here they are measured on any machine.
 //
@@ -24,6 +26,7 @@
 #include "harness/draw/schedule.h"
 #include "harness/judge/case_check.h"
 #include "harness/ops/op_module.h"
+#include "harness/process/worker_protocol.h"
 #include "kernels/nvfp4_kernel_abi.h"
 #include "reference/oracle.h"
 
@@ -73,7 +76,7 @@ std::vector<nvfp4::ScheduledCase> schedule_cases(const Declared& k) {
   return cases;
 }
 
-enum Step { kDraw, kReference, kStale, kJudge };
+enum Step { kDraw, kReference, kStale, kJudge, kChannel };
 
 // Args: kernel (index into kKernels), step, threads. Time per case, over the schedule's cases in turn.
 void BM_CaseWork(benchmark::State& state) {
@@ -81,13 +84,17 @@ void BM_CaseWork(benchmark::State& state) {
   const Step step = static_cast<Step>(state.range(1));
   omp_set_num_threads(static_cast<int>(state.range(2)));
   state.SetLabel(std::string(k.name) + " " +
-                 (step == kDraw ? "draw+generate" : step == kReference ? "reference" : step == kStale ? "stale" : "judge"));
+                 (step == kDraw             ? "draw+generate"
+                  : step == kReference      ? "reference"
+                  : step == kStale          ? "stale"
+                  : step == kJudge          ? "judge"
+                                            : "channel: the case's message, encoded and decoded"));
   const std::vector<nvfp4::ScheduledCase> cases = schedule_cases(k);
   std::vector<nvfp4::ExactResult> refs;
   std::vector<nvfp4::StaleVariant> stale;
   std::vector<std::vector<uint32_t>> words, stale_words;  // what the calls would have returned
   std::vector<nvfp4::OutputWords> outputs, run2, stale_outputs;  // the same as the channel hands them over
-  if (step >= kStale)
+  if (step == kStale || step == kJudge)
     for (const nvfp4::ScheduledCase& c : cases) refs.push_back(nvfp4::op_reference(c.problem));
   if (step == kJudge)
     for (size_t x = 0; x < cases.size(); ++x) {
@@ -98,6 +105,15 @@ void BM_CaseWork(benchmark::State& state) {
       run2.emplace_back(words.back());
       stale_outputs.emplace_back(stale_words.back());
     }
+  // The channel: each case as the runner sends it (its data, the stale call derived in the
+  // kernel's process, three calls), through a memory file as between the two processes.
+  std::vector<nvfp4::CaseData> data;
+  const std::vector<nvfp4::CallSpec> plan{{0x7F, 0x7D5B, false}, {0x00, 0x7D5A, false}, {0x7F, 0x7D5B, true}};
+  nvfp4::SharedFile shared;
+  if (step == kChannel) {
+    for (const nvfp4::ScheduledCase& c : cases) data.push_back({c.problem, std::nullopt, c.stale_seed});
+    shared = nvfp4::SharedFile::create("case_work_bench");
+  }
   const nvfp4::Policy policy = nvfp4::Policy::for_flags(k.info.flags);
   nvfp4::ScheduleOptions options;
   options.seed = 1;
@@ -131,6 +147,14 @@ void BM_CaseWork(benchmark::State& state) {
         }
         break;
       }
+      case kChannel: {
+        shared.reset();
+        const std::vector<uint8_t> frame = nvfp4::encode_run_case(static_cast<int64_t>(x), data[x], plan, &shared);
+        const nvfp4::WorkerMessage m = nvfp4::decode_message(frame.data() + nvfp4::kFrameHeaderBytes,
+                                                             frame.size() - nvfp4::kFrameHeaderBytes, &shared);
+        benchmark::DoNotOptimize(m.index());
+        break;
+      }
     }
     x = (x + 1) % cases.size();
   }
@@ -142,7 +166,7 @@ void Args(benchmark::internal::Benchmark* b) {
   b->ArgNames({"kernel", "step", "threads"});
   const int64_t kernels = static_cast<int64_t>(std::size(kKernels));
   for (int64_t kernel = 0; kernel < kernels; ++kernel)
-    for (int64_t step = kDraw; step <= kJudge; ++step) b->Args({kernel, step, 2});
+    for (int64_t step = kDraw; step <= kChannel; ++step) b->Args({kernel, step, 2});
   for (int64_t kernel = 0; kernel < kernels; ++kernel) b->Args({kernel, kReference, 1});
 }
 // Whole passes over the cases, so every case weighs the same in the mean.
