@@ -235,23 +235,27 @@ json words(const OutputWords& o) {
     return json::binary(std::move(b));
   }
   const std::vector<uint32_t>& v = o.words();
-  uint32_t largest = 0;
-  for (uint32_t w : v) largest = std::max(largest, w);
-  const size_t width = largest <= 0xFFu ? 1 : largest <= 0xFFFFu ? 2 : 4;
-  std::vector<uint8_t> b(1 + v.size() * width);
+  const uint32_t* __restrict__ in = v.data();
+  const size_t n = v.size();
+  // Every word fits 8 (16) bits exactly when their OR does: one vector OR, not a max per word.
+  uint32_t any = 0;
+  for (size_t x = 0; x < n; ++x) any |= in[x];
+  const size_t width = any <= 0xFFu ? 1 : any <= 0xFFFFu ? 2 : 4;
+  std::vector<uint8_t> b(1 + n * width);
   b[0] = static_cast<uint8_t>(width);
-  // A loop for each width, each a plain conversion the compiler vectorizes (a memcpy of a
-  // variable width per word was most of encoding an output).
-  uint8_t* out = b.data() + 1;
+  // A loop for each width through pointers of their own, each a plain conversion the compiler
+  // vectorizes (a memcpy of a variable width per word was most of encoding an output, and a
+  // store through the vector's bytes reloaded the words' pointer at every word).
+  uint8_t* __restrict__ out = b.data() + 1;
   if (width == 1) {
-    for (size_t x = 0; x < v.size(); ++x) out[x] = static_cast<uint8_t>(v[x]);
+    for (size_t x = 0; x < n; ++x) out[x] = static_cast<uint8_t>(in[x]);
   } else if (width == 2) {
-    for (size_t x = 0; x < v.size(); ++x) {
-      const uint16_t h = static_cast<uint16_t>(v[x]);
+    for (size_t x = 0; x < n; ++x) {
+      const uint16_t h = static_cast<uint16_t>(in[x]);
       std::memcpy(out + 2 * x, &h, 2);
     }
-  } else if (!v.empty()) {
-    std::memcpy(out, v.data(), v.size() * 4);
+  } else if (n != 0) {
+    std::memcpy(out, in, n * 4);
   }
   if (!t_sink || !t_sink->open() || b.size() <= kSharedBytes) return json::binary(std::move(b));
   return byte_string(b);
@@ -266,15 +270,17 @@ OutputWords get_words(std::vector<uint8_t> b, const std::string& at) {
     return OutputWords::of_bytes(std::move(b));
   }
   std::vector<uint32_t> w((b.size() - 1) / width);
-  const uint8_t* in = b.data() + 1;
+  const uint8_t* __restrict__ in = b.data() + 1;
+  uint32_t* __restrict__ out = w.data();
+  const size_t n = w.size();
   if (width == 2) {
-    for (size_t x = 0; x < w.size(); ++x) {
+    for (size_t x = 0; x < n; ++x) {
       uint16_t h;
       std::memcpy(&h, in + 2 * x, 2);
-      w[x] = h;
+      out[x] = h;
     }
-  } else if (!w.empty()) {
-    std::memcpy(w.data(), in, w.size() * 4);
+  } else if (n != 0) {
+    std::memcpy(out, in, n * 4);
   }
   return w;
 }

@@ -3,9 +3,11 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <random>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -313,6 +315,28 @@ TEST(WorkerProtocol, LargeTensorsTravelBesideTheFrame) {
     EXPECT_EQ(got.observation.c_later, done.observation.c);
     EXPECT_EQ(got.observation.c_later.shares(got.observation.c), shared);
     EXPECT_EQ(got.observation.c.words(), words);
+  }
+}
+
+// Output words of each width (1, 2 and 4 bytes: a quantizer's bytes, FP16 or BF16 words, FP32
+// words) come back exactly, in the frame and beside it, whatever their values within the width.
+TEST(WorkerProtocol, OutputWordsOfEveryWidthComeBackExactly) {
+  const uint64_t seed = 35;
+  std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
+  std::mt19937_64 rng(seed);
+  for (const uint32_t top : {0xFFu, 0xFFFFu, 0xFFFFFFFFu}) {
+    for (const size_t count : {size_t(5), kSharedBytes + 7}) {
+      std::vector<uint32_t> words(count);
+      for (uint32_t& w : words) w = static_cast<uint32_t>(rng()) & top;
+      words[count / 2] = top;  // the width's largest word
+      SharedFile from_worker = SharedFile::create("test-words");
+      CallDoneMsg done{5, 0, {}};
+      done.observation.c = words;
+      const std::vector<uint8_t> f = encode_message(done, &from_worker);
+      const CallDoneMsg got = std::get<CallDoneMsg>(
+          decode_message(f.data() + kFrameHeaderBytes, f.size() - kFrameHeaderBytes, &from_worker));
+      EXPECT_EQ(got.observation.c.words(), words) << "words up to " << top << ", " << count << " of them";
+    }
   }
 }
 
