@@ -2,9 +2,9 @@
 // generate (Schedule::at), the exact reference, the stale variant (data and reference), the
 // judging of an honest deterministic kernel's three calls as the runner does it (run 1 by the
 // oracle; run 2, equal to it, takes its judgement; the stale call's output, the stale reference's
-// words, is checked to mirror run 1's and then takes its judgement too), and the case's message
-// to the kernel's process, encoded and decoded (both processes' share; the outputs' way back and
-// the processes' wake-ups are not in it).
+// words, is checked to mirror run 1's and then takes its judgement too), and the channel: the
+// case's message to the kernel's process and the three calls' answers with their outputs, each
+// encoded and decoded (both processes' share; the processes' wake-ups are not in it).
 // On a GPU the calls take a fraction of a millisecond, so for the grouped and dual schedules these
 // steps are what bounds a lane (bench/THROUGHPUT.md); here they are measured on any machine.
 //
@@ -88,15 +88,15 @@ void BM_CaseWork(benchmark::State& state) {
                   : step == kReference      ? "reference"
                   : step == kStale          ? "stale"
                   : step == kJudge          ? "judge"
-                                            : "channel: the case's message, encoded and decoded"));
+                                            : "channel: the case and three answers, encoded and decoded"));
   const std::vector<nvfp4::ScheduledCase> cases = schedule_cases(k);
   std::vector<nvfp4::ExactResult> refs;
   std::vector<nvfp4::StaleVariant> stale;
   std::vector<std::vector<uint32_t>> words, stale_words;  // what the calls would have returned
   std::vector<nvfp4::OutputWords> outputs, run2, stale_outputs;  // the same as the channel hands them over
-  if (step == kStale || step == kJudge)
+  if (step != kDraw && step != kReference)
     for (const nvfp4::ScheduledCase& c : cases) refs.push_back(nvfp4::op_reference(c.problem));
-  if (step == kJudge)
+  if (step == kJudge || step == kChannel)
     for (size_t x = 0; x < cases.size(); ++x) {
       stale.push_back(nvfp4::stale_variant(cases[x].problem, refs[x], cases[x].stale_seed));
       words.push_back(refs[x].words());
@@ -109,10 +109,11 @@ void BM_CaseWork(benchmark::State& state) {
   // kernel's process, three calls), through a memory file as between the two processes.
   std::vector<nvfp4::CaseData> data;
   const std::vector<nvfp4::CallSpec> plan{{0x7F, 0x7D5B, false}, {0x00, 0x7D5A, false}, {0x7F, 0x7D5B, true}};
-  nvfp4::SharedFile shared;
+  nvfp4::SharedFile shared, answers;
   if (step == kChannel) {
     for (const nvfp4::ScheduledCase& c : cases) data.push_back({c.problem, std::nullopt, c.stale_seed});
     shared = nvfp4::SharedFile::create("case_work_bench");
+    answers = nvfp4::SharedFile::create("case_work_bench_answers");
   }
   const nvfp4::Policy policy = nvfp4::Policy::for_flags(k.info.flags);
   nvfp4::ScheduleOptions options;
@@ -153,6 +154,20 @@ void BM_CaseWork(benchmark::State& state) {
         const nvfp4::WorkerMessage m = nvfp4::decode_message(frame.data() + nvfp4::kFrameHeaderBytes,
                                                              frame.size() - nvfp4::kFrameHeaderBytes, &shared);
         benchmark::DoNotOptimize(m.index());
+        // The three calls' answers: each output (and its read-back once the device was done, the
+        // same storage) through the worker's memory file, decoded by the runner.
+        for (int64_t call = 0; call < 3; ++call) {
+          answers.reset();
+          nvfp4::CallDoneMsg done;
+          done.case_id = static_cast<int64_t>(x);
+          done.index = call;
+          done.observation.c = call < 2 ? outputs[x] : stale_outputs[x];
+          done.observation.c_later = done.observation.c;
+          const std::vector<uint8_t> answer = nvfp4::encode_message(done, &answers);
+          const nvfp4::WorkerMessage back = nvfp4::decode_message(answer.data() + nvfp4::kFrameHeaderBytes,
+                                                                  answer.size() - nvfp4::kFrameHeaderBytes, &answers);
+          benchmark::DoNotOptimize(back.index());
+        }
         break;
       }
     }
