@@ -33,13 +33,14 @@ NVFP4_HD inline int bit_width_u64(uint64_t v) {
 #endif
 }
 
-// Rounding a magnitude mag * 2^exp2 to `frac_bits` fraction bits at unit 2^unit: the significand
-// q in units of 2^unit, ties to even; U is the magnitude's type (64 or 128 bits) and kBits its
-// width. shift >= kBits (only where the unit lies above the whole magnitude) gives 1 only past
-// half a unit.
+// mag / 2^shift rounded to an integer, ties to even: a magnitude's significand in units of its
+// result's last place (shift: that place's exponent less the magnitude's). U is the magnitude's
+// type, 64 or 128 bits wide (kBits). shift >= kBits (only where the unit lies above the whole
+// magnitude) gives 1 only past half a unit; shift <= 0 is exact where the callers use it (the
+// significand stays below 2^precision).
 template <class U, int kBits>
 NVFP4_HD inline U round_to_unit(U mag, int shift) {
-  if (shift <= 0) return mag << (-shift);  // exact: the callers' q stays below 2^precision
+  if (shift <= 0) return mag << (-shift);
   if (shift >= kBits) return (shift == kBits && mag > (static_cast<U>(1) << (kBits - 1))) ? 1 : 0;
   U q = mag >> shift;
   const U rem = mag - (q << shift);
@@ -50,48 +51,22 @@ NVFP4_HD inline U round_to_unit(U mag, int shift) {
 
 // The binary16 nearest to (-1)^negative * mag * 2^exp2, ties to even, subnormals kept,
 // magnitudes >= 65520 to Inf. A zero magnitude gives +0 (an exact zero sum is +0). A magnitude
-// below 2^64 (nearly every sum) is rounded in 64-bit arithmetic, the same steps: 128-bit shifts
-// and comparisons were a sixth of a grouped case's reference.
+// below 2^64 (nearly every sum) is rounded in 64-bit arithmetic, by the same steps: 128-bit
+// shifts and comparisons were a sixth of a grouped case's reference.
 NVFP4_HD inline uint16_t fp16_round(bool negative, u128 mag, int exp2) {
   if (mag == 0) return 0;
-  if (static_cast<uint64_t>(mag >> 64) == 0) {
-    const uint64_t m = static_cast<uint64_t>(mag);
-    const uint16_t sign = negative ? 0x8000u : 0u;
-    const int top = bit_width_u64(m) - 1 + exp2;
-    if (top > 15) return sign | 0x7C00u;
-    const int unit = top < -14 ? -24 : top - 10;
-    uint64_t q = round_to_unit<uint64_t, 64>(m, unit - exp2);
-    if (unit == -24) return sign | static_cast<uint16_t>(q);
-    int e = top + 15;
-    if (q == 2048) {
-      q = 1024;
-      ++e;
-    }
-    if (e >= 31) return sign | 0x7C00u;
-    return sign | static_cast<uint16_t>((e << 10) | static_cast<int>(q - 1024));
-  }
   const uint16_t sign = negative ? 0x8000u : 0u;
-  const int width = bit_width_u128(mag);
+  const bool narrow = static_cast<uint64_t>(mag >> 64) == 0;
+  const int width = narrow ? bit_width_u64(static_cast<uint64_t>(mag)) : bit_width_u128(mag);
   // Value = mag * 2^exp2 lies in [2^(top), 2^(top+1)) with top = width - 1 + exp2.
   const int top = width - 1 + exp2;
   if (top > 15) return sign | 0x7C00u;
   // Units of the result's last place: 2^-24 in the subnormal range, else 2^(top-10).
   const int unit = top < -14 ? -24 : top - 10;
   const int shift = unit - exp2;  // drop this many low bits of mag
-  u128 q;
-  if (shift <= 0) {
-    q = mag << (-shift);  // exact; fits since top <= 15
-  } else if (shift >= 128) {
-    // Only the subnormal range gets here; the value is below 2^(104 - shift), so at most
-    // one unit of 2^-24, and above half of it only when shift == 128 and mag > 2^127.
-    q = (shift == 128 && mag > (static_cast<u128>(1) << 127)) ? 1 : 0;
-  } else {
-    q = mag >> shift;
-    const u128 rem = mag - (q << shift);
-    const u128 half = static_cast<u128>(1) << (shift - 1);
-    if (rem > half || (rem == half && (q & 1))) ++q;
-  }
-  // q is the significand in units of 2^unit; a carry may move it to the next binade.
+  // q is the significand in units of 2^unit (at most 2048); a carry may move it to the next binade.
+  uint64_t q = narrow ? round_to_unit<uint64_t, 64>(static_cast<uint64_t>(mag), shift)
+                      : static_cast<uint64_t>(round_to_unit<u128, 128>(mag, shift));
   if (unit == -24) {
     // Subnormals and the lowest normal binade (top == -14): the bits are q itself. q < 1024 is
     // a subnormal, 1024 <= q < 2048 the normals 0x0400..0x07FF, and a carry to 2048 gives
