@@ -238,29 +238,28 @@ int64_t rotated_from(const Rotations& r, int64_t l, int64_t m, int64_t n, int64_
   return rotated_row(r, l, m, to / (m * n), to / n % m) * n + (to % n + r.rj) % n;
 }
 
-// f(to, from) for every output of such a GEMM, `to` in C order, row by row without a division per
-// output (rj < n); stops at the first f that returns false, and says whether none did.
+// f(to, from, count) for outputs [to, to + count) of such a GEMM from [from, from + count): two
+// runs a row (the row's columns from rj on, then those before it), `to` in C order, without a
+// division per output (rj < n); stops at the first f that returns false, and says whether none did.
 template <class F>
-bool each_rotated(const Rotations& r, int64_t l, int64_t m, int64_t n, F&& f) {
+bool each_rotated_run(const Rotations& r, int64_t l, int64_t m, int64_t n, F&& f) {
   for (int64_t b = 0; b < l; ++b)
     for (int64_t i = 0; i < m; ++i) {
       const int64_t from_row = rotated_row(r, l, m, b, i) * n, to_row = (b * m + i) * n;
-      for (int64_t j = 0; j < n; ++j)
-        if (!f(to_row + j, from_row + (j + r.rj < n ? j + r.rj : j + r.rj - n))) return false;
+      if (!f(to_row, from_row + r.rj, n - r.rj)) return false;
+      if (r.rj > 0 && !f(to_row + n - r.rj, from_row, r.rj)) return false;
     }
   return true;
 }
 
-// The same as runs: f(to, from, count) for outputs [to, to + count) from [from, from + count), two
-// runs a row (the row's columns from rj on, then those before it), `to` in C order.
+// The same an output at a time: f(to, from).
 template <class F>
-void each_rotated_run(const Rotations& r, int64_t l, int64_t m, int64_t n, F&& f) {
-  for (int64_t b = 0; b < l; ++b)
-    for (int64_t i = 0; i < m; ++i) {
-      const int64_t from_row = rotated_row(r, l, m, b, i) * n, to_row = (b * m + i) * n;
-      f(to_row, from_row + r.rj, n - r.rj);
-      if (r.rj > 0) f(to_row + n - r.rj, from_row, r.rj);
-    }
+bool each_rotated(const Rotations& r, int64_t l, int64_t m, int64_t n, F&& f) {
+  return each_rotated_run(r, l, m, n, [&f](int64_t to, int64_t from, int64_t count) {
+    for (int64_t x = 0; x < count; ++x)
+      if (!f(to + x, from + x)) return false;
+    return true;
+  });
 }
 
 // One input tensor of a stale variant and how it moves: the problem's `field`, or group g's
@@ -411,6 +410,7 @@ void stale_gemm_reference_into(const Problem& p, const ExactResult& ref, int64_t
           words.push_back(static_cast<std::remove_reference_t<decltype(words[0])>>(round_result(e[x], p.alpha, p.out_type)));
         }
       }
+      return true;
     });
   };
   if (wide) append(out.c32, ref.c32);
@@ -482,20 +482,13 @@ bool mirrors_at(const Problem& p, uint64_t stale_seed, const std::vector<uint32_
                 const std::vector<uint32_t>& stale, int64_t at) {
   const OutType type = p.out_type;
   const uint32_t sign = out_format(type).sign_bit;
-  bool same = true;
-  each_rotated_run(draw_rotations(p, stale_seed), p.l, p.m, p.n, [&](int64_t to, int64_t from, int64_t count) {
-    if (!same) return;
+  return each_rotated_run(draw_rotations(p, stale_seed), p.l, p.m, p.n, [&](int64_t to, int64_t from, int64_t count) {
     const uint32_t* s = stale.data() + at + to;
     const uint32_t* r = run1.data() + at + from;
-    for (int64_t x = 0; x < count; ++x) {
-      // The exact mirror first, one comparison (nearly every word); then NaNs and zeros.
-      if (s[x] == (r[x] ^ sign)) continue;
-      if (same_result_out(type, s[x], r[x] ^ sign) || (is_zero_out(type, s[x]) && is_zero_out(type, r[x]))) continue;
-      same = false;
-      return;
-    }
+    for (int64_t x = 0; x < count; ++x)
+      if (!same_result_out(type, s[x], r[x] ^ sign) && !(is_zero_out(type, s[x]) && is_zero_out(type, r[x]))) return false;
+    return true;
   });
-  return same;
 }
 
 }  // namespace
