@@ -46,12 +46,18 @@ CaseOutcome start_failure(const Problem& p, const std::string& why) {
   return r;
 }
 
+// f on each tensor of p's (its own and its groups').
+template <class F>
+void each_tensor(Problem& p, F&& f) {
+  for (std::vector<uint8_t>* v : {&p.a, &p.b, &p.sfa, &p.sfb, &p.b2, &p.sfb2, &p.x}) f(*v);
+  for (Group& g : p.groups)
+    for (std::vector<uint8_t>* v : {&g.a, &g.b, &g.sfa, &g.sfb}) f(*v);
+}
+
 // A problem without its tensors, their memory given back (kept until the first failure is
 // decided, a case needs only its shape and counts).
 void drop_data(Problem& p) {
-  for (std::vector<uint8_t>* v : {&p.a, &p.b, &p.sfa, &p.sfb, &p.b2, &p.sfb2, &p.x}) std::vector<uint8_t>().swap(*v);
-  for (Group& g : p.groups)
-    for (std::vector<uint8_t>* v : {&g.a, &g.b, &g.sfa, &g.sfb}) std::vector<uint8_t>().swap(*v);
+  each_tensor(p, [](std::vector<uint8_t>& v) { std::vector<uint8_t>().swap(v); });
 }
 
 // p's copy without its tensors (its shape, alphas, seed and note): each is moved aside for the
@@ -59,19 +65,14 @@ void drop_data(Problem& p) {
 Problem without_tensors(Problem& p) {
   std::vector<std::vector<uint8_t>> aside;
   std::vector<NamedTensor> named = std::move(p.tensors);
-  const auto each = [&p](auto&& f) {
-    for (std::vector<uint8_t>* v : {&p.a, &p.b, &p.sfa, &p.sfb, &p.b2, &p.sfb2, &p.x}) f(*v);
-    for (Group& g : p.groups)
-      for (std::vector<uint8_t>* v : {&g.a, &g.b, &g.sfa, &g.sfb}) f(*v);
-  };
-  each([&aside](std::vector<uint8_t>& v) {
+  p.tensors.clear();
+  each_tensor(p, [&aside](std::vector<uint8_t>& v) {
     aside.push_back(std::move(v));
     v.clear();
   });
-  p.tensors.clear();
   Problem shape = p;
   size_t x = 0;
-  each([&aside, &x](std::vector<uint8_t>& v) { v = std::move(aside[x++]); });
+  each_tensor(p, [&aside, &x](std::vector<uint8_t>& v) { v = std::move(aside[x++]); });
   p.tensors = std::move(named);
   return shape;
 }
