@@ -84,27 +84,35 @@ def test_triton_canonical_passes(tk, case_dir):
 # after the runner's stream was done (the stream check).
 OTHER_STREAM_CHECKS = {"stream", "unwritten-output", "oracle", "nan-padding"}
 
+# (name, checks it may fail, replays allowed before the saved case must have failed again)
 CHEATS = [
-    ("cheat_cached_output", {"stale-state"}),
-    ("cheat_returns_c_unwritten", {"unwritten-output"}),
-    ("cheat_other_stream_slow", {"stream"}),
+    ("cheat_cached_output", {"stale-state"}, 1),
+    ("cheat_returns_c_unwritten", {"unwritten-output"}, 1),
+    ("cheat_other_stream_slow", {"stream"}, 1),
     # Fast enough to finish within the runner's hold (its poison then comes back over the result),
-    # or not: either way the other stream is caught (the set runner_cuda_test.cu accepts).
-    ("cheat_other_stream", OTHER_STREAM_CHECKS),
+    # or not: either way the other stream is caught (the set runner_cuda_test.cu accepts). Which
+    # way a given call goes is a race between two streams, so one replay of the saved case can
+    # lose it (seen once in 35 runs on an H200); a few tries must catch it.
+    ("cheat_other_stream", OTHER_STREAM_CHECKS, 5),
 ]
 
 
-@pytest.mark.parametrize("name,checks", CHEATS, ids=[c[0] for c in CHEATS])
-def test_gpumode_cheat_is_caught(tk, case_dir, name, checks):
+@pytest.mark.parametrize("name,checks,tries", CHEATS, ids=[c[0] for c in CHEATS])
+def test_gpumode_cheat_is_caught(tk, case_dir, name, checks, tries):
     r = check(getattr(tk, name), case_dir, op="gemm", format="gpumode")
     assert r.verdict == "fail"
     assert r.failure.check in checks, r.failure.text
     assert os.path.isfile(r.failure.case_file)
     # The saved case reproduces it.
-    tk._cached.clear()
-    again = nc.replay(r.failure.case_file, getattr(tk, name), op="gemm", memory="cuda", format="gpumode",
-                      case_dir=case_dir)
-    assert again.verdict == "fail" and again.failure.check in checks, again
+    reports = []
+    for _ in range(tries):
+        tk._cached.clear()
+        again = nc.replay(r.failure.case_file, getattr(tk, name), op="gemm", memory="cuda", format="gpumode",
+                          case_dir=case_dir)
+        reports.append(again)
+        if again.verdict == "fail":
+            break
+    assert again.verdict == "fail" and again.failure.check in checks, reports
 
 
 def test_canonical_other_stream_is_caught(tk, case_dir):
