@@ -4,6 +4,7 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -17,13 +18,41 @@ inline void check_cuda(cudaError_t err, const char* what) {
   }
 }
 
+// Whether the current device has stream-ordered allocation (cudaMallocAsync), its default pool
+// then told to keep up to kKeptPoolBytes of freed memory (the default, 0, hands it back at every
+// synchronisation, so each call would map its memory again). Asked once per device.
+bool stream_ordered_pool();
+constexpr uint64_t kKeptPoolBytes = uint64_t(1) << 30;
+
+// Device memory for `count` T. With a stream, taken from and given back to the device's pool in
+// that stream's order: cudaFree waits for the whole device, so a call of the reference in one of
+// the runner's lanes waited for every other lane's reference work in flight, and cudaMalloc
+// ordered its stream behind them. The stream must outlive the array (declare it first).
 template <typename T>
 struct DeviceArray {
   T* ptr = nullptr;
-  explicit DeviceArray(size_t count) { check_cuda(cudaMalloc(&ptr, count == 0 ? 1 : count * sizeof(T)), "cudaMalloc"); }
-  ~DeviceArray() { cudaFree(ptr); }
+  cudaStream_t stream = nullptr;
+  bool pooled = false;
+  explicit DeviceArray(size_t count) { check_cuda(cudaMalloc(&ptr, bytes(count)), "cudaMalloc"); }
+  DeviceArray(size_t count, cudaStream_t s) : stream(s), pooled(stream_ordered_pool()) {
+    if (pooled) {
+      check_cuda(cudaMallocAsync(reinterpret_cast<void**>(&ptr), bytes(count), stream), "cudaMallocAsync");
+    } else {
+      check_cuda(cudaMalloc(&ptr, bytes(count)), "cudaMalloc");
+    }
+  }
+  ~DeviceArray() {
+    if (pooled) {
+      cudaFreeAsync(ptr, stream);
+    } else {
+      cudaFree(ptr);
+    }
+  }
   DeviceArray(const DeviceArray&) = delete;
   DeviceArray& operator=(const DeviceArray&) = delete;
+
+ private:
+  static size_t bytes(size_t count) { return count == 0 ? 1 : count * sizeof(T); }
 };
 
 template <typename T>

@@ -536,6 +536,132 @@ __global__ void gemv_exact(const uint8_t* __restrict__ a, const uint8_t* __restr
   if (lane == 0) acc_store(acc, (nan & 1u) != 0, alpha, out + batch * m + row);
 }
 
+// The exact sums of p's GEMV or GEMM (A against p.b, linear scales) into elems, with each
+// element's RN16(alpha * r) into *c when c is given; with `second`, also A against p.b2 into
+// *elems2 (a dual problem's G and U: A is uploaded and decoded once, both GEMMs share one stream,
+// its allocations and one synchronisation). Checks p's op-independent limits.
+void device_sums(const Problem& p, bool second, ExactElements& elems_out, ExactElements* elems2_out,
+                 std::vector<uint16_t>* c_out, GpuReferenceTiming* timing) {
+  if (p.k > kGpuReferenceMaxK) {
+    throw std::invalid_argument("GPU reference: k = " + std::to_string(p.k) + " exceeds 2^20");
+  }
+  const int64_t kb = p.kb();
+  gpu::Stream owner;
+  const cudaStream_t stream = owner.s;
+  DeviceArray<uint8_t> d_a(p.a.size(), stream), d_sfa(p.sfa.size(), stream), d_b(p.b.size(), stream),
+      d_sfb(p.sfb.size(), stream), d_b2(second ? p.b2.size() : 0, stream), d_sfb2(second ? p.sfb2.size() : 0, stream);
+  upload(d_a, p.a, stream);
+  upload(d_sfa, p.sfa, stream);
+  upload(d_b, p.b, stream);
+  upload(d_sfb, p.sfb, stream);
+  if (second) {
+    upload(d_b2, p.b2, stream);
+    upload(d_sfb2, p.sfb2, stream);
+  }
+  const int64_t elems = p.c_elems();
+  DeviceArray<PackedElement> d_out(static_cast<size_t>(elems), stream);
+  DeviceArray<PackedElement> d_out2(second ? static_cast<size_t>(elems) : 0, stream);
+
+  cudaEvent_t events[3];
+  for (cudaEvent_t& e : events) check_cuda(cudaEventCreate(&e), "cudaEventCreate");
+  struct EventGuard {
+    cudaEvent_t* e;
+    ~EventGuard() {
+      for (int i = 0; i < 3; ++i) cudaEventDestroy(e[i]);
+    }
+  } event_guard{events};
+  // The host's arrays are made while the kernels run (a large one's pages are faulted first).
+  const auto make_room = [&] {
+    elems_out.resize(static_cast<size_t>(elems));
+    if (c_out) c_out->resize(static_cast<size_t>(elems));
+    if (second) elems2_out->resize(static_cast<size_t>(elems));
+  };
+  check_cuda(cudaEventRecord(events[0], stream), "cudaEventRecord");
+  if (p.n == 1) {
+    auto decode = [&](const DeviceArray<uint8_t>& packed, const DeviceArray<uint8_t>& sf, DeviceArray<uint4>& vals,
+                      DeviceArray<uint2>& scales) {
+      const int64_t count = p.l * kb;
+      const int threads = 256;
+      decode_rows<<<static_cast<unsigned>((count + threads - 1) / threads), threads, 0, stream>>>(
+          packed.ptr, sf.ptr, p.l, p.k, kb, p.semantics, vals.ptr, scales.ptr);
+      check_cuda(cudaGetLastError(), "decode_rows launch");
+    };
+    DeviceArray<uint4> d_bv(p.l * kb, stream), d_bv2(second ? p.l * kb : 0, stream);
+    DeviceArray<uint2> d_bs(p.l * kb, stream), d_bs2(second ? p.l * kb : 0, stream);
+    decode(d_b, d_sfb, d_bv, d_bs);
+    if (second) decode(d_b2, d_sfb2, d_bv2, d_bs2);
+    check_cuda(cudaEventRecord(events[1], stream), "cudaEventRecord");
+    const int warps = 8;
+    const dim3 grid(static_cast<unsigned>((p.m + warps - 1) / warps), static_cast<unsigned>(p.l));
+    auto gemv = [&](const DeviceArray<uint4>& bv, const DeviceArray<uint2>& bs, PackedElement* out) {
+      if (p.k % 16 == 0) {
+        gemv_exact<true><<<grid, warps * 32, 0, stream>>>(d_a.ptr, d_sfa.ptr, bv.ptr, bs.ptr, p.m, p.k, kb,
+                                                          p.semantics, p.alpha, out);
+      } else {
+        gemv_exact<false><<<grid, warps * 32, 0, stream>>>(d_a.ptr, d_sfa.ptr, bv.ptr, bs.ptr, p.m, p.k, kb,
+                                                           p.semantics, p.alpha, out);
+      }
+      check_cuda(cudaGetLastError(), "gemv_exact launch");
+    };
+    gemv(d_bv, d_bs, d_out.ptr);
+    if (second) gemv(d_bv2, d_bs2, d_out2.ptr);
+    check_cuda(cudaEventRecord(events[2], stream), "cudaEventRecord");
+    make_room();
+    check_cuda(cudaStreamSynchronize(stream), "gemv_exact");
+  } else {
+    // The operands decoded for the tensor cores, with per-row NaN flags.
+    DeviceArray<uint4> d_av(p.l * p.m * kb, stream), d_as(p.l * p.m * kb, stream);
+    DeviceArray<uint4> d_bv(p.l * p.n * kb, stream), d_bs(p.l * p.n * kb, stream);
+    DeviceArray<uint4> d_bv2(second ? p.l * p.n * kb : 0, stream), d_bs2(second ? p.l * p.n * kb : 0, stream);
+    DeviceArray<uint32_t> d_a_nan(p.l * p.m, stream), d_b_nan(p.l * p.n, stream),
+        d_b2_nan(second ? p.l * p.n : 0, stream);
+    check_cuda(cudaMemsetAsync(d_a_nan.ptr, 0, p.l * p.m * sizeof(uint32_t), stream), "cudaMemset");
+    check_cuda(cudaMemsetAsync(d_b_nan.ptr, 0, p.l * p.n * sizeof(uint32_t), stream), "cudaMemset");
+    if (second) check_cuda(cudaMemsetAsync(d_b2_nan.ptr, 0, p.l * p.n * sizeof(uint32_t), stream), "cudaMemset");
+    auto decode_mma = [&](const DeviceArray<uint8_t>& packed, const DeviceArray<uint8_t>& sf, int64_t rows,
+                          DeviceArray<uint4>& vals, DeviceArray<uint4>& scales, DeviceArray<uint32_t>& nan) {
+      const int64_t count = rows * kb;
+      const int threads = 256;
+      decode_rows_mma<<<static_cast<unsigned>((count + threads - 1) / threads), threads, 0, stream>>>(
+          packed.ptr, sf.ptr, rows, p.k, kb, p.semantics, vals.ptr, scales.ptr, nan.ptr);
+      check_cuda(cudaGetLastError(), "decode_rows_mma launch");
+    };
+    decode_mma(d_a, d_sfa, p.l * p.m, d_av, d_as, d_a_nan);
+    decode_mma(d_b, d_sfb, p.l * p.n, d_bv, d_bs, d_b_nan);
+    if (second) decode_mma(d_b2, d_sfb2, p.l * p.n, d_bv2, d_bs2, d_b2_nan);
+    check_cuda(cudaEventRecord(events[1], stream), "cudaEventRecord");
+    // 8 warps of 16 x 16 outputs (32 x 64 per thread block), two blocks per multiprocessor (their
+    // barriers apart), 4 scale blocks per stage, 2 stages: the fastest of the shapes tried on the
+    // H200 (bench/THROUGHPUT.md; 8192^3 50.4 ms against 51.9 for 16 warps and 8 blocks a stage).
+    using Shape = MmaGemm<2, 4, 1, 2, 4, 2>;
+    const auto kernel = gemm_exact_mma<2, 4, 1, 2, 4, 2>;
+    if ((p.m + Shape::kBM - 1) / Shape::kBM > 65535 || p.l > 65535) {
+      throw std::invalid_argument("GPU reference: m or l too large for one launch");
+    }
+    const dim3 grid(static_cast<unsigned>((p.n + Shape::kBN - 1) / Shape::kBN),
+                    static_cast<unsigned>((p.m + Shape::kBM - 1) / Shape::kBM), static_cast<unsigned>(p.l));
+    check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Shape::kSmemBytes),
+               "cudaFuncSetAttribute");
+    auto gemm = [&](const DeviceArray<uint4>& bv, const DeviceArray<uint4>& bs, const DeviceArray<uint32_t>& b_nan,
+                    PackedElement* out) {
+      kernel<<<grid, Shape::kThreads, Shape::kSmemBytes, stream>>>(d_av.ptr, d_as.ptr, bv.ptr, bs.ptr, d_a_nan.ptr,
+                                                                    b_nan.ptr, p.m, p.n, kb, p.alpha, out);
+      check_cuda(cudaGetLastError(), "gemm_exact_mma launch");
+    };
+    gemm(d_bv, d_bs, d_b_nan, d_out.ptr);
+    if (second) gemm(d_bv2, d_bs2, d_b2_nan, d_out2.ptr);
+    check_cuda(cudaEventRecord(events[2], stream), "cudaEventRecord");
+    make_room();
+    check_cuda(cudaStreamSynchronize(stream), "gemm_exact_mma");
+  }
+  gpu::fetch_packed(d_out.ptr, elems, stream, elems_out.data(), c_out ? c_out->data() : nullptr);
+  if (second) gpu::fetch_packed(d_out2.ptr, elems, stream, elems2_out->data(), nullptr);
+  if (timing) {
+    check_cuda(cudaEventElapsedTime(&timing->decode_ms, events[0], events[1]), "cudaEventElapsedTime");
+    check_cuda(cudaEventElapsedTime(&timing->compute_ms, events[1], events[2]), "cudaEventElapsedTime");
+  }
+}
+
 }  // namespace
 
 bool gpu_reference_available(std::string* why) {
@@ -569,108 +695,9 @@ ExactResult exact_gemm_gpu(const Problem& p, GpuReferenceTiming* timing) {
   }
   if (p.op != Op::gemv && p.op != Op::gemm)
     throw std::invalid_argument(std::string("GPU reference: ") + to_string(p.op) + " is computed on the CPU");
-  if (p.k > kGpuReferenceMaxK) {
-    throw std::invalid_argument("GPU reference: k = " + std::to_string(p.k) + " exceeds 2^20");
-  }
-  const int64_t kb = p.kb();
-  cudaStream_t stream = nullptr;
-  check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
-  struct StreamGuard {
-    cudaStream_t s;
-    ~StreamGuard() { cudaStreamDestroy(s); }
-  } stream_guard{stream};
-
-  DeviceArray<uint8_t> d_a(p.a.size()), d_b(p.b.size()), d_sfa(p.sfa.size()), d_sfb(p.sfb.size());
-  upload(d_a, p.a, stream);
-  upload(d_b, p.b, stream);
-  upload(d_sfa, p.sfa, stream);
-  upload(d_sfb, p.sfb, stream);
-  const int64_t elems = p.c_elems();
-  DeviceArray<PackedElement> d_out(elems);
-
-  auto decode = [&](const DeviceArray<uint8_t>& packed, const DeviceArray<uint8_t>& sf, int64_t rows,
-                    DeviceArray<uint4>& vals, DeviceArray<uint2>& scales) {
-    const int64_t count = rows * kb;
-    const int threads = 256;
-    decode_rows<<<static_cast<unsigned>((count + threads - 1) / threads), threads, 0, stream>>>(
-        packed.ptr, sf.ptr, rows, p.k, kb, p.semantics, vals.ptr, scales.ptr);
-    check_cuda(cudaGetLastError(), "decode_rows launch");
-  };
-
-  // The host's arrays are made while the kernels run (a large one's pages are faulted first).
   ExactResult result;
-  auto make_room = [&] {
-    result.elems.resize(elems);
-    result.c.resize(elems);
-  };
-
-  cudaEvent_t events[3];
-  for (cudaEvent_t& e : events) check_cuda(cudaEventCreate(&e), "cudaEventCreate");
-  struct EventGuard {
-    cudaEvent_t* e;
-    ~EventGuard() {
-      for (int i = 0; i < 3; ++i) cudaEventDestroy(e[i]);
-    }
-  } event_guard{events};
-  check_cuda(cudaEventRecord(events[0], stream), "cudaEventRecord");
-  if (p.n == 1) {
-    DeviceArray<uint4> d_bv(p.l * kb);
-    DeviceArray<uint2> d_bs(p.l * kb);
-    decode(d_b, d_sfb, p.l, d_bv, d_bs);
-    check_cuda(cudaEventRecord(events[1], stream), "cudaEventRecord");
-    const int warps = 8;
-    const dim3 grid(static_cast<unsigned>((p.m + warps - 1) / warps), static_cast<unsigned>(p.l));
-    if (p.k % 16 == 0) {
-      gemv_exact<true><<<grid, warps * 32, 0, stream>>>(d_a.ptr, d_sfa.ptr, d_bv.ptr, d_bs.ptr, p.m, p.k, kb,
-                                                        p.semantics, p.alpha, d_out.ptr);
-    } else {
-      gemv_exact<false><<<grid, warps * 32, 0, stream>>>(d_a.ptr, d_sfa.ptr, d_bv.ptr, d_bs.ptr, p.m, p.k, kb,
-                                                         p.semantics, p.alpha, d_out.ptr);
-    }
-    check_cuda(cudaGetLastError(), "gemv_exact launch");
-    check_cuda(cudaEventRecord(events[2], stream), "cudaEventRecord");
-    make_room();
-    check_cuda(cudaStreamSynchronize(stream), "gemv_exact");  // before d_bv / d_bs go away
-  } else {
-    // Both operands decoded for the tensor cores, with per-row NaN flags.
-    DeviceArray<uint4> d_av(p.l * p.m * kb), d_as(p.l * p.m * kb);
-    DeviceArray<uint4> d_bv(p.l * p.n * kb), d_bs(p.l * p.n * kb);
-    DeviceArray<uint32_t> d_a_nan(p.l * p.m), d_b_nan(p.l * p.n);
-    check_cuda(cudaMemsetAsync(d_a_nan.ptr, 0, p.l * p.m * sizeof(uint32_t), stream), "cudaMemset");
-    check_cuda(cudaMemsetAsync(d_b_nan.ptr, 0, p.l * p.n * sizeof(uint32_t), stream), "cudaMemset");
-    auto decode_mma = [&](const DeviceArray<uint8_t>& packed, const DeviceArray<uint8_t>& sf, int64_t rows,
-                          DeviceArray<uint4>& vals, DeviceArray<uint4>& scales, DeviceArray<uint32_t>& nan) {
-      const int64_t count = rows * kb;
-      const int threads = 256;
-      decode_rows_mma<<<static_cast<unsigned>((count + threads - 1) / threads), threads, 0, stream>>>(
-          packed.ptr, sf.ptr, rows, p.k, kb, p.semantics, vals.ptr, scales.ptr, nan.ptr);
-      check_cuda(cudaGetLastError(), "decode_rows_mma launch");
-    };
-    decode_mma(d_a, d_sfa, p.l * p.m, d_av, d_as, d_a_nan);
-    decode_mma(d_b, d_sfb, p.l * p.n, d_bv, d_bs, d_b_nan);
-    check_cuda(cudaEventRecord(events[1], stream), "cudaEventRecord");
-    auto launch_mma = [&](auto kernel, int bm, int bn, int threads, int smem) {
-      if ((p.m + bm - 1) / bm > 65535 || p.l > 65535) {
-        throw std::invalid_argument("GPU reference: m or l too large for one launch");
-      }
-      const dim3 grid(static_cast<unsigned>((p.n + bn - 1) / bn), static_cast<unsigned>((p.m + bm - 1) / bm),
-                      static_cast<unsigned>(p.l));
-      check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
-                 "cudaFuncSetAttribute");
-      kernel<<<grid, threads, smem, stream>>>(d_av.ptr, d_as.ptr, d_bv.ptr, d_bs.ptr, d_a_nan.ptr, d_b_nan.ptr, p.m,
-                                           p.n, kb, p.alpha, d_out.ptr);
-    };
-    // 8 warps of 16 x 16 outputs (32 x 64 per thread block), two blocks per multiprocessor (their
-    // barriers apart), 4 scale blocks per stage, 2 stages: the fastest of the shapes tried on the
-    // H200 (bench/THROUGHPUT.md; 8192^3 50.4 ms against 51.9 for 16 warps and 8 blocks a stage).
-    using Shape = MmaGemm<2, 4, 1, 2, 4, 2>;
-    launch_mma(gemm_exact_mma<2, 4, 1, 2, 4, 2>, Shape::kBM, Shape::kBN, Shape::kThreads, Shape::kSmemBytes);
-    check_cuda(cudaGetLastError(), "gemm_exact_mma launch");
-    check_cuda(cudaEventRecord(events[2], stream), "cudaEventRecord");
-    make_room();
-    check_cuda(cudaStreamSynchronize(stream), "gemm_exact_mma");  // before the decoded arrays go away
-  }
-  gpu::fetch_packed(d_out.ptr, elems, stream, result.elems.data(), result.c.data());
+  device_sums(p, false, result.elems, nullptr, &result.c, timing);
+  const int64_t elems = p.c_elems();
   result.out_type = p.out_type;
   result.group_offset = {0, elems};
   if (p.out_type != OutType::fp16) {
@@ -686,8 +713,6 @@ ExactResult exact_gemm_gpu(const Problem& p, GpuReferenceTiming* timing) {
     }
   }
   if (timing) {
-    check_cuda(cudaEventElapsedTime(&timing->decode_ms, events[0], events[1]), "cudaEventElapsedTime");
-    check_cuda(cudaEventElapsedTime(&timing->compute_ms, events[1], events[2]), "cudaEventElapsedTime");
     timing->total_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   }
   return result;
@@ -721,33 +746,12 @@ ExactResult grouped_gpu(const Problem& p, double threshold) {
   return out;
 }
 
-// G's (B) or U's (B2) GEMM of a dual problem as a plain GEMM. Its words are not used (a dual
-// GEMM's come from silu(G) * U), so they are FP32 and alpha is 1.
-Problem dual_part(const Problem& p, bool u) {
-  Problem q;
-  q.op = Op::gemm;
-  q.m = p.m;
-  q.n = p.n;
-  q.k = p.k;
-  q.l = p.l;
-  q.sf_layout = p.sf_layout;
-  q.semantics = p.semantics;
-  q.out_type = OutType::fp32;
-  q.a_format = p.a_format;
-  q.b_format = p.b_format;
-  q.a = p.a;
-  q.sfa = p.sfa;
-  q.b = u ? p.b2 : p.b;
-  q.sfb = u ? p.sfb2 : p.sfb;
-  return q;
-}
-
-// A dual problem's two exact GEMMs on the device; silu, U, v and the words on the host from their
-// sums, as the CPU reference makes them.
+// A dual problem's two exact GEMMs on the device (A decoded once); silu, U, v and the words on
+// the host from their sums, as the CPU reference makes them.
 ExactResult dual_gpu(const Problem& p) {
-  ExactResult g = exact_gemm_gpu(dual_part(p, false));
-  ExactResult u = exact_gemm_gpu(dual_part(p, true));
-  return dual_from_sums(p, std::move(g.elems), std::move(u.elems));
+  ExactElements g, u;
+  device_sums(p, true, g, &u, nullptr, nullptr);
+  return dual_from_sums(p, std::move(g), std::move(u));
 }
 
 }  // namespace

@@ -99,13 +99,14 @@ std::vector<MxElement> exact_mx_gpu(const MxProblem& p, GpuReferenceTiming* timi
   const auto start = std::chrono::steady_clock::now();
   validate(p);
   gpu::Stream stream;
-  DeviceArray<uint8_t> d_a(p.a.data.size()), d_b(p.b.data.size()), d_sfa(p.a.scales.size()), d_sfb(p.b.scales.size());
+  DeviceArray<uint8_t> d_a(p.a.data.size(), stream.s), d_b(p.b.data.size(), stream.s), d_sfa(p.a.scales.size(), stream.s),
+      d_sfb(p.b.scales.size(), stream.s);
   upload(d_a, p.a.data, stream.s);
   upload(d_b, p.b.data, stream.s);
   upload(d_sfa, p.a.scales, stream.s);
   upload(d_sfb, p.b.scales, stream.s);
   const int64_t count = p.l * p.m * p.n;
-  DeviceArray<MxElement> d_out(static_cast<size_t>(count));
+  DeviceArray<MxElement> d_out(static_cast<size_t>(count), stream.s);
 
   cudaEvent_t events[2];
   for (cudaEvent_t& e : events) check_cuda(cudaEventCreate(&e), "cudaEventCreate");

@@ -42,7 +42,7 @@ void unpack(const PackedElement* src, int64_t count, ExactElement* elems, uint16
     e.nonzero = p.nonzero;
     e.min_tz = p.min_tz;
     e.nan = p.nan != 0;
-    c[i] = p.c;
+    if (c) c[i] = p.c;
   }
 }
 

@@ -23,7 +23,8 @@ struct PackedElement {
 static_assert(sizeof(PackedElement) == 24, "PackedElement is copied as 24-byte records");
 
 // Copies `count` packed elements from device memory (written by work queued on `stream`) to
-// elems[0, count) and c[0, count). Throws std::runtime_error naming the CUDA error.
+// elems[0, count) and, unless c is null, c[0, count). Throws std::runtime_error naming the CUDA
+// error.
 void fetch_packed(const PackedElement* device, int64_t count, cudaStream_t stream, ExactElement* elems,
                   uint16_t* c);
 
