@@ -20,9 +20,11 @@ inline void check_cuda(cudaError_t err, const char* what) {
 
 // Whether the current device has stream-ordered allocation (cudaMallocAsync), its default pool
 // then told to keep up to kKeptPoolBytes of freed memory (the default, 0, hands it back at every
-// synchronisation, so each call would map its memory again). Asked once per device.
+// synchronisation, so each call would map its memory again). Asked once per device. 256 MiB holds
+// every array of a schedule's largest dual case many times over and takes little from a kernel
+// that shares the process (Python's adapters).
 bool stream_ordered_pool();
-constexpr uint64_t kKeptPoolBytes = uint64_t(1) << 30;
+constexpr uint64_t kKeptPoolBytes = uint64_t(256) << 20;
 
 // Device memory for `count` T. With a stream, taken from and given back to the device's pool in
 // that stream's order: cudaFree waits for the whole device, so a call of the reference in one of
