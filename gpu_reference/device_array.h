@@ -26,16 +26,16 @@ inline void check_cuda(cudaError_t err, const char* what) {
 bool stream_ordered_pool();
 constexpr uint64_t kKeptPoolBytes = uint64_t(256) << 20;
 
-// Device memory for `count` T. With a stream, taken from and given back to the device's pool in
-// that stream's order: cudaFree waits for the whole device, so a call of the reference in one of
-// the runner's lanes waited for every other lane's reference work in flight, and cudaMalloc
-// ordered its stream behind them. The stream must outlive the array (declare it first).
+// Device memory for `count` T, used on `stream` alone, taken from and given back to the device's
+// pool in that stream's order (cudaMalloc where the device has no pools): cudaFree waits for the
+// whole device, so a call of the reference in one of the runner's lanes waited for every other
+// lane's reference work in flight, and cudaMalloc ordered its stream behind them. The stream must
+// outlive the array (declare it first).
 template <typename T>
 struct DeviceArray {
   T* ptr = nullptr;
-  cudaStream_t stream = nullptr;
-  bool pooled = false;
-  explicit DeviceArray(size_t count) { check_cuda(cudaMalloc(&ptr, bytes(count)), "cudaMalloc"); }
+  cudaStream_t stream;
+  bool pooled;
   DeviceArray(size_t count, cudaStream_t s) : stream(s), pooled(stream_ordered_pool()) {
     if (pooled) {
       check_cuda(cudaMallocAsync(reinterpret_cast<void**>(&ptr), bytes(count), stream), "cudaMallocAsync");
