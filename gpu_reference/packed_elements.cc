@@ -73,7 +73,8 @@ void fetch_packed(const PackedElement* device, int64_t count, cudaStream_t strea
     if (i + 1 < n_chunks) start_copy(i + 1);
     check_cuda(cudaEventSynchronize(ch.copied[i % 2]), "copy elements back");
     const int64_t at = i * kPerChunk;
-    unpack(ch.buf[i % 2], std::min(kPerChunk, count - at), elems + at, c + at);
+    // No words wanted (c null) stays null past the first chunk: c + at would not be.
+    unpack(ch.buf[i % 2], std::min(kPerChunk, count - at), elems + at, c ? c + at : nullptr);
   }
 }
 
