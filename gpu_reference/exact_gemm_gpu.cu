@@ -749,6 +749,9 @@ ExactResult grouped_gpu(const Problem& p, double threshold) {
 // A dual problem's two exact GEMMs on the device (A decoded once); silu, U, v and the words on
 // the host from their sums, as the CPU reference makes them.
 ExactResult dual_gpu(const Problem& p) {
+  // The device reads each tensor as far as the shape says: a problem whose tensors are shorter is
+  // refused here, as exact_gemm_gpu and the CPU reference refuse it.
+  if (const std::string err = problem_error(p); !err.empty()) throw std::invalid_argument(err);
   ExactElements g, u;
   device_sums(p, true, g, &u, nullptr, nullptr);
   return dual_from_sums(p, std::move(g), std::move(u));

@@ -198,6 +198,10 @@ TEST_F(GpuReference, Bf16AndFp32OutputsMatchTheCpu) {
   dual.sfb2 = dual.sfb;
   EXPECT_THROW(exact_gemm_gpu(dual), std::invalid_argument);
   EXPECT_EQ(exact_gemm_auto(dual, 0).words(), exact_gemm(dual).words());
+  // A B2 shorter than the shape says is refused, not read past its end on the device.
+  Problem short_b2 = dual;
+  short_b2.b2.resize(short_b2.b2.size() / 2);
+  EXPECT_THROW(exact_gemm_auto(short_b2, 0), std::invalid_argument);
 }
 
 // A grouped problem above the threshold goes to the GPU one group at a time (empty groups, each
