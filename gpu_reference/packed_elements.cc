@@ -12,8 +12,8 @@ namespace {
 // 30 ms per 64 MB on the H200's host, more than a chunk's copy saves, so it is paid once. 8 MB a
 // chunk copies in about 0.2 ms and expands in about 1 ms on 16 threads. The mutex lets threads
 // of one process share them.
-constexpr size_t kChunkBytes = size_t(8) << 20;
-constexpr int64_t kPerChunk = static_cast<int64_t>(kChunkBytes / sizeof(PackedElement));
+constexpr int64_t kPerChunk = kFetchChunkElements;
+constexpr size_t kChunkBytes = static_cast<size_t>(kPerChunk) * sizeof(PackedElement);
 
 struct Chunks {
   std::mutex mutex;

@@ -22,6 +22,10 @@ struct PackedElement {
 };
 static_assert(sizeof(PackedElement) == 24, "PackedElement is copied as 24-byte records");
 
+// Elements come back through pinned chunks of this many (8 MB each): a result of more takes several
+// copies, and each chunk's elements land at their offset.
+constexpr int64_t kFetchChunkElements = static_cast<int64_t>((size_t(8) << 20) / sizeof(PackedElement));
+
 // Copies `count` packed elements from device memory (written by work queued on `stream`) to
 // elems[0, count) and, unless c is null, c[0, count). Throws std::runtime_error naming the CUDA
 // error.

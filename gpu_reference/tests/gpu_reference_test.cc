@@ -10,6 +10,7 @@
 #include <string>
 
 #include "gpu_reference/exact_gemm_gpu.h"
+#include "gpu_reference/packed_elements.h"
 #include "harness/draw/generators.h"
 #include "property_tests/property_support.h"
 #include "reference/exact_gemm.h"
@@ -36,6 +37,23 @@ int64_t first_difference(const ExactResult& x, const ExactResult& y) {
       return static_cast<int64_t>(i);
   }
   return -1;
+}
+
+// A dual GEMM's U elements and its silu(G), U and v, bit for bit.
+void expect_same_dual(const ExactResult& cpu, const ExactResult& gpu, const std::string& where) {
+  ASSERT_EQ(gpu.elems2.size(), cpu.elems2.size()) << where;
+  ASSERT_EQ(gpu.dual.size(), cpu.dual.size()) << where;
+  for (size_t i = 0; i < cpu.elems2.size(); ++i) {
+    const ExactElement &a = cpu.elems2[i], &b = gpu.elems2[i];
+    ASSERT_TRUE(a.sum == b.sum && a.abs_sum == b.abs_sum && a.nonzero == b.nonzero && a.min_tz == b.min_tz &&
+                a.nan == b.nan)
+        << where << ", U at " << i << ": " << describe_element(a) << " / " << describe_element(b);
+    const DualValue &c = cpu.dual[i], &d = gpu.dual[i];
+    ASSERT_EQ(std::memcmp(&c.silu_g, &d.silu_g, 10), 0) << where << ", silu(G) at " << i;
+    ASSERT_EQ(std::memcmp(&c.u, &d.u, 10), 0) << where << ", U at " << i;
+    ASSERT_EQ(std::memcmp(&c.v, &d.v, 10), 0) << where << ", v at " << i;
+  }
+  EXPECT_EQ(gpu.group_offset, cpu.group_offset) << where;
 }
 
 class GpuReference : public ::testing::Test {
@@ -285,20 +303,48 @@ TEST_F(GpuReference, DualProblemsMatchTheCpu) {
       const ExactResult cpu = exact_gemm(p), gpu = exact_gemm_auto(p, 0);
       const std::string where = "shape " + std::to_string(x / 4) + ", " + spec;
       ++x;
+      ASSERT_NO_FATAL_FAILURE(expect_same_dual(cpu, gpu, where));
+    }
+  }
+}
+
+// The results come back in pinned chunks of kFetchChunkElements: one short of a chunk, exactly
+// one, one past it, exactly two and one past two, as GEMVs (one output a row), GEMMs (their
+// words) and dual GEMMs (no words fetched), each against the CPU. A chunk landing at the wrong
+// offset, or a pointer moved past a chunk where none was given, shows here and nowhere smaller.
+TEST_F(GpuReference, FetchedChunkEdgesMatchTheCpu) {
+  const uint64_t seed = 20261206;
+  std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
+  Rng rng(seed);
+  const int64_t chunk = gpu::kFetchChunkElements;
+  ASSERT_EQ(chunk, 775 * 451) << "the GEMM shapes below are built from this chunk's factors";
+  struct Shape {
+    Op op;
+    int64_t m, n, l;
+  };
+  const Shape shapes[] = {
+      {Op::gemv, chunk - 1, 1, 1},     {Op::gemv, chunk, 1, 1},      {Op::gemv, chunk + 1, 1, 1},
+      {Op::gemv, chunk, 1, 2},         {Op::gemv, 2 * chunk + 1, 1, 1},
+      {Op::gemm, 775, 451, 1},         {Op::gemm, 776, 451, 1},      {Op::gemm, 775, 451, 2},
+      {Op::dual_gemm, 775, 451, 1},    {Op::dual_gemm, 776, 451, 1}, {Op::dual_gemm, 1550, 451, 1},
+  };
+  const char* specs[] = {"uniform/full/arbitrary", "one_sign/nan_block/pow2"};
+  for (const Shape& s : shapes) {
+    for (const char* spec : specs) {
+      Problem p;
+      p.op = s.op;
+      p.m = s.m, p.n = s.n, p.k = 32, p.l = s.l;
+      p.out_type = OutType::fp16;
+      fill_data(rng, DataSpec::parse(spec), p);
+      const ExactResult cpu = exact_gemm(p), gpu = exact_gemm_auto(p, 0);
+      const std::string where = std::string(to_string(s.op)) + " " + std::to_string(s.m) + "x" + std::to_string(s.n) +
+                                "x32, l " + std::to_string(s.l) + " (" + std::to_string(p.c_elems()) +
+                                " outputs), " + spec;
+      ASSERT_EQ(gpu.size(), cpu.size()) << where;
       ASSERT_EQ(first_difference(cpu, gpu), -1) << where;
-      ASSERT_EQ(gpu.elems2.size(), cpu.elems2.size()) << where;
-      ASSERT_EQ(gpu.dual.size(), cpu.dual.size()) << where;
-      for (size_t i = 0; i < cpu.elems2.size(); ++i) {
-        const ExactElement &a = cpu.elems2[i], &b = gpu.elems2[i];
-        ASSERT_TRUE(a.sum == b.sum && a.abs_sum == b.abs_sum && a.nonzero == b.nonzero && a.min_tz == b.min_tz &&
-                    a.nan == b.nan)
-            << where << ", U at " << i << ": " << describe_element(a) << " / " << describe_element(b);
-        const DualValue &c = cpu.dual[i], &d = gpu.dual[i];
-        ASSERT_EQ(std::memcmp(&c.silu_g, &d.silu_g, 10), 0) << where << ", silu(G) at " << i;
-        ASSERT_EQ(std::memcmp(&c.u, &d.u, 10), 0) << where << ", U at " << i;
-        ASSERT_EQ(std::memcmp(&c.v, &d.v, 10), 0) << where << ", v at " << i;
+      if (op_is_dual(s.op)) {
+        ASSERT_NO_FATAL_FAILURE(expect_same_dual(cpu, gpu, where));
       }
-      EXPECT_EQ(gpu.group_offset, cpu.group_offset) << where;
     }
   }
 }
