@@ -264,9 +264,10 @@ struct MmaGemm {
   static constexpr int kSmemBytes = static_cast<int>(sizeof(Stage)) * kStages;
 };
 
-// Up to 256 threads a block, two blocks per multiprocessor: 128 registers a thread at most.
-template <int kWarpsM, int kWarpsN, int kTilesM, int kTilesN, int kStep, int kStages>
-__global__ void __launch_bounds__(32 * kWarpsM * kWarpsN, 32 * kWarpsM * kWarpsN <= 256 ? 2 : 1)
+// kMinBlocks blocks per multiprocessor at least: the registers a thread may take follow from it
+// (256 threads, three blocks: 80 at most).
+template <int kWarpsM, int kWarpsN, int kTilesM, int kTilesN, int kStep, int kStages, int kMinBlocks>
+__global__ void __launch_bounds__(32 * kWarpsM * kWarpsN, kMinBlocks)
     gemm_exact_mma(const uint4* __restrict__ av, const uint4* __restrict__ as, const uint4* __restrict__ bv,
                    const uint4* __restrict__ bs, const uint32_t* __restrict__ a_nan,
                    const uint32_t* __restrict__ b_nan, int64_t m, int64_t n, int64_t kb, float alpha,
@@ -630,11 +631,13 @@ void device_sums(const Problem& p, bool second, ExactElements& elems_out, ExactE
     decode_mma(d_b, d_sfb, p.l * p.n, d_bv, d_bs, d_b_nan);
     if (second) decode_mma(d_b2, d_sfb2, p.l * p.n, d_bv2, d_bs2, d_b2_nan);
     check_cuda(cudaEventRecord(events[1], stream), "cudaEventRecord");
-    // 8 warps of 16 x 16 outputs (32 x 64 per thread block), two blocks per multiprocessor (their
-    // barriers apart), 4 scale blocks per stage, 2 stages: the fastest of the shapes tried on the
-    // H200 (bench/THROUGHPUT.md; 8192^3 50.4 ms against 51.9 for 16 warps and 8 blocks a stage).
-    using Shape = MmaGemm<2, 4, 1, 2, 4, 2>;
-    const auto kernel = gemm_exact_mma<2, 4, 1, 2, 4, 2>;
+    // 8 warps of 16 x 8 outputs (32 x 32 per thread block), three blocks per multiprocessor (80
+    // registers a thread: 24 warps, where 16 x 16 outputs a warp took 120 and left room for 16), 8
+    // scale blocks per stage, 2 stages: the fastest of the shapes tried on an H100
+    // (bench/THROUGHPUT.md, session 38; 8192^3 47.1-47.4 ms against 50.3 for 16 x 16 outputs a
+    // warp, two blocks, 4 scale blocks a stage).
+    using Shape = MmaGemm<2, 4, 1, 1, 8, 2>;
+    const auto kernel = gemm_exact_mma<2, 4, 1, 1, 8, 2, 3>;
     if ((p.m + Shape::kBM - 1) / Shape::kBM > 65535 || p.l > 65535) {
       throw std::invalid_argument("GPU reference: m or l too large for one launch");
     }
