@@ -28,7 +28,9 @@
 # wall time (a row near the machine's cores is CPU-bound; one well below them waits on something
 # else). A CUDA kernel's rows: "this" as `run` does by default (its lanes in one MPS context
 # where MPS can start), "this-own" with --shared-context off (a context per lane), and with one
-# lane; the report's "context" field says which it got.
+# lane; the report's "context" field says which it got. Before the rows, a line on the host: its
+# CPU, its cores and its speed (bench/case_work_bench's exact reference on one thread, in every
+# row as host_reference_us), since hosts of the same GPU machine differ.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 prog=${NVFP4_BUILD:+$NVFP4_BUILD/cli/nvfp4check}
@@ -44,7 +46,7 @@ while [ $# -gt 0 ]; do
     --classes) classes=$2; shift 2 ;;
     --repeat) repeat=$2; shift 2 ;;
     --json) json=$2; shift 2 ;;
-    -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,33p' "$0"; exit 0 ;;
     *) echo "throughput-bench: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -55,6 +57,25 @@ fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 py=$(command -v python3)
+
+# The host's speed, printed first and kept in every row: loans of the same GPU machine came with
+# hosts a factor of 1.7 apart on every CPU-bound stage (bench/THROUGHPUT.md, 6 December 2026), so
+# rows of two runs compare only through it. It is the exact reference of grouped_gemm_tc's first
+# 200 schedule cases on one thread (bench/case_work_bench beside the program's build), us a case.
+host_model=$(lscpu 2>/dev/null | sed -n 's/^Model name:[[:space:]]*//p' | head -1)
+host_bench="$(dirname "$prog")/../bench/case_work_bench"
+host_us=""
+if [ -x "$host_bench" ]; then
+  host_us=$(timeout 120 "$host_bench" --benchmark_filter='kernel:0/step:1/threads:1/' 2>/dev/null |
+    awk '/^BM_CaseWork/ {print $2; exit}')
+fi
+if [ -n "$host_us" ]; then
+  echo "host: ${host_model:-unknown CPU}, $(nproc) cores; speed: grouped_gemm_tc's exact reference on one thread," \
+    "$host_us us a case (bench/case_work_bench; lower is faster)"
+else
+  echo "host: ${host_model:-unknown CPU}, $(nproc) cores; speed: not measured (no bench/case_work_bench beside $prog)"
+fi
+export NVFP4_HOST_REFERENCE_US=${host_us:-}
 rows="$tmp/rows.jsonl"
 : >"$rows"
 
@@ -93,7 +114,7 @@ measure() {  # program label kernel class jobs [more arguments of run]
   "$py" - "$report" "$label" "$kernel" "$class" "$shape" "${j:-default}" \
     "$(awk -v a="$wall0" -v b="$wall1" -v c="$cpu0" -v d="$cpu1" -v t="$ticks_per_s" \
          'BEGIN {w = b - a; printf "%.6f", (w > 0 ? (d - c) / t / w : 0)}')" >>"$rows" <<'EOF'
-import json, sys
+import json, os, sys
 report, label, kernel, cls, shape, jobs, cores = sys.argv[1:]
 k = json.load(open(report))["kernels"][0]
 # "stage_seconds"; builds between 1 and 2 December 2026 wrote "step_seconds".
@@ -115,7 +136,9 @@ print(json.dumps({"build": label, "kernel": kernel, "op": max(by_op, key=by_op.g
                   "cases": k["cases"], "seconds": k["seconds"], "verdict": k["verdict"],
                   "cases_per_s": k["cases"] / max(k["seconds"], 1e-9), "context": k.get("context", ""),
                   "shares": shares, "stages": st,
-                  "ms_per_case": 1e3 * total / max(k["cases"], 1), "cores": float(cores)}))
+                  "ms_per_case": 1e3 * total / max(k["cases"], 1), "cores": float(cores),
+                  "host_reference_us": float(os.environ["NVFP4_HOST_REFERENCE_US"])
+                  if os.environ.get("NVFP4_HOST_REFERENCE_US") else None}))
 EOF
 }
 

@@ -92,5 +92,11 @@ for r in rows:
     import os
     if not (0.2 <= r["cores"] <= 2 * (os.cpu_count() or 1)):
         sys.exit(f"{r['class']}: cores {r['cores']}")
+    # The host's speed, from the build's case_work_bench beside the program: in every row, and
+    # the same one (measured once, before the rows).
+    if not (r["host_reference_us"] and r["host_reference_us"] > 0 and r["host_reference_us"] == rows[0]["host_reference_us"]):
+        sys.exit(f"{r['class']}: host_reference_us {r.get('host_reference_us')}")
 EOF
+grep -qE "^host: .*, [0-9]+ cores; speed: grouped_gemm_tc's exact reference on one thread, [0-9.]+ us a case" \
+  "$work/bench.log" || fail "throughput-bench: no host line with its speed"
 echo "stage_seconds: present, adding up, merged and shared"
