@@ -1111,7 +1111,9 @@ class CaseRun {
         const std::vector<CallObservation> obs = make_calls(
             {p(), stale_->problem, std::nullopt}, {{first, NVFP4_OK}, {again, NVFP4_OK}}, {CaseCall::run1, CaseCall::stale});
         if (obs.size() < 2 || obs[1].end != CallObservation::End::returned || obs[1].rc != NVFP4_OK) return std::nullopt;
-        return obs[1].c.words();
+        // As for the runs: C once the whole device is done, or a kernel that left its work on
+        // another stream reads as stale state instead of the stream it used.
+        return obs[1].c_later.words();
       };
     return ctx;
   }
