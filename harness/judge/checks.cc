@@ -100,6 +100,13 @@ Finding blamed(Check check, const std::string& context, Finding f) {
   return Finding{check, context + ": " + f.message, context, f.hint};
 }
 
+// C unwritten, but right in the second opinion (below): what the stream check says of it.
+constexpr const char* kOverwrittenByThePoison =
+    "C still held the runner's poison once the whole device was done, but the output is right when the inputs "
+    "are complete before the call: the kernel wrote C on a stream other than problem.stream (its own, or the "
+    "legacy default stream) before the work queued on problem.stream (the runner's uploads, C's poison among "
+    "them) had run, and that work overwrote it";
+
 // The second opinion of a CUDA kernel's call (x.rerun_inputs_ready: the case again with its inputs
 // complete before the call) passes the op's oracle. False where none can be had: a host kernel, an
 // op without a words oracle, a block-scaled output.
@@ -317,10 +324,7 @@ std::optional<Finding> check_unwritten_output(const CallContext& x) {
   // before the call, the kernel wrote C, on another stream.
   if (!f || !right_with_inputs_ready(x)) return f;
   return blamed(Check::stream,
-                "C still held the runner's poison once the whole device was done, but the output is right when the "
-                "inputs are complete before the call: the kernel wrote C on a stream other than problem.stream (its "
-                "own, or the legacy default stream) before the work queued on problem.stream (the runner's uploads, "
-                "C's poison among them) had run, and that work overwrote it",
+                kOverwrittenByThePoison,
                 std::move(*f));
 }
 
@@ -369,8 +373,16 @@ std::optional<Finding> check_determinism(const CallContext& x) {
 
 std::optional<Finding> check_stale_state(const CallContext& x) {
   if (x.call != CaseCall::stale) return std::nullopt;
-  if (std::optional<Finding> f = unwritten(x))
-    return Finding{Check::stale_state, "after new input data in the same buffers, " + f->message};
+  if (std::optional<Finding> f = unwritten(x)) {
+    Finding stale{Check::stale_state, "after new input data in the same buffers, " + f->message};
+    // As in the runs (check_unwritten_output): work on a stream of the kernel's own can write C
+    // before the runner's uploads, C's poison among them, have run. A kernel that skips the call
+    // for pointers it has seen leaves C unwritten in the second opinion too (same pointers there).
+    if (!right_with_inputs_ready(x)) return stale;
+    return blamed(Check::stream,
+                  kOverwrittenByThePoison,
+                  std::move(stale));
+  }
   std::optional<Finding> f = oracle_finding(x);
   if (!f) return std::nullopt;
   // The runner holds its stream while the kernel is called, so a kernel computing on a stream of
