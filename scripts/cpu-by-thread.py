@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""Whose threads take the CPU of a run, while it runs: the runner (`nvfp4check run`), the kernels'
+processes (`nvfp4check worker`) and the MPS server, by thread name.
+
+A lane's stage times (a report's stage_seconds) say where one case's wall time goes; they do not
+say how much CPU a case costs the machine, nor in which process. On a GPU machine whose rows stop
+well short of its cores (issue 33's medium GEMV, grouped and dual rows), that is the question:
+this samples /proc/PID/task/TID/schedstat (nanoseconds run, and waited runnable for a CPU) of
+every such thread twice and prints the difference over the window, so that a row's cases/s turn
+into CPU milliseconds a case per process, and the run-queue wait shows whether the threads that
+want a CPU get one.
+
+Usage: scripts/cpu-by-thread.py [--wait S] [--seconds S] [--rate CASES_PER_S]
+  --wait     seconds before the first sample (default 3: past the processes' start)
+  --seconds  the window (default 8)
+  --rate     the row's cases a second: adds CPU milliseconds a case to each line
+Start it beside `nvfp4check run ... --seconds N` with --wait + --seconds < N. Exit status: 0, or
+1 where no nvfp4check thread was alive at both samples (nothing measured).
+"""
+import argparse
+import os
+import sys
+import time
+
+
+def role_of(pid):
+    """runner, worker, mps or None, from the process's executable (the runner re-executes itself
+    through /proc/self/exe, so its comm is "exe" and only the executable names it)."""
+    try:
+        exe = os.path.realpath(f"/proc/{pid}/exe")
+        if exe.endswith("/nvidia-cuda-mps-server"):
+            return "mps"
+        if not exe.endswith("/nvfp4check"):
+            return None
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            args = f.read().split(b"\0")
+        return "worker" if b"worker" in args[1:3] else "runner"
+    except OSError:  # gone, or not ours to read
+        return None
+
+
+def sample():
+    """{(pid, tid): (ns run, ns waited, role, thread name)} of every thread of interest."""
+    out = {}
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        role = role_of(pid)
+        if role is None:
+            continue
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                    run, wait = (int(x) for x in f.read().split()[:2])
+                with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                    comm = f.read().strip()
+            except (OSError, ValueError):
+                continue
+            out[(pid, tid)] = (run, wait, role, comm)
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--wait", type=float, default=3.0)
+    ap.add_argument("--seconds", type=float, default=8.0)
+    ap.add_argument("--rate", type=float, default=0.0)
+    a = ap.parse_args()
+    time.sleep(a.wait)
+    first = sample()
+    start = time.monotonic()
+    time.sleep(a.seconds)
+    second = sample()
+    span = time.monotonic() - start
+    both = [k for k in first if k in second]
+    if not both:
+        print("cpu-by-thread: no nvfp4check thread was alive at both samples", file=sys.stderr)
+        return 1
+    groups = {}
+    for k in both:
+        run = (second[k][0] - first[k][0]) / 1e9
+        wait = (second[k][1] - first[k][1]) / 1e9
+        key = (second[k][2], second[k][3])
+        r, w, n = groups.get(key, (0.0, 0.0, 0))
+        groups[key] = (r + run, w + wait, n + 1)
+    run = sum(g[0] for g in groups.values())
+    wait = sum(g[1] for g in groups.values())
+    per_case = (lambda s: f", {1e3 * s / span / a.rate:.2f} CPU-ms a case") if a.rate > 0 else (lambda s: "")
+    print(f"over {span:.1f} s: {run / span:.2f} cores run{per_case(run)}; waited runnable {wait / span:.2f} "
+          f"threads on average (wait/run {wait / max(run, 1e-9):.2f})")
+    by_role = {}
+    for (role, _), (r, w, n) in groups.items():
+        rr, ww, nn = by_role.get(role, (0.0, 0.0, 0))
+        by_role[role] = (rr + r, ww + w, nn + n)
+    for role, (r, w, n) in sorted(by_role.items(), key=lambda kv: -kv[1][0]):
+        print(f"  {role:6s} {'(all)':16s} threads {n:3d}  cores run {r / span:5.2f}  waited {w / span:5.2f}{per_case(r)}")
+    for (role, comm), (r, w, n) in sorted(groups.items(), key=lambda kv: -kv[1][0]):
+        if r / span >= 0.005:
+            print(f"  {role:6s} {comm:16s} threads {n:3d}  cores run {r / span:5.2f}  waited {w / span:5.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
