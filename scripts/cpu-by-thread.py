@@ -10,14 +10,18 @@ every such thread twice and prints the difference over the window, so that a row
 into CPU milliseconds a case per process, and the run-queue wait shows whether the threads that
 want a CPU get one.
 
-Usage: scripts/cpu-by-thread.py [--wait S] [--seconds S] [--rate CASES_PER_S]
+Usage: scripts/cpu-by-thread.py [--wait S] [--seconds S] [--rate CASES_PER_S] [--pid PID] [--json FILE]
   --wait     seconds before the first sample (default 3: past the processes' start)
   --seconds  the window (default 8)
   --rate     the row's cases a second: adds CPU milliseconds a case to each line
+  --pid      only this process and its descendants (a runner and its kernels' processes; the MPS
+             server, a daemon, is then left out): other runs on the machine are not counted
+  --json     also write {"seconds", "run", "wait", "by_role": {role: CPU seconds}} to FILE
 Start it beside `nvfp4check run ... --seconds N` with --wait + --seconds < N. Exit status: 0, or
 1 where no nvfp4check thread was alive at both samples (nothing measured).
 """
 import argparse
+import json
 import os
 import sys
 import time
@@ -39,12 +43,33 @@ def role_of(pid):
         return None
 
 
-def sample():
-    """{(pid, tid): (ns run, ns waited, role, thread name)} of every thread of interest."""
-    out = {}
+def descendants(root):
+    """root and every process below it, from each process's parent in /proc/PID/stat."""
+    children = {}
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
             continue
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                # The parent is the second field after the command, which may hold spaces.
+                parent = f.read().rsplit(")", 1)[1].split()[1]
+        except (OSError, IndexError):
+            continue
+        children.setdefault(parent, []).append(pid)
+    found, todo = set(), [str(root)]
+    while todo:
+        pid = todo.pop()
+        if pid not in found:
+            found.add(pid)
+            todo.extend(children.get(pid, []))
+    return found
+
+
+def sample(root=None):
+    """{(pid, tid): (ns run, ns waited, role, thread name)} of every thread of interest."""
+    out = {}
+    pids = descendants(root) if root else [p for p in os.listdir("/proc") if p.isdigit()]
+    for pid in pids:
         role = role_of(pid)
         if role is None:
             continue
@@ -69,12 +94,14 @@ def main():
     ap.add_argument("--wait", type=float, default=3.0)
     ap.add_argument("--seconds", type=float, default=8.0)
     ap.add_argument("--rate", type=float, default=0.0)
+    ap.add_argument("--pid", type=int, default=0)
+    ap.add_argument("--json", default="")
     a = ap.parse_args()
     time.sleep(a.wait)
-    first = sample()
+    first = sample(a.pid)
     start = time.monotonic()
     time.sleep(a.seconds)
-    second = sample()
+    second = sample(a.pid)
     span = time.monotonic() - start
     both = [k for k in first if k in second]
     if not both:
@@ -96,6 +123,9 @@ def main():
     for (role, _), (r, w, n) in groups.items():
         rr, ww, nn = by_role.get(role, (0.0, 0.0, 0))
         by_role[role] = (rr + r, ww + w, nn + n)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"seconds": span, "run": run, "wait": wait, "by_role": {k: v[0] for k, v in by_role.items()}}, f)
     for role, (r, w, n) in sorted(by_role.items(), key=lambda kv: -kv[1][0]):
         print(f"  {role:6s} {'(all)':16s} threads {n:3d}  cores run {r / span:5.2f}  waited {w / span:5.2f}{per_case(r)}")
     for (role, comm), (r, w, n) in sorted(groups.items(), key=lambda kv: -kv[1][0]):

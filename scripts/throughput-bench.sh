@@ -26,7 +26,8 @@
 # seconds over the cases: one lane's cost of a case, under the load of the others), and
 # "cores", the CPU seconds of the whole run (the program and its kernel processes) over its
 # wall time (a row near the machine's cores is CPU-bound; one well below them waits on something
-# else). A CUDA kernel's rows: "this" as `run` does by default (its lanes in one MPS context
+# else); "cpu-ms", in rows of 3 s or more, what a case costs the CPU in milliseconds, the runner's
+# and its kernels' processes' (scripts/cpu-by-thread.py), or "-". A CUDA kernel's rows: "this" as `run` does by default (its lanes in one MPS context
 # where MPS can start), "this-own" with --shared-context off (a context per lane), and with one
 # lane; the report's "context" field says which it got. Before the rows, a line on the host: its
 # CPU, its cores and its speed (bench/case_work_bench's exact reference on one thread, in every
@@ -102,21 +103,42 @@ measure() {  # program label kernel class jobs [more arguments of run]
   # The baseline may not know --jobs: it then runs with its own default.
   local shape_args=(--shape "$shape")
   [ "$shape" = drawn ] && shape_args=()
+  # Rows of 3 s or more also say what a case costs the CPU, in the runner and in the kernels'
+  # processes (scripts/cpu-by-thread.py over the run's middle, its own processes only).
+  local cpu="$tmp/cpu.json"
+  rm -f "$cpu"
   run_it() {
     "$program" run --kernel "$kernel" "${shape_args[@]}" --seconds "$seconds" --seed 1 --case-dir "$tmp/cases" \
-      --report "$report" "$@" >"$tmp/out.log" 2>&1
+      --report "$report" "$@" >"$tmp/out.log" 2>&1 &
+    local pid=$! sampler=""
+    if awk -v s="$seconds" 'BEGIN { exit !(s >= 3) }'; then
+      "$py" scripts/cpu-by-thread.py --pid "$pid" --wait 1 --seconds "$(awk -v s="$seconds" 'BEGIN { print s - 2 }')" \
+        --json "$cpu" >/dev/null 2>&1 &
+      sampler=$!
+    fi
+    wait "$pid"
+    local rc=$?
+    [ -n "$sampler" ] && wait "$sampler"
+    return $rc
   }
   local wall0 cpu0 wall1 cpu1
   wall0=$(date +%s.%N) cpu0=$(children_ticks)
   if ! run_it "${extra[@]}" "${more[@]}" && [ ! -f "$report" ] && [ ${#extra[@]} -gt 0 ]; then run_it; fi
   wall1=$(date +%s.%N) cpu1=$(children_ticks)
   [ -f "$report" ] || { echo "  $label $kernel $shape: no report"; tail -3 "$tmp/out.log"; return; }
-  "$py" - "$report" "$label" "$kernel" "$class" "$shape" "${j:-default}" \
+  "$py" - "$report" "$label" "$kernel" "$class" "$shape" "${j:-default}" "$cpu" \
     "$(awk -v a="$wall0" -v b="$wall1" -v c="$cpu0" -v d="$cpu1" -v t="$ticks_per_s" \
          'BEGIN {w = b - a; printf "%.6f", (w > 0 ? (d - c) / t / w : 0)}')" >>"$rows" <<'EOF'
 import json, os, sys
-report, label, kernel, cls, shape, jobs, cores = sys.argv[1:]
+report, label, kernel, cls, shape, jobs, cpu, cores = sys.argv[1:]
 k = json.load(open(report))["kernels"][0]
+rate = k["cases"] / max(k["seconds"], 1e-9)
+# CPU milliseconds a case by process (None where the row was too short to sample).
+cpu_ms = dict.fromkeys(("runner", "worker"))
+if os.path.exists(cpu) and rate > 0:
+    c = json.load(open(cpu))
+    for role in cpu_ms:
+        cpu_ms[role] = 1e3 * c["by_role"].get(role, 0.0) / c["seconds"] / rate
 # "stage_seconds"; builds between 1 and 2 December 2026 wrote "step_seconds".
 st = k.get("stage_seconds") or k.get("step_seconds") or {}
 # Steps into the table's columns. The kernel's calls are "run 1", "run 2", "stale", "unsupported"
@@ -134,7 +156,8 @@ by_op = k.get("drawn", {}).get("by_op", {})
 print(json.dumps({"build": label, "kernel": kernel, "op": max(by_op, key=by_op.get) if by_op else "?",
                   "class": cls, "shape": shape, "jobs": jobs,
                   "cases": k["cases"], "seconds": k["seconds"], "verdict": k["verdict"],
-                  "cases_per_s": k["cases"] / max(k["seconds"], 1e-9), "context": k.get("context", ""),
+                  "cases_per_s": rate, "context": k.get("context", ""),
+                  "runner_cpu_ms": cpu_ms["runner"], "kernels_cpu_ms": cpu_ms["worker"],
                   "shares": shares, "stages": st,
                   "ms_per_case": 1e3 * total / max(k["cases"], 1), "cores": float(cores),
                   "host_reference_us": float(os.environ["NVFP4_HOST_REFERENCE_US"])
@@ -165,12 +188,17 @@ columns = ["kernel", "buffers", "channel", "reference", "data", "judge", "save",
 groups = {}
 for r in rows:
     groups.setdefault((r["kernel"], r["class"], r["jobs"], r["build"]), []).append(r)
+def cpu_ms(r):  # "runner+kernels" CPU-ms a case, or "-" where not sampled
+    if r.get("runner_cpu_ms") is None:
+        return "-"
+    return f"{r['runner_cpu_ms']:.2f}+{r['kernels_cpu_ms']:.2f}"
 median = {}
 for key, runs in groups.items():
     runs.sort(key=lambda r: r["cases_per_s"])
     median[key] = runs[len(runs) // 2]
 print(f"{'build':9} {'kernel':15} {'op':5} {'class':8} {'shape':12} {'jobs':>7} {'runs':>4} {'cases':>7} {'cases/s':>9} "
-      + " ".join(f"{c[:7] + '%':>8}" for c in columns) + f" {'ms/case':>8} {'cores':>5} verdict  vs baseline (this-own: vs this)")
+      + " ".join(f"{c[:7] + '%':>8}" for c in columns)
+      + f" {'ms/case':>8} {'cores':>5} {'cpu-ms':>13} verdict  vs baseline (this-own: vs this)")
 for (kernel, cls, jobs, build), r in median.items():
     runs = groups[(kernel, cls, jobs, build)]
     # Like for like: "this" against the baseline's line (both in the program's default context
@@ -183,7 +211,7 @@ for (kernel, cls, jobs, build), r in median.items():
         ratio = f"{x:.2f}x" + (" SLOWER" if x < 0.9 else "") + ("" if against == "baseline" else " of this")
     print(f"{build:9} {kernel:15} {r['op']:5} {cls:8} {r['shape']:12} {jobs:>7} {len(runs):>4} {r['cases']:>7} "
           f"{r['cases_per_s']:>9.1f} " + " ".join(f"{100 * r['shares'][c]:>7.1f}%" for c in columns)
-          + f" {r.get('ms_per_case', 0):>8.3f} {r.get('cores', 0):>5.1f} {r['verdict']:7}  {ratio}")
+          + f" {r.get('ms_per_case', 0):>8.3f} {r.get('cores', 0):>5.1f} {cpu_ms(r):>13} {r['verdict']:7}  {ratio}")
     if len(runs) > 1:
         print(f"{'':9} {'':15} {'':5} {'':8} {'':12} {'':>7} runs: " + ", ".join(f"{x['cases_per_s']:.1f}" for x in runs))
 EOF

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # scripts/cpu-by-thread.py finds a run's processes while it runs and tells them apart: the runner
 # (whose comm is "exe", as it starts itself again) and the kernels' processes, each with the CPU it
-# took in the window; and says so, exit 1, when nothing of the suite runs.
+# took in the window, also as JSON; --pid keeps to one process tree; exit 1 when nothing of the
+# suite runs.
 # Usage: cpu_by_thread_test.sh NVFP4CHECK SOURCE_DIR
 set -uo pipefail
 program=$1 source=$2
@@ -29,8 +30,21 @@ for _ in $(seq 600); do
   kill -0 "$runner" 2>/dev/null || fail "the run ended early: $(tail -5 "$work/log")"
   sleep 0.1
 done
-python3 "$source/scripts/cpu-by-thread.py" --wait 0.5 --seconds 2 --rate 100 >"$work/out" 2>&1 || fail "exit $?"
+python3 "$source/scripts/cpu-by-thread.py" --wait 0.5 --seconds 2 --rate 100 --pid "$runner" --json "$work/c.json" \
+  >"$work/out" 2>&1 || fail "exit $?"
 cat "$work/out"
+python3 - "$work/c.json" <<'EOF' || fail "--json: $(cat "$work/c.json")"
+import json, sys
+c = json.load(open(sys.argv[1]))
+sys.exit(not (c["seconds"] > 1 and c["by_role"].get("runner", 0) > 0 and c["by_role"].get("worker", 0) > 0))
+EOF
+# --pid counts that process and what is below it alone: below a sleep, nothing of the run.
+sleep 30 &
+other=$!
+python3 "$source/scripts/cpu-by-thread.py" --wait 0 --seconds 0.2 --pid "$other" >"$work/other" 2>&1
+rc=$?
+kill "$other" 2>/dev/null
+[ "$rc" = 1 ] || { cat "$work/other"; fail "--pid of a sleep: exit $rc, not 1"; }
 grep -Eq '^  runner \(all\) +threads +[0-9]+ +cores run' "$work/out" || fail "no line for the runner"
 grep -Eq '^  worker \(all\) +threads +[2-9]' "$work/out" || fail "no line for two or more kernel threads"
 grep -Eq 'CPU-ms a case' "$work/out" || fail "--rate gave no CPU-ms a case"

@@ -99,4 +99,25 @@ for r in rows:
 EOF
 grep -qE "^host: .*, [0-9]+ cores; speed: grouped_gemm_tc's exact reference on one thread, [0-9.]+ us a case" \
   "$work/bench.log" || fail "throughput-bench: no host line with its speed"
+# Short rows are not sampled for their CPU; a row of 3 s or more says what a case costs the CPU in
+# the runner and in its kernel's process, from those processes alone.
+python3 -c 'import json,sys; sys.exit(any(json.loads(l)["runner_cpu_ms"] is not None for l in open(sys.argv[1])))' \
+  "$work/rows.jsonl" || fail "a 0.5 s row has CPU figures"
+bash "$here/../throughput-bench.sh" --program "$program" --seconds 3 --jobs 1 --kernels host_gemv_fp32 --classes small \
+  --json "$work/cpu.jsonl" >"$work/cpu.log" 2>&1 || { cat "$work/cpu.log"; fail "throughput-bench (3 s) exited $?"; }
+cat "$work/cpu.log"
+python3 - "$work/cpu.jsonl" <<'EOF' || fail "throughput-bench CPU-ms a case"
+import json, os, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+if len(rows) != 1:
+    sys.exit(f"{len(rows)} rows")
+r = rows[0]
+runner, kernels = r["runner_cpu_ms"], r["kernels_cpu_ms"]
+if not (runner and runner > 0 and kernels and kernels > 0):
+    sys.exit(f"CPU-ms a case: runner {runner}, kernels {kernels}")
+# Together no more cores than the machine has (a little over for the window's edges).
+if (runner + kernels) * r["cases_per_s"] / 1e3 > 1.2 * (os.cpu_count() or 1):
+    sys.exit(f"CPU-ms a case: runner {runner}, kernels {kernels} at {r['cases_per_s']} cases/s")
+EOF
+grep -qE " [0-9]+\.[0-9]{2}\+[0-9]+\.[0-9]{2} " "$work/cpu.log" || fail "throughput-bench: no cpu-ms column"
 echo "stage_seconds: present, adding up, merged and shared"
