@@ -100,13 +100,6 @@ Finding blamed(Check check, const std::string& context, Finding f) {
   return Finding{check, context + ": " + f.message, context, f.hint};
 }
 
-// C unwritten, but right in the second opinion (below): what the stream check says of it.
-constexpr const char* kOverwrittenByThePoison =
-    "C still held the runner's poison once the whole device was done, but the output is right when the inputs "
-    "are complete before the call: the kernel wrote C on a stream other than problem.stream (its own, or the "
-    "legacy default stream) before the work queued on problem.stream (the runner's uploads, C's poison among "
-    "them) had run, and that work overwrote it";
-
 // The second opinion of a CUDA kernel's call (x.rerun_inputs_ready: the case again with its inputs
 // complete before the call) passes the op's oracle. False where none can be had: a host kernel, an
 // op without a words oracle, a block-scaled output.
@@ -115,6 +108,22 @@ bool right_with_inputs_ready(const CallContext& x) {
   if (!x.rerun_inputs_ready || judge_words == nullptr || block_scaled_out::applies(*x.problem)) return false;
   const std::optional<std::vector<uint32_t>> ready = x.rerun_inputs_ready();
   return ready && !judge_words(*x.problem, *x.reference, ready->data(), *x.policy).any_failure();
+}
+
+// unwritten, a finding of C still holding the poison: the runner holds its stream while the kernel
+// is called, so work the kernel queues on a stream of its own runs before the uploads, C's poison
+// among them, and what it wrote is overwritten. Whether it lands before or after the poison is a
+// race, and the verdict should not depend on it: right with the inputs complete before the call,
+// the kernel wrote C, on another stream. Otherwise unwritten stands (a kernel that skips pointers
+// it has seen leaves C unwritten in the second opinion too: the same pointers).
+Finding unless_overwritten_by_the_poison(const CallContext& x, Finding unwritten) {
+  if (!right_with_inputs_ready(x)) return unwritten;
+  return blamed(Check::stream,
+                "C still held the runner's poison once the whole device was done, but the output is right when the "
+                "inputs are complete before the call: the kernel wrote C on a stream other than problem.stream (its "
+                "own, or the legacy default stream) before the work queued on problem.stream (the runner's uploads, "
+                "C's poison among them) had run, and that work overwrote it",
+                std::move(unwritten));
 }
 
 }  // namespace
@@ -317,15 +326,8 @@ std::optional<Finding> check_unsupported_touched_output(const CallContext& x) {
 std::optional<Finding> check_unwritten_output(const CallContext& x) {
   if (x.call != CaseCall::run1 && x.call != CaseCall::run2) return std::nullopt;
   std::optional<Finding> f = unwritten(x);
-  // The runner holds its stream while the kernel is called, so work the kernel queues on a stream
-  // of its own runs before the uploads, C's poison among them: what it wrote is overwritten and C
-  // looks unwritten even after the whole device is done. Whether it lands before or after the
-  // poison is a race, and the verdict should not depend on it: right with the inputs complete
-  // before the call, the kernel wrote C, on another stream.
-  if (!f || !right_with_inputs_ready(x)) return f;
-  return blamed(Check::stream,
-                kOverwrittenByThePoison,
-                std::move(*f));
+  if (!f) return f;
+  return unless_overwritten_by_the_poison(x, std::move(*f));
 }
 
 // Run 1 only: when the output fails the oracle, does it depend on the padding cells? Run again
@@ -373,16 +375,10 @@ std::optional<Finding> check_determinism(const CallContext& x) {
 
 std::optional<Finding> check_stale_state(const CallContext& x) {
   if (x.call != CaseCall::stale) return std::nullopt;
-  if (std::optional<Finding> f = unwritten(x)) {
-    Finding stale{Check::stale_state, "after new input data in the same buffers, " + f->message};
-    // As in the runs (check_unwritten_output): work on a stream of the kernel's own can write C
-    // before the runner's uploads, C's poison among them, have run. A kernel that skips the call
-    // for pointers it has seen leaves C unwritten in the second opinion too (same pointers there).
-    if (!right_with_inputs_ready(x)) return stale;
-    return blamed(Check::stream,
-                  kOverwrittenByThePoison,
-                  std::move(stale));
-  }
+  // The stale call's uploads are held as the runs' are.
+  if (std::optional<Finding> f = unwritten(x))
+    return unless_overwritten_by_the_poison(
+        x, Finding{Check::stale_state, "after new input data in the same buffers, " + f->message});
   std::optional<Finding> f = oracle_finding(x);
   if (!f) return std::nullopt;
   // The runner holds its stream while the kernel is called, so a kernel computing on a stream of

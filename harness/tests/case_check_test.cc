@@ -232,7 +232,7 @@ TEST(CaseRuns, OutputOverwrittenByThePoisonIsNamedByItsStream) {
   wrong[e] ^= 0x8000u;
   // Run 1 in a fresh process often lands after the uploads (its module loads first); run 2 then
   // finds C overwritten, so both runs ask.
-  // The stale call's new data is what the hold delays most, so the race shows there too.
+  // The stale call's uploads are held the same way.
   for (const CaseCall call : {CaseCall::run1, CaseCall::run2, CaseCall::stale}) {
     auto judge = [&](std::optional<std::vector<uint32_t>> again) {
       CallContext x;
