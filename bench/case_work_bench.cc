@@ -1,6 +1,7 @@
 // The parent's CPU work a case of a kernel's schedule costs, step by step, with no kernel: draw and
-// generate (Schedule::at), the exact reference, the stale variant (data and reference), the
-// judging of an honest deterministic kernel's three calls as the runner does it (run 1 by the
+// generate (Schedule::at), the exact reference, the stale variant (data and reference: the runner
+// computes it only where a check looks at it, which an honest kernel's case below never needs,
+// so this step is what a case costs that does), the judging of an honest deterministic kernel's three calls as the runner does it (run 1 by the
 // oracle; run 2, equal to it, takes its judgement; the stale call's output, the stale reference's
 // words, is checked to mirror run 1's and then takes its judgement too), and the channel: the
 // case's message to the kernel's process and the three calls' answers with their outputs, each

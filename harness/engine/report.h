@@ -78,7 +78,7 @@ struct KernelReport {
   // Time by step, summed over cases and lanes, in the order the steps first occurred; in the JSON
   // report under kStageSecondsKey. A run's steps add up to its lanes' time: "draw" (waiting for
   // the case drawn ahead: its shape and data), "generate" (data expanded from a seed, the stale
-  // data), "reference", "save", the buffers in the kernel's process ("buffers: lay-out",
+  // variant where a check looks at it), "reference", "save", the buffers in the kernel's process ("buffers: lay-out",
   // "buffers: upload", "buffers: read-back"), each call's kernel time ("run 1", "run 2", "stale",
   // "unsupported"), "channel", "judge" (CaseTimes), "listeners" (progress, reports, error maps)
   // and "other" (whatever none of these holds).

@@ -866,16 +866,15 @@ class CaseRun {
     if (!prepare()) return std::move(r_);
     if (reference_alongside()) return run_with_reference_alongside();
     reference_and_record();
-    if (options_.check_stale && why_.empty()) {
-      const auto t = Clock::now();
-      stale_ = stale_variant(p(), r_.reference, options_.stale_seed);
-      r_.times.generate += since(t);
-    }
-    plan_calls(stale_.has_value());
+    const bool stale_call = options_.check_stale && why_.empty();
+    plan_calls(stale_call);
     // The data goes to the calls and comes back, not copied (a huge case's X and its stale X are
     // 4 GiB each).
-    // An op whose stale data follows from the case's own has the kernel's process derive it.
-    const bool derived = stale_ && op_module(p().op).stale_in_place;
+    // An op whose stale data follows from the case's own has the kernel's process derive it, and
+    // the runner computes the stale variant only if a check looks at it (ensure_stale); else it
+    // is computed here, to be sent.
+    const bool derived = stale_call && op_module(p().op).stale_in_place;
+    if (stale_call && !derived) ensure_stale();
     CaseData data{std::move(p()),
                   stale_ && !derived ? std::optional<Problem>(std::move(stale_->problem)) : std::nullopt,
                   derived ? std::optional<uint64_t>(options_.stale_seed) : std::nullopt};
@@ -991,9 +990,10 @@ class CaseRun {
     return work >= (int64_t(1) << 18);
   }
 
-  // run() with the reference, then the stale variant, computed on a thread of their own during
-  // the calls. Both read the case's data while the calls send it (neither writes it); the time
-  // booked to "reference" and "generate" is what the calls did not hide.
+  // run() with the reference, and the stale variant where a check will look at it whatever the
+  // output (stale_always_looked_at), computed on a thread of their own during the calls. Both read
+  // the case's data while the calls send it (neither writes it); the time booked to "reference"
+  // and "generate" is what the calls did not hide.
   CaseOutcome run_with_reference_alongside() {
     record();
     const bool stale_call = options_.check_stale;
@@ -1002,6 +1002,7 @@ class CaseRun {
                   stale_call ? std::optional<uint64_t>(options_.stale_seed) : std::nullopt};
     const Problem& shared = data.problem;
     const uint64_t stale_seed = options_.stale_seed;
+    const bool stale_now = stale_call && stale_always_looked_at();
     ExactResult reference;
     std::optional<StaleVariant> stale;
     std::exception_ptr error;
@@ -1013,7 +1014,7 @@ class CaseRun {
       try {
         reference = op_reference(shared);
         reference_done = Clock::now();
-        if (stale_call) stale = stale_variant(shared, reference, stale_seed);
+        if (stale_now) stale = stale_variant(shared, reference, stale_seed);
       } catch (...) {
         error = std::current_exception();
       }
@@ -1071,8 +1072,11 @@ class CaseRun {
     const CaseCall call = roles_[x];
     CallContext ctx;
     ctx.call = call;
-    ctx.problem = call == CaseCall::stale ? &stale_->problem : &p();
-    ctx.reference = call == CaseCall::stale ? &stale_->reference : &r_.reference;
+    // A stale call whose variant was not computed (stale_needed: judged as run 1, no poison word
+    // in its output) is looked at for its shape, op and output type alone, which are p()'s; no
+    // check reads its data or reference then, and a null reference would fault if one did.
+    ctx.problem = call != CaseCall::stale ? &p() : stale_ ? &stale_->problem : &p();
+    ctx.reference = call != CaseCall::stale ? &r_.reference : stale_ ? &stale_->reference : nullptr;
     ctx.observation = &obs[x];
     ctx.expected_rc = plan_[x].expected_rc;
     ctx.poison = plan_[x].spec.poison;
@@ -1103,8 +1107,9 @@ class CaseRun {
           return std::nullopt;
         return obs.front().c_later.words();
       };
-    if (call == CaseCall::stale && stale_ && k().info.memory == NVFP4_MEMORY_CUDA)
+    if (call == CaseCall::stale && k().info.memory == NVFP4_MEMORY_CUDA)
       ctx.rerun_inputs_ready = [this]() -> std::optional<std::vector<uint32_t>> {
+        ensure_stale();
         const uint32_t poison1 = poison_word(p().out_type, 1);
         CallSpec first{kPad1, poison1, false}, again{kPad1, poison1, true};
         first.inputs_ready_first = again.inputs_ready_first = true;
@@ -1137,12 +1142,13 @@ class CaseRun {
   // the worker did not get to (it stops at a call that did not return) is not judged.
   void judge_all(const std::vector<CallObservation>& obs) {
     const auto t = Clock::now();
-    const double calls_before_judging = in_calls_;
+    const double calls_before_judging = in_calls_, stale_before_judging = in_stale_;
     r_.c = obs.front().c;
     CallContext::Judgement run1;
     for (size_t x = 0; x < roles_.size() && x < obs.size() && r_.verdict != CaseOutcome::Verdict::fail; ++x) {
       CallContext::Judgement judgement;
       if (roles_[x] == CaseCall::stale && stale_judged_as_run1(run1, obs.front(), obs[x])) judgement = run1;
+      if (roles_[x] == CaseCall::stale && stale_needed(judgement, obs[x], plan_[x].spec.poison)) ensure_stale();
       // The oracle is a function of the words alone (with the problem, reference and policy): run 2
       // returning run 1's words has run 1's judgement, without judging every element again.
       if (roles_[x] == CaseCall::run2 && run1.done && obs[x].c == obs.front().c) judgement = run1;
@@ -1167,21 +1173,47 @@ class CaseRun {
       r_.verdict = why_.empty() ? CaseOutcome::Verdict::pass : CaseOutcome::Verdict::unsupported;
       if (!why_.empty()) r_.message = "correctly refused: " + why_;
     }
-    r_.times.judge = std::max(0.0, since(t) - (in_calls_ - calls_before_judging));
+    r_.times.judge =
+        std::max(0.0, since(t) - (in_calls_ - calls_before_judging) - (in_stale_ - stale_before_judging));
   }
 
   // The stale call's judgement is run 1's when run 1 passed the oracle and the stale output
   // mirrors it (stale_output_mirrors_run1): half of a medium GEMM's judging. A dual GEMM's stale
-  // data negate U alone, so its output too is run 1's negated and rotated. Not under allclose
-  // or ulp:N, which compare rounded values or words, where -0 and +0 may differ.
+  // data negate U alone, so its output too is run 1's negated and rotated.
   bool stale_judged_as_run1(const CallContext::Judgement& run1, const CallObservation& first,
                             const CallObservation& stale) {
-    const Policy::Kind kind = r_.policy.kind;
-    if (!run1.done || run1.finding || !stale_ || op_quantizes(p().op) || p().mx_operands() ||
-        block_scaled_out::applies(p()))
-      return false;
-    if (kind != Policy::Kind::fp32 && kind != Policy::Kind::fp16_accum && kind != Policy::Kind::exact) return false;
+    if (!run1.done || run1.finding || stale_always_looked_at()) return false;
     return stale_output_mirrors_run1(p(), options_.stale_seed, first.c, stale.c);
+  }
+
+  // Whether the stale call can never take run 1's judgement (stale_judged_as_run1) for this
+  // case's op, operands and policy, so its variant is looked at whatever the output. Not under
+  // allclose or ulp:N, which compare rounded values or words, where -0 and +0 may differ.
+  bool stale_always_looked_at() {
+    const Policy::Kind kind = r_.policy.kind;
+    if (op_quantizes(p().op) || p().mx_operands() || block_scaled_out::applies(p())) return true;
+    return kind != Policy::Kind::fp32 && kind != Policy::Kind::fp16_accum && kind != Policy::Kind::exact;
+  }
+
+  // Whether a check of the stale call will read its data or reference: unless it took run 1's
+  // judgement, the oracle judges it, and a word equal to the poison is looked up in the stale
+  // reference (a NaN due there is not unwritten). fail() and the second opinion ask for the
+  // variant themselves.
+  static bool stale_needed(const CallContext::Judgement& judgement, const CallObservation& stale, uint32_t poison) {
+    if (!judgement.done) return true;
+    const std::vector<uint32_t>& c = stale.c.words();
+    return std::find(c.begin(), c.end(), poison) != c.end();
+  }
+
+  // The stale variant (its data and reference), computed once, when something looks at it. Its
+  // time is booked to "generate".
+  void ensure_stale() {
+    if (stale_) return;
+    const auto t = Clock::now();
+    stale_ = stale_variant(p(), r_.reference, options_.stale_seed);
+    const double s = since(t);
+    r_.times.generate += s;
+    in_stale_ += s;
   }
 
   void fail(Finding f, size_t x, const std::vector<CallObservation>& obs) {
@@ -1192,6 +1224,7 @@ class CaseRun {
     r_.call = call;
     r_.c = obs[x].c;
     if (call != CaseCall::stale) return;
+    ensure_stale();
     // The stale data is what the output is judged against from here on.
     r_.problem = stale_->problem;
     r_.reference = stale_->reference;
@@ -1239,6 +1272,7 @@ class CaseRun {
   std::vector<PlannedCall> plan_;
   std::vector<CaseCall> roles_;
   double in_calls_ = 0;  // seconds in make_calls so far
+  double in_stale_ = 0;  // seconds in ensure_stale so far
 };
 
 }  // namespace

@@ -168,6 +168,41 @@ TEST(CaseStale, DerivedDataCatchesACache) {
   EXPECT_EQ(exact_gemm(saved).c, r.reference.c);
 }
 
+// The runner computes the stale variant only where a check looks at it. A stale output that
+// mirrors run 1 takes run 1's judgement, but where it holds the poison the stale reference says
+// whether a NaN was due there: a stale call that leaves every NaN-due element unwritten (its
+// poison is a NaN too) passes, its variant computed for that lookup.
+class NanDueLeftUnwrittenInTheStaleCall final : public Executor {
+ public:
+  explicit NanDueLeftUnwrittenInTheStaleCall(const Kernel& k) : inner_(k, kDefaultCallTimeout) {}
+  const KernelDesc& kernel() override { return inner_.kernel(); }
+  std::vector<CallObservation> run_case(const CaseData& data, const std::vector<PlannedCall>& plan) override {
+    std::vector<CallObservation> obs = inner_.run_case(data, plan);
+    for (size_t x = 0; x < obs.size() && x < plan.size(); ++x) {
+      if (!plan[x].spec.stale_data) continue;
+      std::vector<uint32_t> words = obs[x].c.words();
+      for (uint32_t& w : words)
+        if (is_nan_out(OutType::fp16, w)) w = plan[x].spec.poison, ++replaced;
+      obs[x].c = words;
+      obs[x].c_later = obs[x].c;
+    }
+    return obs;
+  }
+  int64_t replaced = 0;
+
+ private:
+  InProcessExecutor inner_;
+};
+
+TEST(CaseStale, PoisonWhereANanIsDueIsLookedUpInTheStaleReference) {
+  Problem p = make_problem(G, 19, 4, 96, 2, L, 779);
+  p.sfa[0] = 0x7F;  // batch 0, row 0, block 0: a NaN scale, so that row's outputs are NaN
+  NanDueLeftUnwrittenInTheStaleCall executor(kernel("honest_host"));
+  const CaseOutcome r = check_case(executor, p, test_options());
+  ASSERT_GT(executor.replaced, 0) << "no NaN in the stale call's output";
+  EXPECT_EQ(r.verdict, CaseOutcome::Verdict::pass) << check_of(r) << ": " << message_of(r);
+}
+
 // A wrong output on the new data that is not run 1's is not called a cached result: the text names
 // both causes it may be and how to tell them apart (a kernel that swaps two operands can pass run 1
 // and fail only on the stale data, as a dual GEMM with G and U swapped did on the H200).
