@@ -11,7 +11,9 @@ into CPU milliseconds a case per process, and the run-queue wait shows whether t
 want a CPU get one.
 
 Usage: scripts/cpu-by-thread.py [--wait S] [--seconds S] [--rate CASES_PER_S] [--pid PID] [--json FILE]
-  --wait     seconds before the first sample (default 3: past the processes' start)
+  --wait     seconds before the first sample (default 3: past the processes' start); with --pid,
+             counted from that process's start, so a sampler slow to start itself (a loaded
+             machine: Python's own start took a second on 2 busy cores) still samples the middle
   --seconds  the window (default 8)
   --rate     the row's cases a second: adds CPU milliseconds a case to each line
   --pid      only this process and its descendants (a runner and its kernels' processes; the MPS
@@ -89,6 +91,18 @@ def sample(root=None):
     return out
 
 
+def age(pid):
+    """Seconds since process pid started (/proc/PID/stat's starttime against the uptime), or 0."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            start_ticks = int(f.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/uptime") as f:
+            uptime = float(f.read().split()[0])
+    except (OSError, IndexError, ValueError):
+        return 0.0
+    return max(0.0, uptime - start_ticks / os.sysconf("SC_CLK_TCK"))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--wait", type=float, default=3.0)
@@ -97,7 +111,7 @@ def main():
     ap.add_argument("--pid", type=int, default=0)
     ap.add_argument("--json", default="")
     a = ap.parse_args()
-    time.sleep(a.wait)
+    time.sleep(max(0.0, a.wait - (age(a.pid) if a.pid else 0.0)))
     first = sample(a.pid)
     start = time.monotonic()
     time.sleep(a.seconds)
