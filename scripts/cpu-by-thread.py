@@ -20,7 +20,8 @@ Usage: scripts/cpu-by-thread.py [--wait S] [--seconds S] [--rate CASES_PER_S] [-
              server, a daemon, is then left out): other runs on the machine are not counted
   --json     also write {"seconds", "run", "wait", "by_role": {role: CPU seconds}} to FILE
 Start it beside `nvfp4check run ... --seconds N` with --wait + --seconds < N. Exit status: 0, or
-1 where no nvfp4check thread was alive at both samples (nothing measured).
+1 where no nvfp4check thread was alive at the second sample (nothing measured). A thread born
+between the samples counts from its birth.
 """
 import argparse
 import json
@@ -92,15 +93,14 @@ def sample(root=None):
 
 
 def age(pid):
-    """Seconds since process pid started (/proc/PID/stat's starttime against the uptime), or 0."""
+    """Seconds since process pid started, or 0: /proc/PID/stat's starttime is on the boot-time
+    clock, which CLOCK_BOOTTIME reads (a container's /proc/uptime may be its own)."""
     try:
         with open(f"/proc/{pid}/stat") as f:
             start_ticks = int(f.read().rsplit(")", 1)[1].split()[19])
-        with open("/proc/uptime") as f:
-            uptime = float(f.read().split()[0])
     except (OSError, IndexError, ValueError):
         return 0.0
-    return max(0.0, uptime - start_ticks / os.sysconf("SC_CLK_TCK"))
+    return max(0.0, time.clock_gettime(time.CLOCK_BOOTTIME) - start_ticks / os.sysconf("SC_CLK_TCK"))
 
 
 def main():
@@ -117,14 +117,17 @@ def main():
     time.sleep(a.seconds)
     second = sample(a.pid)
     span = time.monotonic() - start
-    both = [k for k in first if k in second]
-    if not both:
-        print("cpu-by-thread: no nvfp4check thread was alive at both samples", file=sys.stderr)
+    # Every thread alive at the second sample. One born since the first (a lane's reference thread,
+    # its OpenMP team: a runner's first cases may not need them) counts from its birth, all of it
+    # in the window; leaving such threads out read an H100 runner's dual GEMM at a fifth of its CPU.
+    if not second:
+        print("cpu-by-thread: no nvfp4check thread was alive at the second sample", file=sys.stderr)
         return 1
     groups = {}
-    for k in both:
-        run = (second[k][0] - first[k][0]) / 1e9
-        wait = (second[k][1] - first[k][1]) / 1e9
+    for k in second:
+        was = first.get(k, (0, 0))
+        run = (second[k][0] - was[0]) / 1e9
+        wait = (second[k][1] - was[1]) / 1e9
         key = (second[k][2], second[k][3])
         r, w, n = groups.get(key, (0.0, 0.0, 0))
         groups[key] = (r + run, w + wait, n + 1)

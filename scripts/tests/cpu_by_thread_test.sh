@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # scripts/cpu-by-thread.py finds a run's processes while it runs and tells them apart: the runner
 # (whose comm is "exe", as it starts itself again) and the kernels' processes, each with the CPU it
-# took in the window, also as JSON; --pid keeps to one process tree; exit 1 when nothing of the
-# suite runs.
+# took in the window, also as JSON, threads born in the window included; --pid keeps to one
+# process tree; exit 1 when nothing of the suite runs.
 # Usage: cpu_by_thread_test.sh NVFP4CHECK SOURCE_DIR
 set -uo pipefail
 program=$1 source=$2
@@ -37,6 +37,19 @@ python3 - "$work/c.json" <<'EOF' || fail "--json: $(cat "$work/c.json")"
 import json, sys
 c = json.load(open(sys.argv[1]))
 sys.exit(not (c["seconds"] > 1 and c["by_role"].get("runner", 0) > 0 and c["by_role"].get("worker", 0) > 0))
+EOF
+# Threads born between the samples count: here the whole run starts after the first sample (a
+# shell that waits, then becomes the run), as a runner's later threads do.
+( sleep 2; exec "$program" run --kernel host_gemv_fp32 --shape 128x1x512 --seconds 6 --jobs 1 --seed 1 \
+    --case-dir "$work/cases-late" --report "$work/late.json" >"$work/late.log" 2>&1 ) &
+late=$!
+python3 "$source/scripts/cpu-by-thread.py" --wait 0 --seconds 4.5 --pid "$late" --json "$work/late-c.json" \
+  >"$work/late-out" 2>&1 || { rc=$?; cat "$work/late-out"; fail "a run started after the first sample: exit $rc"; }
+wait "$late"
+python3 - "$work/late-c.json" <<'EOF' || fail "a run started after the first sample: $(cat "$work/late-c.json")"
+import json, sys
+c = json.load(open(sys.argv[1]))
+sys.exit(not (c["by_role"].get("runner", 0) > 0 and c["by_role"].get("worker", 0) > 0))
 EOF
 # --pid counts that process and what is below it alone: below a sleep, nothing of the run.
 sleep 30 &
