@@ -6,6 +6,7 @@
 #include <poll.h>
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -455,32 +456,82 @@ KernelDesc describe_kernel(const Kernel& k) {
 }
 
 SharedFile SharedFile::create(const char* name) {
-  const int fd = memfd_create(name, MFD_CLOEXEC);
+  int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd < 0) fd = memfd_create(name, MFD_CLOEXEC);
   if (fd < 0) throw ProtocolError(std::string("memfd_create: ") + std::strerror(errno));
+  // No shrinking, and no seal after these (a worker could otherwise seal the file against writes
+  // or growth and stop the parent's). A kernel that refuses leaves the file unsealed: it then
+  // goes by pwrite and pread (mappable()).
+  (void)fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_SEAL);
   return SharedFile(fd);
+}
+
+void SharedFile::take(SharedFile& o) noexcept {
+  fd_ = o.fd_, end_ = o.end_, limit_ = o.limit_, capacity_ = o.capacity_, sealed_ = o.sealed_;
+  map_ = o.map_, mapped_ = o.mapped_, map_writable_ = o.map_writable_;
+  o.fd_ = -1, o.end_ = 0, o.capacity_ = 0, o.sealed_ = -1, o.map_ = nullptr, o.mapped_ = 0;
 }
 
 SharedFile& SharedFile::operator=(SharedFile&& o) noexcept {
   if (this != &o) {
+    unmap();
     if (fd_ >= 0) close(fd_);
-    fd_ = o.fd_, end_ = o.end_, limit_ = o.limit_;
-    o.fd_ = -1;
+    take(o);
   }
   return *this;
 }
 
 SharedFile::~SharedFile() {
+  unmap();
   if (fd_ >= 0) close(fd_);
+}
+
+bool SharedFile::mappable() const {
+  if (sealed_ < 0) {
+    const int seals = fd_ >= 0 ? fcntl(fd_, F_GET_SEALS) : -1;
+    sealed_ = seals >= 0 && (seals & F_SEAL_SHRINK) != 0 ? 1 : 0;
+  }
+  return sealed_ == 1;
+}
+
+void SharedFile::unmap() const {
+  if (map_) munmap(map_, static_cast<size_t>(mapped_));
+  map_ = nullptr;
+  mapped_ = 0;
+}
+
+bool SharedFile::map(uint64_t bytes, bool writable) const {
+  if (bytes == 0 || !mappable()) return false;
+  if (map_ && mapped_ >= bytes && (map_writable_ || !writable)) return true;
+  unmap();
+  // The whole file as it is now: it cannot shrink, so no byte of the mapping is ever past its end.
+  struct stat st {};
+  if (fstat(fd_, &st) != 0 || static_cast<uint64_t>(st.st_size) < bytes) return false;
+  const uint64_t span = static_cast<uint64_t>(st.st_size);
+  void* m = mmap(nullptr, static_cast<size_t>(span), writable ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED, fd_, 0);
+  if (m == MAP_FAILED) return false;
+  map_ = static_cast<uint8_t*>(m);
+  mapped_ = span;
+  map_writable_ = writable;
+  return true;
 }
 
 void SharedFile::reset() {
   // A file of medium cases keeps its pages: giving them back and taking them again (allocated
   // and cleared by the kernel) cost more than copying the tensors in. Past kKeptSharedBytes the
-  // memory goes back.
+  // memory goes back: a sealed file keeps its size and loses its pages (they read as zeros until
+  // written again), an unsealed one is truncated.
   const bool large = end_ > kKeptSharedBytes;
   end_ = 0;
-  if (fd_ >= 0 && large && ftruncate(fd_, 0) != 0)
-    throw ProtocolError(std::string("ftruncate of a shared file: ") + std::strerror(errno));
+  if (fd_ < 0 || !large) return;
+  if (mappable()) {
+    struct stat st {};
+    if (fstat(fd_, &st) == 0 &&
+        (st.st_size == 0 || fallocate(fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, st.st_size) == 0))
+      return;
+    throw ProtocolError(std::string("giving back a shared file's memory: ") + std::strerror(errno));
+  }
+  if (ftruncate(fd_, 0) != 0) throw ProtocolError(std::string("ftruncate of a shared file: ") + std::strerror(errno));
 }
 
 uint64_t SharedFile::append(const uint8_t* data, size_t size) {
@@ -491,6 +542,38 @@ uint64_t SharedFile::append(const uint8_t* data, size_t size) {
 
 bool SharedFile::try_append(const uint8_t* data, size_t size, uint64_t* at) {
   *at = end_;
+  const uint64_t need = end_ + size;
+  if (size > 0 && mappable()) {
+    if (need > capacity_) {
+      struct stat st {};
+      if (fstat(fd_, &st) == 0) capacity_ = std::max(capacity_, static_cast<uint64_t>(st.st_size));
+    }
+    bool grown = need <= capacity_;
+    if (!grown) {
+      // Grown ahead, doubling (a size costs no memory), so that most appends write into pages
+      // kept from the case before, but never past the process's file size limit (ulimit -f),
+      // which would raise SIGXFSZ where pwrite of the bytes alone would not; past it, growing to
+      // what is needed fails as pwrite did.
+      const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+      uint64_t ahead = (std::max({need, 2 * capacity_, uint64_t(1) << 20}) + page - 1) / page * page;
+      struct rlimit limit {};
+      if (getrlimit(RLIMIT_FSIZE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY)
+        ahead = std::min<uint64_t>(ahead, limit.rlim_cur);
+      for (const uint64_t want : {std::max(ahead, need), need}) {
+        if (ftruncate(fd_, static_cast<off_t>(want)) == 0) {
+          capacity_ = want;
+          grown = true;
+          break;
+        }
+      }
+      if (!grown && errno == EFBIG) return false;
+    }
+    if (grown && map(capacity_, true)) {
+      std::memcpy(map_ + end_, data, size);
+      end_ = need;
+      return true;
+    }
+  }
   size_t done = 0;
   while (done < size) {
     const ssize_t w = pwrite(fd_, data + done, size - done, static_cast<off_t>(*at + done));
@@ -499,7 +582,7 @@ bool SharedFile::try_append(const uint8_t* data, size_t size, uint64_t* at) {
     if (w <= 0) throw ProtocolError(std::string("writing a shared file: ") + std::strerror(errno));
     done += static_cast<size_t>(w);
   }
-  end_ = *at + size;
+  end_ = need;
   return true;
 }
 
@@ -510,25 +593,40 @@ std::vector<uint8_t> SharedFile::read(uint64_t offset, uint64_t size, const std:
     malformed(at, fmt::format("bytes [{}, +{}) past the end of the shared file ({} bytes)", offset, size,
                               static_cast<uint64_t>(st.st_size)));
   std::vector<uint8_t> out;
-  // A large tensor is copied once from a mapping of the file; pread would first need the vector
-  // zeroed, a second pass over gigabytes.
-  const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
-  const uint64_t start = offset / page * page, span = offset + size - start;
-  void* mapped = size >= kMappedReadBytes ? mmap(nullptr, static_cast<size_t>(span), PROT_READ, MAP_SHARED | MAP_POPULATE,
-                                                 fd_, static_cast<off_t>(start))
-                                          : MAP_FAILED;
-  if (mapped != MAP_FAILED) {
-    const uint8_t* from = static_cast<const uint8_t*>(mapped) + (offset - start);
+  if (map(offset + size, false)) {
+    // Through the mapping kept from case to case: its pages are mapped already but for the first
+    // case of a size (or after a large case's were given back), which are faulted in at once.
+    const uint8_t* from = map_ + offset;
+#ifdef MADV_POPULATE_READ
+    if (size >= kMappedReadBytes) {
+      const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+      const uintptr_t first = reinterpret_cast<uintptr_t>(from) / page * page;
+      (void)madvise(reinterpret_cast<void*>(first), reinterpret_cast<uintptr_t>(from) + size - first,
+                    MADV_POPULATE_READ);
+    }
+#endif
     out.assign(from, from + size);
-    munmap(mapped, static_cast<size_t>(span));
   } else {
-    out.resize(static_cast<size_t>(size));
-    size_t done = 0;
-    while (done < size) {
-      const ssize_t r = pread(fd_, out.data() + done, size - done, static_cast<off_t>(offset + done));
-      if (r < 0 && errno == EINTR) continue;
-      if (r <= 0) malformed(at, "the shared file ended while it was read (its writer truncated it)");
-      done += static_cast<size_t>(r);
+    // A large tensor is copied once from a mapping of the file; pread would first need the vector
+    // zeroed, a second pass over gigabytes.
+    const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+    const uint64_t start = offset / page * page, span = offset + size - start;
+    void* mapped = size >= kMappedReadBytes ? mmap(nullptr, static_cast<size_t>(span), PROT_READ,
+                                                   MAP_SHARED | MAP_POPULATE, fd_, static_cast<off_t>(start))
+                                            : MAP_FAILED;
+    if (mapped != MAP_FAILED) {
+      const uint8_t* from = static_cast<const uint8_t*>(mapped) + (offset - start);
+      out.assign(from, from + size);
+      munmap(mapped, static_cast<size_t>(span));
+    } else {
+      out.resize(static_cast<size_t>(size));
+      size_t done = 0;
+      while (done < size) {
+        const ssize_t r = pread(fd_, out.data() + done, size - done, static_cast<off_t>(offset + done));
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) malformed(at, "the shared file ended while it was read (its writer truncated it)");
+        done += static_cast<size_t>(r);
+      }
     }
   }
   // Each side reads what the other wrote once: a large tensor's memory goes back now, not when

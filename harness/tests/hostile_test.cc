@@ -123,6 +123,20 @@ TEST(HostileKernel, GarbageInTheChannelIsProtocolAtOnce) {
   EXPECT_LT(seconds, 20) << "waited for the watchdog";
 }
 
+// The memory files the runner and a kernel's process share are mapped by both: a kernel that
+// truncates them (or seals them against the runner's writes) must not bring down the runner with
+// a SIGBUS. They are sealed against shrinking and further seals, so the attack does nothing: the
+// honest result passes, case after case through the same files.
+TEST(HostileKernel, CuttingTheSharedFilesDoesNothing) {
+  const fs::path dir = fresh_dir("cut-files");
+  const Outcome o = run("run " + kHostile + " --kernel cuts_shared_files_host --cases 12 --seed 5 --shape 300x1x4096" +
+                        " --case-dir " + (dir / "cases").string() + " --report " + (dir / "report.json").string());
+  EXPECT_EQ(o.exit_code, 0) << o.output;
+  const nlohmann::json r = read_json(dir / "report.json");
+  EXPECT_EQ(r["kernels"][0]["verdict"], "pass") << r.dump(2);
+  EXPECT_EQ(r["kernels"][0]["cases"], 12);
+}
+
 TEST(HostileKernel, ChdirDoesNotMoveTheSavedCase) {
   const fs::path dir = fresh_dir("chdir");
   const Outcome o = run("run " + kHostile + " --kernel chdir_and_wrong_host --cases 2 --seed 5 --case-dir cases-rel" +

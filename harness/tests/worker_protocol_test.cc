@@ -1,8 +1,12 @@
 // The worker protocol: every struct's fields survive a round trip, what the parent expects never
 // travels, and malformed input is refused with the field it concerns named.
 #include <gtest/gtest.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -284,14 +288,22 @@ TEST(WorkerProtocol, LargeTensorsTravelBesideTheFrame) {
   EXPECT_EQ(static_cast<uint64_t>(lseek(to_worker.fd(), 0, SEEK_END)), file_bytes);
   EXPECT_TRUE(std::get<RunCaseMsg>(decode_message(again.data() + kFrameHeaderBytes, again.size() - kFrameHeaderBytes,
                                                   &to_worker)).data.problem.a == p.a);
-  // ...but a file that held more than kKeptSharedBytes gives them back: a read of the last
-  // message's bytes is then short, not garbage.
+  // ...but a file that held more than kKeptSharedBytes gives them back. It keeps its size (it is
+  // sealed against shrinking: see SharedFileReferencesAreChecked) and loses its pages.
   const std::vector<uint8_t> big(kKeptSharedBytes + 1, 0x5A);
   to_worker.append(big.data(), big.size());
+  struct stat held {};
+  ASSERT_EQ(fstat(to_worker.fd(), &held), 0);
+  EXPECT_GE(static_cast<uint64_t>(held.st_blocks) * 512, big.size());
   to_worker.reset();
-  EXPECT_EQ(lseek(to_worker.fd(), 0, SEEK_END), 0);
-  EXPECT_THROW(decode_message(frame.data() + kFrameHeaderBytes, frame.size() - kFrameHeaderBytes, &to_worker),
-               ProtocolError);
+  struct stat after {};
+  ASSERT_EQ(fstat(to_worker.fd(), &after), 0);
+  EXPECT_EQ(after.st_blocks, 0) << "the pages of a large message stay after reset";
+  EXPECT_EQ(after.st_size, held.st_size);
+  // And the file is written again from its start, through the same pages as before.
+  const std::vector<uint8_t> third = encode_message(run, &to_worker);
+  EXPECT_TRUE(std::get<RunCaseMsg>(decode_message(third.data() + kFrameHeaderBytes, third.size() - kFrameHeaderBytes,
+                                                  &to_worker)).data.problem.a == p.a);
 
   // Outputs of one byte per word (a quantizer's) travel one byte each, and stay bytes; a read-back
   // that shares the first one's storage travels as a mark and comes back shared, one that is
@@ -305,7 +317,7 @@ TEST(WorkerProtocol, LargeTensorsTravelBesideTheFrame) {
     done.observation.c_later = shared ? done.observation.c : OutputWords(words);
     const std::vector<uint8_t> f = encode_message(done, &from_worker);
     EXPECT_LT(f.size(), 1024u);
-    EXPECT_EQ(static_cast<uint64_t>(lseek(from_worker.fd(), 0, SEEK_END)), (shared ? 1 : 2) * (kSharedBytes + 8));
+    EXPECT_EQ(from_worker.size(), (shared ? 1 : 2) * (kSharedBytes + 8));
     FrameReader reader;
     reader.set_shared(&from_worker);
     reader.feed(f.data(), f.size());
@@ -454,9 +466,11 @@ TEST(WorkerProtocol, SharedFileReferencesAreChecked) {
     return json::binary(b, subtype);
   };
   json j = good;
-  j[1][2][3] = where(1, 2 * (kSharedBytes + 1) + 1);  // one byte past the end
-  EXPECT_NE(error(j).find(fmt::format("done.observation.c: bytes [1, +{}) past the end of the shared file",
-                                      2 * (kSharedBytes + 1) + 1)),
+  // The file is grown ahead of what was written: one byte past its end.
+  const uint64_t file_size = static_cast<uint64_t>(lseek(out.fd(), 0, SEEK_END));
+  ASSERT_GE(file_size, 2 * (kSharedBytes + 1));
+  j[1][2][3] = where(1, file_size);
+  EXPECT_NE(error(j).find(fmt::format("done.observation.c: bytes [1, +{}) past the end of the shared file", file_size)),
             std::string::npos)
       << error(j);
   j[1][2][3] = where(UINT64_MAX - 3, 8);  // offset + size wraps
@@ -469,8 +483,29 @@ TEST(WorkerProtocol, SharedFileReferencesAreChecked) {
   j[1][2][3] = json::binary({}, 0x4D);  // "the output before" where there is none
   EXPECT_NE(error(j).find("done.observation.c: a mark of the output before where there is none"), std::string::npos)
       << error(j);
-  ASSERT_EQ(ftruncate(out.fd(), 100), 0);  // the worker cuts its file short
-  EXPECT_NE(error(good).find("past the end of the shared file (100 bytes)"), std::string::npos) << error(good);
+  // The worker cannot cut its file short, nor seal it against the parent's writes: the parent
+  // maps it, and a mapping past a file's end would be a SIGBUS in the parent.
+  EXPECT_TRUE(out.mappable());
+  EXPECT_NE(ftruncate(out.fd(), 100), 0);
+  EXPECT_EQ(errno, EPERM);
+  EXPECT_NE(fcntl(out.fd(), F_ADD_SEALS, F_SEAL_WRITE), 0);
+  EXPECT_NE(fcntl(out.fd(), F_ADD_SEALS, F_SEAL_GROW), 0);
+  EXPECT_EQ(error(good), "(decoded)");
+  // A file without the seal (a kernel that cannot seal) goes by pwrite and pread, and one cut
+  // short is read short: a ProtocolError, never a SIGBUS.
+  SharedFile plain(memfd_create("test-plain", MFD_CLOEXEC));
+  ASSERT_TRUE(plain.open());
+  EXPECT_FALSE(plain.mappable());
+  const json by_pwrite = payload_with(done, &plain);
+  const std::vector<uint8_t> bytes = json::to_cbor(by_pwrite);
+  EXPECT_EQ(std::get<CallDoneMsg>(decode_message(bytes.data(), bytes.size(), &plain)).observation.c, done.observation.c);
+  ASSERT_EQ(ftruncate(plain.fd(), 100), 0);
+  try {
+    decode_message(bytes.data(), bytes.size(), &plain);
+    ADD_FAILURE() << "a file cut short was read";
+  } catch (const ProtocolError& e) {
+    EXPECT_NE(std::string(e.what()).find("past the end of the shared file (100 bytes)"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

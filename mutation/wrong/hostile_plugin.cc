@@ -29,6 +29,8 @@ enum Attack {
   kExitsZero,              // exit(0) in the middle of the call
   kWritesEveryFd,          // writes bytes into every descriptor it can, then computes honestly
   kEditsGroupTable,        // grouped GEMM: changes group[0].m and puts it back, then computes honestly
+  kCutsSharedFiles,        // truncates the memory files the runner shares with it and tries to seal
+                           // them against writes and growth, then computes honestly
   kCount
 };
 
@@ -39,6 +41,7 @@ const nvfp4_kernel_info kInfos[kCount] = {
     HOSTILE("modifies_and_restores_host"), HOSTILE("exits_zero_host"),    HOSTILE("writes_every_fd_host"),
     {NVFP4_ABI_VERSION, "edits_group_table_host", NVFP4_MEMORY_HOST, 1u << NVFP4_OP_GROUPED_GEMM, kBothLayouts, 0, 1,
      1, 1, 0},
+    HOSTILE("cuts_shared_files_host"),
 };
 
 }  // namespace
@@ -105,6 +108,17 @@ int nvfp4_kernel_run(int index, const nvfp4_problem* p) {
       // writing into every descriptor it finds sends the runner.
       static const unsigned char kNoise[] = {0x10, 0x00, 0x00, 0x01, 'f', 'o', 'r', 'g', 'e', 'd'};
       for (int fd = 0; fd < 64; ++fd) (void)!write(fd, kNoise, sizeof kNoise);
+      nvfp4::test::honest_host_gemm(p, false);
+      return NVFP4_OK;
+    }
+    case kCutsSharedFiles: {
+      // The worker's ends of the runner's memory files (worker_protocol.h: kWorkerInputFd,
+      // kWorkerOutputFd). Both processes map them: cut short, a mapping past the end would be a
+      // SIGBUS in the runner.
+      for (int fd : {4, 5}) {
+        (void)ftruncate(fd, 0);
+        (void)fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK);
+      }
       nvfp4::test::honest_host_gemm(p, false);
       return NVFP4_OK;
     }
