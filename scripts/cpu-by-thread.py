@@ -119,7 +119,7 @@ def main():
     span = time.monotonic() - start
     # Every thread alive at the second sample. One born since the first (a lane's reference thread,
     # its OpenMP team: a runner's first cases may not need them) counts from its birth, all of it
-    # in the window; leaving such threads out read an H100 runner's dual GEMM at a fifth of its CPU.
+    # in the window; leaving such threads out read an H100 runner at a fifth to a third of its CPU.
     if not second:
         print("cpu-by-thread: no nvfp4check thread was alive at the second sample", file=sys.stderr)
         return 1
