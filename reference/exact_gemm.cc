@@ -91,13 +91,13 @@ int64_t chunk_count(int64_t kb) { return (kb + kChunk - 1) / kChunk; }
 using U32x16 = uint32_t __attribute__((vector_size(16 * sizeof(uint32_t))));
 using I32x16 = int32_t __attribute__((vector_size(16 * sizeof(int32_t))));
 
-// e2m1_twice of 16 nibbles (0..15) at once, negated in the lanes where neg is -1: the magnitude
-// of codes 0..7, {0, 1, 2, 3, 4, 6, 8, 12}, is m + max(m - 4, 0) + (m == 7 ? 2 : 0). (Vectors go
-// by reference: by value, the baseline clone's 64-byte vectors would change the calling
-// convention, which GCC warns of even where the function is inlined.)
+// e2m1_twice of 16 nibbles (0..15) at once, negated in the lanes where neg is -1: each lane's
+// magnitude is its field of formats.h's table, shifted out lane by lane. (Vectors go by
+// reference: by value, the baseline clone's 64-byte vectors would change the calling convention,
+// which GCC warns of even where the function is inlined.)
 inline __attribute__((always_inline)) void e2m1_twice_lanes(const U32x16& nibbles, const I32x16& neg, I32x16& out) {
-  const I32x16 m = reinterpret_cast<I32x16>(nibbles & 7u);
-  const I32x16 mag = m + ((m - 4) & (m > 4)) + ((m == 7) & 2);
+  const U32x16 table = U32x16{} + kE2m1TwiceNibbles;
+  const I32x16 mag = reinterpret_cast<I32x16>((table >> ((nibbles & 7u) << 2)) & 0xFu);
   const I32x16 sign = -reinterpret_cast<I32x16>(nibbles >> 3) ^ neg;
   out = (mag ^ sign) - sign;
 }

@@ -15,10 +15,11 @@ namespace nvfp4 {
 // E2M1 (FP4). Sign: 1, exponent: 2, mantissa: 1, bias: 1.
 // No Inf, no NaN; 0x8 is -0; code 1 (0.5) is the only subnormal.
 // Values are returned doubled so they are integers: {0, 1, 2, 3, 4, 6, 8, 12} with sign.
+// The doubled magnitudes of codes 0..7 as 4-bit fields, code c's at bit 4c (12 = 0xC fits): the
+// one table of them (the CPU reference's vector decode shifts it lane by lane).
+constexpr uint32_t kE2m1TwiceNibbles = 0xC8643210u;
 NVFP4_HD inline int e2m1_twice(uint8_t code) {
-  // Doubled magnitudes of codes 0..7 packed as 4-bit fields (12 = 0xC fits).
-  constexpr uint32_t kTwice = 0xC8643210u;
-  const int mag = static_cast<int>((kTwice >> ((code & 7u) * 4u)) & 0xFu);
+  const int mag = static_cast<int>((kE2m1TwiceNibbles >> ((code & 7u) * 4u)) & 0xFu);
   return (code & 8u) ? -mag : mag;
 }
 
