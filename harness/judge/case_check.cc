@@ -1075,12 +1075,13 @@ class CaseRun {
     // A stale call whose variant was not computed (stale_needed: judged as run 1, no poison word
     // in its output) is looked at for its shape, op and output type alone, which are p()'s; no
     // check reads its data or reference then, and a null reference would fault if one did.
-    ctx.problem = call != CaseCall::stale ? &p() : stale_ ? &stale_->problem : &p();
-    ctx.reference = call != CaseCall::stale ? &r_.reference : stale_ ? &stale_->reference : nullptr;
+    const bool stale = call == CaseCall::stale;
+    ctx.problem = stale && stale_ ? &stale_->problem : &p();
+    ctx.reference = !stale ? &r_.reference : stale_ ? &stale_->reference : nullptr;
     ctx.observation = &obs[x];
     ctx.expected_rc = plan_[x].expected_rc;
     ctx.poison = plan_[x].spec.poison;
-    ctx.run1 = call == CaseCall::run2 || call == CaseCall::stale ? &obs[0] : nullptr;
+    ctx.run1 = call == CaseCall::run2 || stale ? &obs[0] : nullptr;
     ctx.policy = &r_.policy;
     ctx.nondeterministic = k().info.flags & NVFP4_FLAG_NONDETERMINISTIC;
     ctx.kernel_flags = k().info.flags;
@@ -1107,7 +1108,7 @@ class CaseRun {
           return std::nullopt;
         return obs.front().c_later.words();
       };
-    if (call == CaseCall::stale && k().info.memory == NVFP4_MEMORY_CUDA)
+    if (stale && k().info.memory == NVFP4_MEMORY_CUDA)
       ctx.rerun_inputs_ready = [this]() -> std::optional<std::vector<uint32_t>> {
         ensure_stale();
         const uint32_t poison1 = poison_word(p().out_type, 1);

@@ -467,9 +467,9 @@ SharedFile SharedFile::create(const char* name) {
 }
 
 void SharedFile::take(SharedFile& o) noexcept {
-  fd_ = o.fd_, end_ = o.end_, limit_ = o.limit_, capacity_ = o.capacity_, sealed_ = o.sealed_;
+  fd_ = o.fd_, end_ = o.end_, limit_ = o.limit_, sealed_ = o.sealed_;
   map_ = o.map_, mapped_ = o.mapped_, map_writable_ = o.map_writable_;
-  o.fd_ = -1, o.end_ = 0, o.capacity_ = 0, o.sealed_ = -1, o.map_ = nullptr, o.mapped_ = 0;
+  o.fd_ = -1, o.end_ = 0, o.sealed_ = -1, o.map_ = nullptr, o.mapped_ = 0;
 }
 
 SharedFile& SharedFile::operator=(SharedFile&& o) noexcept {
@@ -544,31 +544,25 @@ bool SharedFile::try_append(const uint8_t* data, size_t size, uint64_t* at) {
   *at = end_;
   const uint64_t need = end_ + size;
   if (size > 0 && mappable()) {
-    if (need > capacity_) {
-      struct stat st {};
-      if (fstat(fd_, &st) == 0) capacity_ = std::max(capacity_, static_cast<uint64_t>(st.st_size));
-    }
-    bool grown = need <= capacity_;
-    if (!grown) {
+    // map() keeps the mapping while it covers the bytes, else maps the whole file again where the
+    // file holds them; a file too short is grown first.
+    if (!map(need, true)) {
       // Grown ahead, doubling (a size costs no memory), so that most appends write into pages
       // kept from the case before, but never past the process's file size limit (ulimit -f),
       // which would raise SIGXFSZ where pwrite of the bytes alone would not; past it, growing to
       // what is needed fails as pwrite did.
+      struct stat st {};
+      const uint64_t now = fstat(fd_, &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
       const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
-      uint64_t ahead = (std::max({need, 2 * capacity_, uint64_t(1) << 20}) + page - 1) / page * page;
+      uint64_t ahead = (std::max({need, 2 * now, uint64_t(1) << 20}) + page - 1) / page * page;
       struct rlimit limit {};
       if (getrlimit(RLIMIT_FSIZE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY)
         ahead = std::min<uint64_t>(ahead, limit.rlim_cur);
-      for (const uint64_t want : {std::max(ahead, need), need}) {
-        if (ftruncate(fd_, static_cast<off_t>(want)) == 0) {
-          capacity_ = want;
-          grown = true;
-          break;
-        }
-      }
-      if (!grown && errno == EFBIG) return false;
+      if (ftruncate(fd_, static_cast<off_t>(std::max(ahead, need))) != 0 &&
+          ftruncate(fd_, static_cast<off_t>(need)) != 0 && errno == EFBIG)
+        return false;
     }
-    if (grown && map(capacity_, true)) {
+    if (map(need, true)) {
       std::memcpy(map_ + end_, data, size);
       end_ = need;
       return true;

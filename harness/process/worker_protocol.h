@@ -153,7 +153,6 @@ class SharedFile {
   int fd_ = -1;
   uint64_t end_ = 0;
   uint64_t limit_ = UINT64_MAX;
-  uint64_t capacity_ = 0;  // the writer: the file's size as it grew it (sealed files only)
   mutable int sealed_ = -1;  // mappable(), once asked: -1 not yet
   mutable uint8_t* map_ = nullptr;
   mutable uint64_t mapped_ = 0;
