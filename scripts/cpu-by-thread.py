@@ -46,19 +46,23 @@ def role_of(pid):
         return None
 
 
+def stat_fields(pid):
+    """/proc/PID/stat's fields after the command (which may hold spaces): [0] the state, [1] the
+    parent, [19] the start time in clock ticks; None where the process is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
 def descendants(root):
     """root and every process below it, from each process's parent in /proc/PID/stat."""
     children = {}
     for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                # The parent is the second field after the command, which may hold spaces.
-                parent = f.read().rsplit(")", 1)[1].split()[1]
-        except (OSError, IndexError):
-            continue
-        children.setdefault(parent, []).append(pid)
+        fields = stat_fields(pid) if pid.isdigit() else None
+        if fields:
+            children.setdefault(fields[1], []).append(pid)
     found, todo = set(), [str(root)]
     while todo:
         pid = todo.pop()
@@ -95,10 +99,10 @@ def sample(root=None):
 def age(pid):
     """Seconds since process pid started, or 0: /proc/PID/stat's starttime is on the boot-time
     clock, which CLOCK_BOOTTIME reads (a container's /proc/uptime may be its own)."""
+    fields = stat_fields(pid)
     try:
-        with open(f"/proc/{pid}/stat") as f:
-            start_ticks = int(f.read().rsplit(")", 1)[1].split()[19])
-    except (OSError, IndexError, ValueError):
+        start_ticks = int(fields[19])
+    except (TypeError, IndexError, ValueError):
         return 0.0
     return max(0.0, time.clock_gettime(time.CLOCK_BOOTTIME) - start_ticks / os.sysconf("SC_CLK_TCK"))
 

@@ -27,10 +27,10 @@
 # "cores", the CPU seconds of the whole run (the program and its kernel processes) over its
 # wall time (a row near the machine's cores is CPU-bound; one well below them waits on something
 # else); "cpu-ms", in rows of 3 s or more, what a case costs the CPU in milliseconds, the runner's
-# and its kernels' processes' (scripts/cpu-by-thread.py), or "-". A CUDA kernel's rows: "this" as `run` does by default (its lanes in one MPS context
-# where MPS can start), "this-own" with --shared-context off (a context per lane), and with one
-# lane; the report's "context" field says which it got. Before the rows, a line on the host: its
-# CPU, its cores and its speed (bench/case_work_bench's exact reference on one thread, in every
+# and its kernels' processes' (scripts/cpu-by-thread.py), or "-". A CUDA kernel's rows: "this" as
+# `run` does by default (its lanes in one MPS context where MPS can start), "this-own" with
+# --shared-context off (a context per lane), and with one lane; the report's "context" field says
+# which it got. Before the rows, a line on the host: its CPU, its cores and its speed (bench/case_work_bench's exact reference on one thread, in every
 # row as host_reference_us), since hosts of the same GPU machine differ.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
