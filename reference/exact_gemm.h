@@ -81,7 +81,7 @@ struct ExactResult {
   std::vector<uint32_t> c32;        // fp32 words (nvfp4: the FP32 values it quantizes)
   std::vector<int64_t> group_offset;  // grouped_gemm: G + 1 element offsets; else {0, size}
   ExactElements elems2;               // dual_gemm: U's (alpha2)
-  std::vector<DualValue> dual;        // dual_gemm
+  std::vector<DualValue, PrefaultAllocator<DualValue>> dual;  // dual_gemm
   // quantize: the reference quantization (Q, SFQ, encode factors, global scales); the vectors
   // above stay empty. Shared: the reference of a large case is not copied with the outcome.
   std::shared_ptr<const QuantResult> quant;

@@ -4,6 +4,13 @@
 // 805 MB, against 36 ms for the same pages faulted by 16 threads. PrefaultAllocator faults a large
 // allocation's pages from every OpenMP thread before the vector writes it; it changes no value and
 // no semantics of the vector.
+//
+// A case's reference is made and dropped every case, and glibc maps every block past 32 MiB alone
+// and unmaps it on free (32 MiB is the most M_MMAP_THRESHOLD takes), so a dual case of a million
+// outputs (G's and U's facts and the silu values, 48 bytes each) faulted 150 MB of fresh pages
+// every time: in a virtual machine, where a fault costs microseconds, most of the dual schedule's
+// reference. Large blocks are therefore kept when freed, up to a bound, and handed to the next
+// allocation they fit, their pages already there.
 #pragma once
 
 #include <cstddef>
@@ -11,12 +18,28 @@
 
 namespace nvfp4 {
 
-// Allocations of at least this many bytes are faulted in parallel; smaller ones are left alone.
+// Allocations of at least this many bytes are faulted in parallel and recycled; smaller ones are
+// left to malloc.
 constexpr size_t kPrefaultBytes = size_t(16) << 20;
 
 // Touches one byte of every page of [p, p + bytes) from the OpenMP threads (a write of zero into
 // memory that is about to be initialised).
 void prefault_pages(void* p, size_t bytes);
+
+// A block of at least `bytes` (>= kPrefaultBytes) whose pages are in memory: a kept block that
+// holds it and is at most four times as large, else a fresh mapping faulted by prefault_pages.
+// Throws std::bad_alloc when nothing can be mapped.
+void* large_block_allocate(size_t bytes);
+// Gives back a block of large_block_allocate (bytes as asked for it): kept for a later allocation
+// while the kept blocks stay within large_block_limit(), the oldest unmapped first, else unmapped.
+void large_block_free(void* p, size_t bytes);
+// What may be kept: a sixteenth of the machine's memory, at most 1 GiB, unless set (tests); setting
+// it unmaps what is kept beyond it, and kDefaultLargeBlockLimit sets the default again.
+size_t large_block_limit();
+constexpr size_t kDefaultLargeBlockLimit = static_cast<size_t>(-1);
+void set_large_block_limit(size_t bytes);
+// Bytes kept now (tests).
+size_t large_blocks_kept();
 
 template <typename T>
 struct PrefaultAllocator {
@@ -25,11 +48,17 @@ struct PrefaultAllocator {
   template <typename U>
   PrefaultAllocator(const PrefaultAllocator<U>&) {}  // NOLINT: rebinding, as std::allocator
   T* allocate(size_t n) {
-    T* p = std::allocator<T>().allocate(n);
-    if (n * sizeof(T) >= kPrefaultBytes) prefault_pages(p, n * sizeof(T));
-    return p;
+    if (n > static_cast<size_t>(-1) / sizeof(T)) throw std::bad_alloc();
+    if (n * sizeof(T) >= kPrefaultBytes) return static_cast<T*>(large_block_allocate(n * sizeof(T)));
+    return std::allocator<T>().allocate(n);
   }
-  void deallocate(T* p, size_t n) { std::allocator<T>().deallocate(p, n); }
+  void deallocate(T* p, size_t n) {
+    if (n * sizeof(T) >= kPrefaultBytes) {
+      large_block_free(p, n * sizeof(T));
+    } else {
+      std::allocator<T>().deallocate(p, n);
+    }
+  }
   template <typename U>
   bool operator==(const PrefaultAllocator<U>&) const { return true; }
   template <typename U>
