@@ -81,7 +81,7 @@ TEST_F(LargeBlocks, WhatIsKeptStaysWithinTheBoundOldestGoingFirst) {
 }
 
 TEST_F(LargeBlocks, ARecycledBlockStillGivesAVectorOfValueInitialisedElements) {
-  const size_t count = kPrefaultBytes / sizeof(ExactElement) + 1000;
+  const size_t count = kKeptBlockBytes / sizeof(ExactElement) + 1000;
   {
     ExactElements dirty(count);
     for (ExactElement& e : dirty) e.sum = 12345, e.nonzero = 7, e.nan = true;
@@ -94,6 +94,11 @@ TEST_F(LargeBlocks, ARecycledBlockStillGivesAVectorOfValueInitialisedElements) {
     ASSERT_EQ(clean[x].nonzero, 0) << x;
     ASSERT_FALSE(clean[x].nan) << x;
   }
+}
+
+TEST_F(LargeBlocks, SmallerArraysStayMallocs) {
+  { const ExactElements below(kKeptBlockBytes / sizeof(ExactElement) - 1); }
+  EXPECT_EQ(large_blocks_kept(), 0u);
 }
 
 TEST_F(LargeBlocks, ThreadsNeverShareABlock) {
