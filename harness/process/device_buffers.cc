@@ -109,14 +109,67 @@ std::string GuardDamage::describe(const std::string& buffer_name) const {
 
 namespace {
 
-// Fenced mappings kept for reuse, by size: [PROT_NONE page][region][PROT_NONE page].
+// A host buffer's memory: the fenced mapping the kernel is handed, [PROT_NONE page][region]
+// [PROT_NONE page], and, where the region is a memory file, the same region mapped a second time,
+// writable, for the worker's own writes (else `writer` is the region itself).
+struct HostMapping {
+  uint8_t* base = nullptr;    // the first fence page
+  uint8_t* writer = nullptr;  // the region, writable whatever the kernel's view allows
+  bool shared = false;        // writer is a second mapping (unmapped with the buffer)
+  bool read_only = false;     // the kernel's view of the data and the guard after it
+};
+
+// Mappings kept for reuse, by total size. One with a second mapping keeps its protection: the
+// next buffer of its size is most often the same case's input again, which then needs none.
 std::mutex g_host_pool_mutex;
-std::multimap<int64_t, uint8_t*> g_host_pool;  // total bytes -> base
+std::multimap<int64_t, HostMapping> g_host_pool;  // total bytes -> mapping
 int64_t g_host_pool_bytes = 0;
 constexpr int64_t kHostPoolLimit = int64_t(256) << 20;
 
+// A fenced mapping of `inner` bytes between two fence pages, its region a memory file mapped a
+// second time for the worker's writes where memfd_create is there, else anonymous memory.
+HostMapping map_host(int64_t page, int64_t inner) {
+  const int64_t total = inner + 2 * page;
+  HostMapping m;
+  void* base = mmap(nullptr, static_cast<size_t>(total), PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (base == MAP_FAILED) throw std::bad_alloc();
+  m.base = static_cast<uint8_t*>(base);
+  uint8_t* region = m.base + page;
+  const int fd = memfd_create("nvfp4-host-buffer", MFD_CLOEXEC);
+  if (fd >= 0) {
+    void* writer = MAP_FAILED;
+    if (ftruncate(fd, inner) == 0 &&
+        mmap(region, static_cast<size_t>(inner), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) != MAP_FAILED)
+      writer = mmap(nullptr, static_cast<size_t>(inner), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);  // the mappings keep the file
+    if (writer != MAP_FAILED) {
+      m.writer = static_cast<uint8_t*>(writer);
+      m.shared = true;
+      return m;
+    }
+  }
+  // No memory file: the region anonymous and writable in place (the fences stay PROT_NONE).
+  if (mmap(region, static_cast<size_t>(inner), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1,
+           0) == MAP_FAILED) {
+    munmap(base, static_cast<size_t>(total));
+    throw std::bad_alloc();
+  }
+  m.writer = region;
+  return m;
+}
+
+void unmap_host(const HostMapping& m, int64_t page, int64_t inner) {
+  if (m.shared) munmap(m.writer, static_cast<size_t>(inner));
+  munmap(m.base, static_cast<size_t>(inner + 2 * page));
+}
+
 // [PROT_NONE page][guard][data][guard, up to the page end][PROT_NONE page]. The data starts at a
 // page offset of kGuardBytes, so it keeps the alignment kernels may rely on for vector loads.
+// The worker writes (uploads, guards) through the writable second mapping where there is one, so
+// an input made read-only for a call stays so until its buffer ends, however often it is written
+// again: each mprotect flushes the TLB of every core that runs one of the process's threads (an
+// interrupt each, dear in a virtual machine), and toggling an input's protection around each
+// upload was a third to two fifths of a grouped host kernel's process's time.
 class HostBuffer final : public GuardedBuffer {
  public:
   HostBuffer(int64_t bytes, GuardPattern pattern) : GuardedBuffer(bytes, pattern) {
@@ -124,35 +177,32 @@ class HostBuffer final : public GuardedBuffer {
     const int64_t inner = kGuardBytes + bytes + kGuardBytes;
     inner_ = (inner + page_ - 1) / page_ * page_;
     total_ = inner_ + 2 * page_;
+    bool pooled = false;
     {
       std::lock_guard<std::mutex> lock(g_host_pool_mutex);
       auto it = g_host_pool.find(total_);
       if (it != g_host_pool.end()) {
-        base_ = it->second;
+        mapping_ = it->second;
+        pooled = true;
         g_host_pool_bytes -= total_;
         g_host_pool.erase(it);
       }
     }
-    if (!base_) {
-      void* base = mmap(nullptr, static_cast<size_t>(total_), PROT_READ | PROT_WRITE,
-                        MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-      if (base == MAP_FAILED) throw std::bad_alloc();
-      base_ = static_cast<uint8_t*>(base);
-      mprotect(base_, page_, PROT_NONE);
-      mprotect(base_ + page_ + inner_, page_, PROT_NONE);
-    }
-    region_ = base_ + page_;
+    if (!pooled) mapping_ = map_host(page_, inner_);
+    read_only_ = mapping_.read_only;
+    region_ = mapping_.base + page_;
     after_bytes_ = inner_ - kGuardBytes - bytes;
     write_guards();
   }
   ~HostBuffer() override {
-    set_read_only(false);
+    if (!mapping_.shared) set_read_only(false);  // the next one writes its guards in place
+    mapping_.read_only = read_only_;
     std::lock_guard<std::mutex> lock(g_host_pool_mutex);
     if (g_host_pool_bytes + total_ <= kHostPoolLimit) {
-      g_host_pool.emplace(total_, base_);
+      g_host_pool.emplace(total_, mapping_);
       g_host_pool_bytes += total_;
     } else {
-      munmap(base_, static_cast<size_t>(total_));
+      unmap_host(mapping_, page_, inner_);
     }
   }
 
@@ -160,8 +210,8 @@ class HostBuffer final : public GuardedBuffer {
   const uint8_t* staged_data() const override { return region_ + kGuardBytes; }
 
   void upload_from(const std::function<void(uint8_t*)>& fill) override {
-    set_read_only(false);  // an input may still be read-only from its last call
-    fill(data());
+    if (!mapping_.shared) set_read_only(false);  // an input may still be read-only from its last call
+    fill(mapping_.writer + kGuardBytes);
     write_guards();
   }
 
@@ -170,7 +220,7 @@ class HostBuffer final : public GuardedBuffer {
     read_only_ = read_only;
     // From the page holding the data's first byte to the end of the region (the data starts at
     // kGuardBytes into it, a page boundary where pages are 4 KiB).
-    uint8_t* first = base_ + (data() - base_) / page_ * page_;
+    uint8_t* first = mapping_.base + (data() - mapping_.base) / page_ * page_;
     mprotect(first, static_cast<size_t>(region_ + inner_ - first), read_only ? PROT_READ : PROT_READ | PROT_WRITE);
   }
 
@@ -181,13 +231,13 @@ class HostBuffer final : public GuardedBuffer {
 
  private:
   void write_guards() {
-    write_guard_pattern(region_, kGuardBytes, pattern_);
-    write_guard_pattern(data() + size_, after_bytes_, pattern_);
+    write_guard_pattern(mapping_.writer, kGuardBytes, pattern_);
+    write_guard_pattern(mapping_.writer + kGuardBytes + size_, after_bytes_, pattern_);
   }
 
   bool read_only_ = false;
   int64_t page_ = 4096, inner_ = 0, total_ = 0, after_bytes_ = 0;
-  uint8_t* base_ = nullptr;
+  HostMapping mapping_;
   uint8_t* region_ = nullptr;
 };
 

@@ -82,7 +82,10 @@ class GuardedBuffer {
   std::vector<uint8_t> download(double timeout_s);
   GuardDamage check_guards(double timeout_s);
   // Host buffers: the data and the guard after it become read-only (or writable again), so a
-  // kernel that writes an input faults at once; an upload makes the buffer writable first.
+  // kernel that writes an input faults at once; an upload writes through a second, writable
+  // mapping of the same memory (where memory files can be made; else it makes the buffer
+  // writable first), so the input stays read-only. A new buffer may come read-only from the pool:
+  // whoever hands it to a kernel to write says set_read_only(false) first.
   // Device buffers cannot be protected: no-op.
   virtual void set_read_only(bool) {}
 

@@ -446,13 +446,17 @@ nvfp4_problem abi_for(const Problem& p, const LaidOut& in, const CallBuffers& bu
 class InputProtection {
  public:
   InputProtection(CallBuffers& buf, bool on) : buf_(buf), on_(on) {
-    if (!on_) return;
+    // Host buffers keep their protection from buffer to buffer (device_buffers.h): what this call
+    // does not protect is made writable (for one that is, nothing happens).
+    for (const auto& o : buf.outputs)
+      if (o) o->set_read_only(false);
     if (buf.table) protect(*buf.table, buf.table_fault);
     if (buf.out_table) protect(*buf.out_table, buf.table_fault);
     for (const CallBuffers::Input& x : buf.inputs)
       if (x.buffer) protect(*x.buffer, x.fault);
   }
-  // The inputs stay read-only (a host buffer's upload makes it writable first): the next call
+  // The inputs stay read-only (a host buffer's upload writes through a second mapping, or makes
+  // it writable first): the next call
   // of the case mostly hands the kernel the same bytes, and an mprotect each way per buffer and
   // call was a fifth of a small host case's time.
   ~InputProtection() {
@@ -467,7 +471,10 @@ class InputProtection {
  private:
   void protect(GuardedBuffer& b, int fault) {
     // The exit status is a byte: an input past it is only compared after the call.
-    if (count_ == kMaxProtected || kInputFaultExitBase + fault > 255) return;
+    if (!on_ || count_ == kMaxProtected || kInputFaultExitBase + fault > 255) {
+      b.set_read_only(false);
+      return;
+    }
     b.set_read_only(true);
     ProtectedRange& r = g_protected[count_++];
     r.fault = fault;
