@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -126,8 +127,18 @@ std::multimap<int64_t, HostMapping> g_host_pool;  // total bytes -> mapping
 int64_t g_host_pool_bytes = 0;
 constexpr int64_t kHostPoolLimit = int64_t(256) << 20;
 
+// Mappings with a second view in existence (lent or pooled), and how many there may be. A process
+// has at most vm.max_map_count (65,530 by default) memory areas, and a buffer with two views takes
+// three where an anonymous one takes two (the fences of neighbours merge): a grouped case of
+// thousands of groups, five buffers a group, ran out at 4,000 groups with every buffer viewed
+// twice, against over 8,000 before. A call protects at most kMaxProtected inputs (kernel_call.cc),
+// so buffers past a couple of thousand gain nothing from a second view: they are anonymous.
+std::atomic<int64_t> g_shared_mappings{0};
+constexpr int64_t kMaxSharedMappings = 2048;
+
 // A fenced mapping of `inner` bytes between two fence pages, its region a memory file mapped a
-// second time for the worker's writes where memfd_create is there, else anonymous memory.
+// second time for the worker's writes where memfd_create is there and kMaxSharedMappings allows,
+// else anonymous memory.
 HostMapping map_host(int64_t page, int64_t inner) {
   const int64_t total = inner + 2 * page;
   HostMapping m;
@@ -135,7 +146,8 @@ HostMapping map_host(int64_t page, int64_t inner) {
   if (base == MAP_FAILED) throw std::bad_alloc();
   m.base = static_cast<uint8_t*>(base);
   uint8_t* region = m.base + page;
-  const int fd = memfd_create("nvfp4-host-buffer", MFD_CLOEXEC);
+  const bool may_share = g_shared_mappings.fetch_add(1) < kMaxSharedMappings;
+  const int fd = may_share ? memfd_create("nvfp4-host-buffer", MFD_CLOEXEC) : -1;
   if (fd >= 0) {
     void* writer = MAP_FAILED;
     if (ftruncate(fd, inner) == 0 &&
@@ -148,6 +160,7 @@ HostMapping map_host(int64_t page, int64_t inner) {
       return m;
     }
   }
+  --g_shared_mappings;
   // No memory file: the region anonymous and writable in place (the fences stay PROT_NONE).
   if (mmap(region, static_cast<size_t>(inner), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1,
            0) == MAP_FAILED) {
@@ -159,7 +172,10 @@ HostMapping map_host(int64_t page, int64_t inner) {
 }
 
 void unmap_host(const HostMapping& m, int64_t page, int64_t inner) {
-  if (m.shared) munmap(m.writer, static_cast<size_t>(inner));
+  if (m.shared) {
+    munmap(m.writer, static_cast<size_t>(inner));
+    --g_shared_mappings;
+  }
   munmap(m.base, static_cast<size_t>(inner + 2 * page));
 }
 

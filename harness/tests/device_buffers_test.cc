@@ -1,7 +1,9 @@
 // Guarded host buffers: writes just outside are seen by the guards, writes far outside fault.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <numeric>
+#include <vector>
 
 #include "harness/process/device_buffers.h"
 #include "kernels/nvfp4_kernel_abi.h"
@@ -72,6 +74,43 @@ TEST(HostGuardsDeathTest, FarWriteFaults) {
         for (int64_t x = 0; x < (int64_t(1) << 20); x += 512) p[100 + x] = 1;
       },
       "");
+}
+
+// The worker writes a host input through its second view: an upload leaves it read-only, so the
+// kernel's write still faults without a protection of its own.
+TEST(HostGuardsDeathTest, AnInputStaysReadOnlyAcrossUploads) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  auto buf = make_host_memory()->allocate(100, GuardPattern::bytes);
+  std::vector<uint8_t> first(100, 1), second(100, 2);
+  buf->upload(first.data());
+  buf->set_read_only(true);
+  buf->upload(second.data());
+  EXPECT_TRUE(std::equal(second.begin(), second.end(), buf->staged_data()));
+  EXPECT_TRUE(buf->check_guards(1.0).intact);
+  EXPECT_DEATH(
+      {
+        volatile uint8_t* p = buf->data();
+        p[0] = 3;
+      },
+      "");
+}
+
+// A grouped case's buffers, five a group, in the thousands: a process has at most
+// vm.max_map_count memory areas (65,530 by default), and buffers viewed twice take more of them,
+// so past a bound buffers are anonymous again. 22,000 buffers, a 4,400-group case, once failed.
+TEST(HostGuards, AsManyBuffersAsAGroupedCaseOfThousandsOfGroups) {
+  std::unique_ptr<KernelMemory> memory = make_host_memory();
+  std::vector<std::unique_ptr<GuardedBuffer>> all;
+  const std::vector<uint8_t> bytes(64, 7);
+  for (int x = 0; x < 22000; ++x) {
+    all.push_back(memory->allocate(64 + x % 7, GuardPattern::bytes));
+    all.back()->upload(bytes.data());
+    if (x < 1040) all.back()->set_read_only(true);  // as a call protects its first inputs
+  }
+  for (int x = 0; x < 22000; x += 997) {
+    all[static_cast<size_t>(x)]->upload(bytes.data());
+    ASSERT_TRUE(std::equal(bytes.begin(), bytes.end(), all[static_cast<size_t>(x)]->staged_data())) << x;
+  }
 }
 
 TEST(CudaMemory, ExplainsWhenItCannotBeUsed) {
