@@ -30,8 +30,9 @@
 # and its kernels' processes' (scripts/cpu-by-thread.py), or "-". A CUDA kernel's rows: "this" as
 # `run` does by default (its lanes in one MPS context where MPS can start), "this-own" with
 # --shared-context off (a context per lane), and with one lane; the report's "context" field says
-# which it got. Before the rows, a line on the host: its CPU, its cores and its speed (bench/case_work_bench's exact reference on one thread, in every
-# row as host_reference_us), since hosts of the same GPU machine differ.
+# which it got. Before the rows, a line on the host: its CPU, its cores and its speed
+# (bench/case_work_bench's exact reference on one thread, in every row as host_reference_us),
+# since hosts of the same GPU machine differ.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 prog=${NVFP4_BUILD:+$NVFP4_BUILD/cli/nvfp4check}

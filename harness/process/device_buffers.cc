@@ -193,26 +193,22 @@ class HostBuffer final : public GuardedBuffer {
     const int64_t inner = kGuardBytes + bytes + kGuardBytes;
     inner_ = (inner + page_ - 1) / page_ * page_;
     total_ = inner_ + 2 * page_;
-    bool pooled = false;
     {
       std::lock_guard<std::mutex> lock(g_host_pool_mutex);
       auto it = g_host_pool.find(total_);
       if (it != g_host_pool.end()) {
         mapping_ = it->second;
-        pooled = true;
         g_host_pool_bytes -= total_;
         g_host_pool.erase(it);
       }
     }
-    if (!pooled) mapping_ = map_host(page_, inner_);
-    read_only_ = mapping_.read_only;
+    if (!mapping_.base) mapping_ = map_host(page_, inner_);
     region_ = mapping_.base + page_;
     after_bytes_ = inner_ - kGuardBytes - bytes;
     write_guards();
   }
   ~HostBuffer() override {
     if (!mapping_.shared) set_read_only(false);  // the next one writes its guards in place
-    mapping_.read_only = read_only_;
     std::lock_guard<std::mutex> lock(g_host_pool_mutex);
     if (g_host_pool_bytes + total_ <= kHostPoolLimit) {
       g_host_pool.emplace(total_, mapping_);
@@ -232,8 +228,8 @@ class HostBuffer final : public GuardedBuffer {
   }
 
   void set_read_only(bool read_only) override {
-    if (read_only == read_only_) return;
-    read_only_ = read_only;
+    if (read_only == mapping_.read_only) return;
+    mapping_.read_only = read_only;
     // From the page holding the data's first byte to the end of the region (the data starts at
     // kGuardBytes into it, a page boundary where pages are 4 KiB).
     uint8_t* first = mapping_.base + (data() - mapping_.base) / page_ * page_;
@@ -251,7 +247,6 @@ class HostBuffer final : public GuardedBuffer {
     write_guard_pattern(mapping_.writer + kGuardBytes + size_, after_bytes_, pattern_);
   }
 
-  bool read_only_ = false;
   int64_t page_ = 4096, inner_ = 0, total_ = 0, after_bytes_ = 0;
   HostMapping mapping_;
   uint8_t* region_ = nullptr;

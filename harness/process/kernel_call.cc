@@ -456,9 +456,8 @@ class InputProtection {
       if (x.buffer) protect(*x.buffer, x.fault);
   }
   // The inputs stay read-only (a host buffer's upload writes through a second mapping, or makes
-  // it writable first): the next call
-  // of the case mostly hands the kernel the same bytes, and an mprotect each way per buffer and
-  // call was a fifth of a small host case's time.
+  // it writable first): the next call of the case mostly hands the kernel the same bytes, and an
+  // mprotect each way per buffer and call was a fifth of a small host case's time.
   ~InputProtection() {
     if (!on_) return;
     for (int x = 0; x < count_; ++x) g_protected[x].begin = g_protected[x].end = 0;
