@@ -126,6 +126,9 @@ std::mutex g_host_pool_mutex;
 std::multimap<int64_t, HostMapping> g_host_pool;  // total bytes -> mapping
 int64_t g_host_pool_bytes = 0;
 constexpr int64_t kHostPoolLimit = int64_t(256) << 20;
+// Each kept mapping holds two or three of the process's memory areas (below), so the pool is
+// bounded by count as well as by bytes: 256 MiB of small buffers would be 60,000 areas.
+constexpr size_t kHostPoolCount = 4096;
 
 // Mappings with a second view in existence (lent or pooled), and how many there may be. A process
 // has at most vm.max_map_count (65,530 by default) memory areas, and a buffer with two views takes
@@ -210,7 +213,7 @@ class HostBuffer final : public GuardedBuffer {
   ~HostBuffer() override {
     if (!mapping_.shared) set_read_only(false);  // the next one writes its guards in place
     std::lock_guard<std::mutex> lock(g_host_pool_mutex);
-    if (g_host_pool_bytes + total_ <= kHostPoolLimit) {
+    if (g_host_pool_bytes + total_ <= kHostPoolLimit && g_host_pool.size() < kHostPoolCount) {
       g_host_pool.emplace(total_, mapping_);
       g_host_pool_bytes += total_;
     } else {
@@ -252,10 +255,107 @@ class HostBuffer final : public GuardedBuffer {
   uint8_t* region_ = nullptr;
 };
 
+// One writable anonymous block between two fence pages, shared by the buffers of a call past
+// kMaxFencedBuffers, each region [guard][data][guard] at a 512-byte boundary.
+struct HostBlock {
+  uint8_t* base = nullptr;  // the first fence page
+  int64_t total = 0;
+  explicit HostBlock(int64_t bytes) {
+    const int64_t page = sysconf(_SC_PAGESIZE);
+    const int64_t inner = (bytes + page - 1) / page * page;
+    total = inner + 2 * page;
+    void* at = mmap(nullptr, static_cast<size_t>(total), PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (at == MAP_FAILED) throw std::bad_alloc();
+    base = static_cast<uint8_t*>(at);
+    if (mprotect(base + page, static_cast<size_t>(inner), PROT_READ | PROT_WRITE) != 0) {
+      munmap(base, static_cast<size_t>(total));
+      throw std::bad_alloc();
+    }
+  }
+  ~HostBlock() { munmap(base, static_cast<size_t>(total)); }
+  HostBlock(const HostBlock&) = delete;
+  HostBlock& operator=(const HostBlock&) = delete;
+};
+
+// A buffer in a shared block: no fence pages of its own and never read-only, its guards checked
+// after the call like every buffer's.
+class HostBlockBuffer final : public GuardedBuffer {
+ public:
+  HostBlockBuffer(int64_t bytes, GuardPattern pattern, std::shared_ptr<HostBlock> block, uint8_t* region,
+                  int64_t length)
+      : GuardedBuffer(bytes, pattern), block_(std::move(block)), region_(region),
+        after_bytes_(length - kGuardBytes - bytes) {
+    write_guards();
+  }
+  uint8_t* data() override { return region_ + kGuardBytes; }
+  const uint8_t* staged_data() const override { return region_ + kGuardBytes; }
+  void upload_from(const std::function<void(uint8_t*)>& fill) override {
+    fill(data());
+    write_guards();
+  }
+
+ protected:
+  const uint8_t* staged_region() const override { return region_; }
+  int64_t after_bytes() const override { return after_bytes_; }
+  void wait(double) override {}
+
+ private:
+  void write_guards() {
+    write_guard_pattern(region_, kGuardBytes, pattern_);
+    write_guard_pattern(region_ + kGuardBytes + size_, after_bytes_, pattern_);
+  }
+  std::shared_ptr<HostBlock> block_;
+  uint8_t* region_;
+  int64_t after_bytes_;
+};
+
+// A call's buffers past this many share blocks instead of having fence pages each. A fenced
+// buffer takes two or three of the process's memory areas, and a process has at most
+// vm.max_map_count of them (65,530 by default): a grouped case of 7,000 groups, five buffers a
+// group, ran the kernel's process out of them, and the honest kernel was failed as a crash. The
+// first buffers (a call's inputs come first, and a call protects at most its first 1,040) keep
+// their fences; past them a write out of bounds still shows in the guards, a read no longer
+// faults.
+constexpr size_t kMaxFencedBuffers = 8192;
+constexpr int64_t kHostBlockBytes = int64_t(64) << 20;
+
 class HostMemory final : public KernelMemory {
  public:
   std::unique_ptr<GuardedBuffer> allocate(int64_t bytes, GuardPattern pattern) override {
     return std::make_unique<HostBuffer>(bytes, pattern);
+  }
+  std::vector<std::unique_ptr<GuardedBuffer>> allocate_all(const std::vector<Request>& requests) override {
+    constexpr int64_t kAlign = 512;
+    const auto region_of = [](int64_t bytes) { return (2 * kGuardBytes + bytes + kAlign - 1) / kAlign * kAlign; };
+    std::vector<std::unique_ptr<GuardedBuffer>> all;
+    all.reserve(requests.size());
+    std::shared_ptr<HostBlock> block;
+    int64_t used = 0, capacity = 0;
+    for (size_t x = 0; x < requests.size(); ++x) {
+      const Request& r = requests[x];
+      if (x < kMaxFencedBuffers) {
+        all.push_back(allocate(r.bytes, r.pattern));
+        continue;
+      }
+      const int64_t length = region_of(r.bytes);
+      if (!block || used + length > capacity) {
+        // The next block holds as many of the remaining requests as fit in kHostBlockBytes (one
+        // larger than that alone): a call of a few buffers past the limit maps no more than it uses.
+        int64_t want = 0;
+        for (size_t y = x; y < requests.size(); ++y) {
+          const int64_t next = region_of(requests[y].bytes);
+          if (want > 0 && want + next > kHostBlockBytes) break;
+          want += next;
+        }
+        block = std::make_shared<HostBlock>(want);
+        used = 0;
+        capacity = want;
+      }
+      const int64_t page = sysconf(_SC_PAGESIZE);
+      all.push_back(std::make_unique<HostBlockBuffer>(r.bytes, r.pattern, block, block->base + page + used, length));
+      used += length;
+    }
+    return all;
   }
   void* stream() override { return nullptr; }
   // A host kernel has finished when it returns; a hang is the worker's watchdog's business.

@@ -113,6 +113,42 @@ TEST(HostGuards, AsManyBuffersAsAGroupedCaseOfThousandsOfGroups) {
   }
 }
 
+// One call of a 7,000-group case asks for 35,001 buffers: with fence pages each, the kernel's
+// process ran out of memory areas and the honest kernel was failed as a crash. Past the first
+// thousands, a call's buffers share blocks; their guards still show a write out of bounds, and
+// each stays apart from its neighbours.
+TEST(HostGuards, ACallOfTensOfThousandsOfBuffersSharesBlocksAndKeepsItsGuards) {
+  std::unique_ptr<KernelMemory> memory = make_host_memory();
+  constexpr int kBuffers = 70000;
+  std::vector<KernelMemory::Request> asked;
+  for (int x = 0; x < kBuffers; ++x)
+    asked.push_back({1 + x % 97, x % 3 == 0 ? GuardPattern::nan_scales : GuardPattern::bytes});
+  std::vector<std::unique_ptr<GuardedBuffer>> all = memory->allocate_all(asked);
+  ASSERT_EQ(all.size(), asked.size());
+  for (int x = 0; x < kBuffers; ++x) {
+    const std::vector<uint8_t> bytes(static_cast<size_t>(asked[x].bytes), static_cast<uint8_t>(x));
+    all[x]->upload(bytes.data());
+  }
+  for (int x = 0; x < kBuffers; x += 331) {
+    const std::vector<uint8_t> bytes(static_cast<size_t>(asked[x].bytes), static_cast<uint8_t>(x));
+    ASSERT_TRUE(std::equal(bytes.begin(), bytes.end(), all[x]->staged_data())) << x;
+    ASSERT_TRUE(all[x]->check_guards(1.0).intact) << x;
+  }
+  // A byte written just past one shared buffer and one just before another: each shows in its
+  // own guard, and the buffers beside them are untouched.
+  const int past = kBuffers - 5, before = kBuffers - 2;
+  all[past]->data()[asked[past].bytes] ^= 0x55;
+  all[before]->data()[-1] ^= 0x55;
+  const GuardDamage d_past = all[past]->check_guards(1.0), d_before = all[before]->check_guards(1.0);
+  EXPECT_FALSE(d_past.intact);
+  EXPECT_FALSE(d_past.before);
+  EXPECT_EQ(d_past.offset, asked[past].bytes);
+  EXPECT_FALSE(d_before.intact);
+  EXPECT_TRUE(d_before.before);
+  EXPECT_EQ(d_before.offset, -1);
+  for (int x : {past - 1, past + 1, before - 1, before + 1}) EXPECT_TRUE(all[x]->check_guards(1.0).intact) << x;
+}
+
 TEST(CudaMemory, ExplainsWhenItCannotBeUsed) {
   std::string why;
   if (!cuda_memory_available(&why)) {

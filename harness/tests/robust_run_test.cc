@@ -285,6 +285,25 @@ TEST(Inputs, CaseLargerThanMemoryEndsCleanly) {
   EXPECT_TRUE(contains(o.output, "out of memory: a case needs about 100 bytes of host memory per output"));
 }
 
+// A case of 7,000 one-element groups is 35,001 buffers in the kernel's process: more memory areas
+// than a process may have, with a fence page around each, and the honest kernel was failed as a
+// crash (with an out-of-memory message). It passes.
+TEST(Inputs, CaseOfThousandsOfGroupsPassesAnHonestKernel) {
+  const fs::path dir = fresh_dir("groups");
+  {
+    constexpr int kGroups = 7000;
+    std::ofstream out(dir / "groups.case");
+    out << "op = grouped_gemm\ngroups = " << kGroups << "\ngroup_m =";
+    for (int g = 0; g < kGroups; ++g) out << " 1";
+    out << "\ngroup_n = 1\ngroup_k = 2\nout_type = fp32\n";
+    for (int g = 0; g < kGroups; ++g) out << "a." << g << " = 22\nb." << g << " = 22\nsfa." << g << " = 38\nsfb." << g << " = 38\n";
+  }
+  const Outcome o = run("replay " + (dir / "groups.case").string() + " --kernel host_grouped_gemm_fp32");
+  EXPECT_EQ(o.exit_code, 0) << o.output;
+  EXPECT_TRUE(contains(o.output, "1 case")) << o.output;
+  EXPECT_FALSE(contains(o.output, "crash")) << o.output;
+}
+
 // An empty --shard is a mistake (a script's unset variable), not a run of the whole schedule.
 TEST(RunArguments, EmptyShardIsRefused) {
   const Outcome o = run("run --shard '' --seed 1 --cases 1 --kernel host_gemv_fp32");
