@@ -182,6 +182,28 @@ void unmap_host(const HostMapping& m, int64_t page, int64_t inner) {
   munmap(m.base, static_cast<size_t>(inner + 2 * page));
 }
 
+// What the host buffers share: the region the kernel is handed, [guard][data][guard], its
+// guards checked in place after the call.
+class HostRegionBuffer : public GuardedBuffer {
+ public:
+  using GuardedBuffer::GuardedBuffer;
+  uint8_t* data() override { return region_ + kGuardBytes; }
+  const uint8_t* staged_data() const override { return region_ + kGuardBytes; }
+
+ protected:
+  const uint8_t* staged_region() const override { return region_; }
+  int64_t after_bytes() const override { return after_bytes_; }
+  void wait(double) override {}
+  // Both guards, written through `writer`: the region itself, or a writable view of it.
+  void write_guards(uint8_t* writer) {
+    write_guard_pattern(writer, kGuardBytes, pattern_);
+    write_guard_pattern(writer + kGuardBytes + size_, after_bytes_, pattern_);
+  }
+
+  uint8_t* region_ = nullptr;
+  int64_t after_bytes_ = 0;
+};
+
 // [PROT_NONE page][guard][data][guard, up to the page end][PROT_NONE page]. The data starts at a
 // page offset of kGuardBytes, so it keeps the alignment kernels may rely on for vector loads.
 // The worker writes (uploads, guards) through the writable second mapping where there is one, so
@@ -189,9 +211,9 @@ void unmap_host(const HostMapping& m, int64_t page, int64_t inner) {
 // again: each mprotect flushes the TLB of every core that runs one of the process's threads (an
 // interrupt each, dear in a virtual machine), and toggling an input's protection around each
 // upload was a third to two fifths of a grouped host kernel's process's time.
-class HostBuffer final : public GuardedBuffer {
+class HostBuffer final : public HostRegionBuffer {
  public:
-  HostBuffer(int64_t bytes, GuardPattern pattern) : GuardedBuffer(bytes, pattern) {
+  HostBuffer(int64_t bytes, GuardPattern pattern) : HostRegionBuffer(bytes, pattern) {
     page_ = sysconf(_SC_PAGESIZE);
     const int64_t inner = kGuardBytes + bytes + kGuardBytes;
     inner_ = (inner + page_ - 1) / page_ * page_;
@@ -208,7 +230,7 @@ class HostBuffer final : public GuardedBuffer {
     if (!mapping_.base) mapping_ = map_host(page_, inner_);
     region_ = mapping_.base + page_;
     after_bytes_ = inner_ - kGuardBytes - bytes;
-    write_guards();
+    write_guards(mapping_.writer);
   }
   ~HostBuffer() override {
     if (!mapping_.shared) set_read_only(false);  // the next one writes its guards in place
@@ -221,13 +243,10 @@ class HostBuffer final : public GuardedBuffer {
     }
   }
 
-  uint8_t* data() override { return region_ + kGuardBytes; }
-  const uint8_t* staged_data() const override { return region_ + kGuardBytes; }
-
   void upload_from(const std::function<void(uint8_t*)>& fill) override {
     if (!mapping_.shared) set_read_only(false);  // an input may still be read-only from its last call
     fill(mapping_.writer + kGuardBytes);
-    write_guards();
+    write_guards(mapping_.writer);
   }
 
   void set_read_only(bool read_only) override {
@@ -239,20 +258,9 @@ class HostBuffer final : public GuardedBuffer {
     mprotect(first, static_cast<size_t>(region_ + inner_ - first), read_only ? PROT_READ : PROT_READ | PROT_WRITE);
   }
 
- protected:
-  const uint8_t* staged_region() const override { return region_; }
-  int64_t after_bytes() const override { return after_bytes_; }
-  void wait(double) override {}
-
  private:
-  void write_guards() {
-    write_guard_pattern(mapping_.writer, kGuardBytes, pattern_);
-    write_guard_pattern(mapping_.writer + kGuardBytes + size_, after_bytes_, pattern_);
-  }
-
-  int64_t page_ = 4096, inner_ = 0, total_ = 0, after_bytes_ = 0;
+  int64_t page_ = 4096, inner_ = 0, total_ = 0;
   HostMapping mapping_;
-  uint8_t* region_ = nullptr;
 };
 
 // One writable anonymous block between two fence pages, shared by the buffers of a call past
@@ -279,34 +287,22 @@ struct HostBlock {
 
 // A buffer in a shared block: no fence pages of its own and never read-only, its guards checked
 // after the call like every buffer's.
-class HostBlockBuffer final : public GuardedBuffer {
+class HostBlockBuffer final : public HostRegionBuffer {
  public:
   HostBlockBuffer(int64_t bytes, GuardPattern pattern, std::shared_ptr<HostBlock> block, uint8_t* region,
                   int64_t length)
-      : GuardedBuffer(bytes, pattern), block_(std::move(block)), region_(region),
-        after_bytes_(length - kGuardBytes - bytes) {
-    write_guards();
+      : HostRegionBuffer(bytes, pattern), block_(std::move(block)) {
+    region_ = region;
+    after_bytes_ = length - kGuardBytes - bytes;
+    write_guards(region_);
   }
-  uint8_t* data() override { return region_ + kGuardBytes; }
-  const uint8_t* staged_data() const override { return region_ + kGuardBytes; }
   void upload_from(const std::function<void(uint8_t*)>& fill) override {
     fill(data());
-    write_guards();
+    write_guards(region_);
   }
-
- protected:
-  const uint8_t* staged_region() const override { return region_; }
-  int64_t after_bytes() const override { return after_bytes_; }
-  void wait(double) override {}
 
  private:
-  void write_guards() {
-    write_guard_pattern(region_, kGuardBytes, pattern_);
-    write_guard_pattern(region_ + kGuardBytes + size_, after_bytes_, pattern_);
-  }
-  std::shared_ptr<HostBlock> block_;
-  uint8_t* region_;
-  int64_t after_bytes_;
+  std::shared_ptr<HostBlock> block_;  // unmapped with its last buffer
 };
 
 // A call's buffers past this many share blocks instead of having fence pages each. A fenced
