@@ -139,16 +139,33 @@ constexpr size_t kHostPoolCount = 4096;
 std::atomic<int64_t> g_shared_mappings{0};
 constexpr int64_t kMaxSharedMappings = 2048;
 
+// [PROT_NONE page][inner bytes][PROT_NONE page], all of it PROT_NONE for now.
+uint8_t* reserve_fenced(int64_t page, int64_t inner) {
+  void* base = mmap(nullptr, static_cast<size_t>(inner + 2 * page), PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (base == MAP_FAILED) throw std::bad_alloc();
+  return static_cast<uint8_t*>(base);
+}
+
+// The region of a reservation anonymous and writable in place, the fences staying PROT_NONE: a
+// mapping without a second view. On failure the reservation is unmapped.
+HostMapping anonymous_region(uint8_t* base, int64_t page, int64_t inner) {
+  if (mmap(base + page, static_cast<size_t>(inner), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED,
+           -1, 0) == MAP_FAILED) {
+    munmap(base, static_cast<size_t>(inner + 2 * page));
+    throw std::bad_alloc();
+  }
+  HostMapping m;
+  m.base = base;
+  m.writer = base + page;
+  return m;
+}
+
 // A fenced mapping of `inner` bytes between two fence pages, its region a memory file mapped a
 // second time for the worker's writes where memfd_create is there and kMaxSharedMappings allows,
 // else anonymous memory.
 HostMapping map_host(int64_t page, int64_t inner) {
-  const int64_t total = inner + 2 * page;
-  HostMapping m;
-  void* base = mmap(nullptr, static_cast<size_t>(total), PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (base == MAP_FAILED) throw std::bad_alloc();
-  m.base = static_cast<uint8_t*>(base);
-  uint8_t* region = m.base + page;
+  uint8_t* base = reserve_fenced(page, inner);
+  uint8_t* region = base + page;
   const bool may_share = g_shared_mappings.fetch_add(1) < kMaxSharedMappings;
   const int fd = may_share ? memfd_create("nvfp4-host-buffer", MFD_CLOEXEC) : -1;
   if (fd >= 0) {
@@ -158,20 +175,15 @@ HostMapping map_host(int64_t page, int64_t inner) {
       writer = mmap(nullptr, static_cast<size_t>(inner), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     close(fd);  // the mappings keep the file
     if (writer != MAP_FAILED) {
+      HostMapping m;
+      m.base = base;
       m.writer = static_cast<uint8_t*>(writer);
       m.shared = true;
       return m;
     }
   }
   --g_shared_mappings;
-  // No memory file: the region anonymous and writable in place (the fences stay PROT_NONE).
-  if (mmap(region, static_cast<size_t>(inner), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1,
-           0) == MAP_FAILED) {
-    munmap(base, static_cast<size_t>(total));
-    throw std::bad_alloc();
-  }
-  m.writer = region;
-  return m;
+  return anonymous_region(base, page, inner);
 }
 
 void unmap_host(const HostMapping& m, int64_t page, int64_t inner) {
@@ -264,25 +276,20 @@ class HostBuffer final : public HostRegionBuffer {
 };
 
 // One writable anonymous block between two fence pages, shared by the buffers of a call past
-// kMaxFencedBuffers, each region [guard][data][guard] at a 512-byte boundary.
-struct HostBlock {
-  uint8_t* base = nullptr;  // the first fence page
-  int64_t total = 0;
-  explicit HostBlock(int64_t bytes) {
-    const int64_t page = sysconf(_SC_PAGESIZE);
-    const int64_t inner = (bytes + page - 1) / page * page;
-    total = inner + 2 * page;
-    void* at = mmap(nullptr, static_cast<size_t>(total), PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (at == MAP_FAILED) throw std::bad_alloc();
-    base = static_cast<uint8_t*>(at);
-    if (mprotect(base + page, static_cast<size_t>(inner), PROT_READ | PROT_WRITE) != 0) {
-      munmap(base, static_cast<size_t>(total));
-      throw std::bad_alloc();
-    }
-  }
-  ~HostBlock() { munmap(base, static_cast<size_t>(total)); }
+// kMaxFencedBuffers, each region [guard][data][guard] at shared_region_bytes' steps.
+class HostBlock {
+ public:
+  explicit HostBlock(int64_t bytes)
+      : page_(sysconf(_SC_PAGESIZE)), inner_((bytes + page_ - 1) / page_ * page_),
+        mapping_(anonymous_region(reserve_fenced(page_, inner_), page_, inner_)) {}
+  ~HostBlock() { unmap_host(mapping_, page_, inner_); }
   HostBlock(const HostBlock&) = delete;
   HostBlock& operator=(const HostBlock&) = delete;
+  uint8_t* region() const { return mapping_.writer; }  // the first writable byte
+
+ private:
+  int64_t page_, inner_;
+  HostMapping mapping_;
 };
 
 // A buffer in a shared block: no fence pages of its own and never read-only, its guards checked
@@ -313,7 +320,6 @@ class HostBlockBuffer final : public HostRegionBuffer {
 // their fences; past them a write out of bounds still shows in the guards, a read no longer
 // faults.
 constexpr size_t kMaxFencedBuffers = 8192;
-constexpr int64_t kHostBlockBytes = int64_t(64) << 20;
 
 class HostMemory final : public KernelMemory {
  public:
@@ -321,8 +327,6 @@ class HostMemory final : public KernelMemory {
     return std::make_unique<HostBuffer>(bytes, pattern);
   }
   std::vector<std::unique_ptr<GuardedBuffer>> allocate_all(const std::vector<Request>& requests) override {
-    constexpr int64_t kAlign = 512;
-    const auto region_of = [](int64_t bytes) { return (2 * kGuardBytes + bytes + kAlign - 1) / kAlign * kAlign; };
     std::vector<std::unique_ptr<GuardedBuffer>> all;
     all.reserve(requests.size());
     std::shared_ptr<HostBlock> block;
@@ -333,22 +337,21 @@ class HostMemory final : public KernelMemory {
         all.push_back(allocate(r.bytes, r.pattern));
         continue;
       }
-      const int64_t length = region_of(r.bytes);
+      const int64_t length = shared_region_bytes(r.bytes);
       if (!block || used + length > capacity) {
-        // The next block holds as many of the remaining requests as fit in kHostBlockBytes (one
+        // The next block holds as many of the remaining requests as fit in kSharedBlockBytes (one
         // larger than that alone): a call of a few buffers past the limit maps no more than it uses.
         int64_t want = 0;
         for (size_t y = x; y < requests.size(); ++y) {
-          const int64_t next = region_of(requests[y].bytes);
-          if (want > 0 && want + next > kHostBlockBytes) break;
+          const int64_t next = shared_region_bytes(requests[y].bytes);
+          if (want > 0 && want + next > kSharedBlockBytes) break;
           want += next;
         }
         block = std::make_shared<HostBlock>(want);
         used = 0;
         capacity = want;
       }
-      const int64_t page = sysconf(_SC_PAGESIZE);
-      all.push_back(std::make_unique<HostBlockBuffer>(r.bytes, r.pattern, block, block->base + page + used, length));
+      all.push_back(std::make_unique<HostBlockBuffer>(r.bytes, r.pattern, block, block->region() + used, length));
       used += length;
     }
     return all;

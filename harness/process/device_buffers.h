@@ -45,6 +45,12 @@ struct GuardDamage {
 // Bytes of each guard region (before and after the data).
 constexpr int64_t kGuardBytes = 4096;
 
+// Buffers that share one block (a CUDA call's small buffers in an arena, a host call's buffers
+// past its fenced ones): each region is both guards and the data, at 512-byte steps, and a block
+// holds up to kSharedBlockBytes of them.
+constexpr int64_t kSharedBlockBytes = int64_t(64) << 20;
+constexpr int64_t shared_region_bytes(int64_t bytes) { return (2 * kGuardBytes + bytes + 511) / 512 * 512; }
+
 // What comparing a buffer on the device found (CUDA inputs that keep a device copy): its guards
 // as staged_guard_damage reports them, and the data's bytes that are no longer what was uploaded
 // (how many, the first's offset, what it was and is).

@@ -533,18 +533,17 @@ class CudaMemory final : public KernelMemory {
     return std::make_unique<CudaBuffer>(bytes, pattern, stream_, slots_, pending_);
   }
 
-  // Buffers under kDeviceCopyBytes share one arena, in the order asked, up to kArenaBytes; the
+  // Buffers under kDeviceCopyBytes share one arena, in the order asked, up to kSharedBlockBytes; the
   // rest have blocks of their own. (One small buffer alone gains nothing from an arena.)
   std::vector<std::unique_ptr<GuardedBuffer>> allocate_all(const std::vector<Request>& requests) override {
     if (!slots_) slots_ = std::make_shared<CompareSlots>();
-    constexpr int64_t kAlign = 512, kArenaBytes = int64_t(64) << 20;
     // Each placed buffer's region: its offset in the arena and its length, up to the next region.
     std::vector<int64_t> offset(requests.size(), -1), length(requests.size(), 0);
     int64_t used = 0;
     size_t placed = 0;
     for (size_t x = 0; x < requests.size(); ++x) {
-      const int64_t region = (2 * kGuardBytes + requests[x].bytes + kAlign - 1) / kAlign * kAlign;
-      if (requests[x].bytes >= kDeviceCopyBytes || used + region > kArenaBytes) continue;
+      const int64_t region = shared_region_bytes(requests[x].bytes);
+      if (requests[x].bytes >= kDeviceCopyBytes || used + region > kSharedBlockBytes) continue;
       offset[x] = used;
       length[x] = region;
       used += region;
