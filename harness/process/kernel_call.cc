@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstring>
 #include <exception>
+#include <new>
 
 #include <fmt/format.h>
 
@@ -658,15 +659,6 @@ CallObservation KernelCaller::call(const CallSpec& spec) {
     out.context_lost = true;
     return out;
   }
-  // Stale data derived from the problem's own, in place, for the stale call (and back for any
-  // call after it that wants the problem's data).
-  const auto derive = op_module(data_.problem.op).stale_in_place;
-  if (!data_.stale && data_.stale_seed && derive && spec.stale_data != holds_stale_) {
-    derive(data_.problem, *data_.stale_seed, holds_stale_);
-    holds_stale_ = !holds_stale_;
-    ++data_generation_;
-  }
-  const Problem& p = spec.stale_data && data_.stale ? *data_.stale : data_.problem;
   const bool cuda = kernel_.is_cuda();
   const auto start = std::chrono::steady_clock::now();
   // From the kernel's call until its work is done and C is back (a device error ends it there).
@@ -675,6 +667,15 @@ CallObservation KernelCaller::call(const CallSpec& spec) {
     return called ? std::chrono::duration<double>(std::chrono::steady_clock::now() - *called).count() : 0.0;
   };
   try {
+    // Stale data derived from the problem's own, in place, for the stale call (and back for any
+    // call after it that wants the problem's data).
+    const auto derive = op_module(data_.problem.op).stale_in_place;
+    if (!data_.stale && data_.stale_seed && derive && spec.stale_data != holds_stale_) {
+      ++data_generation_;  // first: a derive cut short leaves no laid-out copy that passes for it
+      derive(data_.problem, *data_.stale_seed, holds_stale_);
+      holds_stale_ = !holds_stale_;
+    }
+    const Problem& p = spec.stale_data && data_.stale ? *data_.stale : data_.problem;
     if (!memory_) memory_ = KernelMemory::create(kernel_.info->memory);
     KernelMemory& mem = *memory_;
     // lay_out reads only the data, the padding and the poison (and the caller's flags).
@@ -728,6 +729,17 @@ CallObservation KernelCaller::call(const CallSpec& spec) {
     out.error = e.what();
     out.context_lost = cuda;
     unusable_ = out.context_lost;
+  } catch (const std::bad_alloc&) {
+    // The suite's own allocations: the kernel's own throws were caught by run_kernel. What this
+    // call held may be half made, so it goes; the runner ends the run with its own error.
+    if (out.kernel_seconds == 0) out.kernel_seconds = since_call();
+    out.end = CallObservation::End::suite_memory;
+    out.error = fmt::format("the kernel's process ran out of host memory for the suite's own work on this case ({}, "
+                            "the kernel {})",
+                            called ? "reading its outputs back" : "laying its inputs out in guarded buffers",
+                            called ? "had been called" : "was not called");
+    layout_.reset();
+    buffers_.reset();
   }
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return out;

@@ -70,6 +70,9 @@ struct CallObservation {
     timeout,       // the watchdog ran out during the call (set by the parent)
     protocol,      // the process sent the parent garbage (set by the parent)
     input_fault,   // the kernel wrote to a read-only input during the call
+    // The kernel's process could not allocate the suite's own memory for the case (reading it,
+    // its laid-out inputs, its buffers, reading C back): the suite's error, never the kernel's.
+    suite_memory,
   };
   End end = End::returned;
   int rc = 0;

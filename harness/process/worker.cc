@@ -18,6 +18,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <new>
 #include <thread>
 #include <cstdlib>
 #include <cstring>
@@ -480,7 +481,9 @@ std::vector<CallObservation> WorkerExecutor::receive_calls(int64_t id, size_t ca
       continue;
     }
     auto* done = std::get_if<CallDoneMsg>(&*m);
-    if (!done || done->case_id != id || done->index != static_cast<int64_t>(out.size())) {
+    const bool unread = done && first && done->case_id == kUnreadCase && done->index == 0 &&
+                        done->observation.end == CallObservation::End::suite_memory;
+    if (!done || (done->case_id != id && !unread) || done->index != static_cast<int64_t>(out.size())) {
       stop();
       out.push_back(lost_call(CallObservation::End::protocol,
                               "the kernel's process sent a message the runner did not ask for (a kernel writing "
@@ -489,7 +492,8 @@ std::vector<CallObservation> WorkerExecutor::receive_calls(int64_t id, size_t ca
     }
     out.push_back(std::move(done->observation));
     const CallObservation& o = out.back();
-    if (o.context_lost) stop();
+    // A process out of memory (or whose kernel says so) takes no more cases: its memory goes back.
+    if (o.context_lost || o.end == CallObservation::End::suite_memory) stop();
     if (o.end == CallObservation::End::returned && out.size() < calls) {
       wait = timeout_s_;  // the next call started as the worker sent this answer
       continue;
@@ -602,6 +606,15 @@ int serve_kernel(int fd, const Kernel& kernel, double timeout_s) {
       m = receive_message(fd, &in);
     } catch (const ProtocolError&) {
       return 0;  // the parent is gone or done
+    } catch (const std::bad_alloc&) {
+      // The case's bytes did not fit in this process's memory: the suite's error, said as the
+      // answer to the case (whose id went unread), and this process ends.
+      CallObservation o;
+      o.end = CallObservation::End::suite_memory;
+      o.error = "the kernel's process ran out of host memory reading the case from the runner (the kernel was not "
+                "called)";
+      send_message(fd, CallDoneMsg{kUnreadCase, 0, std::move(o)});
+      return 3;
     }
     if (std::holds_alternative<QuitMsg>(m)) return 0;
     auto* run = std::get_if<RunCaseMsg>(&m);

@@ -161,7 +161,7 @@ if_is<T, QuitMsg> visit_fields(V&&, T&) {}
 
 // Enum values the protocol accepts; a problem's enums are checked with the problem
 // (problem_error), so only the call's end needs one here.
-bool known(CallObservation::End e) { return e <= CallObservation::End::input_fault; }
+bool known(CallObservation::End e) { return e <= CallObservation::End::suite_memory; }
 template <class E>
 bool known(E) { return true; }
 

@@ -40,8 +40,12 @@ struct PlannedCall {
 // either. A kernel's process from another build (a Python package whose libnvfp4check_capi.so is
 // older than the nvfp4check that runs it) is refused at its start, by name, instead of failing
 // cases by messages it misreads. 3: the files are sealed against shrinking (a version-2 worker
-// empties a large one by truncating it, which the seal refuses).
-constexpr int64_t kProtocolVersion = 3;
+// empties a large one by truncating it, which the seal refuses). 4: a call can end in
+// suite_memory, and a case the worker could not read is answered as case kUnreadCase.
+constexpr int64_t kProtocolVersion = 4;
+// The case id of the answer to a case the worker ran out of memory reading (it never learned the
+// id): accepted only as the first answer to a case, and only ending in suite_memory.
+constexpr int64_t kUnreadCase = -1;
 // Why a worker speaking version `theirs` is not run (names what to reinstall); theirs <= 0: a
 // first message this build cannot read, which another build's worker would send.
 std::string other_protocol(int64_t theirs);

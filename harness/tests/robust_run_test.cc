@@ -304,6 +304,32 @@ TEST(Inputs, CaseOfThousandsOfGroupsPassesAnHonestKernel) {
   EXPECT_FALSE(contains(o.output, "crash")) << o.output;
 }
 
+// When the kernel's process cannot allocate the suite's own buffers for a case (here 20,000
+// groups under a 400 MB limit, where the runner needs a fraction of that), the honest kernel was
+// failed as a crash, with the runner's out-of-memory message. Nothing is judged: the suite's error,
+// exit 2, naming the kernel's process and what it was doing.
+TEST(Inputs, KernelProcessOutOfMemoryIsTheSuitesErrorNotTheKernels) {
+  const fs::path dir = fresh_dir("worker-memory");
+  {
+    constexpr int kGroups = 20000;
+    std::ofstream out(dir / "groups.case");
+    out << "op = grouped_gemm\ngroups = " << kGroups << "\ngroup_m =";
+    for (int g = 0; g < kGroups; ++g) out << " 1";
+    out << "\ngroup_n = 1\ngroup_k = 2\nout_type = fp32\n";
+    for (int g = 0; g < kGroups; ++g) out << "a." << g << " = 22\nb." << g << " = 22\nsfa." << g << " = 38\nsfb." << g << " = 38\n";
+  }
+  const Outcome o = nvfp4::test::run_program(
+      "sh -c 'ulimit -v 400000; exec " + std::string(NVFP4CHECK_EXE) + " replay " + (dir / "groups.case").string() +
+          " --kernel host_grouped_gemm_fp32'",
+      "");
+  EXPECT_EQ(o.exit_code, 2) << o.output;
+  EXPECT_TRUE(contains(o.output, "the kernel's process ran out of host memory for the suite's own work on this case "
+                                 "(laying its inputs out in guarded buffers, the kernel was not called)"))
+      << o.output;
+  EXPECT_FALSE(contains(o.output, "FAIL")) << o.output;
+  EXPECT_FALSE(contains(o.output, "crash")) << o.output;
+}
+
 // An empty --shard is a mistake (a script's unset variable), not a run of the whole schedule.
 TEST(RunArguments, EmptyShardIsRefused) {
   const Outcome o = run("run --shard '' --seed 1 --cases 1 --kernel host_gemv_fp32");

@@ -222,6 +222,13 @@ TEST(WorkerProtocol, MalformedFieldsAreNamed) {
   json d = payload(done);
   d[1][2][0] = 99;  // done -> observation.end
   EXPECT_NE(decode_error(d).find("done.observation.end: 99 is no value of it"), std::string::npos) << decode_error(d);
+  // The last end a worker may send is the suite's own memory; one past it is no end.
+  const int last = static_cast<int>(CallObservation::End::suite_memory);
+  d[1][2][0] = last;
+  EXPECT_EQ(decode_error(d), "(decoded)");
+  d[1][2][0] = last + 1;
+  EXPECT_NE(decode_error(d).find(fmt::format("done.observation.end: {} is no value of it", last + 1)), std::string::npos)
+      << decode_error(d);
   d = payload(done);
   d[1][2][3] = json::binary({3, 1, 2, 3});  // observation.c: words 3 bytes wide
   EXPECT_NE(decode_error(d).find("done.observation.c: not an array of output words"), std::string::npos)
