@@ -285,19 +285,22 @@ TEST(Inputs, CaseLargerThanMemoryEndsCleanly) {
   EXPECT_TRUE(contains(o.output, "out of memory: a case needs about 100 bytes of host memory per output"));
 }
 
+// A grouped case of `groups` 1x1x2 groups with FP32 output: every group five buffers in the
+// kernel's process for a few bytes of data.
+void write_one_element_groups(const fs::path& path, int groups) {
+  std::ofstream out(path);
+  out << "op = grouped_gemm\ngroups = " << groups << "\ngroup_m =";
+  for (int g = 0; g < groups; ++g) out << " 1";
+  out << "\ngroup_n = 1\ngroup_k = 2\nout_type = fp32\n";
+  for (int g = 0; g < groups; ++g) out << "a." << g << " = 22\nb." << g << " = 22\nsfa." << g << " = 38\nsfb." << g << " = 38\n";
+}
+
 // A case of 7,000 one-element groups is 35,001 buffers in the kernel's process: more memory areas
 // than a process may have, with a fence page around each, and the honest kernel was failed as a
 // crash (with an out-of-memory message). It passes.
 TEST(Inputs, CaseOfThousandsOfGroupsPassesAnHonestKernel) {
   const fs::path dir = fresh_dir("groups");
-  {
-    constexpr int kGroups = 7000;
-    std::ofstream out(dir / "groups.case");
-    out << "op = grouped_gemm\ngroups = " << kGroups << "\ngroup_m =";
-    for (int g = 0; g < kGroups; ++g) out << " 1";
-    out << "\ngroup_n = 1\ngroup_k = 2\nout_type = fp32\n";
-    for (int g = 0; g < kGroups; ++g) out << "a." << g << " = 22\nb." << g << " = 22\nsfa." << g << " = 38\nsfb." << g << " = 38\n";
-  }
+  write_one_element_groups(dir / "groups.case", 7000);
   const Outcome o = run("replay " + (dir / "groups.case").string() + " --kernel host_grouped_gemm_fp32");
   EXPECT_EQ(o.exit_code, 0) << o.output;
   EXPECT_TRUE(contains(o.output, "1 case")) << o.output;
@@ -310,14 +313,7 @@ TEST(Inputs, CaseOfThousandsOfGroupsPassesAnHonestKernel) {
 // exit 2, naming the kernel's process and what it was doing.
 TEST(Inputs, KernelProcessOutOfMemoryIsTheSuitesErrorNotTheKernels) {
   const fs::path dir = fresh_dir("worker-memory");
-  {
-    constexpr int kGroups = 20000;
-    std::ofstream out(dir / "groups.case");
-    out << "op = grouped_gemm\ngroups = " << kGroups << "\ngroup_m =";
-    for (int g = 0; g < kGroups; ++g) out << " 1";
-    out << "\ngroup_n = 1\ngroup_k = 2\nout_type = fp32\n";
-    for (int g = 0; g < kGroups; ++g) out << "a." << g << " = 22\nb." << g << " = 22\nsfa." << g << " = 38\nsfb." << g << " = 38\n";
-  }
+  write_one_element_groups(dir / "groups.case", 20000);
   const Outcome o = nvfp4::test::run_program(
       "sh -c 'ulimit -v 400000; exec " + std::string(NVFP4CHECK_EXE) + " replay " + (dir / "groups.case").string() +
           " --kernel host_grouped_gemm_fp32'",
