@@ -358,6 +358,7 @@ CheckOutcome quantizer_harness_check(Executor& executor, const MutationOptions& 
     spec.poison = 0x0000;
     spec.inputs_ready_first = true;
     const CallObservation o = executor.run_case({p, std::nullopt}, {{spec, NVFP4_OK}}).front();
+    if (o.end == CallObservation::End::suite_memory) throw_suite_memory(o);  // no kill: the suite's error
     std::string why;
     if (o.end != CallObservation::End::returned) why = o.error.empty() ? "the call did not return" : o.error;
     else if (o.rc != NVFP4_OK) why = fmt::format("returned {} where a result is expected", o.rc);

@@ -1064,14 +1064,9 @@ class CaseRun {
     }
     r_.times.channel += std::max(0.0, wall - observed);
     r_.calls += static_cast<int64_t>(obs.size());
-    // Memory the suite could not have says nothing of the kernel: no verdict, the run's error.
+    // Before any check looks at the calls (a second opinion's calls are judged by their caller).
     for (const CallObservation& o : obs)
-      if (o.end == CallObservation::End::suite_memory)
-        throw std::runtime_error(
-            o.error +
-            ": the case needs more memory than this machine leaves the kernel's process (ulimit -v, a cgroup's "
-            "limit, the other lanes: fewer --jobs leave it more). A kernel that keeps memory from call to call "
-            "ends a run this way too; `replay` of the saved case runs it alone, in a fresh process");
+      if (o.end == CallObservation::End::suite_memory) throw_suite_memory(o);
     return obs;
   }
 

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -163,7 +164,16 @@ const OracleSummary& judged(const CallContext& x) {
   return x.judgement->summary;
 }
 
+void throw_suite_memory(const CallObservation& o) {
+  throw std::runtime_error(
+      o.error +
+      ": the case needs more memory than this machine leaves the kernel's process (ulimit -v, a cgroup's limit, the "
+      "other lanes: fewer --jobs leave it more). A kernel that keeps memory from call to call ends a run this way "
+      "too; `replay` of the saved case runs it alone, in a fresh process");
+}
+
 std::optional<Finding> first_finding(const CallContext& x) {
+  if (x.observation->end == CallObservation::End::suite_memory) throw_suite_memory(*x.observation);
   for (CheckFunction f : kFunctions)
     if (std::optional<Finding> found = f(x)) return found;
   return std::nullopt;

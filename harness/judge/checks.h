@@ -159,8 +159,12 @@ const OracleSummary& judged(const CallContext& x);
 NVFP4_CHECKS(NVFP4_CHECK_FUNCTION)
 #undef NVFP4_CHECK_FUNCTION
 
-// The list applied in order to one call: the first finding, else nullopt.
+// The list applied in order to one call: the first finding, else nullopt. A call that ended in
+// suite_memory is judged by nobody: throw_suite_memory.
 std::optional<Finding> first_finding(const CallContext& x);
+// The run's error for a call that ended in suite_memory (memory the suite could not have in the
+// kernel's process says nothing of the kernel): a std::runtime_error saying what to do.
+[[noreturn]] void throw_suite_memory(const CallObservation& o);
 
 // The oracle's failure in words: how many outputs, the first (b, i, j), expected and actual,
 // error in ulps and against the bound (or infinite_error_text).

@@ -576,6 +576,54 @@ TEST(Suite, TheSuitesOwnErrorNamesAndSavesTheCase) {
   }
 }
 
+// A kernel's process that could not allocate the suite's own memory for a case (its call ended in
+// suite_memory) says nothing of the kernel: no verdict from any caller that judges a call. A run
+// ends in the suite's error, with the case saved; one call judged alone throws too.
+TEST(Suite, AKernelProcessOutOfMemoryIsTheSuitesErrorNeverAVerdict) {
+  struct OutOfMemoryOnThirdCase final : Executor {
+    explicit OutOfMemoryOnThirdCase(const Kernel& k) : inner(k, kDefaultCallTimeout) {}
+    InProcessExecutor inner;
+    int cases = 0;
+    const KernelDesc& kernel() override { return inner.kernel(); }
+    std::vector<CallObservation> run_case(const CaseData& data, const std::vector<PlannedCall>& plan) override {
+      if (++cases != 3) return inner.run_case(data, plan);
+      CallObservation o;
+      o.end = CallObservation::End::suite_memory;
+      o.error = "the kernel's process ran out of host memory (test)";
+      return {o};
+    }
+  } executor(kernel("honest_host"));
+  const KernelDesc& desc = executor.kernel();
+  const Schedule schedule(desc.info, desc.name, ScheduleOptions{});
+  LaneSettings ls;
+  ls.cases = 10;
+  ls.case_options = test_options();
+  SuiteListener quiet;
+  try {
+    check_kernel({&executor}, desc, schedule, ls, quiet);
+    FAIL() << "the run ended in a verdict";
+  } catch (const std::runtime_error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("the kernel's process ran out of host memory (test): the case needs more memory than this "
+                        "machine leaves the kernel's process"),
+              std::string::npos)
+        << what;
+    EXPECT_NE(what.find("(the suite's own error on case 2 of honest_host"), std::string::npos) << what;
+    const size_t at = what.find("saved as ");
+    ASSERT_NE(at, std::string::npos) << what;
+    EXPECT_NE(what.find("-suite-error.case", at), std::string::npos) << what;
+  }
+  executor.cases = 2;
+  try {
+    run_kernel_once(executor, schedule.at(0).problem);
+    FAIL() << "the call was judged";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("ran out of host memory (test): the case needs more memory"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 
 // Lanes that share one GPU context (MPS) cannot tell whose fault a lost context was: every case
 // that loses it runs again alone on the lane's own executor before it is reported. Here one lane
