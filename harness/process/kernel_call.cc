@@ -674,7 +674,8 @@ CallObservation KernelCaller::call(const CallSpec& spec) {
       ++data_generation_;  // first: a derive cut short leaves no laid-out copy that passes for it
       derive(data_.problem, *data_.stale_seed, holds_stale_);
       holds_stale_ = !holds_stale_;
-      start = std::chrono::steady_clock::now();  // the derive is booked with the channel (the data arriving), not the call
+      // The derive is booked with the channel (the data arriving), not the call.
+      start = std::chrono::steady_clock::now();
     }
     const Problem& p = spec.stale_data && data_.stale ? *data_.stale : data_.problem;
     if (!memory_) memory_ = KernelMemory::create(kernel_.info->memory);
@@ -732,9 +733,11 @@ CallObservation KernelCaller::call(const CallSpec& spec) {
     unusable_ = out.context_lost;
   } catch (const std::bad_alloc&) {
     // The suite's own allocations: the kernel's own throws were caught by run_kernel. What this
-    // call held may be half made, so it goes; the runner ends the run with its own error.
+    // call held may be half made, so it goes, and the process takes no more cases (its memory goes
+    // back); the runner ends the run with its own error.
     if (out.kernel_seconds == 0) out.kernel_seconds = since_call();
     out.end = CallObservation::End::suite_memory;
+    out.context_lost = true;
     out.error = fmt::format("the kernel's process ran out of host memory for the suite's own work on this case ({}, "
                             "the kernel {})",
                             called ? "reading its outputs back" : "laying its inputs out in guarded buffers",

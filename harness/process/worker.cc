@@ -492,8 +492,7 @@ std::vector<CallObservation> WorkerExecutor::receive_calls(int64_t id, size_t ca
     }
     out.push_back(std::move(done->observation));
     const CallObservation& o = out.back();
-    // A process out of memory (or whose kernel says so) takes no more cases: its memory goes back.
-    if (o.context_lost || o.end == CallObservation::End::suite_memory) stop();
+    if (o.context_lost) stop();
     if (o.end == CallObservation::End::returned && out.size() < calls) {
       wait = timeout_s_;  // the next call started as the worker sent this answer
       continue;
@@ -609,11 +608,10 @@ int serve_kernel(int fd, const Kernel& kernel, double timeout_s) {
     } catch (const std::bad_alloc&) {
       // The case's bytes did not fit in this process's memory: the suite's error, said as the
       // answer to the case (whose id went unread), and this process ends.
-      CallObservation o;
-      o.end = CallObservation::End::suite_memory;
-      o.error = "the kernel's process ran out of host memory reading the case from the runner (the kernel was not "
-                "called)";
-      send_message(fd, CallDoneMsg{kUnreadCase, 0, std::move(o)});
+      send_message(fd, CallDoneMsg{kUnreadCase, 0,
+                                   lost_call(CallObservation::End::suite_memory,
+                                             "the kernel's process ran out of host memory reading the case from "
+                                             "the runner (the kernel was not called)")});
       return 3;
     }
     if (std::holds_alternative<QuitMsg>(m)) return 0;
