@@ -22,11 +22,12 @@ function(nvfp4_add_library name)
   target_link_libraries(${name} PUBLIC ${ARG_LIBS})
 endfunction()
 
-# nvfp4_add_test(NAME SOURCES ... [LIBS ...] [LABELS ...] [ENVIRONMENT ...] [TIMEOUT s])
+# nvfp4_add_test(NAME SOURCES ... [LIBS ...] [LABELS ...] [ENVIRONMENT ...] [TIMEOUT s] [RUN_SERIAL])
+# RUN_SERIAL: no other test runs beside it (one that holds the whole GPU).
 # A GoogleTest binary whose tests are discovered at test time (so a GPU binary can be listed on a
 # machine without a GPU). GTEST_SKIP shows as "skipped" in ctest, with its reason in the log.
 function(nvfp4_add_test name)
-  cmake_parse_arguments(ARG "" "TIMEOUT" "SOURCES;LIBS;LABELS;ENVIRONMENT;RESOURCE_GROUPS" ${ARGN})
+  cmake_parse_arguments(ARG "RUN_SERIAL" "TIMEOUT" "SOURCES;LIBS;LABELS;ENVIRONMENT;RESOURCE_GROUPS" ${ARGN})
   if("gpu" IN_LIST ARG_LABELS)
     # One GPU per test from ctest's resource spec, so `ctest -j` spreads them over every GPU.
     list(APPEND ARG_SOURCES ${PROJECT_SOURCE_DIR}/harness/process/ctest_gpu_resource.cc)
@@ -46,6 +47,9 @@ function(nvfp4_add_test name)
   endif()
   if(ARG_RESOURCE_GROUPS)
     list(APPEND props RESOURCE_GROUPS "${ARG_RESOURCE_GROUPS}")
+  endif()
+  if(ARG_RUN_SERIAL)
+    list(APPEND props RUN_SERIAL TRUE)
   endif()
   gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST DISCOVERY_TIMEOUT 60 PROPERTIES ${props})
   # Labels are set after discovery, from the test list it leaves behind: CMake 3.25's

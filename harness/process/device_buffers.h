@@ -18,9 +18,12 @@ namespace nvfp4 {
 // (named with cudaGetErrorName), or a device that did not finish in time.
 class DeviceError : public std::runtime_error {
  public:
-  enum class Kind : uint8_t { cuda_error, hang };
+  // out_of_memory: the suite's own device or pinned memory for a buffer could not be had (after
+  // its pooled blocks went back); not the kernel's doing, and the context is still good.
+  enum class Kind : uint8_t { cuda_error, hang, out_of_memory };
   DeviceError(Kind kind, const std::string& message) : std::runtime_error(message), kind_(kind) {}
   bool hung() const { return kind_ == Kind::hang; }
+  bool out_of_memory() const { return kind_ == Kind::out_of_memory; }
 
  private:
   Kind kind_;

@@ -104,16 +104,50 @@ bool take_pooled(int64_t capacity, bool staged, CudaBlock* out) {
   return true;
 }
 
+// Every pooled block back to the device and the host; false where the pool was empty.
+bool empty_pool() {
+  std::lock_guard<std::mutex> lock(g_cuda_pool_mutex);
+  if (g_cuda_pool.empty() || g_device_unusable) return false;
+  for (const auto& [key, b] : g_cuda_pool) {
+    cudaFree(b.device);
+    if (b.staging) cudaFreeHost(b.staging);
+  }
+  g_cuda_pool.clear();
+  g_cuda_pool_bytes[0] = g_cuda_pool_bytes[1] = 0;
+  return true;
+}
+
+// An allocation of the suite's own memory; one that finds none tries again once with the pool's
+// blocks given back. Still none is the suite's shortage (Kind::out_of_memory: other lanes or a
+// kernel that keeps memory hold it), never a fault of the call's kernel; any other error is.
+template <class Allocate>
+void allocate_own(Allocate&& allocate, const char* what, int64_t capacity) {
+  cudaError_t e = allocate();
+  if (e == cudaErrorMemoryAllocation) {
+    (void)cudaGetLastError();  // an allocation failure is not sticky: clear it
+    if (empty_pool()) e = allocate();
+  }
+  if (e == cudaErrorMemoryAllocation) {
+    (void)cudaGetLastError();
+    throw DeviceError(DeviceError::Kind::out_of_memory,
+                      fmt::format("{} of {} bytes: {} ({})", what, capacity, cudaGetErrorName(e), cudaGetErrorString(e)));
+  }
+  check_cuda(e, what);
+}
+
 CudaBlock take_block(int64_t bytes) {
   CudaBlock b;
   b.capacity = block_capacity(bytes);
   if (take_pooled(b.capacity, true, &b)) return b;
-  check_cuda(cudaMalloc(reinterpret_cast<void**>(&b.device), static_cast<size_t>(b.capacity)),
-             "cudaMalloc of a guarded buffer");
-  const cudaError_t e = cudaMallocHost(reinterpret_cast<void**>(&b.staging), static_cast<size_t>(b.capacity));
-  if (e != cudaSuccess) {
-    cudaFree(b.device);
-    throw_cuda(e, "cudaMallocHost of a staging buffer");
+  const auto size = static_cast<size_t>(b.capacity);
+  allocate_own([&] { return cudaMalloc(reinterpret_cast<void**>(&b.device), size); }, "cudaMalloc of a guarded buffer",
+               b.capacity);
+  try {
+    allocate_own([&] { return cudaMallocHost(reinterpret_cast<void**>(&b.staging), size); },
+                 "cudaMallocHost of a staging buffer", b.capacity);
+  } catch (...) {
+    if (!g_device_unusable) cudaFree(b.device);
+    throw;
   }
   return b;
 }
@@ -160,10 +194,16 @@ struct CompareSlots {
   std::vector<int> free;
 
   CompareSlots() {
-    check_cuda(cudaMalloc(reinterpret_cast<void**>(&device), sizeof(device_copy::Zones) * kSlots),
-               "cudaMalloc of the comparison slots");
-    check_cuda(cudaMallocHost(reinterpret_cast<void**>(&host), sizeof(Host) * kSlots),
-               "cudaMallocHost of the comparison slots");
+    constexpr int64_t kDevice = sizeof(device_copy::Zones) * kSlots, kHost = sizeof(Host) * kSlots;
+    allocate_own([&] { return cudaMalloc(reinterpret_cast<void**>(&device), kDevice); },
+                 "cudaMalloc of the comparison slots", kDevice);
+    try {
+      allocate_own([&] { return cudaMallocHost(reinterpret_cast<void**>(&host), kHost); },
+                   "cudaMallocHost of the comparison slots", kHost);
+    } catch (...) {
+      if (!g_device_unusable) cudaFree(device);
+      throw;
+    }
     for (int x = kSlots - 1; x >= 0; --x) free.push_back(x);
   }
   ~CompareSlots() {

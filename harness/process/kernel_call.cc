@@ -651,6 +651,16 @@ void KernelCaller::begin_case(CaseData data) {
   if (!unusable_) buffers_.reset();
 }
 
+void KernelCaller::end_in_suite_memory(CallObservation& out, const std::string& memory, bool called) {
+  out.end = CallObservation::End::suite_memory;
+  out.context_lost = true;
+  out.error = fmt::format("the kernel's process ran out of {} for the suite's own work on this case ({}, the kernel {})",
+                          memory, called ? "reading its outputs back" : "laying its inputs out in guarded buffers",
+                          called ? "had been called" : "was not called");
+  layout_.reset();
+  buffers_.reset();
+}
+
 CallObservation KernelCaller::call(const CallSpec& spec) {
   CallObservation out;
   if (unusable_) {
@@ -727,23 +737,21 @@ CallObservation KernelCaller::call(const CallSpec& spec) {
     if (out.end != CallObservation::End::exception) inspect(buf, in, table, table_sent, out_table, out_sent, cuda, timeout_s_, out);
   } catch (const DeviceError& e) {
     if (out.kernel_seconds == 0) out.kernel_seconds = since_call();
-    out.end = e.hung() ? CallObservation::End::device_hang : CallObservation::End::cuda_error;
-    out.error = e.what();
-    out.context_lost = cuda;
-    unusable_ = out.context_lost;
+    if (e.out_of_memory()) {
+      // The suite's own device or pinned memory, as for its host memory below.
+      end_in_suite_memory(out, fmt::format("device or pinned memory ({})", e.what()), called.has_value());
+    } else {
+      out.end = e.hung() ? CallObservation::End::device_hang : CallObservation::End::cuda_error;
+      out.error = e.what();
+      out.context_lost = cuda;
+      unusable_ = out.context_lost;
+    }
   } catch (const std::bad_alloc&) {
     // The suite's own allocations: the kernel's own throws were caught by run_kernel. What this
     // call held may be half made, so it goes, and the process takes no more cases (its memory goes
     // back); the runner ends the run with its own error.
     if (out.kernel_seconds == 0) out.kernel_seconds = since_call();
-    out.end = CallObservation::End::suite_memory;
-    out.context_lost = true;
-    out.error = fmt::format("the kernel's process ran out of host memory for the suite's own work on this case ({}, "
-                            "the kernel {})",
-                            called ? "reading its outputs back" : "laying its inputs out in guarded buffers",
-                            called ? "had been called" : "was not called");
-    layout_.reset();
-    buffers_.reset();
+    end_in_suite_memory(out, "host memory", called.has_value());
   }
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return out;

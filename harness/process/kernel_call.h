@@ -127,6 +127,8 @@ class KernelCaller {
   // (a stochastic quantizer's calls with other seeds, a second opinion's re-run).
   std::unique_ptr<Layout> layout_;
   bool unusable_ = false;
+  // Ends `out` in suite_memory (`memory` names what ran out) and lets go of what the call held.
+  void end_in_suite_memory(CallObservation& out, const std::string& memory, bool called);
 };
 
 struct LaidOut;
