@@ -21,7 +21,11 @@ find .carry/gpu/build -type d -name CMakeFiles -prune -exec rm -rf {} +
 # tens of MB that the device machine writes again, and the device tool carries 64 MiB a call.
 rm -rf .carry/gpu/build/mutation/{mutants-cases,nvfp4check-cases,jobs-same-table} \
   .carry/gpu/build/python/{pytest-cpu,pip-install-test}
-find .carry/gpu/build -type f -perm -u+x -exec strip --strip-unneeded {} + 2>/dev/null || true  # scripts just fail to strip
+find .carry/gpu/build -type f -perm -u+x ! -path .carry/gpu/build/cli/nvfp4check \
+  -exec strip --strip-unneeded {} + 2>/dev/null || true  # scripts just fail to strip
+# The program keeps its symbol table (half a MB), so a perf profile taken on the device names its
+# functions, not addresses.
+strip --strip-debug .carry/gpu/build/cli/nvfp4check
 for lib in libfmt.so.9 libpng16.so.16 libbenchmark.so.1debian; do
   cp -L "/usr/lib/x86_64-linux-gnu/$lib" .carry/gpu/lib/
 done
