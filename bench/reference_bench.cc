@@ -7,9 +7,11 @@
 #include <cstdint>
 #include <ctime>
 #include <random>
+#include <vector>
 
 #include "reference/exact_gemm.h"
 #include "reference/oracle.h"
+#include "reference/scale_layout.h"
 
 namespace {
 
@@ -113,6 +115,25 @@ void BM_OracleJudge(benchmark::State& state) {
       benchmark::Counter(static_cast<double>(p.c_elems()), benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_OracleJudge)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// The scales laid out in the permuted (128x4 tile) layout, as the kernel's process does
+// for every call: a medium GEMV's A has 1024 rows of 256 scale blocks (256 KiB).
+void BM_ScaleLayout(benchmark::State& state) {
+  const int64_t rows = state.range(0), kb = state.range(1);
+  std::vector<uint8_t> linear(static_cast<size_t>(rows * kb));
+  std::mt19937 rng(7);
+  for (auto& x : linear) x = static_cast<uint8_t>(rng());
+  for (auto _ : state) {
+    const std::vector<uint8_t> permuted = nvfp4::sf_to_permuted(linear.data(), rows, kb, 1, 0x7F);
+    benchmark::DoNotOptimize(permuted.data());
+  }
+}
+BENCHMARK(BM_ScaleLayout)
+    ->ArgNames({"rows", "kb"})
+    ->Args({1024, 256})
+    ->Args({7168, 1024})
+    ->Args({129, 13})
+    ->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 
