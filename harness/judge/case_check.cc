@@ -661,19 +661,6 @@ void gemm_family::stale_in_place(Problem& p, uint64_t seed, bool undo) {
   }
 }
 
-void gemm_family::stale_ahead(const Problem& p, uint64_t seed, StaleTensors& out) {
-  // The same moves, each into a tensor of its own: p's tensors are only read.
-  out.tensors.clear();
-  for (const StaleMove& m : stale_moves(p, seed)) {
-    StaleTensors::Tensor t;
-    t.field = m.field;
-    t.group_field = m.group_field;
-    t.g = m.g;
-    copy_rotated(m.of(p), m.rot, t.data);
-    out.tensors.push_back(std::move(t));
-  }
-}
-
 std::string case_file_stem(const std::string& kernel, const Problem& p, const std::string& text) {
   const std::string out = p.out_type == OutType::fp16 ? "" : std::string("-") + to_string(p.out_type);
   if (op_is_grouped(p.op))

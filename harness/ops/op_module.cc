@@ -27,7 +27,6 @@ constexpr OpModule gemm_family_module(Op op) {
             return block_scaled_out::applies(p) ? block_scaled_out::output_words(p) : p.c_elems();
           },
           gemm_family::stale_in_place,
-          gemm_family::stale_ahead,
           // On the GPU where one is available and the problem is large.
           [](const Problem& p) { return exact_gemm_auto(p); },
           judge_words,
@@ -53,10 +52,6 @@ std::vector<OpModule> registered_modules() {
 }
 
 }  // namespace
-
-void StaleTensors::swap_with(Problem& p) {
-  for (Tensor& t : tensors) (t.field ? p.*t.field : p.groups[t.g].*t.group_field).swap(t.data);
-}
 
 int64_t InputTensor::size() const {
   if (!in_pieces) return static_cast<int64_t>((borrowed ? *borrowed : bytes).size());

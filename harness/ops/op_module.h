@@ -86,21 +86,6 @@ struct LaidOut {
   std::vector<int64_t> c_offset;
 };
 
-// The stale call's tensors, made beside the problem instead of in it (OpModule::stale_ahead): each
-// with the problem's tensor it stands for, the problem's `field` or group g's `group_field`.
-struct StaleTensors {
-  struct Tensor {
-    std::vector<uint8_t> Problem::*field = nullptr;
-    std::vector<uint8_t> Group::*group_field = nullptr;
-    size_t g = 0;
-    std::vector<uint8_t> data;
-  };
-  std::vector<Tensor> tensors;
-  // Exchanges each tensor with the problem's it stands for: p then holds the stale data, and
-  // these the data p held (swapping again brings them back).
-  void swap_with(Problem& p);
-};
-
 struct OpModule {
   // The op, whose row in op_table.h gives its name, ABI value, ABI version and traits.
   Op op;
@@ -132,10 +117,6 @@ struct OpModule {
   // process then derives the stale call's data itself instead of receiving a second copy (a huge
   // quantize case's X is 4 GiB). Null: the stale data travels.
   void (*stale_in_place)(Problem& p, uint64_t seed, bool undo);
-  // The same data made without touching p (it only reads p, so the kernel's process can make them
-  // on another thread while p's own calls run): out.swap_with(p) is then stale_in_place(p, seed,
-  // false), and swapping again its undo. Null: only stale_in_place.
-  void (*stale_ahead)(const Problem& p, uint64_t seed, StaleTensors& out);
   // The exact reference of p (p valid and with data; throws std::invalid_argument otherwise).
   ExactResult (*reference)(const Problem& p);
   // The op's rule on output words, all of them and one (what the re-runs, hints, error maps and
@@ -187,7 +168,6 @@ std::optional<Finding> judge(const CallContext& x, OracleSummary* summary);     
 std::optional<Finding> unwritten(const CallContext& x);                           // checks.cc
 StaleVariant stale_variant(const Problem& p, const ExactResult& ref, uint64_t seed);  // case_check.cc
 void stale_in_place(Problem& p, uint64_t seed, bool undo);                        // case_check.cc
-void stale_ahead(const Problem& p, uint64_t seed, StaleTensors& out);             // case_check.cc
 std::string shape_text(const Problem& p);                                         // report.cc
 void draw(Draws& d, const nvfp4_kernel_info& info, const CaseConstraints& c, const ShapeLimits& limits,
           const Shape* shape, Op op, CasePlan& plan);                             // schedule.cc

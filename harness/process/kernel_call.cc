@@ -627,7 +627,6 @@ struct KernelCaller::Layout {
 };
 
 KernelCaller::~KernelCaller() {
-  wait_ahead();  // it reads data_
   // After a hang or a broken context nothing may be freed (cudaFree would wait forever).
   if (unusable_) {
     (void)buffers_.release();
@@ -644,48 +643,12 @@ void KernelCaller::prepare() {
   }
 }
 
-void KernelCaller::wait_ahead() noexcept {
-  if (ahead_.valid()) ahead_.wait();
-}
-
-namespace {
-// The bytes of p's GEMM-family tensors (every group's too).
-int64_t operand_bytes(const Problem& p) {
-  int64_t n = 0;
-  for (const auto* t : {&p.a, &p.b, &p.b2, &p.sfa, &p.sfb, &p.sfb2}) n += static_cast<int64_t>(t->size());
-  for (const Group& g : p.groups) n += static_cast<int64_t>(g.a.size() + g.b.size() + g.sfa.size() + g.sfb.size());
-  return n;
-}
-// The stale data are made ahead for data of this size: below it the thread's start costs as much
-// as the derive; above it a second copy of the data would cost too much memory (a 2 GiB grouped
-// case derives in place, a tensor at a time).
-constexpr int64_t kAheadMinBytes = int64_t(1) << 18, kAheadMaxBytes = int64_t(1) << 28;
-}  // namespace
-
 void KernelCaller::begin_case(CaseData data) {
-  wait_ahead();
-  ahead_ = {};
-  stale_.reset();
-  stale_made_ = false;
   layout_.reset();
   data_ = std::move(data);
   holds_stale_ = false;
   ++data_generation_;
   if (!unusable_) buffers_.reset();
-  // A CUDA kernel's process waits for the device through most of a case: the stale call's data
-  // are made meanwhile, on a thread of their own, instead of between the calls. A host kernel's
-  // calls want every core the machine has, and it derives them in place.
-  const auto ahead = op_module(data_.problem.op).stale_ahead;
-  const int64_t bytes = operand_bytes(data_.problem);
-  if (kernel_.is_cuda() && !data_.stale && data_.stale_seed && ahead && bytes >= kAheadMinBytes &&
-      bytes <= kAheadMaxBytes) {
-    stale_ = std::make_unique<StaleTensors>();
-    // Only reads data_.problem, which nothing changes until the stale call or the next case, both
-    // of which wait for it first.
-    ahead_ = std::async(std::launch::async, [ahead, &p = data_.problem, seed = *data_.stale_seed, &out = *stale_] {
-      ahead(p, seed, out);
-    });
-  }
 }
 
 void KernelCaller::end_in_suite_memory(CallObservation& out, const std::string& memory, bool called) {
@@ -719,15 +682,7 @@ CallObservation KernelCaller::call(const CallSpec& spec) {
     const auto derive = op_module(data_.problem.op).stale_in_place;
     if (!data_.stale && data_.stale_seed && derive && spec.stale_data != holds_stale_) {
       ++data_generation_;  // first: a derive cut short leaves no laid-out copy that passes for it
-      if (ahead_.valid()) {
-        std::future<void> made = std::move(ahead_);
-        made.get();  // its std::bad_alloc is the suite's, as below
-        stale_made_ = true;
-      }
-      if (stale_made_)
-        stale_->swap_with(data_.problem);  // in, or back out after the stale call
-      else
-        derive(data_.problem, *data_.stale_seed, holds_stale_);
+      derive(data_.problem, *data_.stale_seed, holds_stale_);
       holds_stale_ = !holds_stale_;
       // The derive is booked with the channel (the data arriving), not the call.
       start = std::chrono::steady_clock::now();

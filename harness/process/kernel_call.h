@@ -5,7 +5,6 @@
 #pragma once
 
 #include <cstdint>
-#include <future>
 #include <memory>
 #include <optional>
 #include <string>
@@ -91,8 +90,6 @@ struct CallObservation {
   bool context_lost = false;         // the process must not be used for more cases
 };
 
-struct StaleTensors;
-
 // Calls one kernel in this process. Owns the case's buffers between calls.
 class KernelCaller {
  public:
@@ -123,13 +120,6 @@ class KernelCaller {
   bool protect_inputs_;
   CaseData data_;
   bool holds_stale_ = false;  // data_.problem holds the stale data derived in place
-  // The stale data made on another thread while the case's first calls run (a CUDA kernel's
-  // process mostly waits for the device then): `ahead_` until they are made, then `stale_`, which
-  // swaps with data_.problem's tensors for the stale call and back after it.
-  std::unique_ptr<StaleTensors> stale_;
-  std::future<void> ahead_;
-  bool stale_made_ = false;
-  void wait_ahead() noexcept;
   uint64_t data_generation_ = 0;  // moves on whenever the problems' data may have changed
   std::unique_ptr<KernelMemory> memory_;  // its stream lasts as long as the caller
   std::unique_ptr<Buffers> buffers_;
