@@ -22,16 +22,18 @@ void check_dims(int64_t rows, int64_t kb, int64_t l) {
 // direction.
 template <bool to_permuted>
 void move_rows(const uint8_t* from, uint8_t* to, int64_t rows, int64_t kb, int64_t l) {
-  const int64_t rt = ceil_div(rows, 128), kt = ceil_div(kb, 4);
+  // Where each of a tile's 128 rows begins inside it (the same in every tile).
+  int64_t in_tile[128];
+  for (int64_t i = 0; i < 128; ++i) in_tile[i] = sf_permuted_offset(128, 4, 0, i, 0);
   for (int64_t b = 0; b < l; ++b)
     for (int64_t r0 = 0; r0 < rows; r0 += 128) {
       const int64_t tile_rows = std::min<int64_t>(128, rows - r0);
-      const int64_t perm0 = (b * rt + r0 / 128) * kt * 512, lin0 = sf_linear_offset(rows, kb, b, r0, 0);
-      for (int64_t t = 0; t < kt; ++t) {
-        const int64_t bytes = std::min<int64_t>(4, kb - 4 * t);
+      const int64_t lin0 = sf_linear_offset(rows, kb, b, r0, 0);
+      for (int64_t s = 0; s < kb; s += 4) {  // the next tile: 512 bytes on
+        const int64_t perm0 = sf_permuted_offset(rows, kb, b, r0, s), bytes = std::min<int64_t>(4, kb - s);
         const auto move = [&](auto size) {  // a constant 4 for every tile but a short last one
           for (int64_t i = 0; i < tile_rows; ++i) {
-            const int64_t perm = perm0 + t * 512 + (i % 32) * 16 + (i / 32) * 4, lin = lin0 + i * kb + 4 * t;
+            const int64_t perm = perm0 + in_tile[i], lin = lin0 + i * kb + s;
             if (to_permuted)
               std::memcpy(to + perm, from + lin, static_cast<size_t>(size));
             else
