@@ -361,6 +361,16 @@ class CudaBuffer final : public GuardedBuffer {
     return true;
   }
 
+  bool upload_rotated(const TensorRotation& r) override {
+    if (!copy_valid_ || r.bytes() != size_) return false;
+    compared_ = false;
+    pending_->flush(stream_);
+    check_cuda(device_copy::rotate(device_, copy_.device, total_, kGuardBytes, r, salt_, stream_),
+               "writing an input moved from its device copy");
+    check_cuda(device_copy::keep(device_, copy_.device, total_, salt_, stream_), "keeping the device copy of an input");
+    return true;
+  }
+
   bool compare_async() override {
     if (!copy_valid_) return false;
     pending_->flush(stream_);
