@@ -47,43 +47,12 @@ std::optional<Finding> call_finding(const Problem& p, const CallObservation& o) 
   return first_finding(x);
 }
 
-// How one input tensor of a stale variant moves: row i of batch b comes from row (i + rows_by) %
-// rows of batch (b + batches_by) % l, the first `blocks` blocks of `block_bytes` of every row are
-// rotated left by blocks_by (block s from block (s + blocks_by) % blocks; the rest of the row
-// stays), and every byte is XORed with flip (a negation).
-struct TensorRotation {
-  int64_t l = 1, rows = 0, row_bytes = 0;
-  int64_t block_bytes = 0, blocks = 0, blocks_by = 0;
-  int64_t rows_by = 0, batches_by = 0;
-  uint8_t flip = 0;
-};
-
-void copy_xor(uint8_t* to, const uint8_t* from, int64_t size, uint8_t flip) {
-  if (flip == 0) {
-    if (size > 0) std::memcpy(to, from, static_cast<size_t>(size));
-    return;
-  }
-  for (int64_t x = 0; x < size; ++x) to[x] = from[x] ^ flip;
-}
-
-// `to` = `from` moved as t says, in one sequential pass: rotating in place (std::rotate on a
-// vector's bytes) follows cycles that jump a row apart at every byte, and took several passes
-// (negation, blocks, rows, batches).
+// `to` = `from` moved as t says (tensor_rotation.h).
 void copy_rotated(const std::vector<uint8_t>& from, const TensorRotation& t, std::vector<uint8_t>& to) {
-  if (static_cast<int64_t>(from.size()) != t.l * t.rows * t.row_bytes)
+  if (static_cast<int64_t>(from.size()) != t.bytes())
     throw std::logic_error("stale variant: a tensor's size is not its batches x rows x row bytes");
   to.resize(from.size());
-  const int64_t span = t.blocks >= 2 ? t.blocks * t.block_bytes : 0;
-  const int64_t shift = t.blocks >= 2 ? t.blocks_by % t.blocks * t.block_bytes : 0;
-  for (int64_t b = 0; b < t.l; ++b) {
-    for (int64_t i = 0; i < t.rows; ++i) {
-      const uint8_t* src = from.data() + (((b + t.batches_by) % t.l) * t.rows + (i + t.rows_by) % t.rows) * t.row_bytes;
-      uint8_t* dst = to.data() + (b * t.rows + i) * t.row_bytes;
-      copy_xor(dst, src + shift, span - shift, t.flip);
-      copy_xor(dst + span - shift, src, shift, t.flip);
-      copy_xor(dst + span, src + span, t.row_bytes - span, t.flip);
-    }
-  }
+  copy_rotated(from.data(), t, to.data());
 }
 
 // Calls a stochastic quantizer with quantize_op::kStochasticSeeds other seeds (run 1's padding
@@ -344,14 +313,6 @@ std::vector<StaleMove> stale_moves(const Problem& p, uint64_t seed) {
   return moves;
 }
 
-// The move that undoes `t` (the flip is its own inverse).
-TensorRotation undoing(TensorRotation t) {
-  const auto back = [](int64_t by, int64_t count) { return count > 0 ? (count - by % count) % count : int64_t{0}; };
-  t.blocks_by = t.blocks >= 2 ? back(t.blocks_by, t.blocks) : 0;
-  t.rows_by = back(t.rows_by, t.rows);
-  t.batches_by = back(t.batches_by, t.l);
-  return t;
-}
 
 
 Problem stale_base(const Problem& p) {
@@ -659,6 +620,26 @@ void gemm_family::stale_in_place(Problem& p, uint64_t seed, bool undo) {
     copy_rotated(t, undo ? undoing(m.rot) : m.rot, scratch);
     t.swap(scratch);
   }
+}
+
+std::vector<MovedTensor> gemm_family::stale_in_buffers(Problem& p, uint64_t seed, bool undo) {
+  // lay_out borrows a GEMV's, GEMM's and dual GEMM's A, B and B2 whole; their scales may be
+  // permuted, and a grouped problem's tensors may be packed, so those move here.
+  const auto as_is = [](const StaleMove& m) { return m.field == &Problem::a || m.field == &Problem::b || m.field == &Problem::b2; };
+  std::vector<MovedTensor> left;
+  std::vector<uint8_t> scratch;
+  for (const StaleMove& m : stale_moves(p, seed)) {
+    std::vector<uint8_t>& t = m.of(p);
+    if (as_is(m)) {
+      if (static_cast<int64_t>(t.size()) != m.rot.bytes())
+        throw std::logic_error("stale variant: a tensor's size is not its batches x rows x row bytes");
+      if (!undo) left.push_back({&t, m.rot});
+      continue;
+    }
+    copy_rotated(t, undo ? undoing(m.rot) : m.rot, scratch);
+    t.swap(scratch);
+  }
+  return left;
 }
 
 std::string case_file_stem(const std::string& kernel, const Problem& p, const std::string& text) {

@@ -27,6 +27,7 @@ constexpr OpModule gemm_family_module(Op op) {
             return block_scaled_out::applies(p) ? block_scaled_out::output_words(p) : p.c_elems();
           },
           gemm_family::stale_in_place,
+          gemm_family::stale_in_buffers,
           // On the GPU where one is available and the problem is large.
           [](const Problem& p) { return exact_gemm_auto(p); },
           judge_words,
@@ -61,6 +62,10 @@ int64_t InputTensor::size() const {
 }
 
 void InputTensor::write_to(uint8_t* dst) const {
+  if (!in_pieces && borrowed && rotated) {
+    copy_rotated(borrowed->data(), *rotated, dst);
+    return;
+  }
   if (!in_pieces) {
     const std::vector<uint8_t>& v = borrowed ? *borrowed : bytes;
     if (!v.empty()) std::memcpy(dst, v.data(), v.size());
@@ -77,12 +82,20 @@ void InputTensor::write_to(uint8_t* dst) const {
 
 namespace {
 
-// Counts the bytes of now[0, size) that differ from was (or from `fill` where was is null),
-// memcmp first (almost always equal); `at` is the range's offset in the tensor.
+// Whether was[y] ^ flip == now[y] for every y < size, without a branch a byte.
+bool same_flipped(const uint8_t* was, uint8_t flip, const uint8_t* now, int64_t size) {
+  uint8_t differ = 0;
+  for (int64_t y = 0; y < size; ++y) differ |= static_cast<uint8_t>(was[y] ^ flip ^ now[y]);
+  return differ == 0;
+}
+
+// Counts the bytes of now[0, size) that differ from was (each XORed with flip), or from `fill`
+// where was is null, memcmp first (almost always equal); `at` is the range's offset in the tensor.
 void compare_range(const uint8_t* was, uint8_t fill, const uint8_t* now, int64_t size, int64_t at,
-                   InputTensor::Difference& d) {
-  if (size == 0) return;
-  if (was && std::memcmp(was, now, static_cast<size_t>(size)) == 0) return;
+                   InputTensor::Difference& d, uint8_t flip = 0) {
+  if (size <= 0) return;
+  if (was && flip == 0 && std::memcmp(was, now, static_cast<size_t>(size)) == 0) return;
+  if (was && flip != 0 && same_flipped(was, flip, now, size)) return;
   if (!was) {
     static constexpr int64_t kChunk = 1 << 16;
     thread_local std::vector<uint8_t> same;
@@ -93,7 +106,7 @@ void compare_range(const uint8_t* was, uint8_t fill, const uint8_t* now, int64_t
     if (equal) return;
   }
   for (int64_t y = 0; y < size; ++y) {
-    const uint8_t w = was ? was[y] : fill;
+    const uint8_t w = was ? static_cast<uint8_t>(was[y] ^ flip) : fill;
     if (now[y] != w && d.count++ == 0) d.first = at + y, d.was = w, d.now = now[y];
   }
 }
@@ -102,6 +115,13 @@ void compare_range(const uint8_t* was, uint8_t fill, const uint8_t* now, int64_t
 
 InputTensor::Difference InputTensor::compare(const uint8_t* now) const {
   Difference d;
+  if (!in_pieces && borrowed && rotated) {
+    // Run by run, in the order of the moved tensor, so the first difference is the first byte.
+    each_rotated_run(*rotated, [&](int64_t to, int64_t from, int64_t count) {
+      compare_range(borrowed->data() + from, 0, now + to, count, to, d, rotated->flip);
+    });
+    return d;
+  }
   if (!in_pieces) {
     const std::vector<uint8_t>& v = borrowed ? *borrowed : bytes;
     compare_range(v.data(), 0, now, static_cast<int64_t>(v.size()), 0, d);

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "harness/process/kernel_call.h"
+#include "harness/process/tensor_rotation.h"
 #include "reference/exact_gemm.h"
 #include "reference/oracle.h"
 
@@ -52,6 +53,9 @@ struct InputTensor {
   };
   std::vector<Piece> pieces;
   bool in_pieces = false;
+  // With `borrowed`: the tensor is the borrowed bytes moved as this says (a stale call's data
+  // that the kernel's process did not derive on the host: OpModule::stale_in_buffers).
+  std::optional<TensorRotation> rotated;
 
   int64_t size() const;
   // Writes the size() bytes to dst.
@@ -86,6 +90,13 @@ struct LaidOut {
   std::vector<int64_t> c_offset;
 };
 
+// A tensor of the problem left as it is by OpModule::stale_in_buffers, and the move that makes
+// its stale data.
+struct MovedTensor {
+  const std::vector<uint8_t>* tensor = nullptr;
+  TensorRotation rotation;
+};
+
 struct OpModule {
   // The op, whose row in op_table.h gives its name, ABI value, ABI version and traits.
   Op op;
@@ -117,6 +128,13 @@ struct OpModule {
   // process then derives the stale call's data itself instead of receiving a second copy (a huge
   // quantize case's X is 4 GiB). Null: the stale data travels.
   void (*stale_in_place)(Problem& p, uint64_t seed, bool undo);
+  // As stale_in_place, except that the tensors a call hands the kernel byte for byte as the
+  // problem holds them (never laid out: a GEMV's A and B) are left as they are and returned with
+  // the move that makes their stale data; the kernel's process applies it as it writes them into
+  // the call's buffers (on the device, from the buffer's copy of the last upload, where it keeps
+  // one). undo: the other tensors back (the ones left never moved); returns nothing. Null: the
+  // kernel's process uses stale_in_place.
+  std::vector<MovedTensor> (*stale_in_buffers)(Problem& p, uint64_t seed, bool undo);
   // The exact reference of p (p valid and with data; throws std::invalid_argument otherwise).
   ExactResult (*reference)(const Problem& p);
   // The op's rule on output words, all of them and one (what the re-runs, hints, error maps and
@@ -168,6 +186,7 @@ std::optional<Finding> judge(const CallContext& x, OracleSummary* summary);     
 std::optional<Finding> unwritten(const CallContext& x);                           // checks.cc
 StaleVariant stale_variant(const Problem& p, const ExactResult& ref, uint64_t seed);  // case_check.cc
 void stale_in_place(Problem& p, uint64_t seed, bool undo);                        // case_check.cc
+std::vector<MovedTensor> stale_in_buffers(Problem& p, uint64_t seed, bool undo);  // case_check.cc
 std::string shape_text(const Problem& p);                                         // report.cc
 void draw(Draws& d, const nvfp4_kernel_info& info, const CaseConstraints& c, const ShapeLimits& limits,
           const Shape* shape, Op op, CasePlan& plan);                             // schedule.cc

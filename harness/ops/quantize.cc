@@ -352,7 +352,8 @@ int64_t output_words(const Problem& p) {
 
 constexpr OpModule kModule = {Op::quantize, unsupported_reason, probes_refusal, lay_out,    point_abi,    judge,
                           unwritten,    stale_variant,      shape_text,     output_words, stale_in_place,
-                          exact_quantize, nullptr,          nullptr,        module_draw,  module_draw_data,
+                          nullptr,      exact_quantize,     nullptr,        nullptr,      module_draw,
+                          module_draw_data,
                           expand_seed};
 
 }  // namespace quantize_op

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "harness/process/tensor_rotation.h"
+
 namespace nvfp4 {
 
 // A failure of the memory or the stream rather than of the kernel's arithmetic: a CUDA error
@@ -106,6 +108,11 @@ class GuardedBuffer {
   // Writes the region as last uploaded again, ordered on the stream; false (nothing done) where
   // the buffer keeps no copy.
   virtual bool restore() { return false; }
+  // Writes the region as last uploaded again with its data moved as r says (the guards as they
+  // were), ordered on the stream, and keeps that as the copy: the next upload of the same tensor
+  // moved, made on the device. False (nothing done) where the buffer keeps no copy or r does not
+  // move size() bytes.
+  virtual bool upload_rotated(const TensorRotation& /*r*/) { return false; }
   // Compares the region with the copy on the device, ordered on the stream, instead of a fetch;
   // false (nothing done) where the buffer keeps no copy. After KernelMemory::synchronize,
   // compared() gives what it found (nullopt where the buffer was not compared on the device).

@@ -104,14 +104,17 @@ bool take_pooled(int64_t capacity, bool staged, CudaBlock* out) {
   return true;
 }
 
+// A block's memory back to the device and the host.
+void free_block(const CudaBlock& b) {
+  cudaFree(b.device);
+  if (b.staging) cudaFreeHost(b.staging);
+}
+
 // Every pooled block back to the device and the host; false where the pool was empty.
 bool empty_pool() {
   std::lock_guard<std::mutex> lock(g_cuda_pool_mutex);
   if (g_cuda_pool.empty() || g_device_unusable) return false;
-  for (const auto& [key, b] : g_cuda_pool) {
-    cudaFree(b.device);
-    if (b.staging) cudaFreeHost(b.staging);
-  }
+  for (const auto& [key, b] : g_cuda_pool) free_block(b);
   g_cuda_pool.clear();
   g_cuda_pool_bytes[0] = g_cuda_pool_bytes[1] = 0;
   return true;
@@ -174,8 +177,7 @@ void give_block(const CudaBlock& b) {
     g_cuda_pool.emplace(std::make_pair(b.capacity, staged), b);
     g_cuda_pool_bytes[staged] += b.capacity;
   } else {
-    cudaFree(b.device);
-    if (staged) cudaFreeHost(b.staging);
+    free_block(b);
   }
 }
 
@@ -358,6 +360,16 @@ class CudaBuffer final : public GuardedBuffer {
     pending_->flush(stream_);
     check_cuda(device_copy::restore(device_, copy_.device, total_, salt_, stream_),
                "writing an input again from its device copy");
+    return true;
+  }
+
+  bool upload_rotated(const TensorRotation& r) override {
+    if (!copy_valid_ || r.bytes() != size_) return false;
+    compared_ = false;
+    pending_->flush(stream_);
+    check_cuda(device_copy::rotate(device_, copy_.device, total_, kGuardBytes, r, salt_, stream_),
+               "writing an input moved from its device copy");
+    check_cuda(device_copy::keep(device_, copy_.device, total_, salt_, stream_), "keeping the device copy of an input");
     return true;
   }
 

@@ -43,6 +43,30 @@ __global__ void restore_kernel(uint64_t* region, const uint64_t* copy, int64_t w
     region[j] = copy[j] ^ mask_word(j, salt);
 }
 
+// A byte of the copy, unmasked.
+__device__ __forceinline__ uint8_t copy_byte(const uint8_t* copy, int64_t at, uint64_t salt) {
+  return copy[at] ^ static_cast<uint8_t>(mask_word(at / 8, salt) >> (8 * (at % 8)));
+}
+
+// A byte a thread: outside the data as it was, inside it from where r moves it (each_rotated_run's
+// runs, tensor_rotation.h).
+__global__ void rotate_kernel(uint8_t* region, const uint8_t* copy, int64_t bytes, int64_t data_begin,
+                              TensorRotation r, int64_t span, int64_t shift, uint64_t salt) {
+  const int64_t data_end = data_begin + r.l * r.rows * r.row_bytes;
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t at = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; at < bytes; at += stride) {
+    if (at < data_begin || at >= data_end) {
+      region[at] = copy_byte(copy, at, salt);
+      continue;
+    }
+    const int64_t d = at - data_begin, row = d / r.row_bytes, c = d % r.row_bytes;
+    const int64_t b = row / r.rows, i = row % r.rows;
+    const int64_t from_row = ((b + r.batches_by) % r.l) * r.rows + (i + r.rows_by) % r.rows;
+    const int64_t from_c = c >= span ? c : c < span - shift ? c + shift : c - (span - shift);
+    region[at] = copy_byte(copy, data_begin + from_row * r.row_bytes + from_c, salt) ^ r.flip;
+  }
+}
+
 __global__ void compare_kernel(const uint64_t* region, const uint64_t* copy, int64_t words, int64_t bytes,
                                int64_t data_begin, int64_t data_end, uint64_t salt, Zones* zones) {
   unsigned long long count[3] = {0, 0, 0}, first_not[3] = {0, 0, 0};
@@ -85,6 +109,14 @@ cudaError_t restore(uint8_t* region, const uint8_t* copy, int64_t bytes, uint64_
   return cudaGetLastError();
 }
 
+cudaError_t rotate(uint8_t* region, const uint8_t* copy, int64_t bytes, int64_t data_begin, const TensorRotation& r,
+                   uint64_t salt, cudaStream_t stream) {
+  if (bytes <= 0) return cudaSuccess;
+  if (r.bytes() > 0 && (r.row_bytes <= 0 || r.rows <= 0 || r.l <= 0)) return cudaErrorInvalidValue;
+  rotate_kernel<<<grid_for(bytes), 256, 0, stream>>>(region, copy, bytes, data_begin, r, r.span(), r.shift(), salt);
+  return cudaGetLastError();
+}
+
 cudaError_t compare(const uint8_t* region, const uint8_t* copy, int64_t bytes, int64_t data_begin, int64_t data_end,
                     uint64_t salt, Zones* zones, cudaStream_t stream) {
   cudaError_t e = cudaMemsetAsync(zones, 0, sizeof(Zones), stream);
@@ -100,7 +132,7 @@ cudaError_t compare(const uint8_t* region, const uint8_t* copy, int64_t bytes, i
 cudaError_t load_kernels() {
   cudaFuncAttributes attributes{};
   for (const void* f : {reinterpret_cast<const void*>(keep_kernel), reinterpret_cast<const void*>(restore_kernel),
-                        reinterpret_cast<const void*>(compare_kernel)}) {
+                        reinterpret_cast<const void*>(compare_kernel), reinterpret_cast<const void*>(rotate_kernel)}) {
     const cudaError_t e = cudaFuncGetAttributes(&attributes, f);
     if (e != cudaSuccess) return e;
   }

@@ -11,6 +11,8 @@
 
 #include <cstdint>
 
+#include "harness/process/tensor_rotation.h"
+
 namespace nvfp4::device_copy {
 
 // Where a region's bytes differ from the copy, by zone: 0 the guard before the data, 1 the data,
@@ -25,6 +27,10 @@ struct Zones {
 cudaError_t keep(const uint8_t* region, uint8_t* copy, int64_t bytes, uint64_t salt, cudaStream_t stream);
 // region[0, bytes) = the copy unmasked.
 cudaError_t restore(uint8_t* region, const uint8_t* copy, int64_t bytes, uint64_t salt, cudaStream_t stream);
+// region[0, bytes) = the copy unmasked, its data [data_begin, data_begin + r.bytes()) moved as r
+// says (from the copy's data).
+cudaError_t rotate(uint8_t* region, const uint8_t* copy, int64_t bytes, int64_t data_begin, const TensorRotation& r,
+                   uint64_t salt, cudaStream_t stream);
 // Counts the bytes of region[0, bytes) that differ from the copy, by zone ([data_begin, data_end)
 // is the data), into *zones (device memory, zeroed here first).
 cudaError_t compare(const uint8_t* region, const uint8_t* copy, int64_t bytes, int64_t data_begin, int64_t data_end,

@@ -278,17 +278,22 @@ struct SentInput {
   const Problem* problem = nullptr;
   uint64_t generation = 0;
   const std::vector<uint8_t>* borrowed = nullptr;
+  bool rotated = false;  // the borrowed bytes moved (InputTensor::rotated)
   std::vector<std::array<int64_t, 3>> pieces;  // address, size, fill
 
   SentInput() = default;
   SentInput(const InputTensor& t, const Problem& p, uint64_t data_generation)
-      : own_bytes(t.borrowed || t.in_pieces), problem(&p), generation(data_generation), borrowed(t.borrowed) {
+      : own_bytes(t.borrowed || t.in_pieces),
+        problem(&p),
+        generation(data_generation),
+        borrowed(t.borrowed),
+        rotated(t.rotated.has_value()) {
     for (const InputTensor::Piece& x : t.pieces)
       pieces.push_back({static_cast<int64_t>(reinterpret_cast<intptr_t>(x.data)), x.size, x.fill});
   }
   bool same_bytes(const SentInput& o) const {
     return own_bytes && o.own_bytes && problem == o.problem && generation == o.generation && borrowed == o.borrowed &&
-           pieces == o.pieces;
+           rotated == o.rotated && pieces == o.pieces;
   }
 };
 
@@ -390,17 +395,25 @@ std::vector<nvfp4_group_out> group_out_table(const Problem& p, const CallBuffers
 // Every buffer filled for the call: inputs, outputs' poison, the group tables. The runner's
 // stream is held first, so work the kernel puts on any other stream runs ahead of its data. An
 // input holding the same bytes as at its last upload is written again from its device copy
-// where it keeps one (p's data in `generation`: changed in place, the count moves on).
-void upload(KernelMemory& mem, CallBuffers& buf, const Problem& p, uint64_t generation, const LaidOut& in,
-            const std::vector<nvfp4_group>& table, const std::vector<nvfp4_group_out>& out_table,
+// where it keeps one (p's data in `generation`: changed in place, the count moves on); a moved
+// tensor (InputTensor::rotated) whose buffer holds it unmoved as of `moved_from` is moved there.
+void upload(KernelMemory& mem, CallBuffers& buf, const Problem& p, uint64_t generation, uint64_t moved_from,
+            const LaidOut& in, const std::vector<nvfp4_group>& table, const std::vector<nvfp4_group_out>& out_table,
             const CallSpec& spec, double timeout_s) {
   if (!spec.inputs_ready_first) mem.hold_stream();
   for (size_t x = 0; x < in.inputs.size(); ++x) {
     CallBuffers::Input& b = buf.inputs[x];
     if (!b.buffer) continue;
-    SentInput now(in.inputs[x], p, generation);
-    if (!(now.same_bytes(b.sent) && (b.intact || b.buffer->restore())))
-      b.buffer->upload_from([&](uint8_t* dst) { in.inputs[x].write_to(dst); });
+    const InputTensor& t = in.inputs[x];
+    SentInput now(t, p, generation);
+    const auto held_unmoved = [&] {
+      SentInput source(t, p, moved_from);
+      source.rotated = false;
+      return source.same_bytes(b.sent);
+    };
+    const bool again = now.same_bytes(b.sent) && (b.intact || b.buffer->restore());
+    const bool moved_there = !again && t.rotated && held_unmoved() && b.buffer->upload_rotated(*t.rotated);
+    if (!again && !moved_there) b.buffer->upload_from([&](uint8_t* dst) { t.write_to(dst); });
     b.intact = false;
     b.sent = std::move(now);
   }
@@ -647,6 +660,7 @@ void KernelCaller::begin_case(CaseData data) {
   layout_.reset();
   data_ = std::move(data);
   holds_stale_ = false;
+  moved_.clear();
   ++data_generation_;
   if (!unusable_) buffers_.reset();
 }
@@ -679,10 +693,20 @@ CallObservation KernelCaller::call(const CallSpec& spec) {
   try {
     // Stale data derived from the problem's own, in place, for the stale call (and back for any
     // call after it that wants the problem's data).
-    const auto derive = op_module(data_.problem.op).stale_in_place;
-    if (!data_.stale && data_.stale_seed && derive && spec.stale_data != holds_stale_) {
+    const OpModule& module = op_module(data_.problem.op);
+    if (!data_.stale && data_.stale_seed && (module.stale_in_buffers || module.stale_in_place) &&
+        spec.stale_data != holds_stale_) {
       ++data_generation_;  // first: a derive cut short leaves no laid-out copy that passes for it
-      derive(data_.problem, *data_.stale_seed, holds_stale_);
+      if (module.stale_in_buffers) {
+        // The tensors uploaded as they are stay here as they are; their stale data are made as
+        // they are written into the buffers (undone: nothing to move back).
+        moved_.clear();
+        for (const MovedTensor& m : module.stale_in_buffers(data_.problem, *data_.stale_seed, holds_stale_))
+          moved_.emplace_back(m.tensor, m.rotation);
+        moved_from_ = data_generation_ - 1;
+      } else {
+        module.stale_in_place(data_.problem, *data_.stale_seed, holds_stale_);
+      }
       holds_stale_ = !holds_stale_;
       // The derive is booked with the channel (the data arriving), not the call.
       start = std::chrono::steady_clock::now();
@@ -696,6 +720,10 @@ CallObservation KernelCaller::call(const CallSpec& spec) {
       layout_.reset();
       layout_ = std::make_unique<Layout>(Layout{data_generation_, &p, spec.pad, spec.poison,
                                                 op_module(p.op).lay_out(p, spec, kernel_.info->flags)});
+      if (&p == &data_.problem)
+        for (InputTensor& t : layout_->in.inputs)
+          for (const auto& [tensor, rotation] : moved_)
+            if (!t.in_pieces && t.borrowed == tensor) t.rotated = rotation;
     }
     const LaidOut& in = layout_->in;
     const int64_t groups = op_is_grouped(p.op) ? static_cast<int64_t>(p.groups.size()) : 0;
@@ -705,7 +733,7 @@ CallObservation KernelCaller::call(const CallSpec& spec) {
     const std::vector<nvfp4_group_out> out_table = group_out_table(p, buf), out_sent = out_table;
     const auto laid_out = std::chrono::steady_clock::now();
     out.layout_seconds = std::chrono::duration<double>(laid_out - start).count();
-    upload(mem, buf, p, data_generation_, in, table, out_table, spec, timeout_s_);
+    upload(mem, buf, p, data_generation_, moved_from_, in, table, out_table, spec, timeout_s_);
     nvfp4_problem abi = abi_for(p, in, buf, table, out_table, mem.stream(), cuda);
     out.upload_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - laid_out).count();
     if (spec.seed) abi.seed = *spec.seed;  // a stochastic quantizer's other seeds (rule 7)

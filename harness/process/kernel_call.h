@@ -8,10 +8,12 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "harness/process/device_buffers.h"
 #include "harness/process/output_words.h"
+#include "harness/process/tensor_rotation.h"
 #include "kernels/registry.h"
 #include "reference/problem.h"
 
@@ -121,6 +123,11 @@ class KernelCaller {
   CaseData data_;
   bool holds_stale_ = false;  // data_.problem holds the stale data derived in place
   uint64_t data_generation_ = 0;  // moves on whenever the problems' data may have changed
+  // The problem's tensors that the stale derive left as they are (OpModule::stale_in_buffers),
+  // each with the move that makes its stale data, and the generation whose data they still hold
+  // (the last before the derive): a buffer that holds them as uploaded then is moved in place.
+  std::vector<std::pair<const std::vector<uint8_t>*, TensorRotation>> moved_;
+  uint64_t moved_from_ = 0;
   std::unique_ptr<KernelMemory> memory_;  // its stream lasts as long as the caller
   std::unique_ptr<Buffers> buffers_;
   // The last call's laid-out buffers, kept for the next call of the same data, padding and poison

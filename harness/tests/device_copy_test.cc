@@ -93,6 +93,68 @@ TEST_F(DeviceCopy, OnlyLargeInputsKeepOne) {
   EXPECT_FALSE(output->compared(10).has_value());
 }
 
+// A stale call's tensor moved from the device copy of its last upload (upload_rotated): the
+// device holds the host's moved bytes, the guards are whole, the copy now holds the moved bytes
+// (a compare finds nothing, a restore writes them again), and moving back gives the data again.
+// Buffers without a copy, or a move of another size, do nothing.
+TEST_F(DeviceCopy, UploadRotatedMovesTheLastUploadOnTheDevice) {
+  TensorRotation r;
+  r.l = 3, r.rows = 211, r.row_bytes = 520;  // 329,160 bytes: past the threshold
+  r.block_bytes = 8, r.blocks = 60, r.blocks_by = 23, r.rows_by = 117, r.batches_by = 2, r.flip = 0x88;
+  const int64_t size = r.bytes();
+  std::vector<uint8_t> data(static_cast<size_t>(size));
+  for (int64_t x = 0; x < size; ++x) data[static_cast<size_t>(x)] = static_cast<uint8_t>((x * 2654435761u) >> 11);
+  std::vector<uint8_t> moved(data.size());
+  copy_rotated(data.data(), r, moved.data());
+  ASSERT_NE(moved, data);
+
+  auto buf = mem_->allocate(size, GuardPattern::nan_scales);
+  EXPECT_FALSE(buf->upload_rotated(r));  // nothing uploaded yet
+  buf->keep_device_copy();
+  buf->upload(data.data());
+  TensorRotation other = r;
+  other.rows = 210;
+  EXPECT_FALSE(other.bytes() == size);
+  EXPECT_FALSE(buf->upload_rotated(other));
+  ASSERT_TRUE(buf->upload_rotated(r));
+  EXPECT_EQ(buf->download(10), moved);
+  EXPECT_TRUE(buf->check_guards(10).intact);
+  ASSERT_TRUE(buf->compare_async());
+  mem_->synchronize(10);
+  std::optional<DeviceComparison> c = buf->compared(10);
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(c->changed, 0);
+  EXPECT_TRUE(c->guards.intact);
+  ASSERT_EQ(cudaMemsetAsync(buf->data() + 100, 0, 4, stream()), cudaSuccess);
+  ASSERT_TRUE(buf->restore());
+  EXPECT_EQ(buf->download(10), moved);
+  ASSERT_TRUE(buf->upload_rotated(undoing(r)));
+  EXPECT_EQ(buf->download(10), data);
+  EXPECT_TRUE(buf->check_guards(10).intact);
+
+  // One row, no blocks to rotate, no flip: the batches alone move.
+  TensorRotation batches;
+  batches.l = 4, batches.rows = 1, batches.row_bytes = 70000, batches.batches_by = 3;
+  std::vector<uint8_t> four(static_cast<size_t>(batches.bytes()));
+  for (size_t x = 0; x < four.size(); ++x) four[x] = static_cast<uint8_t>(x / 70000 * 50 + x % 7);
+  auto whole = mem_->allocate(batches.bytes(), GuardPattern::bytes);
+  whole->keep_device_copy();
+  whole->upload(four.data());
+  ASSERT_TRUE(whole->upload_rotated(batches));
+  std::vector<uint8_t> want(four.size());
+  copy_rotated(four.data(), batches, want.data());
+  EXPECT_EQ(whole->download(10), want);
+  EXPECT_EQ(want[0], static_cast<uint8_t>(150));
+
+  std::vector<uint8_t> few(1000, 0x5A);
+  auto small = mem_->allocate(1000, GuardPattern::bytes);
+  small->keep_device_copy();
+  small->upload(few.data());
+  TensorRotation one;
+  one.rows = 10, one.row_bytes = 100, one.rows_by = 3;
+  EXPECT_FALSE(small->upload_rotated(one));
+}
+
 // A call's small buffers share an arena: side by side, each between its own guards (the one
 // after runs on to the next region), their uploads and fetches joined; a large buffer keeps a
 // block of its own and its device copy. A write one byte past a buffer, or into the padding

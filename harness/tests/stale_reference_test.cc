@@ -152,6 +152,82 @@ TEST(GemmStale, InPlaceDataAreTheStaleVariantsAndUndoRestores) {
   EXPECT_GE(compared, 300);
 }
 
+// The kernel's process leaves a GEMV's, GEMM's and dual GEMM's A, B and B2 as they are
+// (stale_in_buffers) and moves them as it writes them into the call's buffers: the tensors left,
+// moved by their rotation, and the tensors moved in place are stale_variant's problem, and undo
+// gives back the case. An InputTensor borrowing a left tensor writes and compares the moved
+// bytes (a change found at its first byte in the moved order).
+TEST(GemmStale, InBuffersLeavesWholeTensorsWithTheMovesThatMakeTheStaleData) {
+  int compared = 0, moved_in_buffers = 0;
+  for (const char* name : {"host_gemv_fp32", "host_gemm_fp32", "host_dual_gemm_fp32", "host_grouped_gemm_fp32",
+                           "host_grouped_gemm_fp32_packed", "host_gemm_nvfp4_out", "host_mx_gemm_fp32",
+                           "host_mx_dual_gemm_fp32", "host_mx_grouped_gemm_fp32"}) {
+    const Kernel* k = builtins().find(name);
+    ASSERT_NE(k, nullptr) << name;
+    for (int c = 0; c < 30; ++c) {
+      Rng rng(20261207 + static_cast<uint64_t>(c));
+      RngDraws d(rng);
+      const DrawnCase drawn = draw_case(d, *k->info, CaseConstraints{}, small_shape_limits());
+      if (drawn.kind == CaseKind::unsupported) continue;
+      const Problem& p = drawn.problem;
+      const uint64_t seed = 91 + static_cast<uint64_t>(c);
+      const StaleVariant v = stale_variant(p, exact_gemm(p), seed);
+      const std::string where = std::string(name) + " case " + std::to_string(c);
+      Problem q = p;
+      const std::vector<MovedTensor> left = op_module(p.op).stale_in_buffers(q, seed, false);
+      std::vector<const std::vector<uint8_t>*> want_left;
+      if (!op_is_grouped(p.op)) want_left = {&q.a, &q.b};
+      if (op_is_dual(p.op)) want_left.push_back(&q.b2);
+      ASSERT_EQ(left.size(), want_left.size()) << where;
+      Problem moved = q;
+      for (size_t x = 0; x < left.size(); ++x) {
+        ASSERT_EQ(left[x].tensor, want_left[x]) << where;
+        const std::vector<uint8_t>& t = *left[x].tensor;
+        ASSERT_EQ(left[x].rotation.bytes(), static_cast<int64_t>(t.size())) << where;
+        std::vector<uint8_t> out(t.size());
+        copy_rotated(t.data(), left[x].rotation, out.data());
+        (x == 0 ? moved.a : x == 1 ? moved.b : moved.b2) = out;
+
+        InputTensor in{"t", GuardPattern::bytes, {}};
+        in.borrowed = &t;
+        in.rotated = left[x].rotation;
+        std::vector<uint8_t> written(t.size());
+        in.write_to(written.data());
+        ASSERT_EQ(written, out) << where;
+        EXPECT_EQ(in.compare(out.data()).count, 0) << where;
+        if (!out.empty()) {
+          const size_t at = out.size() / 3;
+          written[at] ^= 0x21;
+          written[out.size() - 1] ^= 0x04;
+          const InputTensor::Difference diff = in.compare(written.data());
+          EXPECT_EQ(diff.count, at == out.size() - 1 ? 1 : 2) << where;
+          EXPECT_EQ(diff.first, static_cast<int64_t>(at)) << where;
+          EXPECT_EQ(diff.was, out[at]) << where;
+          EXPECT_EQ(diff.now, written[at]) << where;
+        }
+        ++moved_in_buffers;
+      }
+      ASSERT_EQ(moved.a, v.problem.a) << where;
+      ASSERT_EQ(moved.b, v.problem.b) << where;
+      ASSERT_EQ(moved.sfa, v.problem.sfa) << where;
+      ASSERT_EQ(moved.sfb, v.problem.sfb) << where;
+      ASSERT_EQ(moved.b2, v.problem.b2) << where;
+      ASSERT_EQ(moved.sfb2, v.problem.sfb2) << where;
+      for (size_t g = 0; g < q.groups.size(); ++g) {
+        ASSERT_EQ(q.groups[g].a, v.problem.groups[g].a) << where << " g=" << g;
+        ASSERT_EQ(q.groups[g].b, v.problem.groups[g].b) << where << " g=" << g;
+        ASSERT_EQ(q.groups[g].sfa, v.problem.groups[g].sfa) << where << " g=" << g;
+        ASSERT_EQ(q.groups[g].sfb, v.problem.groups[g].sfb) << where << " g=" << g;
+      }
+      EXPECT_TRUE(op_module(p.op).stale_in_buffers(q, seed, true).empty()) << where;
+      ASSERT_EQ(write_case(q), write_case(p)) << where;
+      ++compared;
+    }
+  }
+  EXPECT_GE(compared, 200);
+  EXPECT_GE(moved_in_buffers, 300);
+}
+
 // A stale variant's reference must differ from the case's (else the stale call checks nothing):
 // the negation moves every nonzero result.
 TEST(MxStale, StaleDataChangesTheResult) {
