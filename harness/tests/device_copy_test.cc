@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,19 @@ class DeviceCopy : public ::testing::Test {
     mem_ = KernelMemory::create(NVFP4_MEMORY_CUDA);
   }
   cudaStream_t stream() { return static_cast<cudaStream_t>(mem_->stream()); }
+  // The comparison of `buf` against its device copy, run and waited for.
+  std::optional<DeviceComparison> compare(GuardedBuffer& buf) {
+    if (!buf.compare_async()) return std::nullopt;
+    mem_->synchronize(10);
+    return buf.compared(10);
+  }
+  // Expects `buf` to hold its last upload with its guards whole.
+  void expect_unchanged(GuardedBuffer& buf) {
+    const std::optional<DeviceComparison> c = compare(buf);
+    ASSERT_TRUE(c.has_value());
+    EXPECT_EQ(c->changed, 0);
+    EXPECT_TRUE(c->guards.intact);
+  }
   std::unique_ptr<KernelMemory> mem_;
 };
 
@@ -34,12 +48,7 @@ TEST_F(DeviceCopy, FindsChangesAndRestoresTheLastUpload) {
   std::vector<uint8_t> data(static_cast<size_t>(size));
   for (int64_t x = 0; x < size; ++x) data[static_cast<size_t>(x)] = static_cast<uint8_t>(x * 7 + 1);
   buf->upload(data.data());
-  ASSERT_TRUE(buf->compare_async());
-  mem_->synchronize(10);
-  std::optional<DeviceComparison> c = buf->compared(10);
-  ASSERT_TRUE(c.has_value());
-  EXPECT_EQ(c->changed, 0);
-  EXPECT_TRUE(c->guards.intact);
+  expect_unchanged(*buf);
 
   // Zero 5000 data bytes from 1000, the last data byte, and three bytes of the guard after.
   ASSERT_EQ(cudaMemsetAsync(buf->data() + 1000, 0, 5000, stream()), cudaSuccess);
@@ -52,9 +61,7 @@ TEST_F(DeviceCopy, FindsChangesAndRestoresTheLastUpload) {
       if (first < 0) first = x;
     }
   }
-  ASSERT_TRUE(buf->compare_async());
-  mem_->synchronize(10);
-  c = buf->compared(10);
+  std::optional<DeviceComparison> c = compare(*buf);
   ASSERT_TRUE(c.has_value());
   EXPECT_EQ(c->changed, changed);
   EXPECT_EQ(c->first, first);
@@ -68,12 +75,7 @@ TEST_F(DeviceCopy, FindsChangesAndRestoresTheLastUpload) {
   EXPECT_EQ(c->guards.actual, 0);
 
   ASSERT_TRUE(buf->restore());
-  ASSERT_TRUE(buf->compare_async());
-  mem_->synchronize(10);
-  c = buf->compared(10);
-  ASSERT_TRUE(c.has_value());
-  EXPECT_EQ(c->changed, 0);
-  EXPECT_TRUE(c->guards.intact);
+  expect_unchanged(*buf);
   EXPECT_EQ(buf->download(10), data);
   EXPECT_TRUE(buf->check_guards(10).intact);
 }
@@ -119,12 +121,7 @@ TEST_F(DeviceCopy, UploadRotatedMovesTheLastUploadOnTheDevice) {
   ASSERT_TRUE(buf->upload_rotated(r));
   EXPECT_EQ(buf->download(10), moved);
   EXPECT_TRUE(buf->check_guards(10).intact);
-  ASSERT_TRUE(buf->compare_async());
-  mem_->synchronize(10);
-  std::optional<DeviceComparison> c = buf->compared(10);
-  ASSERT_TRUE(c.has_value());
-  EXPECT_EQ(c->changed, 0);
-  EXPECT_TRUE(c->guards.intact);
+  expect_unchanged(*buf);
   ASSERT_EQ(cudaMemsetAsync(buf->data() + 100, 0, 4, stream()), cudaSuccess);
   ASSERT_TRUE(buf->restore());
   EXPECT_EQ(buf->download(10), moved);

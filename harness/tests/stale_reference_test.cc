@@ -66,18 +66,48 @@ std::string difference(const ExactResult& got, const ExactResult& want) {
   return "";
 }
 
+// The case a small draw for kernel `name` makes from `seed`; false where the kernel does not
+// take the drawn case.
+bool draw_small(const char* name, uint64_t seed, Problem* out) {
+  const Kernel* k = builtins().find(name);
+  EXPECT_NE(k, nullptr) << name;
+  if (k == nullptr) return false;
+  Rng rng(seed);
+  RngDraws d(rng);
+  DrawnCase drawn = draw_case(d, *k->info, CaseConstraints{}, small_shape_limits());
+  if (drawn.kind == CaseKind::unsupported) return false;
+  *out = std::move(drawn.problem);
+  return true;
+}
+
+// The first operand tensor (A, B, their scales, B2 and its scales, each group's) in which `got`
+// differs from `want`; empty where all are equal.
+std::string operand_difference(const Problem& got, const Problem& want) {
+  if (got.a != want.a) return "a";
+  if (got.b != want.b) return "b";
+  if (got.sfa != want.sfa) return "sfa";
+  if (got.sfb != want.sfb) return "sfb";
+  if (got.b2 != want.b2) return "b2";
+  if (got.sfb2 != want.sfb2) return "sfb2";
+  if (got.groups.size() != want.groups.size()) return "the number of groups";
+  for (size_t g = 0; g < got.groups.size(); ++g) {
+    const std::string at = " of group " + std::to_string(g);
+    if (got.groups[g].a != want.groups[g].a) return "a" + at;
+    if (got.groups[g].b != want.groups[g].b) return "b" + at;
+    if (got.groups[g].sfa != want.groups[g].sfa) return "sfa" + at;
+    if (got.groups[g].sfb != want.groups[g].sfb) return "sfb" + at;
+  }
+  return "";
+}
+
 // `cases` problems drawn for kernel `name` (seeded), each with its stale variant's derived
 // reference against the one recomputed from the stale data. Returns how many were compared.
 int check_kernel(const std::string& name, int cases, uint64_t seed) {
-  const Kernel* k = builtins().find(name);
-  if (k == nullptr) throw std::runtime_error("no kernel " + name);
+  if (builtins().find(name) == nullptr) throw std::runtime_error("no kernel " + name);
   int compared = 0;
   for (int c = 0; c < cases; ++c) {
-    Rng rng(seed + static_cast<uint64_t>(c));
-    RngDraws d(rng);
-    const DrawnCase drawn = draw_case(d, *k->info, CaseConstraints{}, small_shape_limits());
-    if (drawn.kind == CaseKind::unsupported) continue;
-    const Problem& p = drawn.problem;
+    Problem p;
+    if (!draw_small(name.c_str(), seed + static_cast<uint64_t>(c), &p)) continue;
     const ExactResult ref = exact_gemm(p);
     const StaleVariant v = stale_variant(p, ref, seed ^ static_cast<uint64_t>(c * 7919));
     const ExactResult fresh = exact_gemm(v.problem);
@@ -114,33 +144,16 @@ TEST(GemmStale, InPlaceDataAreTheStaleVariantsAndUndoRestores) {
   for (const char* name : {"host_gemv_fp32", "host_gemm_fp32", "host_dual_gemm_fp32", "host_grouped_gemm_fp32",
                            "host_grouped_gemm_fp32_packed", "host_gemm_nvfp4_out", "host_grouped_gemm_nvfp4_out",
                            "host_mx_gemm_fp32", "host_mx_dual_gemm_fp32", "host_mx_grouped_gemm_fp32"}) {
-    const Kernel* k = builtins().find(name);
-    ASSERT_NE(k, nullptr) << name;
     for (int c = 0; c < 40; ++c) {
-      Rng rng(20261219 + static_cast<uint64_t>(c));
-      RngDraws d(rng);
-      const DrawnCase drawn = draw_case(d, *k->info, CaseConstraints{}, small_shape_limits());
-      if (drawn.kind == CaseKind::unsupported) continue;
-      const Problem& p = drawn.problem;
+      Problem p;
+      if (!draw_small(name, 20261219 + static_cast<uint64_t>(c), &p)) continue;
       const ExactResult ref = exact_gemm(p);
       const uint64_t seed = 77 + static_cast<uint64_t>(c);
       const StaleVariant v = stale_variant(p, ref, seed);
       Problem q = p;
       op_module(p.op).stale_in_place(q, seed, false);
       const std::string where = std::string(name) + " case " + std::to_string(c);
-      ASSERT_EQ(q.a, v.problem.a) << where;
-      ASSERT_EQ(q.b, v.problem.b) << where;
-      ASSERT_EQ(q.sfa, v.problem.sfa) << where;
-      ASSERT_EQ(q.sfb, v.problem.sfb) << where;
-      ASSERT_EQ(q.b2, v.problem.b2) << where;
-      ASSERT_EQ(q.sfb2, v.problem.sfb2) << where;
-      ASSERT_EQ(q.groups.size(), v.problem.groups.size()) << where;
-      for (size_t g = 0; g < q.groups.size(); ++g) {
-        ASSERT_EQ(q.groups[g].a, v.problem.groups[g].a) << where << " g=" << g;
-        ASSERT_EQ(q.groups[g].b, v.problem.groups[g].b) << where << " g=" << g;
-        ASSERT_EQ(q.groups[g].sfa, v.problem.groups[g].sfa) << where << " g=" << g;
-        ASSERT_EQ(q.groups[g].sfb, v.problem.groups[g].sfb) << where << " g=" << g;
-      }
+      ASSERT_EQ(operand_difference(q, v.problem), "") << where;
       if (p.op == Op::grouped_gemm && !p.mx_operands() && p.out_type != OutType::nvfp4) {
         EXPECT_EQ(difference(v.reference, exact_gemm(v.problem)), "") << where;
       }
@@ -162,14 +175,9 @@ TEST(GemmStale, InBuffersLeavesWholeTensorsWithTheMovesThatMakeTheStaleData) {
   for (const char* name : {"host_gemv_fp32", "host_gemm_fp32", "host_dual_gemm_fp32", "host_grouped_gemm_fp32",
                            "host_grouped_gemm_fp32_packed", "host_gemm_nvfp4_out", "host_mx_gemm_fp32",
                            "host_mx_dual_gemm_fp32", "host_mx_grouped_gemm_fp32"}) {
-    const Kernel* k = builtins().find(name);
-    ASSERT_NE(k, nullptr) << name;
     for (int c = 0; c < 30; ++c) {
-      Rng rng(20261207 + static_cast<uint64_t>(c));
-      RngDraws d(rng);
-      const DrawnCase drawn = draw_case(d, *k->info, CaseConstraints{}, small_shape_limits());
-      if (drawn.kind == CaseKind::unsupported) continue;
-      const Problem& p = drawn.problem;
+      Problem p;
+      if (!draw_small(name, 20261207 + static_cast<uint64_t>(c), &p)) continue;
       const uint64_t seed = 91 + static_cast<uint64_t>(c);
       const StaleVariant v = stale_variant(p, exact_gemm(p), seed);
       const std::string where = std::string(name) + " case " + std::to_string(c);
@@ -207,18 +215,7 @@ TEST(GemmStale, InBuffersLeavesWholeTensorsWithTheMovesThatMakeTheStaleData) {
         }
         ++moved_in_buffers;
       }
-      ASSERT_EQ(moved.a, v.problem.a) << where;
-      ASSERT_EQ(moved.b, v.problem.b) << where;
-      ASSERT_EQ(moved.sfa, v.problem.sfa) << where;
-      ASSERT_EQ(moved.sfb, v.problem.sfb) << where;
-      ASSERT_EQ(moved.b2, v.problem.b2) << where;
-      ASSERT_EQ(moved.sfb2, v.problem.sfb2) << where;
-      for (size_t g = 0; g < q.groups.size(); ++g) {
-        ASSERT_EQ(q.groups[g].a, v.problem.groups[g].a) << where << " g=" << g;
-        ASSERT_EQ(q.groups[g].b, v.problem.groups[g].b) << where << " g=" << g;
-        ASSERT_EQ(q.groups[g].sfa, v.problem.groups[g].sfa) << where << " g=" << g;
-        ASSERT_EQ(q.groups[g].sfb, v.problem.groups[g].sfb) << where << " g=" << g;
-      }
+      ASSERT_EQ(operand_difference(moved, v.problem), "") << where;
       EXPECT_TRUE(op_module(p.op).stale_in_buffers(q, seed, true).empty()) << where;
       ASSERT_EQ(write_case(q), write_case(p)) << where;
       ++compared;
@@ -231,16 +228,12 @@ TEST(GemmStale, InBuffersLeavesWholeTensorsWithTheMovesThatMakeTheStaleData) {
 // A stale variant's reference must differ from the case's (else the stale call checks nothing):
 // the negation moves every nonzero result.
 TEST(MxStale, StaleDataChangesTheResult) {
-  const Kernel* k = builtins().find("host_mx_gemm_fp32");
-  ASSERT_NE(k, nullptr);
   int changed = 0;
   for (int c = 0; c < 40; ++c) {
-    Rng rng(99 + static_cast<uint64_t>(c));
-    RngDraws d(rng);
-    const DrawnCase drawn = draw_case(d, *k->info, CaseConstraints{}, small_shape_limits());
-    if (drawn.kind == CaseKind::unsupported) continue;
-    const ExactResult ref = exact_gemm(drawn.problem);
-    changed += stale_variant(drawn.problem, ref, 5).reference.words() != ref.words();
+    Problem p;
+    if (!draw_small("host_mx_gemm_fp32", 99 + static_cast<uint64_t>(c), &p)) continue;
+    const ExactResult ref = exact_gemm(p);
+    changed += stale_variant(p, ref, 5).reference.words() != ref.words();
   }
   EXPECT_GE(changed, 30);
 }
