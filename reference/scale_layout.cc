@@ -2,6 +2,7 @@
 #include "reference/scale_layout.h"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <stdexcept>
 #include <type_traits>
@@ -22,9 +23,13 @@ void check_dims(int64_t rows, int64_t kb, int64_t l) {
 // direction.
 template <bool to_permuted>
 void move_rows(const uint8_t* from, uint8_t* to, int64_t rows, int64_t kb, int64_t l) {
-  // Where each of a tile's 128 rows begins inside it (the same in every tile).
-  int64_t in_tile[128];
-  for (int64_t i = 0; i < 128; ++i) in_tile[i] = sf_permuted_offset(128, 4, 0, i, 0);
+  // Where each of a tile's 128 rows begins inside it (the same in every tile), filled once: on
+  // every call it cost about a third of a small case's layout.
+  static const std::array<int64_t, 128> in_tile = [] {
+    std::array<int64_t, 128> t{};
+    for (int64_t i = 0; i < 128; ++i) t[static_cast<size_t>(i)] = sf_permuted_offset(128, 4, 0, i, 0);
+    return t;
+  }();
   for (int64_t b = 0; b < l; ++b)
     for (int64_t r0 = 0; r0 < rows; r0 += 128) {
       const int64_t tile_rows = std::min<int64_t>(128, rows - r0);
@@ -33,7 +38,7 @@ void move_rows(const uint8_t* from, uint8_t* to, int64_t rows, int64_t kb, int64
         const int64_t perm0 = sf_permuted_offset(rows, kb, b, r0, s), bytes = std::min<int64_t>(4, kb - s);
         const auto move = [&](auto size) {  // a constant 4 for every tile but a short last one
           for (int64_t i = 0; i < tile_rows; ++i) {
-            const int64_t perm = perm0 + in_tile[i], lin = lin0 + i * kb + s;
+            const int64_t perm = perm0 + in_tile[static_cast<size_t>(i)], lin = lin0 + i * kb + s;
             if (to_permuted)
               std::memcpy(to + perm, from + lin, static_cast<size_t>(size));
             else
