@@ -135,6 +135,8 @@ for s in "${steps[@]}"; do
     python)
       procs=${NVFP4_PYTHON_PROCS:-5}
       step "the Python package's GPU tier, its tests dealt over $procs pytest processes"
+      rm -f "$OUT"/python-[0-9]*.log  # an earlier run's shards would count in the summary
+      py_rc=0
       (
         export NVFP4CHECK_LIBRARY="$B/python/libnvfp4check_capi.so" NVFP4CHECK_PROGRAM="$B/cli/nvfp4check" \
           NVFP4CHECK_WRONG_PLUGIN="$B/mutation/libnvfp4_wrong_host_plugin.so" PYTHONPATH="$PWD/python"
@@ -155,12 +157,25 @@ for s in "${steps[@]}"; do
         rc=$(( ${#ids[@]} > 0 ? 0 : 1 ))
         for p in "${pids[@]}"; do wait "$p" || rc=1; done
         exit $rc
-      ) || status=1
+      ) || { status=1; py_rc=1; }
+      shards=0
       for log in "$OUT"/python-[0-9]*.log; do
+        [ -e "$log" ] || continue
+        shards=$((shards + 1))
         echo "-- $(basename "$log")"
         grep -E "^(FAILED|ERROR)|^[0-9.]+s (call|setup)" "$log" | head -8
         tail -n 1 "$log"
       done
+      # One line for the whole tier, last, so that a caller keeping only the output's tail still
+      # sees every shard's counts and the step's exit status.
+      counts=$(for log in "$OUT"/python-[0-9]*.log; do [ -e "$log" ] && tail -n 1 "$log"; done |
+        grep -oE '[0-9]+ (passed|failed|skipped|errors?|xfailed|xpassed)' |
+        awk '{n[$2] += $1} END {for (k in n) printf "%d %s, ", n[k], k}')
+      if [ "$shards" -eq 0 ]; then
+        echo "python.gpu: no shard ran; exit $py_rc"
+      else
+        echo "python.gpu: ${counts%, }${counts:+ }over $shards shard(s); exit $py_rc"
+      fi
       ;;
     gpumode)
       step "GPU MODE submissions as submitted (warm-up, cache lock, streams)"
@@ -391,4 +406,5 @@ if [ -n "$campaign_pid" ]; then
   wait "$campaign_pid" || status=1
   tail -20 "$OUT/campaign-cuda.log"
 fi
+echo "gpu-check.sh ${steps[*]}: exit $status"
 exit $status
