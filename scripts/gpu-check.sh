@@ -158,18 +158,19 @@ for s in "${steps[@]}"; do
         for p in "${pids[@]}"; do wait "$p" || rc=1; done
         exit $rc
       ) || { status=1; py_rc=1; }
-      shards=0
+      shards=0 lasts=""
       for log in "$OUT"/python-[0-9]*.log; do
         [ -e "$log" ] || continue
         shards=$((shards + 1))
         echo "-- $(basename "$log")"
         grep -E "^(FAILED|ERROR)|^[0-9.]+s (call|setup)" "$log" | head -8
-        tail -n 1 "$log"
+        last=$(tail -n 1 "$log")
+        echo "$last"
+        lasts+="$last"$'\n'
       done
       # One line for the whole tier, last, so that a caller keeping only the output's tail still
       # sees every shard's counts and the step's exit status.
-      counts=$(for log in "$OUT"/python-[0-9]*.log; do [ -e "$log" ] && tail -n 1 "$log"; done |
-        grep -oE '[0-9]+ (passed|failed|skipped|errors?|xfailed|xpassed)' |
+      counts=$(printf '%s' "$lasts" | grep -oE '[0-9]+ (passed|failed|skipped|errors?|xfailed|xpassed)' |
         awk '{n[$2] += $1} END {for (k in n) printf "%d %s, ", n[k], k}')
       if [ "$shards" -eq 0 ]; then
         echo "python.gpu: no shard ran; exit $py_rc"
