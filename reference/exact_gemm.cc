@@ -19,6 +19,9 @@
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include "reference/block_scaled_output.h"
 #include "reference/scale_layout.h"  // ceil_div
@@ -56,13 +59,20 @@ struct ScaleTable {
   int32_t weight[256];
   bool negative[2][256];  // [semantics == e4m3]
   bool nan[256];
+  // The three in one word, for one lookup a block: the weight (below 2^18), kNegativeBit, kNanBit.
+  static constexpr uint32_t kNegativeBit = 1u << 30, kNanBit = 1u << 31;
+  uint32_t word[2][256];  // [semantics == e4m3]
   ScaleTable() {
     for (int byte = 0; byte < 256; ++byte) {
       const ScaleValue v = e4m3_decode(static_cast<uint8_t>(byte), ScaleSemantics::ue4m3);
       weight[byte] = v.nan ? 0 : v.sig << (v.exp + 9);  // a NaN block contributes nothing to r, S, t, g
       nan[byte] = v.nan;
-      for (ScaleSemantics sem : {ScaleSemantics::ue4m3, ScaleSemantics::e4m3})
-        negative[sem == ScaleSemantics::e4m3][byte] = e4m3_decode(static_cast<uint8_t>(byte), sem).sign < 0;
+      for (ScaleSemantics sem : {ScaleSemantics::ue4m3, ScaleSemantics::e4m3}) {
+        const int e4m3 = sem == ScaleSemantics::e4m3;
+        negative[e4m3][byte] = e4m3_decode(static_cast<uint8_t>(byte), sem).sign < 0;
+        word[e4m3][byte] = static_cast<uint32_t>(weight[byte]) | (negative[e4m3][byte] ? kNegativeBit : 0u) |
+                           (nan[byte] ? kNanBit : 0u);
+      }
     }
   }
 };
@@ -123,6 +133,106 @@ inline __attribute__((always_inline)) void decode_chunk(const uint8_t* bytes, co
   }
 }
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#define NVFP4_DECODE_AVX512 1
+// Every whole chunk of a row at the start of it (chunks of 16 whole blocks), as decode_chunk and
+// decode_row's scale loop write them, with AVX-512BW byte shuffles: a chunk's 128 bytes are put
+// in pair-position order by two word permutes, and each nibble becomes its doubled value by one
+// 16-entry table lookup, 64 at a time (decode_chunk's 32-bit lanes take a shift per nibble: with
+// decode_row it was 30% of a medium GEMV's runner). A block's scale is one lookup of
+// ScaleTable::word (a 16-lane gather of them was slower: bench/reference_bench). Returns whether a
+// scale was NaN.
+struct PairIndex {
+  alignas(64) int16_t word[2][32];
+  constexpr PairIndex() : word{} {
+    for (int h = 0; h < 2; ++h)
+      for (int q = 0; q < 4; ++q)
+        for (int p = 0; p < 8; ++p)
+          word[h][8 * q + p] = static_cast<int16_t>(p < 4 ? 8 * p + (4 * h + q) : 32 + 8 * (p - 4) + (4 * h + q));
+  }
+};
+constexpr PairIndex kPairIndex;
+
+#if !defined(__clang__)
+#pragma GCC diagnostic push
+// GCC 12's AVX-512 header functions read _mm512_undefined_epi32() and warn of it, inlined here
+// (GCC bug 105593): not this code's reads.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+__attribute__((target("avx512f,avx512bw"))) bool decode_chunks_avx512(const uint8_t* packed, const uint8_t* scales,
+                                                                     int64_t chunks, const uint32_t* words,
+                                                                     int16_t* values, int32_t* weight) {
+  // Lane j of a 64-byte load holds blocks 2j and 2j+1 (8 bytes each); this makes its 16-bit word
+  // q the two blocks' byte q.
+  const __m512i pair_bytes = _mm512_broadcast_i32x4(_mm_setr_epi8(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15));
+  // Word 8q + p of the result: block pair p's byte q (pairs 0-3 from the first load, 4-7 from the
+  // second), for q = 0..3 (first) and 4..7 (second): lane q then holds byte q of blocks 0..15.
+  const __m512i by_pair[2] = {_mm512_load_si512(kPairIndex.word[0]), _mm512_load_si512(kPairIndex.word[1])};
+  // Doubled E2M1 values of the 16 codes (formats.h's e2m1_twice, negative codes negated).
+  const __m512i twice = _mm512_broadcast_i32x4(_mm_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12));
+  const __m512i nibble = _mm512_set1_epi8(0x0F);
+  // Each bit of a byte twice: a block's sign covers its two bytes of a pair position.
+  static const struct Spread {
+    uint16_t of[256];
+    Spread() {
+      for (int b = 0; b < 256; ++b) {
+        of[b] = 0;
+        for (int i = 0; i < 8; ++i) of[b] |= static_cast<uint16_t>(((b >> i) & 1) * (3u << (2 * i)));
+      }
+    }
+  } spread;
+  bool nan = false;
+  for (int64_t c = 0; c < chunks; ++c) {
+    const uint8_t* bytes = packed + c * kChunk * kPairs;
+    int16_t* out = values + c * kChunkValues;
+    // The scales: weights stored, signs as a mask of 16 blocks.
+    unsigned neg = 0;
+    uint32_t flags = 0;
+    for (int s = 0; s < kChunk; ++s) {
+      const uint32_t w = words[scales[c * kChunk + s]];
+      weight[c * kChunk + s] = static_cast<int32_t>(w & 0x3FFFFFFFu);
+      neg |= ((w >> 30) & 1u) << s;
+      flags |= w;
+    }
+    nan |= (flags & ScaleTable::kNanBit) != 0;
+    const __mmask64 neg_low = 0x0001000100010001ull * spread.of[neg & 0xFF];
+    const __mmask64 neg_high = 0x0001000100010001ull * spread.of[neg >> 8];
+    const __m512i first = _mm512_shuffle_epi8(_mm512_loadu_si512(bytes), pair_bytes);
+    const __m512i second = _mm512_shuffle_epi8(_mm512_loadu_si512(bytes + 64), pair_bytes);
+    for (int h = 0; h < 2; ++h) {
+      const __m512i t = _mm512_permutex2var_epi16(first, by_pair[h], second);
+      const __m512i even = _mm512_shuffle_epi8(twice, _mm512_and_si512(t, nibble));
+      const __m512i odd = _mm512_shuffle_epi8(twice, _mm512_and_si512(_mm512_srli_epi16(t, 4), nibble));
+      // Lane q: blocks 0-7 (low) and 8-15 (high) as [block][even, odd] bytes, signs applied.
+      __m512i low = _mm512_unpacklo_epi8(even, odd), high = _mm512_unpackhi_epi8(even, odd);
+      low = _mm512_mask_sub_epi8(low, neg_low, _mm512_setzero_si512(), low);
+      high = _mm512_mask_sub_epi8(high, neg_high, _mm512_setzero_si512(), high);
+      // Lanes (0, 1) and (2, 3) of both, as [low q, high q, low q+1, high q+1]: pair positions
+      // 4h + 2g and 4h + 2g + 1, each 32 values widened to int16 (the shuffles' selectors are
+      // immediates, hence no loop).
+      const __m512i pairs[2] = {
+          _mm512_shuffle_i64x2(_mm512_shuffle_i64x2(low, high, 0x44), _mm512_shuffle_i64x2(low, high, 0x44), 0xD8),
+          _mm512_shuffle_i64x2(_mm512_shuffle_i64x2(low, high, 0xEE), _mm512_shuffle_i64x2(low, high, 0xEE), 0xD8)};
+      for (int g = 0; g < 2; ++g) {
+        const int q = 4 * h + 2 * g;
+        _mm512_storeu_si512(out + q * (2 * kChunk), _mm512_cvtepi8_epi16(_mm512_castsi512_si256(pairs[g])));
+        _mm512_storeu_si512(out + (q + 1) * (2 * kChunk), _mm512_cvtepi8_epi16(_mm512_extracti64x4_epi64(pairs[g], 1)));
+      }
+    }
+  }
+  return nan;
+}
+#if !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
+bool has_avx512bw() {
+  static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+  return yes;
+}
+#endif
+
 // Compiled as dot_rows is (below), for the vector steps of decode_chunk.
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
@@ -140,7 +250,15 @@ void decode_row(const uint8_t* packed, const uint8_t* scales, int64_t k, ScaleSe
   }
   const bool* negative = kScaleTable.negative[semantics == ScaleSemantics::e4m3];
   bool nan = false;
-  for (int64_t s0 = 0; s0 < kb; s0 += kChunk) {
+  int64_t whole = 0;  // chunks decoded already
+#ifdef NVFP4_DECODE_AVX512
+  if (full >= kChunk && has_avx512bw()) {
+    whole = full / kChunk;
+    nan = decode_chunks_avx512(packed, scales, whole, kScaleTable.word[semantics == ScaleSemantics::e4m3],
+                               row.values.data(), row.weight.data());
+  }
+#endif
+  for (int64_t s0 = whole * kChunk; s0 < kb; s0 += kChunk) {
     const int64_t s1 = std::min(kb, s0 + kChunk);
     int32_t neg[kChunk] = {};
     for (int64_t s = s0; s < s1; ++s) {
