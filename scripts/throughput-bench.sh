@@ -5,10 +5,12 @@
 #
 # Usage: scripts/throughput-bench.sh [--program PATH] [--baseline PATH] [--seconds S] [--jobs N]
 #                                    [--kernels a,b,...] [--classes c,...] [--repeat R] [--json FILE]
+#                                    [--no-variants]
 #   --program   the nvfp4check to measure (default: build/default/cli/nvfp4check, or $NVFP4_BUILD's)
 #   --baseline  another nvfp4check measured on the same shapes right after (optional)
 #   --seconds   per kernel and shape (default 8)
 #   --jobs      kernel processes per kernel (default: the program's own default); 1 is also measured
+#   --no-variants  only the rows at --jobs (or the default): no 1-lane row and no "this-own" row
 #   --kernels   default: host_gemv_fp32,host_gemm_fp32, plus gemv_naive,gemm_tc where a GPU is
 #   --classes   default: tiny,small,medium
 #   --repeat    each row R times, the program and the baseline in alternation (default 1); the
@@ -37,7 +39,7 @@ set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 prog=${NVFP4_BUILD:+$NVFP4_BUILD/cli/nvfp4check}
 prog=${prog:-build/default/cli/nvfp4check}
-baseline="" seconds=8 jobs="" kernels="" json="" classes=tiny,small,medium repeat=1
+baseline="" seconds=8 jobs="" kernels="" json="" classes=tiny,small,medium repeat=1 variants=1
 while [ $# -gt 0 ]; do
   case "$1" in
     --program) prog=$2; shift 2 ;;
@@ -48,7 +50,8 @@ while [ $# -gt 0 ]; do
     --classes) classes=$2; shift 2 ;;
     --repeat) repeat=$2; shift 2 ;;
     --json) json=$2; shift 2 ;;
-    -h|--help) sed -n '2,33p' "$0"; exit 0 ;;
+    --no-variants) variants=0; shift ;;
+    -h|--help) sed -n '2,37p' "$0"; exit 0 ;;
     *) echo "throughput-bench: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -172,10 +175,12 @@ for kernel in "${klist[@]}"; do
   for class in "${clist[@]}"; do
     for _ in $(seq "$repeat"); do
       measure "$prog" this "$kernel" "$class" "$jobs"
-      [ "${jobs:-x}" != 1 ] && measure "$prog" this "$kernel" "$class" 1
-      # A CUDA kernel's lanes share one MPS context by default where MPS can start: the same
-      # build with a context per lane too (build "this-own").
-      case "$kernel" in host_*) ;; *) [ "${jobs:-x}" != 1 ] && measure "$prog" this-own "$kernel" "$class" "$jobs" --shared-context off ;; esac
+      if [ "$variants" = 1 ]; then
+        [ "${jobs:-x}" != 1 ] && measure "$prog" this "$kernel" "$class" 1
+        # A CUDA kernel's lanes share one MPS context by default where MPS can start: the same
+        # build with a context per lane too (build "this-own").
+        case "$kernel" in host_*) ;; *) [ "${jobs:-x}" != 1 ] && measure "$prog" this-own "$kernel" "$class" "$jobs" --shared-context off ;; esac
+      fi
       [ -n "$baseline" ] && measure "$baseline" baseline "$kernel" "$class" "$jobs"
     done
   done
