@@ -21,6 +21,8 @@
 #   --fuzz-build     a folder with fuzz/kernel_fuzzer and cli/nvfp4check of the fuzz-campaign
 #                    preset (device-pack.sh --fuzz), for the fuzz row; without it the row says so
 #   --large-baseline the 2.2 GiB case with the baseline too (c8077b0 took about 120 s)
+#   The GPU reference's rows use each build's bench/gpu_reference_bench (its build tree's, or one
+#   beside its nvfp4check); a build without one has no figure there.
 #   --host           the host rows (for CI's 2-core machine) instead of the GPU ones
 # Each row's figures, its runs and stages, go to --json as one line each. The last lines are the
 # table: row, this, baseline, ratio, the largest stages of this build (shares of the lanes' time),
@@ -42,7 +44,7 @@ while [ $# -gt 0 ]; do
     --large-baseline) large_baseline=1; shift ;;
     --host) host=1; shift ;;
     --json) json=$2; shift 2 ;;
-    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
     *) echo "throughput-table: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -138,17 +140,28 @@ print(", ".join(f"{n} {v:.2f} s" for n,v in sorted(st.items(), key=lambda kv:-kv
   fi
   if ! skipped gpuref; then
     echo "== the exact GPU reference (bench/gpu_reference_bench --only gemm --formats nvfp4 --repeat 3)"
-    bench="$(dirname "$prog")/../bench/gpu_reference_bench"
-    if [ -x "$bench" ] && timeout 300 "$bench" --only gemm --formats nvfp4 --repeat 3 --json "$tmp/gpuref.json" \
-         >"$tmp/gpuref.log" 2>&1; then
-      sed 's/^/  /' "$tmp/gpuref.log"
-      read -r c8 t4 <<<"$(python3 -c 'import json,sys
-r=json.load(open(sys.argv[1])); f=lambda n: next(x for x in r if x["m"]==n and x["n"]==n and x["k"]==n)
-print(f(8192)["compute_ms"], f(4096)["total_ms"])' "$tmp/gpuref.json")"
-      add "exact GPU reference 8192^3, compute" "$c8" "" ms 50 le "" "median of 3"
-      add "exact GPU reference 4096^3, with copies" "$t4" "" ms 300 le "" "median of 3"
+    # 8192^3's compute and 4096^3's time with copies, medians, from a build's gpu_reference_bench
+    # (in its build tree, or beside its nvfp4check); builds before the MX formats take no --formats.
+    gpuref() {  # program label -> "compute_8192 total_4096", or nothing
+      local dir bench
+      dir=$(dirname "$1")
+      for bench in "$dir/../bench/gpu_reference_bench" "$dir/gpu_reference_bench"; do [ -x "$bench" ] && break; done
+      [ -x "$bench" ] || { echo "  $2: no gpu_reference_bench beside $1" >&2; return; }
+      timeout 300 "$bench" --only gemm --formats nvfp4 --repeat 3 --json "$tmp/gpuref-$2.json" >"$tmp/gpuref-$2.log" 2>&1 ||
+        timeout 300 "$bench" --only gemm --repeat 3 --json "$tmp/gpuref-$2.json" >"$tmp/gpuref-$2.log" 2>&1 ||
+        { echo "  $2: gpu_reference_bench failed: $(tail -1 "$tmp/gpuref-$2.log")" >&2; return; }
+      sed "s/^/  $2: /" "$tmp/gpuref-$2.log" >&2
+      python3 -c 'import json,sys
+r=[x for x in json.load(open(sys.argv[1])) if x.get("a_format", "nvfp4") == "nvfp4" and x.get("b_format", "nvfp4") == "nvfp4"]
+f=lambda n: next(x for x in r if x["m"]==n and x["n"]==n and x["k"]==n)
+print(f(8192)["compute_ms"], f(4096)["total_ms"])' "$tmp/gpuref-$2.json"
+    }
+    read -r c8 t4 <<<"$(gpuref "$prog" this)"
+    read -r bc8 bt4 <<<"$(gpuref "$baseline" baseline)"
+    if [ -n "${c8:-}" ]; then
+      add "exact GPU reference 8192^3, compute" "$c8" "${bc8:-}" ms 50 le "" "median of 3"
+      add "exact GPU reference 4096^3, with copies" "$t4" "${bt4:-}" ms 300 le "" "median of 3"
     else
-      echo "  gpu_reference_bench did not run: $(tail -1 "$tmp/gpuref.log" 2>/dev/null)"
       status=2
     fi
   fi
