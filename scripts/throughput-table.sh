@@ -11,6 +11,7 @@
 # Usage: scripts/throughput-table.sh --baseline PATH [--program PATH] [--seconds S]
 #                                    [--long-seconds L] [--rows SPEC] [--skip STEPS]
 #                                    [--fuzz-build DIR] [--large-baseline] [--host] [--json FILE]
+#                                    [--reports DIR]
 #   --baseline       the other build's nvfp4check (e.g. c8077b0's, where the goals were set)
 #   --program        this build's nvfp4check (default build/gpu/cli/nvfp4check, or $NVFP4_BUILD's)
 #   --seconds        seconds a row (default 5); --long-seconds for the medium GEMV and the grouped
@@ -24,6 +25,8 @@
 #   The GPU reference's rows use each build's bench/gpu_reference_bench (its build tree's, or one
 #   beside its nvfp4check); a build without one has no figure there.
 #   --host           the host rows (for CI's 2-core machine) instead of the GPU ones
+#   --reports DIR    keep the steps' own reports there (the large case's, the GPU reference's, the
+#                    mutation table's: compare it with scripts/compare-mutants.py)
 # Each row's figures, its runs and stages, go to --json as one line each. The last lines are the
 # table: row, this, baseline, ratio, the largest stages of this build (shares of the lanes' time),
 # goal, met. Exit 0 when every row ran (met or not), 2 when a step could not run at all.
@@ -31,7 +34,7 @@ set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 prog=${NVFP4_BUILD:+$NVFP4_BUILD/cli/nvfp4check}
 prog=${prog:-build/gpu/cli/nvfp4check}
-baseline="" seconds=5 long=12 rows_spec="" skip="" fuzz_build="" large_baseline=0 host=0 json=""
+baseline="" seconds=5 long=12 rows_spec="" skip="" fuzz_build="" large_baseline=0 host=0 json="" reports=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --program) prog=$2; shift 2 ;;
@@ -44,7 +47,8 @@ while [ $# -gt 0 ]; do
     --large-baseline) large_baseline=1; shift ;;
     --host) host=1; shift ;;
     --json) json=$2; shift 2 ;;
-    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
+    --reports) reports=$2; shift 2 ;;
+    -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
     *) echo "throughput-table: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -216,6 +220,10 @@ EOF
 fi
 
 [ -n "$json" ] && cp "$out" "$json"
+if [ -n "$reports" ]; then
+  mkdir -p "$reports"
+  for f in large.json gpuref-this.json gpuref-baseline.json mutants.json; do [ -f "$tmp/$f" ] && cp "$tmp/$f" "$reports/"; done
+fi
 echo "== the table"
 python3 - "$out" <<'EOF'
 import json, sys
