@@ -15,6 +15,9 @@
 #              NVFP4_HONEST_SECONDS (default 120) in all: false alarms and exact-regime share
 #   gpuref     the GPU reference's timings on production shapes
 #   throughput scripts/throughput-bench.sh (cases/s by size class; NVFP4_BASELINE: another build)
+#   table      scripts/throughput-table.sh: the throughput goals' table, this build beside
+#              NVFP4_BASELINE (another build's nvfp4check; the step fails without it), with the
+#              fuzz build's row where there is one
 #   python     the Python package's GPU tier, python.gpu (-m gpu: torch, load_inline, Triton, GPU MODE
 #              submissions), its tests dealt over NVFP4_PYTHON_PROCS (default 5) pytest processes side
 #              by side, NVFP4_PYTHON_SECONDS each (default 1200): in one process the tier outlasts a
@@ -131,6 +134,15 @@ for s in "${steps[@]}"; do
       timeout 400 scripts/throughput-bench.sh --program "$B/cli/nvfp4check" --seconds "${NVFP4_THROUGHPUT_SECONDS:-6}" \
         --json "$OUT/throughput.jsonl" "${bargs[@]}" >"$OUT/throughput.log" 2>&1 || status=1
       tail -40 "$OUT/throughput.log"
+      ;;
+    table)
+      step "the throughput goals' table beside ${NVFP4_BASELINE:-(no NVFP4_BASELINE given)}"
+      targs=()
+      [ -x "$FUZZ_BUILD/fuzz/kernel_fuzzer" ] && targs=(--fuzz-build "$FUZZ_BUILD")
+      timeout 590 scripts/throughput-table.sh --program "$B/cli/nvfp4check" --baseline "${NVFP4_BASELINE:-}" \
+        "${targs[@]}" --json "$OUT/table.jsonl" --reports "$OUT/table-reports" >"$OUT/table.log" 2>&1 || status=1
+      sed -n '/^== the table/,$p' "$OUT/table.log"
+      [ -s "$OUT/table.jsonl" ] || tail -5 "$OUT/table.log"
       ;;
     python)
       procs=${NVFP4_PYTHON_PROCS:-5}
