@@ -90,6 +90,8 @@ bench_rows() {  # spec (kernel:class:goal,...)
     rows="$tmp/rows-$kernel-$class.jsonl"
     bash scripts/throughput-bench.sh --program "$prog" --baseline "$baseline" --kernels "$kernel" --classes "$class" \
       --seconds "$secs" --no-variants --json "$rows" >"$tmp/bench.log" 2>&1
+    # The host's speed once (hosts of one GPU machine differ; throughput-bench.sh measures it).
+    [ -n "${host_said:-}" ] || { grep -m1 "^host: " "$tmp/bench.log" | sed 's/^/  /'; host_said=1; }
     grep -E "^(this|baseline) " "$tmp/bench.log" | sed 's/^/  /'
     python3 - "$rows" "$kernel" "$class" "$goal" "$secs" >>"$out" <<'EOF' || { echo "  $kernel $class: no rows"; tail -5 "$tmp/bench.log"; status=2; }
 import json, sys
