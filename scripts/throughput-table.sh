@@ -231,7 +231,7 @@ python3 - "$out" <<'EOF'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 fmt = lambda v: "-" if v is None else f"{v:,.1f}"
-print(f"{'row':52} {'this':>10} {'baseline':>10} {'ratio':>7} {'goal':>16} {'met':>4}  largest stages of this")
+print(f"{'row':64} {'this':>10} {'baseline':>10} {'ratio':>7} {'goal':>16} {'met':>4}  largest stages of this")
 for r in rows:
     ratio = ""
     if r["this"] and r["baseline"]:
@@ -239,6 +239,6 @@ for r in rows:
         ratio = f"{x:.2f}x"
     met = "-" if r["this"] is None else ("yes" if (r["this"] >= r["goal"] if r["sense"] == "ge" else r["this"] <= r["goal"]) else "NO")
     goal = ("<= " if r["sense"] == "le" else ">= ") + f"{r['goal']:,.0f} {r['unit']}"
-    print(f"{r['row'][:52]:52} {fmt(r['this']):>10} {fmt(r['baseline']):>10} {ratio:>7} {goal:>16} {met:>4}  {r['stages']}")
+    print(f"{r['row'][:64]:64} {fmt(r['this']):>10} {fmt(r['baseline']):>10} {ratio:>7} {goal:>16} {met:>4}  {r['stages']}")
 EOF
 exit $status
