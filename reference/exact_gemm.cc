@@ -135,13 +135,8 @@ inline __attribute__((always_inline)) void decode_chunk(const uint8_t* bytes, co
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define NVFP4_DECODE_AVX512 1
-// Every whole chunk of a row at the start of it (chunks of 16 whole blocks), as decode_chunk and
-// decode_row's scale loop write them, with AVX-512BW byte shuffles: a chunk's 128 bytes are put
-// in pair-position order by two word permutes, and each nibble becomes its doubled value by one
-// 16-entry table lookup, 64 at a time (decode_chunk's 32-bit lanes take a shift per nibble: with
-// decode_row it was 30% of a medium GEMV's runner). A block's scale is one lookup of
-// ScaleTable::word (a 16-lane gather of them was slower: bench/reference_bench). Returns whether a
-// scale was NaN.
+// The word permutes of decode_chunks_avx512: word 8q + p of permute h is block pair p's byte 4h + q
+// (pairs 0-3 from the first 64-byte load, 4-7 from the second).
 struct PairIndex {
   alignas(64) int16_t word[2][32];
   constexpr PairIndex() : word{} {
@@ -160,14 +155,20 @@ constexpr PairIndex kPairIndex;
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
+// Every whole chunk of a row at the start of it (chunks of 16 whole blocks), as decode_chunk and
+// decode_row's scale loop write them, with AVX-512BW byte shuffles: a chunk's 128 bytes are put
+// in pair-position order by two word permutes, and each nibble becomes its doubled value by one
+// 16-entry table lookup, 64 at a time (decode_chunk's 32-bit lanes take a shift per nibble: with
+// decode_row it was 30% of a medium GEMV's runner). A block's scale is one lookup of
+// ScaleTable::word (a 16-lane gather of them was slower: bench/reference_bench). Returns whether a
+// scale was NaN.
 __attribute__((target("avx512f,avx512bw"))) bool decode_chunks_avx512(const uint8_t* packed, const uint8_t* scales,
                                                                      int64_t chunks, const uint32_t* words,
                                                                      int16_t* values, int32_t* weight) {
   // Lane j of a 64-byte load holds blocks 2j and 2j+1 (8 bytes each); this makes its 16-bit word
   // q the two blocks' byte q.
   const __m512i pair_bytes = _mm512_broadcast_i32x4(_mm_setr_epi8(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15));
-  // Word 8q + p of the result: block pair p's byte q (pairs 0-3 from the first load, 4-7 from the
-  // second), for q = 0..3 (first) and 4..7 (second): lane q then holds byte q of blocks 0..15.
+  // Lane q of permute h then holds byte 4h + q of blocks 0..15.
   const __m512i by_pair[2] = {_mm512_load_si512(kPairIndex.word[0]), _mm512_load_si512(kPairIndex.word[1])};
   // Doubled E2M1 values of the 16 codes (formats.h's e2m1_twice, negative codes negated).
   const __m512i twice = _mm512_broadcast_i32x4(_mm_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12));
@@ -191,8 +192,8 @@ __attribute__((target("avx512f,avx512bw"))) bool decode_chunks_avx512(const uint
     uint32_t flags = 0;
     for (int s = 0; s < kChunk; ++s) {
       const uint32_t w = words[scales[c * kChunk + s]];
-      weight[c * kChunk + s] = static_cast<int32_t>(w & 0x3FFFFFFFu);
-      neg |= ((w >> 30) & 1u) << s;
+      weight[c * kChunk + s] = static_cast<int32_t>(w & ~(ScaleTable::kNegativeBit | ScaleTable::kNanBit));
+      neg |= ((w & ScaleTable::kNegativeBit) != 0 ? 1u : 0u) << s;
       flags |= w;
     }
     nan |= (flags & ScaleTable::kNanBit) != 0;
@@ -211,9 +212,8 @@ __attribute__((target("avx512f,avx512bw"))) bool decode_chunks_avx512(const uint
       // Lanes (0, 1) and (2, 3) of both, as [low q, high q, low q+1, high q+1]: pair positions
       // 4h + 2g and 4h + 2g + 1, each 32 values widened to int16 (the shuffles' selectors are
       // immediates, hence no loop).
-      const __m512i pairs[2] = {
-          _mm512_shuffle_i64x2(_mm512_shuffle_i64x2(low, high, 0x44), _mm512_shuffle_i64x2(low, high, 0x44), 0xD8),
-          _mm512_shuffle_i64x2(_mm512_shuffle_i64x2(low, high, 0xEE), _mm512_shuffle_i64x2(low, high, 0xEE), 0xD8)};
+      const __m512i lanes01 = _mm512_shuffle_i64x2(low, high, 0x44), lanes23 = _mm512_shuffle_i64x2(low, high, 0xEE);
+      const __m512i pairs[2] = {_mm512_shuffle_i64x2(lanes01, lanes01, 0xD8), _mm512_shuffle_i64x2(lanes23, lanes23, 0xD8)};
       for (int g = 0; g < 2; ++g) {
         const int q = 4 * h + 2 * g;
         _mm512_storeu_si512(out + q * (2 * kChunk), _mm512_cvtepi8_epi16(_mm512_castsi512_si256(pairs[g])));
