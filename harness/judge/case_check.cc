@@ -313,8 +313,6 @@ std::vector<StaleMove> stale_moves(const Problem& p, uint64_t seed) {
   return moves;
 }
 
-
-
 Problem stale_base(const Problem& p) {
   Problem q = p;
   clear_expect(q);
