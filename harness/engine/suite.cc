@@ -736,9 +736,15 @@ SuiteResult run_suite(const std::vector<SuiteKernel>& kernels, const RunSettings
           throw std::runtime_error("--shared-context mps: the MPS daemon could not start: " + shared_why_not);
       }
       const bool placed = sk.desc.is_cuda() && !settings.gpus.empty();
+      // The lanes' CUDA contexts are made a few at a time (StartGate). Not a compiling kernel's:
+      // its processes' starts are mostly the interpreter's imports, which run side by side.
+      std::shared_ptr<StartGate> gate;
+      if (sk.desc.is_cuda() && lanes > 1 && sk.command.warmup_timeout_s <= 0)
+        gate = std::make_shared<StartGate>(StartGate::default_slots(gpus));
       // Lane w's command; in_shared: as a client of the shared context.
       auto lane_command = [&](int w, bool in_shared) {
         WorkerCommand command = sk.command;
+        command.start_gate = gate;
         if (placed)
           command.env.emplace_back("CUDA_VISIBLE_DEVICES", settings.gpus[static_cast<size_t>(w) % settings.gpus.size()]);
         if (in_shared)

@@ -187,6 +187,44 @@ WorkerCommand kernel_worker_command(const std::string& kernel, const std::vector
   return c;
 }
 
+StartGate::Pass StartGate::enter() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  cv_.wait(lock, [this] { return open_ || free_ > 0; });
+  if (open_) return Pass(nullptr);
+  --free_;
+  return Pass(this);
+}
+
+void StartGate::leave() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++free_;
+  }
+  cv_.notify_one();
+}
+
+void StartGate::open() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    open_ = true;
+  }
+  cv_.notify_all();
+}
+
+bool StartGate::is_open() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return open_;
+}
+
+int StartGate::default_slots(int gpus) {
+  if (const char* env = std::getenv("NVFP4_START_SLOTS")) {
+    char* end = nullptr;
+    const long v = std::strtol(env, &end, 10);
+    if (end != env && *end == '\0' && v >= 0 && v <= 1024) return static_cast<int>(v);
+  }
+  return 2 * std::max(1, gpus);
+}
+
 WorkerExecutor::WorkerExecutor(WorkerCommand command, double timeout_s, double startup_s)
     : command_(std::move(command)), timeout_s_(timeout_s), startup_s_(startup_s) {
   signal(SIGPIPE, SIG_IGN);  // a dead worker must not kill the parent through a write
@@ -208,6 +246,18 @@ WorkerExecutor::~WorkerExecutor() {
 }
 
 void WorkerExecutor::start() {
+  std::optional<StartGate::Pass> pass;
+  if (command_.start_gate) pass.emplace(command_.start_gate->enter());
+  // Every way out but a described kernel is a failed start, which opens the gate.
+  struct OpenUnlessStarted {
+    StartGate* gate;
+    const bool& started;
+    ~OpenUnlessStarted() {
+      if (gate && !started) gate->open();
+    }
+  };
+  bool started = false;
+  const OpenUnlessStarted on_failure{command_.start_gate.get(), started};
   ChildEnvironment env(command_.env);
   // A compiling kernel's process that loses its parent gets SIGTERM: Python's worker then ends
   // the compiler and unlocks its cache (nvfp4check.worker), and dies by the default action after.
@@ -262,6 +312,7 @@ void WorkerExecutor::start() {
   }
   desc_ = ready->kernels.front();
   have_desc_ = true;
+  started = true;
 }
 
 void WorkerExecutor::stop() {

@@ -8,7 +8,10 @@
 
 #include <sys/types.h>
 
+#include <condition_variable>
 #include <functional>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
@@ -22,6 +25,45 @@ namespace nvfp4 {
 // The file descriptor of the channel in a worker process.
 constexpr int kWorkerChannelFd = 3;
 
+// At most `slots` kernel processes of one kernel's lanes starting at once. A CUDA context is
+// made under the driver's locks: on an H100 one process alone was ready in 0.16 s, and eight
+// started together were each ready after 0.83 s, sixteen after 1.72 s, all of them near the end
+// and none sooner, with MPS or without (bench/THROUGHPUT.md, 7 December 2026). Let in a few at a
+// time, the first lanes check cases while the others start. A start that fails (a plugin that
+// hangs, crashes or cannot load) opens the gate for good: the lanes of a kernel that cannot start
+// must not each wait for the one before them to time out.
+class StartGate {
+ public:
+  explicit StartGate(int slots) : free_(slots), open_(slots <= 0) {}
+  StartGate(const StartGate&) = delete;
+  StartGate& operator=(const StartGate&) = delete;
+  // Waits for a slot (none once open); the slot is given back when the returned pass ends.
+  class Pass {
+   public:
+    explicit Pass(StartGate* gate) : gate_(gate) {}
+    Pass(Pass&& o) noexcept : gate_(o.gate_) { o.gate_ = nullptr; }
+    Pass& operator=(Pass&&) = delete;
+    ~Pass() {
+      if (gate_) gate_->leave();
+    }
+
+   private:
+    StartGate* gate_;
+  };
+  Pass enter();
+  void open();
+  bool is_open();
+  // NVFP4_START_SLOTS when set (0: no gate), else 2 a GPU.
+  static int default_slots(int gpus);
+
+ private:
+  void leave();
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  int free_;
+  bool open_;
+};
+
 // How to start a worker: its command line and extra environment (e.g. CUDA_VISIBLE_DEVICES).
 struct WorkerCommand {
   std::string kernel;  // for messages
@@ -33,6 +75,8 @@ struct WorkerCommand {
   // compiler's cache is left unlocked), SIGKILL after kStopGraceSeconds. 0: none (ABI plugins
   // are compiled ahead; their first call is watched like any other).
   double warmup_timeout_s = 0;
+  // Shared by the lanes of a kernel whose processes make CUDA contexts (null: no gate).
+  std::shared_ptr<StartGate> start_gate;
 };
 constexpr double kStopGraceSeconds = 5;
 

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <thread>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -423,6 +424,103 @@ TEST(WorkerProtocol, AWorkerOfAnotherBuildIsRefusedByName) {
       EXPECT_NE(what.find(fmt::format("version {}", kProtocolVersion)), std::string::npos) << what;
       EXPECT_NE(what.find("scripts/python-install.sh"), std::string::npos) << what;
     }
+  }
+  std::filesystem::remove_all(dir);
+}
+
+// The start gate lets at most its slots in at once, and once opened lets everyone in.
+TEST(StartGate, LetsInAtMostItsSlotsAndOnceOpenEveryone) {
+  StartGate gate(2);
+  std::mutex mutex;
+  int inside = 0, most = 0;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 6; ++t) {
+    threads.emplace_back([&] {
+      const StartGate::Pass pass = gate.enter();
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        most = std::max(most, ++inside);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(30));
+      std::lock_guard<std::mutex> lock(mutex);
+      --inside;
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(most, 2);
+  const StartGate::Pass a = gate.enter(), b = gate.enter();  // both slots held
+  gate.open();
+  const StartGate::Pass c = gate.enter();  // would wait forever on a closed gate
+  EXPECT_TRUE(gate.is_open());
+  EXPECT_TRUE(StartGate(0).is_open());
+}
+
+// Workers that share a gate of one slot start one after another: the second is described only
+// after the first. A start that fails opens the gate, so the lanes of a kernel whose process
+// hangs at its start time out together, not each after the one before it.
+TEST(StartGate, WorkersStartInTurnAndAFailedStartOpensTheGate) {
+  char dir[] = "/tmp/nvfp4-gate.XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  ReadyMsg ready;
+  ready.kernels.emplace_back();
+  ready.kernels.back().name = "gated";
+  const std::vector<uint8_t> frame = encode_message(ready);
+  const std::string file = std::string(dir) + "/ready.bin";
+  std::ofstream(file, std::ios::binary).write(reinterpret_cast<const char*>(frame.data()), frame.size());
+  using Clock = std::chrono::steady_clock;
+  auto seconds_since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
+  auto command = [&](const std::shared_ptr<StartGate>& gate, const std::string& script) {
+    WorkerCommand c;
+    c.kernel = "gated";
+    c.argv = {"/bin/sh", "-c", script};
+    c.start_gate = gate;
+    return c;
+  };
+  {
+    // Each takes 0.4 s to be ready: side by side both would be described after about 0.4 s.
+    auto gate = std::make_shared<StartGate>(1);
+    const std::string slow = fmt::format("sleep 0.4; cat {} >&{}; exec sleep 30", file, kWorkerChannelFd);
+    WorkerExecutor first(command(gate, slow), 5, 10), second(command(gate, slow), 5, 10);
+    const auto start = Clock::now();
+    double ready_s[2] = {};
+    std::thread a([&] {
+      first.kernel();
+      ready_s[0] = seconds_since(start);
+    });
+    std::thread b([&] {
+      second.kernel();
+      ready_s[1] = seconds_since(start);
+    });
+    a.join();
+    b.join();
+    EXPECT_GE(std::max(ready_s[0], ready_s[1]), 0.8) << ready_s[0] << " " << ready_s[1];
+    EXPECT_FALSE(gate->is_open());
+  }
+  {
+    // Four that never say they are ready, each with a start of 1 s: after the first times out
+    // the other three run together, about 2 s in all (4 s one after another).
+    auto gate = std::make_shared<StartGate>(1);
+    std::vector<std::unique_ptr<WorkerExecutor>> lanes;
+    for (int x = 0; x < 4; ++x)
+      lanes.push_back(std::make_unique<WorkerExecutor>(command(gate, "exec sleep 30"), 5, 1));
+    const auto start = Clock::now();
+    std::vector<std::thread> threads;
+    int failed = 0;
+    std::mutex mutex;
+    for (auto& lane : lanes) {
+      threads.emplace_back([&, w = lane.get()] {
+        try {
+          w->kernel();
+        } catch (const WorkerStartError&) {
+          std::lock_guard<std::mutex> lock(mutex);
+          ++failed;
+        }
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    EXPECT_EQ(failed, 4);
+    EXPECT_TRUE(gate->is_open());
+    EXPECT_LT(seconds_since(start), 3.5);
   }
   std::filesystem::remove_all(dir);
 }
