@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU session in one command, for the device machine (or any CUDA machine with the `gpu`
 # preset built, and the `fuzz` preset for campaigns). Logs and JSON go to $OUT (default
-# ./gpu-check-out); the last lines printed are each step's summary.
+# ./gpu-check-out); each step prints its summary, and the last lines give every step's outcome again,
+# one line each (the run step's fresh seed among them), for a caller that keeps only the tail.
 #
 # Usage: scripts/gpu-check.sh [STEP...]      (default: tests run mutants gpuref)
 #   tests      every gpu-labelled ctest but python.gpu (the python step), one GPU per test over all
@@ -71,6 +72,10 @@ gpus=$(nvidia-smi -L | wc -l)
 status=0
 campaign_pid=""
 step() { echo; echo "== $* ($(date -u +%H:%M:%S))"; }
+# One line a step, printed again together at the end: a caller that keeps only the output's tail
+# (a device call's) still has every step's outcome and the run's fresh seed.
+summaries=()
+summary() { summaries+=("$*"); }
 
 step "GPUs"
 nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv,noheader
@@ -106,17 +111,26 @@ for s in "${steps[@]}"; do
       fi
       rm -rf "$tests_tmp"
       [ "$tests_rc" = 0 ] || status=1
+      summary "tests: $(grep -E "tests passed|tests failed" "$OUT/ctest-gpu.log" | tail -1); exit $tests_rc"
       ;;
     run)
       # A fresh seed every session: a fixed one hid gemm_tc's one-case-in-3,500 failure.
       rseed=${NVFP4_RUN_SEED:-$(date +%s%N)}
       rsec=${NVFP4_RUN_SECONDS:-150}
       step "nvfp4check run of every CUDA kernel, seed $rseed, $rsec s"
+      run_rc=0
       timeout $((rsec + 120)) "$B/cli/nvfp4check" run --seed "$rseed" --seconds "$rsec" --memory cuda \
-        --report "$OUT/run.json" --case-dir "$OUT/cases" >"$OUT/run.log" 2>&1 || status=1
+        --report "$OUT/run.json" --case-dir "$OUT/cases" >"$OUT/run.log" 2>&1 || run_rc=$?
+      [ "$run_rc" = 0 ] || status=1
       grep -E "^FAIL|^  reproduce:" "$OUT/run.log" | head -20
       # The whole table, one row per CUDA kernel (what was drawn stays in the log).
       sed -n '/^kernel  /,$p' "$OUT/run.log" | grep -v "^drawn"
+      verdicts=$(python3 -c 'import collections, json, sys
+k = json.load(open(sys.argv[1]))["kernels"]
+c = collections.Counter(x["verdict"] for x in k)
+print(", ".join(f"{n} {v}" for v, n in sorted(c.items())), "of", len(k), "kernels,", sum(x["cases"] for x in k), "cases")' \
+        "$OUT/run.json" 2>/dev/null || echo "no report")
+      summary "run: seed $rseed, $rsec s: $verdicts; exit $run_rc"
       ;;
     honest)
       hsec=${NVFP4_HONEST_SECONDS:-120}
@@ -185,10 +199,12 @@ for s in "${steps[@]}"; do
       counts=$(printf '%s' "$lasts" | grep -oE '[0-9]+ (passed|failed|skipped|errors?|xfailed|xpassed)' |
         awk '{n[$2] += $1} END {for (k in n) printf "%d %s, ", n[k], k}')
       if [ "$shards" -eq 0 ]; then
-        echo "python.gpu: no shard ran; exit $py_rc"
+        py_line="python.gpu: no shard ran; exit $py_rc"
       else
-        echo "python.gpu: ${counts%, }${counts:+ }over $shards shard(s); exit $py_rc"
+        py_line="python.gpu: ${counts%, }${counts:+ }over $shards shard(s); exit $py_rc"
       fi
+      echo "$py_line"
+      summary "$py_line"
       ;;
     gpumode)
       step "GPU MODE submissions as submitted (warm-up, cache lock, streams)"
@@ -266,6 +282,7 @@ for s in "${steps[@]}"; do
       timeout 200 "$B/cli/nvfp4check" mutants --memory cuda --seed "$mseed" --no-weak --honest-cases 0 --as-matrix-unit \
         --report "$OUT/mutants-cuda-mma.json" --case-dir "$OUT/mutant-cases-mma" >"$OUT/mutants-cuda-mma.log" 2>&1
       grep -E "^killed|SURVIVED" "$OUT/mutants-cuda-mma.log" | tail -10
+      summary "mutants: seed $mseed, as declared: $(grep -E "^killed" "$OUT/mutants-cuda.log" | tail -1); as if matrix-unit: $(grep -E "^killed" "$OUT/mutants-cuda-mma.log" | tail -1)"
       ;;
     gpuref)
       step "GPU reference timings"
@@ -418,6 +435,10 @@ if [ -n "$campaign_pid" ]; then
   step "waiting for the campaign against the CUDA kernels"
   wait "$campaign_pid" || status=1
   tail -20 "$OUT/campaign-cuda.log"
+fi
+if [ ${#summaries[@]} -gt 0 ]; then
+  step "every step's outcome"
+  printf '%s\n' "${summaries[@]}"
 fi
 echo "gpu-check.sh ${steps[*]}: exit $status"
 exit $status
