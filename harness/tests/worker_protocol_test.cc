@@ -389,6 +389,15 @@ TEST(WorkerProtocol, ARunCaseEncodedFromReferencesIsTheMessage) {
   }
 }
 
+// The first message of a worker that loaded one kernel of this name (what a stand-in worker
+// writes to the channel).
+ReadyMsg ready_for(const std::string& name) {
+  ReadyMsg ready;
+  ready.kernels.emplace_back();
+  ready.kernels.back().name = name;
+  return ready;
+}
+
 // A kernel's process from another build of nvfp4check (a Python package's older C API library)
 // is refused when it starts, naming the protocol versions and what to reinstall: its ready
 // message with another version, or one this build cannot read (an older message, without the
@@ -396,9 +405,7 @@ TEST(WorkerProtocol, ARunCaseEncodedFromReferencesIsTheMessage) {
 TEST(WorkerProtocol, AWorkerOfAnotherBuildIsRefusedByName) {
   char dir[] = "/tmp/nvfp4-skew.XXXXXX";
   ASSERT_NE(mkdtemp(dir), nullptr);
-  ReadyMsg newer;
-  newer.kernels.emplace_back();
-  newer.kernels.back().name = "skewed";
+  ReadyMsg newer = ready_for("skewed");
   newer.protocol = kProtocolVersion + 1;
   const std::vector<uint8_t> versioned = encode_message(newer);
   // The ready message before it had a version: its kernels and error only.
@@ -461,10 +468,7 @@ TEST(StartGate, LetsInAtMostItsSlotsAndOnceOpenEveryone) {
 TEST(StartGate, WorkersStartInTurnAndAFailedStartOpensTheGate) {
   char dir[] = "/tmp/nvfp4-gate.XXXXXX";
   ASSERT_NE(mkdtemp(dir), nullptr);
-  ReadyMsg ready;
-  ready.kernels.emplace_back();
-  ready.kernels.back().name = "gated";
-  const std::vector<uint8_t> frame = encode_message(ready);
+  const std::vector<uint8_t> frame = encode_message(ready_for("gated"));
   const std::string file = std::string(dir) + "/ready.bin";
   std::ofstream(file, std::ios::binary).write(reinterpret_cast<const char*>(frame.data()), frame.size());
   using Clock = std::chrono::steady_clock;
