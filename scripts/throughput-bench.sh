@@ -4,12 +4,14 @@
 # side by side with another build of the program (e.g. the previous main) in the same run.
 #
 # Usage: scripts/throughput-bench.sh [--program PATH] [--baseline PATH] [--seconds S] [--jobs N]
-#                                    [--kernels a,b,...] [--classes c,...] [--repeat R] [--json FILE]
-#                                    [--no-variants]
+#                                    [--baseline-jobs N] [--kernels a,b,...] [--classes c,...]
+#                                    [--repeat R] [--json FILE] [--no-variants]
 #   --program   the nvfp4check to measure (default: build/default/cli/nvfp4check, or $NVFP4_BUILD's)
 #   --baseline  another nvfp4check measured on the same shapes right after (optional)
 #   --seconds   per kernel and shape (default 8)
 #   --jobs      kernel processes per kernel (default: the program's own default); 1 is also measured
+#   --baseline-jobs  the baseline's kernel processes, where they differ from --jobs: with the same
+#               program as the baseline, one lane count beside another in alternation, on one host
 #   --no-variants  only the rows at --jobs (or the default): no 1-lane row and no "this-own" row
 #   --kernels   default: host_gemv_fp32,host_gemm_fp32, plus gemv_naive,gemm_tc where a GPU is
 #   --classes   default: tiny,small,medium
@@ -39,13 +41,14 @@ set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 prog=${NVFP4_BUILD:+$NVFP4_BUILD/cli/nvfp4check}
 prog=${prog:-build/default/cli/nvfp4check}
-baseline="" seconds=8 jobs="" kernels="" json="" classes=tiny,small,medium repeat=1 variants=1
+baseline="" seconds=8 jobs="" baseline_jobs="" kernels="" json="" classes=tiny,small,medium repeat=1 variants=1
 while [ $# -gt 0 ]; do
   case "$1" in
     --program) prog=$2; shift 2 ;;
     --baseline) baseline=$2; shift 2 ;;
     --seconds) seconds=$2; shift 2 ;;
     --jobs) jobs=$2; shift 2 ;;
+    --baseline-jobs) baseline_jobs=$2; shift 2 ;;
     --kernels) kernels=$2; shift 2 ;;
     --classes) classes=$2; shift 2 ;;
     --repeat) repeat=$2; shift 2 ;;
@@ -181,14 +184,15 @@ for kernel in "${klist[@]}"; do
         # build with a context per lane too (build "this-own").
         case "$kernel" in host_*) ;; *) [ "${jobs:-x}" != 1 ] && measure "$prog" this-own "$kernel" "$class" "$jobs" --shared-context off ;; esac
       fi
-      [ -n "$baseline" ] && measure "$baseline" baseline "$kernel" "$class" "$jobs"
+      [ -n "$baseline" ] && measure "$baseline" baseline "$kernel" "$class" "${baseline_jobs:-$jobs}"
     done
   done
 done
 [ -n "$json" ] && cp "$rows" "$json"
-"$py" - "$rows" <<'EOF'
+"$py" - "$rows" "${jobs:-default}" "${baseline_jobs:-${jobs:-default}}" <<'EOF'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
+this_jobs, baseline_jobs = sys.argv[2:4]
 columns = ["kernel", "buffers", "channel", "reference", "data", "judge", "save", "start", "rest"]
 # One line per build, kernel, class and jobs: the median run of its repetitions.
 groups = {}
@@ -210,7 +214,9 @@ for (kernel, cls, jobs, build), r in median.items():
     # Like for like: "this" against the baseline's line (both in the program's default context
     # mode); "this-own" (a context per lane) against "this", not against the baseline.
     against = "baseline" if build == "this" else "this" if build == "this-own" else None
-    base = median.get((kernel, cls, jobs, against)) if against else None
+    # The baseline's line at its own lane count (--baseline-jobs) for this build's main line.
+    base_jobs = baseline_jobs if against == "baseline" and jobs == this_jobs else jobs
+    base = median.get((kernel, cls, base_jobs, against)) if against else None
     ratio = ""
     if base and base["cases_per_s"] > 0:
         x = r["cases_per_s"] / base["cases_per_s"]

@@ -11,7 +11,7 @@
 # Usage: scripts/throughput-table.sh --baseline PATH [--program PATH] [--seconds S]
 #                                    [--long-seconds L] [--rows SPEC] [--skip STEPS]
 #                                    [--fuzz-build DIR] [--large-baseline] [--host] [--json FILE]
-#                                    [--reports DIR]
+#                                    [--reports DIR] [--jobs N] [--baseline-jobs N]
 #   --baseline       the other build's nvfp4check (e.g. c8077b0's, where the goals were set)
 #   --program        this build's nvfp4check (default build/gpu/cli/nvfp4check, or $NVFP4_BUILD's)
 #   --seconds        seconds a row (default 5); --long-seconds for the medium GEMV and the grouped
@@ -27,6 +27,8 @@
 #   --host           the host rows (for CI's 2-core machine) instead of the GPU ones
 #   --reports DIR    keep the steps' own reports there (the large case's, the GPU reference's, the
 #                    mutation table's: compare it with scripts/compare-mutants.py)
+#   --jobs, --baseline-jobs  the rate rows' lanes for this build and for the baseline (default each
+#                    program's own): with this build as the baseline too, one lane count beside another
 # Each row's figures, its runs and stages, go to --json as one line each. The last lines are the
 # table: row, this, baseline, ratio, the largest stages of this build (shares of the lanes' time),
 # goal, met. Exit 0 when every row ran (met or not), 2 when a step could not run at all.
@@ -35,6 +37,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 prog=${NVFP4_BUILD:+$NVFP4_BUILD/cli/nvfp4check}
 prog=${prog:-build/gpu/cli/nvfp4check}
 baseline="" seconds=5 long=12 rows_spec="" skip="" fuzz_build="" large_baseline=0 host=0 json="" reports=""
+jobs="" baseline_jobs=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --program) prog=$2; shift 2 ;;
@@ -48,6 +51,8 @@ while [ $# -gt 0 ]; do
     --host) host=1; shift ;;
     --json) json=$2; shift 2 ;;
     --reports) reports=$2; shift 2 ;;
+    --jobs) jobs=$2; shift 2 ;;
+    --baseline-jobs) baseline_jobs=$2; shift 2 ;;
     -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
     *) echo "throughput-table: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -81,10 +86,12 @@ print(json.dumps({"row": name, "this": num(this), "baseline": num(base), "unit":
 EOF
 }
 
-# Cases a second: throughput-bench.sh's rows, this build then the baseline, each at the
-# program's default lanes.
+# Cases a second: throughput-bench.sh's rows, this build then the baseline, each at its
+# program's default lanes or at --jobs and --baseline-jobs.
 bench_rows() {  # spec (kernel:class:goal,...)
-  local spec=$1 item kernel class goal secs rows
+  local spec=$1 item kernel class goal secs rows lanes=()
+  [ -n "$jobs" ] && lanes+=(--jobs "$jobs")
+  [ -n "$baseline_jobs" ] && lanes+=(--baseline-jobs "$baseline_jobs")
   IFS=, read -r -a items <<<"$spec"
   for item in "${items[@]}"; do
     IFS=: read -r kernel class goal <<<"$item"
@@ -92,7 +99,7 @@ bench_rows() {  # spec (kernel:class:goal,...)
     case "$kernel:$class" in *gemv*:medium|*grouped*:schedule|*dual*:schedule) secs=$long ;; esac
     rows="$tmp/rows-$kernel-$class.jsonl"
     bash scripts/throughput-bench.sh --program "$prog" --baseline "$baseline" --kernels "$kernel" --classes "$class" \
-      --seconds "$secs" --no-variants --json "$rows" >"$tmp/bench.log" 2>&1
+      --seconds "$secs" --no-variants --json "$rows" "${lanes[@]}" >"$tmp/bench.log" 2>&1
     # The host's speed once (hosts of one GPU machine differ; throughput-bench.sh measures it).
     [ -n "${host_said:-}" ] || { grep -m1 "^host: " "$tmp/bench.log" | sed 's/^/  /'; host_said=1; }
     grep -E "^(this|baseline) " "$tmp/bench.log" | sed 's/^/  /'
@@ -241,6 +248,8 @@ if [ -n "$reports" ]; then
   for f in large-this.json large-baseline.json gpuref-this.json gpuref-baseline.json mutants.json; do [ -f "$tmp/$f" ] && cp "$tmp/$f" "$reports/"; done
 fi
 echo "== the table"
+[ -n "$jobs$baseline_jobs" ] &&
+  echo "lanes of the rate rows: this build ${jobs:-at its default}, the baseline ${baseline_jobs:-${jobs:-at its default}}"
 python3 - "$out" <<'EOF'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]

@@ -43,3 +43,21 @@ grep -E "^host_gemv_fp32 small 128x1x512, 0.5 s .* [0-9.]+x +>= 1 cases/s +yes "
   fail "the small GEMV's line"
 grep -E "^host_gemm_fp32 schedule drawn, 0.5 s .* [0-9.]+x .* NO " "$work/table.log" || fail "the schedule's line"
 echo "throughput-table: rows, ratios and goals"
+
+# One lane count beside another: this build at 2 lanes, the same program as the baseline at 1,
+# each row's figures at its own lanes, with the ratio between them.
+bash "$here/../throughput-table.sh" --program "$program" --baseline "$program" --seconds 0.5 --long-seconds 0.5 \
+  --rows host_gemv_fp32:small:1 --skip large,gpuref,fuzz --jobs 2 --baseline-jobs 1 \
+  --json "$work/lanes.jsonl" >"$work/lanes.log" 2>&1 || { cat "$work/lanes.log"; fail "throughput-table --jobs exited $?"; }
+python3 - "$work/lanes.jsonl" <<'PY' || { cat "$work/lanes.log"; fail "the rows at two lane counts"; }
+import json, sys
+(row,) = [json.loads(l) for l in open(sys.argv[1])]
+jobs = {x["build"]: x["jobs"] for x in row["runs"]}
+if jobs != {"this": "2", "baseline": "1"}:
+    sys.exit(f"lanes of the runs: {jobs}")
+if not (row["this"] > 0 and row["baseline"] > 0):
+    sys.exit(f"figures: {row}")
+PY
+grep -q "^lanes of the rate rows: this build 2, the baseline 1$" "$work/lanes.log" && grep -E "^  this .* 2 .* [0-9.]+x" "$work/lanes.log" >/dev/null ||
+  { cat "$work/lanes.log"; fail "no lanes line, or no ratio of 2 lanes to the baseline's 1"; }
+echo "throughput-table: one lane count beside another"
