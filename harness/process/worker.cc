@@ -246,18 +246,17 @@ WorkerExecutor::~WorkerExecutor() {
 }
 
 void WorkerExecutor::start() {
-  std::optional<StartGate::Pass> pass;
-  if (command_.start_gate) pass.emplace(command_.start_gate->enter());
-  // Every way out but a described kernel is a failed start, which opens the gate.
-  struct OpenUnlessStarted {
-    StartGate* gate;
-    const bool& started;
-    ~OpenUnlessStarted() {
-      if (gate && !started) gate->open();
-    }
-  };
-  bool started = false;
-  const OpenUnlessStarted on_failure{command_.start_gate.get(), started};
+  if (!command_.start_gate) return start_process();
+  const StartGate::Pass pass = command_.start_gate->enter();
+  try {
+    start_process();
+  } catch (...) {
+    command_.start_gate->open();  // a failed start: the other lanes need not wait their turn
+    throw;
+  }
+}
+
+void WorkerExecutor::start_process() {
   ChildEnvironment env(command_.env);
   // A compiling kernel's process that loses its parent gets SIGTERM: Python's worker then ends
   // the compiler and unlocks its cache (nvfp4check.worker), and dies by the default action after.
@@ -312,7 +311,6 @@ void WorkerExecutor::start() {
   }
   desc_ = ready->kernels.front();
   have_desc_ = true;
-  started = true;
 }
 
 void WorkerExecutor::stop() {

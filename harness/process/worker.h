@@ -131,7 +131,8 @@ class WorkerExecutor final : public Executor {
   void set_warmup_failure(CallObservation o) { warmup_.keep(std::move(o)); }
 
  private:
-  void start();
+  void start();          // start_process() through the command's start gate, if it has one
+  void start_process();  // the process, up to its kernel's description (throws WorkerStartError)
   void stop();  // kills the process group and reaps
   std::vector<CallObservation> run_calls(const CaseData& data, const std::vector<PlannedCall>& plan);
   // run_calls' halves: the case's frame sent with the watchdog on (what ended the case when it
