@@ -22,4 +22,13 @@ CLI::Validator unsigned_seed();
 // std::invalid_argument for a malformed shape or one whose tensors would need more than 1 GiB.
 Shape parse_shape(const std::string& text);
 
+// The CPUs this process may run on (its affinity mask: a Slurm task's or taskset's share, not the
+// whole machine's), at least 1; the commands' default counts of kernel processes follow it.
+unsigned usable_cpus();
+
+// `run`'s kernel processes per GPU (or in all, for host kernels) when --jobs is not given, for
+// `cpus` usable CPUs and `gpus` GPUs named by --gpus (0: the environment's one): three quarters
+// of the CPUs, shared among the GPUs, at least 2 and at most 12.
+int default_run_jobs(unsigned cpus, size_t gpus);
+
 }  // namespace nvfp4::cli

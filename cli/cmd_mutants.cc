@@ -12,7 +12,6 @@
 #include <optional>
 #include <random>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -38,10 +37,10 @@ struct MutantsArgs {
   int64_t jobs = 0;
 };
 
-// Kernels checked side by side when --jobs is not given: one per core, at most 8. A kernel's
+// Kernels checked side by side when --jobs is not given: one per CPU it may use, at most 8. A kernel's
 // process and the parent's reference take turns, so each row alone keeps about one core busy.
 int default_mutant_jobs() {
-  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  const unsigned cores = usable_cpus();
   return static_cast<int>(std::clamp(cores, 1u, 8u));
 }
 
@@ -130,7 +129,7 @@ void add_mutants_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--timeout", args->timeout_s, "seconds per kernel call before it counts as hung (default 30)")
       ->check(seconds_in_range(24 * 3600.0));
   cmd->add_option("--jobs", args->jobs,
-                  "kernels checked side by side, each in a process of its own (default: one per core, at most 8); "
+                  "kernels checked side by side, each in a process of its own (default: one per CPU it may use, at most 8); "
                   "the table does not depend on it")
       ->check(count_in_range(256));
   cmd->callback([args, &exit_code] {

@@ -7,7 +7,6 @@
 #include <memory>
 #include <optional>
 #include <stdexcept>
-#include <thread>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -36,19 +35,6 @@ struct RunArgs {
   std::string shared_context = "auto";
 };
 
-// Kernel processes per GPU (or in all, for host kernels) when --jobs is not given: three quarters
-// of the cores, shared among the run's GPUs, at most 12. A lane's parent and kernel process take
-// turns (the kernel's calls, then the reference and the judging), so a lane keeps less than a core
-// busy. On an H100 host with 16 cores, 12 lanes against 8 checked 9-13% more medium GEMVs a second
-// and 6-25% more grouped cases, the other rows -7% to +36% (bench/THROUGHPUT.md); the quarter of
-// the cores left over runs the parent's OpenMP teams.
-// At least two, since one lane's parent and kernel take turns and would leave the second core idle.
-int default_jobs(size_t gpus) {
-  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  const unsigned share = cores * 3 / 4 / static_cast<unsigned>(std::max<size_t>(1, gpus));
-  return static_cast<int>(std::clamp(share, 2u, 12u));
-}
-
 int run_main(const RunArgs& args, const std::string& command_line) {
   RunSettings s;
   if (args.shard_given) s.shard = parse_shard(args.shard);
@@ -66,7 +52,7 @@ int run_main(const RunArgs& args, const std::string& command_line) {
   s.seconds = args.seconds;
   s.case_dir = args.case_dir;
   s.timeout_s = args.timeout_s;
-  s.jobs = args.jobs > 0 ? static_cast<int>(args.jobs) : default_jobs(args.gpus.size());
+  s.jobs = args.jobs > 0 ? static_cast<int>(args.jobs) : default_run_jobs(usable_cpus(), args.gpus.size());
   s.gpus = args.gpus;
   parse_shared_context(args.shared_context, &s.shared_context);  // the option's check admits the three names only
   s.huge = args.huge == "always" ? HugeTier::always : args.huge == "off" ? HugeTier::off : HugeTier::automatic;
@@ -165,7 +151,7 @@ void add_run_command(CLI::App& app, int& exit_code) {
       ->check(CLI::IsMember({"auto", "always", "off"}));
   run->add_option("--jobs", args->jobs,
                   "Kernel processes per kernel and GPU, taking cases from one schedule (default: three quarters of "
-                  "the cores shared among the --gpus, at least 2, at most 12)")
+                  "the CPUs this process may use, shared among the --gpus, at least 2, at most 12)")
       ->check(count_in_range(256));
   run->add_option("--shared-context", args->shared_context,
                   "A CUDA kernel's processes on one GPU: auto (the default: one MPS context that this run starts "

@@ -22,7 +22,8 @@
 #   --seed S             run: the schedule's seed; fuzz: the base libFuzzer seed (default: clock, printed)
 #   --cases C            run: check the schedule's indices below C between the shards
 #   --seconds S          run: seconds per shard (default 60 without --cases); fuzz: per worker
-#   --jobs J             run: kernel processes per task (default 1 per GPU or per CPU of the task)
+#   --jobs J             run: kernel processes per task (default nvfp4check run's: three quarters of
+#                        the task's CPUs per GPU, at least 2, at most 12)
 #   --build DIR          build folder: cli/nvfp4check, and fuzz/kernel_fuzzer built with libFuzzer
 #                        for fuzz mode (default build/default, or for fuzz mode build/fuzz-campaign
 #                        where it has the fuzzer, else build/fuzz)
@@ -339,7 +340,7 @@ submit_main() {
       --sbatch-arg=*) sbatch_args+=("${1#--sbatch-arg=}"); shift ;;
       --wait) wait=1; shift ;;
       --local) local_run=1; if [[ $# -ge 2 && "$2" =~ ^[0-9,]+$ ]]; then local_gpus=$2; shift; fi; shift ;;
-      -h|--help) sed -n '2,43p' "$script"; exit 0 ;;
+      -h|--help) sed -n '2,45p' "$script"; exit 0 ;;
       *) die "unknown argument '$1' (see --help)" ;;
     esac
   done
@@ -520,6 +521,6 @@ case "$cmd" in
     fi
     echo "round $last is not finished: squeue -j $(cat "$d/rounds/$last/array-job"),$(cat "$d/rounds/$last/finish-job" 2>/dev/null)"
     exit 3 ;;
-  -h|--help) sed -n '2,43p' "$script" ;;
+  -h|--help) sed -n '2,45p' "$script" ;;
   *) die "unknown command '$cmd' (submit or summary)" ;;
 esac
