@@ -1,12 +1,11 @@
 // Argument checks shared by the commands (see arguments.h).
 #include "cli/arguments.h"
 
-#include <sched.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cctype>
 #include <cmath>
-#include <thread>
 
 #include <fmt/format.h>
 
@@ -15,12 +14,10 @@
 namespace nvfp4::cli {
 
 unsigned usable_cpus() {
-  // hardware_concurrency counts the machine's CPUs: a one-CPU Slurm task on a 128-core node
-  // would get the node's default number of processes.
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return static_cast<unsigned>(CPU_COUNT(&set));
-  return std::max(1u, std::thread::hardware_concurrency());  // a mask past CPU_SETSIZE CPUs
+  // OpenMP's count, as the lanes' teams take their share by it (suite.cc, mutation_driver.cc):
+  // the calling thread's affinity mask. hardware_concurrency counts the machine's CPUs, which a
+  // one-CPU Slurm task on a 128-core node would take for its own.
+  return static_cast<unsigned>(std::max(1, omp_get_num_procs()));
 }
 
 // A lane's parent and kernel process take turns (the kernel's calls, then the reference and the
