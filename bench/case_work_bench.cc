@@ -11,9 +11,9 @@
 //
 // The declarations are those of the CUDA kernels whose schedule rows issue 33 tracks (the same
 // ops, layouts, output types and flags), so no device is needed. The reference runs on `threads`
-// OpenMP threads: a lane's share of the cores, rounded up (16 cores: 2 at the default 12 lanes and at 8). Cases
-// at or past the GPU reference's threshold (2^26 products; the large class never reaches it) would
-// go to the device and are left out.
+// OpenMP threads: a lane's share of the cores, rounded up (16 cores: 2 at the default 12 lanes and
+// at 8). Cases at or past the GPU reference's threshold (2^26 products; the large class never
+// reaches it) would go to the device and are left out.
 #include <benchmark/benchmark.h>
 #include <malloc.h>
 #include <omp.h>

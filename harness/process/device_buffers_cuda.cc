@@ -45,10 +45,10 @@ void check_cuda(cudaError_t e, const char* what) {
 // Polls instead of cudaStreamSynchronize so a hung kernel becomes a "timeout" we can report.
 // A case waits here several times a call for work of tens to hundreds of microseconds (a copy, a
 // kernel): the first 200 us yield instead of sleeping, then each sleep is an eighth of the time
-// waited so far (20 us to a millisecond), so a wait ends at most about an eighth late and a long
-// kernel costs no core. Sleeps that doubled, each 50 us longer than asked (the default timer
-// slack), could overshoot a kernel of half a millisecond by 40%; with this a medium GEMV of
-// gemv_naive's ran 2-3% more cases a second on an H100. The thread's timer slack is 1 us.
+// waited so far (20 us to a millisecond) with the thread's timer slack at 1 us, so a wait ends at
+// most about an eighth late and a long kernel costs no core. Doubling sleeps, each lasting the
+// default 50 us slack past what it asks, overshoot a kernel of half a millisecond by up to 40%
+// (gemv_naive's medium GEMV checks 2-3% more cases a second on an H100 this way).
 void wait_stream(cudaStream_t stream, double timeout_s) {
   thread_local const bool slack_set = prctl(PR_SET_TIMERSLACK, 1000UL) == 0;
   (void)slack_set;
