@@ -145,6 +145,7 @@ print(", ".join(f"{n} {v}" for v, n in sorted(c.items())), "of", len(k), "kernel
       step "throughput (cases/s by size class)"
       bargs=()
       [ -n "${NVFP4_BASELINE:-}" ] && bargs=(--baseline "$NVFP4_BASELINE")
+      rm -f "$OUT/throughput.jsonl"  # the script appends: this step's rows only
       timeout 400 scripts/throughput-bench.sh --program "$B/cli/nvfp4check" --seconds "${NVFP4_THROUGHPUT_SECONDS:-6}" \
         --json "$OUT/throughput.jsonl" "${bargs[@]}" >"$OUT/throughput.log" 2>&1 || status=1
       tail -40 "$OUT/throughput.log"
@@ -153,6 +154,7 @@ print(", ".join(f"{n} {v}" for v, n in sorted(c.items())), "of", len(k), "kernel
       step "the throughput goals' table beside ${NVFP4_BASELINE:-(no NVFP4_BASELINE given)}"
       targs=()
       [ -x "$FUZZ_BUILD/fuzz/kernel_fuzzer" ] && targs=(--fuzz-build "$FUZZ_BUILD")
+      rm -f "$OUT/table.jsonl"  # the script appends: this step's rows only
       timeout 590 scripts/throughput-table.sh --program "$B/cli/nvfp4check" --baseline "${NVFP4_BASELINE:-}" \
         "${targs[@]}" --json "$OUT/table.jsonl" --reports "$OUT/table-reports" >"$OUT/table.log" 2>&1 || status=1
       sed -n '/^== the table/,$p' "$OUT/table.log"
@@ -280,7 +282,7 @@ print(", ".join(f"{n} {v}" for v, n in sorted(c.items())), "of", len(k), "kernel
         --case-dir "$OUT/mutant-cases" >"$OUT/mutants-cuda.log" 2>&1 || status=1
       grep -A40 "^mutant " "$OUT/mutants-cuda.log" | tail -30
       timeout 200 "$B/cli/nvfp4check" mutants --memory cuda --seed "$mseed" --no-weak --honest-cases 0 --as-matrix-unit \
-        --report "$OUT/mutants-cuda-mma.json" --case-dir "$OUT/mutant-cases-mma" >"$OUT/mutants-cuda-mma.log" 2>&1
+        --report "$OUT/mutants-cuda-mma.json" --case-dir "$OUT/mutant-cases-mma" >"$OUT/mutants-cuda-mma.log" 2>&1 || status=1
       grep -E "^killed|SURVIVED" "$OUT/mutants-cuda-mma.log" | tail -10
       summary "mutants: seed $mseed, as declared: $(grep -E "^killed" "$OUT/mutants-cuda.log" | tail -1); as if matrix-unit: $(grep -E "^killed" "$OUT/mutants-cuda-mma.log" | tail -1)"
       ;;
