@@ -13,6 +13,7 @@
 #   --baseline-jobs  the baseline's kernel processes, where they differ from --jobs: with the same
 #               program as the baseline, one lane count beside another in alternation, on one host
 #   --no-variants  only the rows at --jobs (or the default): no 1-lane row and no "this-own" row
+#   --json      each row as one JSON line, appended to FILE
 #   --kernels   default: host_gemv_fp32,host_gemm_fp32, plus gemv_naive,gemm_tc where a GPU is
 #   --classes   default: tiny,small,medium
 #   --repeat    each row R times, the program and the baseline in alternation (default 1); the
@@ -188,7 +189,8 @@ for kernel in "${klist[@]}"; do
     done
   done
 done
-[ -n "$json" ] && cp "$rows" "$json"
+# Appended: two runs given one file keep both runs' rows (one JSON object a line).
+[ -n "$json" ] && cat "$rows" >>"$json"
 "$py" - "$rows" "${jobs:-default}" "${baseline_jobs:-${jobs:-default}}" <<'EOF'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]

@@ -29,7 +29,7 @@
 #                    mutation table's: compare it with scripts/compare-mutants.py)
 #   --jobs, --baseline-jobs  the rate rows' lanes for this build and for the baseline (default each
 #                    program's own): with this build as the baseline too, one lane count beside another
-# Each row's figures, its runs and stages, go to --json as one line each. The last lines are the
+# Each row's figures, its runs and stages, are appended to --json as one line each. The last lines are the
 # table: row, this, baseline, ratio, the largest stages of this build (shares of the lanes' time),
 # goal, met. Exit 0 when every row ran (met or not), 2 when a step could not run at all.
 set -uo pipefail
@@ -242,7 +242,7 @@ EOF
   add "host mutation table, $(nproc) cores" "$t" "" s 300 le "exit $rc" "exit $rc"
 fi
 
-[ -n "$json" ] && cp "$out" "$json"
+[ -n "$json" ] && cat "$out" >>"$json"  # appended, as throughput-bench.sh does
 if [ -n "$reports" ]; then
   mkdir -p "$reports"
   for f in large-this.json large-baseline.json gpuref-this.json gpuref-baseline.json mutants.json; do [ -f "$tmp/$f" ] && cp "$tmp/$f" "$reports/"; done

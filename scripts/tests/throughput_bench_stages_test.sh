@@ -100,18 +100,19 @@ EOF
 grep -qE "^host: .*, [0-9]+ cores; speed: grouped_gemm_tc's exact reference on one thread, [0-9.]+ us a case" \
   "$work/bench.log" || fail "throughput-bench: no host line with its speed"
 # Short rows are not sampled for their CPU; a row of 3 s or more says what a case costs the CPU in
-# the runner and in its kernel's process, from those processes alone.
+# the runner and in its kernel's process, from those processes alone. Its row is appended to the
+# same file, after the 0.5 s rows: --json keeps what an earlier run put there.
 python3 -c 'import json,sys; sys.exit(any(json.loads(l)["runner_cpu_ms"] is not None for l in open(sys.argv[1])))' \
   "$work/rows.jsonl" || fail "a 0.5 s row has CPU figures"
 bash "$here/../throughput-bench.sh" --program "$program" --seconds 3 --jobs 1 --kernels host_gemv_fp32 --classes small \
-  --json "$work/cpu.jsonl" >"$work/cpu.log" 2>&1 || { cat "$work/cpu.log"; fail "throughput-bench (3 s) exited $?"; }
+  --json "$work/rows.jsonl" >"$work/cpu.log" 2>&1 || { cat "$work/cpu.log"; fail "throughput-bench (3 s) exited $?"; }
 cat "$work/cpu.log"
-python3 - "$work/cpu.jsonl" <<'EOF' || fail "throughput-bench CPU-ms a case"
+python3 - "$work/rows.jsonl" <<'EOF' || fail "throughput-bench CPU-ms a case"
 import json, os, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
-if len(rows) != 1:
-    sys.exit(f"{len(rows)} rows")
-r = rows[0]
+if len(rows) != 4 or sorted(r["class"] for r in rows[:3]) != ["medium", "small", "tiny"]:
+    sys.exit(f"--json did not append the 3 s row to the 0.5 s rows: {[(r['class'], r['seconds']) for r in rows]}")
+r = rows[-1]
 runner, kernels = r["runner_cpu_ms"], r["kernels_cpu_ms"]
 if not (runner and runner > 0 and kernels and kernels > 0):
     sys.exit(f"CPU-ms a case: runner {runner}, kernels {kernels}")
