@@ -71,18 +71,25 @@ py=$(command -v python3)
 # hosts a factor of 1.7 apart on every CPU-bound stage (bench/THROUGHPUT.md, 6 December 2026), so
 # rows of two runs compare only through it. It is the exact reference of grouped_gemm_tc's first
 # 200 schedule cases on one thread (bench/case_work_bench beside the program's build), us a case.
+# A program with no build around it (a variant binary carried alone) is measured with the
+# baseline's build's bench, else $NVFP4_BUILD's, and the line names which: its code may differ.
 host_model=$(lscpu 2>/dev/null | sed -n 's/^Model name:[[:space:]]*//p' | head -1)
-host_bench="$(dirname "$prog")/../bench/case_work_bench"
-host_us=""
-if [ -x "$host_bench" ]; then
+host_bench="" host_us=""
+for b in "$(dirname "$prog")/../bench/case_work_bench" ${baseline:+"$(dirname "$baseline")/../bench/case_work_bench"} \
+         ${NVFP4_BUILD:+"$NVFP4_BUILD/bench/case_work_bench"}; do
+  if [ -x "$b" ]; then host_bench=$b; break; fi
+done
+if [ -n "$host_bench" ]; then
   host_us=$(timeout 120 "$host_bench" --benchmark_filter='kernel:0/step:1/threads:1/' 2>/dev/null |
     awk '/^BM_CaseWork/ {print $2; exit}')
 fi
 if [ -n "$host_us" ]; then
+  which="bench/case_work_bench"
+  [ "$host_bench" = "$(dirname "$prog")/../bench/case_work_bench" ] || which="$host_bench: none beside $prog"
   echo "host: ${host_model:-unknown CPU}, $(nproc) cores; speed: grouped_gemm_tc's exact reference on one thread," \
-    "$host_us us a case (bench/case_work_bench; lower is faster)"
+    "$host_us us a case ($which; lower is faster)"
 else
-  echo "host: ${host_model:-unknown CPU}, $(nproc) cores; speed: not measured (no bench/case_work_bench beside $prog)"
+  echo "host: ${host_model:-unknown CPU}, $(nproc) cores; speed: not measured (no bench/case_work_bench beside $prog${baseline:+ or $baseline})"
 fi
 export NVFP4_HOST_REFERENCE_US=${host_us:-}
 rows="$tmp/rows.jsonl"

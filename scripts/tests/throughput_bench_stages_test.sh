@@ -121,4 +121,12 @@ if (runner + kernels) * r["cases_per_s"] / 1e3 > 1.2 * (os.cpu_count() or 1):
     sys.exit(f"CPU-ms a case: runner {runner}, kernels {kernels} at {r['cases_per_s']} cases/s")
 EOF
 grep -qE " [0-9]+\.[0-9]{2}\+[0-9]+\.[0-9]{2} " "$work/cpu.log" || fail "throughput-bench: no cpu-ms column"
+# A program carried alone (no build around it) still gets the host's speed, from the baseline's
+# build, and the line says whose bench measured it.
+mkdir -p "$work/alone" && cp "$program" "$work/alone/nvfp4check"
+NVFP4_BUILD= bash "$here/../throughput-bench.sh" --program "$work/alone/nvfp4check" --baseline "$program" --seconds 0.3 \
+  --jobs 1 --kernels host_gemv_fp32 --classes tiny --no-variants >"$work/alone.log" 2>&1 ||
+  { cat "$work/alone.log"; fail "throughput-bench with a program alone exited $?"; }
+grep -qE "^host: .*; speed: grouped_gemm_tc's exact reference on one thread, [0-9.]+ us a case \(.*/bench/case_work_bench: none beside $work/alone/nvfp4check;" \
+  "$work/alone.log" || { head -2 "$work/alone.log"; fail "throughput-bench: a program alone got no host speed from its baseline's build"; }
 echo "stage_seconds: present, adding up, merged and shared"
