@@ -687,10 +687,10 @@ int run_mutation_analysis(const MutationRun& run) {
   // `jobs` rows side by side, each kernel in a worker process of its own. A row does not depend on
   // what runs beside it: its cases come from the seed and the kernel's name, and a kernel's first
   // failure and count do not depend on timing. Lines print in the table's order, each as soon as
-  // the rows before it are done. Each row's reference and judging get their share of the cores,
-  // rounded up as `run` rounds its lanes' (a row's results do not depend on its team's size).
+  // the rows before it are done. Each row's reference and judging get their share of the cores, as
+  // `run`'s lanes do.
   const size_t jobs = std::clamp<size_t>(static_cast<size_t>(std::max(1, run.jobs)), 1, std::max<size_t>(total, 1));
-  const int team = std::max(1, (omp_get_num_procs() + static_cast<int>(jobs) - 1) / static_cast<int>(jobs));
+  const int team = lane_team(static_cast<int>(jobs), omp_get_num_procs());
   std::vector<std::optional<std::string>> lines(total);
   std::vector<std::exception_ptr> errors(total);
   std::atomic<size_t> next{0};

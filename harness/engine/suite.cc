@@ -290,12 +290,8 @@ class KernelLanes {
       lane(lanes.front(), 0);
     } else {
       // Each lane's reference and judging run OpenMP teams of their own: with every lane's team as
-      // large as the machine, eight lanes ran eight times as many threads as cores. A lane's team
-      // gets its share of the cores, rounded up (the results do not depend on a team's size): at 12
-      // lanes on 16 cores a team of one left the dual and GEMM schedules' references on one thread
-      // while other lanes waited on their kernels (teams of two: 11% and 7% more cases a second).
-      const int lane_count = static_cast<int>(lanes.size());
-      team_ = std::max(1, (omp_get_num_procs() + lane_count - 1) / lane_count);
+      // large as the machine, eight lanes ran eight times as many threads as cores.
+      team_ = lane_team(static_cast<int>(lanes.size()), omp_get_num_procs());
       std::vector<std::thread> threads;
       for (size_t x = 0; x < lanes.size(); ++x) threads.emplace_back([this, &lanes, x] { lane(lanes[x], x); });
       for (std::thread& t : threads) t.join();
@@ -683,6 +679,11 @@ class KernelLanes {
 };
 
 }  // namespace
+
+int lane_team(int lanes, int cores) {
+  const int n = std::max(1, lanes);
+  return std::max(1, (cores + n - 1) / n);
+}
 
 KernelReport check_kernel(const std::vector<Executor*>& lanes, const KernelDesc& kernel, const Schedule& schedule,
                           const LaneSettings& settings, SuiteListener& listener) {

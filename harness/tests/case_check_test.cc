@@ -594,6 +594,22 @@ TEST(Suite, TheSuitesOwnErrorNamesAndSavesTheCase) {
   EXPECT_NE(what.find("a problem the suite made wrong (the suite's own error on case "), std::string::npos) << what;
 }
 
+// The lanes' (and the mutation rows') OpenMP teams share the cores out rounded up: together they
+// cover every core, and one thread fewer each would not.
+TEST(Suite, LaneTeamsCoverTheCoresRoundedUp) {
+  EXPECT_EQ(lane_team(12, 16), 2);  // rounded down it was 1: four cores left to no lane
+  EXPECT_EQ(lane_team(8, 16), 2);
+  EXPECT_EQ(lane_team(2, 2), 1);
+  EXPECT_EQ(lane_team(3, 2), 1);
+  EXPECT_EQ(lane_team(0, 16), 16);
+  for (int cores : {1, 2, 7, 16, 64})
+    for (int lanes = 1; lanes <= 2 * cores; ++lanes) {
+      const int team = lane_team(lanes, cores);
+      EXPECT_GE(team * lanes, cores) << lanes << " lanes, " << cores << " cores";
+      if (team > 1) EXPECT_LT((team - 1) * lanes, cores) << lanes << " lanes, " << cores << " cores";
+    }
+}
+
 // A kernel's process that could not allocate the suite's own memory for a case (its call ended in
 // suite_memory) says nothing of the kernel: no verdict from any caller that judges a call. A run
 // ends in the suite's error, with the case saved; one call judged alone throws too.
