@@ -74,8 +74,8 @@ py=$(command -v python3)
 # A program with no build around it (a variant binary carried alone) is measured with the
 # baseline's build's bench, else $NVFP4_BUILD's, and the line names which: its code may differ.
 host_model=$(lscpu 2>/dev/null | sed -n 's/^Model name:[[:space:]]*//p' | head -1)
-host_bench="" host_us=""
-for b in "$(dirname "$prog")/../bench/case_work_bench" ${baseline:+"$(dirname "$baseline")/../bench/case_work_bench"} \
+own_bench="$(dirname "$prog")/../bench/case_work_bench" host_bench="" host_us=""
+for b in "$own_bench" ${baseline:+"$(dirname "$baseline")/../bench/case_work_bench"} \
          ${NVFP4_BUILD:+"$NVFP4_BUILD/bench/case_work_bench"}; do
   if [ -x "$b" ]; then host_bench=$b; break; fi
 done
@@ -85,7 +85,7 @@ if [ -n "$host_bench" ]; then
 fi
 if [ -n "$host_us" ]; then
   which="bench/case_work_bench"
-  [ "$host_bench" = "$(dirname "$prog")/../bench/case_work_bench" ] || which="$host_bench: none beside $prog"
+  [ "$host_bench" = "$own_bench" ] || which="$host_bench: none beside $prog"
   echo "host: ${host_model:-unknown CPU}, $(nproc) cores; speed: grouped_gemm_tc's exact reference on one thread," \
     "$host_us us a case ($which; lower is faster)"
 else

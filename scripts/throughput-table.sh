@@ -29,9 +29,9 @@
 #                    mutation table's: compare it with scripts/compare-mutants.py)
 #   --jobs, --baseline-jobs  the rate rows' lanes for this build and for the baseline (default each
 #                    program's own): with this build as the baseline too, one lane count beside another
-# Each row's figures, its runs and stages, are appended to --json as one line each. The last lines are the
-# table: row, this, baseline, ratio, the largest stages of this build (shares of the lanes' time),
-# goal, met. Exit 0 when every row ran (met or not), 2 when a step could not run at all.
+# Each row's figures, its runs and stages, are appended to --json as one line each. The last lines
+# are the table: row, this, baseline, ratio, the largest stages of this build (shares of the lanes'
+# time), goal, met. Exit 0 when every row ran (met or not), 2 when a step could not run at all.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 prog=${NVFP4_BUILD:+$NVFP4_BUILD/cli/nvfp4check}
