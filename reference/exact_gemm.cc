@@ -294,18 +294,47 @@ void decode_row(const uint8_t* packed, const uint8_t* scales, int64_t k, ScaleSe
 
 // Bounds that make the int64 chunk sums safe: |a*b| <= 12*12 = 144 (doubled values), so a lane's
 // (half a block's) dot and |dot| are <= 8*144 = 1152 (int16 is exact); sigA*sigB <= 15*15 = 225
-// and expA+expB+18 <= 28, so a block contributes < 2304*225*2^28 < 2^48 and a chunk of 16
-// blocks < 2^52 to the int64 chunk sum. The 128-bit totals hold any k (|sum| < k*2^43).
+// and expA+expB+18 <= 28, so a block contributes < 2304*225*2^28 < 2^48 to its int64 lane. The
+// 128-bit totals hold any k (|sum| < k*2^43).
 constexpr int64_t kRowGroup = 8;  // output rows per work item, see exact_gemm
 
-// One chunk's block sums into the running chunk_sum/chunk_abs/nonzero/any. kHalves: how many
-// of the chunk's two halves (blocks 0-7, 8-15) hold live blocks; a chunk of at most 8 live blocks
-// (k <= 128, or a short last chunk) leaves the second half's vector steps out, since its lanes
-// are padding zeros that add nothing.
+// A chunk's blocks' running sums, one int64 lane a block position (blocks 8h .. 8h+7 of every
+// chunk in the lanes of half h): the signed and absolute sums in 2^-20 units, the nonzero
+// products' count and the OR of every block term (for g). A block term is below 2^48 (the bounds
+// above), so a lane holds 2^10 chunks below 2^58 and the sixteen lanes' total stays below 2^62;
+// dot_element adds that into its 128-bit totals every 2^10 chunks.
+using Wide = int64_t __attribute__((vector_size(8 * sizeof(int64_t))));
+using Weights = int32_t __attribute__((vector_size(8 * sizeof(int32_t))));
+using HalfLanes = int16_t __attribute__((vector_size(8 * sizeof(int16_t))));
+constexpr int64_t kChunksPerFold = int64_t(1) << 10;
+struct BlockSums {
+  Wide sum[2] = {}, abs[2] = {}, count[2] = {}, any[2] = {};
+};
+
+// By reference: a 512-bit vector passed by value changes the calling convention on builds
+// without AVX-512 (clang warns).
+inline __attribute__((always_inline)) int64_t lane_total(const Wide& lanes) {
+  Wide v = lanes;
+  v += __builtin_shufflevector(v, v, 4, 5, 6, 7, 0, 1, 2, 3);
+  v += __builtin_shufflevector(v, v, 2, 3, 0, 1, 6, 7, 4, 5);
+  v += __builtin_shufflevector(v, v, 1, 0, 3, 2, 5, 4, 7, 6);
+  return v[0];
+}
+inline __attribute__((always_inline)) int64_t lane_or(const Wide& lanes) {
+  Wide v = lanes;
+  v |= __builtin_shufflevector(v, v, 4, 5, 6, 7, 0, 1, 2, 3);
+  v |= __builtin_shufflevector(v, v, 2, 3, 0, 1, 6, 7, 4, 5);
+  v |= __builtin_shufflevector(v, v, 1, 0, 3, 2, 5, 4, 7, 6);
+  return v[0];
+}
+
+// One chunk's block sums into `acc`. kHalves: how many of the chunk's two halves (blocks 0-7,
+// 8-15) hold live blocks; a chunk of at most 8 live blocks (k <= 128, or a short last chunk) leaves
+// the second half's vector steps out, since its lanes are padding zeros that add nothing. Blocks
+// past kb weigh 0 (DecodedRow), so their terms and counts are 0 in every lane.
 template <int kHalves>
 inline __attribute__((always_inline)) void dot_chunk(const int16_t* av, const int16_t* bv, const int32_t* wa,
-                                                      const int32_t* wb, int live, int64_t& chunk_sum,
-                                                      int64_t& chunk_abs, int64_t& nonzero, uint64_t& any) {
+                                                      const int32_t* wb, BlockSums& acc) {
   // [h]: blocks 8h .. 8h+7 of the chunk; lane 2s+e holds the pair element e of block 8h+s.
   Lanes dot[2] = {}, abs[2] = {}, bits[2] = {}, count[2] = {};
   for (int q = 0; q < kPairs; ++q) {
@@ -322,27 +351,30 @@ inline __attribute__((always_inline)) void dot_chunk(const int16_t* av, const in
       count[h] -= (p != 0);  // a true comparison lane is -1
     }
   }
-  // Fold lane pairs: lane s of the results is block s of the chunk.
-#define NVFP4_EVEN 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30
-#define NVFP4_ODD 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31
-  const Lanes block_dot = __builtin_shufflevector(dot[0], dot[1], NVFP4_EVEN) +
-                          __builtin_shufflevector(dot[0], dot[1], NVFP4_ODD);
-  const Lanes block_abs = __builtin_shufflevector(abs[0], abs[1], NVFP4_EVEN) +
-                          __builtin_shufflevector(abs[0], abs[1], NVFP4_ODD);
-  const Lanes block_bits = __builtin_shufflevector(bits[0], bits[1], NVFP4_EVEN) |
-                           __builtin_shufflevector(bits[0], bits[1], NVFP4_ODD);
-  const Lanes block_count = __builtin_shufflevector(count[0], count[1], NVFP4_EVEN) +
-                            __builtin_shufflevector(count[0], count[1], NVFP4_ODD);
+  // Fold lane pairs: lane s of a half's results is block 8h + s of the chunk.
+#define NVFP4_EVEN 0, 2, 4, 6, 8, 10, 12, 14
+#define NVFP4_ODD 1, 3, 5, 7, 9, 11, 13, 15
+  for (int h = 0; h < kHalves; ++h) {
+    const HalfLanes block_dot = __builtin_shufflevector(dot[h], dot[h], NVFP4_EVEN) +
+                                __builtin_shufflevector(dot[h], dot[h], NVFP4_ODD);
+    const HalfLanes block_abs = __builtin_shufflevector(abs[h], abs[h], NVFP4_EVEN) +
+                                __builtin_shufflevector(abs[h], abs[h], NVFP4_ODD);
+    const HalfLanes block_bits = __builtin_shufflevector(bits[h], bits[h], NVFP4_EVEN) |
+                                 __builtin_shufflevector(bits[h], bits[h], NVFP4_ODD);
+    const HalfLanes block_count = __builtin_shufflevector(count[h], count[h], NVFP4_EVEN) +
+                                  __builtin_shufflevector(count[h], count[h], NVFP4_ODD);
+    Weights a, b;
+    std::memcpy(&a, wa + 8 * h, sizeof a);
+    std::memcpy(&b, wb + 8 * h, sizeof b);
+    // 2^-2 * sa * sb in 2^-20 units, below 2^36: the products of sign-extended 32-bit weights.
+    const Wide unit = __builtin_convertvector(a, Wide) * __builtin_convertvector(b, Wide);
+    acc.sum[h] += __builtin_convertvector(block_dot, Wide) * unit;
+    acc.abs[h] += __builtin_convertvector(block_abs, Wide) * unit;
+    acc.any[h] |= __builtin_convertvector(block_bits, Wide) * unit;
+    acc.count[h] += __builtin_convertvector(block_count, Wide) & (unit != 0);
+  }
 #undef NVFP4_EVEN
 #undef NVFP4_ODD
-  // Blocks beyond kb are zero: small k skips their scalar work.
-  for (int s = 0; s < live; ++s) {
-    const int64_t unit = int64_t{wa[s]} * wb[s];  // 2^-2 * sa * sb in 2^-20 units
-    chunk_sum += block_dot[s] * unit;
-    chunk_abs += block_abs[s] * unit;
-    nonzero += unit != 0 ? block_count[s] : 0;
-    any |= static_cast<uint64_t>(block_bits[s] * unit);
-  }
 }
 
 inline __attribute__((always_inline)) void dot_element(const DecodedRow& a, const DecodedRow& b,
@@ -354,20 +386,24 @@ inline __attribute__((always_inline)) void dot_element(const DecodedRow& a, cons
   // g: the lowest set bit of any block term bits * unit is the smallest trailing-zero count of
   // them (tz(x|y) = min(tz x, tz y)), so the terms are ORed and counted once at the end.
   uint64_t any = 0;
-  for (int64_t c = 0; c < chunks; ++c) {
-    const int16_t* av = a.values.data() + c * kChunkValues;
-    const int16_t* bv = b.values.data() + c * kChunkValues;
-    const int32_t* wa = a.weight.data() + c * kChunk;
-    const int32_t* wb = b.weight.data() + c * kChunk;
-    const int live = static_cast<int>(std::min<int64_t>(kChunk, kb - c * kChunk));
-    int64_t chunk_sum = 0, chunk_abs = 0;
-    if (live > kChunk / 2) {
-      dot_chunk<2>(av, bv, wa, wb, live, chunk_sum, chunk_abs, nonzero, any);
-    } else {
-      dot_chunk<1>(av, bv, wa, wb, live, chunk_sum, chunk_abs, nonzero, any);
+  for (int64_t c0 = 0; c0 < chunks; c0 += kChunksPerFold) {
+    const int64_t c1 = std::min(chunks, c0 + kChunksPerFold);
+    BlockSums acc;
+    for (int64_t c = c0; c < c1; ++c) {
+      const int16_t* av = a.values.data() + c * kChunkValues;
+      const int16_t* bv = b.values.data() + c * kChunkValues;
+      const int32_t* wa = a.weight.data() + c * kChunk;
+      const int32_t* wb = b.weight.data() + c * kChunk;
+      if (kb - c * kChunk > kChunk / 2) {
+        dot_chunk<2>(av, bv, wa, wb, acc);
+      } else {
+        dot_chunk<1>(av, bv, wa, wb, acc);
+      }
     }
-    sum += chunk_sum;
-    abs_sum += static_cast<u128>(chunk_abs);
+    sum += lane_total(acc.sum[0] + acc.sum[1]);
+    abs_sum += static_cast<u128>(lane_total(acc.abs[0] + acc.abs[1]));
+    nonzero += lane_total(acc.count[0] + acc.count[1]);
+    any |= static_cast<uint64_t>(lane_or(acc.any[0] | acc.any[1]));
   }
   out.sum = sum;
   out.abs_sum = abs_sum;
