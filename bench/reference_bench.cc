@@ -77,6 +77,7 @@ BENCHMARK(BM_ExactReference)
     ->Args({256, 256, 1024, 2})
     ->Args({7168, 1, 16384, 1})  // a large GEMV shape of the GPU MODE NVFP4 problems
     ->Args({128, 128, 64, 1})    // small k: padding of the last chunk dominates
+    ->Args({256, 256, 16, 1})    // one block a row: the per-element work around it dominates
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
