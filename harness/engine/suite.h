@@ -127,9 +127,10 @@ struct LaneSettings {
 KernelReport check_kernel(const std::vector<Executor*>& lanes, const KernelDesc& kernel, const Schedule& schedule,
                           const LaneSettings& settings, SuiteListener& listener);
 // The OpenMP team of each of `lanes` lanes (or mutation rows) side by side on `cores` cores
-// (omp_get_num_procs()): the cores divided by the lanes, rounded up (at 12 lanes on 16 cores a team of one left the dual and GEMM schedules'
-// references on one thread while other lanes waited on their kernels; teams of two: 11% and 7%
-// more cases a second). A lane's results do not depend on its team's size.
+// (omp_get_num_procs()): the cores divided by the lanes, rounded up (at 12 lanes on 16 cores a
+// team of one left the dual and GEMM schedules' references on one thread while other lanes waited
+// on their kernels; teams of two: 11% and 7% more cases a second). A lane's results do not depend
+// on its team's size.
 int lane_team(int lanes, int cores);
 
 // A kernel's report before any case: its name, origin and flags.
