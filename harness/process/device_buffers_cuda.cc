@@ -1,5 +1,7 @@
 // CUDA guarded buffers and the runner's own non-blocking stream, through the CUDA runtime API
 // (plain C++: the device copies' kernels are in device_copy.cu). Built only with NVFP4_CUDA.
+#include <cuda.h>
+#include <cudaTypedefs.h>
 #include <cuda_runtime.h>
 #include <sched.h>
 #include <sys/prctl.h>
@@ -14,6 +16,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <random>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -482,22 +485,44 @@ class CudaBuffer final : public GuardedBuffer {
   std::optional<DeviceComparison> result_;
 };
 
-// The hold on the runner's stream: a host function that waits until the kernel call has returned
-// (release), or at most `limit`: 4 ms, long against a kernel launch and short against a case. A
-// kernel that synchronizes the stream it was handed waits that long, so the hold cannot last the
-// whole call. On a loaded machine a kernel's work on a stream of its own can start later than
-// 4 ms into the call; it then reads complete inputs, gives the right answer, and the stream check
-// has nothing to see in that case. The same holds for a call that, inside the hold, launches a
-// kernel for the first time (CUDA's lazy loading), calls cudaFree or queues a host function on any
-// stream: each of these waits for the hold (measured on the H200 with CUDA 13, 1.5 s holds:
-// docs/runs/2026-12-04-s25-b-h200.txt), so such a call sees it lapse. The runner's own kernels
-// are loaded before any hold. NVFP4_STREAM_GATE_MS (1 to 60,000) sets the limit, for a test that
-// needs the hold to outlast a call.
+// The hold on the runner's stream: the stream waits until the kernel call has returned (release),
+// or at most `limit`: 4 ms, long against a kernel launch and short against a case. A kernel that
+// synchronizes the stream it was handed waits that long, so the hold cannot last the whole call.
+// On a loaded machine a kernel's work on a stream of its own can start later than 4 ms into the
+// call; it then reads complete inputs, gives the right answer, and the stream check has nothing to
+// see in that case. The same holds for a call that, inside the hold, launches a kernel for the
+// first time (CUDA's lazy loading) or calls cudaFree: each of these waits for the runner's stream
+// (measured on the H200 with CUDA 13, 1.5 s holds: docs/runs/2026-12-04-s25-b-h200.txt), so such a
+// call sees it lapse. The runner's own kernels are loaded before any hold. NVFP4_STREAM_GATE_MS
+// (1 to 60,000) sets the limit, for a test that needs the hold to outlast a call.
+//
+// The hold is a stream memory operation where the device takes one: the stream waits for a word
+// of mapped pinned memory to equal the hold's token, and the release is one store of it, which
+// the device sees at once. Each hold has a word of a ring of its own and a token drawn at random,
+// so a stray device write into that memory releases no hold but by a 2^-32 chance, and a hold
+// that lapsed leaves no word a later hold waits on. (A host function held the stream before: the
+// driver's callback thread woke at the hold and again at the release before the stream went on,
+// 143 us a call of a medium GEMV on an H100: bench/THROUGHPUT.md, session 53.) Where the device
+// refuses a trial wait, the host function stays.
+constexpr int kGateWords = 64;
+
 struct StreamGate {
   std::mutex mutex;
   std::condition_variable cv;
-  uint64_t held = 0, released = 0;
+  uint64_t held = 0, released = 0, lapsed = 0;
   std::chrono::milliseconds limit{4};
+  // The wait-value hold, where the device takes it: the entry point, the ring of words (host and
+  // device addresses), the current hold's token and the time it was queued.
+  PFN_cuStreamWaitValue32_v11070 wait_value = nullptr;
+  uint32_t* words = nullptr;
+  CUdeviceptr words_device = 0;
+  uint32_t token = 0;
+  Clock::time_point held_at;
+  std::mt19937 tokens{std::random_device{}()};
+  bool quit = false;
+
+  uint32_t* word(uint64_t hold) { return words + hold % kGateWords; }
+  CUdeviceptr word_device(uint64_t hold) { return words_device + sizeof(uint32_t) * (hold % kGateWords); }
 };
 
 std::chrono::milliseconds stream_gate_limit() {
@@ -511,6 +536,22 @@ void CUDART_CB wait_at_gate(void* arg) {
   std::unique_lock<std::mutex> lock(gate->mutex);
   const uint64_t mine = gate->held;
   gate->cv.wait_for(lock, gate->limit, [&] { return gate->released >= mine; });
+}
+
+// The wait-value hold's limit: one thread a process, asleep but while a hold is on, which at the
+// limit stores the hold's token itself. It never calls CUDA, so it ends even on a hung device.
+void lapse_holds(StreamGate* g) {
+  std::unique_lock<std::mutex> lock(g->mutex);
+  for (;;) {
+    g->cv.wait(lock, [&] { return g->quit || g->held > std::max(g->released, g->lapsed); });
+    if (g->quit) return;
+    const uint64_t mine = g->held;
+    const uint32_t token = g->token;
+    if (!g->cv.wait_until(lock, g->held_at + g->limit, [&] { return g->quit || g->released >= mine; })) {
+      __atomic_store_n(g->word(mine), token, __ATOMIC_RELEASE);
+      g->lapsed = mine;
+    }
+  }
 }
 
 // cudaDeviceSynchronize cannot be polled: one helper thread makes the calls, and the caller waits
@@ -574,14 +615,24 @@ class CudaMemory final : public KernelMemory {
     synchronizer_ = std::make_unique<DeviceSynchronizer>(device);
     gate_.limit = stream_gate_limit();
     check_cuda(device_copy::load_kernels(), "loading the runner's copy kernels");
+    take_wait_value();
   }
   ~CudaMemory() override {
+    if (lapser_.joinable()) {
+      {
+        std::lock_guard<std::mutex> lock(gate_.mutex);
+        gate_.quit = true;
+      }
+      gate_.cv.notify_all();
+      lapser_.join();
+    }
     if (g_device_unusable) {
       (void)synchronizer_.release();
       return;
     }
     cudaStreamSynchronize(stream_);
     cudaStreamDestroy(stream_);
+    if (gate_.words) cudaFreeHost(gate_.words);
   }
 
   std::unique_ptr<GuardedBuffer> allocate(int64_t bytes, GuardPattern pattern) override {
@@ -627,15 +678,42 @@ class CudaMemory final : public KernelMemory {
 
   void hold_stream() override {
     pending_->flush(stream_);
+    if (!gate_.wait_value) {
+      {
+        std::lock_guard<std::mutex> lock(gate_.mutex);
+        ++gate_.held;
+      }
+      check_cuda(cudaLaunchHostFunc(stream_, wait_at_gate, &gate_), "cudaLaunchHostFunc on the runner's stream");
+      return;
+    }
+    uint64_t mine = 0;
+    uint32_t token = 0;
     {
       std::lock_guard<std::mutex> lock(gate_.mutex);
-      ++gate_.held;
+      mine = ++gate_.held;
+      do token = static_cast<uint32_t>(gate_.tokens()); while (token == 0);
+      gate_.token = token;
+      gate_.held_at = Clock::now();
+      // The ring's word went by 64 holds ago, each of whose calls waited for the stream.
+      __atomic_store_n(gate_.word(mine), 0u, __ATOMIC_RELEASE);
     }
-    check_cuda(cudaLaunchHostFunc(stream_, wait_at_gate, &gate_), "cudaLaunchHostFunc on the runner's stream");
+    gate_.cv.notify_all();
+    const CUresult r = gate_.wait_value(reinterpret_cast<CUstream>(stream_), gate_.word_device(mine), token,
+                                        CU_STREAM_WAIT_VALUE_EQ);
+    if (r != CUDA_SUCCESS) {
+      release_stream();
+      g_device_unusable = true;
+      throw DeviceError(DeviceError::Kind::cuda_error,
+                        fmt::format("cuStreamWaitValue32 on the runner's stream: CUresult {}", static_cast<int>(r)));
+    }
   }
   void release_stream() override {
-    std::lock_guard<std::mutex> lock(gate_.mutex);
-    gate_.released = gate_.held;
+    {
+      std::lock_guard<std::mutex> lock(gate_.mutex);
+      if (gate_.wait_value && gate_.released < gate_.held)
+        __atomic_store_n(gate_.word(gate_.held), gate_.token, __ATOMIC_RELEASE);
+      gate_.released = gate_.held;
+    }
     gate_.cv.notify_all();
   }
 
@@ -661,8 +739,42 @@ class CudaMemory final : public KernelMemory {
   }
 
  private:
+  // The wait-value hold where the driver has the entry point, mapped pinned memory can be had
+  // and the device takes a trial wait on the runner's stream; else the host function.
+  void take_wait_value() {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    if (cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", &fn, 11070, cudaEnableDefault, &found) !=
+            cudaSuccess ||
+        found != cudaDriverEntryPointSuccess || !fn) {
+      cudaGetLastError();
+      return;
+    }
+    void* host = nullptr;
+    void* device = nullptr;
+    if (cudaHostAlloc(&host, kGateWords * sizeof(uint32_t), cudaHostAllocMapped) != cudaSuccess) {
+      cudaGetLastError();
+      return;
+    }
+    std::memset(host, 0, kGateWords * sizeof(uint32_t));
+    const auto wait_value = reinterpret_cast<PFN_cuStreamWaitValue32_v11070>(fn);
+    if (cudaHostGetDevicePointer(&device, host, 0) != cudaSuccess ||
+        wait_value(reinterpret_cast<CUstream>(stream_), reinterpret_cast<CUdeviceptr>(device), 0,
+                   CU_STREAM_WAIT_VALUE_EQ) != CUDA_SUCCESS ||
+        cudaStreamSynchronize(stream_) != cudaSuccess) {
+      cudaGetLastError();
+      cudaFreeHost(host);
+      return;
+    }
+    gate_.words = static_cast<uint32_t*>(host);
+    gate_.words_device = reinterpret_cast<CUdeviceptr>(device);
+    gate_.wait_value = wait_value;
+    lapser_ = std::thread(lapse_holds, &gate_);
+  }
+
   cudaStream_t stream_ = nullptr;
   StreamGate gate_;
+  std::thread lapser_;
   std::unique_ptr<DeviceSynchronizer> synchronizer_;
   std::shared_ptr<CompareSlots> slots_;
   std::shared_ptr<PendingCopies> pending_ = std::make_shared<PendingCopies>();
