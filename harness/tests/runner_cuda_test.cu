@@ -1,12 +1,14 @@
-// The runner's checks on CUDA kernels: an honest one passes; ones that use another stream, write
-// out of bounds, leave outputs unwritten, modify inputs, cache by pointer or refuse supported
-// shapes are each caught; and the built-in naive CUDA kernels pass on every data distribution.
+// The runner's checks on CUDA kernels: an honest one passes, and so does one that synchronizes its
+// stream inside the call; ones that use another stream, write out of bounds, leave outputs
+// unwritten, modify inputs, cache by pointer or refuse supported shapes are each caught; and the
+// built-in naive CUDA kernels pass on every data distribution.
 // Without a CUDA device every test is skipped with the reason.
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -32,7 +34,7 @@ constexpr uint32_t kBothOps = (1u << NVFP4_OP_GEMV) | (1u << NVFP4_OP_GEMM);
 constexpr uint32_t kBothLayouts = (1u << NVFP4_SF_LINEAR) | (1u << NVFP4_SF_PERMUTED);
 
 enum Bug { kHonest, kLegacyStream, kOwnStream, kWritePastEnd, kUnwritten, kModifiesInput, kStaleCache,
-           kRefusesSupported, kScribblesInput, kWritesBeforeInput, kLateOwnStream, kCount };
+           kRefusesSupported, kScribblesInput, kWritesBeforeInput, kLateOwnStream, kSyncsItsStream, kCount };
 
 const nvfp4_kernel_info kInfos[kCount] = {
     {NVFP4_ABI_VERSION, "honest_cuda", NVFP4_MEMORY_CUDA, kBothOps, kBothLayouts, 0, 1, 1, 1, 0},
@@ -46,6 +48,7 @@ const nvfp4_kernel_info kInfos[kCount] = {
     {NVFP4_ABI_VERSION, "scribbles_input_cuda", NVFP4_MEMORY_CUDA, kBothOps, kBothLayouts, 0, 1, 1, 1, 0},
     {NVFP4_ABI_VERSION, "writes_before_input_cuda", NVFP4_MEMORY_CUDA, kBothOps, kBothLayouts, 0, 1, 1, 1, 0},
     {NVFP4_ABI_VERSION, "late_own_stream_cuda", NVFP4_MEMORY_CUDA, kBothOps, kBothLayouts, 0, 1, 1, 1, 0},
+    {NVFP4_ABI_VERSION, "syncs_its_stream_cuda", NVFP4_MEMORY_CUDA, kBothOps, kBothLayouts, 0, 1, 1, 1, 0},
 };
 
 __device__ float e4m3_float(uint8_t byte) {
@@ -144,6 +147,9 @@ int run_test_kernel(int index, const nvfp4_problem* p) {
     return cudaGetLastError() == cudaSuccess ? NVFP4_OK : NVFP4_ERROR;
   }
   gemm_per_element<<<blocks, 128, 0, stream>>>(*p, index == kUnwritten, index == kWritePastEnd);
+  // Waits for its own work before returning, as a kernel that reads a result back does: the
+  // stream is held until the call returns, so only the hold's limit lets this wait end.
+  if (index == kSyncsItsStream && cudaStreamSynchronize(stream) != cudaSuccess) return NVFP4_ERROR;
   if (index == kModifiesInput) flip_first_byte<<<1, 1, 0, stream>>>(const_cast<uint8_t*>(p->a));
   if (index == kScribblesInput)
     flip_middle_scales<<<1, 1, 0, stream>>>(const_cast<uint8_t*>(p->sfa), p->l * p->m * ((p->k + 15) / 16) / 2 + 1);
@@ -238,6 +244,17 @@ class CudaRunner : public ::testing::Test {
 TEST_F(CudaRunner, HonestKernelPasses) {
   const CaseOutcome r = check("honest_cuda");
   EXPECT_EQ(r.verdict, CaseOutcome::Verdict::pass) << check_of(r) << ": " << message_of(r);
+}
+
+// A kernel that synchronizes the stream it was handed inside the call waits for the runner's hold
+// on it, which lapses after its limit (4 ms): the call ends, in stream order, and passes. A hold
+// that never lapsed would end it as a hang at the case's timeout.
+TEST_F(CudaRunner, KernelThatSynchronizesItsStreamPasses) {
+  const auto start = std::chrono::steady_clock::now();
+  const CaseOutcome r = check("syncs_its_stream_cuda");
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(r.verdict, CaseOutcome::Verdict::pass) << check_of(r) << ": " << message_of(r);
+  EXPECT_LT(seconds, 20.0) << "each of the case's calls should wait 4 ms for the hold, not seconds";
 }
 
 // Work on another stream runs while the runner's stream is still held before its uploads: it
