@@ -491,8 +491,9 @@ class CudaBuffer final : public GuardedBuffer {
 // On a loaded machine a kernel's work on a stream of its own can start later than 4 ms into the
 // call; it then reads complete inputs, gives the right answer, and the stream check has nothing to
 // see in that case. The same holds for a call that, inside the hold, launches a kernel for the
-// first time (CUDA's lazy loading) or calls cudaFree: each of these waits for the runner's stream
-// (measured on the H200 with CUDA 13, 1.5 s holds: docs/runs/2026-12-04-s25-b-h200.txt), so such a
+// first time (CUDA's lazy loading) or calls cudaFree: each of these waited for the runner's stream
+// when a host function held it (measured on the H200 with CUDA 13, 1.5 s holds:
+// docs/runs/2026-12-04-s25-b-h200.txt; not measured again with the wait-value hold), so such a
 // call sees it lapse. The runner's own kernels are loaded before any hold. NVFP4_STREAM_GATE_MS
 // (1 to 60,000) sets the limit, for a test that needs the hold to outlast a call.
 //
